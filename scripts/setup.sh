@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs Opal's build dependencies from Debian 12 packages and builds the release preset.
+# Usage: scripts/setup.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(build-essential cmake ninja-build pkg-config
+      libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev
+      libgtest-dev libgmock-dev libbenchmark-dev)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${1:-}" != "--no-build" ]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j"$(nproc)"
+fi

@@ -1,0 +1,15 @@
+// Each `opal` subcommand lives in tools/cmd_<name>.cpp and registers itself on
+// the CLI11 app through one of these functions (listed in main.cpp).
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace opal::tools {
+
+// A subcommand's work, run after parsing. Returns the process exit code.
+using Action = std::function<int()>;
+// Registers `sub` with its action; main() runs the action of the chosen one.
+void set_action(CLI::App* sub, Action action);
+
+void add_inspect_command(CLI::App& app);
+
+}  // namespace opal::tools

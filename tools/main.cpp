@@ -1,0 +1,44 @@
+// `opal`: one binary, many subcommands (see tools/commands.h).
+#include <cstdio>
+#include <map>
+
+#include "core/error.h"
+#include "tools/commands.h"
+
+namespace opal::tools {
+namespace {
+std::map<CLI::App*, Action>& actions() {
+  static std::map<CLI::App*, Action> a;
+  return a;
+}
+}  // namespace
+void set_action(CLI::App* sub, Action action) { actions()[sub] = std::move(action); }
+}  // namespace opal::tools
+
+int main(int argc, char** argv) {
+  using namespace opal::tools;
+  CLI::App app{"Opal: run GGUF language models on CPUs and open accelerators"};
+  app.set_version_flag("--version", std::string("opal ") + OPAL_GIT_COMMIT);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  add_inspect_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, action] : actions())
+      if (sub->parsed()) return action();
+  } catch (const opal::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "error: no action for this subcommand\n");
+  return 2;
+}
