@@ -1,0 +1,345 @@
+// The Sampler: runs logit_bias, then the configured steps in order, then the
+// seeded draw (see sampler_steps.cpp for each step and docs/sampling.md).
+//
+// Layout and state:
+//   raw      copy of the caller's logits (NaN -> -inf), for ProbSource::raw.
+//   cand     n_vocab {id, logit, p} records; a CandidateSet views a prefix of
+//            it that the steps shrink and reorder. While `identity` holds,
+//            cand[i].id == i, so bias and penalties index it directly.
+//   window   ring buffer of the last repeat_last_n accepted tokens; counts[t]
+//            is t's occurrences in it and `active` lists the tokens with
+//            counts > 0 (active_pos[t] is t's slot), so the penalties cost
+//            O(distinct tokens in the window), not O(n_vocab).
+// All per-call buffers are sized in the constructor or on first use.
+#include "sampling/sampler.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "sampling/sampler_steps.h"
+
+namespace opal {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// llama.cpp's rule for the random seed: std::random_device, or the clock when
+// random_device is a deterministic PRNG on this platform.
+uint32_t draw_seed(uint32_t seed) {
+  if (seed != kRandomSeed) return seed;
+  std::random_device rd;
+  if (rd.entropy() == 0) {
+    return static_cast<uint32_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+  return rd();
+}
+
+// Steps that never remove the highest logit: with temp <= 0 they cannot change
+// the argmax that the temperature step keeps, so the greedy path skips them.
+bool keeps_the_max(SamplerStep s) {
+  return s == SamplerStep::top_k || s == SamplerStep::top_p || s == SamplerStep::min_p ||
+         s == SamplerStep::top_n_sigma || s == SamplerStep::dry;
+}
+
+}  // namespace
+
+struct Sampler::State {
+  SamplerParams params;
+  int32_t n_vocab = 0;
+  std::vector<SamplerStep> steps;
+  int first_temperature = -1;  // index in steps, -1 if absent
+  bool greedy = false;         // temp <= 0 and a temperature step exists
+  bool penalties_active = false;
+
+  uint32_t seed_in_use = 0;
+  std::mt19937 rng;      // the final draw
+  std::mt19937 xtc_rng;  // xtc's own coin, as llama.cpp (same seed)
+
+  // Penalty window.
+  std::vector<int32_t> window;  // grows to repeat_last_n, then wraps
+  size_t window_head = 0;       // oldest entry once full
+  std::vector<int32_t> counts;
+  std::vector<int32_t> active;
+  std::vector<int32_t> active_pos;
+
+  // Per-call buffers and the last result.
+  std::vector<float> raw;
+  std::vector<Candidate> cand;
+  StepScratch scratch;
+  CandidateSet set;  // what the draw saw (post-sampling distribution)
+  bool identity = false;
+  bool has_sample = false;
+  int32_t chosen = -1;
+  size_t chosen_index = 0;
+  DistResult dist;
+
+  mutable bool raw_lse_valid = false;
+  mutable double raw_lse = 0;
+  mutable std::vector<Candidate> top_buffer;
+
+  void count_in(int32_t t) {
+    if (counts[t]++ == 0) {
+      active_pos[t] = static_cast<int32_t>(active.size());
+      active.push_back(t);
+    }
+  }
+  void count_out(int32_t t) {
+    if (--counts[t] == 0) {
+      const int32_t pos = active_pos[t];
+      const int32_t last = active.back();
+      active[pos] = last;
+      active_pos[last] = pos;
+      active.pop_back();
+      active_pos[t] = -1;
+    }
+  }
+
+  void apply_penalties() {
+    if (!penalties_active || active.empty()) return;
+    const float rep = params.repeat_penalty;
+    const float freq = params.frequency_penalty;
+    const float pres = params.presence_penalty;
+    auto penalize = [&](Candidate& c, int32_t count) {
+      // Divide positive logits, multiply the others, so that a penalty > 1
+      // always makes the token less likely (llama.cpp's rule).
+      c.logit = c.logit <= 0.0f ? c.logit * rep : c.logit / rep;
+      c.logit -= static_cast<float>(count) * freq + pres;
+    };
+    if (identity) {
+      for (int32_t t : active) penalize(set.data[t], counts[t]);
+    } else {
+      for (size_t i = 0; i < set.size; ++i) {
+        const int32_t count = counts[set.data[i].id];
+        if (count > 0) penalize(set.data[i], count);
+      }
+    }
+    set.sorted = false;
+  }
+
+  void run_step(SamplerStep step) {
+    const size_t min_keep = static_cast<size_t>(params.min_keep);
+    switch (step) {
+      case SamplerStep::penalties:
+        apply_penalties();
+        return;  // keeps the id layout
+      case SamplerStep::dry:
+        return;  // DRY is not implemented: always off (llama.cpp's default)
+      case SamplerStep::top_n_sigma:
+        if (params.top_n_sigma <= 0.0f) return;
+        apply_top_n_sigma(set, params.top_n_sigma);
+        break;
+      case SamplerStep::top_k:
+        if (params.top_k <= 0) return;
+        apply_top_k(set, params.top_k, scratch);
+        break;
+      case SamplerStep::typical_p:
+        if (params.typical_p >= 1.0f) return;
+        apply_typical(set, params.typical_p, min_keep, scratch);
+        break;
+      case SamplerStep::top_p:
+        if (params.top_p >= 1.0f) return;
+        apply_top_p(set, params.top_p, min_keep, scratch);
+        break;
+      case SamplerStep::min_p:
+        if (params.min_p <= 0.0f) return;
+        apply_min_p(set, params.min_p, min_keep);
+        break;
+      case SamplerStep::xtc:
+        if (params.xtc_probability <= 0.0f || params.xtc_threshold > 0.5f || set.size < 2) return;
+        apply_xtc(set, params.xtc_probability, params.xtc_threshold, min_keep, xtc_rng);
+        break;
+      case SamplerStep::temperature:
+        if (params.temp == 1.0f) return;
+        apply_temperature(set, params.temp);
+        if (params.temp > 0.0f) return;  // scaling keeps the layout
+        break;
+    }
+    identity = false;
+  }
+
+  void reseed() {
+    seed_in_use = draw_seed(params.seed);
+    rng.seed(seed_in_use);
+    xtc_rng.seed(seed_in_use);
+  }
+
+  void check_sampled(const char* what) const {
+    if (!has_sample) fail("sampling: {} called before sample()", what);
+  }
+
+  double raw_log_sum_exp() const {
+    if (raw_lse_valid) return raw_lse;
+    float m = kNegInf;
+    for (float v : raw) m = std::max(m, v);
+    double sum = 0.0;
+    if (m != kNegInf && std::isfinite(m)) {
+      for (float v : raw) sum += std::exp(static_cast<double>(v) - m);
+    }
+    raw_lse = sum > 0.0 ? m + std::log(sum) : static_cast<double>(m);
+    raw_lse_valid = true;
+    return raw_lse;
+  }
+};
+
+Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : s_(std::make_unique<State>()) {
+  validate(params, n_vocab);
+  State& s = *s_;
+  s.params = params;
+  s.n_vocab = n_vocab;
+  s.steps = steps_from_names(params.order);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    if (s.steps[i] == SamplerStep::temperature) {
+      s.first_temperature = static_cast<int>(i);
+      break;
+    }
+  }
+  s.greedy = params.temp <= 0.0f && s.first_temperature >= 0;
+  bool has_penalty_step = false;
+  for (SamplerStep st : s.steps) has_penalty_step |= st == SamplerStep::penalties;
+  s.penalties_active = has_penalty_step && params.repeat_last_n != 0 &&
+                       (params.repeat_penalty != 1.0f || params.frequency_penalty != 0.0f ||
+                        params.presence_penalty != 0.0f);
+  if (s.penalties_active) {
+    s.counts.assign(n_vocab, 0);
+    s.active_pos.assign(n_vocab, -1);
+  }
+  s.raw.resize(n_vocab);
+  s.cand.resize(n_vocab);
+  s.reseed();
+}
+
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
+
+int32_t Sampler::sample(const float* logits) {
+  if (logits == nullptr) fail("sampling: sample() got no logits");
+  State& s = *s_;
+  const int32_t n = s.n_vocab;
+  float* raw = s.raw.data();
+  Candidate* cand = s.cand.data();
+  for (int32_t i = 0; i < n; ++i) {
+    const float v = std::isnan(logits[i]) ? kNegInf : logits[i];
+    raw[i] = v;
+    cand[i] = Candidate{i, v, 0.0f};
+  }
+  s.set = CandidateSet{cand, static_cast<size_t>(n), false};
+  s.identity = true;
+  s.raw_lse_valid = false;
+
+  for (const auto& [token, bias] : s.params.logit_bias) cand[token].logit += bias;
+
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const SamplerStep step = s.steps[i];
+    if (s.greedy) {
+      const int t = s.first_temperature;
+      if (static_cast<int>(i) > t) break;  // one candidate left: the rest are no-ops
+      if (static_cast<int>(i) < t && keeps_the_max(step)) continue;
+    }
+    s.run_step(step);
+  }
+
+  s.dist = apply_dist(s.set, s.rng);
+  s.chosen_index = s.dist.index;
+  s.chosen = s.set.data[s.chosen_index].id;
+  s.has_sample = true;
+  return s.chosen;
+}
+
+void Sampler::accept(int32_t token) {
+  State& s = *s_;
+  if (token < 0 || token >= s.n_vocab) {
+    fail("sampling: accepted token {} is outside the vocabulary [0, {})", token, s.n_vocab);
+  }
+  if (!s.penalties_active) return;
+  const int32_t last_n = s.params.repeat_last_n;
+  if (last_n < 0) {  // the whole sequence since reset()
+    s.count_in(token);
+    return;
+  }
+  if (s.window.size() < static_cast<size_t>(last_n)) {
+    s.window.push_back(token);
+  } else {
+    s.count_out(s.window[s.window_head]);
+    s.window[s.window_head] = token;
+    s.window_head = (s.window_head + 1) % s.window.size();
+  }
+  s.count_in(token);
+}
+
+void Sampler::reset() {
+  State& s = *s_;
+  for (int32_t t : s.active) {
+    s.counts[t] = 0;
+    s.active_pos[t] = -1;
+  }
+  s.active.clear();
+  s.window.clear();
+  s.window_head = 0;
+  s.has_sample = false;
+  s.reseed();
+}
+
+std::vector<TokenProb> Sampler::top_probs(int n, ProbSource source) const {
+  const State& s = *s_;
+  s.check_sampled("top_probs()");
+  std::vector<TokenProb> out;
+  if (n <= 0) return out;
+  if (source == ProbSource::raw) {
+    const size_t k = std::min<size_t>(static_cast<size_t>(n), s.raw.size());
+    s.top_buffer.resize(std::max(s.top_buffer.size(), k));
+    const float* raw = s.raw.data();
+    select_top(s.raw.size(), k, s.top_buffer.data(),
+               [raw](size_t i) { return Candidate{static_cast<int32_t>(i), raw[i], 0.0f}; });
+    const double lse = s.raw_log_sum_exp();
+    out.reserve(k);
+    for (size_t i = 0; i < k; ++i) {
+      const double lp = static_cast<double>(s.top_buffer[i].logit) - lse;
+      out.push_back(TokenProb{s.top_buffer[i].id, static_cast<float>(std::exp(lp)), static_cast<float>(lp)});
+    }
+    return out;
+  }
+  const size_t k = std::min<size_t>(static_cast<size_t>(n), s.set.size);
+  s.top_buffer.resize(std::max(s.top_buffer.size(), k));
+  const Candidate* data = s.set.data;
+  select_top(s.set.size, k, s.top_buffer.data(), [data](size_t i) { return data[i]; });
+  const double log_sum = std::log(s.dist.sum);
+  out.reserve(k);
+  for (size_t i = 0; i < k; ++i) {
+    const Candidate& c = s.top_buffer[i];
+    const double lp = c.p > 0.0f ? static_cast<double>(c.logit) - s.dist.max_logit - log_sum
+                                 : -std::numeric_limits<double>::infinity();
+    out.push_back(TokenProb{c.id, c.p, static_cast<float>(lp)});
+  }
+  return out;
+}
+
+float Sampler::chosen_logprob(ProbSource source) const {
+  const State& s = *s_;
+  s.check_sampled("chosen_logprob()");
+  if (source == ProbSource::raw) {
+    return static_cast<float>(static_cast<double>(s.raw[s.chosen]) - s.raw_log_sum_exp());
+  }
+  const Candidate& c = s.set.data[s.chosen_index];
+  return static_cast<float>(static_cast<double>(c.logit) - s.dist.max_logit - std::log(s.dist.sum));
+}
+
+const SamplerParams& Sampler::params() const { return s_->params; }
+int32_t Sampler::n_vocab() const { return s_->n_vocab; }
+uint32_t Sampler::seed() const { return s_->seed_in_use; }
+
+std::string Sampler::chain_description() const {
+  std::string out = "logits";
+  if (!s_->params.logit_bias.empty()) out += " -> logit-bias";
+  for (SamplerStep st : s_->steps) {
+    out += " -> ";
+    out += step_name(st);
+  }
+  out += s_->greedy ? " -> greedy" : " -> dist";
+  return out;
+}
+
+}  // namespace opal
