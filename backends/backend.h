@@ -1,0 +1,130 @@
+// The backend interface, split by lifetime (DESIGN.md, "A backend is a small interface"):
+//   Device      what a backend is and what it can run: name, memory, priority,
+//               role, supports(node) -> Support{ok, reason}.
+//   BufferType  how a backend owns bytes: allocates Buffers; uploads weights
+//               (and may transform them on the way: repack, re-layout, dequantize).
+//   Buffer      one allocation; host-visible or not; read/write for transfers.
+//   Executor    compiles a Segment (the nodes placed on it, in order) into a
+//               Plan once per shape bucket, then runs the plan many times.
+//
+// The scheduler (backends/scheduler.h) places nodes, cuts segments, plans
+// compute memory and inserts copies between buffers a device cannot access.
+// Executors call the RunHooks around every node they execute (or fused group),
+// which is where perf events and shadow comparison plug in.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/graph.h"
+
+namespace opal {
+
+// The answer to "can this device run this node?"; the reason is shown to users.
+struct Support {
+  bool ok = true;
+  std::string reason;
+  static Support yes() { return {true, {}}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+  explicit operator bool() const { return ok; }
+};
+
+class BufferType;
+
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual BufferType& type() const = 0;
+  virtual uint64_t size() const = 0;
+  // Start of the bytes in the owning backend's address space. Only host-visible
+  // buffers may be dereferenced by the CPU.
+  virtual void* base() = 0;
+  // Transfers between host memory and this buffer.
+  virtual void write(uint64_t offset, const void* src, uint64_t n) = 0;
+  virtual void read(uint64_t offset, void* dst, uint64_t n) const = 0;
+};
+
+class BufferType {
+ public:
+  virtual ~BufferType() = default;
+  virtual std::string name() const = 0;
+  // True if the CPU can read and write the bytes directly (plain host memory).
+  virtual bool host_visible() const = 0;
+  virtual uint64_t alignment() const { return 64; }
+  virtual std::unique_ptr<Buffer> allocate(uint64_t size) = 0;
+  // A buffer that wraps existing host bytes without copying (mmap'd weights).
+  // Returns null where the backend cannot use host memory in place.
+  virtual std::unique_ptr<Buffer> wrap_host(const void* data, uint64_t size) { return nullptr; }
+  // Bytes weight `t` takes once uploaded (a transform may change its size).
+  virtual uint64_t weight_size(const Tensor& t) const;
+  // Uploads a weight from its GGUF bytes in host memory into `buf` at `offset`.
+  // May transform it; then it updates t.type / t.nb to what it stored.
+  // Sets t.buffer and t.data.
+  virtual void upload_weight(Tensor& t, const void* host_bytes, Buffer& buf, uint64_t offset);
+};
+
+class Device;
+
+// The nodes placed on one device, consecutive in the graph's order.
+struct Segment {
+  Device* device = nullptr;
+  std::vector<Tensor*> nodes;
+};
+
+// A compiled segment; opaque to everyone but its executor.
+class Plan {
+ public:
+  virtual ~Plan() = default;
+};
+
+// Called around each executed node. `kernel` names the implementation used
+// (e.g. "ref", "avx2"); backends may report a fused group as one call.
+class RunHooks {
+ public:
+  virtual ~RunHooks() = default;
+  virtual void before_node(const Device& dev, const Tensor& node) {}
+  virtual void after_node(const Device& dev, const Tensor& node, const char* kernel) {}
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Called once per shape bucket. All memory the plan needs (scratch) is
+  // allocated here, never in run().
+  virtual std::unique_ptr<Plan> compile(const Segment& segment) = 0;
+  virtual void run(Plan& plan, RunHooks* hooks) = 0;
+};
+
+enum class DeviceRole {
+  Host,         // the CPU: runs every op; the fallback by role
+  Accelerator,  // runs a subset; gets the nodes it supports by priority
+};
+
+struct DeviceMemory {
+  uint64_t total = 0;  // 0 = unknown
+  uint64_t free = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const { return name(); }
+  virtual DeviceRole role() const = 0;
+  // Higher runs first among devices that support a node.
+  virtual int priority() const = 0;
+  virtual DeviceMemory memory() const { return {}; }
+  virtual Support supports(const Tensor& node) const = 0;
+  // Whether a weight of this shape/type may live here given the ops that read
+  // it. Default: every consumer must be supported.
+  virtual Support supports_weight(const Tensor& weight, const std::vector<const Tensor*>& consumers) const;
+  virtual BufferType& weight_buffer_type() = 0;
+  virtual BufferType& compute_buffer_type() = 0;
+  virtual Executor& executor() = 0;
+  // True if this device's kernels can read a tensor held in `buf`.
+  virtual bool can_access(const Buffer& buf) const;
+  virtual void set_threads(int n) {}
+};
+
+}  // namespace opal

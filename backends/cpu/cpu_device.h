@@ -1,0 +1,44 @@
+// The CPU backend: runs every op (scalar reference kernels, multithreaded
+// with a ThreadPool); the fallback device by role.
+#pragma once
+#include <memory>
+
+#include "backends/backend.h"
+#include "backends/cpu/host_buffer.h"
+#include "backends/thread_pool.h"
+
+namespace opal {
+
+class CpuExecutor : public Executor {
+ public:
+  explicit CpuExecutor(const Device& dev, int n_threads);
+  std::unique_ptr<Plan> compile(const Segment& segment) override;
+  void run(Plan& plan, RunHooks* hooks) override;
+  void set_threads(int n);
+  int n_threads() const { return pool_->size(); }
+
+ private:
+  const Device& dev_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+class CpuDevice : public Device {
+ public:
+  explicit CpuDevice(int n_threads = 0);
+  std::string name() const override { return "cpu"; }
+  std::string description() const override;
+  DeviceRole role() const override { return DeviceRole::Host; }
+  int priority() const override { return 0; }
+  Support supports(const Tensor& node) const override;
+  BufferType& weight_buffer_type() override { return buffer_type_; }
+  BufferType& compute_buffer_type() override { return buffer_type_; }
+  Executor& executor() override { return executor_; }
+  void set_threads(int n) override;
+  int n_threads() const { return executor_.n_threads(); }
+
+ private:
+  HostBufferType buffer_type_{"cpu"};
+  CpuExecutor executor_;
+};
+
+}  // namespace opal

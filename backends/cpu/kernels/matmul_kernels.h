@@ -1,0 +1,53 @@
+// The table of matrix-multiplication kernels, one entry per weight dtype,
+// chosen at load time. A faster kernel (AVX2, AVX-512, NEON) replaces the
+// entry's functions without touching the ops: ops/matmul.cpp only calls
+// through this table.
+//
+// Activations: llama.cpp converts the f32 activations of a matmul to the
+// weight type's "vec_dot type" before the dot products (f16 for f16 weights,
+// bf16 for bf16, Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the
+// K-quants). Each entry converts a row of activations into its own packed
+// format (convert_act, act_row_bytes), and its gemm reads that format. The
+// reference keeps the *rounded values* as f32, so its results carry the same
+// activation rounding as llama.cpp's.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace opal::cpu {
+
+struct GemmArgs {
+  const uint8_t* w = nullptr;  // weight rows
+  uint64_t w_row_bytes = 0;    // bytes between consecutive weight rows
+  int64_t k = 0;               // elements per row
+  int64_t row_begin = 0;       // the slice of weight rows (output columns) to compute
+  int64_t row_end = 0;
+  const uint8_t* act = nullptr;  // n_act converted activation rows
+  uint64_t act_row_bytes = 0;
+  int64_t n_act = 0;
+  float* out = nullptr;        // out[a * out_stride + row]
+  int64_t out_stride = 0;      // in floats
+  float* scratch = nullptr;    // at least scratch_floats(k) floats, private to the thread
+};
+
+struct MatmulKernels {
+  DType weight_type = DType::F32;
+  DType act_type = DType::F32;  // llama.cpp's vec_dot type for this weight type
+  const char* name = "ref";
+  uint64_t (*act_row_bytes)(int64_t k) = nullptr;
+  // Converts one row of k f32 activations into the packed format at dst.
+  void (*convert_act)(DType act_type, const float* x, uint8_t* dst, int64_t k) = nullptr;
+  void (*gemm)(const GemmArgs& args) = nullptr;
+  int64_t (*scratch_floats)(int64_t k) = nullptr;
+};
+
+// The kernels for a weight type, or null when the CPU has none.
+const MatmulKernels* matmul_kernels(DType weight_type);
+// llama.cpp's vec_dot type of a weight type (F32 if none applies).
+DType activation_type_for(DType weight_type);
+// Rounds x through act_type (quantize then dequantize) into out; used by the
+// reference kernels and by backends that must match them.
+void round_activations(DType act_type, const float* x, float* out, int64_t k);
+
+}  // namespace opal::cpu

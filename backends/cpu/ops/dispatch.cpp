@@ -1,0 +1,112 @@
+// What the CPU backend supports, the scratch each op needs, and the switch
+// from op to its implementation.
+#include <fmt/format.h>
+
+#include "backends/cpu/kernels/convert.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/ops/ops.h"
+
+namespace opal::cpu {
+namespace {
+
+bool rows_f32(const Tensor* t) { return t && t->type == DType::F32 && t->nb[0] == 4; }
+bool i32(const Tensor* t) { return t && t->type == DType::I32 && t->is_contiguous(); }
+bool cache_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+Support need(bool ok, const char* why) { return ok ? Support::yes() : Support::no(why); }
+
+Support supports_mul_mat(const Tensor& node) {
+  const Tensor* w = node.src[0];
+  const Tensor* x = node.src[1];
+  if (!matmul_kernels(w->type))
+    return Support::no(fmt::format("no CPU matmul kernel for weight type {}", dtype_name(w->type)));
+  if (w->ne[0] % block_size(w->type) != 0)
+    return Support::no(fmt::format("row length {} is not a whole number of {} blocks", w->ne[0], dtype_name(w->type)));
+  if (w->nb[0] != uint64_t(type_size(w->type))) return Support::no("weight rows are not contiguous");
+  if (!rows_f32(x)) return Support::no("activations must be f32 rows");
+  if (node.op == Op::MulMatId && !i32(node.src[2])) return Support::no("expert ids must be contiguous i32");
+  return Support::yes();
+}
+
+}  // namespace
+
+Support supports(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  switch (node.op) {
+    case Op::None:
+    case Op::View: return Support::yes();
+    case Op::GetRows:
+      if (!can_read_as_f32(a->type))
+        return Support::no(fmt::format("no reference dequantizer for {}", dtype_name(a->type)));
+      return need(i32(node.src[1]) && a->nb[0] == uint64_t(type_size(a->type)), "needs contiguous rows and i32 ids");
+    case Op::RmsNorm:
+    case Op::Softmax:
+    case Op::SumRows:
+    case Op::Scale:
+    case Op::Silu: return need(rows_f32(a), "input must be f32 rows");
+    case Op::Mul:
+    case Op::Add:
+    case Op::Div:
+    case Op::Swiglu: return need(rows_f32(a) && rows_f32(node.src[1]), "inputs must be f32 rows");
+    case Op::Cpy:
+      return need(cache_type(a->type) && cache_type(node.type), "CPY converts between f32, f16 and bf16 only");
+    case Op::MulMat:
+    case Op::MulMatId: return supports_mul_mat(node);
+    case Op::Rope: return need(rows_f32(a) && node.iparams[0] <= 1024, "input must be f32 rows, n_rot <= 1024");
+    case Op::Attention:
+      return need(rows_f32(a) && cache_type(node.src[kAttnK]->type) && cache_type(node.src[kAttnV]->type) &&
+                      node.src[kAttnK]->nb[0] == uint64_t(type_size(node.src[kAttnK]->type)) &&
+                      node.src[kAttnV]->nb[0] == uint64_t(type_size(node.src[kAttnV]->type)) &&
+                      i32(node.src[kAttnTokens]) && i32(node.src[kAttnCells]),
+                  "needs f32 q and an f32/f16/bf16 cache");
+    case Op::KvStore:
+      return need(cache_type(a->type) && node.src[1]->type == DType::F32, "cache must be f32/f16/bf16");
+    case Op::TopK: return need(rows_f32(a) && a->ne[0] <= 1024, "input must be f32 rows of at most 1024");
+    case Op::Count: break;
+  }
+  return Support::no("unknown op");
+}
+
+uint64_t work_size(const Tensor& node, int n_threads) {
+  switch (node.op) {
+    case Op::MulMat:
+    case Op::MulMatId: return mul_mat_work_size(node, n_threads);
+    case Op::Attention: return attention_work_size(node, n_threads);
+    default: return 0;
+  }
+}
+
+void compute(const Tensor& node, const OpContext& ctx) {
+  switch (node.op) {
+    case Op::None:
+    case Op::View: return;
+    case Op::GetRows: compute_get_rows(node, ctx); return;
+    case Op::RmsNorm:
+    case Op::Softmax:
+    case Op::SumRows: compute_norm(node, ctx); return;
+    case Op::Mul:
+    case Op::Add:
+    case Op::Div:
+    case Op::Scale:
+    case Op::Silu:
+    case Op::Swiglu:
+    case Op::Cpy: compute_elementwise(node, ctx); return;
+    case Op::MulMat: compute_mul_mat(node, ctx); return;
+    case Op::MulMatId: compute_mul_mat_id(node, ctx); return;
+    case Op::Rope: compute_rope(node, ctx); return;
+    case Op::Attention: compute_attention(node, ctx); return;
+    case Op::KvStore: compute_kv_store(node, ctx); return;
+    case Op::TopK: compute_top_k(node, ctx); return;
+    case Op::Count: return;
+  }
+}
+
+const char* kernel_name(const Tensor& node) {
+  if (node.op == Op::MulMat || node.op == Op::MulMatId) {
+    const MatmulKernels* k = matmul_kernels(node.src[0]->type);
+    return k ? k->name : "none";
+  }
+  return "ref";
+}
+
+}  // namespace opal::cpu

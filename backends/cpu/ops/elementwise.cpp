@@ -1,0 +1,94 @@
+// Element-wise ops on f32 rows: MUL, ADD, DIV (src1 broadcast: each dim of
+// src1 divides src0's and index i of src0 reads i % ne1[d]), SCALE, SILU,
+// SWIGLU (silu(a) * b), CPY (convert between f32/f16/bf16, any strides).
+// Threads split the rows of the output.
+#include <cmath>
+
+#include "backends/cpu/kernels/convert.h"
+#include "backends/cpu/ops/ops.h"
+#include "backends/cpu/ops/row_iter.h"
+
+namespace opal::cpu {
+namespace {
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+template <typename F>
+void binary(const Tensor& node, const OpContext& ctx, F f) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t n0 = node.ne[0];
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i1 = r % node.ne[1], i2 = (r / node.ne[1]) % node.ne[2], i3 = r / (node.ne[1] * node.ne[2]);
+      const float* pa = reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3));
+      const float* pb = reinterpret_cast<const float*>(row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]));
+      float* po = reinterpret_cast<float*>(row_ptr(node, i1, i2, i3));
+      const int64_t nb0 = b.ne[0];
+      if (nb0 == n0) {
+        for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i]);
+      } else {
+        for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i % nb0]);
+      }
+    }
+  });
+}
+
+template <typename F>
+void unary(const Tensor& node, const OpContext& ctx, F f) {
+  const Tensor& a = *node.src[0];
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* pa = reinterpret_cast<const float*>(row_ptr_flat(a, r));
+      float* po = reinterpret_cast<float*>(row_ptr_flat(node, r));
+      for (int64_t i = 0; i < node.ne[0]; ++i) po[i] = f(pa[i]);
+    }
+  });
+}
+
+void cpy(const Tensor& node, const OpContext& ctx) {
+  const Tensor& a = *node.src[0];
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    float tmp[256];
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* pa = row_ptr_flat(a, r);
+      uint8_t* po = row_ptr_flat(node, r);
+      for (int64_t i = 0; i < node.ne[0]; i += 256) {
+        const int64_t n = std::min<int64_t>(256, node.ne[0] - i);
+        if (a.nb[0] == uint64_t(type_size(a.type))) {
+          row_to_f32(a.type, pa + i * a.nb[0], tmp, n);
+        } else {
+          for (int64_t j = 0; j < n; ++j) row_to_f32(a.type, pa + (i + j) * a.nb[0], tmp + j, 1);
+        }
+        row_from_f32(node.type, tmp, po + i * node.nb[0], n);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void compute_elementwise(const Tensor& node, const OpContext& ctx) {
+  switch (node.op) {
+    case Op::Mul: binary(node, ctx, [](float x, float y) { return x * y; }); return;
+    case Op::Add: binary(node, ctx, [](float x, float y) { return x + y; }); return;
+    case Op::Div: binary(node, ctx, [](float x, float y) { return x / y; }); return;
+    case Op::Swiglu: binary(node, ctx, [](float g, float u) { return silu(g) * u; }); return;
+    case Op::Scale: {
+      const float s = node.fparams[0];
+      unary(node, ctx, [s](float x) { return x * s; });
+      return;
+    }
+    case Op::Silu: unary(node, ctx, silu); return;
+    case Op::Cpy: cpy(node, ctx); return;
+    default: break;
+  }
+}
+
+}  // namespace opal::cpu

@@ -1,0 +1,54 @@
+// Row reductions on f32: RMS_NORM (sum of squares in double, then
+// x * 1/sqrtf(mean + eps), as ggml), SOFTMAX (max-subtracted exp, sum in
+// double, multiply by 1/sum), SUM_ROWS (double accumulation).
+#include <cmath>
+
+#include "backends/cpu/ops/ops.h"
+#include "backends/cpu/ops/row_iter.h"
+
+namespace opal::cpu {
+
+void compute_norm(const Tensor& node, const OpContext& ctx) {
+  const Tensor& a = *node.src[0];
+  const int64_t n = a.ne[0];
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = reinterpret_cast<const float*>(row_ptr_flat(a, r));
+      float* y = reinterpret_cast<float*>(row_ptr_flat(node, r));
+      switch (node.op) {
+        case Op::RmsNorm: {
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+          const float mean = float(sum / double(n));
+          const float s = 1.0f / std::sqrt(mean + node.fparams[0]);
+          for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+          break;
+        }
+        case Op::Softmax: {
+          float mx = -INFINITY;
+          for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; ++i) {
+            const float e = std::exp(x[i] - mx);
+            y[i] = e;
+            sum += double(e);
+          }
+          const float inv = float(1.0 / sum);
+          for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+          break;
+        }
+        case Op::SumRows: {
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; ++i) sum += double(x[i]);
+          y[0] = float(sum);
+          break;
+        }
+        default: break;
+      }
+    }
+  });
+}
+
+}  // namespace opal::cpu

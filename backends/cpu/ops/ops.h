@@ -1,0 +1,39 @@
+// The CPU backend's op implementations, one file per op family under
+// backends/cpu/ops/. Each op gets the node, the thread pool and the scratch
+// bytes its plan reserved (work_size); ops never allocate.
+#pragma once
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "backends/thread_pool.h"
+
+namespace opal::cpu {
+
+struct OpContext {
+  ThreadPool& pool;
+  uint8_t* work = nullptr;  // work_size(node, threads) bytes, 64-byte aligned
+};
+
+// Whether the CPU can run this node, and why not.
+Support supports(const Tensor& node);
+// Scratch bytes the node needs (0 for most ops).
+uint64_t work_size(const Tensor& node, int n_threads);
+// Runs one node. Its sources and output have host-visible data.
+void compute(const Tensor& node, const OpContext& ctx);
+// Name of the kernel compute() uses for a node (for perf events).
+const char* kernel_name(const Tensor& node);
+
+// Per family (ops/<family>.cpp).
+void compute_get_rows(const Tensor& node, const OpContext& ctx);
+void compute_elementwise(const Tensor& node, const OpContext& ctx);  // Mul Add Div Scale Silu Swiglu Cpy
+void compute_norm(const Tensor& node, const OpContext& ctx);         // RmsNorm Softmax SumRows
+void compute_mul_mat(const Tensor& node, const OpContext& ctx);
+void compute_mul_mat_id(const Tensor& node, const OpContext& ctx);
+uint64_t mul_mat_work_size(const Tensor& node, int n_threads);
+void compute_rope(const Tensor& node, const OpContext& ctx);
+void compute_attention(const Tensor& node, const OpContext& ctx);
+uint64_t attention_work_size(const Tensor& node, int n_threads);
+void compute_kv_store(const Tensor& node, const OpContext& ctx);
+void compute_top_k(const Tensor& node, const OpContext& ctx);
+
+}  // namespace opal::cpu

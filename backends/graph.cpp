@@ -1,0 +1,235 @@
+#include "backends/graph.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace opal {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::None: return "NONE";
+    case Op::View: return "VIEW";
+    case Op::GetRows: return "GET_ROWS";
+    case Op::RmsNorm: return "RMS_NORM";
+    case Op::Mul: return "MUL";
+    case Op::Add: return "ADD";
+    case Op::Div: return "DIV";
+    case Op::Scale: return "SCALE";
+    case Op::SumRows: return "SUM_ROWS";
+    case Op::MulMat: return "MUL_MAT";
+    case Op::MulMatId: return "MUL_MAT_ID";
+    case Op::Rope: return "ROPE";
+    case Op::Attention: return "ATTENTION";
+    case Op::KvStore: return "KV_STORE";
+    case Op::Swiglu: return "SWIGLU";
+    case Op::Silu: return "SILU";
+    case Op::Softmax: return "SOFTMAX";
+    case Op::TopK: return "TOP_K";
+    case Op::Cpy: return "CPY";
+    case Op::Count: break;
+  }
+  return "?";
+}
+
+std::array<uint64_t, kMaxDims> contiguous_strides(DType t, const std::array<int64_t, kMaxDims>& ne) {
+  std::array<uint64_t, kMaxDims> nb{};
+  nb[0] = uint64_t(type_size(t));
+  nb[1] = row_bytes(t, ne[0]);
+  for (int i = 2; i < kMaxDims; ++i) nb[i] = nb[i - 1] * uint64_t(ne[i - 1]);
+  return nb;
+}
+
+uint64_t Tensor::nbytes() const {
+  // bytes from the first to one past the last element
+  uint64_t n = row_bytes(type, ne[0]);
+  for (int i = 1; i < kMaxDims; ++i) n += uint64_t(ne[i] - 1) * nb[i];
+  return n;
+}
+
+bool Tensor::is_contiguous() const { return nb == contiguous_strides(type, ne); }
+
+const Tensor* Tensor::storage() const {
+  const Tensor* t = this;
+  while (t->op == Op::View || t->op == Op::KvStore) t = t->src[0];
+  return t;
+}
+Tensor* Tensor::storage() { return const_cast<Tensor*>(static_cast<const Tensor*>(this)->storage()); }
+
+std::string Tensor::shape_string() const {
+  int n = kMaxDims;
+  while (n > 1 && ne[n - 1] == 1) --n;
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += fmt::format("{}{}", i ? ", " : "", ne[i]);
+  return s + "]";
+}
+
+Tensor* Graph::new_leaf(std::string name, DType type, std::array<int64_t, kMaxDims> ne, TensorRole role) {
+  Tensor& t = storage_.emplace_back();
+  t.name = std::move(name);
+  t.type = type;
+  t.ne = ne;
+  t.nb = contiguous_strides(type, ne);
+  t.role = role;
+  leaves_.push_back(&t);
+  return &t;
+}
+
+Tensor* Graph::external(Tensor* t) {
+  leaves_.push_back(t);
+  return t;
+}
+
+Tensor* Graph::new_node(Op op, DType type, std::array<int64_t, kMaxDims> ne, std::initializer_list<Tensor*> srcs) {
+  Tensor& t = storage_.emplace_back();
+  t.op = op;
+  t.type = type;
+  t.ne = ne;
+  t.nb = contiguous_strides(type, ne);
+  t.role = TensorRole::Compute;
+  int i = 0;
+  for (Tensor* s : srcs) t.src[i++] = s;
+  t.name = fmt::format("{}#{}", op_name(op), nodes_.size());
+  nodes_.push_back(&t);
+  return &t;
+}
+
+Tensor* Graph::named(Tensor* t, std::string name) {
+  t->name = std::move(name);
+  return t;
+}
+
+namespace {
+void require(bool ok, const char* op, const Tensor* a, const Tensor* b, const char* what) {
+  if (!ok)
+    fail("{}: {} ('{}' {} {}{}{})", op, what, a->name, a->shape_string(), dtype_name(a->type),
+         b ? fmt::format(", '{}' {} ", b->name, b->shape_string()) : std::string(),
+         b ? dtype_name(b->type) : "");
+}
+bool broadcastable(const Tensor* a, const Tensor* b) {
+  for (int i = 0; i < kMaxDims; ++i)
+    if (b->ne[i] <= 0 || a->ne[i] % b->ne[i] != 0) return false;
+  return true;
+}
+}  // namespace
+
+Tensor* Graph::get_rows(Tensor* table, Tensor* ids) {
+  require(ids->type == DType::I32, "GET_ROWS", table, ids, "ids must be i32");
+  require(table->ne[2] == ids->ne[1] && table->ne[3] == 1 && ids->ne[2] == 1, "GET_ROWS", table, ids,
+          "batch dims differ");
+  return new_node(Op::GetRows, DType::F32, {table->ne[0], ids->ne[0], ids->ne[1], 1}, {table, ids});
+}
+
+Tensor* Graph::rms_norm(Tensor* x, float eps) {
+  require(x->type == DType::F32, "RMS_NORM", x, nullptr, "input must be f32");
+  Tensor* t = new_node(Op::RmsNorm, DType::F32, x->ne, {x});
+  t->fparams[0] = eps;
+  return t;
+}
+
+Tensor* Graph::mul(Tensor* a, Tensor* b) {
+  require(broadcastable(a, b), "MUL", a, b, "shapes do not broadcast");
+  return new_node(Op::Mul, DType::F32, a->ne, {a, b});
+}
+Tensor* Graph::add(Tensor* a, Tensor* b) {
+  require(broadcastable(a, b), "ADD", a, b, "shapes do not broadcast");
+  return new_node(Op::Add, DType::F32, a->ne, {a, b});
+}
+Tensor* Graph::div(Tensor* a, Tensor* b) {
+  require(broadcastable(a, b), "DIV", a, b, "shapes do not broadcast");
+  return new_node(Op::Div, DType::F32, a->ne, {a, b});
+}
+Tensor* Graph::scale(Tensor* a, float s) {
+  Tensor* t = new_node(Op::Scale, DType::F32, a->ne, {a});
+  t->fparams[0] = s;
+  return t;
+}
+Tensor* Graph::sum_rows(Tensor* a) { return new_node(Op::SumRows, DType::F32, {1, a->ne[1], a->ne[2], a->ne[3]}, {a}); }
+
+Tensor* Graph::mul_mat(Tensor* w, Tensor* x) {
+  require(w->ne[0] == x->ne[0], "MUL_MAT", w, x, "inner dimensions differ");
+  require(x->ne[2] % w->ne[2] == 0 && x->ne[3] % w->ne[3] == 0, "MUL_MAT", w, x, "batch dims do not broadcast");
+  return new_node(Op::MulMat, DType::F32, {w->ne[1], x->ne[1], x->ne[2], x->ne[3]}, {w, x});
+}
+
+Tensor* Graph::mul_mat_id(Tensor* experts, Tensor* x, Tensor* ids) {
+  require(experts->ne[0] == x->ne[0], "MUL_MAT_ID", experts, x, "inner dimensions differ");
+  require(ids->type == DType::I32 && ids->ne[1] == x->ne[2], "MUL_MAT_ID", x, ids, "ids must be i32 [n_used, T]");
+  require(x->ne[1] == 1 || x->ne[1] == ids->ne[0], "MUL_MAT_ID", x, ids, "x must have 1 or n_used columns");
+  return new_node(Op::MulMatId, DType::F32, {experts->ne[1], ids->ne[0], ids->ne[1], 1}, {experts, x, ids});
+}
+
+Tensor* Graph::rope(Tensor* x, Tensor* pos, Tensor* freq_factors, int n_rot, RopeMode mode, float freq_base,
+                    float freq_scale) {
+  require(x->type == DType::F32 && pos->type == DType::I32 && pos->ne[0] == x->ne[2], "ROPE", x, pos,
+          "needs f32 [D, H, T] and i32 positions [T]");
+  require(n_rot > 0 && n_rot % 2 == 0 && n_rot <= x->ne[0], "ROPE", x, nullptr, "n_rot must be even and <= D");
+  if (freq_factors)
+    require(freq_factors->type == DType::F32 && freq_factors->ne[0] >= n_rot / 2, "ROPE", x, freq_factors,
+            "freq factors must be f32 with n_rot/2 values");
+  Tensor* t = new_node(Op::Rope, DType::F32, x->ne, {x, pos, freq_factors});
+  t->iparams[0] = n_rot;
+  t->iparams[1] = int32_t(mode);
+  t->fparams[0] = freq_base;
+  t->fparams[1] = freq_scale;
+  return t;
+}
+
+Tensor* Graph::kv_store(Tensor* cache, Tensor* x, Tensor* cells) {
+  require(cells->type == DType::I32 && x->type == DType::F32 && x->is_contiguous() &&
+              cache->ne[0] * cells->ne[0] == x->n_elements(),
+          "KV_STORE", cache, x, "needs contiguous f32 rows of the cache's width, one cell index per row");
+  Tensor* t = new_node(Op::KvStore, cache->type, cache->ne, {cache, x, cells});
+  t->nb = cache->nb;
+  return t;
+}
+
+Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv,
+                         float scale) {
+  const int64_t dk = q->ne[0], hq = q->ne[1], T = q->ne[2];
+  require(q->type == DType::F32 && q->is_contiguous(), "ATTENTION", q, nullptr, "q must be contiguous f32");
+  require(n_head_kv > 0 && hq % n_head_kv == 0, "ATTENTION", q, nullptr, "n_head must be a multiple of n_head_kv");
+  require(k->ne[0] == dk * n_head_kv, "ATTENTION", q, k, "k cache rows must be head_dim * n_head_kv");
+  require(v->ne[0] % n_head_kv == 0 && v->ne[1] == k->ne[1], "ATTENTION", k, v, "v cache shape");
+  require(tokens->type == DType::I32 && tokens->ne[0] == 2 && tokens->ne[1] == T, "ATTENTION", q, tokens,
+          "token info must be i32 [2, T]");
+  require(cells->type == DType::I32 && cells->ne[0] == 2 && cells->ne[1] == k->ne[1], "ATTENTION", k, cells,
+          "cell info must be i32 [2, n_cells]");
+  const int64_t dv = v->ne[0] / n_head_kv;
+  Tensor* t = new_node(Op::Attention, DType::F32, {dv * hq, T, 1, 1}, {q, k, v, tokens, cells});
+  t->iparams[0] = n_head_kv;
+  t->fparams[0] = scale;
+  return t;
+}
+
+Tensor* Graph::swiglu(Tensor* gate, Tensor* up) {
+  require(gate->ne == up->ne, "SWIGLU", gate, up, "shapes differ");
+  return new_node(Op::Swiglu, DType::F32, gate->ne, {gate, up});
+}
+Tensor* Graph::silu(Tensor* x) { return new_node(Op::Silu, DType::F32, x->ne, {x}); }
+Tensor* Graph::softmax(Tensor* x) { return new_node(Op::Softmax, DType::F32, x->ne, {x}); }
+Tensor* Graph::top_k(Tensor* x, int k) {
+  require(k > 0 && k <= x->ne[0], "TOP_K", x, nullptr, "k out of range");
+  Tensor* t = new_node(Op::TopK, DType::I32, {k, x->ne[1], x->ne[2], x->ne[3]}, {x});
+  t->iparams[0] = k;
+  return t;
+}
+Tensor* Graph::cpy(Tensor* x, DType type) { return new_node(Op::Cpy, type, x->ne, {x}); }
+
+Tensor* Graph::reshape(Tensor* x, std::array<int64_t, kMaxDims> ne) {
+  require(x->is_contiguous(), "RESHAPE", x, nullptr, "source must be contiguous");
+  const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];
+  require(n == x->n_elements(), "RESHAPE", x, nullptr, "element counts differ");
+  Tensor* t = new_node(Op::View, x->type, ne, {x});
+  return t;
+}
+
+Tensor* Graph::view(Tensor* x, std::array<int64_t, kMaxDims> ne, std::array<uint64_t, kMaxDims> nb, uint64_t offset) {
+  Tensor* t = new_node(Op::View, x->type, ne, {x});
+  t->nb = nb;
+  t->view_offset = offset;
+  require(offset + t->nbytes() <= x->nbytes(), "VIEW", x, nullptr, "view runs past its source");
+  return t;
+}
+
+}  // namespace opal

@@ -1,0 +1,159 @@
+// The compute graph: tensor descriptors and a small closed op set.
+//
+// A Tensor describes an n-d array (up to 4 dims, ggml order: ne[0] is the
+// fastest-varying, contiguous dimension; nb[i] are byte strides) and, for a
+// computed tensor, the op and sources that produce it. A Graph owns its
+// tensors and lists the compute nodes in topological order (the order they
+// were built in). Leaves (op None) are inputs, weights or the KV cache.
+// Views (op View) alias the bytes of another tensor at an offset and cost nothing.
+//
+// Shapes follow ggml so that every llama.cpp graph maps one to one:
+//   MUL_MAT(W [K, N, ...], X [K, T, ...]) -> [N, T, ...]   (y = W x, row by row)
+// Op semantics are documented next to each Op below; the scalar reference in
+// backends/cpu/ops/ is the definition.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace opal {
+
+class Buffer;
+
+enum class Op : uint8_t {
+  None,       // leaf: input, weight or cache; no computation
+  View,       // alias of src[0]'s bytes at view_offset with this tensor's ne/nb
+  GetRows,    // src0 table [K, R, B] (any dtype), src1 ids I32 [n, B] -> F32 [K, n, B]
+  RmsNorm,    // src0 F32 rows of ne[0]; fparams[0] = eps. y = x / sqrt(mean(x^2) + eps)
+  Mul,        // src0 * src1, F32, src1 broadcast (each dim of src1 divides src0's)
+  Add,        // src0 + src1, same broadcasting as Mul
+  Div,        // src0 / src1, same broadcasting as Mul
+  Scale,      // src0 * fparams[0]
+  SumRows,    // F32 [K, ...] -> [1, ...]: sum over ne[0]
+  MulMat,     // src0 weight [K, N, B] (any dtype), src1 F32 [K, T, B] -> F32 [N, T, B]
+  MulMatId,   // src0 experts [K, N, E], src1 F32 [K, S, T] (S = 1 or n_used), src2 ids I32 [n_used, T]
+              //   -> F32 [N, n_used, T]: out[:, j, t] = W[ids[j, t]] x[:, j % S, t]
+  Rope,       // src0 F32 [D, H, T], src1 positions I32 [T], src2 freq factors F32 [n_rot/2] or null.
+              //   iparams: 0 n_rot, 1 mode (RopeMode); fparams: 0 freq_base, 1 freq_scale
+  Attention,  // causal multi-head attention with GQA over the KV cache, see AttentionSrc
+  KvStore,    // src0 cache [E, n_cells] (F16/F32), src1 F32 [E, T], src2 cell index I32 [T]:
+              //   cache[:, cell[t]] = convert(src1[:, t]). The result aliases the cache.
+  Swiglu,     // silu(src0) * src1, F32, same shape
+  Silu,       // x * sigmoid(x)
+  Softmax,    // softmax over ne[0] of each row, F32
+  TopK,       // src0 F32 [N, T] -> I32 [k, T]: indices of the k largest, descending; iparams[0] = k
+  Cpy,        // src0 (any layout, F32/F16/BF16) -> this tensor's dtype, contiguous
+  Count
+};
+const char* op_name(Op op);
+
+enum class RopeMode : int32_t { Normal = 0, Neox = 2 };  // ggml's numbering
+
+// Sources of an Attention node. q F32 [Dk, Hq, T]; k cache [Dk*Hkv, n_cells];
+// v cache [Dv*Hkv, n_cells] (both usually KvStore results, which orders the
+// stores before the read); tokens I32 [2, T] = (pos, seq) per token;
+// cells I32 [2, n_cells] = (pos, seq) per cache cell, seq -1 for an empty cell.
+// Token t attends to every cell with the same seq and pos <= its pos.
+// iparams[0] = Hkv; fparams[0] = scale (usually 1/sqrt(Dk)). Output F32 [Dv*Hq, T].
+// With an F16 cache, q and the softmax probabilities are rounded to f16 before
+// the two products, as llama.cpp's (non flash-attention) path does.
+enum AttentionSrc { kAttnQ = 0, kAttnK = 1, kAttnV = 2, kAttnTokens = 3, kAttnCells = 4 };
+
+enum class TensorRole : uint8_t {
+  Compute,  // produced by a node; memory planned by the scheduler
+  Input,    // written by the runtime before each run (token ids, positions, ...)
+  Weight,   // model parameter, lives in a backend weight buffer
+  Cache,    // KV cache, persistent across runs
+};
+
+constexpr int kMaxDims = 4;
+constexpr int kMaxSrc = 6;
+
+struct Tensor {
+  std::string name;
+  DType type = DType::F32;
+  std::array<int64_t, kMaxDims> ne{1, 1, 1, 1};
+  std::array<uint64_t, kMaxDims> nb{0, 0, 0, 0};
+  Op op = Op::None;
+  TensorRole role = TensorRole::Compute;
+  std::array<Tensor*, kMaxSrc> src{};
+  std::array<int32_t, 4> iparams{};
+  std::array<float, 4> fparams{};
+  uint64_t view_offset = 0;  // for View: byte offset into src[0]
+
+  // Where the bytes are. Set for leaves by their owner; for computed tensors by
+  // the scheduler's memory plan. Never dereference `data` of a tensor whose
+  // buffer is not host-visible.
+  void* data = nullptr;
+  Buffer* buffer = nullptr;
+
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+  uint64_t nbytes() const;  // bytes spanned (contiguous: row_bytes * n_rows)
+  bool is_contiguous() const;
+  bool is_leaf() const { return op == Op::None; }
+  bool is_view() const { return op == Op::View; }
+  // The tensor whose memory this one ultimately aliases (itself if none).
+  const Tensor* storage() const;
+  Tensor* storage();
+  std::string shape_string() const;  // "[256, 64]"
+  template <typename T> T* ptr() const { return static_cast<T*>(data); }
+};
+
+// Contiguous strides for a shape of type t.
+std::array<uint64_t, kMaxDims> contiguous_strides(DType t, const std::array<int64_t, kMaxDims>& ne);
+
+// A graph owns its tensors (stable addresses) and the order of its nodes.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Leaves.
+  Tensor* new_leaf(std::string name, DType type, std::array<int64_t, kMaxDims> ne, TensorRole role);
+  // Adopts an external tensor (a weight or cache owned by the model/context) as a leaf.
+  Tensor* external(Tensor* t);
+
+  // Ops. Shapes are checked; a mismatch throws opal::Error naming the node.
+  Tensor* get_rows(Tensor* table, Tensor* ids);
+  Tensor* rms_norm(Tensor* x, float eps);
+  Tensor* mul(Tensor* a, Tensor* b);
+  Tensor* add(Tensor* a, Tensor* b);
+  Tensor* div(Tensor* a, Tensor* b);
+  Tensor* scale(Tensor* a, float s);
+  Tensor* sum_rows(Tensor* a);
+  Tensor* mul_mat(Tensor* w, Tensor* x);
+  Tensor* mul_mat_id(Tensor* experts, Tensor* x, Tensor* ids);
+  Tensor* rope(Tensor* x, Tensor* pos, Tensor* freq_factors, int n_rot, RopeMode mode, float freq_base,
+               float freq_scale);
+  Tensor* kv_store(Tensor* cache, Tensor* x, Tensor* cells);
+  Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale);
+  Tensor* swiglu(Tensor* gate, Tensor* up);
+  Tensor* silu(Tensor* x);
+  Tensor* softmax(Tensor* x);
+  Tensor* top_k(Tensor* x, int k);
+  Tensor* cpy(Tensor* x, DType type);
+  // Views: reshape needs a contiguous source; view() takes explicit strides.
+  Tensor* reshape(Tensor* x, std::array<int64_t, kMaxDims> ne);
+  Tensor* view(Tensor* x, std::array<int64_t, kMaxDims> ne, std::array<uint64_t, kMaxDims> nb, uint64_t offset);
+
+  // Names the last-built tensor (for reports and errors): "blk.3.attn_q".
+  Tensor* named(Tensor* t, std::string name);
+
+  const std::vector<Tensor*>& nodes() const { return nodes_; }   // computed (incl. views), topological
+  const std::vector<Tensor*>& leaves() const { return leaves_; }
+  void mark_output(Tensor* t) { outputs_.push_back(t); }
+  const std::vector<Tensor*>& outputs() const { return outputs_; }
+
+ private:
+  Tensor* new_node(Op op, DType type, std::array<int64_t, kMaxDims> ne, std::initializer_list<Tensor*> srcs);
+  std::deque<Tensor> storage_;
+  std::vector<Tensor*> nodes_, leaves_, outputs_;
+};
+
+}  // namespace opal

@@ -1,0 +1,394 @@
+#include "backends/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+
+namespace opal {
+namespace {
+
+std::atomic<uint64_t> g_plans_built{0};
+
+uint64_t align_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// First-fit allocator over one device's compute buffer (offsets only).
+class OffsetAllocator {
+ public:
+  explicit OffsetAllocator(uint64_t alignment) : align_(alignment) {}
+  uint64_t alloc(uint64_t size) {
+    size = align_to(std::max<uint64_t>(size, 1), align_);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second >= size) {
+        const uint64_t off = it->first;
+        if (it->second == size) {
+          free_.erase(it);
+        } else {
+          it->first += size;
+          it->second -= size;
+        }
+        return off;
+      }
+    }
+    // extend at the end (merging a trailing free block)
+    uint64_t off = top_;
+    if (!free_.empty() && free_.back().first + free_.back().second == top_) {
+      off = free_.back().first;
+      free_.pop_back();
+    }
+    top_ = off + size;
+    return off;
+  }
+  void release(uint64_t off, uint64_t size) {
+    size = align_to(std::max<uint64_t>(size, 1), align_);
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(off, uint64_t(0)));
+    it = free_.insert(it, {off, size});
+    // merge with neighbours
+    if (it + 1 != free_.end() && it->first + it->second == (it + 1)->first) {
+      it->second += (it + 1)->second;
+      free_.erase(it + 1);
+    }
+    if (it != free_.begin() && (it - 1)->first + (it - 1)->second == it->first) {
+      (it - 1)->second += it->second;
+      free_.erase(it);
+    }
+  }
+  uint64_t high_water() const { return top_; }
+
+ private:
+  uint64_t align_;
+  uint64_t top_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> free_;
+};
+
+bool reads_weight_like(const Tensor* s) {
+  const Tensor* st = s->storage();
+  return st->is_leaf() && (st->role == TensorRole::Weight || st->role == TensorRole::Cache);
+}
+
+}  // namespace
+
+Device* device_of(const Registry& reg, const Tensor& t) {
+  const Tensor* st = t.storage();
+  if (!st->buffer) return st->role == TensorRole::Input ? &reg.host() : nullptr;
+  for (Device* d : reg.devices()) {
+    BufferType* bt = &st->buffer->type();
+    if (bt == &d->weight_buffer_type() || bt == &d->compute_buffer_type()) return d;
+  }
+  return nullptr;
+}
+
+uint64_t ScheduledGraph::plans_built() { return g_plans_built.load(); }
+
+const Placement& ScheduledGraph::placement(const Tensor* node) const {
+  auto it = placement_.find(node);
+  if (it == placement_.end()) fail("no placement for tensor '{}'", node->name);
+  return it->second;
+}
+
+size_t ScheduledGraph::n_copies() const {
+  size_t n = 0;
+  for (const auto& c : copies_) n += c.size();
+  return n;
+}
+
+uint64_t ScheduledGraph::bytes_copied_per_run() const {
+  uint64_t n = 0;
+  for (const auto& cs : copies_)
+    for (const auto& c : cs) n += c.src->nbytes();
+  return n;
+}
+
+void ScheduledGraph::read(const Tensor* t, void* dst, uint64_t nbytes) const {
+  const Tensor* st = t->storage();
+  if (!st->buffer || st->buffer->type().host_visible() || !t->data) {
+    std::memcpy(dst, t->data, nbytes);
+    return;
+  }
+  const uint64_t off = uint64_t(static_cast<const uint8_t*>(t->data) - static_cast<const uint8_t*>(st->buffer->base()));
+  st->buffer->read(off, dst, nbytes);
+}
+
+void ScheduledGraph::run(RunHooks* hooks) {
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    for (const CrossCopy& c : copies_[i]) {
+      const uint64_t n = c.src->nbytes();
+      Buffer* sb = c.src->buffer;
+      Buffer* db = c.dst->buffer;
+      const bool s_host = !sb || sb->type().host_visible();
+      const bool d_host = db->type().host_visible();
+      auto off = [](const Tensor* t) {
+        return uint64_t(static_cast<uint8_t*>(t->data) - static_cast<uint8_t*>(t->buffer->base()));
+      };
+      if (s_host && d_host) {
+        std::memcpy(c.dst->data, c.src->data, n);
+      } else if (s_host) {
+        db->write(off(c.dst), c.src->data, n);
+      } else if (d_host) {
+        sb->read(off(c.src), c.dst->data, n);
+      } else {
+        sb->read(off(c.src), staging_.data(), n);
+        db->write(off(c.dst), staging_.data(), n);
+      }
+    }
+    segments_[i].device->executor().run(*plans_[i], hooks);
+  }
+}
+
+std::map<const Tensor*, Placement> Scheduler::place_weights(const Graph& graph) const {
+  std::map<const Tensor*, std::vector<const Tensor*>> consumers;
+  for (const Tensor* n : graph.nodes())
+    for (const Tensor* s : n->src)
+      if (s && s->is_leaf() && s->role == TensorRole::Weight) consumers[s].push_back(n);
+  std::map<const Tensor*, Placement> out;
+  for (const Tensor* leaf : graph.leaves()) {
+    if (leaf->role != TensorRole::Weight || out.count(leaf)) continue;
+    const auto& cons = consumers[leaf];
+    std::string refusals;
+    for (Device* d : registry_.devices()) {
+      if (d->role() == DeviceRole::Host) continue;
+      Support s = d->supports_weight(*leaf, cons);
+      if (s) {
+        out[leaf] = {d, fmt::format("{} runs every op that reads it", d->name())};
+        break;
+      }
+      refusals += fmt::format("{}{}: {}", refusals.empty() ? "" : "; ", d->name(), s.reason);
+    }
+    if (!out.count(leaf))
+      out[leaf] = {&registry_.host(), refusals.empty() ? "host (no accelerator)" : "host (fallback: " + refusals + ")"};
+  }
+  return out;
+}
+
+Placement Scheduler::place_node(const Tensor& node, const std::map<const Tensor*, Placement>& placed) const {
+  // Rule 2: weights and caches pull the ops that read them.
+  for (const Tensor* s : node.src) {
+    if (!s || !reads_weight_like(s)) continue;
+    Device* d = device_of(registry_, *s);
+    if (!d) continue;
+    Support sup = d->supports(node);
+    if (sup) return {d, fmt::format("reads '{}' held on {}", s->storage()->name, d->name())};
+    Device& host = registry_.host();
+    Support hs = host.supports(node);
+    if (!hs)
+      fail("node '{}' ({}) is not supported: {} holds '{}' but: {}; {}: {}", node.name, op_name(node.op), d->name(),
+           s->storage()->name, sup.reason, host.name(), hs.reason);
+    return {&host, fmt::format("reads '{}' held on {}, which cannot run it ({}): host fallback", s->storage()->name,
+                               d->name(), sup.reason)};
+  }
+  // Rule 3: the highest-priority device that supports it; rule 4: the host.
+  std::string refusals;
+  for (Device* d : registry_.devices()) {
+    Support sup = d->supports(node);
+    if (sup) {
+      if (d->role() == DeviceRole::Host)
+        return {d, refusals.empty() ? "host" : "host (fallback: " + refusals + ")"};
+      return {d, fmt::format("highest-priority device supporting {}", op_name(node.op))};
+    }
+    refusals += fmt::format("{}{}: {}", refusals.empty() ? "" : "; ", d->name(), sup.reason);
+  }
+  fail("node '{}' ({} {}, {}) is not supported by any device: {}", node.name, op_name(node.op), node.shape_string(),
+       node.src[0] ? fmt::format("src0 '{}' {}", node.src[0]->name, dtype_name(node.src[0]->type)) : "", refusals);
+}
+
+std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph) const {
+  auto sg = std::unique_ptr<ScheduledGraph>(new ScheduledGraph());
+  sg->graph_ = std::move(graph);
+  Graph& g = *sg->graph_;
+  Device& host = registry_.host();
+  const auto& nodes = g.nodes();
+
+  // ---- placement
+  auto home = [&](const Tensor* t) -> Device* {  // device holding a tensor's bytes
+    const Tensor* st = t->storage();
+    if (st->is_leaf()) {
+      Device* d = device_of(registry_, *st);
+      return d ? d : &host;
+    }
+    return sg->placement_.at(st).device;
+  };
+  for (const Tensor* n : nodes) {
+    if (n->op == Op::View) {
+      sg->placement_[n] = {home(n), "view: stays with its source"};
+      continue;
+    }
+    sg->placement_[n] = place_node(*n, sg->placement_);
+  }
+
+  // ---- segments (views belong to no segment: they cost nothing)
+  std::map<const Tensor*, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+  std::vector<size_t> seg_first;  // node index of each segment's first node
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Tensor* n = nodes[i];
+    if (n->op == Op::View) continue;
+    Device* d = sg->placement_[n].device;
+    if (sg->segments_.empty() || sg->segments_.back().device != d) {
+      sg->segments_.push_back({d, {}});
+      seg_first.push_back(i);
+    }
+    sg->segments_.back().nodes.push_back(n);
+  }
+  sg->copies_.resize(sg->segments_.size());
+
+  // ---- copies where a device cannot read a source's bytes
+  auto accessible = [&](Device* d, Device* holder) {
+    if (d == holder) return true;
+    return d->role() == DeviceRole::Host && holder->compute_buffer_type().host_visible() &&
+           holder->weight_buffer_type().host_visible();
+  };
+  std::map<std::pair<const Tensor*, Device*>, Tensor*> copy_of;
+  std::vector<Tensor*> remapped_views;
+  std::map<const Tensor*, size_t> copy_time;  // copy dst -> node index where it is made
+  for (size_t si = 0; si < sg->segments_.size(); ++si) {
+    Device* d = sg->segments_[si].device;
+    for (Tensor* n : sg->segments_[si].nodes) {
+      for (Tensor*& s : n->src) {
+        if (!s) continue;
+        Tensor* st = s->storage();
+        Device* holder = home(st);
+        if (accessible(d, holder)) continue;
+        auto key = std::make_pair(static_cast<const Tensor*>(st), d);
+        Tensor* dst;
+        auto it = copy_of.find(key);
+        if (it != copy_of.end() && st->role != TensorRole::Cache) {
+          dst = it->second;
+          if (std::find_if(sg->copies_[si].begin(), sg->copies_[si].end(),
+                           [&](const CrossCopy& c) { return c.dst == dst; }) == sg->copies_[si].end() &&
+              copy_time[dst] > seg_first[si])
+            sg->copies_[si].push_back({st, dst});
+        } else {
+          dst = &sg->extra_.emplace_back();
+          dst->name = st->name + "@" + d->name();
+          dst->type = st->type;
+          dst->ne = st->ne;
+          dst->nb = st->nb;
+          dst->role = TensorRole::Compute;
+          copy_of[key] = dst;
+          copy_time[dst] = seg_first[si];
+          sg->copies_[si].push_back({st, dst});
+          sg->placement_[dst] = {d, fmt::format("copy of '{}' from {}", st->name, holder->name())};
+        }
+        if (s == st) {
+          s = dst;
+        } else {  // a view: re-point a clone of it at the copy
+          uint64_t off = 0;
+          for (const Tensor* v = s; v != st; v = v->src[0]) off += v->view_offset;
+          Tensor* nv = &sg->extra_.emplace_back(*s);
+          nv->op = Op::View;
+          nv->src = {};
+          nv->src[0] = dst;
+          nv->view_offset = off;
+          remapped_views.push_back(nv);
+          s = nv;
+        }
+      }
+    }
+  }
+
+  // ---- memory plan: inputs get fixed host bytes; computed tensors share each
+  // device's compute buffer by liveness.
+  const size_t kForever = std::numeric_limits<size_t>::max();
+  std::map<const Tensor*, size_t> last_use;
+  auto use = [&](const Tensor* s, size_t at) {
+    const Tensor* st = s->storage();
+    auto& lu = last_use[st];
+    lu = std::max(lu, at);
+  };
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const Tensor* s : nodes[i]->src)
+      if (s) use(s, i);
+  for (size_t si = 0; si < sg->segments_.size(); ++si)
+    for (const CrossCopy& c : sg->copies_[si]) use(c.src, seg_first[si]);
+  for (const Tensor* o : g.outputs()) last_use[o->storage()] = kForever;
+  // Views over other views keep their storage alive through last_use of the storage, handled by use().
+
+  struct Slot { uint64_t off = 0, size = 0; Device* dev = nullptr; };
+  std::map<const Tensor*, Slot> slots;
+  std::map<Device*, OffsetAllocator> allocs;
+  auto alloc_for = [&](Device* d) -> OffsetAllocator& {
+    auto it = allocs.find(d);
+    if (it == allocs.end()) it = allocs.emplace(d, OffsetAllocator(d->compute_buffer_type().alignment())).first;
+    return it->second;
+  };
+  std::map<size_t, std::vector<const Tensor*>> frees;  // node index -> tensors freed after it
+  auto place = [&](const Tensor* t, Device* d) {
+    Slot s;
+    s.size = t->nbytes();
+    s.dev = d;
+    s.off = alloc_for(d).alloc(s.size);
+    slots[t] = s;
+    auto lu = last_use.find(t);
+    if (lu != last_use.end() && lu->second != kForever) frees[lu->second].push_back(t);
+    if (lu == last_use.end()) frees[index.count(t) ? index[t] : 0].push_back(t);  // never read: free right away
+  };
+  size_t seg = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    while (seg < seg_first.size() && seg_first[seg] == i) {
+      for (const CrossCopy& c : sg->copies_[seg])
+        if (!slots.count(c.dst)) place(c.dst, sg->segments_[seg].device);
+      ++seg;
+    }
+    const Tensor* n = nodes[i];
+    if (n->op != Op::View && n->op != Op::KvStore) place(n, sg->placement_[n].device);
+    for (const Tensor* t : frees[i]) {
+      auto it = slots.find(t);
+      if (it != slots.end()) alloc_for(it->second.dev).release(it->second.off, it->second.size);
+    }
+  }
+  // inputs: host, never reused
+  uint64_t input_bytes = 0;
+  std::vector<std::pair<Tensor*, uint64_t>> inputs;
+  for (Tensor* l : g.leaves())
+    if (l->role == TensorRole::Input && !l->buffer) {
+      inputs.push_back({l, input_bytes});
+      input_bytes += align_to(l->nbytes(), 64);
+    }
+  for (auto& [d, a] : allocs) {
+    auto buf = d->compute_buffer_type().allocate(std::max<uint64_t>(a.high_water(), 64));
+    uint8_t* base = static_cast<uint8_t*>(buf->base());
+    for (auto& [t, s] : slots)
+      if (s.dev == d) {
+        Tensor* tt = const_cast<Tensor*>(t);
+        tt->data = base + s.off;
+        tt->buffer = buf.get();
+      }
+    sg->compute_bytes_[d->name()] += a.high_water();
+    sg->buffers_.push_back(std::move(buf));
+  }
+  if (input_bytes) {
+    auto buf = host.compute_buffer_type().allocate(input_bytes);
+    uint8_t* base = static_cast<uint8_t*>(buf->base());
+    for (auto& [t, off] : inputs) {
+      t->data = base + off;
+      t->buffer = buf.get();
+    }
+    sg->buffers_.push_back(std::move(buf));
+  }
+  // views and in-place results
+  for (Tensor* n : nodes)
+    if (n->op == Op::View || n->op == Op::KvStore) {
+      n->buffer = n->src[0]->buffer;
+      n->data = n->src[0]->data ? static_cast<uint8_t*>(n->src[0]->data) + n->view_offset : nullptr;
+    }
+  for (Tensor* v : remapped_views) {
+    v->buffer = v->src[0]->buffer;
+    v->data = static_cast<uint8_t*>(v->src[0]->data) + v->view_offset;
+  }
+  uint64_t staging = 0;
+  for (const auto& cs : sg->copies_)
+    for (const auto& c : cs) staging = std::max(staging, c.src->nbytes());
+  sg->staging_.resize(staging);
+
+  // ---- compile each segment once
+  for (const Segment& s : sg->segments_) sg->plans_.push_back(s.device->executor().compile(s));
+  g_plans_built.fetch_add(1);
+  return sg;
+}
+
+}  // namespace opal

@@ -1,0 +1,85 @@
+// A context runs a model: KV cache, batches, logits.
+//
+// decode(batch) evaluates a batch of tokens (any number of sequences, one
+// seq id per token), split into ubatches of at most n_ubatch tokens; it
+// returns nothing but makes the logits of the flagged tokens available in
+// batch order. Each ubatch size (and output count) is a shape bucket whose
+// graph and memory plan are built once and cached: decoding token after token
+// allocates nothing.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backends/scheduler.h"
+#include "models/model.h"
+#include "runtime/kv_cache.h"
+
+namespace opal {
+
+struct ContextParams {
+  int64_t n_ctx = 0;       // 0 = the model's training context
+  int64_t n_batch = 2048;  // most tokens one decode() call may take
+  int64_t n_ubatch = 512;  // most tokens one graph run takes
+  DType kv_type = DType::F16;
+  int n_threads = 0;       // 0 = leave the registry's setting
+};
+
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> pos;
+  std::vector<int32_t> seq;
+  std::vector<uint8_t> logits;  // 1 = return this token's logits
+  void add(int32_t token, int32_t position, int32_t seq_id, bool want_logits) {
+    tokens.push_back(token);
+    pos.push_back(position);
+    seq.push_back(seq_id);
+    logits.push_back(want_logits ? 1 : 0);
+  }
+  size_t size() const { return tokens.size(); }
+  void clear() { tokens.clear(); pos.clear(); seq.clear(); logits.clear(); }
+};
+
+class Context {
+ public:
+  Context(const Model& model, const ContextParams& params);
+  ~Context();
+
+  // Throws opal::Error (and leaves the cache as it was) for a token id out of
+  // range, an empty or oversize batch, or a full context.
+  void decode(const Batch& batch);
+  // Logits of the i-th flagged token of the last decode() (n_vocab floats).
+  const float* logits(int64_t i) const;
+  int64_t n_outputs() const { return n_outputs_; }
+
+  void reset();                    // empties the KV cache (all sequences)
+  void remove_seq(int32_t seq);    // frees one sequence's cells
+  int32_t seq_pos_max(int32_t seq) const;  // -1 if empty
+
+  int64_t n_ctx() const { return params_.n_ctx; }
+  int64_t n_vocab() const { return model_.hparams().n_vocab; }
+  const ContextParams& params() const { return params_; }
+  const Model& model() const { return model_; }
+  KvCache& kv_cache() { return *kv_; }
+  // Number of shape buckets built so far (graphs + memory plans).
+  size_t n_buckets() const { return buckets_.size(); }
+  // The scheduled graph of a bucket (for reports); builds it if needed.
+  ScheduledGraph& bucket(int64_t n_tokens, int64_t n_outputs);
+  void set_hooks(RunHooks* hooks) { hooks_ = hooks; }
+
+ private:
+  struct Bucket;
+  Bucket& get_bucket(int64_t n_tokens, int64_t n_outputs);
+  void run_ubatch(const Batch& b, size_t begin, size_t end, const std::vector<int32_t>& cells);
+
+  const Model& model_;
+  ContextParams params_;
+  std::unique_ptr<KvCache> kv_;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Bucket>> buckets_;
+  std::vector<float> logits_;
+  int64_t n_outputs_ = 0;
+  RunHooks* hooks_ = nullptr;
+};
+
+}  // namespace opal

@@ -1,0 +1,46 @@
+// The KV cache: per layer a K and a V tensor of [n_embd_{k,v}_gqa, n_cells]
+// in f16 (default, as llama.cpp) or f32, in host memory, plus per-cell
+// metadata (pos, seq). Cells are handed out first-free; a sequence's cells
+// need not be contiguous. The metadata is kept in an I32 [2, n_cells] tensor
+// that the attention op reads directly.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+#include "models/hparams.h"
+
+namespace opal {
+
+class KvCache {
+ public:
+  KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& buffer_type);
+
+  int64_t n_cells() const { return n_cells_; }
+  DType type() const { return type_; }
+  Tensor* k(int64_t layer) { return &k_[layer]; }
+  Tensor* v(int64_t layer) { return &v_[layer]; }
+  Tensor* cell_info() { return &cell_info_; }
+
+  int64_t n_free() const;
+  // Reserves one cell per token; throws opal::Error if there is not enough room.
+  std::vector<int32_t> reserve(const std::vector<int32_t>& pos, const std::vector<int32_t>& seq);
+  // Commits reserved cells (metadata becomes visible to attention).
+  void commit(const std::vector<int32_t>& cells, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq);
+  void clear();
+  void remove_seq(int32_t seq);
+  int32_t seq_pos_max(int32_t seq) const;
+  bool has_cell(int32_t seq, int32_t pos) const;
+
+ private:
+  int32_t* info() { return static_cast<int32_t*>(cell_info_.data); }
+  const int32_t* info() const { return static_cast<const int32_t*>(cell_info_.data); }
+  int64_t n_cells_;
+  DType type_;
+  std::vector<Tensor> k_, v_;
+  Tensor cell_info_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+};
+
+}  // namespace opal
