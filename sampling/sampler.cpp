@@ -205,9 +205,23 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : s_(std::make_un
   if (s.penalties_active) {
     s.counts.assign(n_vocab, 0);
     s.active_pos.assign(n_vocab, -1);
+    if (params.repeat_last_n > 0) {  // bounded window: reserve up front (capped)
+      const size_t cap = std::min<size_t>(static_cast<size_t>(params.repeat_last_n), 1u << 16);
+      s.window.reserve(cap);
+      s.active.reserve(std::min<size_t>(cap, static_cast<size_t>(n_vocab)));
+    }
   }
   s.raw.resize(n_vocab);
   s.cand.resize(n_vocab);
+  // Step scratch at its largest size now, so that no later call allocates
+  // (typical_p, top_p and top_k may each need up to the whole set).
+  s.scratch.cand.resize(n_vocab);
+  bool has_typical = false;
+  for (SamplerStep st : s.steps) has_typical |= st == SamplerStep::typical_p;
+  if (has_typical) {
+    s.scratch.scores.resize(n_vocab);
+    s.scratch.index.resize(n_vocab);
+  }
   s.reseed();
 }
 
