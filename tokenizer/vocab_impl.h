@@ -1,0 +1,90 @@
+// Internal state of opal::Vocab shared by the per-algorithm files (spm.cpp,
+// bpe.cpp, wpm.cpp, vocab_tokenize.cpp). Not part of the public API.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/bpe_pretokenize.h"
+#include "tokenizer/vocab.h"
+
+namespace opal {
+
+// Transparent hashing so lookups by string_view need no temporary string.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+struct TokenData {
+  std::string text;
+  float score = 0.0f;
+  uint32_t attr = kAttrNormal;
+};
+
+// Byte-level BPE merges over interned symbol strings: every token text and every
+// merge part gets a symbol id, and a merge is (left sym, right sym) -> (rank, result sym).
+struct BpeMerges {
+  std::vector<std::string> sym_text;  // symbol id -> text
+  std::vector<int32_t> sym_token;     // symbol id -> token id or -1
+  TokenMap sym_of_text;               // text -> symbol id
+  struct Merge {
+    int32_t rank;
+    int32_t result;
+  };
+  std::unordered_map<uint64_t, Merge> merges;  // key: (uint64(left) << 32) | right
+  int32_t byte_sym[256];                        // symbol of each GPT-2 byte char, or -1
+
+  static uint64_t key(int32_t l, int32_t r) { return (uint64_t(uint32_t(l)) << 32) | uint32_t(r); }
+  int32_t intern(std::string_view text);
+};
+
+struct Vocab::Impl {
+  VocabType type = VocabType::Spm;
+  std::string model;  // tokenizer.ggml.model
+  std::string pre;    // tokenizer.ggml.pre
+
+  std::vector<TokenData> tokens;
+  TokenMap token_to_id;
+  int max_token_len = 0;
+
+  int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1, nl = -1;
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
+
+  bool add_space_prefix = false;
+  bool add_bos = false;
+  bool add_eos = false;
+  bool add_sep = false;
+  bool ignore_merges = false;
+  bool clean_spaces = false;
+  bool escape_whitespaces = true;
+  bool wpm_lowercase = true;
+  bool wpm_strip_accents = true;
+
+  std::set<int32_t> eog;
+  std::vector<int32_t> special_tokens;  // control/user-defined/unknown, longest text first
+  std::vector<std::string> piece_cache;  // token_to_piece(id, special = true)
+
+  BpeMerges bpe;
+  std::unique_ptr<PreTokenizer> pretokenizer;
+
+  int32_t text_to_token(std::string_view text) const {
+    auto it = token_to_id.find(text);
+    return it == token_to_id.end() ? -1 : it->second;
+  }
+  void check_id(int32_t id, const char* what) const;
+  std::string compute_piece(int32_t id, bool special) const;
+
+  // Per-algorithm tokenizers: append the tokens of one raw text fragment.
+  void tokenize_spm(std::string_view text, std::vector<int32_t>& out) const;
+  void tokenize_bpe(std::string_view text, std::vector<int32_t>& out) const;
+  void tokenize_wpm(std::string_view text, std::vector<int32_t>& out) const;
+  int32_t byte_to_token_spm(uint8_t b) const;
+};
+
+}  // namespace opal
