@@ -1,8 +1,7 @@
 #include "core/gguf.h"
 
-#include <cstdio>
+#include <algorithm>
 #include <cstring>
-#include <functional>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -11,9 +10,6 @@ namespace opal::gguf {
 
 namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
-constexpr int kMaxDims = 4;
-constexpr int kMaxArrayDepth = 8;
-constexpr uint64_t kMaxAlignment = 1u << 20;
 
 // Smallest encoded size of one element of each type (used to reject counts
 // that cannot fit in the rest of the file before allocating anything).
@@ -129,185 +125,290 @@ std::string TensorInfo::shape_string() const {
 }
 
 // Reads the container from a byte range, checking every read against the end.
+// Layout (ggml docs/gguf.md): magic "GGUF", u32 version, tensor count, KV count,
+// the KVs (string key, u32 type, value), the tensor infos (string name, u32
+// n_dims, n_dims dims, u32 type, u64 offset), padding to general.alignment,
+// then the data section. Version 1 writes counts, string and array lengths and
+// dims as u32; versions 2 and 3 as u64. Nothing is trusted before it is checked:
+// every count is compared with the bytes left before anything is allocated.
 class Parser {
  public:
   Parser(File& out, const uint8_t* data, uint64_t size, const std::string& name)
       : f_(out), p_(data), size_(size), name_(name) {}
 
   void run() {
-    if (size_ < 8) fail("{}: file is {} bytes, too short for a GGUF header", name_, size_);
-    uint32_t magic = u32();
-    if (magic != kMagic) {
-      if (magic == 0x4c4d4747 || magic == 0x67676a74 || magic == 0x67676d66 || magic == 0x67676d6c)
-        fail("{}: byte 0: this is a pre-GGUF ggml/ggjt file, not GGUF", name_);
-      fail("{}: byte 0: bad magic 0x{:08x} (expected \"GGUF\")", name_, magic);
-    }
-    uint32_t version = u32();
-    if (version == 0x03000000 || version == 0x02000000)
-      fail("{}: byte 4: big-endian GGUF is not supported", name_);
-    if (version < 1 || version > 3) fail("{}: byte 4: unsupported GGUF version {}", name_, version);
-    f_.version_ = version;
-    const uint64_t counts_at = pos_;
-    uint64_t n_tensors = count();
-    uint64_t n_kv = count();
-    // Each KV needs at least a key length and a type; each tensor info at least
-    // a name length, n_dims, type and offset.
-    const uint64_t len_size = version == 1 ? 4 : 8;
-    if (n_kv > remaining() / (len_size + 4))
-      fail("{}: byte {}: metadata count {} cannot fit in the file", name_, counts_at, n_kv);
-    if (n_tensors > remaining() / (len_size + 4 + 4 + 8))
-      fail("{}: byte {}: tensor count {} cannot fit in the file", name_, counts_at, n_tensors);
+    read_header();
+    for (uint64_t k = 0; k < n_kv_; ++k) read_kv(k);
+    read_alignment();
+    for (uint64_t k = 0; k < n_tensors_; ++k) read_tensor_info(k);
+    place_tensor_data();
+  }
 
-    f_.kvs_.reserve(n_kv);
-    for (uint64_t k = 0; k < n_kv; ++k) {
-      KeyValue kv;
-      kv.offset = pos_;
-      kv.key = str(fmt::format("key of metadata entry {}", k));
-      if (kv.key.empty()) fail("{}: byte {}: metadata entry {} has an empty key", name_, kv.offset, k);
-      const uint64_t type_at = pos_;
-      uint32_t t = u32();
-      if (t > uint32_t(ValueType::F64))
-        fail("{}: byte {}: key '{}': unknown value type {}", name_, type_at, kv.key, t);
-      kv.value = value(ValueType(t), kv.key, 0);
-      if (f_.kv_index_.count(kv.key)) fail("{}: byte {}: duplicate key '{}'", name_, kv.offset, kv.key);
-      f_.kv_index_.emplace(kv.key, f_.kvs_.size());
-      f_.kvs_.push_back(std::move(kv));
-    }
-
-    if (const Value* a = f_.find("general.alignment")) {
-      const uint64_t at = f_.kvs_[f_.kv_index_.at("general.alignment")].offset;
-      if (!a->is_integer()) fail("{}: byte {}: general.alignment must be an integer", name_, at);
-      int64_t al = a->as_int("general.alignment");
-      if (al <= 0 || (al & (al - 1)) != 0 || uint64_t(al) > kMaxAlignment)
-        fail("{}: byte {}: general.alignment {} is not a power of two up to {}", name_, at, al, kMaxAlignment);
-      f_.alignment_ = uint64_t(al);
-    }
-
-    f_.tensors_.reserve(n_tensors);
-    for (uint64_t k = 0; k < n_tensors; ++k) {
-      TensorInfo t;
-      t.info_offset = pos_;
-      t.name = str(fmt::format("name of tensor {}", k));
-      const uint64_t dims_at = pos_;
-      uint32_t n_dims = u32();
-      if (n_dims > kMaxDims)
-        fail("{}: byte {}: tensor '{}': {} dimensions (at most {})", name_, dims_at, t.name, n_dims, kMaxDims);
-      uint64_t n_elem = 1;
-      for (uint32_t d = 0; d < n_dims; ++d) {
-        const uint64_t at = pos_;
-        uint64_t v = version == 1 ? u32() : u64();
-        if (v > uint64_t(INT64_MAX))
-          fail("{}: byte {}: tensor '{}': dimension {} is {} (negative or huge)", name_, at, t.name, d, v);
-        auto m = checked_mul(n_elem, v);
-        if (!m || *m > uint64_t(INT64_MAX))
-          fail("{}: byte {}: tensor '{}': element count overflows at dimension {}", name_, at, t.name, d);
-        n_elem = *m;
-        t.ne.push_back(int64_t(v));
+ private:
+  void read_header() {
+    if (size_ >= 4) {
+      uint32_t magic;
+      std::memcpy(&magic, p_, 4);
+      if (magic != kMagic) {
+        if (magic == 0x4c4d4747 || magic == 0x67676a74 || magic == 0x67676d66 || magic == 0x67676d6c)
+          fail("{}: byte 0: bad magic: this is a pre-GGUF ggml/ggjt file, not GGUF", name_);
+        fail("{}: byte 0: bad magic 0x{:08x} (expected \"GGUF\")", name_, magic);
       }
-      const uint64_t type_at = pos_;
-      uint32_t raw_type = u32();
-      const DTypeTraits* tr = dtype_traits_or_null(raw_type);
-      if (!tr) fail("{}: byte {}: tensor '{}': unknown tensor type {}", name_, type_at, t.name, raw_type);
-      t.type = tr->type;
-      const uint64_t off_at = pos_;
-      t.offset = u64();
-      if (t.offset % f_.alignment_ != 0)
-        fail("{}: byte {}: tensor '{}': data offset {} is not a multiple of the alignment {}", name_, off_at, t.name,
-             t.offset, f_.alignment_);
-      const uint64_t bs = uint64_t(tr->block_size);
-      if (n_elem % bs != 0)
-        fail("{}: byte {}: tensor '{}' ({}): {} elements is not a whole number of {}-element blocks", name_,
-             t.info_offset, t.name, tr->name, n_elem, bs);
-      if (!t.ne.empty() && uint64_t(t.ne[0]) % bs != 0) t.flat_blocks = true;
-      auto nb = checked_mul(n_elem / bs, uint64_t(tr->type_size));
-      if (!nb) fail("{}: byte {}: tensor '{}': byte size overflows", name_, t.info_offset, t.name);
-      t.nbytes = *nb;
-      if (f_.tensor_index_.count(t.name))
-        fail("{}: byte {}: duplicate tensor name '{}'", name_, t.info_offset, t.name);
-      f_.tensor_index_.emplace(t.name, f_.tensors_.size());
-      f_.tensors_.push_back(std::move(t));
     }
+    u32({"the magic \"GGUF\""});
+    const uint32_t version = u32({"the version"});
+    if (version == 0x03000000 || version == 0x02000000 || version == 0x01000000)
+      fail("{}: byte 4: version field 0x{:08x} looks big-endian; big-endian GGUF is not supported", name_, version);
+    if (version < 1 || version > 3) fail("{}: byte 4: unsupported GGUF version {} (1, 2 and 3 are read)", name_, version);
+    f_.version_ = version;
+    len_size_ = version == 1 ? 4 : 8;
+    const uint64_t tensors_at = pos_;
+    n_tensors_ = count({"the tensor count"});
+    const uint64_t kvs_at = pos_;
+    n_kv_ = count({"the metadata count"});
+    // Each KV needs at least a key length, one key byte, a type and a 1-byte
+    // value; each tensor info at least a name length, n_dims, type and offset.
+    if (n_kv_ > remaining() / (len_size_ + 1 + 4 + 1))
+      fail("{}: byte {}: metadata count {} cannot fit in the {} bytes left in the file", name_, kvs_at, n_kv_,
+           remaining());
+    if (n_tensors_ > remaining() / (len_size_ + 4 + 4 + 8))
+      fail("{}: byte {}: tensor count {} cannot fit in the {} bytes left in the file", name_, tensors_at, n_tensors_,
+           remaining());
+  }
 
-    f_.data_offset_ = align_up(pos_, f_.alignment_);
-    if (n_tensors > 0 && f_.data_offset_ > size_)
-      fail("{}: byte {}: data section starts past the end of the file ({} bytes)", name_, f_.data_offset_, size_);
+  void read_kv(uint64_t k) {
+    KeyValue kv;
+    kv.offset = pos_;
+    kv.key = str({"the key of metadata entry", {}, k}, kMaxKeyLength);
+    if (kv.key.empty()) fail("{}: byte {}: metadata entry {} has an empty key", name_, kv.offset, k);
+    if (f_.kv_index_.count(kv.key)) fail("{}: byte {}: duplicate key '{}'", name_, kv.offset, kv.key);
+    const uint64_t type_at = pos_;
+    const uint32_t t = u32({"the value type of key", kv.key});
+    if (t > uint32_t(ValueType::F64))
+      fail("{}: byte {}: key '{}': unknown value type {}", name_, type_at, kv.key, t);
+    value(kv.value, ValueType(t), kv.key, 0);
+    f_.kv_index_.emplace(kv.key, f_.kvs_.size());
+    f_.kvs_.push_back(std::move(kv));
+  }
+
+  void read_alignment() {
+    auto it = f_.kv_index_.find(std::string_view("general.alignment"));
+    if (it == f_.kv_index_.end()) return;
+    const KeyValue& kv = f_.kvs_[it->second];
+    if (!kv.value.is_integer())
+      fail("{}: byte {}: key 'general.alignment': must be an integer, found {}", name_, kv.offset,
+           value_type_name(kv.value.type));
+    const bool negative = kv.value.i < 0;
+    const uint64_t al = negative ? 0 : (kv.value.type == ValueType::I8 || kv.value.type == ValueType::I16 ||
+                                        kv.value.type == ValueType::I32 || kv.value.type == ValueType::I64)
+                                           ? uint64_t(kv.value.i)
+                                           : kv.value.u;
+    if (al == 0 || (al & (al - 1)) != 0 || al > kMaxAlignment)
+      fail("{}: byte {}: key 'general.alignment': {} is not a power of two between 1 and {}", name_, kv.offset,
+           kv.value.to_display(), kMaxAlignment);
+    f_.alignment_ = al;
+  }
+
+  void read_tensor_info(uint64_t k) {
+    TensorInfo t;
+    t.info_offset = pos_;
+    t.name = str({"the name of tensor", {}, k}, kMaxTensorNameLength);
+    if (t.name.empty()) fail("{}: byte {}: tensor {} has an empty name", name_, t.info_offset, k);
+    if (f_.tensor_index_.count(t.name))
+      fail("{}: byte {}: duplicate tensor name '{}'", name_, t.info_offset, t.name);
+    const uint64_t dims_at = pos_;
+    const uint32_t n_dims = u32({"the dimension count of tensor", t.name});
+    if (n_dims > uint32_t(kMaxDims))
+      fail("{}: byte {}: tensor '{}': {} dimensions (at most {})", name_, dims_at, t.name, n_dims, kMaxDims);
+    uint64_t n_elem = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      const uint64_t at = pos_;
+      const uint64_t v = f_.version_ == 1 ? u32({"a dimension of tensor", t.name}) : u64({"a dimension of tensor", t.name});
+      if (v > uint64_t(INT64_MAX))
+        fail("{}: byte {}: tensor '{}': dimension {} is {} (negative as int64; overflows)", name_, at, t.name, d, v);
+      auto m = checked_mul(n_elem, v);
+      if (!m || *m > uint64_t(INT64_MAX))
+        fail("{}: byte {}: tensor '{}': element count overflows int64 at dimension {}", name_, at, t.name, d);
+      n_elem = *m;
+      t.ne.push_back(int64_t(v));
+    }
+    const uint64_t type_at = pos_;
+    const uint32_t raw_type = u32({"the type of tensor", t.name});
+    const DTypeTraits* tr = dtype_traits_or_null(raw_type);
+    if (!tr) fail("{}: byte {}: tensor '{}': unknown tensor type {}", name_, type_at, t.name, raw_type);
+    t.type = tr->type;
+    const uint64_t off_at = pos_;
+    t.offset = u64({"the data offset of tensor", t.name});
+    if (t.offset % f_.alignment_ != 0)
+      fail("{}: byte {}: tensor '{}': data offset {} is not a multiple of the alignment {}", name_, off_at, t.name,
+           t.offset, f_.alignment_);
+    const uint64_t bs = uint64_t(tr->block_size);
+    if (n_elem % bs != 0)
+      fail("{}: byte {}: tensor '{}' ({}): {} elements is not a whole number of {}-element blocks", name_,
+           t.info_offset, t.name, tr->name, n_elem, bs);
+    if (!t.ne.empty() && uint64_t(t.ne[0]) % bs != 0) t.flat_blocks = true;
+    auto nb = checked_mul(n_elem / bs, uint64_t(tr->type_size));
+    if (!nb) fail("{}: byte {}: tensor '{}': byte size overflows", name_, t.info_offset, t.name);
+    t.nbytes = *nb;
+    f_.tensor_index_.emplace(t.name, f_.tensors_.size());
+    f_.tensors_.push_back(std::move(t));
+  }
+
+  // The data section starts at the next multiple of the alignment after the
+  // tensor infos. Every tensor must lie inside the file and no two may share a
+  // byte; they may come in any order and with any gaps.
+  void place_tensor_data() {
+    // pos_ <= size_ and alignment <= 2^30: no overflow. A file without tensors
+    // has no data section and needs no padding (the shared vocab files have none).
+    f_.data_offset_ = n_tensors_ > 0 ? align_up(pos_, f_.alignment_) : pos_;
+    if (n_tensors_ > 0 && f_.data_offset_ > size_)
+      fail("{}: byte {}: data section starts past the end of the file ({} bytes): file is truncated", name_,
+           f_.data_offset_, size_);
     const uint64_t data_size = size_ >= f_.data_offset_ ? size_ - f_.data_offset_ : 0;
     for (auto& t : f_.tensors_) {
       auto end = checked_add(t.offset, t.nbytes);
       if (!end || *end > data_size)
-        fail("{}: byte {}: tensor '{}': data [{}, +{}) runs past the end of the file (data section is {} bytes)",
+        fail("{}: byte {}: tensor '{}': data at offset {} (+{} bytes) runs past the end of the file "
+             "(the data section has {} bytes)",
              name_, t.info_offset, t.name, t.offset, t.nbytes, data_size);
       t.data = p_ + f_.data_offset_ + t.offset;
     }
+    std::vector<const TensorInfo*> by_offset;
+    by_offset.reserve(f_.tensors_.size());
+    for (const auto& t : f_.tensors_)
+      if (t.nbytes > 0) by_offset.push_back(&t);
+    std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+      return a->offset != b->offset ? a->offset < b->offset : a->info_offset < b->info_offset;
+    });
+    for (size_t k = 1; k < by_offset.size(); ++k) {
+      const TensorInfo& a = *by_offset[k - 1];
+      const TensorInfo& b = *by_offset[k];
+      if (a.offset + a.nbytes > b.offset) {
+        const TensorInfo& later = a.info_offset > b.info_offset ? a : b;
+        fail("{}: byte {}: tensor '{}' (data [{}, {})) and tensor '{}' (data [{}, {})) overlap", name_,
+             later.info_offset, b.name, b.offset, b.offset + b.nbytes, a.name, a.offset, a.offset + a.nbytes);
+      }
+    }
   }
 
- private:
+  // What is being read, for error messages; formatted only when one is thrown
+  // (a 150k-entry array must not build a string per element).
+  struct Label {
+    std::string_view text;
+    std::string_view quoted = {};
+    uint64_t index = UINT64_MAX;
+  };
+  static std::string describe(const Label& l) {
+    std::string s(l.text);
+    if (!l.quoted.empty()) s += fmt::format(" '{}'", l.quoted);
+    if (l.index != UINT64_MAX) s += fmt::format(" {}", l.index);
+    return s;
+  }
+
   uint64_t remaining() const { return size_ - pos_; }
-  void need(uint64_t n, std::string_view what) {
+  void need(uint64_t n, const Label& what) {
     if (n > remaining())
-      fail("{}: byte {}: file ends while reading {} ({} bytes needed, {} left)", name_, pos_, what, n, remaining());
+      fail("{}: byte {}: file is truncated: it ends while reading {} ({} bytes needed, {} left)", name_, pos_,
+           describe(what), n, remaining());
   }
   template <typename T>
-  T raw(std::string_view what) {
+  T raw(const Label& what) {
     need(sizeof(T), what);
     T v;
     std::memcpy(&v, p_ + pos_, sizeof(T));
     pos_ += sizeof(T);
     return v;
   }
-  uint32_t u32(std::string_view what = "a u32") { return raw<uint32_t>(what); }
-  uint64_t u64(std::string_view what = "a u64") { return raw<uint64_t>(what); }
-  uint64_t count() { return f_.version_ == 1 ? u32("a count") : u64("a count"); }
-  std::string str(const std::string& what) {
+  uint32_t u32(const Label& what) { return raw<uint32_t>(what); }
+  uint64_t u64(const Label& what) { return raw<uint64_t>(what); }
+  uint64_t count(const Label& what) { return f_.version_ == 1 ? u32(what) : u64(what); }
+
+  // A GGUF string: length (u32 in v1, u64 after), then that many bytes.
+  void str_into(std::string& out, const Label& what, uint64_t max_len) {
     const uint64_t at = pos_;
-    uint64_t n = f_.version_ == 1 ? u32(what) : u64(what);
-    if (n > remaining()) fail("{}: byte {}: {}: string length {} runs past the end of the file", name_, at, what, n);
-    std::string s(reinterpret_cast<const char*>(p_ + pos_), n);
+    const uint64_t n = count(what);
+    if (n > max_len)
+      fail("{}: byte {}: {}: string length {} exceeds the limit of {} bytes", name_, at, describe(what), n, max_len);
+    if (n > remaining())
+      fail("{}: byte {}: {}: string length {} runs past the end of the file ({} bytes left; truncated or corrupt)",
+           name_, at, describe(what), n, remaining());
+    out.assign(reinterpret_cast<const char*>(p_ + pos_), n);
     pos_ += n;
+  }
+  std::string str(const Label& what, uint64_t max_len) {
+    std::string s;
+    str_into(s, what, max_len);
     return s;
   }
 
-  Value value(ValueType t, const std::string& key, int depth) {
-    Value v;
+  // Parses one value of type t into v (in place: arrays of 150k strings are
+  // filled without moving elements around).
+  void value(Value& v, ValueType t, const std::string& key, int depth) {
     v.type = t;
     switch (t) {
-      case ValueType::U8: v.u = raw<uint8_t>(key); break;
-      case ValueType::I8: v.i = raw<int8_t>(key); break;
-      case ValueType::U16: v.u = raw<uint16_t>(key); break;
-      case ValueType::I16: v.i = raw<int16_t>(key); break;
-      case ValueType::U32: v.u = raw<uint32_t>(key); break;
-      case ValueType::I32: v.i = raw<int32_t>(key); break;
-      case ValueType::U64: v.u = raw<uint64_t>(key); break;
-      case ValueType::I64: v.i = raw<int64_t>(key); break;
-      case ValueType::F32: v.f = raw<float>(key); break;
-      case ValueType::F64: v.f = raw<double>(key); break;
+      case ValueType::U8: v.u = raw<uint8_t>(Label{"the value of key", key}); break;
+      case ValueType::I8: v.i = raw<int8_t>(Label{"the value of key", key}); break;
+      case ValueType::U16: v.u = raw<uint16_t>(Label{"the value of key", key}); break;
+      case ValueType::I16: v.i = raw<int16_t>(Label{"the value of key", key}); break;
+      case ValueType::U32: v.u = raw<uint32_t>(Label{"the value of key", key}); break;
+      case ValueType::I32: v.i = raw<int32_t>(Label{"the value of key", key}); break;
+      case ValueType::U64: v.u = raw<uint64_t>(Label{"the value of key", key}); break;
+      case ValueType::I64: v.i = raw<int64_t>(Label{"the value of key", key}); break;
+      case ValueType::F32: {
+        const uint32_t bits = raw<uint32_t>(Label{"the value of key", key});
+        float x;
+        std::memcpy(&x, &bits, 4);
+        v.f = x;
+        v.u = bits;
+        break;
+      }
+      case ValueType::F64: v.f = raw<double>(Label{"the value of key", key}); break;
       case ValueType::BOOL: {
         const uint64_t at = pos_;
-        uint8_t b = raw<uint8_t>(key);
+        const uint8_t b = raw<uint8_t>(Label{"the value of key", key});
         if (b > 1) fail("{}: byte {}: key '{}': bool value {} is not 0 or 1", name_, at, key, b);
         v.u = b;
         break;
       }
-      case ValueType::STRING: v.str = str("value of key '" + key + "'"); break;
-      case ValueType::ARRAY: {
-        const uint64_t at = pos_;
-        if (depth >= kMaxArrayDepth)
-          fail("{}: byte {}: key '{}': arrays nested deeper than {}", name_, at, key, kMaxArrayDepth);
-        uint32_t et = u32(key);
-        if (et > uint32_t(ValueType::F64))
-          fail("{}: byte {}: key '{}': unknown array element type {}", name_, at, key, et);
-        v.elem_type = ValueType(et);
-        const uint64_t count_at = pos_;
-        uint64_t n = count();
-        if (n > remaining() / min_encoded_size(v.elem_type, f_.version_))
-          fail("{}: byte {}: key '{}': array of {} {} cannot fit in the rest of the file", name_, count_at, key, n,
-               value_type_name(v.elem_type));
-        v.array.reserve(n);
-        for (uint64_t k = 0; k < n; ++k) v.array.push_back(value(v.elem_type, key, depth + 1));
-        break;
-      }
+      case ValueType::STRING: str_into(v.str, Label{"the value of key", key}, UINT64_MAX); break;
+      case ValueType::ARRAY: array(v, key, depth); break;
     }
-    return v;
+  }
+
+  void array(Value& v, const std::string& key, int depth) {
+    const uint64_t at = pos_;
+    if (depth >= kMaxArrayDepth)
+      fail("{}: byte {}: key '{}': arrays nested deeper than {} levels", name_, at, key, kMaxArrayDepth);
+    const uint32_t et = u32({"the element type of array key", key});
+    if (et > uint32_t(ValueType::F64))
+      fail("{}: byte {}: key '{}': unknown value type {} for array elements", name_, at, key, et);
+    v.elem_type = ValueType(et);
+    const uint64_t count_at = pos_;
+    const uint64_t n = count({"the element count of array key", key});
+    if (n > remaining() / min_encoded_size(v.elem_type, f_.version_))
+      fail("{}: byte {}: key '{}': array of {} {} cannot fit in the {} bytes left in the file", name_, count_at, key,
+           n, value_type_name(v.elem_type), remaining());
+    if (n > kMaxArrayElements - array_elements_)
+      fail("{}: byte {}: key '{}': array of {} elements takes the file past the limit of {} metadata array elements "
+           "in all",
+           name_, count_at, key, n, kMaxArrayElements);
+    array_elements_ += n;
+    v.array.resize(n);
+    const Label what{"an element of array key", key};
+    switch (v.elem_type) {
+      case ValueType::STRING:
+        for (auto& e : v.array) {
+          e.type = ValueType::STRING;
+          str_into(e.str, what, UINT64_MAX);
+        }
+        break;
+      case ValueType::ARRAY:
+        for (auto& e : v.array) value(e, ValueType::ARRAY, key, depth + 1);
+        break;
+      default:
+        for (auto& e : v.array) value(e, v.elem_type, key, depth + 1);
+        break;
+    }
   }
 
   File& f_;
@@ -315,6 +416,9 @@ class Parser {
   uint64_t size_;
   uint64_t pos_ = 0;
   const std::string& name_;
+  uint64_t len_size_ = 8;
+  uint64_t n_tensors_ = 0, n_kv_ = 0;
+  uint64_t array_elements_ = 0;
 };
 
 File File::open(const std::string& path, LoadMode mode) {
@@ -332,12 +436,12 @@ File File::parse(std::span<const uint8_t> bytes, std::string name) {
 }
 
 const Value* File::find(std::string_view key) const {
-  auto it = kv_index_.find(std::string(key));
+  auto it = kv_index_.find(key);
   return it == kv_index_.end() ? nullptr : &kvs_[it->second].value;
 }
 
 const TensorInfo* File::find_tensor(std::string_view name) const {
-  auto it = tensor_index_.find(std::string(name));
+  auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
@@ -370,133 +474,5 @@ std::string File::require_string(std::string_view key) const {
   return get_string(key);
 }
 
-// ---------------------------------------------------------------- writer
-
-namespace {
-using Sink = std::function<void(const void*, size_t)>;
-
-void put_u32(const Sink& s, uint32_t v) { s(&v, 4); }
-void put_u64(const Sink& s, uint64_t v) { s(&v, 8); }
-void put_str(const Sink& s, const std::string& v) {
-  put_u64(s, v.size());
-  s(v.data(), v.size());
-}
-
-void put_value(const Sink& s, const Value& v) {
-  switch (v.type) {
-    case ValueType::U8: { uint8_t x = uint8_t(v.u); s(&x, 1); break; }
-    case ValueType::I8: { int8_t x = int8_t(v.i); s(&x, 1); break; }
-    case ValueType::U16: { uint16_t x = uint16_t(v.u); s(&x, 2); break; }
-    case ValueType::I16: { int16_t x = int16_t(v.i); s(&x, 2); break; }
-    case ValueType::U32: put_u32(s, uint32_t(v.u)); break;
-    case ValueType::I32: { int32_t x = int32_t(v.i); s(&x, 4); break; }
-    case ValueType::U64: put_u64(s, v.u); break;
-    case ValueType::I64: s(&v.i, 8); break;
-    case ValueType::F32: { float x = float(v.f); s(&x, 4); break; }
-    case ValueType::F64: s(&v.f, 8); break;
-    case ValueType::BOOL: { uint8_t x = v.u ? 1 : 0; s(&x, 1); break; }
-    case ValueType::STRING: put_str(s, v.str); break;
-    case ValueType::ARRAY:
-      put_u32(s, uint32_t(v.elem_type));
-      put_u64(s, v.array.size());
-      for (const auto& e : v.array) {
-        if (e.type != v.elem_type) fail("gguf writer: array element of type {} in an array of {}",
-                                        value_type_name(e.type), value_type_name(v.elem_type));
-        put_value(s, e);
-      }
-      break;
-  }
-}
-
-void emit(const Sink& s, uint32_t version, const std::vector<KeyValue>& kvs, uint64_t alignment,
-          const auto& tensors) {
-  uint64_t pos = 0;
-  const Sink counted = [&](const void* p, size_t n) { s(p, n); pos += n; };
-  put_u32(counted, kMagic);
-  put_u32(counted, version);
-  put_u64(counted, tensors.size());
-  put_u64(counted, kvs.size());
-  for (const auto& kv : kvs) {
-    put_str(counted, kv.key);
-    put_u32(counted, uint32_t(kv.value.type));
-    put_value(counted, kv.value);
-  }
-  uint64_t offset = 0;
-  for (const auto& t : tensors) {
-    put_str(counted, t.name);
-    put_u32(counted, uint32_t(t.ne.size()));
-    for (int64_t d : t.ne) put_u64(counted, uint64_t(d));
-    put_u32(counted, uint32_t(t.type));
-    put_u64(counted, offset);
-    offset = align_up(offset + t.nbytes, alignment);
-  }
-  static const uint8_t zeros[4096] = {};
-  auto pad = [&](uint64_t to) {
-    while (pos < to) counted(zeros, size_t(std::min<uint64_t>(sizeof zeros, to - pos)));
-  };
-  pad(align_up(pos, alignment));
-  const uint64_t data_start = pos;
-  for (const auto& t : tensors) {
-    counted(t.data, t.nbytes);
-    pad(data_start + align_up(pos - data_start, alignment));
-  }
-}
-}  // namespace
-
-void Writer::set(std::string key, Value v) {
-  for (auto& kv : kvs_)
-    if (kv.key == key) {
-      kv.value = std::move(v);
-      return;
-    }
-  kvs_.push_back({std::move(key), std::move(v), 0});
-}
-
-void Writer::remove(std::string_view key) {
-  std::erase_if(kvs_, [&](const KeyValue& kv) { return kv.key == key; });
-}
-
-void Writer::add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data, uint64_t nbytes) {
-  for (const auto& t : tensors_)
-    if (t.name == name) fail("gguf writer: duplicate tensor name '{}'", name);
-  if (ne.size() > size_t(kMaxDims)) fail("gguf writer: tensor '{}' has {} dimensions", name, ne.size());
-  tensors_.push_back({std::move(name), type, std::move(ne), data, nbytes});
-}
-
-void Writer::copy_metadata(const File& f) {
-  for (const auto& kv : f.kvs()) set(kv.key, kv.value);
-}
-
-uint64_t Writer::alignment() const {
-  for (const auto& kv : kvs_)
-    if (kv.key == "general.alignment") return uint64_t(kv.value.as_int("general.alignment"));
-  return 32;
-}
-
-void Writer::write(const std::string& path) const {
-  if (version_ < 2 || version_ > 3) fail("gguf writer: can only write versions 2 and 3, not {}", version_);
-  const std::string tmp = path + ".tmp";
-  FILE* fp = std::fopen(tmp.c_str(), "wb");
-  if (!fp) fail("{}: cannot create: {}", tmp, std::strerror(errno));
-  bool ok = true;
-  emit([&](const void* p, size_t n) { ok = ok && std::fwrite(p, 1, n, fp) == n; }, version_, kvs_, alignment(),
-       tensors_);
-  ok = (std::fclose(fp) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed", path);
-  }
-}
-
-std::vector<uint8_t> Writer::to_bytes() const {
-  if (version_ < 2 || version_ > 3) fail("gguf writer: can only write versions 2 and 3, not {}", version_);
-  std::vector<uint8_t> out;
-  emit([&](const void* p, size_t n) {
-         auto b = static_cast<const uint8_t*>(p);
-         out.insert(out.end(), b, b + n);
-       },
-       version_, kvs_, alignment(), tensors_);
-  return out;
-}
 
 }  // namespace opal::gguf

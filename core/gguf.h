@@ -9,8 +9,11 @@
 // marks it `flat_blocks`; code that works row by row must not read it directly
 // (the model loader dequantizes such tensors to F32 as one flat block stream).
 // A tensor whose total is not a whole number of blocks is rejected.
+//
+// What the reader accepts and rejects, and why, is written up in docs/gguf.md.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,11 +32,20 @@ enum class ValueType : uint32_t {
 };
 const char* value_type_name(ValueType t);
 
+// Limits on what a file may ask of the reader (see docs/gguf.md).
+inline constexpr int kMaxDims = 4;                     // GGML_MAX_DIMS
+inline constexpr int kMaxArrayDepth = 8;               // arrays of arrays of ...
+inline constexpr uint64_t kMaxKeyLength = 65535;       // spec: keys are at most 2^16-1 bytes
+inline constexpr uint64_t kMaxTensorNameLength = 64;   // spec: names are at most 64 bytes
+inline constexpr uint64_t kMaxArrayElements = 1u << 22;  // all metadata arrays together (~6x a 256k vocab)
+inline constexpr uint64_t kMaxAlignment = 1u << 30;
+
 // One metadata value. Scalars keep their exact GGUF type so that a file can be
 // written back byte for byte.
 struct Value {
   ValueType type = ValueType::U32;
-  uint64_t u = 0;     // U8, U16, U32, U64, BOOL
+  uint64_t u = 0;     // U8, U16, U32, U64, BOOL; for F32 read from a file, its raw bits
+                      // (so that NaN payloads survive a round trip)
   int64_t i = 0;      // I8, I16, I32, I64
   double f = 0;       // F32, F64 (F32 is stored exactly)
   std::string str;    // STRING
@@ -77,7 +89,7 @@ struct TensorInfo {
   const uint8_t* data = nullptr;
 
   int64_t n_elements() const;
-  int64_t n_rows() const { return ne.empty() ? 1 : n_elements() / ne[0]; }
+  int64_t n_rows() const { return ne.empty() ? 1 : ne[0] == 0 ? 0 : n_elements() / ne[0]; }
   std::string shape_string() const;  // "[64, 512]"
 };
 
@@ -90,7 +102,7 @@ class File {
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }
+  uint64_t data_offset() const { return data_offset_; }  // end of the header when there are no tensors
   uint64_t file_size() const { return file_->size(); }
   const std::string& path() const { return file_->path(); }
   const std::shared_ptr<MappedFile>& mapped() const { return file_; }
@@ -119,10 +131,15 @@ class File {
   uint64_t data_offset_ = 0;
   std::vector<KeyValue> kvs_;
   std::vector<TensorInfo> tensors_;
-  std::unordered_map<std::string, size_t> kv_index_, tensor_index_;
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using NameIndex = std::unordered_map<std::string, size_t, NameHash, std::equal_to<>>;
+  NameIndex kv_index_, tensor_index_;
 };
 
-// Builds a GGUF file. Tensor data is laid out in the order tensors are added,
+// Builds a GGUF file (core/gguf_writer.cpp). Tensor data is laid out in the order tensors are added,
 // each aligned to general.alignment (default 32) and padded with zeros, as
 // ggml's and gguf-py's writers do.
 class Writer {
@@ -131,6 +148,7 @@ class Writer {
   void set(std::string key, Value v);  // replaces an existing key in place
   void remove(std::string_view key);
   // Data is copied at write() time; the pointer must stay valid until then.
+  // nbytes must be what the type and shape need (checked).
   void add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data, uint64_t nbytes);
   // Copies all metadata (not tensors) of a file, in order.
   void copy_metadata(const File& f);
