@@ -4,6 +4,7 @@
 // special tokens sorted longest first for splitting; a piece cache.
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include "core/error.h"
 #include "core/gguf.h"
@@ -170,7 +171,7 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
     v.pretokenizer = std::make_unique<PreTokenizer>(pre_cfg.regexes);
   }
 
-  // Special ids: defaults that do not fit are dropped; explicit ids must fit.
+  // Special ids: defaults that do not fit are dropped; explicit ids must fit (-1 = none).
   struct SpecialKey {
     const char* key;
     int32_t* id;
@@ -191,7 +192,9 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
     const gguf::Value* val = f.find(k.key);
     if (!val) continue;
     const int64_t id = val->as_int(k.key);
-    if (id < 0 || id >= int64_t(n))
+    // -1 (often stored as u32 0xFFFFFFFF) means "none": keep the default, as llama.cpp.
+    if (id < 0 || id == int64_t(UINT32_MAX)) continue;
+    if (id >= int64_t(n))
       fail("{}: '{}' = {} is out of range (the vocabulary has {} tokens)", f.path(), k.key, id, n);
     *k.id = int32_t(id);
   }

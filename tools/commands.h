@@ -11,5 +11,6 @@ using Action = std::function<int()>;
 void set_action(CLI::App* sub, Action action);
 
 void add_inspect_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 
 }  // namespace opal::tools
