@@ -146,9 +146,7 @@ std::map<const Tensor*, Placement> Scheduler::place_weights(const Graph& graph) 
     for (const Tensor* s : n->src)
       if (s && s->is_leaf() && s->role == TensorRole::Weight) consumers[s].push_back(n);
   std::map<const Tensor*, Placement> out;
-  for (const Tensor* leaf : graph.leaves()) {
-    if (leaf->role != TensorRole::Weight || out.count(leaf)) continue;
-    const auto& cons = consumers[leaf];
+  for (const auto& [leaf, cons] : consumers) {
     std::string refusals;
     for (Device* d : registry_.devices()) {
       if (d->role() == DeviceRole::Host) continue;
@@ -192,8 +190,11 @@ Placement Scheduler::place_node(const Tensor& node, const std::map<const Tensor*
     }
     refusals += fmt::format("{}{}: {}", refusals.empty() ? "" : "; ", d->name(), sup.reason);
   }
-  fail("node '{}' ({} {}, {}) is not supported by any device: {}", node.name, op_name(node.op), node.shape_string(),
-       node.src[0] ? fmt::format("src0 '{}' {}", node.src[0]->name, dtype_name(node.src[0]->type)) : "", refusals);
+  std::string srcs;
+  for (const Tensor* s : node.src)
+    if (s) srcs += fmt::format("{}'{}' {} {}", srcs.empty() ? "" : ", ", s->name, dtype_name(s->type), s->shape_string());
+  fail("node '{}' ({} {}, reading {}) is not supported by any device: {}", node.name, op_name(node.op),
+       node.shape_string(), srcs, refusals);
 }
 
 std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph) const {

@@ -1,0 +1,141 @@
+#include "models/model.h"
+
+#include <fmt/format.h>
+
+#include "backends/scheduler.h"
+#include "core/error.h"
+#include "core/quant.h"
+#include "models/architecture.h"
+#include "models/tensor_table.h"
+
+namespace opal {
+
+Model::~Model() = default;
+
+Tensor* Model::weight(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+Tensor& Model::require(const std::string& name) const {
+  Tensor* t = weight(name);
+  if (!t) fail("{}: tensor '{}' is missing", path_, name);
+  return *t;
+}
+
+namespace {
+
+// A graph of one token over placeholder inputs and caches, used at load to see
+// which ops read each weight (placement) and to reject unsupported ops early.
+struct ProbeGraph {
+  std::unique_ptr<Graph> g = std::make_unique<Graph>();
+  GraphInputs in;
+  std::deque<Tensor> caches;
+};
+
+ProbeGraph probe_graph(const Model& m) {
+  ProbeGraph p;
+  const HParams& hp = m.hparams();
+  const int64_t T = 1, n_cells = 1;
+  Graph& g = *p.g;
+  p.in.tokens = g.new_leaf("tokens", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+  p.in.positions = g.new_leaf("positions", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+  p.in.token_info = g.new_leaf("token_info", DType::I32, {2, T, 1, 1}, TensorRole::Input);
+  p.in.cell_info = g.new_leaf("cell_info", DType::I32, {2, n_cells, 1, 1}, TensorRole::Input);
+  p.in.store_cells = g.new_leaf("store_cells", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    p.in.k_cache.push_back(g.new_leaf(fmt::format("cache_k.{}", il), DType::F16, {hp.n_embd_k_gqa(), n_cells, 1, 1},
+                                      TensorRole::Input));
+    p.in.v_cache.push_back(g.new_leaf(fmt::format("cache_v.{}", il), DType::F16, {hp.n_embd_v_gqa(), n_cells, 1, 1},
+                                      TensorRole::Input));
+  }
+  BuildContext c{g, m, hp, p.in, T};
+  g.mark_output(m.arch().build(c));
+  return p;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, const LoadOptions& opts) {
+  std::unique_ptr<Model> m(new Model(registry));
+  m->path_ = path;
+  m->file_ = std::make_unique<gguf::File>(gguf::File::open(path, opts.load_mode));
+  const gguf::File& f = *m->file_;
+  const std::string arch_name = f.get_string("general.architecture", "");
+  if (arch_name.empty()) fail("{}: general.architecture is missing", path);
+  m->arch_ = &find_architecture(arch_name);
+  m->hp_ = HParams::from_gguf(f, arch_name, m->arch_->rope_mode);
+  if (m->hp_.n_vocab <= 0) {
+    const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+    if (!emb) fail("{}: tensor 'token_embd.weight' is missing", path);
+    if (emb->ne.size() < 2) fail("{}: tensor 'token_embd.weight' must be 2-D, found {}", path, emb->shape_string());
+    m->hp_.n_vocab = emb->ne[1];
+  }
+  TensorTable table(*m, f);
+  m->arch_->declare_tensors(table, m->hp_);
+
+  // Decide where each weight lives, then give it bytes there.
+  Scheduler sched(registry);
+  {
+    ProbeGraph probe = probe_graph(*m);
+    m->weight_placement_ = sched.place_weights(*probe.g);
+  }
+  Device& host = registry.host();
+  std::unique_ptr<Buffer> file_view = host.weight_buffer_type().wrap_host(f.mapped()->data(), f.mapped()->size());
+  std::map<Device*, std::vector<Tensor*>> per_device;
+  for (auto& [name, t] : m->by_name_) {
+    auto it = m->weight_placement_.find(t);
+    Device* d = it != m->weight_placement_.end() ? it->second.device : &host;
+    if (it == m->weight_placement_.end()) m->weight_placement_[t] = {d, "not read by the graph"};
+    per_device[d].push_back(t);
+  }
+  for (auto& [d, ts] : per_device) {
+    BufferType& bt = d->weight_buffer_type();
+    const bool in_place = bt.host_visible() && file_view && &bt == &host.weight_buffer_type();
+    uint64_t total = 0;
+    std::vector<uint64_t> offs;
+    for (Tensor* t : ts) {
+      offs.push_back(total);
+      total += (bt.weight_size(*t) + bt.alignment() - 1) / bt.alignment() * bt.alignment();
+    }
+    Buffer* buf = nullptr;
+    if (!in_place) {
+      m->buffers_.push_back(bt.allocate(std::max<uint64_t>(total, 64)));
+      buf = m->buffers_.back().get();
+    }
+    for (size_t i = 0; i < ts.size(); ++i) {
+      Tensor* t = ts[i];
+      const gguf::TensorInfo* info = f.find_tensor(t->name);
+      const void* bytes = info->data;
+      if (info->flat_blocks) {
+        if (!can_dequantize(info->type))
+          fail("{}: tensor '{}' of type {} has rows that are not whole blocks and cannot be dequantized", path,
+               t->name, dtype_name(info->type));
+        auto& v = m->dequantized_.emplace_back(size_t(info->n_elements()));
+        dequantize_row(info->type, info->data, v.data(), info->n_elements());
+        bytes = v.data();
+      }
+      if (in_place && !info->flat_blocks) {
+        t->buffer = file_view.get();
+        t->data = const_cast<uint8_t*>(info->data);
+      } else if (in_place) {
+        m->buffers_.push_back(bt.wrap_host(bytes, t->nbytes()));
+        t->buffer = m->buffers_.back().get();
+        t->data = const_cast<void*>(bytes);
+      } else {
+        bt.upload_weight(*t, bytes, *buf, offs[i]);
+      }
+    }
+  }
+  if (file_view) m->buffers_.push_back(std::move(file_view));
+
+  // Reject ops no device can run (e.g. a weight type without a kernel) now,
+  // with the scheduler's message, rather than at the first decode.
+  {
+    ProbeGraph probe = probe_graph(*m);
+    sched.schedule(std::move(probe.g));
+  }
+  return m;
+}
+
+}  // namespace opal

@@ -1,0 +1,126 @@
+#include "runtime/context.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "models/architecture.h"
+
+namespace opal {
+
+struct Context::Bucket {
+  GraphInputs in;
+  std::unique_ptr<ScheduledGraph> sg;
+  Tensor* logits = nullptr;
+};
+
+Context::Context(const Model& model, const ContextParams& params) : model_(model), params_(params) {
+  const HParams& hp = model.hparams();
+  if (params_.n_ctx <= 0) params_.n_ctx = hp.n_ctx_train > 0 ? hp.n_ctx_train : 2048;
+  if (params_.n_ctx > (int64_t(1) << 24)) fail("context size {} is too large", params_.n_ctx);
+  if (params_.n_batch <= 0) fail("batch size must be positive, got {}", params_.n_batch);
+  if (params_.n_ubatch <= 0) fail("ubatch size must be positive, got {}", params_.n_ubatch);
+  params_.n_ubatch = std::min(params_.n_ubatch, params_.n_batch);
+  if (params_.n_threads > 0) model.registry().set_threads(params_.n_threads);
+  kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, model.registry().host().compute_buffer_type());
+}
+
+Context::~Context() = default;
+
+void Context::reset() { kv_->clear(); }
+void Context::remove_seq(int32_t seq) { kv_->remove_seq(seq); }
+int32_t Context::seq_pos_max(int32_t seq) const { return kv_->seq_pos_max(seq); }
+
+const float* Context::logits(int64_t i) const {
+  if (i < 0 || i >= n_outputs_) fail("no logits for output {} (the last decode produced {})", i, n_outputs_);
+  return logits_.data() + size_t(i) * size_t(n_vocab());
+}
+
+Context::Bucket& Context::get_bucket(int64_t T, int64_t n_out) {
+  auto key = std::make_pair(T, n_out);
+  auto it = buckets_.find(key);
+  if (it != buckets_.end()) return *it->second;
+  auto b = std::make_unique<Bucket>();
+  auto g = std::make_unique<Graph>();
+  GraphInputs& in = b->in;
+  in.tokens = g->new_leaf("inp_tokens", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+  in.positions = g->new_leaf("inp_pos", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+  in.token_info = g->new_leaf("inp_token_info", DType::I32, {2, T, 1, 1}, TensorRole::Input);
+  in.store_cells = g->new_leaf("inp_store_cells", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+  in.cell_info = g->external(kv_->cell_info());
+  if (n_out < T) in.out_ids = g->new_leaf("inp_out_ids", DType::I32, {n_out, 1, 1, 1}, TensorRole::Input);
+  for (int64_t il = 0; il < model_.hparams().n_layer; ++il) {
+    in.k_cache.push_back(g->external(kv_->k(il)));
+    in.v_cache.push_back(g->external(kv_->v(il)));
+  }
+  BuildContext c{*g, model_, model_.hparams(), in, T};
+  b->logits = model_.arch().build(c);
+  g->mark_output(b->logits);
+  b->sg = Scheduler(model_.registry()).schedule(std::move(g));
+  return *buckets_.emplace(key, std::move(b)).first->second;
+}
+
+ScheduledGraph& Context::bucket(int64_t n_tokens, int64_t n_outputs) { return *get_bucket(n_tokens, n_outputs).sg; }
+
+void Context::decode(const Batch& batch) {
+  const size_t n = batch.tokens.size();
+  if (n == 0) fail("decode: the batch is empty");
+  if (batch.pos.size() != n || batch.seq.size() != n || batch.logits.size() != n)
+    fail("decode: batch arrays differ in length");
+  if (int64_t(n) > params_.n_batch) fail("decode: batch of {} tokens exceeds n_batch = {}", n, params_.n_batch);
+  const int64_t nv = n_vocab();
+  for (size_t i = 0; i < n; ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= nv)
+      fail("token id {} at batch index {} is out of range (n_vocab = {})", batch.tokens[i], i, nv);
+    if (batch.pos[i] < 0) fail("position {} at batch index {} is negative", batch.pos[i], i);
+    if (batch.seq[i] < 0) fail("sequence id {} at batch index {} is negative", batch.seq[i], i);
+  }
+  if (int64_t(n) > params_.n_ctx)
+    fail("the prompt/batch has {} tokens but the context holds only n_ctx = {}", n, params_.n_ctx);
+  std::vector<int32_t> cells = kv_->reserve(batch.pos, batch.seq);  // throws if full: nothing changed yet
+
+  int64_t n_out = 0;
+  for (uint8_t f : batch.logits) n_out += f != 0;
+  logits_.resize(size_t(n_out) * size_t(nv));
+  n_outputs_ = 0;
+  for (size_t b = 0; b < n; b += size_t(params_.n_ubatch)) {
+    const size_t e = std::min(n, b + size_t(params_.n_ubatch));
+    run_ubatch(batch, b, e, cells);
+  }
+  n_outputs_ = n_out;
+}
+
+void Context::run_ubatch(const Batch& batch, size_t begin, size_t end, const std::vector<int32_t>& cells) {
+  const int64_t T = int64_t(end - begin);
+  std::vector<int32_t> out_rows;
+  for (size_t i = begin; i < end; ++i)
+    if (batch.logits[i]) out_rows.push_back(int32_t(i - begin));
+  const bool none = out_rows.empty();
+  if (none) out_rows.push_back(int32_t(T - 1));  // the graph always yields one row; dropped below
+  Bucket& b = get_bucket(T, int64_t(out_rows.size()));
+
+  std::vector<int32_t> pos(batch.pos.begin() + long(begin), batch.pos.begin() + long(end));
+  std::vector<int32_t> seq(batch.seq.begin() + long(begin), batch.seq.begin() + long(end));
+  std::vector<int32_t> ucells(cells.begin() + long(begin), cells.begin() + long(end));
+  kv_->commit(ucells, pos, seq);
+
+  std::memcpy(b.in.tokens->data, batch.tokens.data() + begin, size_t(T) * 4);
+  std::memcpy(b.in.positions->data, pos.data(), size_t(T) * 4);
+  int32_t* ti = static_cast<int32_t*>(b.in.token_info->data);
+  for (int64_t t = 0; t < T; ++t) {
+    ti[2 * t] = pos[size_t(t)];
+    ti[2 * t + 1] = seq[size_t(t)];
+  }
+  std::memcpy(b.in.store_cells->data, ucells.data(), size_t(T) * 4);
+  if (b.in.out_ids) std::memcpy(b.in.out_ids->data, out_rows.data(), out_rows.size() * 4);
+
+  b.sg->run(hooks_);
+
+  if (none) return;
+  const size_t nv = size_t(n_vocab());
+  b.sg->read(b.logits, logits_.data() + size_t(n_outputs_) * nv, out_rows.size() * nv * sizeof(float));
+  n_outputs_ += int64_t(out_rows.size());
+}
+
+}  // namespace opal

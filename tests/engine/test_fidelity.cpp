@@ -1,0 +1,116 @@
+// Fidelity against llama.cpp: every golden model's prompt logits (one batch)
+// and teacher-forced one-token decode logits, judged with the tolerances of
+// ../shared/golden/README.md:
+//   f32 / f16 / bf16: max|diff|/std <= 0.02, cosine >= 0.9999, top-1 100 %,
+//     greedy identical. Our reference rounds activations exactly where
+//     llama.cpp does (f16/bf16 activations for f16/bf16 weights, q and the
+//     attention probabilities to f16 with an f16 cache), so only summation
+//     order differs: the README measures 0.0013 for a whole f16-vs-f32 KV
+//     change, far below 0.02.
+//   q8_0: <= 0.15, >= 0.9995, >= 95 %, greedy identical. Activations are
+//     rounded through Q8_0 as in llama.cpp's vec_dot; remaining differences
+//     are rounding-mode ties and summation order.
+//   2-6-bit types: <= 0.30, >= 0.995, >= 90 %; greedy may fork after a
+//     near-tie (the README says so), so greedy is only reported.
+// Greedy agreement is checked teacher-forced: after each golden greedy token
+// our argmax must equal llama.cpp's next token, which is the same as the two
+// greedy sequences being identical.
+#include <gtest/gtest.h>
+
+#include "backends/registry.h"
+#include "golden_support.h"
+#include "models/model.h"
+#include "runtime/context.h"
+
+namespace opal {
+namespace {
+
+using test::Comparison;
+
+struct Tolerance {
+  double max_diff_over_std, min_cosine, min_top1;
+  bool greedy_identical;
+};
+
+Tolerance tolerance_for(const std::string& stem) {
+  auto has = [&](const char* s) { return stem.find(s) != std::string::npos; };
+  if (has("stories260K") || has("-f32") || has("-f16") || has("-bf16")) return {0.02, 0.9999, 1.0, true};
+  if (has("-q8_0")) return {0.15, 0.9995, 0.95, true};
+  return {0.30, 0.995, 0.90, false};
+}
+
+struct RunResult {
+  std::vector<float> prompt, gen;
+  std::vector<int32_t> next_tokens;  // our argmax after the prompt and after each teacher-forced token
+};
+
+RunResult run_golden(const test::Golden& g, Registry& reg) {
+  auto model = Model::load(test::golden_model_path(g.stem), reg);
+  ContextParams cp;
+  cp.n_ctx = int64_t(g.prompt.size() + g.greedy.size());
+  cp.n_batch = cp.n_ubatch = int64_t(g.prompt.size());
+  cp.kv_type = g.kv_type == "f32" ? DType::F32 : DType::F16;
+  Context ctx(*model, cp);
+  EXPECT_EQ(ctx.n_vocab(), g.n_vocab);
+  RunResult r;
+  Batch b;
+  for (size_t i = 0; i < g.prompt.size(); ++i) b.add(g.prompt[i], int32_t(i), 0, true);
+  ctx.decode(b);
+  const int64_t nv = ctx.n_vocab();
+  for (int64_t i = 0; i < ctx.n_outputs(); ++i) r.prompt.insert(r.prompt.end(), ctx.logits(i), ctx.logits(i) + nv);
+  r.next_tokens.push_back(int32_t(test::argmax_row(ctx.logits(ctx.n_outputs() - 1), nv)));
+  for (size_t i = 0; i < g.greedy.size(); ++i) {
+    b.clear();
+    b.add(g.greedy[i], int32_t(g.prompt.size() + i), 0, true);
+    ctx.decode(b);
+    r.gen.insert(r.gen.end(), ctx.logits(0), ctx.logits(0) + nv);
+    r.next_tokens.push_back(int32_t(test::argmax_row(ctx.logits(0), nv)));
+  }
+  return r;
+}
+
+class Fidelity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fidelity, MatchesLlamaCpp) {
+  const std::string stem = GetParam();
+  const test::Golden g = test::load_golden(stem);
+  ASSERT_FALSE(g.prompt_logits.empty());
+  auto reg = Registry::with_cpu(1);
+  const RunResult r = run_golden(g, *reg);
+  const Tolerance tol = tolerance_for(stem);
+
+  ASSERT_EQ(r.prompt.size(), g.prompt_logits.size());
+  ASSERT_EQ(r.gen.size(), g.gen_logits.size());
+  for (const auto& [what, ours, ref] :
+       {std::tuple{"prompt", &r.prompt, &g.prompt_logits}, std::tuple{"decode", &r.gen, &g.gen_logits}}) {
+    const Comparison c = test::compare_logits(*ours, *ref, g.n_vocab);
+    RecordProperty(std::string(what) + "_max_diff_over_std", std::to_string(c.max_diff_over_std));
+    std::printf("  %-24s %-6s max|d|/std %.5f  min cos %.7f  top-1 %.3f\n", stem.c_str(), what,
+                c.max_diff_over_std, c.min_cosine, c.top1_agreement);
+    EXPECT_LE(c.max_diff_over_std, tol.max_diff_over_std) << what;
+    EXPECT_GE(c.min_cosine, tol.min_cosine) << what;
+    EXPECT_GE(c.top1_agreement, tol.min_top1) << what;
+  }
+  int forks = 0;
+  for (size_t i = 0; i < g.greedy.size(); ++i) forks += r.next_tokens[i] != g.greedy[i];
+  std::printf("  %-24s greedy: %d of %zu steps differ\n", stem.c_str(), forks, g.greedy.size());
+  if (tol.greedy_identical) EXPECT_EQ(forks, 0) << "greedy tokens differ from llama.cpp's";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Golden, Fidelity,
+    ::testing::Values("stories260K", "stories260K-kvf32", "tiny-llama-f32", "tiny-llama-f32-kvf32",
+                      "tiny-llama-f32-long", "tiny-llama-f16", "tiny-llama-bf16", "tiny-llama-q8_0",
+                      "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-llama-q5_0", "tiny-llama-q5_1", "tiny-llama-q2_k",
+                      "tiny-llama-q3_k_m", "tiny-llama-q4_k_m", "tiny-llama-q5_k_m", "tiny-llama-q6_k",
+                      "tiny-qwen3-f32", "tiny-qwen3-f16", "tiny-qwen3-q8_0", "tiny-qwen3-q4_0", "tiny-qwen3-q4_k_m",
+                      "tiny-qwen3-q6_k", "tiny-qwen3moe-f32", "tiny-qwen3moe-q8_0", "tiny-qwen3moe-q4_k_m"),
+    [](const auto& info) {
+      std::string s = info.param;
+      for (char& ch : s)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return s;
+    });
+
+}  // namespace
+}  // namespace opal

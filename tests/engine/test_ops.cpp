@@ -1,0 +1,277 @@
+// Each CPU op against straightforward double-precision math on random
+// inputs, run through the scheduler like a model graph (1 and 3 threads).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/registry.h"
+#include "backends/scheduler.h"
+#include "core/fp16.h"
+#include "core/quant.h"
+
+namespace opal {
+namespace {
+
+struct OpHarness {
+  std::unique_ptr<Registry> reg;
+  std::unique_ptr<Graph> g = std::make_unique<Graph>();
+  std::mt19937 rng{42};
+  explicit OpHarness(int threads = 1) : reg(Registry::with_cpu(threads)) {}
+
+  Tensor* input(DType t, std::array<int64_t, 4> ne, const std::string& name = "x") {
+    return g->new_leaf(name, t, ne, TensorRole::Input);
+  }
+  std::unique_ptr<ScheduledGraph> schedule(Tensor* out) {
+    g->mark_output(out);
+    return Scheduler(*reg).schedule(std::move(g));
+  }
+  void fill(Tensor* t, float lo = -1, float hi = 1) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    if (t->type == DType::F32) {
+      for (int64_t i = 0; i < t->n_elements(); ++i) t->ptr<float>()[i] = d(rng);
+    } else if (t->type == DType::F16) {
+      for (int64_t i = 0; i < t->n_elements(); ++i) t->ptr<uint16_t>()[i] = f32_to_f16(d(rng));
+    }
+  }
+};
+
+std::vector<float> f32s(const Tensor* t) {
+  return std::vector<float>(t->ptr<float>(), t->ptr<float>() + t->n_elements());
+}
+
+class OpsThreads : public ::testing::TestWithParam<int> {};
+
+TEST_P(OpsThreads, RmsNormMulAdd) {
+  OpHarness h(GetParam());
+  Tensor* x = h.input(DType::F32, {64, 7, 1, 1});
+  Tensor* w = h.input(DType::F32, {64, 1, 1, 1}, "w");
+  Tensor* b = h.input(DType::F32, {64, 7, 1, 1}, "b");
+  Tensor* out = h.g->add(h.g->mul(h.g->rms_norm(x, 1e-5f), w), b);
+  auto sg = h.schedule(out);
+  h.fill(x); h.fill(w); h.fill(b);
+  sg->run();
+  for (int r = 0; r < 7; ++r) {
+    double ss = 0;
+    for (int i = 0; i < 64; ++i) ss += double(x->ptr<float>()[r * 64 + i]) * x->ptr<float>()[r * 64 + i];
+    const double s = 1.0 / std::sqrt(ss / 64 + 1e-5);
+    for (int i = 0; i < 64; ++i) {
+      const double want = x->ptr<float>()[r * 64 + i] * s * w->ptr<float>()[i] + b->ptr<float>()[r * 64 + i];
+      EXPECT_NEAR(out->ptr<float>()[r * 64 + i], want, 1e-5);
+    }
+  }
+}
+
+TEST_P(OpsThreads, MulMatF32AndF16) {
+  for (DType wt : {DType::F32, DType::F16}) {
+    OpHarness h(GetParam());
+    Tensor* w = h.input(wt, {96, 33, 1, 1}, "w");
+    Tensor* x = h.input(DType::F32, {96, 5, 1, 1});
+    Tensor* y = h.g->mul_mat(w, x);
+    auto sg = h.schedule(y);
+    h.fill(w); h.fill(x);
+    sg->run();
+    for (int t = 0; t < 5; ++t)
+      for (int n = 0; n < 33; ++n) {
+        double want = 0;
+        for (int k = 0; k < 96; ++k) {
+          const double wv = wt == DType::F32 ? w->ptr<float>()[n * 96 + k] : f16_to_f32(w->ptr<uint16_t>()[n * 96 + k]);
+          double xv = x->ptr<float>()[t * 96 + k];
+          if (wt == DType::F16) xv = f16_to_f32(f32_to_f16(float(xv)));  // llama.cpp's f16 activations
+          want += wv * xv;
+        }
+        EXPECT_NEAR(y->ptr<float>()[t * 33 + n], want, 1e-4) << dtype_name(wt);
+      }
+  }
+}
+
+TEST_P(OpsThreads, MulMatQ8_0MatchesDequantizedMath) {
+  OpHarness h(GetParam());
+  const int K = 64, N = 9, T = 4;
+  std::vector<float> wf(K * N);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (float& v : wf) v = d(h.rng);
+  std::vector<uint8_t> wq(row_bytes(DType::Q8_0, K) * N);
+  quantize_rows(DType::Q8_0, wf.data(), wq.data(), N, K);
+  Tensor* w = h.input(DType::Q8_0, {K, N, 1, 1}, "w");
+  Tensor* x = h.input(DType::F32, {K, T, 1, 1});
+  Tensor* y = h.g->mul_mat(w, x);
+  auto sg = h.schedule(y);
+  std::memcpy(w->data, wq.data(), wq.size());
+  h.fill(x);
+  sg->run();
+  std::vector<float> wd(K), xd(K);
+  for (int t = 0; t < T; ++t) {
+    cpu::round_activations(DType::Q8_0, x->ptr<float>() + t * K, xd.data(), K);
+    for (int n = 0; n < N; ++n) {
+      dequantize_row(DType::Q8_0, wq.data() + n * row_bytes(DType::Q8_0, K), wd.data(), K);
+      double want = 0;
+      for (int k = 0; k < K; ++k) want += double(wd[k]) * xd[k];
+      EXPECT_NEAR(y->ptr<float>()[t * N + n], want, 1e-4);
+    }
+  }
+}
+
+TEST_P(OpsThreads, SoftmaxSwigluSiluScaleSumDiv) {
+  OpHarness h(GetParam());
+  Tensor* a = h.input(DType::F32, {10, 3, 1, 1}, "a");
+  Tensor* b = h.input(DType::F32, {10, 3, 1, 1}, "b");
+  Tensor* sm = h.g->softmax(a);
+  Tensor* sw = h.g->swiglu(a, b);
+  Tensor* sc = h.g->scale(h.g->silu(b), 0.5f);
+  Tensor* dv = h.g->div(a, h.g->sum_rows(b));
+  h.g->mark_output(sm); h.g->mark_output(sw); h.g->mark_output(sc);
+  auto sg = h.schedule(dv);
+  h.fill(a, -3, 3); h.fill(b, 0.5, 2);
+  sg->run();
+  for (int r = 0; r < 3; ++r) {
+    const float* x = a->ptr<float>() + r * 10;
+    const float* y = b->ptr<float>() + r * 10;
+    double mx = -1e30, sum = 0, bsum = 0;
+    for (int i = 0; i < 10; ++i) mx = std::max(mx, double(x[i]));
+    for (int i = 0; i < 10; ++i) sum += std::exp(x[i] - mx), bsum += y[i];
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_NEAR(sm->ptr<float>()[r * 10 + i], std::exp(x[i] - mx) / sum, 1e-6);
+      EXPECT_NEAR(sw->ptr<float>()[r * 10 + i], x[i] / (1 + std::exp(-double(x[i]))) * y[i], 1e-5);
+      EXPECT_NEAR(sc->ptr<float>()[r * 10 + i], 0.5 * y[i] / (1 + std::exp(-double(y[i]))), 1e-6);
+      EXPECT_NEAR(dv->ptr<float>()[r * 10 + i], x[i] / bsum, 1e-6);
+    }
+  }
+}
+
+TEST_P(OpsThreads, RopeNormalAndNeoxWithFreqFactors) {
+  for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox}) {
+    OpHarness h(GetParam());
+    const int D = 16, H = 3, T = 5, n_rot = 12;
+    Tensor* x = h.input(DType::F32, {D, H, T, 1});
+    Tensor* pos = h.input(DType::I32, {T, 1, 1, 1}, "pos");
+    Tensor* ff = h.input(DType::F32, {n_rot / 2, 1, 1, 1}, "ff");
+    Tensor* y = h.g->rope(x, pos, ff, n_rot, mode, 10000.0f, 1.0f);
+    auto sg = h.schedule(y);
+    h.fill(x);
+    for (int t = 0; t < T; ++t) pos->ptr<int32_t>()[t] = 100 * t + 3;
+    for (int i = 0; i < n_rot / 2; ++i) ff->ptr<float>()[i] = 1.0f + float(i);
+    sg->run();
+    for (int t = 0; t < T; ++t)
+      for (int hh = 0; hh < H; ++hh) {
+        const float* src = x->ptr<float>() + (t * H + hh) * D;
+        const float* dst = y->ptr<float>() + (t * H + hh) * D;
+        for (int i = 0; i < n_rot / 2; ++i) {
+          const double theta = double(pos->ptr<int32_t>()[t]) * std::pow(10000.0, -2.0 * i / n_rot) / (1.0 + i);
+          const int a = mode == RopeMode::Neox ? i : 2 * i;
+          const int b = mode == RopeMode::Neox ? i + n_rot / 2 : 2 * i + 1;
+          EXPECT_NEAR(dst[a], src[a] * std::cos(theta) - src[b] * std::sin(theta), 2e-4);
+          EXPECT_NEAR(dst[b], src[a] * std::sin(theta) + src[b] * std::cos(theta), 2e-4);
+        }
+        for (int i = n_rot; i < D; ++i) EXPECT_EQ(dst[i], src[i]);
+      }
+  }
+}
+
+TEST_P(OpsThreads, AttentionCausalGqaF32Cache) {
+  OpHarness h(GetParam());
+  const int Dk = 8, Hq = 4, Hkv = 2, T = 6, cells = 8;
+  Tensor* q = h.input(DType::F32, {Dk, Hq, T, 1}, "q");
+  Tensor* k = h.input(DType::F32, {Dk * Hkv, T, 1, 1}, "k");
+  Tensor* v = h.input(DType::F32, {Dk * Hkv, T, 1, 1}, "v");
+  Tensor* kc = h.input(DType::F32, {Dk * Hkv, cells, 1, 1}, "kc");
+  Tensor* vc = h.input(DType::F32, {Dk * Hkv, cells, 1, 1}, "vc");
+  Tensor* store = h.input(DType::I32, {T, 1, 1, 1}, "store");
+  Tensor* tok = h.input(DType::I32, {2, T, 1, 1}, "tok");
+  Tensor* cell = h.input(DType::I32, {2, cells, 1, 1}, "cell");
+  Tensor* ks = h.g->kv_store(kc, k, store);
+  Tensor* vs = h.g->kv_store(vc, v, store);
+  Tensor* out = h.g->attention(q, ks, vs, tok, cell, Hkv, 0.3f);
+  auto sg = h.schedule(out);
+  h.fill(q); h.fill(k); h.fill(v);
+  // tokens go to cells in reverse order; two cells stay empty
+  for (int t = 0; t < T; ++t) {
+    store->ptr<int32_t>()[t] = T - 1 - t;
+    tok->ptr<int32_t>()[2 * t] = t;
+    tok->ptr<int32_t>()[2 * t + 1] = 0;
+  }
+  for (int c = 0; c < cells; ++c) {
+    const int t = c < T ? T - 1 - c : -1;
+    cell->ptr<int32_t>()[2 * c] = t;
+    cell->ptr<int32_t>()[2 * c + 1] = t < 0 ? -1 : 0;
+  }
+  sg->run();
+  for (int t = 0; t < T; ++t)
+    for (int hh = 0; hh < Hq; ++hh) {
+      const int g = hh / (Hq / Hkv);
+      std::vector<double> s(size_t(t + 1));
+      double mx = -1e30, sum = 0;
+      for (int j = 0; j <= t; ++j) {
+        double d = 0;
+        for (int i = 0; i < Dk; ++i) d += double(q->ptr<float>()[(t * Hq + hh) * Dk + i]) * k->ptr<float>()[j * Dk * Hkv + g * Dk + i];
+        s[size_t(j)] = d * 0.3;
+        mx = std::max(mx, s[size_t(j)]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (int i = 0; i < Dk; ++i) {
+        double want = 0;
+        for (int j = 0; j <= t; ++j) want += s[size_t(j)] / sum * v->ptr<float>()[j * Dk * Hkv + g * Dk + i];
+        EXPECT_NEAR(out->ptr<float>()[t * Dk * Hq + hh * Dk + i], want, 1e-5);
+      }
+    }
+}
+
+TEST_P(OpsThreads, TopKGetRowsMulMatId) {
+  OpHarness h(GetParam());
+  const int E = 6, K = 2, T = 3, D = 8, F = 5;
+  Tensor* logits = h.input(DType::F32, {E, T, 1, 1}, "logits");
+  Tensor* experts = h.input(DType::F32, {D, F, E, 1}, "experts");
+  Tensor* x = h.input(DType::F32, {D, 1, T, 1}, "x");
+  Tensor* ids = h.g->top_k(logits, K);
+  Tensor* sel = h.g->get_rows(h.g->reshape(logits, {1, E, T, 1}), ids);
+  Tensor* y = h.g->mul_mat_id(experts, x, ids);
+  h.g->mark_output(ids);
+  h.g->mark_output(sel);
+  auto sg = h.schedule(y);
+  h.fill(logits); h.fill(experts); h.fill(x);
+  sg->run();
+  for (int t = 0; t < T; ++t) {
+    std::vector<int> order(E);
+    for (int e = 0; e < E; ++e) order[e] = e;
+    const float* l = logits->ptr<float>() + t * E;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return l[a] > l[b]; });
+    for (int j = 0; j < K; ++j) {
+      ASSERT_EQ(ids->ptr<int32_t>()[t * K + j], order[j]);
+      EXPECT_EQ(sel->ptr<float>()[t * K + j], l[order[j]]);
+      for (int f = 0; f < F; ++f) {
+        double want = 0;
+        for (int d = 0; d < D; ++d) want += double(experts->ptr<float>()[(order[j] * F + f) * D + d]) * x->ptr<float>()[t * D + d];
+        EXPECT_NEAR(y->ptr<float>()[(t * K + j) * F + f], want, 1e-5);
+      }
+    }
+  }
+}
+
+TEST_P(OpsThreads, GetRowsF16AndStridedAddView) {
+  OpHarness h(GetParam());
+  Tensor* table = h.input(DType::F16, {8, 5, 1, 1}, "table");
+  Tensor* ids = h.input(DType::I32, {3, 1, 1, 1}, "ids");
+  Tensor* rows = h.g->get_rows(table, ids);  // [8, 3]
+  // add rows 0 and 2 through strided views of [4, 2] halves
+  Tensor* v0 = h.g->view(rows, {4, 3, 1, 1}, {4, 32, 96, 96}, 0);
+  Tensor* v1 = h.g->view(rows, {4, 3, 1, 1}, {4, 32, 96, 96}, 16);
+  Tensor* sum = h.g->add(v0, v1);
+  auto sg = h.schedule(sum);
+  h.fill(table);
+  const int32_t idv[3] = {4, 0, 2};
+  std::memcpy(ids->data, idv, sizeof idv);
+  sg->run();
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 4; ++i) {
+      const uint16_t* row = table->ptr<uint16_t>() + idv[r] * 8;
+      EXPECT_FLOAT_EQ(sum->ptr<float>()[r * 4 + i], f16_to_f32(row[i]) + f16_to_f32(row[i + 4]));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, OpsThreads, ::testing::Values(1, 3));
+
+}  // namespace
+}  // namespace opal

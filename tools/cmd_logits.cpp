@@ -1,0 +1,123 @@
+// `opal logits -m MODEL --tokens 1,2,3 [--greedy N] [--kv f16|f32] [-t N] --out PREFIX`:
+// evaluates the token list as one batch (logits at every position), then
+// decodes N greedy tokens one at a time, and writes PREFIX.json,
+// PREFIX.prompt_logits.f32 and PREFIX.gen_logits.f32 in the format of
+// ../shared/golden/logits (see its README).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "backends/registry.h"
+#include "core/error.h"
+#include "models/model.h"
+#include "runtime/context.h"
+#include "tools/commands.h"
+
+namespace opal::tools {
+namespace {
+
+struct LogitsOptions {
+  std::string model;
+  std::string tokens;
+  int greedy = 0;
+  std::string kv = "f16";
+  int threads = 1;
+  std::string out;
+};
+
+std::vector<int32_t> parse_tokens(const std::string& s) {
+  std::vector<int32_t> v;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string item = s.substr(i, j - i);
+    try {
+      size_t used = 0;
+      long long x = std::stoll(item, &used);
+      if (used != item.size() || x < INT32_MIN || x > INT32_MAX) throw std::invalid_argument("");
+      v.push_back(int32_t(x));
+    } catch (const std::exception&) {
+      fail("--tokens: '{}' is not a token id", item);
+    }
+    i = j + 1;
+  }
+  if (v.empty()) fail("--tokens: no token ids given");
+  return v;
+}
+
+int32_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return int32_t(best);
+}
+
+void write_f32(const std::string& path, const std::vector<float>& v) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) fail("cannot write '{}'", path);
+  f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
+  if (!f) fail("error writing '{}'", path);
+}
+
+int run_logits(const LogitsOptions& o) {
+  const std::vector<int32_t> tokens = parse_tokens(o.tokens);
+  if (o.greedy < 0) fail("--greedy must be >= 0");
+  if (o.kv != "f16" && o.kv != "f32") fail("--kv must be f16 or f32, got '{}'", o.kv);
+  auto reg = Registry::with_cpu(o.threads);
+  auto model = Model::load(o.model, *reg);
+  ContextParams cp;
+  cp.n_ctx = int64_t(tokens.size()) + o.greedy;
+  cp.n_batch = cp.n_ubatch = int64_t(tokens.size());
+  cp.kv_type = o.kv == "f16" ? DType::F16 : DType::F32;
+  Context ctx(*model, cp);
+  const int64_t nv = ctx.n_vocab();
+
+  Batch b;
+  for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], int32_t(i), 0, true);
+  ctx.decode(b);
+  std::vector<float> prompt(size_t(ctx.n_outputs()) * size_t(nv));
+  for (int64_t i = 0; i < ctx.n_outputs(); ++i)
+    std::copy(ctx.logits(i), ctx.logits(i) + nv, prompt.begin() + i * nv);
+
+  std::vector<int32_t> greedy;
+  std::vector<float> gen;
+  int32_t next = argmax(ctx.logits(ctx.n_outputs() - 1), nv);
+  for (int i = 0; i < o.greedy; ++i) {
+    greedy.push_back(next);
+    b.clear();
+    b.add(next, int32_t(tokens.size()) + i, 0, true);
+    ctx.decode(b);
+    gen.insert(gen.end(), ctx.logits(0), ctx.logits(0) + nv);
+    next = argmax(ctx.logits(0), nv);
+  }
+
+  nlohmann::json j;
+  j["n_vocab"] = nv;
+  j["prompt_tokens"] = tokens;
+  j["greedy_tokens"] = greedy;
+  j["kv_type"] = o.kv;
+  std::ofstream jf(o.out + ".json");
+  if (!jf) fail("cannot write '{}.json'", o.out);
+  jf << j.dump() << "\n";
+  write_f32(o.out + ".prompt_logits.f32", prompt);
+  write_f32(o.out + ".gen_logits.f32", gen);
+  return 0;
+}
+
+}  // namespace
+
+void add_logits_command(CLI::App& app) {
+  auto o = std::make_shared<LogitsOptions>();
+  CLI::App* sub = app.add_subcommand("logits", "Write prompt and greedy-decode logits in the golden-file format");
+  sub->add_option("-m,--model", o->model, "GGUF model")->required();
+  sub->add_option("--tokens", o->tokens, "comma-separated token ids, fed as one batch")->required();
+  sub->add_option("--greedy", o->greedy, "greedy tokens to decode one at a time after the prompt");
+  sub->add_option("--kv", o->kv, "KV cache type: f16 (default) or f32");
+  sub->add_option("-t,--threads", o->threads, "threads (default 1)");
+  sub->add_option("--out", o->out, "output prefix")->required();
+  set_action(sub, [o] { return run_logits(*o); });
+}
+
+}  // namespace opal::tools

@@ -1,0 +1,78 @@
+// `opal perplexity -m MODEL -f FILE -c N [-b N] [-t N]`: perplexity of a text
+// with llama.cpp's method (runtime/perplexity.h); prints a progress bar, the
+// running estimate per chunk as llama-perplexity does ("[1]5.0090,[2]...")
+// and the final estimate.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "backends/registry.h"
+#include "core/error.h"
+#include "models/model.h"
+#include "runtime/perplexity.h"
+#include "tokenizer/vocab.h"
+#include "tools/commands.h"
+
+namespace opal::tools {
+namespace {
+
+struct PerplexityOptions {
+  std::string model, file, kv = "f16";
+  int64_t n_ctx = 512, n_batch = 2048;
+  int threads = 0;
+};
+
+int run_perplexity(const PerplexityOptions& o) {
+  std::ifstream f(o.file, std::ios::binary);
+  if (!f) fail("cannot read '{}'", o.file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (o.n_ctx < 4) fail("-c must be at least 4, got {}", o.n_ctx);
+  if (o.kv != "f16" && o.kv != "f32") fail("-ctk must be f16 or f32, got '{}'", o.kv);
+  auto reg = Registry::with_cpu(o.threads);
+  auto model = Model::load(o.model, *reg);
+  const Vocab vocab = Vocab::from_gguf(model->gguf());
+  const std::vector<int32_t> tokens = vocab.tokenize(ss.str(), true, false);
+  ContextParams cp;
+  cp.n_ctx = o.n_ctx;
+  cp.n_batch = cp.n_ubatch = std::min(o.n_batch, o.n_ctx);
+  cp.kv_type = o.kv == "f16" ? DType::F16 : DType::F32;
+  Context ctx(*model, cp);
+  std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld\n", tokens.size(),
+               static_cast<long long>(tokens.size() / size_t(o.n_ctx)), static_cast<long long>(o.n_ctx));
+  std::string line;
+  auto progress = [&](int64_t done, int64_t total, double ppl) {
+    const int width = 30;
+    const int filled = int(width * done / total);
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld chunks", std::string(size_t(filled), '#').c_str(),
+                 std::string(size_t(width - filled), ' ').c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total));
+    std::fflush(stderr);
+    line += fmt::format("[{}]{:.4f},", done, ppl);
+  };
+  const PerplexityResult r =
+      compute_perplexity(ctx, tokens, o.n_ctx, cp.n_batch, vocab.add_bos() ? vocab.bos() : -1, progress);
+  std::fprintf(stderr, "\n");
+  if (!line.empty()) line.pop_back();
+  std::printf("%s\n", line.c_str());
+  std::printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.uncertainty);
+  return 0;
+}
+
+}  // namespace
+
+void add_perplexity_command(CLI::App& app) {
+  auto o = std::make_shared<PerplexityOptions>();
+  CLI::App* sub = app.add_subcommand("perplexity", "Perplexity of a text file (llama.cpp's method)");
+  sub->add_option("-m,--model", o->model, "GGUF model")->required();
+  sub->add_option("-f,--file", o->file, "text file")->required();
+  sub->add_option("-c,--ctx-size", o->n_ctx, "chunk / context size (512)");
+  sub->add_option("-b,--batch-size", o->n_batch, "batch size (2048, at most -c)");
+  sub->add_option("-t,--threads", o->threads, "threads (default: all)");
+  sub->add_option("--ctk,--cache-type-k", o->kv, "KV cache type: f16 (default) or f32");
+  set_action(sub, [o] { return run_perplexity(*o); });
+}
+
+}  // namespace opal::tools
