@@ -12,5 +12,6 @@ void set_action(CLI::App* sub, Action action);
 
 void add_inspect_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 
 }  // namespace opal::tools

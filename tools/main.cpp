@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
 
   add_inspect_command(app);
   add_tokenize_command(app);
+  add_quantize_command(app);
 
   try {
     app.parse(argc, argv);
