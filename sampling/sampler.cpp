@@ -3,9 +3,13 @@
 //
 // Layout and state:
 //   raw      copy of the caller's logits (NaN -> -inf), for ProbSource::raw.
-//   cand     n_vocab {id, logit, p} records; a CandidateSet views a prefix of
-//            it that the steps shrink and reorder. While `identity` holds,
-//            cand[i].id == i, so bias and penalties index it directly.
+//   dense    phase 1: while no step has filtered or reordered, the logits
+//            stay a plain float array (`raw`, or `work` once bias, penalties
+//            or temperature wrote to them), so bias and penalties index it
+//            by token id, top_k selects straight from it and greedy is one
+//            argmax over it.
+//   cand     phase 2: n_vocab {id, logit, p} records; a CandidateSet views a
+//            prefix of it that the remaining steps shrink and reorder.
 //   window   ring buffer of the last repeat_last_n accepted tokens; counts[t]
 //            is t's occurrences in it and `active` lists the tokens with
 //            counts > 0 (active_pos[t] is t's slot), so the penalties cost
@@ -67,10 +71,11 @@ struct Sampler::State {
 
   // Per-call buffers and the last result.
   std::vector<float> raw;
+  std::vector<float> work;
+  const float* dense = nullptr;  // phase 1 logits (raw or work); null in phase 2
   std::vector<Candidate> cand;
   StepScratch scratch;
   CandidateSet set;  // what the draw saw (post-sampling distribution)
-  bool identity = false;
   bool has_sample = false;
   int32_t chosen = -1;
   size_t chosen_index = 0;
@@ -108,8 +113,13 @@ struct Sampler::State {
       c.logit = c.logit <= 0.0f ? c.logit * rep : c.logit / rep;
       c.logit -= static_cast<float>(count) * freq + pres;
     };
-    if (identity) {
-      for (int32_t t : active) penalize(set.data[t], counts[t]);
+    if (dense) {
+      float* w = writable();
+      for (int32_t t : active) {
+        Candidate c{t, w[t], 0.0f};
+        penalize(c, counts[t]);
+        w[t] = c.logit;
+      }
     } else {
       for (size_t i = 0; i < set.size; ++i) {
         const int32_t count = counts[set.data[i].id];
@@ -119,45 +129,103 @@ struct Sampler::State {
     set.sorted = false;
   }
 
+  // Phase 1 logits the caller may modify: `raw` is copied to `work` once.
+  float* writable() {
+    if (dense != work.data()) {
+      std::memcpy(work.data(), raw.data(), raw.size() * sizeof(float));
+      dense = work.data();
+    }
+    return work.data();
+  }
+
+  // Phase 1 -> phase 2: every token becomes a candidate, in id order.
+  void materialize() {
+    if (!dense) return;
+    Candidate* c = cand.data();
+    const float* d = dense;
+    for (int32_t i = 0; i < n_vocab; ++i) c[i] = Candidate{i, d[i], 0.0f};
+    set = CandidateSet{c, static_cast<size_t>(n_vocab), false};
+    dense = nullptr;
+  }
+
+  // Steps with a cheaper form on the phase 1 float array. Returns false when
+  // the step needs the candidate list.
+  bool run_dense_step(SamplerStep step) {
+    const size_t n = static_cast<size_t>(n_vocab);
+    switch (step) {
+      case SamplerStep::top_k: {
+        const size_t k = std::min(static_cast<size_t>(params.top_k), n);
+        if (k * 8 > n) return false;
+        const float* d = dense;
+        select_top(n, k, cand.data(), [d](size_t i) { return Candidate{static_cast<int32_t>(i), d[i], 0.0f}; });
+        set = CandidateSet{cand.data(), k, true};
+        dense = nullptr;
+        return true;
+      }
+      case SamplerStep::temperature: {
+        if (params.temp > 0.0f) {
+          float* w = writable();
+          const float t = params.temp;
+          for (size_t i = 0; i < n; ++i) w[i] /= t;
+          return true;
+        }
+        const float* d = dense;
+        size_t best = 0;  // the first highest logit
+        for (size_t i = 1; i < n; ++i) {
+          if (d[i] > d[best]) best = i;
+        }
+        cand[0] = Candidate{static_cast<int32_t>(best), d[best], 0.0f};
+        set = CandidateSet{cand.data(), 1, true};
+        dense = nullptr;
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // Whether a step changes anything with these parameters (the kernels check
+  // again; this keeps phase 1 alive through steps that are off).
+  bool step_is_on(SamplerStep step) const {
+    switch (step) {
+      case SamplerStep::penalties: return penalties_active;
+      case SamplerStep::dry: return false;  // DRY is not implemented: off, llama.cpp's default
+      case SamplerStep::top_n_sigma: return params.top_n_sigma > 0.0f;
+      case SamplerStep::top_k: return params.top_k > 0;
+      case SamplerStep::typical_p: return params.typical_p < 1.0f;
+      case SamplerStep::top_p: return params.top_p < 1.0f;
+      case SamplerStep::min_p: return params.min_p > 0.0f;
+      case SamplerStep::xtc: return params.xtc_probability > 0.0f && params.xtc_threshold <= 0.5f;
+      case SamplerStep::temperature: return params.temp != 1.0f;
+    }
+    return false;
+  }
+
   void run_step(SamplerStep step) {
+    if (!step_is_on(step)) return;
+    if (step == SamplerStep::penalties) {
+      apply_penalties();  // works in both phases
+      return;
+    }
+    if (dense) {
+      if (run_dense_step(step)) return;
+      materialize();
+    }
     const size_t min_keep = static_cast<size_t>(params.min_keep);
     switch (step) {
       case SamplerStep::penalties:
-        apply_penalties();
-        return;  // keeps the id layout
       case SamplerStep::dry:
-        return;  // DRY is not implemented: always off (llama.cpp's default)
-      case SamplerStep::top_n_sigma:
-        if (params.top_n_sigma <= 0.0f) return;
-        apply_top_n_sigma(set, params.top_n_sigma);
-        break;
-      case SamplerStep::top_k:
-        if (params.top_k <= 0) return;
-        apply_top_k(set, params.top_k, scratch);
-        break;
-      case SamplerStep::typical_p:
-        if (params.typical_p >= 1.0f) return;
-        apply_typical(set, params.typical_p, min_keep, scratch);
-        break;
-      case SamplerStep::top_p:
-        if (params.top_p >= 1.0f) return;
-        apply_top_p(set, params.top_p, min_keep, scratch);
-        break;
-      case SamplerStep::min_p:
-        if (params.min_p <= 0.0f) return;
-        apply_min_p(set, params.min_p, min_keep);
-        break;
+        return;
+      case SamplerStep::top_n_sigma: apply_top_n_sigma(set, params.top_n_sigma); return;
+      case SamplerStep::top_k: apply_top_k(set, params.top_k, scratch); return;
+      case SamplerStep::typical_p: apply_typical(set, params.typical_p, min_keep, scratch); return;
+      case SamplerStep::top_p: apply_top_p(set, params.top_p, min_keep, scratch); return;
+      case SamplerStep::min_p: apply_min_p(set, params.min_p, min_keep); return;
       case SamplerStep::xtc:
-        if (params.xtc_probability <= 0.0f || params.xtc_threshold > 0.5f || set.size < 2) return;
         apply_xtc(set, params.xtc_probability, params.xtc_threshold, min_keep, xtc_rng);
-        break;
-      case SamplerStep::temperature:
-        if (params.temp == 1.0f) return;
-        apply_temperature(set, params.temp);
-        if (params.temp > 0.0f) return;  // scaling keeps the layout
-        break;
+        return;
+      case SamplerStep::temperature: apply_temperature(set, params.temp); return;
     }
-    identity = false;
   }
 
   void reseed() {
@@ -212,6 +280,7 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : s_(std::make_un
     }
   }
   s.raw.resize(n_vocab);
+  s.work.resize(n_vocab);
   s.cand.resize(n_vocab);
   // Step scratch at its largest size now, so that no later call allocates
   // (typical_p, top_p and top_k may each need up to the whole set).
@@ -234,17 +303,17 @@ int32_t Sampler::sample(const float* logits) {
   State& s = *s_;
   const int32_t n = s.n_vocab;
   float* raw = s.raw.data();
-  Candidate* cand = s.cand.data();
   for (int32_t i = 0; i < n; ++i) {
-    const float v = std::isnan(logits[i]) ? kNegInf : logits[i];
-    raw[i] = v;
-    cand[i] = Candidate{i, v, 0.0f};
+    const float v = logits[i];
+    raw[i] = v != v ? kNegInf : v;  // NaN -> -inf
   }
-  s.set = CandidateSet{cand, static_cast<size_t>(n), false};
-  s.identity = true;
+  s.dense = raw;
   s.raw_lse_valid = false;
 
-  for (const auto& [token, bias] : s.params.logit_bias) cand[token].logit += bias;
+  if (!s.params.logit_bias.empty()) {
+    float* w = s.writable();
+    for (const auto& [token, bias] : s.params.logit_bias) w[token] += bias;
+  }
 
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const SamplerStep step = s.steps[i];
@@ -256,6 +325,7 @@ int32_t Sampler::sample(const float* logits) {
     s.run_step(step);
   }
 
+  s.materialize();
   s.dist = apply_dist(s.set, s.rng);
   s.chosen_index = s.dist.index;
   s.chosen = s.set.data[s.chosen_index].id;

@@ -81,44 +81,55 @@ void apply_top_k(CandidateSet& set, int32_t k, StepScratch& scratch) {
 void apply_top_p(CandidateSet& set, float p, size_t min_keep, StepScratch& scratch) {
   if (p >= 1.0f || set.size == 0) return;
   softmax(set, false);
-
-  // Sorted prefix to scan: the best 256 first for big unsorted sets (the
-  // nucleus is usually small), the whole set sorted otherwise.
-  const Candidate* prefix = set.data;
-  size_t prefix_len = set.size;
-  bool in_scratch = false;
-  if (!set.sorted && set.size > kTopPLargeSet) {
-    prefix_len = kTopPFirstGuess;
-    scratch.cand.resize(std::max(scratch.cand.size(), prefix_len));
-    const Candidate* src = set.data;
-    select_top(set.size, prefix_len, scratch.cand.data(), [src](size_t i) { return src[i]; });
-    prefix = scratch.cand.data();
-    in_scratch = true;
-  } else {
-    sort_candidates(set);
-  }
-
+  // Scans a sorted run for the first prefix with mass >= p and >= min_keep
+  // tokens; `cum` and `i` carry over between runs.
   float cum = 0.0f;
-  size_t keep = set.size;
-  for (size_t i = 0;; ++i) {
-    if (i == prefix_len) {
-      if (!in_scratch) break;  // the whole set is below p: keep it all
-      // The guess was too short: sort everything and continue from here.
-      sort_candidates(set);
-      prefix = set.data;
-      prefix_len = set.size;
-      in_scratch = false;
-      if (i == prefix_len) break;
+  size_t i = 0;
+  auto scan = [&](const Candidate* sorted, size_t end) {
+    for (; i < end; ++i) {
+      cum += sorted[i].p;
+      if (cum >= p && i + 1 >= min_keep) return true;
     }
-    cum += prefix[i].p;
-    if (cum >= p && i + 1 >= min_keep) {
-      keep = i + 1;
-      break;
+    return false;
+  };
+
+  if (!set.sorted && set.size > kTopPLargeSet) {
+    // The nucleus is usually small: try the best 256, selected into scratch
+    // without disturbing the set.
+    const size_t guess = kTopPFirstGuess;
+    scratch.cand.resize(std::max(scratch.cand.size(), guess));
+    const Candidate* src = set.data;
+    select_top(set.size, guess, scratch.cand.data(), [src](size_t j) { return src[j]; });
+    if (scan(scratch.cand.data(), guess)) {
+      std::copy(scratch.cand.begin(), scratch.cand.begin() + i + 1, set.data);
+      set.size = i + 1;
+      set.sorted = true;
+      return;
     }
+    // A large nucleus: sort the set chunk by chunk (nth_element, then sort the
+    // chunk), scanning as we go, so that only the prefix needed is sorted.
+    cum = 0.0f;
+    i = 0;
+    size_t sorted_end = 0;
+    while (sorted_end < set.size) {
+      const size_t next = std::min(set.size, std::max<size_t>(sorted_end * 4, 2048));
+      if (next < set.size) {
+        std::nth_element(set.data + sorted_end, set.data + next, set.data + set.size, ranks_before);
+      }
+      std::sort(set.data + sorted_end, set.data + next, ranks_before);
+      sorted_end = next;
+      if (scan(set.data, sorted_end)) {
+        set.size = i + 1;
+        set.sorted = true;
+        return;
+      }
+    }
+    set.sorted = true;  // the whole set is needed
+    return;
   }
-  if (in_scratch) std::copy(prefix, prefix + keep, set.data);
-  set.size = keep;
-  set.sorted = true;
+
+  sort_candidates(set);
+  if (scan(set.data, set.size)) set.size = i + 1;
 }
 
 void apply_min_p(CandidateSet& set, float p, size_t min_keep) {

@@ -83,8 +83,14 @@ TEST(SamplerFilters, TopPKeepsTheSmallestPrefixReachingP) {
 // Large unsorted sets take the "best 256 first" path, and fall back to a full
 // sort when the nucleus is larger than that; both must give the exact prefix.
 TEST(SamplerFilters, TopPOnLargeSetsIsTheSortedPrefix) {
-  for (float scale : {4.0f, 0.05f}) {  // small nucleus / nucleus of thousands
-    const auto logits = test::random_logits(5000, 11, scale);
+  struct Case {
+    size_t n;
+    float scale;
+  };
+  // A small nucleus; one of thousands; one of ~100k (several sort chunks).
+  for (const Case c : {Case{5000, 4.0f}, Case{5000, 0.05f}, Case{150000, 0.05f}}) {
+    const float scale = c.scale;
+    const auto logits = test::random_logits(c.n, 11, scale);
     const auto probs = test::softmax_ref(logits);
     for (float top_p : {0.5f, 0.9f}) {
       SamplerParams p = plain_params();
