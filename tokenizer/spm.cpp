@@ -6,6 +6,12 @@
 // merged, stale entries (a side already merged) are skipped, and the new
 // neighbours are pushed. A final piece that is not a token is emitted as byte
 // tokens <0xXX> (byte fallback).
+//
+// Long texts: a character that occurs in no multi-character token (e.g. "\n" in
+// Llama-2's vocabulary, see Vocab::Impl::spm_isolated) can never be part of a merge,
+// so the text is cut around it and each part merged on its own. Merges on either
+// side of such a cut never interact, so the result is the same as one merge run
+// over the whole text, but the heap stays small.
 #include <queue>
 
 #include "tokenizer/unicode.h"
@@ -41,6 +47,21 @@ int32_t Vocab::Impl::byte_to_token_spm(uint8_t b) const {
 }
 
 void Vocab::Impl::tokenize_spm(std::string_view text, std::vector<int32_t>& out) const {
+  // Cut after/before isolated single-byte characters (at character boundaries).
+  size_t seg_start = 0;
+  for (size_t off = 0; off < text.size();) {
+    const size_t n = std::min(unicode::utf8_len(text[off]), text.size() - off);
+    if (n == 1 && uint8_t(text[off]) < 0x80 && spm_isolated[uint8_t(text[off])]) {
+      if (off > seg_start) merge_spm(text.substr(seg_start, off - seg_start), out);
+      merge_spm(text.substr(off, 1), out);
+      seg_start = off + 1;
+    }
+    off += n;
+  }
+  if (seg_start < text.size()) merge_spm(text.substr(seg_start), out);
+}
+
+void Vocab::Impl::merge_spm(std::string_view text, std::vector<int32_t>& out) const {
   std::vector<Piece> pieces;
   for (size_t off = 0; off < text.size();) {
     const size_t n = std::min(unicode::utf8_len(text[off]), text.size() - off);

@@ -265,6 +265,14 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
     }
   }
 
+  if (v.type == VocabType::Spm) {
+    for (int c = 0; c < 128; ++c) v.spm_isolated[c] = true;
+    for (const TokenData& t : v.tokens)
+      if (t.text.size() > 1)
+        for (unsigned char c : t.text)
+          if (c < 128) v.spm_isolated[c] = false;
+  }
+
   // Newline token.
   if (v.type == VocabType::Spm) {
     const int32_t id = v.byte_to_token_spm('\n');

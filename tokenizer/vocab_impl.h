@@ -70,6 +70,10 @@ struct Vocab::Impl {
   std::vector<int32_t> special_tokens;  // control/user-defined/unknown, longest text first
   std::vector<std::string> piece_cache;  // token_to_piece(id, special = true)
 
+  // SPM: ASCII characters that occur in no token longer than one character, so no
+  // merge can involve them (the text is cut around them; see spm.cpp).
+  bool spm_isolated[128] = {};
+
   BpeMerges bpe;
   std::unique_ptr<PreTokenizer> pretokenizer;
 
@@ -82,6 +86,7 @@ struct Vocab::Impl {
 
   // Per-algorithm tokenizers: append the tokens of one raw text fragment.
   void tokenize_spm(std::string_view text, std::vector<int32_t>& out) const;
+  void merge_spm(std::string_view text, std::vector<int32_t>& out) const;
   void tokenize_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void tokenize_wpm(std::string_view text, std::vector<int32_t>& out) const;
   int32_t byte_to_token_spm(uint8_t b) const;
