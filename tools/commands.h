@@ -11,6 +11,7 @@ using Action = std::function<int()>;
 void set_action(CLI::App* sub, Action action);
 
 void add_inspect_command(CLI::App& app);
+void add_rocket_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
 
   add_inspect_command(app);
+  add_rocket_command(app);
   add_tokenize_command(app);
   add_quantize_command(app);
 

@@ -1,6 +1,7 @@
 // Compilation of one convolution (see compiled_conv.h).
 #include "backends/rocket/lower/compiled_conv.h"
 
+#include "backends/rocket/abi/regcmd.h"
 #include "core/error.h"
 
 namespace opal::rocket {
