@@ -13,6 +13,10 @@ void set_action(CLI::App* sub, Action action);
 void add_inspect_command(CLI::App& app);
 void add_rocket_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_template_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_logits_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 
 }  // namespace opal::tools

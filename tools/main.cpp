@@ -25,7 +25,11 @@ int main(int argc, char** argv) {
   add_inspect_command(app);
   add_rocket_command(app);
   add_tokenize_command(app);
+  add_template_command(app);
   add_quantize_command(app);
+  add_logits_command(app);
+  add_run_command(app);
+  add_perplexity_command(app);
 
   try {
     app.parse(argc, argv);

@@ -8,6 +8,12 @@ namespace opal::jinja {
 std::string apply_chat_template(const std::string& template_src, const nlohmann::ordered_json& messages,
                                 bool add_generation_prompt, const nlohmann::ordered_json& extra_vars,
                                 const RenderOptions& options) {
+  return apply_chat_template(Template::parse(template_src), messages, add_generation_prompt, extra_vars, options);
+}
+
+std::string apply_chat_template(const Template& parsed, const nlohmann::ordered_json& messages,
+                                bool add_generation_prompt, const nlohmann::ordered_json& extra_vars,
+                                const RenderOptions& options) {
   if (!extra_vars.is_null() && !extra_vars.is_object()) fail("chat template variables must be a JSON object");
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();
   vars["messages"] = messages;
@@ -16,7 +22,7 @@ std::string apply_chat_template(const std::string& template_src, const nlohmann:
   vars["add_generation_prompt"] = add_generation_prompt;
   if (extra_vars.is_object())
     for (auto it = extra_vars.begin(); it != extra_vars.end(); ++it) vars[it.key()] = it.value();
-  return Template::parse(template_src).render(vars, options);
+  return parsed.render(vars, options);
 }
 
 const std::string& chatml_template() {

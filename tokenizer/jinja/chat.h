@@ -23,6 +23,11 @@ std::string apply_chat_template(const std::string& template_src, const nlohmann:
                                 bool add_generation_prompt, const nlohmann::ordered_json& extra_vars,
                                 const RenderOptions& options = {});
 
+// Same, with a template parsed once (Template::parse) and rendered many times.
+std::string apply_chat_template(const Template& parsed, const nlohmann::ordered_json& messages,
+                                bool add_generation_prompt, const nlohmann::ordered_json& extra_vars,
+                                const RenderOptions& options = {});
+
 // The ChatML template used when a model has none (transformers' former default).
 const std::string& chatml_template();
 

@@ -214,6 +214,8 @@ Value f_indent(const Value& v, CallArgs& a) {
   const Value width = a.get(0, "width", Value(int64_t(4)));
   const bool first = a.get(1, "first", Value(false)).truthy();
   const bool blank = a.get(2, "blank", Value(false)).truthy();
+  if (!v.is_string())
+    eval_fail("TypeError", fmt::format("unsupported operand type(s) for +=: '{}' and 'str'", v.type_name()));
   const std::string ind = width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
   CallArgs none;
   List lines = call_value(string_method(v.to_str() + "\n", "splitlines"), none).items();
@@ -351,6 +353,7 @@ Value f_round(const Value& v, CallArgs& a) {
   const int64_t precision = a.get(0, "precision", Value(int64_t(0))).as_int();
   const std::string method = a.get(1, "method", Value("common")).to_str();
   if (!v.is_number()) eval_fail("TypeError", fmt::format("type {} doesn't define __round__ method", v.type_name()));
+  if (method == "common" && !v.is_float() && precision >= 0) return Value(v.as_int());  // round(int) is an int
   const double scale = std::pow(10.0, double(precision));
   const double x = v.as_double() * scale;
   double r;
@@ -458,8 +461,16 @@ Value f_unique(const Value& v, CallArgs& a) {
   return Value::list(std::move(out));
 }
 
+// jinja2 counts matches of \w+ (letters, digits, underscore).
 Value f_wordcount(const Value& v, CallArgs&) {
-  return Value(int64_t(py_split(v.to_str(), Value(nullptr), -1, false).items().size()));
+  int64_t n = 0;
+  bool in_word = false;
+  for (char32_t c : unicode::decode(v.to_str())) {
+    const bool w = c == '_' || unicode::is_alpha(c) || unicode::is_digit(c);
+    if (w && !in_word) ++n;
+    in_word = w;
+  }
+  return Value(n);
 }
 
 const std::map<std::string, FilterFn, std::less<>>& filters() {
@@ -493,7 +504,7 @@ bool t_float(const Value& v, CallArgs&) { return v.is_float(); }
 bool t_number(const Value& v, CallArgs&) { return v.is_number(); }
 bool t_string(const Value& v, CallArgs&) { return v.is_string(); }
 bool t_mapping(const Value& v, CallArgs&) { return v.is_dict(); }
-bool t_callable(const Value& v, CallArgs&) { return v.is_callable(); }
+bool t_callable(const Value& v, CallArgs&) { return v.is_callable() || v.is_undefined(); }
 bool t_iterable(const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict();
 }
@@ -501,20 +512,27 @@ bool t_sequence(const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict();
 }
 bool t_escaped(const Value&, CallArgs&) { return false; }
-int64_t int_operand(const Value& v) {
-  if (v.is_int() || v.is_bool()) return v.as_int();
-  if (v.is_undefined()) fail_undefined(v);
-  eval_fail("TypeError", fmt::format("not all arguments converted during string formatting ({})", v.type_name()));
+// Python `value % n == 0` (ints and floats).
+bool divisible(const Value& v, const Value& n) { return equals(binary_op("%", v, n), Value(int64_t(0))); }
+bool t_even(const Value& v, CallArgs&) { return divisible(v, Value(int64_t(2))); }
+bool t_odd(const Value& v, CallArgs&) { return equals(binary_op("%", v, Value(int64_t(2))), Value(int64_t(1))); }
+bool t_divisibleby(const Value& v, CallArgs& a) { return divisible(v, a.get(0, "num")); }
+// str(value).islower() / .isupper(): some cased character, and all of them in that case.
+bool cased_test(const Value& v, bool want_upper) {
+  bool any = false;
+  for (char32_t c : unicode::decode(v.to_str())) {
+    if (unicode::is_upper(c)) {
+      if (!want_upper) return false;
+      any = true;
+    } else if (unicode::is_lower(c)) {
+      if (want_upper) return false;
+      any = true;
+    }
+  }
+  return any;
 }
-bool t_even(const Value& v, CallArgs&) { return int_operand(v) % 2 == 0; }
-bool t_odd(const Value& v, CallArgs&) { return int_operand(v) % 2 != 0; }
-bool t_divisibleby(const Value& v, CallArgs& a) {
-  const int64_t n = int_operand(a.get(0, "num"));
-  if (n == 0) eval_fail("ZeroDivisionError", "integer modulo by zero");
-  return int_operand(v) % n == 0;
-}
-bool t_lower(const Value& v, CallArgs&) { return v.is_string() && unicode::lower(v.str()) == v.str(); }
-bool t_upper(const Value& v, CallArgs&) { return v.is_string() && unicode::upper(v.str()) == v.str(); }
+bool t_lower(const Value& v, CallArgs&) { return cased_test(v, false); }
+bool t_upper(const Value& v, CallArgs&) { return cased_test(v, true); }
 bool t_eq(const Value& v, CallArgs& a) { return equals(v, a.get(0, "other")); }
 bool t_ne(const Value& v, CallArgs& a) { return !equals(v, a.get(0, "other")); }
 bool t_lt(const Value& v, CallArgs& a) { return less_than(v, a.get(0, "other")); }

@@ -59,7 +59,8 @@ enum class Flow { Normal, Break, Continue };
 
 constexpr int kMaxCallDepth = 200;
 constexpr int64_t kMaxRange = 1 << 20;
-constexpr size_t kMaxOutput = size_t(1) << 30;
+constexpr size_t kMaxOutput = size_t(1) << 28;
+constexpr int64_t kMaxLoopIterations = 20'000'000;
 
 class Interpreter {
  public:
@@ -150,7 +151,7 @@ class Interpreter {
     for (const auto& s : body) {
       Flow f = exec(*s, scope, out);
       if (f != Flow::Normal) return f;
-      if (out.size() > kMaxOutput) throw TemplateError("MemoryError", "rendered output exceeds 1 GiB", s->line, s->column);
+      if (out.size() > kMaxOutput) throw TemplateError("MemoryError", "rendered output exceeds 256 MiB", s->line, s->column);
     }
     return Flow::Normal;
   }
@@ -261,6 +262,8 @@ class Interpreter {
     }
     const auto n = int64_t(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      if (++iterations_ > kMaxLoopIterations)
+        eval_fail("RuntimeError", "template runs more than 20 million loop iterations");
       auto iter_scope = child_of(scope);
       auto loop = std::make_shared<Dict>();
       loop->entries.reserve(12);
@@ -318,7 +321,7 @@ class Interpreter {
         scope->set(mp.name, mp.default_value ? self->eval(*mp.default_value, scope)
                                              : Value::undefined(fmt::format("'{}' is undefined", mp.name)));
       }
-      scope->set("varargs", Value::list(std::move(varargs)));
+      scope->set("varargs", Value::tuple(std::move(varargs)));
       scope->set("kwargs", Value::dict(kwargs));
       std::string out;
       ++self->depth_;
@@ -461,6 +464,7 @@ class Interpreter {
 
   RenderOptions options_;
   int depth_ = 0;
+  int64_t iterations_ = 0;
 };
 
 }  // namespace

@@ -270,7 +270,7 @@ Value int_or_overflow(__int128 v) {
 Value repeat(const Value& seq, int64_t n) {
   if (n < 0) n = 0;
   if (seq.is_string()) {
-    if (uint64_t(n) * seq.str().size() > (uint64_t(1) << 28)) eval_fail("MemoryError", "string repetition too large");
+    if (uint64_t(n) * seq.str().size() > (uint64_t(1) << 26)) eval_fail("MemoryError", "string repetition too large");
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.str();
     return Value(std::move(out));

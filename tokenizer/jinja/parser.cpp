@@ -99,6 +99,7 @@ class Parser {
   // Parses statements until a block tag whose name is in `ends` (left as the
   // current token, its name in `found`) or the end of the template.
   Body subparse(std::initializer_list<std::string_view> ends, std::string& found) {
+    DepthGuard guard(*this);
     Body body;
     while (true) {
       const Token& t = cur();
@@ -370,6 +371,7 @@ class Parser {
   ExprPtr parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
 
   ExprPtr parse_condexpr() {
+    DepthGuard guard(*this);
     ExprPtr expr1 = parse_or();
     while (is_name("if")) {
       const Token at = cur();
@@ -415,6 +417,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    DepthGuard guard(*this);
     if (is_name("not")) {
       const Token at = cur();
       advance();
@@ -496,7 +499,17 @@ class Parser {
     return left;
   }
 
+  // Nesting guard: every expression level passes through here.
+  struct DepthGuard {
+    explicit DepthGuard(Parser& p) : p_(p) {
+      if (++p_.depth_ > kMaxNesting) p_.fail("expression or block nesting is too deep");
+    }
+    ~DepthGuard() { --p_.depth_; }
+    Parser& p_;
+  };
+
   ExprPtr parse_unary(bool with_filter) {
+    DepthGuard guard(*this);
     const Token at = cur();
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
@@ -771,9 +784,11 @@ class Parser {
     return n;
   }
 
+  static constexpr int kMaxNesting = 300;
   std::vector<Token> toks_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -221,7 +221,6 @@ std::string py_format_value(const Value& v, const std::string& spec) {
     std::string fspec = "{:";
     if (sign) fspec += sign;
     if (alt) fspec += '#';
-    if (comma) fspec += "L";
     if (precision >= 0) fspec += fmt::format(".{}", precision);
     if (v.is_float() || type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == 'g' || type == 'G' || type == '%') {
       double d = v.as_double();
@@ -239,6 +238,14 @@ std::string py_format_value(const Value& v, const std::string& spec) {
       if (precision >= 0) eval_fail("ValueError", "Precision not allowed in integer format specifier");
       const std::string t = (type == 'd' || type == 'n') ? "" : std::string(type ? 1 : 0, type);
       body = fmt::format(fmt::runtime("{:" + std::string(sign ? 1 : 0, sign) + (alt ? "#" : "") + t + "}"), v.as_int());
+    }
+    if (comma) {
+      // Python's ',' option: group the integer digits in threes.
+      size_t b = body.find_first_of("0123456789");
+      size_t e = body.find_first_not_of("0123456789", b);
+      if (e == std::string::npos) e = body.size();
+      if (b != std::string::npos)
+        for (int64_t k = int64_t(e) - 3; k > int64_t(b); k -= 3) body.insert(size_t(k), ",");
     }
     if (!align) align = '>';
   }
