@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "core/error.h"
@@ -129,7 +130,7 @@ int run_quantize(const QuantizeOptions& o) {
     if (!can_quantize(types[i])) fail("tensor {}: Opal cannot write type {}", t.name, dtype_name(types[i]));
   }
 
-  gguf::Writer writer(in.version() >= 2 ? std::max<uint32_t>(in.version(), 3) : 3);
+  gguf::Writer writer(3);  // as llama-quantize, whatever the input's version
   writer.copy_metadata(in);
   for (const char* k : {"general.quantization_version", "general.file_type", "split.no", "split.count",
                         "split.tensors.count"})
