@@ -174,8 +174,9 @@ Placement Scheduler::place_node(const Tensor& node, const std::map<const Tensor*
     Device& host = registry_.host();
     Support hs = host.supports(node);
     if (!hs)
-      fail("node '{}' ({}) is not supported: {} holds '{}' but: {}; {}: {}", node.name, op_name(node.op), d->name(),
-           s->storage()->name, sup.reason, host.name(), hs.reason);
+      fail("node '{}' ({}) reading '{}' ({} {}) is not supported by any device: {}: {}; {}: {}", node.name,
+           op_name(node.op), s->storage()->name, dtype_name(s->storage()->type), s->storage()->shape_string(),
+           d->name(), sup.reason, host.name(), hs.reason);
     return {&host, fmt::format("reads '{}' held on {}, which cannot run it ({}): host fallback", s->storage()->name,
                                d->name(), sup.reason)};
   }
