@@ -17,6 +17,7 @@
 #include "sampling/sampler.h"
 #include "tokenizer/vocab.h"
 #include "tools/commands.h"
+#include "tools/default_model.h"
 
 namespace opal::tools {
 namespace {
@@ -41,6 +42,7 @@ int run_run(RunOptions o) {
     o.prompt = ss.str();
   }
   if (o.kv != "f16" && o.kv != "f32" && o.kv != "bf16") fail("-ctk must be f16, bf16 or f32, got '{}'", o.kv);
+  if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
   auto reg = Registry::with_cpu(o.threads);
   auto model = Model::load(o.model, *reg);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
@@ -110,7 +112,7 @@ int run_run(RunOptions o) {
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt");
-  sub->add_option("-m,--model", o->model, "GGUF model")->required();
+  sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
   sub->add_option("-p,--prompt", o->prompt, "prompt text");
   sub->add_option("-f,--file", o->file, "read the prompt from a file");
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "tokens to generate (-1 = until end of generation)");
