@@ -91,7 +91,9 @@ TEST(RocketOpalPolicy, GemmRowsArePaddedToFour) {
   const ReplayResult r = replay_case(c, Policy::Opal, 0);
   EXPECT_EQ(r.compiled.op.in_height, 4u);
   for (uint64_t e : r.regcmd.entries)
-    if ((e & 0xffff) == abi::reg::CNA_DMA_CON2 && (e >> 48) == 0x0201) EXPECT_EQ(uint32_t(e >> 16), 0u);
+    if ((e & 0xffff) == abi::reg::CNA_DMA_CON2 && (e >> 48) == 0x0201) {
+      EXPECT_EQ(uint32_t(e >> 16), 0u);
+    }
   EmulatorOptions strict;
   strict.reject_wrapped_surface_stride = true;
   strict.require_resident_weights = true;
