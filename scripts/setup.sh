@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(build-essential cmake ninja-build pkg-config
+PKGS=(build-essential cmake ninja-build pkg-config python3
       libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev)
 
