@@ -170,10 +170,12 @@ struct Sampler::State {
           return true;
         }
         const float* d = dense;
-        size_t best = 0;  // the first highest logit
-        for (size_t i = 1; i < n; ++i) {
-          if (d[i] > d[best]) best = i;
-        }
+        // The first highest logit: a max reduction the compiler vectorizes
+        // (no NaN here: sample() mapped NaN to -inf), then the first match.
+        float top = d[0];
+        for (size_t i = 1; i < n; ++i) top = d[i] > top ? d[i] : top;
+        size_t best = 0;
+        while (best + 1 < n && d[best] != top) ++best;
         cand[0] = Candidate{static_cast<int32_t>(best), d[best], 0.0f};
         set = CandidateSet{cand.data(), 1, true};
         dense = nullptr;
@@ -312,7 +314,10 @@ int32_t Sampler::sample(const float* logits) {
 
   if (!s.params.logit_bias.empty()) {
     float* w = s.writable();
-    for (const auto& [token, bias] : s.params.logit_bias) w[token] += bias;
+    for (const auto& [token, bias] : s.params.logit_bias) {
+      const float v = w[token] + bias;
+      w[token] = v != v ? kNegInf : v;  // +inf logit + -inf ban: banned
+    }
   }
 
   for (size_t i = 0; i < s.steps.size(); ++i) {

@@ -415,6 +415,12 @@ TEST(SamplerChain, NanAndAllBannedLogitsStillGiveAValidToken) {
   }
   SamplerParams p = plain_params();
   p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY}, {3, -INFINITY}};
+  // A +inf logit that logit_bias bans is banned, not NaN.
+  const std::vector<float> inf_logits = {INFINITY, 1.0f, 0.0f};
+  SamplerParams ban_inf = plain_params();
+  ban_inf.temp = 0.0f;
+  ban_inf.logit_bias = {{0, -INFINITY}};
+  EXPECT_EQ(Sampler(ban_inf, 3).sample(inf_logits.data()), 1);
   Sampler banned(p, 4);
   const int32_t t = banned.sample(logits.data());
   EXPECT_GE(t, 0);
