@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "models/architecture.h"
+#include "runtime/key_shift.h"
 
 namespace opal {
 
@@ -31,6 +32,12 @@ Context::~Context() = default;
 void Context::reset() { kv_->clear(); }
 void Context::remove_seq(int32_t seq) { kv_->remove_seq(seq); }
 int32_t Context::seq_pos_max(int32_t seq) const { return kv_->seq_pos_max(seq); }
+int32_t Context::seq_pos_min(int32_t seq) const { return kv_->seq_pos_min(seq); }
+
+void Context::seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+  const std::vector<int32_t> moved = kv_->seq_add(seq, p0, p1, delta);
+  if (!moved.empty()) rotate_keys(*kv_, model_, moved, delta);
+}
 
 const float* Context::logits(int64_t i) const {
   if (i < 0 || i >= n_outputs_) fail("no logits for output {} (the last decode produced {})", i, n_outputs_);

@@ -56,6 +56,16 @@ class Context {
   void reset();                    // empties the KV cache (all sequences)
   void remove_seq(int32_t seq);    // frees one sequence's cells
   int32_t seq_pos_max(int32_t seq) const;  // -1 if empty
+  int32_t seq_pos_min(int32_t seq) const;  // -1 if empty
+  // llama.cpp's memory operations (llama_memory_seq_*), on the KV cache:
+  // remove [p0, p1) of seq (seq < 0: every sequence; p1 < 0: to the end),
+  // copy [p0, p1) of src into dst, drop all but seq, and shift positions
+  // [p0, p1) of seq by delta, re-rotating the cached keys so that attention
+  // sees them as if computed at their new positions (context shift).
+  void seq_rm(int32_t seq, int32_t p0, int32_t p1) { kv_->seq_rm(seq, p0, p1); }
+  void seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) { kv_->seq_cp(src, dst, p0, p1); }
+  void seq_keep(int32_t seq) { kv_->seq_keep(seq); }
+  void seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta);
 
   int64_t n_ctx() const { return params_.n_ctx; }
   int64_t n_vocab() const { return model_.hparams().n_vocab; }

@@ -74,6 +74,72 @@ void KvCache::remove_seq(int32_t s) {
     if (info()[2 * c + 1] == s) info()[2 * c] = info()[2 * c + 1] = -1;
 }
 
+namespace {
+bool in_range(int32_t p, int32_t p0, int32_t p1) { return p >= p0 && (p1 < 0 || p < p1); }
+}  // namespace
+
+void KvCache::seq_rm(int32_t s, int32_t p0, int32_t p1) {
+  if (p0 < 0) p0 = 0;
+  for (int64_t c = 0; c < n_cells_; ++c) {
+    const int32_t cs = info()[2 * c + 1];
+    if (cs >= 0 && (s < 0 || cs == s) && in_range(info()[2 * c], p0, p1)) info()[2 * c] = info()[2 * c + 1] = -1;
+  }
+}
+
+void KvCache::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  if (src == dst) return;
+  if (p0 < 0) p0 = 0;
+  std::vector<int32_t> from;
+  for (int64_t c = 0; c < n_cells_; ++c)
+    if (info()[2 * c + 1] == src && in_range(info()[2 * c], p0, p1)) from.push_back(int32_t(c));
+  std::vector<int32_t> to;
+  for (int64_t c = 0; c < n_cells_ && to.size() < from.size(); ++c)
+    if (info()[2 * c + 1] < 0) to.push_back(int32_t(c));
+  if (to.size() < from.size())
+    fail("context is full: copying {} cells of sequence {} to sequence {} needs {} free cells, {} are free", from.size(),
+         src, dst, from.size(), to.size());
+  auto copy_rows = [&](Tensor& t) {
+    for (size_t i = 0; i < from.size(); ++i)
+      t.buffer->write(uint64_t(to[i]) * t.nb[1], static_cast<const uint8_t*>(t.data) + uint64_t(from[i]) * t.nb[1],
+                      t.nb[1]);
+  };
+  for (Tensor& t : k_) copy_rows(t);
+  for (Tensor& t : v_) copy_rows(t);
+  for (size_t i = 0; i < from.size(); ++i) {
+    info()[2 * to[i]] = info()[2 * from[i]];
+    info()[2 * to[i] + 1] = dst;
+  }
+}
+
+void KvCache::seq_keep(int32_t s) {
+  for (int64_t c = 0; c < n_cells_; ++c)
+    if (info()[2 * c + 1] != s) info()[2 * c] = info()[2 * c + 1] = -1;
+}
+
+std::vector<int32_t> KvCache::seq_add(int32_t s, int32_t p0, int32_t p1, int32_t delta) {
+  std::vector<int32_t> moved;
+  if (delta == 0) return moved;
+  if (p0 < 0) p0 = 0;
+  for (int64_t c = 0; c < n_cells_; ++c) {
+    if (info()[2 * c + 1] != s || !in_range(info()[2 * c], p0, p1)) continue;
+    const int64_t p = int64_t(info()[2 * c]) + delta;
+    if (p < 0) {
+      info()[2 * c] = info()[2 * c + 1] = -1;
+    } else {
+      info()[2 * c] = int32_t(p);
+      moved.push_back(int32_t(c));
+    }
+  }
+  return moved;
+}
+
+int32_t KvCache::seq_pos_min(int32_t s) const {
+  int32_t m = -1;
+  for (int64_t c = 0; c < n_cells_; ++c)
+    if (info()[2 * c + 1] == s && (m < 0 || info()[2 * c] < m)) m = info()[2 * c];
+  return m;
+}
+
 int32_t KvCache::seq_pos_max(int32_t s) const {
   int32_t m = -1;
   for (int64_t c = 0; c < n_cells_; ++c)

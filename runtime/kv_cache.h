@@ -30,6 +30,19 @@ class KvCache {
   void commit(const std::vector<int32_t>& cells, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq);
   void clear();
   void remove_seq(int32_t seq);
+  // Frees the cells of `seq` (any sequence if seq < 0) whose position is in
+  // [p0, p1); p1 < 0 means "to the end". llama.cpp's llama_memory_seq_rm.
+  void seq_rm(int32_t seq, int32_t p0, int32_t p1);
+  // Copies the cells of `src` with positions in [p0, p1) into new cells of
+  // `dst` (K and V rows included); throws opal::Error when there is no room.
+  void seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1);
+  // Frees every cell that does not belong to `seq`.
+  void seq_keep(int32_t seq);
+  // Adds `delta` to the positions of `seq`'s cells in [p0, p1); cells whose
+  // position becomes negative are freed. Returns the cells that moved, so the
+  // caller can re-rotate their keys (Context::seq_add does).
+  std::vector<int32_t> seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta);
+  int32_t seq_pos_min(int32_t seq) const;
   int32_t seq_pos_max(int32_t seq) const;
   bool has_cell(int32_t seq, int32_t pos) const;
 

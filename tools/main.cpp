@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "tools/commands.h"
+#include "tools/llama_flags.h"
 
 namespace opal::tools {
 namespace {
@@ -31,8 +32,12 @@ int main(int argc, char** argv) {
   add_run_command(app);
   add_perplexity_command(app);
 
+  // llama.cpp's `-ub`, `-ctk`, `-np`... become `--ub`, `--ctk`, `--np`.
+  const std::vector<std::string> args = map_llama_flags(argc, argv);
+  std::vector<const char*> arg_ptrs;
+  for (const std::string& a : args) arg_ptrs.push_back(a.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(int(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

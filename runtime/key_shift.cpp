@@ -1,0 +1,72 @@
+#include "runtime/key_shift.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/fp16.h"
+
+namespace opal {
+namespace {
+
+float load(DType t, const uint8_t* row, int64_t i) {
+  switch (t) {
+    case DType::F32: { float v; std::memcpy(&v, row + 4 * i, 4); return v; }
+    case DType::F16: { uint16_t h; std::memcpy(&h, row + 2 * i, 2); return f16_to_f32(h); }
+    default: { uint16_t h; std::memcpy(&h, row + 2 * i, 2); return bf16_to_f32(h); }
+  }
+}
+
+void store(DType t, uint8_t* row, int64_t i, float v) {
+  switch (t) {
+    case DType::F32: std::memcpy(row + 4 * i, &v, 4); break;
+    case DType::F16: { const uint16_t h = f32_to_f16(v); std::memcpy(row + 2 * i, &h, 2); break; }
+    default: { const uint16_t h = f32_to_bf16(v); std::memcpy(row + 2 * i, &h, 2); break; }
+  }
+}
+
+}  // namespace
+
+void rotate_keys(KvCache& kv, const Model& model, const std::vector<int32_t>& cells, int32_t delta) {
+  const HParams& hp = model.hparams();
+  const int64_t n_rot = hp.n_rot, hd = hp.head_dim_k;
+  if (n_rot <= 0) return;
+  std::vector<float> factors(size_t(n_rot / 2), 1.0f);
+  if (const Tensor* ff = model.weight("rope_freqs.weight")) {
+    if (ff->type != DType::F32 || ff->ne[0] < n_rot / 2) fail("rope_freqs.weight must be F32 [{}]", n_rot / 2);
+    if (ff->buffer && !ff->buffer->type().host_visible())
+      ff->buffer->read(uint64_t(static_cast<const uint8_t*>(ff->data) - static_cast<const uint8_t*>(ff->buffer->base())),
+                       factors.data(), factors.size() * sizeof(float));
+    else
+      std::memcpy(factors.data(), ff->data, factors.size() * sizeof(float));
+  }
+  // The angles of a `delta` rotation, computed as the ROPE op does.
+  std::vector<float> cs(static_cast<size_t>(n_rot));
+  const float theta_scale = std::pow(hp.rope_freq_base, -2.0f / float(n_rot));
+  float theta = float(delta);
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const float th = hp.rope_freq_scale * (theta / factors[size_t(i)]);
+    cs[size_t(2 * i)] = std::cos(th);
+    cs[size_t(2 * i + 1)] = std::sin(th);
+    theta *= theta_scale;
+  }
+  const bool neox = hp.rope_mode == RopeMode::Neox;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    Tensor& k = *kv.k(il);
+    for (int32_t c : cells) {
+      uint8_t* row = static_cast<uint8_t*>(k.data) + uint64_t(c) * k.nb[1];
+      for (int64_t h = 0; h < hp.n_head_kv; ++h) {
+        const int64_t base = h * hd;
+        for (int64_t i = 0; i < n_rot / 2; ++i) {
+          const int64_t a = base + (neox ? i : 2 * i), b = base + (neox ? i + n_rot / 2 : 2 * i + 1);
+          const float x0 = load(k.type, row, a), x1 = load(k.type, row, b);
+          const float co = cs[size_t(2 * i)], si = cs[size_t(2 * i + 1)];
+          store(k.type, row, a, x0 * co - x1 * si);
+          store(k.type, row, b, x0 * si + x1 * co);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace opal
