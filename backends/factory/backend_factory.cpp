@@ -1,0 +1,67 @@
+#include "backends/factory/backend_factory.h"
+
+#include <fmt/format.h>
+
+#include "backends/cpu/cpu_device.h"
+#include "backends/test_accel/test_accel.h"
+#include "core/error.h"
+
+namespace opal {
+
+const std::vector<BackendFactory>& backend_factories() {
+  // One entry per backend. Keep "cpu" first: it is the host and the fallback.
+  static const std::vector<BackendFactory> list = {
+      {"cpu", "CPU, every op (reference kernels and the ISA kernels the host supports)",
+       [](int n_threads) -> std::unique_ptr<Device> { return std::make_unique<CpuDevice>(n_threads); }},
+      {"test-accel", "test accelerator: MUL_MAT on q8_0/f16 weights in memory the CPU cannot read",
+       [](int) -> std::unique_ptr<Device> { return std::make_unique<TestAccelDevice>(); }},
+  };
+  return list;
+}
+
+const BackendFactory* find_backend_factory(std::string_view name) {
+  for (const BackendFactory& f : backend_factories())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::string backend_names() {
+  std::string s;
+  for (const BackendFactory& f : backend_factories()) s += (s.empty() ? "" : ", ") + f.name;
+  return s;
+}
+
+std::vector<std::string> parse_backend_list(std::string_view list) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= list.size()) {
+    size_t j = list.find(',', i);
+    if (j == std::string_view::npos) j = list.size();
+    const std::string name(list.substr(i, j - i));
+    if (name.empty()) {
+      if (list.empty()) break;
+      fail("--backend '{}': empty backend name (known: {})", list, backend_names());
+    }
+    if (!find_backend_factory(name)) fail("--backend: unknown backend '{}' (known: {})", name, backend_names());
+    for (const std::string& n : out)
+      if (n == name) fail("--backend: '{}' is named twice", name);
+    out.push_back(name);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::unique_ptr<Registry> make_registry(const std::vector<std::string>& names, int n_threads) {
+  auto reg = std::make_unique<Registry>();
+  bool has_host = false;
+  for (const std::string& n : names) {
+    const BackendFactory* f = find_backend_factory(n);
+    if (!f) fail("unknown backend '{}' (known: {})", n, backend_names());
+    Device& d = reg->add(f->make(n_threads));
+    has_host = has_host || d.role() == DeviceRole::Host;
+  }
+  if (!has_host) reg->add(find_backend_factory("cpu")->make(n_threads));
+  return reg;
+}
+
+}  // namespace opal
