@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/ops/ops.h"
 
 namespace opal {
@@ -69,7 +70,7 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
 
 CpuDevice::CpuDevice(int n_threads) : executor_(*this, n_threads) {}
 
-std::string CpuDevice::description() const { return fmt::format("CPU ({} threads, reference kernels)", n_threads()); }
+std::string CpuDevice::description() const { return fmt::format("CPU ({} threads, {} kernels)", n_threads(), cpu::isa_description()); }
 
 Support CpuDevice::supports(const Tensor& node) const { return cpu::supports(node); }
 

@@ -3,6 +3,7 @@
 // weights in memory the CPU cannot read.
 #include <gtest/gtest.h>
 
+#include "backends/cpu/kernels/isa.h"
 #include "backends/registry.h"
 #include "backends/scheduler.h"
 #include "backends/test_accel/test_accel.h"
@@ -44,6 +45,12 @@ TEST_P(AccelMatchesCpu, SameLogitsAsCpuOnly) {
   const std::string stem = GetParam();
   const test::Golden g = test::load_golden(stem);
   std::vector<int32_t> toks(g.prompt.begin(), g.prompt.begin() + 16);
+  // The test accelerator computes as the scalar reference kernels do: compare against those.
+  struct ScalarIsa {
+    cpu::Isa before = cpu::selected_isa();
+    ScalarIsa() { cpu::set_isa(cpu::Isa::scalar); }
+    ~ScalarIsa() { cpu::set_isa(before); }
+  } scalar_isa;
   auto cpu_reg = Registry::with_cpu(1);
   auto cpu_model = Model::load(test::golden_model_path(stem), *cpu_reg);
   const std::vector<float> want = prompt_logits(*cpu_model, toks);

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cpu/kernels/isa.h"
 #include "core/dtype.h"
 
 namespace opal::cpu {
@@ -42,8 +43,14 @@ struct MatmulKernels {
   int64_t (*scratch_floats)(int64_t k) = nullptr;
 };
 
-// The kernels for a weight type, or null when the CPU has none.
+// The kernels for a weight type under the selected ISA (selected_isa()),
+// falling back per type to the best lower ISA that has one, scalar last; null
+// when even the reference has none.
 const MatmulKernels* matmul_kernels(DType weight_type);
+// The same for a given ISA (tests, benchmarks); the ISA must be host_supports().
+const MatmulKernels* matmul_kernels(DType weight_type, Isa isa);
+// Only the ISA's own entry (no fallback), or null.
+const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa);
 // llama.cpp's vec_dot type of a weight type (F32 if none applies).
 DType activation_type_for(DType weight_type);
 // Rounds x through act_type (quantize then dequantize) into out; used by the

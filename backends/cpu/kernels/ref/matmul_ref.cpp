@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/convert.h"
-#include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/kernels/kernel_tables.h"
 #include "core/quant.h"
 
 namespace opal::cpu {
@@ -95,7 +95,7 @@ void round_activations(DType act_type, const float* x, float* out, int64_t k) {
   }
 }
 
-const MatmulKernels* matmul_kernels(DType weight_type) {
+const MatmulKernels* ref_matmul_kernels(DType weight_type) {
   for (const auto& k : kRefTable)
     if (k.weight_type == weight_type) {
       if (!is_float_type(weight_type) && !can_dequantize(weight_type)) return nullptr;

@@ -1,0 +1,129 @@
+// Q4_0, Q8_0 x Q8_0 and Q4_K x Q8_K with NEON sdot (vdotq_s32: 4 groups of
+// 4 signed byte products per 32-bit lane, exact).
+//   Q4_0 / Q8_0: per 32-element block, two sdot into an int32x4, converted to
+//     float and multiplied by d_w * d_x into a float accumulator per pair.
+//     Q4_0 nibbles are made signed (q - 8) before the dot.
+//   Q4_K: per 32-element sub-block s, an sdot sum times the sub-block scale
+//     (vmlaq_n_s32) into one int32x4 per super-block; the mins use the
+//     activation's bsums: - dmin * d_x * sum_s m_s * (bsum_2s + bsum_2s+1).
+// Tiles: 2 weight rows x 2 activation rows for prompts, 4 x 1 for decode.
+#if defined(__aarch64__)
+#include <arm_neon.h>
+
+#include "backends/cpu/kernels/arm_neon/kernels_neon.h"
+#include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/tile_driver.h"
+
+namespace opal::cpu::neon {
+namespace {
+
+struct Q4_0Weights {
+  static constexpr int kBytes = kQ4_0Bytes;
+  static void load(const uint8_t* blk, int8x16_t* lo, int8x16_t* hi) {
+    const uint8x16_t v = vld1q_u8(blk + 2);
+    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
+  }
+};
+
+struct Q8_0Weights {
+  static constexpr int kBytes = kQ8_0Bytes;
+  static void load(const uint8_t* blk, int8x16_t* lo, int8x16_t* hi) {
+    *lo = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 2));
+    *hi = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 18));
+  }
+};
+
+template <class W>
+struct LegacyKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    float32x4_t acc[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; ++b) {
+      int8x16_t x0[RA], x1[RA];
+      float xd[RA];
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+        x0[a] = vld1q_s8(reinterpret_cast<const int8_t*>(xb + 2));
+        x1[a] = vld1q_s8(reinterpret_cast<const int8_t*>(xb + 18));
+        xd[a] = load_f16(xb);
+      }
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * W::kBytes;
+        int8x16_t lo, hi;
+        W::load(wb, &lo, &hi);
+        const float wd = load_f16(wb);
+        for (int a = 0; a < RA; ++a) {
+          const int32x4_t s = vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, x0[a]), hi, x1[a]);
+          acc[i][a] = vmlaq_n_f32(acc[i][a], vcvtq_f32_s32(s), wd * xd[a]);
+        }
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = vaddvq_f32(acc[i][a]);
+  }
+};
+
+struct Q4KKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    float sum[RW][RA] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t sc[RW][8], mn[RW][8];
+      for (int i = 0; i < RW; ++i) unpack_q4k_scales(w[i] + b * kQ4_KBytes + kQ4_KScales, sc[i], mn[i]);
+      int32x4_t isum[RW][RA];
+      for (int i = 0; i < RW; ++i)
+        for (int a = 0; a < RA; ++a) isum[i][a] = vdupq_n_s32(0);
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < RW; ++i) {
+          const uint8_t* qs = w[i] + b * kQ4_KBytes + kQ4_KQs + 32 * j;
+          const uint8x16_t v0 = vld1q_u8(qs), v1 = vld1q_u8(qs + 16);
+          const int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(0x0F)));
+          const int8x16_t l1 = vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(0x0F)));
+          const int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), h1 = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
+          for (int a = 0; a < RA; ++a) {
+            const int8_t* xq = reinterpret_cast<const int8_t*>(x[a] + b * kQ8_KBytes + kQ8_KQs + 64 * j);
+            const int32x4_t slo = vdotq_s32(vdotq_s32(vdupq_n_s32(0), l0, vld1q_s8(xq)), l1, vld1q_s8(xq + 16));
+            const int32x4_t shi = vdotq_s32(vdotq_s32(vdupq_n_s32(0), h0, vld1q_s8(xq + 32)), h1, vld1q_s8(xq + 48));
+            isum[i][a] = vmlaq_n_s32(vmlaq_n_s32(isum[i][a], slo, sc[i][2 * j]), shi, sc[i][2 * j + 1]);
+          }
+        }
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_KBytes;
+        const float xd = load_f32(xb);
+        const int16x8_t bs0 = vld1q_s16(reinterpret_cast<const int16_t*>(xb + kQ8_KBsums));
+        const int16x8_t bs1 = vld1q_s16(reinterpret_cast<const int16_t*>(xb + kQ8_KBsums + 16));
+        const int16x8_t bs32 = vpaddq_s16(bs0, bs1);  // sums of 32 quants, per sub-block
+        for (int i = 0; i < RW; ++i) {
+          const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn[i])));
+          const int32x4_t mm = vmlal_s16(vmull_s16(vget_low_s16(bs32), vget_low_s16(m)), vget_high_s16(bs32), vget_high_s16(m));
+          const uint8_t* wb = w[i] + b * kQ4_KBytes;
+          sum[i][a] += load_f16(wb) * xd * float(vaddvq_s32(isum[i][a])) - load_f16(wb + 2) * xd * float(vaddvq_s32(mm));
+        }
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = sum[i][a];
+  }
+};
+
+}  // namespace
+
+void gemm_q4_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q4_0Weights>, 2, 2, 4>(g); }
+void gemm_q8_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g); }
+void gemm_q4_K(const GemmArgs& g) { gemm_entry<Q4KKernel, 2, 2, 2>(g); }
+
+}  // namespace opal::cpu::neon
+#endif  // __aarch64__

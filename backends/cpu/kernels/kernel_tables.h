@@ -1,0 +1,14 @@
+// Per-ISA kernel tables behind matmul_kernels() (matmul_dispatch.cpp). Each
+// returns its ISA's entry for a weight type, or null when it has none (or when
+// this build's architecture cannot have that ISA).
+#pragma once
+#include "backends/cpu/kernels/matmul_kernels.h"
+
+namespace opal::cpu {
+
+const MatmulKernels* ref_matmul_kernels(DType weight_type);
+const MatmulKernels* avx2_matmul_kernels(DType weight_type);
+const MatmulKernels* avx512_matmul_kernels(DType weight_type);
+const MatmulKernels* neon_matmul_kernels(DType weight_type);
+
+}  // namespace opal::cpu

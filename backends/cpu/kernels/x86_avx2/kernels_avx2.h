@@ -1,0 +1,24 @@
+// The AVX2 (+FMA, F16C) kernels, one file per concern, same layout as
+// x86_avx512/ (see kernels_avx512.h). AVX2 has no vpdpbusd: u8 x s8 products
+// go through vpmaddubsw (int16 pair sums, which cannot saturate for the value
+// ranges used here) and vpmaddwd. Only the *_avx2.cpp files get AVX2 flags,
+// and -mno-avx512f, so they run on any AVX2 CPU even in a -march=native build.
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/kernels/matmul_kernels.h"
+
+namespace opal::cpu::avx2 {
+
+void convert_q8_0(DType act_type, const float* x, uint8_t* dst, int64_t k);
+void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);
+void gemm_q4_0(const GemmArgs& g);
+void gemm_q8_0(const GemmArgs& g);
+void gemm_q4_K(const GemmArgs& g);
+void gemm_q5_K(const GemmArgs& g);
+void gemm_q6_K(const GemmArgs& g);
+void gemm_f32(const GemmArgs& g);
+void gemm_f16(const GemmArgs& g);
+void gemm_bf16(const GemmArgs& g);
+
+}  // namespace opal::cpu::avx2

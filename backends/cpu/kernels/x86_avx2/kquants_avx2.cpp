@@ -1,0 +1,144 @@
+// Q4_K, Q5_K, Q6_K weights x Q8_K activations with AVX2: the scheme of
+// x86_avx512/kquants_avx512.cpp (see there) on 256-bit registers, one
+// 32-element sub-block (Q4_K/Q5_K) or two 16-element sub-blocks (Q6_K) per
+// register: vpmaddubsw(q_u8, x_s8) -> int16 pairs, vpmaddwd(pairs, scale16)
+// -> int32 (exact), added into an int32 sum per super-block.
+// Tiles: 2 weight rows x 2 activation rows for prompts, 2 x 1 for decode.
+#if defined(__x86_64__) || defined(__i386__)
+#include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/tile_driver.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+
+namespace opal::cpu::avx2 {
+namespace {
+
+__m256i mins16(const uint8_t* m) {
+  const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+  return _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+}
+__m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+template <bool kFive>
+struct Q45KKernel {
+  static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
+  static constexpr int kQs = kFive ? kQ5_KQs : kQ4_KQs;
+
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m256 acc[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t sc[RW][8], mn[RW][8];
+      for (int i = 0; i < RW; ++i) unpack_q4k_scales(w[i] + b * kBytes + kQ4_KScales, sc[i], mn[i]);
+      __m256i isum[RW][RA];
+      for (int i = 0; i < RW; ++i)
+        for (int a = 0; a < RA; ++a) isum[i][a] = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < RW; ++i) {
+          const uint8_t* wb = w[i] + b * kBytes;
+          const __m256i v = load32(wb + kQs + 32 * j);
+          __m256i qlo = _mm256_and_si256(v, lo4), qhi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+          if constexpr (kFive) {
+            const __m256i qh = load32(wb + kQ5_KQh);
+            const __m256i blo = _mm256_set1_epi8(char(1 << (2 * j))), bhi = _mm256_set1_epi8(char(1 << (2 * j + 1)));
+            const __m256i sixteen = _mm256_set1_epi8(16);
+            qlo = _mm256_or_si256(qlo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, blo), blo), sixteen));
+            qhi = _mm256_or_si256(qhi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bhi), bhi), sixteen));
+          }
+          const __m256i slo = _mm256_set1_epi16(sc[i][2 * j]), shi = _mm256_set1_epi16(sc[i][2 * j + 1]);
+          for (int a = 0; a < RA; ++a) {
+            const uint8_t* xq = x[a] + b * kQ8_KBytes + kQ8_KQs + 64 * j;
+            const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, load32(xq)), slo);
+            const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(qhi, load32(xq + 32)), shi);
+            isum[i][a] = _mm256_add_epi32(isum[i][a], _mm256_add_epi32(plo, phi));
+          }
+        }
+      }
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * kBytes;
+        const float d = load_f16(wb), dmin = load_f16(wb + 2);
+        const __m256i m16 = mins16(mn[i]);
+        for (int a = 0; a < RA; ++a) {
+          const uint8_t* xb = x[a] + b * kQ8_KBytes;
+          const float xd = load_f32(xb);
+          const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(load32(xb + kQ8_KBsums), m16));
+          acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][a]), _mm256_set1_ps(d * xd), acc[i][a]);
+          acc[i][a] = _mm256_fnmadd_ps(m, _mm256_set1_ps(dmin * xd), acc[i][a]);
+        }
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = hsum8(acc[i][a]);
+  }
+};
+
+// Q6_K: per 128-element half g and t in 0..3, the register of elements
+// 128g + 32t .. +31 (sub-blocks 8g + 2t, 8g + 2t + 1): low nibbles of ql bytes
+// 64g + 32(t%2) .. (t < 2) or their high nibbles (t >= 2), and bits 2t, 2t+1 of qh.
+struct Q6KKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m256 acc[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03);
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i isum[RW][RA];
+      for (int i = 0; i < RW; ++i)
+        for (int a = 0; a < RA; ++a) isum[i][a] = _mm256_setzero_si256();
+      for (int half = 0; half < 2; ++half)
+        for (int i = 0; i < RW; ++i) {
+          const uint8_t* wb = w[i] + b * kQ6_KBytes;
+          const int8_t* sc = reinterpret_cast<const int8_t*>(wb + kQ6_KScales);
+          const __m256i qh = load32(wb + kQ6_KQh + 32 * half);
+          for (int t = 0; t < 4; ++t) {
+            const __m256i ql = load32(wb + 64 * half + 32 * (t % 2));
+            const __m256i lo = t < 2 ? _mm256_and_si256(ql, lo4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), lo4);
+            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * t), lo2), 4);
+            const __m256i q = _mm256_or_si256(lo, hi);
+            const int s = 8 * half + 2 * t;
+            const __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+            for (int a = 0; a < RA; ++a) {
+              const uint8_t* xq = x[a] + b * kQ8_KBytes + kQ8_KQs + 128 * half + 32 * t;
+              isum[i][a] = _mm256_add_epi32(isum[i][a], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xq)), sv));
+            }
+          }
+        }
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * kQ6_KBytes;
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + kQ6_KScales)));
+        const float d = load_f16(wb + kQ6_KD);
+        for (int a = 0; a < RA; ++a) {
+          const uint8_t* xb = x[a] + b * kQ8_KBytes;
+          const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(load32(xb + kQ8_KBsums), sc16), 5);
+          const __m256i s = _mm256_sub_epi32(isum[i][a], corr);
+          acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * load_f32(xb)), acc[i][a]);
+        }
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = hsum8(acc[i][a]);
+  }
+};
+
+}  // namespace
+
+void gemm_q4_K(const GemmArgs& g) { gemm_entry<Q45KKernel<false>, 2, 2, 2>(g); }
+void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 2, 2>(g); }
+void gemm_q6_K(const GemmArgs& g) { gemm_entry<Q6KKernel, 2, 2, 2>(g); }
+
+}  // namespace opal::cpu::avx2
+#endif  // x86

@@ -1,0 +1,89 @@
+// Q4_0 and Q8_0 weights x Q8_0 activations with AVX2.
+//
+// Per 32-element block and (weight row, activation row) pair, the exact int32
+// dot product comes from vpmaddubsw (u8 x s8 -> int16 pair sums) and vpmaddwd
+// (pairs -> int32):
+//   Q4_0: nibbles q in [0, 15] stand for q - 8:
+//         pairs(q, x) - pairs(8, x)   (both <= 3810 in magnitude: no saturation)
+//   Q8_0: signed weights: pairs(|w|, x * sign(w))  (<= 2 * 128 * 127)
+// The 8 int32 lanes are converted to float and multiplied by d_w * d_x into
+// a float accumulator per pair, summed horizontally at the end of the row.
+// Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers),
+// 4 x 1 for decode.
+#if defined(__x86_64__) || defined(__i386__)
+#include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/tile_driver.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+
+namespace opal::cpu::avx2 {
+namespace {
+
+struct Q4_0Weights {
+  static constexpr int kBytes = kQ4_0Bytes;
+  struct Act { __m256i x, c16; };
+  struct W { __m256i q; };
+  static Act act(__m256i x) { return {x, _mm256_maddubs_epi16(_mm256_set1_epi8(8), x)}; }
+  static W load(const uint8_t* blk) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    return {_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F))};
+  }
+  static __m256i dot(const W& w, const Act& a) {
+    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w.q, a.x), a.c16), ones16());
+  }
+};
+
+struct Q8_0Weights {
+  static constexpr int kBytes = kQ8_0Bytes;
+  struct Act { __m256i x; };
+  struct W { __m256i q, abs; };
+  static Act act(__m256i x) { return {x}; }
+  static W load(const uint8_t* blk) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    return {q, _mm256_abs_epi8(q)};
+  }
+  static __m256i dot(const W& w, const Act& a) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(a.x, w.q)), ones16());
+  }
+};
+
+template <class T>
+struct LegacyKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m256 acc[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      typename T::Act xa[RA];
+      __m256 xd[RA];
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+        xa[a] = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+        xd[a] = _mm256_set1_ps(load_f16(xb));
+      }
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * T::kBytes;
+        const typename T::W q = T::load(wb);
+        const __m256 wd = _mm256_set1_ps(load_f16(wb));
+        for (int a = 0; a < RA; ++a)
+          acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T::dot(q, xa[a])), _mm256_mul_ps(wd, xd[a]), acc[i][a]);
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = hsum8(acc[i][a]);
+  }
+};
+
+}  // namespace
+
+void gemm_q4_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q4_0Weights>, 2, 2, 4>(g); }
+void gemm_q8_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g); }
+
+}  // namespace opal::cpu::avx2
+#endif  // x86

@@ -1,0 +1,196 @@
+// Q4_K, Q5_K, Q6_K weights x Q8_K activations with AVX-512 BW + VNNI.
+//
+// Per 256-element super-block and (weight row, activation row) pair, the
+// integer sum  sum_s sc_s * sum_{e in s} q_e * x_e  is built in 512-bit
+// registers holding 64 elements (two 32-element sub-blocks of Q4_K/Q5_K, four
+// 16-element sub-blocks of Q6_K):
+//   vpmaddubsw(q_u8, x_s8)       -> 32 int16 pair sums (no saturation: q <= 63)
+//   vpdpwssd(isum, pairs, sc16)  -> int32 += pair sum * the pair's sub-block scale
+// The 32-element layout of Q4_K/Q5_K: qs bytes 32j..32j+31 hold sub-block 2j in
+// their low nibbles and 2j+1 in the high nibbles; broadcasting them to both
+// 256-bit halves and shifting the upper half right by 4 gives elements
+// 64j..64j+63 in order, matching the activation's contiguous quants. Q5_K's
+// fifth bit is OR-ed in by a byte mask from qh (bit 2j / 2j+1 of qh[l]).
+// Q6_K: ql bytes 64g..64g+63 give elements 128g+0..63 (low nibbles) and
+// 128g+64..127 (high nibbles); qh's 2-bit fields are moved to bits 4-5.
+// Offsets use the activation's bsums (sums of 16 quants):
+//   Q4_K/Q5_K: - dmin * d_x * sum_s m_s * (bsum_2s + bsum_2s+1)
+//   Q6_K:      isum -= 32 * sum_s sc_s * bsum_s   (q - 32)
+// The int32 results are exact; they are scaled by d * d_x in float.
+// Tiles: 2 weight rows x 4 activation rows for prompts, 4 x 1 for decode.
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/tile_driver.h"
+#include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+
+namespace opal::cpu::avx512 {
+namespace {
+
+constexpr __mmask32 kUpper16 = 0xFFFF0000u;
+constexpr __mmask64 kUpper32 = 0xFFFFFFFF00000000ull;
+
+// Elements 64j..64j+63 of a Q4_K-style 4-bit layout.
+__m512i nibbles64(const uint8_t* qs32) {
+  const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs32)));
+  return _mm512_and_si512(_mm512_mask_srli_epi16(v, kUpper16, v, 4), _mm512_set1_epi8(0x0F));
+}
+
+// int16 lanes 0-15 = a, 16-31 = b.
+__m512i scale_pair(uint8_t a, uint8_t b) {
+  return _mm512_mask_blend_epi16(kUpper16, _mm512_set1_epi16(a), _mm512_set1_epi16(b));
+}
+
+// [m0, m0, m1, m1, ..., m7, m7] as 16 int16, to pair with the 16 bsums.
+__m256i mins16(const uint8_t* m) {
+  const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+  return _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+}
+
+__m256i load_bsums(const uint8_t* xb) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + kQ8_KBsums)); }
+__m512i load_xq(const uint8_t* xb, int j) { return _mm512_loadu_si512(xb + kQ8_KQs + 64 * j); }
+
+// Q4_K and Q5_K share everything but the fifth bit.
+template <bool kFive>
+struct Q45KKernel {
+  static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
+  static constexpr int kQs = kFive ? kQ5_KQs : kQ4_KQs;
+
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m512 acc[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      __m512i sc[RW][4];
+      __m256i mn[RW];
+      float d[RW], dmin[RW];
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * kBytes;
+        uint8_t s[8], m[8];
+        unpack_q4k_scales(wb + kQ4_KScales, s, m);
+        for (int j = 0; j < 4; ++j) sc[i][j] = scale_pair(s[2 * j], s[2 * j + 1]);
+        mn[i] = mins16(m);
+        d[i] = load_f16(wb);
+        dmin[i] = load_f16(wb + 2);
+      }
+      __m512i isum[RW][RA];
+      for (int i = 0; i < RW; ++i)
+        for (int a = 0; a < RA; ++a) isum[i][a] = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        __m512i xq[RA];
+        for (int a = 0; a < RA; ++a) xq[a] = load_xq(x[a] + b * kQ8_KBytes, j);
+        for (int i = 0; i < RW; ++i) {
+          const uint8_t* wb = w[i] + b * kBytes;
+          __m512i q = nibbles64(wb + kQs + 32 * j);
+          if constexpr (kFive) {
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ5_KQh)));
+            const __m512i bit = _mm512_mask_blend_epi8(kUpper32, _mm512_set1_epi8(char(1 << (2 * j))),
+                                                       _mm512_set1_epi8(char(1 << (2 * j + 1))));
+            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, _mm512_set1_epi8(16));
+          }
+          for (int a = 0; a < RA; ++a) isum[i][a] = _mm512_dpwssd_epi32(isum[i][a], _mm512_maddubs_epi16(q, xq[a]), sc[i][j]);
+        }
+      }
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_KBytes;
+        const float xd = load_f32(xb);
+        const __m256i bs = load_bsums(xb);
+        for (int i = 0; i < RW; ++i) {
+          const __m512 m = _mm512_zextps256_ps512(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mn[i])));
+          acc[i][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][a]), _mm512_set1_ps(d[i] * xd), acc[i][a]);
+          acc[i][a] = _mm512_fnmadd_ps(m, _mm512_set1_ps(dmin[i] * xd), acc[i][a]);
+        }
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = _mm512_reduce_add_ps(acc[i][a]);
+  }
+};
+
+// Index vectors for Q6_K's scales: zmm group h (0..3) covers sub-blocks 4h..4h+3,
+// each 8 int16 lanes.
+__m512i q6_scale_index(int h) {
+  alignas(64) int16_t idx[32];
+  for (int l = 0; l < 32; ++l) idx[l] = int16_t(4 * h + l / 8);
+  return _mm512_load_si512(idx);
+}
+
+struct Q6KKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m512 acc[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = _mm512_setzero_ps();
+    const __m512i idx[4] = {q6_scale_index(0), q6_scale_index(1), q6_scale_index(2), q6_scale_index(3)};
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i sc16[RW];
+      float d[RW];
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * kQ6_KBytes;
+        sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + kQ6_KScales)));
+        d[i] = load_f16(wb + kQ6_KD);
+      }
+      __m512i isum[RW][RA];
+      for (int i = 0; i < RW; ++i)
+        for (int a = 0; a < RA; ++a) isum[i][a] = _mm512_setzero_si512();
+      for (int half = 0; half < 2; ++half) {
+        __m512i xA[RA], xB[RA];
+        for (int a = 0; a < RA; ++a) {
+          xA[a] = load_xq(x[a] + b * kQ8_KBytes, 2 * half);
+          xB[a] = load_xq(x[a] + b * kQ8_KBytes, 2 * half + 1);
+        }
+        for (int i = 0; i < RW; ++i) {
+          const uint8_t* wb = w[i] + b * kQ6_KBytes;
+          const __m512i ql = _mm512_loadu_si512(wb + 64 * half);
+          const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ6_KQh + 32 * half)));
+          const __m512i hA = _mm512_mask_srli_epi16(qh, kUpper16, qh, 2);                 // bits 0-1 | 2-3
+          const __m512i hB = _mm512_mask_srli_epi16(_mm512_srli_epi16(qh, 4), kUpper16, _mm512_srli_epi16(qh, 4), 2);  // 4-5 | 6-7
+          const __m512i qA = _mm512_or_si512(_mm512_and_si512(ql, lo4), _mm512_slli_epi16(_mm512_and_si512(hA, lo2), 4));
+          const __m512i qB = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
+                                             _mm512_slli_epi16(_mm512_and_si512(hB, lo2), 4));
+          const __m512i s512 = _mm512_broadcast_i64x4(sc16[i]);
+          const __m512i scA = _mm512_permutexvar_epi16(idx[2 * half], s512);
+          const __m512i scB = _mm512_permutexvar_epi16(idx[2 * half + 1], s512);
+          for (int a = 0; a < RA; ++a) {
+            isum[i][a] = _mm512_dpwssd_epi32(isum[i][a], _mm512_maddubs_epi16(qA, xA[a]), scA);
+            isum[i][a] = _mm512_dpwssd_epi32(isum[i][a], _mm512_maddubs_epi16(qB, xB[a]), scB);
+          }
+        }
+      }
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_KBytes;
+        const float xd = load_f32(xb);
+        const __m256i bs = load_bsums(xb);
+        for (int i = 0; i < RW; ++i) {
+          const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[i]), 5);  // 32 * sum sc_s * bsum_s
+          const __m512i s = _mm512_sub_epi32(isum[i][a], _mm512_zextsi256_si512(corr));
+          acc[i][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d[i] * xd), acc[i][a]);
+        }
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = _mm512_reduce_add_ps(acc[i][a]);
+  }
+};
+
+}  // namespace
+
+void gemm_q4_K(const GemmArgs& g) { gemm_entry<Q45KKernel<false>, 2, 4, 4>(g); }
+void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 4, 4>(g); }
+void gemm_q6_K(const GemmArgs& g) { gemm_entry<Q6KKernel, 2, 4, 4>(g); }
+
+}  // namespace opal::cpu::avx512
+#endif  // x86

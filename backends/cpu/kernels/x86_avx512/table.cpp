@@ -1,0 +1,57 @@
+// The AVX-512 table entries. Quantized types use packed Q8_0 / Q8_K activation
+// rows (the bytes core/quant's quantizers write); float types use f32 rows
+// rounded through the weight type, as the reference does.
+#include "backends/cpu/kernels/kernel_tables.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+
+namespace opal::cpu {
+namespace {
+
+uint64_t q8_0_row_bytes(int64_t k) { return uint64_t(k / 32) * 34; }
+uint64_t q8_K_row_bytes(int64_t k) { return uint64_t(k / 256) * 292; }
+uint64_t f32_row_bytes(int64_t k) { return uint64_t(k) * 4; }
+int64_t none(int64_t) { return 0; }
+void round_act(DType act_type, const float* x, uint8_t* dst, int64_t k) {
+  round_activations(act_type, x, reinterpret_cast<float*>(dst), k);
+}
+
+constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*row_bytes)(int64_t),
+                    void (*convert)(DType, const float*, uint8_t*, int64_t), void (*gemm)(const GemmArgs&)) {
+  MatmulKernels k;
+  k.weight_type = w;
+  k.act_type = act;
+  k.name = name;
+  k.act_row_bytes = row_bytes;
+  k.convert_act = convert;
+  k.gemm = gemm;
+  k.scratch_floats = none;
+  return k;
+}
+
+constexpr MatmulKernels kTable[] = {
+    entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q4_0),
+    entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q8_0),
+    entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
+    entry(DType::Q5_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q5_K),
+    entry(DType::Q6_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q6_K),
+    entry(DType::F32, DType::F32, "avx512", f32_row_bytes, round_act, avx512::gemm_f32),
+    entry(DType::F16, DType::F16, "avx512", f32_row_bytes, round_act, avx512::gemm_f16),
+    entry(DType::BF16, DType::BF16, "avx512", f32_row_bytes, round_act, avx512::gemm_bf16),
+};
+
+}  // namespace
+
+const MatmulKernels* avx512_matmul_kernels(DType weight_type) {
+  for (const auto& k : kTable)
+    if (k.weight_type == weight_type) return &k;
+  return nullptr;
+}
+
+}  // namespace opal::cpu
+#else
+namespace opal::cpu {
+const MatmulKernels* avx512_matmul_kernels(DType) { return nullptr; }
+}  // namespace opal::cpu
+#endif  // x86

@@ -1,0 +1,94 @@
+// Matmul kernel throughput per ISA and weight type, one thread:
+//   decode/<isa>/<type>:  n_act = 1 over 8192 x 4096 weights, cycling over
+//                         copies totalling > 96 MB (so DRAM, not L3): GB/s of
+//                         weight bytes streamed.
+//   prompt/<isa>/<type>:  n_act = 64 over 512 x 4096 weights: GOP/s (2 ops per
+//                         multiply-add), activation conversion included.
+// Run: build/<dir>/bench_matmul_kernels [--benchmark_filter=decode/avx512]
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
+#include "core/quant.h"
+
+namespace {
+
+using namespace opal;
+using namespace opal::cpu;
+
+constexpr int64_t kK = 4096;
+
+std::vector<uint8_t> random_weights(DType t, int64_t rows) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> f(size_t(rows * kK));
+  for (auto& v : f) v = n(rng);
+  std::vector<uint8_t> w(row_bytes(t, kK) * uint64_t(rows));
+  quantize_rows(t, f.data(), w.data(), rows, kK);
+  return w;
+}
+
+// copies = 0: enough copies of the weights to exceed 96 MB (beyond any L3), cycled.
+void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies) {
+  const MatmulKernels* k = matmul_kernels(t, isa);
+  if (copies == 0) copies = int(96e6 / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
+  std::vector<std::vector<uint8_t>> w;
+  for (int c = 0; c < copies; ++c) w.push_back(random_weights(t, rows));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(size_t(n_act * kK));
+  for (auto& v : x) v = n(rng);
+  const uint64_t arb = k->act_row_bytes(kK);
+  std::vector<uint8_t> act(arb * uint64_t(n_act));
+  std::vector<float> out(size_t(rows * n_act)), scratch(size_t(k->scratch_floats(kK) + 1));
+  GemmArgs g;
+  g.w_row_bytes = row_bytes(t, kK);
+  g.k = kK;
+  g.row_begin = 0;
+  g.row_end = rows;
+  g.act = act.data();
+  g.act_row_bytes = arb;
+  g.n_act = n_act;
+  g.out = out.data();
+  g.out_stride = rows;
+  g.scratch = scratch.data();
+  int c = 0;
+  for (auto _ : state) {
+    for (int64_t a = 0; a < n_act; ++a) k->convert_act(k->act_type, x.data() + a * kK, act.data() + a * arb, kK);
+    g.w = w[size_t(c)].data();
+    c = (c + 1) % copies;
+    k->gemm(g);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double bytes = double(g.w_row_bytes) * double(rows);
+  if (n_act == 1)
+    state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  else
+    state.counters["GOP/s"] =
+        benchmark::Counter(2.0 * double(rows) * double(kK) * double(n_act) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(k->name);
+}
+
+const int kRegistered = [] {
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                         DType::F16,  DType::BF16, DType::F32};
+  for (Isa isa : supported_isas())
+    for (DType t : types) {
+      const std::string suffix = std::string(isa_name(isa)) + "/" + dtype_name(t);
+      benchmark::RegisterBenchmark(("decode/" + suffix).c_str(),
+                                   [=](benchmark::State& s) { run(s, isa, t, 8192, 1, 0); })
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("prompt/" + suffix).c_str(),
+                                   [=](benchmark::State& s) { run(s, isa, t, 512, 64, 1); })
+          ->Unit(benchmark::kMillisecond);
+    }
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

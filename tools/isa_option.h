@@ -1,0 +1,13 @@
+// `--isa NAME` for every subcommand that loads a model: chooses the CPU
+// matmul kernels (scalar, avx2, avx512, neon; backends/cpu/kernels/isa.h)
+// before the model is loaded. Without it the best ISA the CPU has is used
+// (or $OPAL_ISA when set). An ISA the CPU lacks is an error naming the ones it has.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace opal::tools {
+
+// Adds --isa to a subcommand; the selection happens while parsing.
+void add_isa_option(CLI::App* sub);
+
+}  // namespace opal::tools
