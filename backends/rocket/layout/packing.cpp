@@ -18,6 +18,7 @@ BufferSizes mesa_buffer_sizes(const ConvOp& op) {
   s.biases = op.out_channels * 4;
   s.input = op.in_width * op.in_height * div_up(op.in_channels, kFeatureAtomBytes) * 2 * kFeatureAtomBytes;
   s.output = op.out_width * op.out_height * div_up(op.out_channels, kFeatureAtomBytes) * 2 * kFeatureAtomBytes;
+  if (op.int32_output) s.output *= 4;
   return s;
 }
 

@@ -19,6 +19,7 @@ CompiledConv compile_conv(const ConvOp& op, Policy policy, std::span<const uint8
   c.plan = plan_tiles(op, policy);
   c.truncate_bits = mesa_truncate_bits(op.quant.weight_scale);
   c.out_cvt = mesa_out_cvt(op.quant, c.truncate_bits);
+  if (op.int32_output) c.out_cvt = {0, 1, 0};  // unused by the int32 path; neutral values
   c.weights = pack_weights(op, host_weights);
   c.biases = pack_biases(op, host_bias, host_weights, c.truncate_bits);
   c.sizes = mesa_buffer_sizes(op);

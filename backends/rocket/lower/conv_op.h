@@ -25,6 +25,10 @@ struct ConvOp {
   unsigned stride = 1;
   bool padding_same = false;
   QuantParams quant;
+  // Output precision: int8 through OUT_CVT (Mesa) or the exact int32
+  // accumulator (DPU_DATA_FORMAT.OUT_PRECISION = 4, 4 channels per 16-byte
+  // atom), which Opal's LLM path uses and dequantizes on the host.
+  bool int32_output = false;
 
   // GEMM as a 1x1 convolution over a 1 x M image with K channels.
   static ConvOp gemm(unsigned m, unsigned k, unsigned n, const QuantParams& q);

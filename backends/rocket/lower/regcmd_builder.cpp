@@ -137,7 +137,8 @@ std::vector<uint64_t> build_task_stream(const TaskStreamParams& p, size_t index)
   emit.raw(encode_entry(Block::CORE, reg::CORE_UNDOCUMENTED_3030, 0));
 
   emit(reg::DPU_FEATURE_MODE_CFG, fld::FEATURE_MODE_CFG_BURST_LEN(15) | fld::FEATURE_MODE_CFG_OUTPUT_MODE(2));
-  emit(reg::DPU_DATA_FORMAT, 0);
+  // int32 output: the accumulator plus bias, unconverted (mtx512's int8 GEMM programming).
+  emit(reg::DPU_DATA_FORMAT, op.int32_output ? fld::DATA_FORMAT_OUT_PRECISION(uint32_t(Precision::Int32)) : 0);
   emit(reg::DPU_OFFSET_PEND, 0);
   emit(reg::DPU_DST_BASE_ADDR, p.addresses.output + t.output_offset);
   emit(reg::DPU_DST_SURF_STRIDE, fld::DST_SURF_STRIDE_STRIDE(out_surface_stride));
@@ -151,7 +152,10 @@ std::vector<uint64_t> build_task_stream(const TaskStreamParams& p, size_t index)
   emit(reg::DPU_BS_ALU_CFG, 0);
   emit(reg::DPU_BS_MUL_CFG, 0);
   emit(reg::DPU_BS_RELUX_CMP_VALUE, 0);
-  emit(reg::DPU_BS_OW_CFG, fld::BS_OW_CFG_SIZE_E_2(1) | fld::BS_OW_CFG_SIZE_E_1(1) | fld::BS_OW_CFG_SIZE_E_0(1));
+  // SIZE_E 1/1/1 as Mesa; mtx512 programs 7/7/7 for int32 output [R, unverified].
+  const uint32_t size_e = op.int32_output ? 7 : 1;
+  emit(reg::DPU_BS_OW_CFG,
+       fld::BS_OW_CFG_SIZE_E_2(size_e) | fld::BS_OW_CFG_SIZE_E_1(size_e) | fld::BS_OW_CFG_SIZE_E_0(size_e));
   emit(reg::DPU_BS_OW_OP, fld::BS_OW_OP_OW_OP(uint32_t(0x80 - int(w_zp))));
   emit(reg::DPU_WDMA_SIZE_0, fld::WDMA_SIZE_0_CHANNEL(out_channels - 1));
   emit(reg::DPU_WDMA_SIZE_1, fld::WDMA_SIZE_1_HEIGHT(t.out_height - 1) | fld::WDMA_SIZE_1_WIDTH(t.out_width - 1));

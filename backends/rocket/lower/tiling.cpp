@@ -109,9 +109,10 @@ std::vector<TaskTile> split_rows(const ConvOp& op, const RowSplitInput& in) {
 void set_offsets(const ConvOp& op, TaskTile& t) {
   const unsigned atom = abi::kFeatureAtomBytes;
   t.input_offset = op.in_width * atom * t.top_row;
-  // Channel surfaces of 16 channels, each out_width * out_height atoms.
+  // Channel surfaces of 16 int8 (or 4 int32) channels, each out_width * out_height atoms.
+  const unsigned channels_per_atom = op.int32_output ? atom / 4 : atom;
   const unsigned surface_bytes = op.out_width * op.out_height * atom;
-  t.output_offset = op.out_width * atom * t.out_row + (t.first_kernel / atom) * surface_bytes;
+  t.output_offset = op.out_width * atom * t.out_row + (t.first_kernel / channels_per_atom) * surface_bytes;
 }
 
 }  // namespace

@@ -1,0 +1,221 @@
+// An LLM matmul Y[M,N] = X[M,K] W[N,K]^T on the RK3588 NPU, through the
+// driver seam, with int8 operands and the exact int32 accumulator as output.
+//
+// Scheme (docs/backends/rocket.md):
+//   weights     per output row n: s_w[n] = max_k |W[n,k]| / 127,
+//               q_w[n,k] = round(W[n,k] / s_w[n]) in [-127, 127]; quantized once
+//               at load, packed into 32x32 blocks, resident in one BO per core.
+//   activations per input row m: s_x[m] = max_k |X[m,k]| / 127, same rounding,
+//               at run time, packed NC1HWC2 (C2 = 16), rows padded to M' = align4(M).
+//   rotation    optionally both operands are first rotated along K by the same
+//               orthogonal block-Hadamard matrix (host/hadamard.h), which leaves
+//               X W^T unchanged and makes per-row int8 more accurate.
+//   groups      optionally one scale per `group` channels of K for both operands
+//               (group-wise W8A8): each group is its own K segment with int32
+//               partials, Y = sum_g acc_g[m,n] * s_x[m,g] * s_w[n,g].
+//   output      int32 acc[m,n] (DPU_DATA_FORMAT.OUT_PRECISION = int32, layout
+//               [N'/4][M'][4]); Y[m,n] = acc[m,n] * s_x[m] * s_w[n].
+//   K           padded to a multiple of 32 with zeros; K > 8192 is cut into
+//               segments of at most 8192 (multiples of 32), each its own
+//               convolution reading the same packed input at a channel-surface
+//               offset and writing its own int32 partials, summed on the host.
+//   N           split across the drivers (one per NPU core) in multiples of 32,
+//               and each driver's range into slices of at most 8192 (the DPU's
+//               13-bit channel fields); each driver holds only its slices of every
+//               weight (BOs cannot be shared between drivers). Inside a slice the
+//               tiler (lower/tiling.h, Policy::Opal) tiles rows and N so every
+//               task's weights are resident.
+// A compiled NpuGemm owns its regcmd BOs and reuses per-core scratch BOs
+// (input, output) that may be shared between gemms run one after another.
+// Faults: a driver error, a PREP timeout or an output sentinel left
+// untouched (SUBMIT swallows per-job errors) throw opal::Error.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/rocket/driver/driver.h"
+#include "backends/rocket/lower/tiling.h"
+
+namespace opal::rocket {
+
+inline constexpr unsigned kMaxGemmRows = 2044;  // M' <= 2047 (11-bit DATAIN_HEIGHT), a multiple of 4
+
+// Symmetric per-row int8 quantization: returns the scale (0 for an all-zero
+// row, whose q are all 0); q[i] = clamp(round(x[i] / scale), -127, 127).
+float quantize_row_int8(const float* x, int64_t n, int8_t* q);
+
+struct KSegment {
+  unsigned k0 = 0, k = 0;  // channels [k0, k0 + k) of the padded K
+};
+// Cuts a padded K (a multiple of 32) into segments of at most max_k (a multiple of 32).
+std::vector<KSegment> split_k(unsigned k_padded, unsigned max_k = 8192);
+// Cuts N into `parts` ranges, each a multiple of 32 except the last; empty ranges are dropped.
+std::vector<std::pair<unsigned, unsigned>> split_n(unsigned n, unsigned parts);
+inline constexpr unsigned kMaxSliceN = 8192;  // output channels per convolution (13-bit DPU fields)
+
+// How both operands are quantized (weights at load, activations per run).
+struct QuantScheme {
+  unsigned rotation_block = 0;  // 0: no rotation; else a power of two dividing the padded K
+  unsigned group = 0;           // K channels per scale (a multiple of 32); 0: one scale per row
+};
+// The scheme for a K: rotation over the largest power-of-two block (if asked)
+// and the group size rounded to a multiple of 32 dividing nothing in particular
+// (the last group may be shorter).
+QuantScheme make_scheme(unsigned k, bool rotate, unsigned group);
+
+// A weight quantized under a scheme: q [n][k_padded] (zero padding), scales
+// [n][groups] with groups = split_k(k_padded, group or 8192).
+struct QuantizedMatrix {
+  unsigned k = 0, k_padded = 0, n = 0;
+  QuantScheme scheme;
+  std::vector<KSegment> groups;  // the K segments; each has its own scales when scheme.group > 0
+  std::vector<int8_t> q;
+  std::vector<float> scales;     // [n][scale_groups()]
+  unsigned scale_groups() const { return scheme.group ? unsigned(groups.size()) : 1u; }
+};
+// row(r, dst) writes row r (k floats) into dst.
+template <typename RowFn>
+QuantizedMatrix quantize_matrix(unsigned n, unsigned k, const QuantScheme& scheme, RowFn&& row);
+// Quantizes one row (k floats) under the scheme into q [k_padded] and scales [scale_groups];
+// work holds k_padded floats.
+void quantize_operand_row(const float* x, unsigned k, const QuantScheme& scheme, const std::vector<KSegment>& groups,
+                          float* work, int8_t* q, float* scales);
+
+// One weight matrix resident on the NPU: per driver its N slice, per K segment
+// the packed 32x32 blocks, in one BO (FINI'd once).
+class NpuWeights {
+ public:
+  struct Slice {
+    Driver* driver = nullptr;
+    unsigned slot = 0;                 // index among this driver's slices
+    unsigned n0 = 0, n = 0;            // output rows [n0, n0 + n)
+    BoInfo bo;
+    std::vector<uint32_t> seg_offset;  // byte offset of each K segment's blocks in the BO
+  };
+  NpuWeights(const std::vector<Driver*>& drivers, const QuantizedMatrix& m);
+  ~NpuWeights();
+  NpuWeights(const NpuWeights&) = delete;
+  NpuWeights& operator=(const NpuWeights&) = delete;
+
+  unsigned k() const { return k_; }
+  unsigned k_padded() const { return k_padded_; }
+  unsigned n() const { return n_; }
+  const QuantScheme& scheme() const { return scheme_; }
+  const std::vector<KSegment>& segments() const { return segments_; }
+  unsigned scale_groups() const { return scale_groups_; }
+  const std::vector<Slice>& slices() const { return slices_; }
+  const std::vector<float>& scales() const { return scales_; }  // [n][scale_groups]
+  uint64_t npu_bytes() const;
+
+ private:
+  unsigned k_, k_padded_, n_, scale_groups_;
+  QuantScheme scheme_;
+  std::vector<KSegment> segments_;
+  std::vector<Slice> slices_;
+  std::vector<float> scales_;
+};
+
+template <typename RowFn>
+QuantizedMatrix quantize_matrix(unsigned n, unsigned k, const QuantScheme& scheme, RowFn&& row) {
+  QuantizedMatrix m;
+  m.k = k;
+  m.k_padded = (k + 31) / 32 * 32;
+  m.n = n;
+  m.scheme = scheme;
+  m.groups = split_k(m.k_padded, scheme.group ? scheme.group : 8192);
+  m.q.assign(size_t(n) * m.k_padded, 0);
+  m.scales.assign(size_t(n) * m.scale_groups(), 0.0f);
+  std::vector<float> x(k), work(m.k_padded);
+  for (unsigned r = 0; r < n; ++r) {
+    row(r, x.data());
+    quantize_operand_row(x.data(), k, scheme, m.groups, work.data(), m.q.data() + size_t(r) * m.k_padded,
+                         m.scales.data() + size_t(r) * m.scale_groups());
+  }
+  return m;
+}
+
+// A BO that grows: a gemm compiled for a larger size gets a new, larger BO;
+// gemms compiled earlier keep the old one alive (their regcmds hold its IOVA).
+class ScratchBo {
+ public:
+  ScratchBo(Driver& d, uint64_t size);
+  ~ScratchBo();
+  ScratchBo(const ScratchBo&) = delete;
+  ScratchBo& operator=(const ScratchBo&) = delete;
+  const BoInfo& info() const { return info_; }
+  uint8_t* cpu() const { return cpu_; }
+
+ private:
+  Driver& driver_;
+  BoInfo info_;
+  uint8_t* cpu_ = nullptr;
+};
+
+// Per-driver scratch input/output BOs shared by the gemms of one executor
+// (they run one after another). `slot` tells apart the slices of one gemm on
+// the same driver, which are in flight together.
+class ScratchPool {
+ public:
+  std::shared_ptr<ScratchBo> get(Driver& d, bool output, unsigned slot, uint64_t size);
+
+ private:
+  struct Entry {
+    Driver* driver;
+    bool output;
+    unsigned slot;
+    std::shared_ptr<ScratchBo> bo;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Work counted by the last run(), for the performance model and tests.
+struct GemmRunInfo {
+  unsigned submits = 0, jobs = 0, tasks = 0;
+};
+
+class NpuGemm {
+ public:
+  // Builds the tiling and regcmd streams of every (driver, K segment) for M rows.
+  NpuGemm(const NpuWeights& w, unsigned m, ScratchPool& scratch, double timeout_s);
+  ~NpuGemm();
+  NpuGemm(const NpuGemm&) = delete;
+  NpuGemm& operator=(const NpuGemm&) = delete;
+
+  // x: M rows of K floats (row stride x_stride floats); y: M rows, N floats
+  // written at stride y_stride. Allocation-free. Throws opal::Error on a fault.
+  void run(const float* x, int64_t x_stride, float* y, int64_t y_stride);
+
+  unsigned m() const { return m_; }
+  unsigned m_padded() const { return m_padded_; }
+  const GemmRunInfo& last_run() const { return info_; }
+  // The tile plan of one (slice, segment) unit, in submission order.
+  const std::vector<TilePlan>& plans() const { return plans_; }
+
+ private:
+  struct Unit {  // one K segment on one driver
+    size_t slice = 0, segment = 0;
+    uint64_t out_offset = 0;  // in the output scratch BO
+    uint64_t out_bytes = 0;
+    std::vector<abi::JobDesc> jobs;
+  };
+  struct SliceRun {  // one weight slice on its driver
+    Driver* driver = nullptr;
+    std::shared_ptr<ScratchBo> input, output;
+    BoInfo regcmd, bias;
+    std::vector<Unit> units;
+  };
+  const NpuWeights& w_;
+  unsigned m_, m_padded_;
+  double timeout_s_;
+  std::vector<SliceRun> runs_;
+  std::vector<TilePlan> plans_;
+  std::vector<int8_t> xq_;     // quantized activations [M'][K']
+  std::vector<float> xrow_;    // one activation row, padded and rotated
+  std::vector<float> xscale_;  // [M][scale groups]
+  std::vector<uint8_t> packed_;  // NC1HWC2 input
+  std::vector<float> acc_;     // [M][slice n] dequantized partial sums
+  GemmRunInfo info_;
+};
+
+}  // namespace opal::rocket

@@ -1,0 +1,255 @@
+// The rocket Device end to end on the emulator: golden models run with their
+// MUL_MATs on the NPU give logits within the q8_0 tolerance of the CPU-only
+// run (golden/README.md: max |diff| / std <= 0.15, min cosine >= 0.9995,
+// top-1 >= 95 %); placement follows the min-batch setting with its reason;
+// RunHooks see every node; a faulting driver makes the node fall back to the
+// CPU kernel (same logits as the CPU) or, with fallback off, an error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "backends/registry.h"
+#include "backends/rocket/host/rocket_device.h"
+#include "core/error.h"
+#include "engine/golden_support.h"
+#include "models/model.h"
+#include "rocket/fault_driver.h"
+#include "runtime/context.h"
+
+namespace opal {
+namespace {
+
+struct Logits {
+  std::vector<float> prompt, decode;
+};
+
+// The prompt in one batch, then `forced` tokens one at a time (teacher-forced:
+// the same context whatever each run's argmax is).
+Logits run_model(const Model& m, const std::vector<int32_t>& toks, const std::vector<int32_t>& forced,
+                 RunHooks* hooks = nullptr) {
+  ContextParams cp;
+  cp.n_ctx = 128;
+  Context ctx(m, cp);
+  if (hooks) ctx.set_hooks(hooks);
+  Batch b;
+  for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], int32_t(i), 0, true);
+  ctx.decode(b);
+  Logits l;
+  for (int64_t i = 0; i < ctx.n_outputs(); ++i) l.prompt.insert(l.prompt.end(), ctx.logits(i), ctx.logits(i) + ctx.n_vocab());
+  for (size_t i = 0; i < forced.size(); ++i) {
+    b.clear();
+    b.add(forced[i], int32_t(toks.size() + i), 0, true);
+    ctx.decode(b);
+    l.decode.insert(l.decode.end(), ctx.logits(0), ctx.logits(0) + ctx.n_vocab());
+  }
+  return l;
+}
+
+std::vector<int32_t> first(const std::vector<int32_t>& v, size_t n) { return {v.begin(), v.begin() + std::min(n, v.size())}; }
+
+struct RocketSetup {
+  std::unique_ptr<Registry> reg;
+  RocketDevice* rocket = nullptr;
+};
+
+RocketSetup cpu_and_rocket(RocketOptions o, std::vector<std::unique_ptr<rocket::Driver>> drivers = {}) {
+  RocketSetup s;
+  s.reg = Registry::with_cpu(1);
+  std::unique_ptr<RocketDevice> dev =
+      drivers.empty() ? make_rocket_device(o) : std::make_unique<RocketDevice>(o, std::move(drivers));
+  s.rocket = dev.get();
+  s.reg->add(std::move(dev));
+  return s;
+}
+
+class CountingHooks : public RunHooks {
+ public:
+  void before_node(const Device& dev, const Tensor&) override { open_ += dev.name() == "rocket"; }
+  void after_node(const Device& dev, const Tensor& n, const char* kernel) override {
+    if (dev.name() != "rocket") return;
+    --open_;
+    ++rocket_nodes;
+    if (n.op != Op::MulMat) ++non_matmul;
+    kernels.insert(kernel);
+  }
+  int open_ = 0, rocket_nodes = 0, non_matmul = 0;
+  std::set<std::string> kernels;
+};
+
+class RocketAccuracy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RocketAccuracy, LogitsWithinQ8Tolerance) {
+  const std::string stem = GetParam();
+  const test::Golden g = test::load_golden(stem);
+  const std::vector<int32_t>& toks = g.prompt;
+  const std::vector<int32_t> forced = first(g.greedy, 4);
+  auto cpu_reg = Registry::with_cpu(1);
+  auto cpu_model = Model::load(test::golden_model_path(stem), *cpu_reg);
+  const Logits want = run_model(*cpu_model, toks, forced);
+
+  RocketOptions o;
+  o.min_batch = 1;  // prompt and decode matmuls go to the NPU (decode as M = 1, padded to 4)
+  RocketSetup s = cpu_and_rocket(o);
+  auto model = Model::load(test::golden_model_path(stem), *s.reg);
+  EXPECT_EQ(model->weight_placement().at(model->weight("blk.0.attn_q.weight")).device, s.rocket);
+  EXPECT_EQ(model->weight_placement().at(model->weight("blk.1.ffn_down.weight")).device, s.rocket);
+  CountingHooks hooks;
+  const Logits got = run_model(*model, toks, forced, &hooks);
+  EXPECT_GT(s.rocket->stats().nodes_npu, 0u);
+  EXPECT_EQ(s.rocket->stats().nodes_fallback, 0u) << s.rocket->stats().last_error;
+  EXPECT_EQ(hooks.open_, 0);
+  EXPECT_EQ(hooks.non_matmul, 0);
+  EXPECT_EQ(uint64_t(hooks.rocket_nodes), s.rocket->stats().nodes_npu);
+  EXPECT_EQ(hooks.kernels, std::set<std::string>{"rocket-npu"});
+
+  ASSERT_EQ(got.prompt.size(), want.prompt.size());
+  ASSERT_EQ(got.decode.size(), want.decode.size());
+  // Tolerance: the golden README's q8_0 bar (max |d|/std <= 0.15, cos >= 0.9995,
+  // top-1 >= 95 %). tiny-qwen3 is more sensitive to 8-bit noise than that bar:
+  // llama.cpp's own W8A8 (q8_0) logits differ from its f32 logits by more than
+  // 0.15 (measured below from the golden files), so for that family the bar is
+  // 1.5 x llama.cpp's own q8_0-vs-f32 deviation, cos >= 0.998, top-1 >= 90 %
+  // (Opal quantizes a second time, per row, where llama.cpp uses blocks of 32).
+  const std::string family = stem.substr(0, stem.rfind('-'));
+  const test::Golden q8 = test::load_golden(family + "-q8_0"), f32 = test::load_golden(family + "-f32");
+  const test::Comparison noise = test::compare_logits(q8.prompt_logits, f32.prompt_logits, g.n_vocab);
+  double max_bar = 0.15, cos_bar = 0.9995, top1_bar = 0.95;
+  if (noise.max_diff_over_std > 0.15) max_bar = 1.5 * noise.max_diff_over_std, cos_bar = 0.998, top1_bar = 0.90;
+  // A 4-bit model: the README's 2-6-bit top-1 bar (90 %); its max |d| and cosine still meet the q8_0 bar.
+  if (stem.ends_with("q4_0")) top1_bar = 0.90;
+  std::vector<float> ours = got.prompt, ref = want.prompt;
+  ours.insert(ours.end(), got.decode.begin(), got.decode.end());
+  ref.insert(ref.end(), want.decode.begin(), want.decode.end());
+  const test::Comparison c = test::compare_logits(ours, ref, g.n_vocab);
+  std::printf("  %-18s NPU vs CPU (%lld rows): max|d|/std %.4f  min cos %.6f  top-1 %.3f   [bar %.3f; llama.cpp "
+              "q8_0 vs f32: %.4f]\n",
+              stem.c_str(), (long long)c.rows, c.max_diff_over_std, c.min_cosine, c.top1_agreement, max_bar,
+              noise.max_diff_over_std);
+  RecordProperty("max_diff_over_std", std::to_string(c.max_diff_over_std));
+  EXPECT_LE(c.max_diff_over_std, max_bar);
+  EXPECT_GE(c.min_cosine, cos_bar);
+  EXPECT_GE(c.top1_agreement, top1_bar);
+  // Against llama.cpp's own logits (teacher-forced prompt), for the record.
+  const test::Comparison lc = test::compare_logits(got.prompt, g.prompt_logits, g.n_vocab);
+  std::printf("  %-18s NPU vs llama.cpp prompt: max|d|/std %.4f  min cos %.6f  top-1 %.3f\n", stem.c_str(),
+              lc.max_diff_over_std, lc.min_cosine, lc.top1_agreement);
+  EXPECT_LE(lc.max_diff_over_std, 0.30);
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, RocketAccuracy,
+                         ::testing::Values("tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-llama-f16", "tiny-qwen3-q8_0",
+                                           "tiny-qwen3-f32"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+TEST(RocketDevice, MinBatchSendsSmallBatchesToTheCpu) {
+  const test::Golden g = test::load_golden("tiny-llama-q8_0");
+  RocketOptions o;
+  o.min_batch = int64_t(g.prompt.size());  // the prompt qualifies, a decode step does not
+  RocketSetup s = cpu_and_rocket(o);
+  auto model = Model::load(test::golden_model_path("tiny-llama-q8_0"), *s.reg);
+  const Placement& q = model->weight_placement().at(model->weight("blk.0.attn_q.weight"));
+  EXPECT_EQ(q.device, s.rocket) << q.reason;
+  CountingHooks hooks;
+  run_model(*model, g.prompt, {}, &hooks);
+  const uint64_t after_prompt = s.rocket->stats().nodes_npu;
+  EXPECT_GE(after_prompt, 14u);  // 7 matmuls per layer x 2 layers (+ output)
+  run_model(*model, {g.prompt[0]}, first(g.greedy, 2), &hooks);  // M = 1 everywhere
+  EXPECT_EQ(s.rocket->stats().nodes_npu, after_prompt);
+
+  // The reason users see.
+  Tensor w, x, mm;
+  w.type = DType::Q8_0;
+  w.role = TensorRole::Weight;
+  w.ne = {256, 256, 1, 1};
+  x.ne = {256, 1, 1, 1};
+  x.nb = contiguous_strides(DType::F32, x.ne);
+  mm.op = Op::MulMat;
+  mm.src[0] = &w;
+  mm.src[1] = &x;
+  mm.ne = {256, 1, 1, 1};
+  mm.nb = contiguous_strides(DType::F32, mm.ne);
+  const Support sup = s.rocket->supports(mm);
+  EXPECT_FALSE(sup);
+  EXPECT_NE(sup.reason.find("faster on the CPU"), std::string::npos) << sup.reason;
+  w.type = DType::Q6_K;
+  x.ne[1] = 64;
+  x.nb = contiguous_strides(DType::F32, x.ne);
+  EXPECT_NE(s.rocket->supports(mm).reason.find("weight type q6_K"), std::string::npos)
+      << s.rocket->supports(mm).reason;
+}
+
+TEST(RocketDevice, SubmitFaultFallsBackToTheCpu) {
+  const test::Golden g = test::load_golden("tiny-llama-q8_0");
+  auto cpu_reg = Registry::with_cpu(1);
+  auto cpu_model = Model::load(test::golden_model_path("tiny-llama-q8_0"), *cpu_reg);
+  const Logits want = run_model(*cpu_model, g.prompt, first(g.greedy, 1));
+
+  for (rocket::FaultKind kind :
+       {rocket::FaultKind::SubmitFails, rocket::FaultKind::JobDropped, rocket::FaultKind::PrepTimesOut}) {
+    SCOPED_TRACE(int(kind));
+    RocketOptions o;
+    o.min_batch = 1;
+    o.timeout_s = 0.1;
+    std::vector<std::unique_ptr<rocket::Driver>> d;
+    d.push_back(std::make_unique<rocket::FaultDriver>(kind));
+    auto* fd = static_cast<rocket::FaultDriver*>(d.back().get());
+    RocketSetup s = cpu_and_rocket(o, std::move(d));
+    auto model = Model::load(test::golden_model_path("tiny-llama-q8_0"), *s.reg);
+    fd->armed = true;
+    CountingHooks hooks;
+    const Logits got = run_model(*model, g.prompt, first(g.greedy, 1), &hooks);
+    EXPECT_GT(fd->faults, 0u);
+    EXPECT_EQ(s.rocket->stats().nodes_npu, 0u);
+    EXPECT_GT(s.rocket->stats().nodes_fallback, 0u);
+    EXPECT_FALSE(s.rocket->stats().last_error.empty());
+    EXPECT_EQ(hooks.kernels, std::set<std::string>{"rocket-cpu-fallback"});
+    // The fallback is the CPU's own kernel on the GGUF bytes: the CPU's logits.
+    EXPECT_EQ(got.prompt, want.prompt);
+    EXPECT_EQ(got.decode, want.decode);
+  }
+}
+
+TEST(RocketDevice, FaultWithoutFallbackIsAnError) {
+  const test::Golden g = test::load_golden("tiny-llama-q8_0");
+  RocketOptions o;
+  o.min_batch = 1;
+  o.fallback_to_cpu = false;
+  std::vector<std::unique_ptr<rocket::Driver>> d;
+  d.push_back(std::make_unique<rocket::FaultDriver>(rocket::FaultKind::SubmitFails));
+  auto* fd = static_cast<rocket::FaultDriver*>(d.back().get());
+  RocketSetup s = cpu_and_rocket(o, std::move(d));
+  auto model = Model::load(test::golden_model_path("tiny-llama-q8_0"), *s.reg);
+  fd->armed = true;
+  try {
+    run_model(*model, g.prompt, {});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("SUBMIT"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RocketDevice, DrmUnavailableHasAReason) {
+  RocketOptions o;
+  o.driver = "drm_accel";
+  o.device = "/dev/accel/opal-test-no-such-node";
+  const Support s = rocket_drm_available(o.device);
+  ASSERT_FALSE(s);
+  EXPECT_TRUE(s.reason.find("/dev/accel") != std::string::npos) << s.reason;
+  try {
+    make_rocket_device(o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unavailable"), std::string::npos) << e.what();
+  }
+  o.driver = "tpu";
+  EXPECT_THROW(make_rocket_device(o), Error);
+}
+
+}  // namespace
+}  // namespace opal
