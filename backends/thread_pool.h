@@ -1,7 +1,24 @@
 // A fixed pool of worker threads that run one parallel job at a time:
-// run(n, fn) calls fn(i, n) for i in [0, n) on the caller plus n-1 workers
-// and returns when all are done. Workers spin briefly, then sleep on a
-// condition variable, so back-to-back small jobs (one per graph node) stay cheap.
+// run(fn) calls fn(i, n) once for every i in [0, n), n = size(), and returns
+// when all calls are done.
+//
+// Algorithm (chunk claiming, spin-then-sleep):
+//   * The caller publishes a job by bumping one 64-bit atomic `state_` that
+//     holds (generation << 32 | next chunk index). Every thread, the caller
+//     included, claims chunk indices from it by compare-and-swap until none is
+//     left, runs fn(chunk, n) for each and counts it done. The generation in
+//     the same word keeps a late worker from claiming a chunk of a newer job.
+//   * So no thread waits for a particular other thread: if a worker is slow to
+//     wake (its vCPU is busy with another process), the caller runs that
+//     worker's chunk itself. On a 2-vCPU machine this is what keeps 2 threads
+//     from being slower than 1 when the other vCPU is briefly taken.
+//   * Idle workers spin (with a CPU pause hint) for about kSpinMicros, since
+//     graph nodes come back to back, then sleep on a condition variable; the
+//     caller only takes the mutex to wake them when some are asleep.
+//   * The caller waits for chunks claimed by others by spinning, then yielding.
+// Callers must not assume that different i run on different OS threads (one
+// thread may run several chunks one after another), only that calls with
+// different i never overlap on the same scratch.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -22,19 +39,27 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // Runs fn(ith, nth) with nth = size() (the caller is ith = 0).
+  // Runs fn(ith, nth) for every ith in [0, nth), nth = size(). Not reentrant:
+  // one run() at a time (fn must not call run()).
   void run(const std::function<void(int ith, int nth)>& fn);
 
+  // How long idle workers spin before sleeping.
+  static constexpr int kSpinMicros = 200;
+
  private:
-  void worker(int ith);
+  void worker();
+  // Claims and runs chunks of generation `gen` until none is left.
+  void work_on(uint32_t gen);
+
   int n_threads_;
   std::vector<std::thread> threads_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  alignas(64) std::atomic<uint64_t> state_{0};  // generation << 32 | next chunk
+  alignas(64) std::atomic<int> done_{0};        // chunks finished in the current generation
+  alignas(64) std::atomic<int> sleeping_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  const std::function<void(int, int)>* job_ = nullptr;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
 };
 
 // Splits [0, n) into nth near-equal chunks; returns chunk ith as [begin, end).

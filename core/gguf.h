@@ -150,6 +150,12 @@ class Writer {
   // Data is copied at write() time; the pointer must stay valid until then.
   // nbytes must be what the type and shape need (checked).
   void add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data, uint64_t nbytes);
+  // A tensor whose bytes are made at write() time, some rows at a time:
+  // fill(row_begin, row_end, dst) writes rows [row_begin, row_end) (rows of
+  // ne[0] elements) to dst. write() calls it with chunks of at most ~16 MiB,
+  // in order, so files larger than memory can be streamed.
+  using RowFill = std::function<void(int64_t row_begin, int64_t row_end, uint8_t* dst)>;
+  void add_tensor_rows(std::string name, DType type, std::vector<int64_t> ne, RowFill fill);
   // Copies all metadata (not tensors) of a file, in order.
   void copy_metadata(const File& f);
   void write(const std::string& path) const;
@@ -162,7 +168,9 @@ class Writer {
     std::vector<int64_t> ne;
     const void* data;
     uint64_t nbytes;
+    RowFill fill;  // set for add_tensor_rows tensors (data is null)
   };
+  uint64_t checked_nbytes(const std::string& name, DType type, const std::vector<int64_t>& ne) const;
   uint64_t alignment() const;
   uint32_t version_;
   std::vector<KeyValue> kvs_;

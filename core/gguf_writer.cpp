@@ -92,8 +92,22 @@ void emit(const Sink& s, uint32_t version, const std::vector<KeyValue>& kvs, uin
   if (tensors.empty()) return;  // no data section, no padding (as the shared vocab-only files are written)
   pad(align_up(pos, alignment));
   const uint64_t data_start = pos;
+  std::vector<uint8_t> chunk;
   for (const auto& t : tensors) {
-    counted(t.data, t.nbytes);
+    if (t.fill) {
+      const int64_t row_elems = t.ne.empty() ? 1 : t.ne[0];
+      const uint64_t row_size = row_bytes(t.type, row_elems);
+      const int64_t n_rows = row_size ? int64_t(t.nbytes / row_size) : 0;
+      const int64_t rows_per_chunk = std::max<int64_t>(1, int64_t((16u << 20) / std::max<uint64_t>(row_size, 1)));
+      for (int64_t r = 0; r < n_rows; r += rows_per_chunk) {
+        const int64_t e = std::min(n_rows, r + rows_per_chunk);
+        chunk.resize(size_t(uint64_t(e - r) * row_size));
+        t.fill(r, e, chunk.data());
+        counted(chunk.data(), chunk.size());
+      }
+    } else {
+      counted(t.data, t.nbytes);
+    }
     pad(data_start + align_up(pos - data_start, alignment));
   }
 }
@@ -113,7 +127,7 @@ void Writer::remove(std::string_view key) {
   std::erase_if(kvs_, [&](const KeyValue& kv) { return kv.key == key; });
 }
 
-void Writer::add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data, uint64_t nbytes) {
+uint64_t Writer::checked_nbytes(const std::string& name, DType type, const std::vector<int64_t>& ne) const {
   for (const auto& t : tensors_)
     if (t.name == name) fail("gguf writer: duplicate tensor name '{}'", name);
   if (name.empty() || name.size() > kMaxTensorNameLength)
@@ -128,10 +142,23 @@ void Writer::add_tensor(std::string name, DType type, std::vector<int64_t> ne, c
   const auto& tr = dtype_traits(type);
   if (n % uint64_t(tr.block_size) != 0)
     fail("gguf writer: tensor '{}' ({}): {} elements is not a whole number of blocks", name, tr.name, n);
-  const uint64_t want = n / uint64_t(tr.block_size) * uint64_t(tr.type_size);
+  return n / uint64_t(tr.block_size) * uint64_t(tr.type_size);
+}
+
+void Writer::add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data, uint64_t nbytes) {
+  const uint64_t want = checked_nbytes(name, type, ne);
   if (nbytes != want)
-    fail("gguf writer: tensor '{}' ({}, {} elements) needs {} bytes, given {}", name, tr.name, n, want, nbytes);
-  tensors_.push_back({std::move(name), type, std::move(ne), data, nbytes});
+    fail("gguf writer: tensor '{}' ({}, {} elements) needs {} bytes, given {}", name, dtype_name(type),
+         want / uint64_t(type_size(type)) * uint64_t(block_size(type)), want, nbytes);
+  tensors_.push_back({std::move(name), type, std::move(ne), data, nbytes, {}});
+}
+
+void Writer::add_tensor_rows(std::string name, DType type, std::vector<int64_t> ne, RowFill fill) {
+  const uint64_t nbytes = checked_nbytes(name, type, ne);
+  if (!fill) fail("gguf writer: tensor '{}' has no fill function", name);
+  if (!ne.empty() && ne[0] % dtype_traits(type).block_size != 0)
+    fail("gguf writer: tensor '{}': rows of {} elements are not whole {} blocks", name, ne[0], dtype_name(type));
+  tensors_.push_back({std::move(name), type, std::move(ne), nullptr, nbytes, std::move(fill)});
 }
 
 void Writer::copy_metadata(const File& f) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,7 +18,16 @@ LoadMode load_mode_from_name(const std::string& name) {
   if (name == "populate") return LoadMode::Populate;
   if (name == "read" || name == "none") return LoadMode::Read;
   if (name == "lock" || name == "mlock") return LoadMode::Lock;
-  fail("unknown load mode '{}' (expected mmap, populate, read or lock)", name);
+  if (name == "huge") return LoadMode::Huge;
+  fail("unknown load mode '{}' (expected mmap, populate, read (or none), lock (or mlock) or huge)", name);
+}
+
+LoadMode default_load_mode() { return LoadMode::Huge; }
+
+const std::vector<LoadMode>& all_load_modes() {
+  static const std::vector<LoadMode> modes = {LoadMode::Mmap, LoadMode::Populate, LoadMode::Read, LoadMode::Lock,
+                                              LoadMode::Huge};
+  return modes;
 }
 
 const char* load_mode_name(LoadMode m) {
@@ -26,6 +36,7 @@ const char* load_mode_name(LoadMode m) {
     case LoadMode::Populate: return "populate";
     case LoadMode::Read: return "read";
     case LoadMode::Lock: return "lock";
+    case LoadMode::Huge: return "huge";
   }
   return "?";
 }
@@ -47,11 +58,29 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, LoadMode m
     f->data_ = f->owned_.data();
     return f;
   }
-  if (mode == LoadMode::Read) {
-    f->owned_.resize(f->size_);
+  if (mode == LoadMode::Read || mode == LoadMode::Huge) {
+    // Anonymous memory (not std::vector: no zero-fill pass, and Huge needs
+    // 2 MiB alignment for transparent huge pages).
+    constexpr uint64_t kHuge = 2u << 20;
+    const uint64_t extra = mode == LoadMode::Huge ? kHuge : 0;
+    const uint64_t bytes = f->size_ + extra;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      fail("{}: cannot allocate {} bytes to read the file into: {}", path, bytes, std::strerror(errno));
+    }
+    f->map_ = p;
+    f->map_bytes_ = bytes;
+    uint8_t* dst = static_cast<uint8_t*>(p);
+    if (mode == LoadMode::Huge) {
+      dst = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
+      ::madvise(dst, (f->size_ + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);  // a hint; failure is harmless
+    }
     uint64_t done = 0;
     while (done < f->size_) {
-      ssize_t n = ::pread(fd, f->owned_.data() + done, f->size_ - done, off_t(done));
+      const uint64_t chunk = std::min<uint64_t>(f->size_ - done, 64u << 20);
+      ssize_t n = ::pread(fd, dst + done, chunk, off_t(done));
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         ::close(fd);
         fail("{}: read failed at byte {}: {}", path, done, n < 0 ? std::strerror(errno) : "unexpected end of file");
@@ -59,7 +88,8 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, LoadMode m
       done += uint64_t(n);
     }
     ::close(fd);
-    f->data_ = f->owned_.data();
+    ::mprotect(p, bytes, PROT_READ);  // weights are read-only from here on
+    f->data_ = dst;
     return f;
   }
   int flags = MAP_PRIVATE;
@@ -70,6 +100,7 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, LoadMode m
   if (mode == LoadMode::Lock && ::mlock(p, f->size_) != 0)
     fmt::print(stderr, "warning: {}: mlock failed ({}); continuing without\n", path, std::strerror(errno));
   f->map_ = p;
+  f->map_bytes_ = f->size_;
   f->data_ = static_cast<const uint8_t*>(p);
   return f;
 }
@@ -83,7 +114,7 @@ std::shared_ptr<MappedFile> MappedFile::borrow(std::span<const uint8_t> bytes, s
 }
 
 MappedFile::~MappedFile() {
-  if (map_) ::munmap(map_, size_);
+  if (map_) ::munmap(map_, map_bytes_);
 }
 
 }  // namespace opal

@@ -23,7 +23,7 @@ namespace opal {
 struct Architecture;
 
 struct LoadOptions {
-  LoadMode load_mode = LoadMode::Mmap;
+  LoadMode load_mode = default_load_mode();  // core/mapped_file.h
 };
 
 class Model {

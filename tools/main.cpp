@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   add_logits_command(app);
   add_run_command(app);
   add_perplexity_command(app);
+  add_synth_command(app);
+  add_bench_command(app);
 
   // llama.cpp's `-ub`, `-ctk`, `-np`... become `--ub`, `--ctk`, `--np`.
   const std::vector<std::string> args = map_llama_flags(argc, argv);

@@ -1,0 +1,111 @@
+// ThreadPool (backends/thread_pool.h): every chunk runs exactly once per
+// run(), run() returns only when all are done, and that holds for back-to-back
+// jobs (workers spinning), jobs after a pause (workers asleep), a busy other
+// thread, and destruction at any time.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "backends/thread_pool.h"
+
+namespace opal {
+namespace {
+
+void check_runs(ThreadPool& pool, int n_runs, std::chrono::microseconds pause) {
+  const int n = pool.size();
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  for (int r = 0; r < n_runs; ++r) {
+    for (auto& h : hits) h.store(0);
+    std::atomic<int> wrong_nth{0};
+    pool.run([&](int ith, int nth) {
+      if (nth != n || ith < 0 || ith >= n) {
+        wrong_nth.fetch_add(1);
+        return;
+      }
+      hits[size_t(ith)].fetch_add(1);
+    });
+    // run() returned: every chunk has run exactly once.
+    for (int i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "run " << r << " chunk " << i;
+    ASSERT_EQ(wrong_nth.load(), 0);
+    if (pause.count()) std::this_thread::sleep_for(pause);
+  }
+}
+
+TEST(ThreadPool, EveryChunkOnceBackToBack) {
+  for (int n : {1, 2, 3, 4, 7}) {
+    ThreadPool pool(n);
+    EXPECT_EQ(pool.size(), n);
+    check_runs(pool, 20000, std::chrono::microseconds(0));
+  }
+}
+
+TEST(ThreadPool, EveryChunkOnceAfterWorkersSleep) {
+  ThreadPool pool(3);
+  // Pauses longer than the spin time: the workers go to sleep between jobs.
+  check_runs(pool, 50, std::chrono::microseconds(ThreadPool::kSpinMicros * 5));
+}
+
+TEST(ThreadPool, ResultsVisibleAfterRun) {
+  ThreadPool pool(4);
+  std::vector<int64_t> data(1 << 16);
+  for (int r = 0; r < 200; ++r) {
+    pool.run([&](int ith, int nth) {
+      int64_t b, e;
+      split_range(int64_t(data.size()), ith, nth, &b, &e);
+      for (int64_t i = b; i < e; ++i) data[size_t(i)] = i * r;
+    });
+    for (size_t i = 0; i < data.size(); i += 997) ASSERT_EQ(data[i], int64_t(i) * r);
+  }
+}
+
+TEST(ThreadPool, CorrectWhileAnotherThreadHogsTheCpu) {
+  std::atomic<bool> stop{false};
+  std::thread hog([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  ThreadPool pool(2);
+  check_runs(pool, 5000, std::chrono::microseconds(0));
+  stop = true;
+  hog.join();
+}
+
+TEST(ThreadPool, UnevenChunks) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  for (int r = 0; r < 100; ++r)
+    pool.run([&](int ith, int) {
+      if (ith == 1) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      sum.fetch_add(ith + 1);
+    });
+  EXPECT_EQ(sum.load(), 100 * 3);
+}
+
+TEST(ThreadPool, DestroyIdleAndBusyPools) {
+  for (int i = 0; i < 50; ++i) {
+    ThreadPool pool(1 + i % 4);
+    if (i % 2) pool.run([](int, int) {});
+  }
+  SUCCEED();
+}
+
+TEST(ThreadPool, SplitRangeCoversEverything) {
+  for (int64_t n : {0, 1, 5, 64, 1001})
+    for (int nth : {1, 2, 3, 8}) {
+      int64_t covered = 0, prev_end = 0;
+      for (int i = 0; i < nth; ++i) {
+        int64_t b, e;
+        split_range(n, i, nth, &b, &e);
+        EXPECT_EQ(b, prev_end);
+        EXPECT_LE(b, e);
+        covered += e - b;
+        prev_end = e;
+      }
+      EXPECT_EQ(covered, n);
+    }
+}
+
+}  // namespace
+}  // namespace opal

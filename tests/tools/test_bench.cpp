@@ -1,0 +1,195 @@
+// `opal bench` smoke runs on stories260K (CI): every output format is well
+// formed and has the rows the flags ask for (llama-bench's layout and schema,
+// ../shared/docs/conventions.md section 2); bad flags fail with a clear message.
+// No timing is asserted.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "support/test_support.h"
+
+using nlohmann::json;
+
+namespace {
+
+struct BenchRun {
+  int status = -1;
+  std::string out;
+};
+
+const std::string& model() {
+  static const std::string m = opal::test::shared_path("models/stories260K.gguf");
+  return m;
+}
+
+BenchRun bench(const std::string& args) {
+  BenchRun r;
+  // stdout only for the table (the conditions block is on stdout too); stderr dropped.
+  r.status = opal::test::run_command(opal::test::opal_binary() + " bench " + args + " 2>/dev/null", &r.out);
+  return r;
+}
+
+BenchRun bench_err(const std::string& args) {
+  BenchRun r;
+  r.status = opal::test::run_command(opal::test::opal_binary() + " bench " + args, &r.out);
+  return r;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  while (!s.empty() && s.front() == ' ') s.erase(s.begin());
+  return s;
+}
+
+// The cells of a markdown table row.
+std::vector<std::string> cells(const std::string& line) {
+  auto parts = split(line, '|');
+  std::vector<std::string> out;
+  for (size_t i = 1; i < parts.size(); ++i) out.push_back(trim(parts[i]));
+  return out;
+}
+
+TEST(Bench, MarkdownTable) {
+  const BenchRun r = bench("-m " + model() + " -p 16 -n 8 -r 2 -t 1,2 --no-bw");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<std::string> table;
+  for (const auto& line : split(r.out, '\n'))
+    if (!line.empty() && line[0] == '|') table.push_back(line);
+  ASSERT_EQ(table.size(), 2u + 4u) << r.out;  // header, rule, 2 threads x (pp16, tg8)
+  const auto head = cells(table[0]);
+  const std::vector<std::string> want = {"model", "size", "params", "backend", "threads", "lm", "test", "GB/s", "% bw", "t/s"};
+  EXPECT_EQ(head, want);
+  EXPECT_TRUE(std::regex_match(table[1], std::regex("\\|( :?-+:? \\|)+"))) << table[1];
+  const std::regex ts("[0-9]+\\.[0-9]{2} ± [0-9]+\\.[0-9]{2}");
+  std::multiset<std::string> tests;
+  std::set<std::string> threads;
+  for (size_t i = 2; i < table.size(); ++i) {
+    const auto c = cells(table[i]);
+    ASSERT_EQ(c.size(), head.size()) << table[i];
+    EXPECT_EQ(c[0].rfind("llama ", 0), 0u) << c[0];  // "<arch> <size> <type>"
+    EXPECT_TRUE(std::regex_match(c[1], std::regex("[0-9.]+ (MiB|GiB)"))) << c[1];
+    EXPECT_TRUE(std::regex_match(c[2], std::regex("[0-9.]+ [KMB]"))) << c[2];
+    EXPECT_EQ(c[3], "CPU");
+    threads.insert(c[4]);
+    tests.insert(c[6]);
+    EXPECT_EQ(c[8], "-");  // --no-bw: no % of bandwidth
+    EXPECT_TRUE(std::regex_match(c[9], ts)) << c[9];
+  }
+  EXPECT_EQ(threads, (std::set<std::string>{"1", "2"}));
+  EXPECT_EQ(tests, (std::multiset<std::string>{"pp16", "pp16", "tg8", "tg8"}));
+  EXPECT_NE(r.out.find("build: "), std::string::npos);
+  for (const char* k : {"conditions:", "- cpu: ", "- isa: ", "- governor: ", "- transparent huge pages: ",
+                        "- measured read bandwidth: not measured", "- load average before / after: "})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k;
+}
+
+TEST(Bench, JsonSchemaAndStatistics) {
+  const BenchRun r = bench("-m " + model() + " -p 8 -n 4 --pg 8,4 -r 3 -t 1 -o json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 3u);
+  std::vector<std::string> names;
+  for (const auto& x : j) {
+    for (const char* k : {"build_commit", "cpu_info", "backends", "model_filename", "model_type", "model_size",
+                          "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_prompt",
+                          "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns",
+                          "samples_ts", "load_mode", "achieved_gbps", "measured_bandwidth_gbps", "bandwidth_pct",
+                          "isa", "governor"})
+      EXPECT_TRUE(x.contains(k)) << k;
+    names.push_back(x["test"]);
+    ASSERT_EQ(x["samples_ns"].size(), 3u);
+    ASSERT_EQ(x["samples_ts"].size(), 3u);
+    // avg_ts is the mean of the per-sample t/s; samples_ts = tokens / samples_ns.
+    const double tokens = x["n_prompt"].get<double>() + x["n_gen"].get<double>();
+    double mean = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      const double ns = x["samples_ns"][i].get<double>(), t = x["samples_ts"][i].get<double>();
+      ASSERT_GT(ns, 0);
+      EXPECT_NEAR(t, tokens * 1e9 / ns, 1e-6 * t);
+      mean += t / 3;
+    }
+    EXPECT_NEAR(x["avg_ts"].get<double>(), mean, 1e-6 * mean);
+    EXPECT_GE(x["stddev_ts"].get<double>(), 0.0);
+    EXPECT_GT(x["measured_bandwidth_gbps"].get<double>(), 0.0);
+    EXPECT_EQ(x["n_threads"], 1);
+    EXPECT_EQ(x["model_filename"], model());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"pp8", "tg4", "pp8+tg4"}));
+}
+
+TEST(Bench, JsonlAndCsv) {
+  const BenchRun l = bench("-m " + model() + " -p 8 -n 4 -r 1 -t 1 --no-bw -o jsonl");
+  ASSERT_EQ(l.status, 0) << l.out;
+  const auto lines = split(l.out, '\n');
+  ASSERT_EQ(lines.size(), 2u) << l.out;
+  for (const auto& line : lines) EXPECT_TRUE(json::parse(line).is_object());
+
+  const BenchRun c = bench("-m " + model() + " -p 8 -n 4 -r 1 -t 1,2 --no-bw -o csv");
+  ASSERT_EQ(c.status, 0) << c.out;
+  const auto rows = split(c.out, '\n');
+  ASSERT_EQ(rows.size(), 1u + 4u) << c.out;
+  const auto header = split(rows[0], ',');
+  EXPECT_EQ(header[0], "build_commit");
+  EXPECT_NE(std::find(header.begin(), header.end(), "avg_ts"), header.end());
+  EXPECT_NE(std::find(header.begin(), header.end(), "load_mode"), header.end());
+  for (size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(rows[i].rfind("\"", 0), 0u) << rows[i];
+}
+
+TEST(Bench, LoadModesAndPlot) {
+  const std::string svg = opal::test::temp_dir() + "/bench.svg";
+  const BenchRun r = bench("-m " + model() + " -p 0 -n 4 -r 1 -t 1 --no-bw --lm mmap,read,huge --mlock -o json --plot " + svg);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  std::vector<std::string> modes;
+  for (const auto& x : j) modes.push_back(x["load_mode"]);
+  EXPECT_EQ(modes, (std::vector<std::string>{"lock", "mmap", "read", "huge"}));
+  std::ifstream f(svg);
+  std::stringstream s;
+  s << f.rdbuf();
+  const std::string text = s.str();
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+  EXPECT_NE(text.find("</svg>"), std::string::npos);
+  size_t bars = 0;
+  for (size_t p = text.find("<rect x="); p != std::string::npos; p = text.find("<rect x=", p + 1)) ++bars;
+  EXPECT_EQ(bars, 4u);
+}
+
+TEST(Bench, BadFlagsFailClearly) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"-p 8", "-m"},
+      {"-m " + model() + " -o xml", "md, csv, json or jsonl"},
+      {"-m " + model() + " -r 0", "-r"},
+      {"-m " + model() + " -p abc", "'abc' is not a number"},
+      {"-m " + model() + " -t 0", "-t"},
+      {"-m " + model() + " --lm dio", "unknown load mode 'dio'"},
+      {"-m " + model() + " --pg 512", "PROMPT,GEN"},
+      {"-m " + model() + " -p 0 -n 0", "no tests"},
+      {"-m /nonexistent/model.gguf -p 8 -n 0 --no-bw", "/nonexistent/model.gguf"},
+      {"-m " + model() + " --ctk q4_0", "--ctk"},
+      {"-m " + model() + " --bogus", "--bogus"},
+  };
+  for (const auto& c : cases) {
+    const BenchRun r = bench_err(c.args);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+}  // namespace

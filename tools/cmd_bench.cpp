@@ -1,0 +1,351 @@
+// `opal bench -m MODEL[,MODEL...] [-p 512] [-n 128] [--pg 512,128] [-r 5]
+//             [-t 1,2] [-b 2048] [--ub 512] [--lm huge,mmap] [-o md|csv|json|jsonl]
+//             [--plot FILE.svg] [--idle SECONDS] [--no-warmup] [--no-bw]`
+// llama-bench for Opal (docs/bench.md). List flags (comma lists or ranges
+// first-last[+step]) expand to a matrix; for each model and load mode the
+// model is loaded once, then each (n_batch, n_ubatch, threads) runs every
+// test. A test is:
+//   pp<P>: one prompt of P random tokens, decoded in n_batch chunks;
+//   tg<N>: N single-token decodes from an empty cache (no sampling);
+//   pp<P>+tg<N>: both, timed together.
+// One untimed warm-up first (the full prompt for pp, one token for tg), then
+// -r timed repetitions, each from an empty KV cache. Random tokens stand in
+// for text, so tokenization and sampling are excluded, as in llama-bench.
+// Besides t/s, each row reports the weight bytes streamed per second and the
+// share of the machine's read bandwidth (measured at start).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/registry.h"
+#include "core/error.h"
+#include "core/quant/recipe.h"
+#include "models/model.h"
+#include "runtime/context.h"
+#include "tools/bench_report.h"
+#include "tools/commands.h"
+
+namespace opal::tools {
+namespace {
+
+struct BenchOptions {
+  std::vector<std::string> models;
+  std::vector<std::string> n_prompt = {"512"}, n_gen = {"128"}, pg, threads, n_batch = {"2048"}, n_ubatch = {"512"};
+  std::vector<std::string> load_modes;
+  std::string type_k = "f16", output = "md", plot;
+  int repetitions = 5;
+  double idle_seconds = 0;
+  bool no_mmap = false, mlock = false, no_warmup = false, no_bw = false, progress = false;
+};
+
+// "512", "1,2,4", "1-4", "128-512+128" (llama-bench's list syntax).
+std::vector<int64_t> parse_int_list(const std::vector<std::string>& items, const char* flag, int64_t min_value) {
+  std::vector<int64_t> out;
+  auto number = [&](const std::string& s) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != s.size() || s.empty()) fail("{} {}: '{}' is not a number", flag, fmt::join(items, ","), s);
+    if (v < min_value) fail("{}: {} is below the minimum {}", flag, v, min_value);
+    return v;
+  };
+  for (const auto& item : items) {
+    std::string s = item;
+    const auto dash = s.find('-', 1);
+    if (dash == std::string::npos) {
+      out.push_back(number(s));
+      continue;
+    }
+    const auto plus = s.find('+', dash);
+    const int64_t first = number(s.substr(0, dash));
+    const int64_t last = number(s.substr(dash + 1, plus == std::string::npos ? std::string::npos : plus - dash - 1));
+    const int64_t step = plus == std::string::npos ? 1 : number(s.substr(plus + 1));
+    if (step < 1 || last < first) fail("{} {}: a range is first-last[+step] with first <= last, step >= 1", flag, s);
+    if ((last - first) / step > 4096) fail("{} {}: the range has too many values", flag, s);
+    for (int64_t v = first; v <= last; v += step) out.push_back(v);
+  }
+  return out;
+}
+
+// llama.cpp's names of the file types (llama_model_ftype_name).
+std::string ftype_label(const gguf::File& f) {
+  const int64_t ft = f.get_int("general.file_type", -1);
+  switch (ft) {
+    case 0: return "all F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K - Medium";
+    case 11: return "Q3_K - Small";
+    case 12: return "Q3_K - Medium";
+    case 13: return "Q3_K - Large";
+    case 14: return "Q4_K - Small";
+    case 15: return "Q4_K - Medium";
+    case 16: return "Q5_K - Small";
+    case 17: return "Q5_K - Medium";
+    case 18: return "Q6_K";
+    case 25: return "IQ4_NL - 4.5 bpw";
+    case 32: return "BF16";
+    default: break;
+  }
+  // No (known) file type: name the most common weight type by bytes.
+  std::map<DType, uint64_t> bytes;
+  for (const auto& t : f.tensors()) bytes[t.type] += t.nbytes;
+  DType best = DType::F32;
+  uint64_t most = 0;
+  for (const auto& [ty, b] : bytes)
+    if (b > most) most = b, best = ty;
+  std::string n = dtype_name(best);
+  for (auto& ch : n) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  return n;
+}
+
+std::string size_label(const gguf::File& f, uint64_t n_params) {
+  std::string s = f.get_string("general.size_label", "");
+  if (!s.empty()) return s;
+  if (n_params >= 1000000000ull) return fmt::format("{:.1f}B", double(n_params) / 1e9);
+  if (n_params >= 1000000ull) return fmt::format("{}M", (n_params + 500000) / 1000000);
+  return fmt::format("{}K", (n_params + 500) / 1000);
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+using Clock = std::chrono::steady_clock;
+
+void run_prompt(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_batch) {
+  Batch b;
+  for (size_t s = 0; s < tokens.size(); s += size_t(n_batch)) {
+    b.clear();
+    const size_t e = std::min(tokens.size(), s + size_t(n_batch));
+    for (size_t i = s; i < e; ++i) b.add(tokens[i], int32_t(i), 0, i + 1 == e);
+    ctx.decode(b);
+  }
+}
+
+void run_gen(Context& ctx, int64_t n_past, int64_t n_gen, std::mt19937& rng, int32_t n_vocab) {
+  Batch b;
+  std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
+  for (int64_t i = 0; i < n_gen; ++i) {
+    b.clear();
+    b.add(pick(rng), int32_t(n_past + i), 0, true);
+    ctx.decode(b);
+  }
+}
+
+struct TestSpec {
+  int64_t n_prompt = 0, n_gen = 0;
+};
+
+int run_bench(const BenchOptions& o) {
+  // Validate everything before loading anything.
+  if (o.models.empty()) fail("no model: pass -m FILE[,FILE...]");
+  if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
+    fail("-o {}: expected md, csv, json or jsonl", o.output);
+  if (o.repetitions < 1 || o.repetitions > 1000) fail("-r {}: expected 1 to 1000 repetitions", o.repetitions);
+  if (o.idle_seconds < 0 || o.idle_seconds > 3600) fail("--idle {}: expected 0 to 3600 seconds", o.idle_seconds);
+  if (o.type_k != "f16" && o.type_k != "f32" && o.type_k != "bf16")
+    fail("--ctk {}: expected f16, bf16 or f32", o.type_k);
+  const auto prompts = parse_int_list(o.n_prompt, "-p", 0);
+  const auto gens = parse_int_list(o.n_gen, "-n", 0);
+  const auto batches = parse_int_list(o.n_batch, "-b", 1);
+  const auto ubatches = parse_int_list(o.n_ubatch, "--ub", 1);
+  std::vector<int64_t> threads;
+  if (o.threads.empty())
+    threads.push_back(int64_t(std::max(1u, std::thread::hardware_concurrency())));
+  else
+    threads = parse_int_list(o.threads, "-t", 1);
+  for (int64_t t : threads)
+    if (t > 1024) fail("-t {}: too many threads", t);
+  std::vector<TestSpec> tests;
+  for (int64_t p : prompts)
+    if (p > 0) tests.push_back({p, 0});
+  for (int64_t n : gens)
+    if (n > 0) tests.push_back({0, n});
+  for (const auto& s : o.pg) {
+    const auto comma = s.find(',');
+    if (comma == std::string::npos) fail("--pg {}: expected PROMPT,GEN (e.g. 512,128)", s);
+    const auto v = parse_int_list({s.substr(0, comma), s.substr(comma + 1)}, "--pg", 1);
+    tests.push_back({v[0], v[1]});
+  }
+  if (tests.empty()) fail("no tests: -p, -n and --pg are all zero or empty");
+  for (const auto& t : tests)
+    if (t.n_prompt + t.n_gen > (1 << 20)) fail("test pp{}+tg{} is too long", t.n_prompt, t.n_gen);
+  std::vector<LoadMode> modes;
+  if (o.no_mmap) modes.push_back(LoadMode::Read);
+  if (o.mlock) modes.push_back(LoadMode::Lock);
+  for (const auto& m : o.load_modes) modes.push_back(load_mode_from_name(m));
+  if (modes.empty()) modes.push_back(default_load_mode());
+  const DType kv_type = *dtype_from_name(o.type_k);
+
+  BenchConditions cond = probe_conditions();
+  if (!o.no_bw)
+    for (int64_t t : threads) cond.bandwidth_gbps[int(t)] = measure_read_bandwidth(int(t));
+  std::set<std::string> kernel_names;
+  std::set<std::string> isa_names;
+
+  // Perf-event sinks (--perf-log, --trace, --summary) plug in here: the
+  // hooks are set on every timed context.
+  RunHooks* hooks = nullptr;
+
+  std::vector<BenchResult> results;
+  const size_t n_total = o.models.size() * modes.size() * batches.size() * ubatches.size() * threads.size() * tests.size();
+  size_t n_done = 0;
+  std::mt19937 rng(1234);
+  for (const auto& path : o.models) {
+    for (LoadMode mode : modes) {
+      auto reg = Registry::with_cpu(int(threads.front()));
+      LoadOptions lo;
+      lo.load_mode = mode;
+      const auto t_load = Clock::now();
+      auto model = Model::load(path, *reg, lo);
+      const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+      if (o.progress) std::fprintf(stderr, "opal bench: loaded %s (%s) in %.2f s\n", path.c_str(), load_mode_name(mode), load_s);
+      const gguf::File& g = model->gguf();
+      uint64_t size = 0, n_params = 0, embd_bytes = 0;
+      bool has_output = false;
+      for (const auto& t : g.tensors()) {
+        size += t.nbytes;
+        n_params += uint64_t(t.n_elements());
+        if (t.name == "token_embd.weight") embd_bytes = t.nbytes;
+        if (t.name == "output.weight") has_output = true;
+        if (t.ne.size() >= 2) {
+          const cpu::MatmulKernels* k = cpu::matmul_kernels(t.type);
+          kernel_names.insert(fmt::format("{}={}", dtype_name(t.type), k ? k->name : "none"));
+          if (k) isa_names.insert(k->name);
+        }
+      }
+      const std::string filename = path.substr(path.find_last_of('/') + 1);
+      const std::string type = fmt::format("{} {} {}", g.get_string("general.architecture", "?"),
+                                           size_label(g, n_params), ftype_label(g));
+      const int32_t n_vocab = int32_t(model->hparams().n_vocab);
+      for (int64_t nb : batches)
+        for (int64_t nub : ubatches)
+          for (int64_t nt : threads) {
+            reg->set_threads(int(nt));
+            for (const auto& test : tests) {
+              ++n_done;
+              if (o.progress)
+                std::fprintf(stderr, "opal bench: benchmark %zu/%zu: %s %s t=%lld\n", n_done, n_total, filename.c_str(),
+                             BenchResult{.n_prompt = test.n_prompt, .n_gen = test.n_gen}.test_name().c_str(),
+                             (long long)nt);
+              ContextParams cp;
+              cp.n_ctx = test.n_prompt + test.n_gen;
+              cp.n_batch = nb;
+              cp.n_ubatch = std::min(nb, nub);
+              cp.kv_type = kv_type;
+              cp.n_threads = int(nt);
+              Context ctx(*model, cp);
+              if (hooks) ctx.set_hooks(hooks);
+              std::vector<int32_t> prompt(size_t(test.n_prompt));
+              std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
+              for (auto& tok : prompt) tok = pick(rng);
+              if (!o.no_warmup) {
+                if (test.n_prompt > 0) run_prompt(ctx, prompt, nb);
+                if (test.n_gen > 0) {
+                  ctx.reset();
+                  run_gen(ctx, 0, 1, rng, n_vocab);
+                }
+              }
+              if (o.idle_seconds > 0) {
+                if (o.progress) std::fprintf(stderr, "opal bench: idle for %.0f s\n", o.idle_seconds);
+                std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_seconds));
+              }
+              BenchResult r;
+              r.model_filename = path;
+              r.model_type = type;
+              r.model_size = size;
+              r.model_n_params = n_params;
+              r.weight_bytes_per_token = has_output ? size - embd_bytes : size;
+              r.n_threads = int(nt);
+              r.n_batch = nb;
+              r.n_ubatch = cp.n_ubatch;
+              r.type_k = r.type_v = o.type_k;
+              r.load_mode = load_mode_name(mode);
+              r.n_prompt = test.n_prompt;
+              r.n_gen = test.n_gen;
+              r.test_time = utc_now();
+              for (int rep = 0; rep < o.repetitions; ++rep) {
+                ctx.reset();
+                const auto t0 = Clock::now();
+                if (test.n_prompt > 0) run_prompt(ctx, prompt, nb);
+                if (test.n_gen > 0) run_gen(ctx, test.n_prompt, test.n_gen, rng, n_vocab);
+                r.samples_ns.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+              }
+              results.push_back(std::move(r));
+            }
+          }
+    }
+  }
+  cond.load_after = read_loadavg();
+  for (const auto& k : kernel_names) cond.kernels += (cond.kernels.empty() ? "" : " ") + k;
+  for (const auto& k : isa_names) cond.isa += (cond.isa.empty() ? "" : ", ") + k;
+
+  std::string out;
+  if (o.output == "md") out = format_markdown(results, cond, BenchDefaults{});
+  if (o.output == "csv") out = format_csv(results, cond);
+  if (o.output == "json") out = format_json(results, cond);
+  if (o.output == "jsonl") out = format_jsonl(results, cond);
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  if (!o.plot.empty()) {
+    std::ofstream f(o.plot, std::ios::binary);
+    if (!f) fail("--plot {}: cannot create the file", o.plot);
+    f << format_svg(results, cond);
+    if (!f.flush()) fail("--plot {}: write failed", o.plot);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure prompt and generation speed (llama-bench compatible)");
+  sub->add_option("-m,--model", o->models, "GGUF model(s), comma-separated")->delimiter(',');
+  sub->add_option("-p,--n-prompt", o->n_prompt, "Prompt lengths (default 512)")->delimiter(',');
+  sub->add_option("-n,--n-gen", o->n_gen, "Generation lengths (default 128)")->delimiter(',');
+  sub->add_option("--pg", o->pg, "Prompt + generation test PROMPT,GEN (repeatable; llama.cpp's -pg)");
+  sub->add_option("-r,--repetitions", o->repetitions, "Timed repetitions per test (default 5)");
+  sub->add_option("-t,--threads", o->threads, "Thread counts (default: all cores)")->delimiter(',');
+  sub->add_option("-b,--batch-size", o->n_batch, "Logical batch sizes (default 2048)")->delimiter(',');
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Physical batch sizes (default 512; llama.cpp's -ub)")->delimiter(',');
+  sub->add_option("--ctk,--cache-type-k", o->type_k, "KV cache type: f16 (default), bf16, f32");
+  sub->add_option("--lm,--load-mode", o->load_modes,
+                  std::string("Load modes: mmap, populate, read (none), lock (mlock), huge (default: ") +
+                      load_mode_name(default_load_mode()) + ")")
+      ->delimiter(',');
+  sub->add_flag("--no-mmap", o->no_mmap, "Read the weights into memory (load mode read)");
+  sub->add_flag("--mlock", o->mlock, "Map, populate and lock the weights (load mode lock)");
+  sub->add_option("-o,--output", o->output, "Output format: md (default), csv, json, jsonl");
+  sub->add_option("--plot", o->plot, "Also draw the results as an SVG bar chart into this file");
+  sub->add_option("--idle", o->idle_seconds,
+                  "Sleep this many seconds after the warm-up, before timing (reproduces the host paging idle memory out)");
+  sub->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run");
+  sub->add_flag("--no-bw", o->no_bw, "Do not measure the memory bandwidth (the % bw column shows -)");
+  sub->add_flag("--progress", o->progress, "Print progress to stderr");
+  set_action(sub, [o] { return run_bench(*o); });
+}
+
+}  // namespace opal::tools
