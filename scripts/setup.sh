@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build pkg-config python3
       libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev
-      libgtest-dev libgmock-dev libbenchmark-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev
+      g++-aarch64-linux-gnu qemu-user)  # scripts/cross_check_neon.sh (NEON kernels under qemu)
 
 missing=()
 for p in "${PKGS[@]}"; do
