@@ -13,6 +13,7 @@
 #include "models/model.h"
 #include "runtime/context.h"
 #include "tools/commands.h"
+#include "tools/isa_option.h"
 
 namespace opal::tools {
 namespace {
@@ -116,6 +117,7 @@ void add_logits_command(CLI::App& app) {
   sub->add_option("--greedy", o->greedy, "greedy tokens to decode one at a time after the prompt");
   sub->add_option("--kv", o->kv, "KV cache type: f16 (default) or f32");
   sub->add_option("-t,--threads", o->threads, "threads (default 1)");
+  add_isa_option(sub);
   sub->add_option("--out", o->out, "output prefix")->required();
   set_action(sub, [o] { return run_logits(*o); });
 }

@@ -14,6 +14,7 @@
 #include "runtime/perplexity.h"
 #include "tokenizer/vocab.h"
 #include "tools/commands.h"
+#include "tools/isa_option.h"
 
 namespace opal::tools {
 namespace {
@@ -71,6 +72,7 @@ void add_perplexity_command(CLI::App& app) {
   sub->add_option("-c,--ctx-size", o->n_ctx, "chunk / context size (512)");
   sub->add_option("-b,--batch-size", o->n_batch, "batch size (2048, at most -c)");
   sub->add_option("-t,--threads", o->threads, "threads (default: all)");
+  add_isa_option(sub);
   sub->add_option("--ctk,--cache-type-k", o->kv, "KV cache type: f16 (default) or f32");
   set_action(sub, [o] { return run_perplexity(*o); });
 }

@@ -17,6 +17,7 @@
 #include "sampling/sampler.h"
 #include "tokenizer/vocab.h"
 #include "tools/commands.h"
+#include "tools/isa_option.h"
 #include "tools/default_model.h"
 
 namespace opal::tools {
@@ -118,6 +119,7 @@ void add_run_command(CLI::App& app) {
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "tokens to generate (-1 = until end of generation)");
   sub->add_option("-c,--ctx-size", o->n_ctx, "context size (0 = the model's)");
   sub->add_option("-t,--threads", o->threads, "threads (default: all)");
+  add_isa_option(sub);
   sub->add_option("-b,--batch-size", o->n_batch, "logical batch size (2048)");
   sub->add_option("--ub,--ubatch-size", o->n_ubatch, "physical batch size (512; llama.cpp spells it -ub, which CLI11 cannot parse)");
   sub->add_option("--ctk,--cache-type-k", o->kv, "KV cache type: f16 (default), bf16, f32");
