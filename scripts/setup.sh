@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build pkg-config python3
       libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      g++-aarch64-linux-gnu qemu-user)  # scripts/cross_check_neon.sh (NEON kernels under qemu)
+      g++-aarch64-linux-gnu qemu-user)  # scripts/cross_check_neon.sh (NEON kernels under qemu), scripts/cross_check_rocket.sh
 
 missing=()
 for p in "${PKGS[@]}"; do
