@@ -20,6 +20,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# tests/server drives `opal serve` with the official `openai` npm client: Node.js + npm,
+# then the locked packages (node_modules is git-ignored; the test fails without it).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing nodejs npm"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+(cd tests/server/node && npm ci --no-audit --no-fund --loglevel=error)
+
 if [ "${1:-}" != "--no-build" ]; then
   cmake --preset release >/dev/null
   cmake --build --preset release -j"$(nproc)"

@@ -1,0 +1,220 @@
+// OpenAI routes: POST /v1/chat/completions and POST /v1/completions (also
+// without the /v1 prefix), non-streaming and SSE streaming, in OpenAI's shapes
+// plus llama-server's `timings`.
+#include <fmt/format.h>
+
+#include "server/state.h"
+
+namespace opal::server {
+namespace {
+
+struct OpenAiRequest {
+  GenParams gen;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32_t> prompt, bool chat) {
+  OpenAiRequest r;
+  r.gen.prompt = std::move(prompt);
+  read_sampling(body, r.gen, st.vocab->n_tokens());
+  if (auto v = get_bool(body, "stream")) r.stream = *v;
+  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) bad_request("'stream_options' must be an object", "stream_options");
+    if (auto v = get_bool(*it, "include_usage")) r.include_usage = *v;
+  }
+  if (auto it = body.find("response_format"); it != body.end() && it->is_object()) {
+    const std::string type = it->value("type", "text");
+    if (type != "text") bad_request(fmt::format("response_format '{}' is not supported", type), "response_format");
+  }
+  if (auto it = body.find("tools"); it != body.end() && it->is_array() && !it->empty())
+    bad_request("tool calls are not supported", "tools");
+  if (chat) {
+    r.gen.want_logprobs = get_bool(body, "logprobs").value_or(false);
+    const auto top = get_int(body, "top_logprobs", 0, 20);
+    if (top && !r.gen.want_logprobs) bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    r.gen.n_probs = int(top.value_or(0));
+    r.gen.n_predict = read_n_predict(body, {"max_completion_tokens", "max_tokens", "n_predict"});
+  } else {
+    const auto lp = get_int(body, "logprobs", 0, 20);
+    r.gen.want_logprobs = lp.has_value();
+    r.gen.n_probs = int(lp.value_or(0));
+    r.gen.n_predict = read_n_predict(body, {"max_tokens", "n_predict"});
+  }
+  if (r.gen.n_predict < -1) bad_request("'max_tokens' must be >= 0", "max_tokens");
+  check_context(r.gen.prompt.size(), r.gen.n_predict, st.engine->n_ctx_slot(), chat ? "max_tokens" : "max_tokens");
+  return r;
+}
+
+json base_object(Server::State& st, const std::string& id, const char* object) {
+  json j;
+  j["id"] = id;
+  j["object"] = object;
+  j["created"] = unix_time();
+  j["model"] = st.model_id;
+  j["system_fingerprint"] = std::string("opal-") + OPAL_GIT_COMMIT;
+  return j;
+}
+
+json legacy_logprobs(const Vocab& vocab, const std::vector<TokenOut>& tokens, size_t text_offset) {
+  json tok = json::array(), lp = json::array(), top = json::array(), off = json::array();
+  for (const TokenOut& t : tokens) {
+    tok.push_back(vocab.token_to_piece(t.id, true));
+    lp.push_back(t.logprob);
+    json m = json::object();
+    for (const TokenProb& p : t.top) m[vocab.token_to_piece(p.token, true)] = p.logprob;
+    top.push_back(m);
+    off.push_back(text_offset);
+    text_offset += t.piece.size();
+  }
+  return json{{"tokens", tok}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", off}};
+}
+
+void handle_chat(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_body(req.body);
+  const json messages = normalize_messages(body);
+  json kwargs = json::object();
+  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    kwargs = *it;
+  }
+  if (!st.ready) throw HttpError(503, "unavailable_error", "Loading model");
+  const std::string prompt_text = st.render_chat(messages, true, kwargs);
+  OpenAiRequest r = read_openai(st, body, tokenize_chat_prompt(prompt_text, *st.vocab), true);
+  const std::string id = random_id("chatcmpl-");
+  auto task = st.submit(std::move(r.gen));
+
+  if (!r.stream) {
+    InFlight guard(st, task);
+    Collected c = collect(*task);
+    json out = base_object(st, id, "chat.completion");
+    json choice;
+    choice["index"] = 0;
+    choice["message"] = json{{"role", "assistant"}, {"content", c.text}};
+    if (task->params.want_logprobs) {
+      json content = json::array();
+      for (const TokenOut& t : c.tokens) content.push_back(chat_logprob_entry(*st.vocab, t));
+      choice["logprobs"] = json{{"content", content}};
+    } else {
+      choice["logprobs"] = nullptr;
+    }
+    choice["finish_reason"] = finish_reason(c.done);
+    out["choices"] = json::array({choice});
+    out["usage"] = usage_json(c.done);
+    out["timings"] = timings_json(c.done.timings);
+    res.set_content(dump(out), "application/json");
+    return;
+  }
+  auto first = std::make_shared<bool>(true);
+  const bool include_usage = r.include_usage, logprobs = task->params.want_logprobs;
+  stream_response(st, res, task, [&st, id, first, include_usage, logprobs](const Event& ev) {
+    std::string out;
+    auto chunk = [&](json delta, json finish, const std::vector<TokenOut>* toks) {
+      json j = base_object(st, id, "chat.completion.chunk");
+      json choice{{"index", 0}, {"delta", std::move(delta)}};
+      if (toks && logprobs) {
+        json content = json::array();
+        for (const TokenOut& t : *toks) content.push_back(chat_logprob_entry(*st.vocab, t));
+        choice["logprobs"] = json{{"content", content}};
+      } else {
+        choice["logprobs"] = nullptr;
+      }
+      choice["finish_reason"] = std::move(finish);
+      j["choices"] = json::array({choice});
+      return j;
+    };
+    if (ev.kind == Event::Kind::Error) {
+      return sse(error_object(500, "server_error", ev.error)) + "data: [DONE]\n\n";
+    }
+    if (*first) {
+      *first = false;
+      out += sse(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+    }
+    if (!ev.text.empty() || (logprobs && !ev.tokens.empty()))
+      out += sse(chunk(json{{"content", ev.text}}, nullptr, &ev.tokens));
+    if (ev.kind == Event::Kind::Done) {
+      json last = chunk(json::object(), finish_reason(ev), nullptr);
+      last["timings"] = timings_json(ev.timings);
+      out += sse(last);
+      if (include_usage) {
+        json u = base_object(st, id, "chat.completion.chunk");
+        u["choices"] = json::array();
+        u["usage"] = usage_json(ev);
+        out += sse(u);
+      }
+      out += "data: [DONE]\n\n";
+    }
+    return out;
+  });
+}
+
+void handle_completions(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_body(req.body);
+  if (!st.ready) throw HttpError(503, "unavailable_error", "Loading model");
+  auto p = body.find("prompt");
+  if (p == body.end() || p->is_null()) bad_request("'prompt' is required", "prompt");
+  if (get_bool(body, "echo").value_or(false)) bad_request("'echo' is not supported", "echo");
+  if (auto s = get_string(body, "suffix"); s && !s->empty()) bad_request("'suffix' is not supported", "suffix");
+  OpenAiRequest r = read_openai(st, body, read_prompt(*p, *st.vocab, "prompt"), false);
+  const std::string id = random_id("cmpl-");
+  auto task = st.submit(std::move(r.gen));
+
+  if (!r.stream) {
+    InFlight guard(st, task);
+    Collected c = collect(*task);
+    json out = base_object(st, id, "text_completion");
+    json choice;
+    choice["text"] = c.text;
+    choice["index"] = 0;
+    choice["logprobs"] = task->params.want_logprobs ? legacy_logprobs(*st.vocab, c.tokens, 0) : json(nullptr);
+    choice["finish_reason"] = finish_reason(c.done);
+    out["choices"] = json::array({choice});
+    out["usage"] = usage_json(c.done);
+    out["timings"] = timings_json(c.done.timings);
+    res.set_content(dump(out), "application/json");
+    return;
+  }
+  auto offset = std::make_shared<size_t>(0);
+  const bool include_usage = r.include_usage, logprobs = task->params.want_logprobs;
+  stream_response(st, res, task, [&st, id, offset, include_usage, logprobs](const Event& ev) {
+    if (ev.kind == Event::Kind::Error) return sse(error_object(500, "server_error", ev.error)) + "data: [DONE]\n\n";
+    std::string out;
+    auto chunk = [&](const std::string& text, json finish) {
+      json j = base_object(st, id, "text_completion");
+      json choice{{"text", text}, {"index", 0}};
+      choice["logprobs"] = logprobs && !ev.tokens.empty() ? legacy_logprobs(*st.vocab, ev.tokens, *offset) : json(nullptr);
+      choice["finish_reason"] = std::move(finish);
+      j["choices"] = json::array({choice});
+      return j;
+    };
+    if (!ev.text.empty() || (logprobs && !ev.tokens.empty())) out += sse(chunk(ev.text, nullptr));
+    *offset += ev.text.size();
+    if (ev.kind == Event::Kind::Done) {
+      json last = chunk("", finish_reason(ev));
+      last["choices"][0]["logprobs"] = nullptr;
+      last["timings"] = timings_json(ev.timings);
+      out += sse(last);
+      if (include_usage) {
+        json u = base_object(st, id, "text_completion");
+        u["choices"] = json::array();
+        u["usage"] = usage_json(ev);
+        out += sse(u);
+      }
+      out += "data: [DONE]\n\n";
+    }
+    return out;
+  });
+}
+
+}  // namespace
+
+void register_openai_routes(Server::State& st) {
+  auto chat = [&st](const httplib::Request& req, httplib::Response& res) { handle_chat(st, req, res); };
+  auto completions = [&st](const httplib::Request& req, httplib::Response& res) { handle_completions(st, req, res); };
+  st.http.Post("/v1/chat/completions", chat);
+  st.http.Post("/chat/completions", chat);
+  st.http.Post("/v1/completions", completions);
+  st.http.Post("/completions", completions);
+}
+
+}  // namespace opal::server

@@ -1,0 +1,303 @@
+// Server lifetime (bind, load, graceful shutdown), authentication, error
+// mapping, and the helpers that turn engine events into JSON and SSE frames.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
+
+#include "core/error.h"
+#include "server/state.h"
+
+namespace opal::server {
+
+// ---- helpers -----------------------------------------------------------------
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string random_id(const char* prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += kAlnum[rng() % (sizeof(kAlnum) - 1)];
+  return id;
+}
+
+json timings_json(const Timings& t) {
+  json j;
+  j["cache_n"] = t.cache_n;
+  j["prompt_n"] = t.prompt_n;
+  j["prompt_ms"] = t.prompt_ms;
+  j["prompt_per_token_ms"] = t.prompt_n ? t.prompt_ms / double(t.prompt_n) : 0.0;
+  j["prompt_per_second"] = t.prompt_ms > 0 ? 1e3 * double(t.prompt_n) / t.prompt_ms : 0.0;
+  j["predicted_n"] = t.predicted_n;
+  j["predicted_ms"] = t.predicted_ms;
+  j["predicted_per_token_ms"] = t.predicted_n ? t.predicted_ms / double(t.predicted_n) : 0.0;
+  j["predicted_per_second"] = t.predicted_ms > 0 ? 1e3 * double(t.predicted_n) / t.predicted_ms : 0.0;
+  return j;
+}
+
+json usage_json(const Event& done) {
+  json u;
+  u["completion_tokens"] = done.timings.predicted_n;
+  u["prompt_tokens"] = done.n_prompt;
+  u["total_tokens"] = done.n_prompt + done.timings.predicted_n;
+  u["prompt_tokens_details"] = json{{"cached_tokens", done.timings.cache_n}};
+  return u;
+}
+
+const char* finish_reason(const Event& done) { return done.stop_type == StopType::Limit ? "length" : "stop"; }
+
+namespace {
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+}  // namespace
+
+json chat_logprob_entry(const Vocab& vocab, const TokenOut& t) {
+  json e;
+  const std::string piece = vocab.token_to_piece(t.id, true);
+  e["token"] = piece;
+  e["logprob"] = t.logprob;
+  e["bytes"] = bytes_of(piece);
+  json top = json::array();
+  for (const TokenProb& p : t.top) {
+    const std::string tp = vocab.token_to_piece(p.token, true);
+    top.push_back(json{{"token", tp}, {"logprob", p.logprob}, {"bytes", bytes_of(tp)}});
+  }
+  e["top_logprobs"] = top;
+  return e;
+}
+
+json native_prob_entry(const Vocab& vocab, const TokenOut& t) {
+  json e;
+  const std::string piece = vocab.token_to_piece(t.id, true);
+  e["id"] = t.id;
+  e["token"] = piece;
+  e["logprob"] = t.logprob;
+  e["bytes"] = bytes_of(piece);
+  json top = json::array();
+  for (const TokenProb& p : t.top) {
+    const std::string tp = vocab.token_to_piece(p.token, true);
+    top.push_back(json{{"id", p.token}, {"token", tp}, {"logprob", p.logprob}, {"bytes", bytes_of(tp)}});
+  }
+  e["top_logprobs"] = top;
+  return e;
+}
+
+InFlight::InFlight(Server::State& st, std::shared_ptr<Task> task) : st_(st), task_(std::move(task)) {
+  std::lock_guard<std::mutex> lk(st_.mu);
+  ++st_.in_flight;
+}
+
+InFlight::~InFlight() {
+  task_->cancel();  // no-op when it finished; frees the slot when the client went away
+  {
+    std::lock_guard<std::mutex> lk(st_.mu);
+    --st_.in_flight;
+  }
+  st_.cv.notify_all();
+}
+
+Collected collect(Task& task) {
+  Collected c;
+  for (;;) {
+    Event ev;
+    if (!task.pop(ev, std::chrono::milliseconds(1000))) continue;
+    if (ev.kind == Event::Kind::Error) throw HttpError(500, "server_error", ev.error);
+    c.text += ev.text;
+    for (TokenOut& t : ev.tokens) c.tokens.push_back(std::move(t));
+    if (ev.kind == Event::Kind::Done) {
+      c.done = std::move(ev);
+      return c;
+    }
+  }
+}
+
+void stream_response(Server::State& st, httplib::Response& res, std::shared_ptr<Task> task,
+                     std::function<std::string(const Event&)> frame) {
+  auto guard = std::make_shared<InFlight>(st, task);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream", [guard, frame = std::move(frame)](size_t, httplib::DataSink& sink) {
+        Task& t = guard->task();
+        for (;;) {
+          Event ev;
+          if (!t.pop(ev, std::chrono::milliseconds(250))) {
+            if (!sink.is_writable()) {
+              t.cancel();
+              return false;
+            }
+            continue;
+          }
+          const std::string out = frame(ev);
+          if (!out.empty() && !sink.write(out.data(), out.size())) {
+            t.cancel();  // the client went away: free the slot
+            return false;
+          }
+          if (ev.kind != Event::Kind::Tokens) {
+            sink.done();
+            return true;
+          }
+        }
+      });
+}
+
+// ---- state -------------------------------------------------------------------
+
+std::string Server::State::render_chat(const json& messages, bool add_generation_prompt, const json& kwargs) const {
+  json vars = template_vars;
+  if (kwargs.is_object())
+    for (auto it = kwargs.begin(); it != kwargs.end(); ++it) vars[it.key()] = it.value();
+  try {
+    return jinja::apply_chat_template(*chat_template, messages, add_generation_prompt, vars);
+  } catch (const std::exception& e) {
+    bad_request(fmt::format("the chat template failed: {}", e.what()), "messages");
+  }
+}
+
+std::shared_ptr<Task> Server::State::submit(GenParams gen) {
+  if (!ready || stopping) throw HttpError(503, "unavailable_error", stopping ? "the server is shutting down" : "Loading model");
+  auto task = engine->submit(std::move(gen));
+  if (!task) throw HttpError(503, "unavailable_error", "the server is shutting down");
+  return task;
+}
+
+// ---- server ------------------------------------------------------------------
+
+Server::Server(ServerOptions opts) : st_(std::make_unique<State>()) {
+  st_->opts = std::move(opts);
+  if (st_->opts.n_parallel < 1) fail("-np must be at least 1, got {}", st_->opts.n_parallel);
+  if (st_->opts.port < 0 || st_->opts.port > 65535) fail("--port must be in [0, 65535], got {}", st_->opts.port);
+  if (st_->opts.timeout_s < 1) fail("--timeout must be at least 1 second, got {}", st_->opts.timeout_s);
+  st_->created = unix_time();
+}
+
+Server::~Server() {
+  shutdown();
+  wait();
+}
+
+int Server::port() const { return st_->port; }
+
+int Server::start() {
+  State& st = *st_;
+  auto& http = st.http;
+  const int n_threads = st.opts.http_threads > 0 ? st.opts.http_threads : std::max(64, 8 * st.opts.n_parallel);
+  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(size_t(n_threads)); };
+  http.set_read_timeout(st.opts.timeout_s, 0);
+  http.set_write_timeout(st.opts.timeout_s, 0);
+  http.set_payload_max_length(size_t(64) << 20);
+  http.set_keep_alive_max_count(1000);
+
+  http.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
+    if (st.opts.api_key.empty() || req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/health" || req.path == "/v1/health" || req.path == "/models" || req.path == "/v1/models")
+      return httplib::Server::HandlerResponse::Unhandled;
+    const std::string bearer = req.get_header_value("Authorization");
+    const std::string xkey = req.get_header_value("X-Api-Key");
+    if (bearer == "Bearer " + st.opts.api_key || xkey == st.opts.api_key)
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 401;
+    res.set_content(dump(error_object(401, "authentication_error", "Invalid API Key")), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    int status = 500;
+    std::string type = "server_error", message = "unknown error", param;
+    try {
+      std::rethrow_exception(ep);
+    } catch (const HttpError& e) {
+      status = e.status;
+      type = e.type;
+      message = e.what();
+      param = e.param;
+    } catch (const Error& e) {  // user-caused (a bad token id, text the tokenizer refuses...)
+      status = 400;
+      type = "invalid_request_error";
+      message = e.what();
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+    }
+    res.status = status;
+    res.set_content(dump(error_object(status, type, message, param)), "application/json");
+  });
+  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string msg = res.status == 404 ? fmt::format("no route for {} {}", req.method, req.path) : "error";
+    res.set_content(dump(error_object(res.status, res.status == 404 ? "not_found_error" : "server_error", msg)),
+                    "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+
+  register_native_routes(st);
+  register_openai_routes(st);
+
+  st.port = st.opts.port == 0 ? http.bind_to_any_port(st.opts.host) : (http.bind_to_port(st.opts.host, st.opts.port) ? st.opts.port : -1);
+  if (st.port < 0) fail("cannot listen on {}:{} (address in use or not available)", st.opts.host, st.opts.port);
+  st.listener = std::thread([&http] { http.listen_after_bind(); });
+  for (int i = 0; i < 5000 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return st.port;
+}
+
+void Server::load() {
+  State& st = *st_;
+  st.registry = Registry::with_cpu(st.opts.threads);
+  st.model = Model::load(st.opts.model, *st.registry);
+  st.vocab.emplace(Vocab::from_gguf(st.model->gguf()));
+
+  const jinja::ModelChatTemplate tmpl = jinja::chat_template_from_gguf(st.model->gguf());
+  try {
+    st.chat_template.emplace(jinja::Template::parse(tmpl.source));
+    st.template_is_fallback = tmpl.is_fallback;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "serve: the model's chat template does not parse ({}); using ChatML\n", e.what());
+    st.chat_template.emplace(jinja::Template::parse(jinja::chatml_template()));
+    st.template_is_fallback = true;
+  }
+  const jinja::SpecialTokenTexts special = jinja::special_tokens_from_gguf(st.model->gguf());
+  st.template_vars = json::object();
+  if (special.bos) st.template_vars["bos_token"] = *special.bos;
+  if (special.eos) st.template_vars["eos_token"] = *special.eos;
+
+  const int64_t n_ctx_train = st.model->hparams().n_ctx_train > 0 ? st.model->hparams().n_ctx_train : 2048;
+  const int64_t total = st.opts.n_ctx > 0 ? st.opts.n_ctx : n_ctx_train;
+  const int64_t per_slot = total / st.opts.n_parallel;
+  if (per_slot < 8)
+    fail("-c {} over -np {} slots leaves {} tokens per slot (need at least 8)", total, st.opts.n_parallel, per_slot);
+  ContextParams cp;
+  cp.n_ctx = per_slot * st.opts.n_parallel;
+  cp.n_batch = st.opts.n_batch;
+  cp.n_ubatch = st.opts.n_ubatch;
+  st.ctx = std::make_unique<Context>(*st.model, cp);
+  st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics, EngineOptions{st.opts.n_parallel, per_slot});
+  st.model_id = st.opts.alias.empty() ? st.opts.model : st.opts.alias;
+  st.ready = true;
+}
+
+void Server::shutdown() {
+  State& st = *st_;
+  std::call_once(st.shutdown_once, [&st] {
+    st.stopping = true;
+    if (st.engine) st.engine->shutdown();  // every request gets its final event
+    {
+      std::unique_lock<std::mutex> lk(st.mu);  // let the streams write it
+      st.cv.wait_for(lk, std::chrono::seconds(10), [&] { return st.in_flight == 0; });
+    }
+    st.http.stop();
+  });
+}
+
+void Server::wait() {
+  if (st_->listener.joinable()) st_->listener.join();
+}
+
+}  // namespace opal::server

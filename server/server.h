@@ -1,0 +1,59 @@
+// `opal serve`: an OpenAI- and llama-server-compatible HTTP server.
+//
+//   Server s(opts);
+//   int port = s.start();   // binds (port 0: ephemeral) and serves; /health says 503
+//   s.load();               // loads the model, starts the slots; /health says 200
+//   ...
+//   s.shutdown();           // stops accepting, ends in-flight streams with a final event
+//   s.wait();               // the HTTP threads have stopped
+//
+// Endpoints, flags and design: docs/server.md.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace opal::server {
+
+struct ServerOptions {
+  std::string model;              // GGUF path
+  std::string host = "127.0.0.1";
+  int port = 8080;                // 0: any free port
+  int n_parallel = 1;             // slots (-np)
+  int64_t n_ctx = 0;              // total context, split evenly over the slots (0: the model's)
+  int64_t n_batch = 2048;         // most tokens one batched decode takes
+  int64_t n_ubatch = 512;
+  int threads = 0;                // compute threads (0: all)
+  std::string api_key;            // empty: no key needed
+  std::string alias;              // model id in /v1/models and responses (default: the model path)
+  bool metrics = false;           // enable GET /metrics
+  int timeout_s = 600;            // socket read/write timeout
+  int http_threads = 0;           // 0: max(64, 8 x slots)
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions opts);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and starts serving in a background thread; returns the port.
+  // Throws opal::Error when the address cannot be bound.
+  int start();
+  // Loads the model and starts the slot engine. Throws opal::Error.
+  void load();
+  // Graceful stop: new requests get 503, queued and running requests end with
+  // a final event, then the listener closes. Safe to call from any thread, twice.
+  void shutdown();
+  // Blocks until the HTTP server has stopped (after shutdown()).
+  void wait();
+  int port() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace opal::server

@@ -1,0 +1,408 @@
+#include "server/slots.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace opal::server {
+
+const char* stop_type_name(StopType t) {
+  switch (t) {
+    case StopType::Eos: return "eos";
+    case StopType::Limit: return "limit";
+    case StopType::Word: return "word";
+    case StopType::None: break;
+  }
+  return "none";
+}
+
+bool Task::pop(Event& out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_.wait_for(lk, timeout, [&] { return !events_.empty(); })) return false;
+  out = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void Task::push(Event e) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+struct SlotEngine::Slot {
+  int id = 0;
+  std::shared_ptr<Task> task;   // null: idle
+  std::vector<int32_t> cache;   // tokens whose K/V sit in sequence `id` at positions 0..size-1
+  size_t prompt_pos = 0;        // next prompt token to evaluate
+  std::optional<Sampler> sampler;
+  int32_t pending = -1;         // sampled token whose K/V is not computed yet
+  std::string generated;
+  size_t sent = 0;              // bytes of `generated` already released
+  int64_t n_decoded = 0;
+  Timings timings;
+  Clock::time_point t_assigned, t_prompt_done, t_last, t_used;
+};
+
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// Bytes at the end of `s` that start a UTF-8 character whose remaining bytes
+// have not arrived yet.
+size_t incomplete_utf8_tail(const std::string& s) {
+  for (size_t back = 1; back <= 4 && back <= s.size(); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+    size_t need = 1;
+    if ((c & 0xE0) == 0xC0) need = 2;
+    else if ((c & 0xF0) == 0xE0) need = 3;
+    else if ((c & 0xF8) == 0xF0) need = 4;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+// Length of the longest suffix of `text` that is a proper prefix of a stop string.
+size_t partial_stop_tail(const std::string& text, const std::vector<std::string>& stops) {
+  size_t best = 0;
+  for (const std::string& w : stops) {
+    if (w.empty()) continue;
+    for (size_t len = std::min(w.size() - 1, text.size()); len > best; --len)
+      if (text.compare(text.size() - len, len, w, 0, len) == 0) {
+        best = len;
+        break;
+      }
+  }
+  return best;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double millis(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+}  // namespace
+
+SlotEngine::SlotEngine(Context& ctx, const Vocab& vocab, Metrics& metrics, EngineOptions opts)
+    : ctx_(ctx), vocab_(vocab), metrics_(metrics), opts_(opts) {
+  if (opts_.n_slots < 1) fail("the number of slots (-np) must be at least 1, got {}", opts_.n_slots);
+  if (opts_.n_ctx_slot < 2) fail("each slot needs a context of at least 2 tokens, got {}", opts_.n_ctx_slot);
+  for (int i = 0; i < opts_.n_slots; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->id = i;
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+SlotEngine::~SlotEngine() { shutdown(); }
+
+std::shared_ptr<Task> SlotEngine::submit(GenParams params) {
+  auto task = std::make_shared<Task>(std::move(params));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) return nullptr;
+    queue_.push_back(task);
+  }
+  cv_.notify_all();
+  return task;
+}
+
+void SlotEngine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SlotEngine::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || n_busy_.load() > 0; });
+      if (stopping_) {
+        for (auto& s : slots_)
+          if (s->task) {  // release held-back text; finish() below sends the Done
+            Event ev;
+            release_text(*s, ev, true);
+            if (!ev.text.empty()) s->task->push(std::move(ev));
+          }
+        for (auto& t : queue_) {
+          Event ev;
+          ev.kind = Event::Kind::Done;
+          ev.cancelled = true;
+          t->push(std::move(ev));
+        }
+        queue_.clear();
+        lk.unlock();
+        for (auto& s : slots_)
+          if (s->task) finish(*s, StopType::None);
+        metrics_.set_processing(0, 0);
+        return;
+      }
+    }
+    try {
+      step();
+    } catch (const std::exception& e) {  // never let the engine thread die: fail the running requests
+      for (auto& s : slots_) {
+        if (!s->task) continue;
+        Event ev;
+        ev.kind = Event::Kind::Error;
+        ev.error = e.what();
+        s->task->push(std::move(ev));
+        s->task.reset();
+        s->pending = -1;
+        ctx_.remove_seq(s->id);
+        s->cache.clear();
+        --n_busy_;
+      }
+    }
+  }
+}
+
+void SlotEngine::assign(std::shared_ptr<Task> task) {
+  const GenParams& p = task->params;
+  Slot* best = nullptr;
+  size_t best_lcp = 0;
+  for (auto& s : slots_) {
+    if (s->task) continue;
+    const size_t lcp = p.cache_prompt ? common_prefix(s->cache, p.prompt) : 0;
+    if (!best || lcp > best_lcp || (lcp == best_lcp && s->t_used < best->t_used)) {
+      best = s.get();
+      best_lcp = lcp;
+    }
+  }
+  Slot& s = *best;
+  const auto now = Clock::now();
+  if (p.prompt.empty() || int64_t(p.prompt.size()) >= opts_.n_ctx_slot) {
+    Event ev;
+    ev.kind = Event::Kind::Error;
+    ev.error = fmt::format("the prompt has {} tokens; a slot holds {}", p.prompt.size(), opts_.n_ctx_slot);
+    task->push(std::move(ev));
+    return;
+  }
+  try {
+    s.sampler.emplace(p.sampling, int32_t(ctx_.n_vocab()));
+  } catch (const std::exception& e) {
+    Event ev;
+    ev.kind = Event::Kind::Error;
+    ev.error = e.what();
+    task->push(std::move(ev));
+    return;
+  }
+  // Keep the common prefix, but always evaluate at least the last prompt token (its logits).
+  const size_t keep = std::min(best_lcp, p.prompt.size() - 1);
+  ctx_.seq_rm(s.id, int32_t(keep), -1);
+  s.cache.resize(keep);
+  s.prompt_pos = keep;
+  for (int32_t t : p.prompt) s.sampler->accept(t);
+  s.task = std::move(task);
+  s.pending = -1;
+  s.generated.clear();
+  s.sent = 0;
+  s.n_decoded = 0;
+  s.timings = {};
+  s.timings.cache_n = int64_t(keep);
+  s.t_assigned = s.t_used = now;
+  ++n_busy_;
+  metrics_.observe_queue_wait(seconds(now - s.task->arrival));
+}
+
+void SlotEngine::release_text(Slot& s, Event& ev, bool final) {
+  size_t end = s.generated.size();
+  if (!final) {
+    const size_t hold = std::max(partial_stop_tail(s.generated, s.task->params.stop), incomplete_utf8_tail(s.generated));
+    end = end - std::min(end - s.sent, hold);
+  }
+  if (end > s.sent) ev.text += s.generated.substr(s.sent, end - s.sent);
+  s.sent = std::max(s.sent, end);
+}
+
+void SlotEngine::finish(Slot& s, StopType why, const std::string& word) {
+  const auto now = Clock::now();
+  Event ev;
+  ev.kind = Event::Kind::Done;
+  ev.stop_type = why;
+  ev.stopping_word = word;
+  ev.cancelled = why == StopType::None;
+  ev.n_prompt = int64_t(s.task->params.prompt.size());
+  ev.n_past = int64_t(s.cache.size());
+  ev.slot = s.id;
+  s.timings.predicted_n = s.n_decoded;
+  if (s.n_decoded > 0) s.timings.predicted_ms = millis(now - s.t_prompt_done);
+  ev.timings = s.timings;
+  if (s.n_decoded > 0) metrics_.add_predicted(s.n_decoded, s.timings.predicted_ms / 1000.0);
+  metrics_.observe_request(seconds(now - s.task->arrival));
+  metrics_.add_request_finished();
+  s.task->push(std::move(ev));
+  s.task.reset();
+  s.pending = -1;
+  s.t_used = now;
+  --n_busy_;
+}
+
+void SlotEngine::step() {
+  struct UpdateGauges {  // requests_processing / requests_deferred as this step leaves them
+    SlotEngine& e;
+    ~UpdateGauges() {
+      int deferred = 0;
+      {
+        std::lock_guard<std::mutex> lk(e.mu_);
+        deferred = int(e.queue_.size());
+      }
+      e.metrics_.set_processing(e.n_busy_.load(), deferred);
+    }
+  } update_gauges{*this};
+  // 1. Cancelled requests free their slot at once (the cached K/V stays for reuse).
+  for (auto& s : slots_)
+    if (s->task && s->task->cancelled()) {
+      metrics_.add_request_cancelled();
+      s->task.reset();
+      s->pending = -1;
+      s->t_used = Clock::now();
+      --n_busy_;
+    }
+  // 2. Queued requests join between steps.
+  int deferred = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    while (!queue_.empty() && n_busy_.load() < opts_.n_slots) {
+      std::shared_ptr<Task> t = std::move(queue_.front());
+      queue_.pop_front();
+      if (t->cancelled()) metrics_.add_request_cancelled();
+      else assign(std::move(t));
+    }
+    deferred = int(queue_.size());
+  }
+  metrics_.set_processing(n_busy_.load(), deferred);
+
+  // 3. One batch for every active slot: generating slots first (1 token each), then prompt chunks.
+  batch_.clear();
+  std::vector<Slot*> outputs;  // in the order of the flagged tokens
+  std::vector<Slot*> prompt_slots;
+  for (auto& s : slots_)
+    if (s->task && s->pending >= 0) {
+      batch_.add(s->pending, int32_t(s->cache.size()), s->id, true);
+      s->cache.push_back(s->pending);
+      s->pending = -1;
+      outputs.push_back(s.get());
+    }
+  const size_t n_batch = size_t(ctx_.params().n_batch);
+  for (auto& s : slots_) {
+    if (!s->task || s->prompt_pos >= s->task->params.prompt.size() || batch_.size() >= n_batch) continue;
+    const auto& prompt = s->task->params.prompt;
+    const size_t k = std::min(prompt.size() - s->prompt_pos, n_batch - batch_.size());
+    for (size_t i = 0; i < k; ++i) {
+      const size_t j = s->prompt_pos + i;
+      batch_.add(prompt[j], int32_t(j), s->id, j + 1 == prompt.size());
+      s->cache.push_back(prompt[j]);
+    }
+    s->prompt_pos += k;
+    s->timings.prompt_n += int64_t(k);
+    prompt_slots.push_back(s.get());
+    if (s->prompt_pos == prompt.size()) outputs.push_back(s.get());
+  }
+  if (batch_.size() == 0) return;
+
+  // 4. One forward pass for all of them.
+  const auto t0 = Clock::now();
+  try {
+    ctx_.decode(batch_);
+  } catch (const std::exception& e) {  // the cache is unchanged: forget what this batch added
+    for (auto& s : slots_) {
+      if (!s->task) continue;
+      Event ev;
+      ev.kind = Event::Kind::Error;
+      ev.error = e.what();
+      s->task->push(std::move(ev));
+      s->task.reset();
+      ctx_.remove_seq(s->id);
+      s->cache.clear();
+      s->pending = -1;
+      --n_busy_;
+    }
+    return;
+  }
+  const auto t1 = Clock::now();
+  metrics_.add_decode(int(outputs.size() + prompt_slots.size()));
+  for (Slot* s : prompt_slots) {
+    s->timings.prompt_ms += millis(t1 - t0);
+    if (s->prompt_pos == s->task->params.prompt.size())
+      metrics_.add_prompt(s->timings.prompt_n, s->timings.prompt_ms / 1000.0);
+  }
+
+  // 5. Sample every slot that got logits.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Slot& s = *outputs[i];
+    const GenParams& p = s.task->params;
+    if (p.n_predict == 0) {  // prompt evaluation only
+      s.t_prompt_done = Clock::now();
+      finish(s, StopType::Limit);
+      continue;
+    }
+    const int32_t tok = s.sampler->sample(ctx_.logits(int64_t(i)));
+    TokenOut out;
+    out.id = tok;
+    if (p.want_logprobs || p.n_probs > 0) out.logprob = s.sampler->chosen_logprob();
+    if (p.n_probs > 0) out.top = s.sampler->top_probs(p.n_probs);
+    s.sampler->accept(tok);
+    const auto now = Clock::now();
+    if (s.n_decoded == 0) {
+      s.t_prompt_done = now;
+      metrics_.observe_ttft(seconds(now - s.task->arrival));
+    } else {
+      metrics_.observe_inter_token(seconds(now - s.t_last));
+    }
+    s.t_last = now;
+    ++s.n_decoded;
+
+    if (!p.ignore_eos && vocab_.is_eog(tok)) {
+      Event ev;
+      release_text(s, ev, true);
+      if (!ev.text.empty()) s.task->push(std::move(ev));
+      finish(s, StopType::Eos);
+      continue;
+    }
+    out.piece = vocab_.token_to_piece(tok, false);
+    const size_t search_from = s.generated.size();
+    s.generated += out.piece;
+    Event ev;
+    ev.tokens.push_back(std::move(out));
+    // A stop string may start inside the text released before this token.
+    size_t stop_at = std::string::npos;
+    std::string word;
+    for (const std::string& w : p.stop) {
+      if (w.empty()) continue;
+      const size_t from = search_from >= w.size() ? search_from - w.size() + 1 : 0;
+      const size_t at = s.generated.find(w, from);
+      if (at != std::string::npos && at < stop_at) {
+        stop_at = at;
+        word = w;
+      }
+    }
+    if (stop_at != std::string::npos) {
+      s.generated.resize(std::max(stop_at, s.sent));
+      release_text(s, ev, true);
+      s.task->push(std::move(ev));
+      finish(s, StopType::Word, word);
+      continue;
+    }
+    const bool limit = (p.n_predict >= 0 && s.n_decoded >= p.n_predict) ||
+                       int64_t(s.cache.size()) + 1 >= opts_.n_ctx_slot;
+    release_text(s, ev, limit);
+    s.task->push(std::move(ev));
+    if (limit) {
+      finish(s, StopType::Limit);
+      continue;
+    }
+    s.pending = tok;
+  }
+}
+
+}  // namespace opal::server

@@ -1,0 +1,147 @@
+// The slot scheduler: continuous batching over one Context.
+//
+// -np N slots share one KV cache; slot i owns sequence id i. One engine thread
+// runs the loop
+//   1. drop cancelled requests (their slot is free at once);
+//   2. move queued requests into free slots, picking the free slot whose
+//      cached tokens share the longest prefix with the prompt; that slot's
+//      cells after the common prefix are removed and only the rest of the
+//      prompt is evaluated (prefix reuse);
+//   3. build ONE batch: the last sampled token of every generating slot plus
+//      prompt chunks of slots still reading their prompt (up to n_batch);
+//   4. decode it, sample each slot that got logits, and push events (text
+//      pieces, then a final Done) onto that request's own queue.
+// Requests join between steps; a finished slot is free for the next step.
+// Request threads only touch their Task (a mutex-protected event queue and a
+// cancel flag), never the Context.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/context.h"
+#include "sampling/sampler.h"
+#include "server/metrics.h"
+#include "tokenizer/vocab.h"
+
+namespace opal::server {
+
+using Clock = std::chrono::steady_clock;
+
+enum class StopType { None, Eos, Limit, Word };
+const char* stop_type_name(StopType t);
+
+struct GenParams {
+  std::vector<int32_t> prompt;
+  SamplerParams sampling;
+  int32_t n_predict = -1;        // -1: until end of generation or a full slot context
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  int n_probs = 0;               // top probabilities to report per token
+  bool want_logprobs = false;    // report the chosen token's logprob
+  bool cache_prompt = true;      // allow prefix reuse
+  bool ignore_eos = false;
+};
+
+struct TokenOut {
+  int32_t id = 0;
+  std::string piece;
+  float logprob = 0;
+  std::vector<TokenProb> top;
+};
+
+struct Timings {
+  int64_t cache_n = 0;      // prompt tokens reused from the slot's cache
+  int64_t prompt_n = 0;     // prompt tokens evaluated
+  double prompt_ms = 0;
+  int64_t predicted_n = 0;  // tokens generated
+  double predicted_ms = 0;
+};
+
+struct Event {
+  enum class Kind { Tokens, Done, Error } kind = Kind::Tokens;
+  std::string text;              // output text released by this event (stop-string safe)
+  std::vector<TokenOut> tokens;  // tokens sampled for this event
+  // Done:
+  StopType stop_type = StopType::None;
+  std::string stopping_word;
+  bool cancelled = false;        // ended by shutdown
+  int64_t n_prompt = 0, n_past = 0;
+  int slot = -1;
+  Timings timings;
+  // Error:
+  std::string error;
+};
+
+// One request in flight: filled by the engine, drained by the HTTP thread.
+class Task {
+ public:
+  explicit Task(GenParams p) : params(std::move(p)), arrival(Clock::now()) {}
+  const GenParams params;
+  const Clock::time_point arrival;
+
+  // Waits up to `timeout` for an event; false on timeout.
+  bool pop(Event& out, std::chrono::milliseconds timeout);
+  void push(Event e);
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct EngineOptions {
+  int n_slots = 1;
+  int64_t n_ctx_slot = 0;  // context per slot (tokens)
+};
+
+class SlotEngine {
+ public:
+  SlotEngine(Context& ctx, const Vocab& vocab, Metrics& metrics, EngineOptions opts);
+  ~SlotEngine();
+  SlotEngine(const SlotEngine&) = delete;
+  SlotEngine& operator=(const SlotEngine&) = delete;
+
+  // Queues a request; returns null once shutdown() began.
+  std::shared_ptr<Task> submit(GenParams params);
+  // Ends every queued and running request with a final Done event
+  // (cancelled = true) and stops the engine thread. Idempotent.
+  void shutdown();
+
+  int n_slots() const { return opts_.n_slots; }
+  int64_t n_ctx_slot() const { return opts_.n_ctx_slot; }
+  int n_busy() const { return n_busy_.load(); }
+
+ private:
+  struct Slot;
+  void loop();
+  void assign(std::shared_ptr<Task> task);
+  void finish(Slot& s, StopType why, const std::string& word = {});
+  void release_text(Slot& s, Event& ev, bool final);
+  void step();
+
+  Context& ctx_;
+  Vocab vocab_;
+  Metrics& metrics_;
+  EngineOptions opts_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool stopping_ = false;
+  std::atomic<int> n_busy_{0};
+  std::thread thread_;
+  Batch batch_;
+};
+
+}  // namespace opal::server

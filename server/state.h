@@ -1,0 +1,99 @@
+// Internals shared by server.cpp and the route files: the server's state and
+// the helpers that turn engine events into response JSON and SSE frames.
+#pragma once
+#include <httplib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "backends/registry.h"
+#include "models/model.h"
+#include "runtime/context.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/server.h"
+#include "server/slots.h"
+#include "tokenizer/jinja/chat.h"
+#include "tokenizer/vocab.h"
+
+namespace opal::server {
+
+struct Server::State {
+  ServerOptions opts;
+  httplib::Server http;
+  std::thread listener;
+  int port = -1;
+
+  std::unique_ptr<Registry> registry;
+  std::unique_ptr<Model> model;
+  std::optional<Vocab> vocab;
+  std::unique_ptr<Context> ctx;
+  std::optional<jinja::Template> chat_template;
+  bool template_is_fallback = false;
+  json template_vars;  // bos_token, eos_token
+  std::unique_ptr<SlotEngine> engine;
+  Metrics metrics;
+  std::string model_id;
+  int64_t created = 0;
+
+  std::atomic<bool> ready{false};
+  std::atomic<bool> stopping{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0;  // completion requests not yet fully answered (guarded by mu)
+  std::once_flag shutdown_once;
+
+  // Renders a chat prompt with the model's template (ChatML when it has none).
+  std::string render_chat(const json& messages, bool add_generation_prompt, const json& kwargs) const;
+  // Submits a request; 503 when shutting down or not ready.
+  std::shared_ptr<Task> submit(GenParams gen);
+};
+
+// Keeps a request counted as in flight; cancels its task when the response goes away
+// (a client that disconnected mid-stream frees its slot at once).
+class InFlight {
+ public:
+  InFlight(Server::State& st, std::shared_ptr<Task> task);
+  ~InFlight();
+  Task& task() { return *task_; }
+
+ private:
+  Server::State& st_;
+  std::shared_ptr<Task> task_;
+};
+
+// Everything a finished request produced.
+struct Collected {
+  std::string text;
+  std::vector<TokenOut> tokens;
+  Event done;
+};
+// Waits for the task's events until Done; throws HttpError(500) on an engine error.
+Collected collect(Task& task);
+
+// Streams a task as SSE. `frame(event)` returns the text to send for an event
+// (possibly empty); after Done or Error it is called no more and the stream ends.
+void stream_response(Server::State& st, httplib::Response& res, std::shared_ptr<Task> task,
+                     std::function<std::string(const Event&)> frame);
+std::string sse(const json& j);
+
+json timings_json(const Timings& t);
+json usage_json(const Event& done);
+const char* finish_reason(const Event& done);
+std::string random_id(const char* prefix);
+int64_t unix_time();
+// One token's logprob entry in OpenAI chat form {token, logprob, bytes, top_logprobs}.
+json chat_logprob_entry(const Vocab& vocab, const TokenOut& t);
+// One token's entry in llama-server's native `completion_probabilities` form.
+json native_prob_entry(const Vocab& vocab, const TokenOut& t);
+
+void register_openai_routes(Server::State& st);
+void register_native_routes(Server::State& st);
+
+}  // namespace opal::server

@@ -1,0 +1,128 @@
+// Continuous batching and slot lifetime: concurrent requests share decode steps
+// without changing greedy results; a client that disconnects frees its slot.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "server/server_test_util.h"
+
+namespace opal::test {
+namespace {
+
+const char* kPrompts[] = {"Once upon a time", "The dog ran to the", "Lily had a big red ball",
+                          "One day, a little boy named Tom"};
+
+json completion(LocalServer& s, const std::string& prompt, int n) {
+  auto r = s.post("/completion", {{"prompt", prompt}, {"n_predict", n}, {"temperature", 0}, {"cache_prompt", false}});
+  EXPECT_TRUE(r);
+  if (!r) return json();
+  EXPECT_EQ(r->status, 200) << r->body;
+  return json::parse(r->body);
+}
+
+TEST(ServerBatching, ConcurrentGreedyEqualsSequential) {
+  LocalServer s(default_options(2));
+  std::vector<std::string> sequential;
+  for (const char* p : kPrompts) sequential.push_back(completion(s, p, 24)["content"]);
+
+  const std::string before = s.get("/metrics")->body;
+  std::vector<std::string> concurrent(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { concurrent[size_t(i)] = completion(s, kPrompts[i], 24)["content"]; });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(concurrent[size_t(i)], sequential[size_t(i)]) << kPrompts[i];
+
+  // Shared decode steps happened: fewer decodes than one per token per request.
+  const std::string after = s.get("/metrics")->body;
+  const double decodes = metric_value(after, "llamacpp:n_decode_total") - metric_value(before, "llamacpp:n_decode_total");
+  EXPECT_LT(decodes, 4 * 25);
+  EXPECT_GT(metric_value(after, "llamacpp:n_busy_slots_per_decode"), 1.0);
+}
+
+TEST(ServerBatching, StreamsInterleaveAcrossSlots) {
+  LocalServer s(default_options(4));
+  std::vector<SseStream> streams(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      streams[size_t(i)] = post_stream("127.0.0.1", s.port(), "/v1/completions",
+                                       {{"prompt", kPrompts[i]}, {"max_tokens", 20}, {"temperature", 0},
+                                        {"stream", true}, {"cache_prompt", false}});
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(streams[size_t(i)].well_formed) << streams[size_t(i)].error;
+    EXPECT_TRUE(streams[size_t(i)].done_marker);
+    EXPECT_EQ(chat_stream_text(streams[size_t(i)]), completion(s, kPrompts[i], 20)["content"]);
+  }
+}
+
+TEST(ServerBatching, MoreRequestsThanSlotsQueue) {
+  LocalServer s(default_options(1));
+  std::vector<json> out(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&, i] { out[size_t(i)] = completion(s, kPrompts[i], 8); });
+  for (auto& t : threads) t.join();
+  for (const json& j : out) EXPECT_EQ(j["tokens_predicted"], 8);
+  const std::string m = s.get("/metrics")->body;
+  EXPECT_EQ(metric_value(m, "opal:queue_wait_seconds_count"), 3);
+}
+
+TEST(ServerBatching, DisconnectMidStreamFreesSlot) {
+  LocalServer s(default_options(1, 2048));
+  {
+    httplib::Client c("127.0.0.1", s.port());
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/completion";
+    req.body = json{{"prompt", "Once upon a time"}, {"n_predict", 1900}, {"ignore_eos", true}, {"stream", true}}.dump();
+    req.set_header("Content-Type", "application/json");
+    int chunks = 0;
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };  // hang up
+    auto r = c.send(req);
+    EXPECT_FALSE(r);  // cancelled by the receiver
+    EXPECT_GE(chunks, 3);
+  }
+  // With one slot, the next request can only run once the first one's slot is free.
+  const json next = completion(s, "Lily had a big red ball", 4);
+  EXPECT_EQ(next["tokens_predicted"], 4);
+  const std::string m = s.get("/metrics")->body;
+  EXPECT_EQ(metric_value(m, "opal:requests_cancelled_total"), 1);
+  EXPECT_LT(metric_value(m, "llamacpp:tokens_predicted_total"), 1900);
+  auto h = s.get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST(ServerBatching, ShutdownEndsInFlightStreamsWithFinalEvent) {
+  auto s = std::make_unique<LocalServer>(default_options(2, 2048));
+  std::atomic<int> chunks{0};
+  std::string raw;
+  std::thread client([&] {
+    httplib::Client c("127.0.0.1", s->port());
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
+                    {"ignore_eos", true},
+                    {"stream", true}}
+                   .dump();
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      raw.append(d, n);
+      ++chunks;
+      return true;
+    };
+    c.send(req);
+  });
+  while (chunks.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  s.reset();  // shutdown + wait
+  client.join();
+  const SseStream st = parse_sse(raw);
+  ASSERT_TRUE(st.well_formed) << st.error;
+  EXPECT_TRUE(st.done_marker);
+  EXPECT_EQ(st.events.back()["choices"][0]["finish_reason"], "stop");
+}
+
+}  // namespace
+}  // namespace opal::test
