@@ -21,6 +21,18 @@ import spm
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_NAME = "opal-kjv"
 
+# opal-kjv is a base model, not a chat model: its "chat" continues the text.
+# The template joins the conversation into one running text (a system prompt
+# first, on its own line), so `opal chat` and `opal serve` let it continue
+# whatever the user wrote. It is plain Jinja; llama.cpp reads it too.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'system' -%}{{ message['content'] | trim }}{{ '\\n' }}"
+    "{%- else -%}{%- if not loop.first and messages[loop.index0 - 1]['role'] != 'system' -%}{{ ' ' }}{%- endif -%}"
+    "{{ message['content'] | trim }}{%- endif -%}"
+    "{%- endfor -%}"
+)
+
 
 def metadata(cfg, vocab):
     return [
@@ -35,6 +47,7 @@ def metadata(cfg, vocab):
         ("tokenizer.ggml.eos_token_id", g.UINT32, spm.EOS_ID),
         ("tokenizer.ggml.add_bos_token", g.BOOL, True),
         ("tokenizer.ggml.add_eos_token", g.BOOL, False),
+        ("tokenizer.chat_template", g.STRING, CHAT_TEMPLATE),
         ("llama.context_length", g.UINT32, cfg["context"]),
         ("llama.embedding_length", g.UINT32, cfg["dim"]),
         ("llama.feed_forward_length", g.UINT32, cfg["ffn_dim"]),

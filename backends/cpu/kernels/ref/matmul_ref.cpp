@@ -9,6 +9,7 @@
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/kernel_tables.h"
 #include "core/quant.h"
+#include "core/quant/activation.h"
 
 namespace opal::cpu {
 namespace {
@@ -82,7 +83,17 @@ void round_activations(DType act_type, const float* x, float* out, int64_t k) {
       return;
     default: break;
   }
-  // Quantized vec_dot types: quantize then dequantize, a block-sized piece at a time.
+  // Q8_0 / Q8_1 / Q8_K: llama.cpp's activation quantizers (core/quant/activation.h).
+  if (is_activation_type(act_type) && k % block_size(act_type) == 0) {
+    const int64_t bs = block_size(act_type);
+    alignas(64) uint8_t blk[512];
+    for (int64_t i = 0; i < k; i += bs) {
+      quantize_activation_row(act_type, x + i, blk, bs);
+      dequantize_activation_row(act_type, blk, out + i, bs);
+    }
+    return;
+  }
+  // Other quantized vec_dot types: quantize then dequantize, a block-sized piece at a time.
   if (!can_quantize(act_type) || !can_dequantize(act_type) || k % block_size(act_type) != 0) {
     std::memcpy(out, x, size_t(k) * 4);  // no reference quantizer: keep f32 activations
     return;

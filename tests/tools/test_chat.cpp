@@ -1,0 +1,104 @@
+// `opal chat` end to end (stdin turns, template, KV prefix reuse, commands)
+// and llama.cpp's one-dash multi-letter flags (tools/llama_flags.h).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "support/test_support.h"
+
+namespace opal {
+namespace {
+
+std::string run(const std::string& args, int* status = nullptr) {
+  std::string out;
+  const int rc = test::run_command(test::opal_binary() + " " + args, &out);
+  if (status) *status = rc;
+  return out;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = test::temp_dir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(LlamaFlags, RunAcceptsUbAndCtk) {
+  int rc = 0;
+  const std::string a = run("run -m " + test::shared_path("models/stories260K.gguf") +
+                                " -p 'Once upon a time' -n 8 --temp 0 -t 1 -ub 2 -ctk f32 2>/dev/null",
+                            &rc);
+  ASSERT_EQ(rc, 0) << a;
+  const std::string b = run("run -m " + test::shared_path("models/stories260K.gguf") +
+                                " -p 'Once upon a time' -n 8 --temp 0 -t 1 2>/dev/null",
+                            &rc);
+  ASSERT_EQ(rc, 0) << b;
+  // The ubatch size and cache type do not change the greedy text here.
+  EXPECT_EQ(a.substr(0, a.find("prompt:")), b.substr(0, b.find("prompt:")));
+  EXPECT_NE(a.find("generation: 8 tokens"), std::string::npos) << a;
+  run("run -m " + test::shared_path("models/stories260K.gguf") + " -p x -n 1 -ctk q9 2>&1", &rc);
+  EXPECT_NE(rc, 0);
+}
+
+TEST(Chat, DefaultModelContinuesEachTurnAndReusesTheCache) {
+  const std::string input = write_file("turns.txt", "And God said\n/clear\nAnd God said\n");
+  int rc = 0;
+  const std::string out = run("chat -n 12 --temp 0 -t 1 < " + input + " 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  // Two identical conversations (after /clear) give identical greedy replies.
+  const auto first = out.find('\n');
+  ASSERT_NE(first, std::string::npos) << out;
+  const std::string reply1 = out.substr(0, first);
+  EXPECT_GT(reply1.size(), 10u) << out;
+  EXPECT_NE(out.find("[conversation cleared]"), std::string::npos) << out;
+  EXPECT_NE(out.find(reply1, first + 1), std::string::npos) << out;
+  // Summary: 2 user turns evaluated, 24 tokens generated.
+  EXPECT_NE(out.find("generation: 24 tokens"), std::string::npos) << out;
+}
+
+TEST(Chat, SecondTurnOnlyEvaluatesNewTokens) {
+  // Turn 2's rendered prompt starts with turn 1's prompt and reply, so only
+  // the new text is evaluated: far fewer prompt tokens than two full renders.
+  const std::string input = write_file("two.txt", "In the beginning\nAnd the earth\n");
+  int rc = 0;
+  const std::string out = run("chat -n 10 --temp 0 -t 1 < " + input + " 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto p = out.find("prompt: ");
+  ASSERT_NE(p, std::string::npos) << out;
+  const int n_prompt = std::stoi(out.substr(p + 8));
+  // Turn 1: BOS + ~3 tokens; turn 2: ~3 new tokens plus at most a few re-evaluated.
+  EXPECT_LT(n_prompt, 16) << out;
+  EXPECT_GT(n_prompt, 4) << out;
+}
+
+TEST(Chat, SystemPromptAndSingleTurnWithAnotherModel) {
+  int rc = 0;
+  const std::string out = run("chat -m " + test::shared_path("models/stories260K.gguf") +
+                                  " --single-turn -p 'Hello' -sys 'Be kind' -n 5 --temp 0 -t 1 2>&1",
+                              &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("no chat template; using ChatML"), std::string::npos) << out;
+  EXPECT_NE(out.find("generation: "), std::string::npos) << out;
+}
+
+TEST(Chat, MessageLongerThanTheContextIsAnErrorNotACrash) {
+  std::string big;
+  for (int i = 0; i < 400; ++i) big += "and the LORD spake unto Moses ";
+  const std::string input = write_file("big.txt", big + "\n");
+  int rc = 0;
+  const std::string out = run("chat -n 4 --temp 0 -t 1 -c 64 < " + input + " 2>&1", &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("context holds only n_ctx = 64"), std::string::npos) << out;
+}
+
+TEST(Chat, LongConversationDropsOldTurnsInsteadOfFailing) {
+  std::string turns;
+  for (int i = 0; i < 12; ++i) turns += "And Moses said unto the people\n";
+  const std::string input = write_file("long.txt", turns);
+  int rc = 0;
+  const std::string out = run("chat -n 8 --temp 0 -t 1 -c 96 < " + input + " 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("generation: 96 tokens"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace opal

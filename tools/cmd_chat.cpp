@@ -1,0 +1,295 @@
+// `opal chat [-m MODEL] [-sys TEXT] [-p TEXT] [--single-turn] [-n N] [-c N]
+//  [-t N] [sampling...]`: a conversation in the terminal, like llama-cli's
+// conversation mode. Each line on stdin is a user turn (end a line with `\`
+// to continue it on the next); the model's reply streams to stdout.
+//
+// Every turn renders the whole conversation with the model's chat template
+// (ChatML when the model has none, said once on stderr), tokenizes it, and
+// evaluates only the tokens after the longest prefix already in the KV cache.
+// When the conversation outgrows the context, the oldest turns (never the
+// system prompt) are dropped and the rest re-evaluated.
+// Commands: /exit or /quit, /clear (forget the conversation), /help.
+// Without -m the project's default model is used (models/opal-kjv.gguf: a
+// base model whose template lets it continue the user's text).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "backends/registry.h"
+#include "core/error.h"
+#include "models/model.h"
+#include "runtime/context.h"
+#include "sampling/sampler.h"
+#include "tokenizer/jinja/chat.h"
+#include "tokenizer/vocab.h"
+#include "tools/commands.h"
+#include "tools/default_model.h"
+
+namespace opal::tools {
+namespace {
+
+struct ChatOptions {
+  std::string model, system_prompt, prompt, template_file, kv = "f16";
+  bool single_turn = false, conversation = true;
+  int n_predict = -1;
+  int64_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
+  int threads = 0;
+  SamplerParams sampling;
+  int64_t seed = -1;
+};
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::ordered_json;
+
+std::string read_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) fail("cannot read chat template file '{}'", path);
+  std::string s;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  std::fclose(f);
+  return s;
+}
+
+class ChatSession {
+ public:
+  ChatSession(const ChatOptions& o, Context& ctx, const Vocab& vocab, const gguf::File& file)
+      : o_(o), ctx_(ctx), vocab_(vocab), sampler_(sampling_params(o), int32_t(ctx.n_vocab())) {
+    if (!o.template_file.empty()) {
+      template_ = jinja::Template::parse(read_file(o.template_file));
+    } else {
+      const jinja::ModelChatTemplate t = jinja::chat_template_from_gguf(file);
+      if (t.is_fallback) std::fprintf(stderr, "note: the model has no chat template; using ChatML\n");
+      template_ = jinja::Template::parse(t.source);
+    }
+    const jinja::SpecialTokenTexts sp = jinja::special_tokens_from_gguf(file);
+    vars_ = ordered_json::object();
+    vars_["bos_token"] = sp.bos.value_or("");
+    vars_["eos_token"] = sp.eos.value_or("");
+    bos_text_ = sp.bos.value_or("");
+    clear();
+  }
+
+  void clear() {
+    messages_ = ordered_json::array();
+    if (!o_.system_prompt.empty()) messages_.push_back({{"role", "system"}, {"content", o_.system_prompt}});
+    cached_.clear();
+    ctx_.reset();
+    sampler_.reset();
+  }
+
+  // One user turn: prints the reply. Returns false when the turn could not be
+  // run (the message does not fit the context); the conversation is unchanged.
+  bool turn(const std::string& user_text) {
+    messages_.push_back({{"role", "user"}, {"content", user_text}});
+    std::vector<int32_t> tokens = render();
+    // Keep room for a reply: drop the oldest turns while the prompt takes more
+    // than three quarters of the context.
+    const int64_t budget = std::max<int64_t>(1, ctx_.n_ctx() * 3 / 4);
+    while (int64_t(tokens.size()) > budget && drop_oldest_turn()) tokens = render();
+    if (int64_t(tokens.size()) >= ctx_.n_ctx()) {
+      messages_.erase(messages_.end() - 1);
+      std::fprintf(stderr, "error: this message needs %zu tokens but the context holds only n_ctx = %lld (raise -c)\n",
+                   tokens.size(), static_cast<long long>(ctx_.n_ctx()));
+      return false;
+    }
+    evaluate(tokens);
+    std::string reply = generate();
+    messages_.push_back({{"role", "assistant"}, {"content", reply}});
+    return true;
+  }
+
+  void print_summary() const {
+    std::fprintf(stderr, "\nprompt: %lld tokens in %.3f s (%.2f t/s) | generation: %lld tokens in %.3f s (%.2f t/s)\n",
+                 static_cast<long long>(n_prompt_), prompt_s_, prompt_s_ > 0 ? double(n_prompt_) / prompt_s_ : 0.0,
+                 static_cast<long long>(n_gen_), gen_s_, gen_s_ > 0 ? double(n_gen_) / gen_s_ : 0.0);
+  }
+
+ private:
+  static SamplerParams sampling_params(const ChatOptions& o) {
+    SamplerParams p = o.sampling;
+    p.seed = o.seed < 0 ? kRandomSeed : uint32_t(o.seed);
+    return p;
+  }
+
+  std::vector<int32_t> render() const {
+    const std::string text = jinja::apply_chat_template(*template_, messages_, true, vars_);
+    // The template writes BOS itself when it wants one; otherwise the
+    // vocabulary's add_bos applies, as llama.cpp does.
+    const bool has_bos = !bos_text_.empty() && text.rfind(bos_text_, 0) == 0;
+    return vocab_.tokenize(text, !has_bos, true);
+  }
+
+  bool drop_oldest_turn() {
+    size_t first = 0;
+    while (first < messages_.size() && messages_[first]["role"] == "system") ++first;
+    // Never drop the message being answered.
+    if (first + 1 >= messages_.size()) return false;
+    messages_.erase(messages_.begin() + std::ptrdiff_t(first));
+    while (first + 1 < messages_.size() && messages_[first]["role"] == "assistant")
+      messages_.erase(messages_.begin() + std::ptrdiff_t(first));
+    return true;
+  }
+
+  void evaluate(const std::vector<int32_t>& tokens) {
+    if (tokens.empty()) fail("the chat template rendered an empty prompt");
+    size_t common = 0;
+    while (common < cached_.size() && common < tokens.size() && cached_[common] == tokens[common]) ++common;
+    if (common == tokens.size()) --common;  // re-evaluate the last token to get its logits
+    ctx_.seq_rm(0, int32_t(common), -1);
+    cached_.resize(common);
+    const auto t0 = Clock::now();
+    Batch b;
+    for (size_t s = common; s < tokens.size(); s += size_t(ctx_.params().n_batch)) {
+      b.clear();
+      const size_t e = std::min(tokens.size(), s + size_t(ctx_.params().n_batch));
+      for (size_t i = s; i < e; ++i) b.add(tokens[i], int32_t(i), 0, i + 1 == tokens.size());
+      ctx_.decode(b);
+    }
+    for (size_t i = common; i < tokens.size(); ++i) sampler_.accept(tokens[i]);
+    cached_ = tokens;
+    prompt_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    n_prompt_ += int64_t(tokens.size() - common);
+  }
+
+  std::string generate() {
+    const auto t0 = Clock::now();
+    std::string reply;
+    int n = 0;
+    while (o_.n_predict < 0 || n < o_.n_predict) {
+      const int32_t tok = sampler_.sample(ctx_.logits(ctx_.n_outputs() - 1));
+      sampler_.accept(tok);
+      if (vocab_.is_eog(tok)) break;
+      const std::string piece = vocab_.token_to_piece(tok, false);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      reply += piece;
+      ++n;
+      if (int64_t(cached_.size()) >= ctx_.n_ctx()) {
+        std::fprintf(stderr, "\n[context full: reply cut; older turns are dropped on the next message]");
+        break;
+      }
+      if (o_.n_predict >= 0 && n >= o_.n_predict) break;
+      Batch b;
+      b.add(tok, int32_t(cached_.size()), 0, true);
+      ctx_.decode(b);
+      cached_.push_back(tok);
+    }
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    gen_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    n_gen_ += n;
+    return reply;
+  }
+
+  const ChatOptions& o_;
+  Context& ctx_;
+  const Vocab& vocab_;
+  Sampler sampler_;
+  std::optional<jinja::Template> template_;
+  ordered_json vars_, messages_;
+  std::string bos_text_;
+  std::vector<int32_t> cached_;  // tokens whose K/V are in the cache (sequence 0)
+  double prompt_s_ = 0, gen_s_ = 0;
+  int64_t n_prompt_ = 0, n_gen_ = 0;
+};
+
+// Reads one user message; a line ending in `\` continues on the next line.
+bool read_message(std::string& out, bool interactive) {
+  out.clear();
+  std::string line;
+  if (interactive) std::fputs("> ", stdout), std::fflush(stdout);
+  while (std::getline(std::cin, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.back() == '\\') {
+      line.pop_back();
+      out += line + "\n";
+      continue;
+    }
+    out += line;
+    return true;
+  }
+  return !out.empty();
+}
+
+int run_chat(const ChatOptions& o_in) {
+  ChatOptions o = o_in;
+  if (o.kv != "f16" && o.kv != "f32" && o.kv != "bf16") fail("-ctk must be f16, bf16 or f32, got '{}'", o.kv);
+  if (o.model.empty()) o.model = default_model_path();
+  auto reg = Registry::with_cpu(o.threads);
+  auto model = Model::load(o.model, *reg);
+  const Vocab vocab = Vocab::from_gguf(model->gguf());
+  ContextParams cp;
+  cp.n_ctx = o.n_ctx;
+  cp.n_batch = o.n_batch;
+  cp.n_ubatch = o.n_ubatch;
+  cp.kv_type = *dtype_from_name(o.kv);
+  Context ctx(*model, cp);
+  ChatSession chat(o, ctx, vocab, model->gguf());
+
+  const bool interactive = isatty(STDIN_FILENO) && !o.single_turn;
+  if (interactive)
+    std::fprintf(stderr, "opal chat: %s, n_ctx %lld. Type a message; /exit quits, /clear forgets, /help lists commands.\n",
+                 o.model.c_str(), static_cast<long long>(ctx.n_ctx()));
+  int failures = 0;
+  if (!o.prompt.empty()) {
+    if (interactive) std::printf("> %s\n", o.prompt.c_str());
+    failures += !chat.turn(o.prompt);
+  }
+  if (!o.single_turn) {
+    std::string msg;
+    while (read_message(msg, interactive)) {
+      if (msg == "/exit" || msg == "/quit") break;
+      if (msg == "/clear") {
+        chat.clear();
+        std::fprintf(stderr, "[conversation cleared]\n");
+        continue;
+      }
+      if (msg == "/help") {
+        std::fprintf(stderr, "/exit, /quit: leave | /clear: forget the conversation | end a line with \\ to go on\n");
+        continue;
+      }
+      if (msg.empty()) continue;
+      failures += !chat.turn(msg);
+    }
+  } else if (o.prompt.empty()) {
+    fail("--single-turn needs a message: -p TEXT");
+  }
+  chat.print_summary();
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+void add_chat_command(CLI::App& app) {
+  auto o = std::make_shared<ChatOptions>();
+  CLI::App* sub = app.add_subcommand("chat", "Chat with a model in the terminal (stdin lines are user turns)");
+  sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
+  sub->add_option("--sys,--system-prompt", o->system_prompt, "system prompt (llama.cpp: -sys)");
+  sub->add_option("-p,--prompt", o->prompt, "first user message");
+  sub->add_flag("--single-turn", o->single_turn, "answer -p and exit");
+  sub->add_flag("--cnv,--conversation", o->conversation, "conversation mode (always on; accepted for llama.cpp's -cnv)");
+  sub->add_option("--chat-template-file", o->template_file, "Jinja chat template file (overrides the model's)");
+  sub->add_option("-n,--predict,--n-predict", o->n_predict, "most tokens per reply (-1 = until end of generation)");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "context size (0 = the model's)");
+  sub->add_option("-t,--threads", o->threads, "threads (default: all)");
+  sub->add_option("-b,--batch-size", o->n_batch, "logical batch size (2048)");
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "physical batch size (512; llama.cpp: -ub)");
+  sub->add_option("--ctk,--cache-type-k", o->kv, "KV cache type: f16 (default), bf16, f32 (llama.cpp: -ctk)");
+  sub->add_option("--temp", o->sampling.temp, "temperature (0.8; <= 0 greedy)");
+  sub->add_option("--top-k", o->sampling.top_k, "top-k (40; 0 off)");
+  sub->add_option("--top-p", o->sampling.top_p, "top-p (0.95; 1 off)");
+  sub->add_option("--min-p", o->sampling.min_p, "min-p (0.05; 0 off)");
+  sub->add_option("--repeat-penalty", o->sampling.repeat_penalty, "repetition penalty (1.0 = off)");
+  sub->add_option("--repeat-last-n", o->sampling.repeat_last_n, "tokens the penalties look back (64)");
+  sub->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty (0)");
+  sub->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty (0)");
+  sub->add_option("-s,--seed", o->seed, "RNG seed (-1 = random)");
+  set_action(sub, [o] { return run_chat(*o); });
+}
+
+}  // namespace opal::tools
