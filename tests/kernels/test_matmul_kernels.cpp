@@ -1,6 +1,6 @@
 // Every SIMD matmul kernel the host supports, against the scalar reference
-// (backends/cpu/kernels/ref): converted activation bytes must equal the
-// reference quantizer's exactly; gemm results may differ only by float
+// (backends/cpu/kernels/ref): converted activation bytes must equal llama.cpp's
+// activation quantizer's (core/quant/activation.h) exactly; gemm results may differ only by float
 // summation order (tolerance relative to sum |w_i * x_i|).
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/quant.h"
+#include "core/quant/activation.h"
 
 namespace opal::cpu {
 namespace {
@@ -124,12 +125,13 @@ void compare(Isa isa, DType t, int64_t k, int64_t n_act, bool raw) {
   const auto x = make_acts(n_act, k, rng);
   const auto act_ref = convert(*ref, x, n_act, k);
   const auto act_fast = convert(*fast, x, n_act, k);
-  // Packed quantized activations must be the reference quantizer's bytes.
+  // Packed quantized activations must be llama.cpp's activation quantizer's bytes.
   if (!is_float_type(fast->act_type)) {
     std::vector<uint8_t> q(row_bytes(fast->act_type, k) * uint64_t(n_act));
-    quantize_rows(fast->act_type, x.data(), q.data(), n_act, k);
+    for (int64_t a = 0; a < n_act; ++a)
+      quantize_activation_row(fast->act_type, x.data() + a * k, q.data() + uint64_t(a) * row_bytes(fast->act_type, k), k);
     ASSERT_EQ(fast->act_row_bytes(k), row_bytes(fast->act_type, k));
-    ASSERT_EQ(0, std::memcmp(q.data(), act_fast.data(), q.size())) << "activation bytes differ from quantize_rows";
+    ASSERT_EQ(0, std::memcmp(q.data(), act_fast.data(), q.size())) << "activation bytes differ from quantize_activation_row";
   }
   const auto out_ref = run_gemm(*ref, w, t, rows, k, act_ref, n_act);
   const auto out_fast = run_gemm(*fast, w, t, rows, k, act_fast, n_act);
@@ -172,8 +174,8 @@ INSTANTIATE_TEST_SUITE_P(Types, KernelsVsReference, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Rounding ties and sign choices of the activation quantizers: half-integer
-// values with amax 127 (Q8_0: d = 1, ties away from zero; Q8_K: iscale = -1,
-// ties to even), +amax and -amax in one block (Q8_K keeps the first), zero blocks.
+// values with amax 127 (Q8_0: id = 1, Q8_K: iscale = -1; both round ties to
+// even), +amax and -amax in one block (Q8_K keeps the first), zero blocks.
 TEST(KernelsActivation, TiesSignsAndZeroBlocksMatchTheReferenceQuantizer) {
   const int64_t k = 1024;
   std::vector<float> x(static_cast<size_t>(k));
@@ -188,7 +190,7 @@ TEST(KernelsActivation, TiesSignsAndZeroBlocksMatchTheReferenceQuantizer) {
       ASSERT_NE(fast, nullptr);
       std::vector<uint8_t> want(row_bytes(fast->act_type, k)), got(fast->act_row_bytes(k));
       ASSERT_EQ(want.size(), got.size());
-      quantize_rows(fast->act_type, x.data(), want.data(), 1, k);
+      quantize_activation_row(fast->act_type, x.data(), want.data(), k);
       fast->convert_act(fast->act_type, x.data(), got.data(), k);
       EXPECT_EQ(want, got) << isa_name(isa) << " " << dtype_name(fast->act_type);
     }

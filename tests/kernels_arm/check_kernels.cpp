@@ -1,7 +1,7 @@
 // A self-contained check of every SIMD matmul kernel the host supports
 // against the scalar reference, for targets without GoogleTest (the aarch64
 // cross build run under qemu-aarch64: scripts/cross_check_neon.sh). Same
-// criteria as tests/kernels: activation bytes equal to quantize_rows', gemm
+// criteria as tests/kernels: activation bytes equal to quantize_activation_row's, gemm
 // results within 1e-5 of sum |w_i x_i|. Prints one line per case; exits 1 on
 // any mismatch, 2 if the host has no SIMD ISA (nothing would be tested).
 #include <cmath>
@@ -14,6 +14,7 @@
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "core/quant.h"
+#include "core/quant/activation.h"
 
 using namespace opal;
 using namespace opal::cpu;
@@ -64,9 +65,10 @@ void check(Isa isa, DType t, int64_t k, int64_t n_act) {
   bool ok = true;
   if (!is_float_type(fast->act_type)) {
     std::vector<uint8_t> q(row_bytes(fast->act_type, k) * uint64_t(n_act));
-    quantize_rows(fast->act_type, x.data(), q.data(), n_act, k);
+    for (int64_t a = 0; a < n_act; ++a)
+      quantize_activation_row(fast->act_type, x.data() + a * k, q.data() + uint64_t(a) * row_bytes(fast->act_type, k), k);
     ok = q.size() == act_fast.size() && std::memcmp(q.data(), act_fast.data(), q.size()) == 0;
-    if (!ok) std::printf("  activation bytes differ from quantize_rows\n");
+    if (!ok) std::printf("  activation bytes differ from quantize_activation_row\n");
   }
   const auto out_ref = gemm(*ref, w, t, rows, k, act_ref, n_act), out_fast = gemm(*fast, w, t, rows, k, act_fast, n_act);
   std::vector<float> wrow(static_cast<size_t>(k));

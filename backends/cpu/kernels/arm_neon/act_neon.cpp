@@ -1,5 +1,6 @@
 // Activation quantization with NEON, byte-identical to core/quant's reference:
-//   Q8_0: q = round-half-away(x * id): fcvtas does exactly that rounding.
+//   Q8_0: as llama.cpp's x86 path (core/quant/activation.h): id = 127/amax,
+//         q = round-to-nearest-even(x * id): fcvtns.
 //   Q8_K: q = min(127, round-to-nearest-even(iscale * x)): fcvtns.
 // amax / max / d / iscale are computed as in the reference (see
 // x86_avx512/act_avx512.cpp for the formulas).
@@ -23,12 +24,12 @@ void convert_q8_0(DType, const float* x, uint8_t* dst, int64_t k) {
     }
     const float amax = vmaxvq_f32(m);
     const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     const __fp16 dh = __fp16(d);  // round to nearest even, as f32_to_f16
     std::memcpy(dst, &dh, 2);
     int8_t q[32];
     for (int i = 0; i < 8; i += 2) {
-      const int32x4_t a = vcvtaq_s32_f32(vmulq_n_f32(v[i], id)), c = vcvtaq_s32_f32(vmulq_n_f32(v[i + 1], id));
+      const int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(v[i], id)), c = vcvtnq_s32_f32(vmulq_n_f32(v[i + 1], id));
       const int16x8_t s16 = vcombine_s16(vmovn_s32(a), vmovn_s32(c));
       vst1_s8(q + 4 * i, vmovn_s16(s16));
     }

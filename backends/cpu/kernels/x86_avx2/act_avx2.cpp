@@ -7,17 +7,6 @@
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
 
 namespace opal::cpu::avx2 {
-namespace {
-
-__m256i round_half_away(__m256 v) {
-  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 up = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m256 one = _mm256_or_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(int(0x80000000u)))),
-                                  _mm256_set1_ps(1.0f));
-  return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
-}
-
-}  // namespace
 
 void convert_q8_0(DType, const float* x, uint8_t* dst, int64_t k) {
   for (int64_t b = 0; b < k / 32; ++b, x += 32, dst += 34) {
@@ -29,12 +18,12 @@ void convert_q8_0(DType, const float* x, uint8_t* dst, int64_t k) {
     }
     const float amax = hmax8(m);
     const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     const uint16_t dh = uint16_t(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));  // as f32_to_f16
     std::memcpy(dst, &dh, 2);
     const __m256 idv = _mm256_set1_ps(id);
     __m256i q[4];
-    for (int i = 0; i < 4; ++i) q[i] = round_half_away(_mm256_mul_ps(v[i], idv));
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], idv));  // nearest even
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2), pack_epi32_to_epi8(q[0], q[1], q[2], q[3]));
   }
 }

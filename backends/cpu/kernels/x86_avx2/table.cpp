@@ -1,5 +1,5 @@
 // The AVX2 table entries. Quantized types use packed Q8_0 / Q8_K activation
-// rows (the bytes core/quant's quantizers write); float types use f32 rows
+// rows (the bytes of core/quant/activation.h); float types use f32 rows
 // rounded through the weight type, as the reference does.
 #include "backends/cpu/kernels/kernel_tables.h"
 

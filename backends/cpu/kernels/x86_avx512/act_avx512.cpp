@@ -1,11 +1,12 @@
 // Activation quantization with AVX-512, byte-identical to core/quant's
 // reference quantizers (tests/kernels compares the bytes):
-//   Q8_0: d = amax/127, id = 1/d, q = round-half-away-from-zero(x*id);
-//         rounding: truncate, then step away from zero when |frac| >= 0.5.
+//   Q8_0: as llama.cpp's x86 quantize_row_q8_0 (core/quant/activation.h):
+//         d = amax/127, id = 127/amax, q = round-to-nearest-even(x*id).
 //   Q8_K: max = the first element of largest |x| (signed), iscale = -127/max,
 //         q = min(127, round-to-nearest-even(iscale*x)), d = 1/iscale, and
 //         bsums = the sums of each 16 quants.
-// The products x*id and iscale*x are single roundings, as in the reference.
+// The products x*id and iscale*x are single roundings, as in the reference;
+// vcvtps2dq rounds to nearest even (the default MXCSR mode).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -18,15 +19,6 @@ namespace {
 
 __m512 abs_ps(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff))); }
 
-__m512i round_half_away(__m512 v) {
-  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 frac = abs_ps(_mm512_sub_ps(v, t));
-  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))),
-                                                         _mm512_castps_si512(_mm512_set1_ps(1.0f))));
-  return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
-}
-
 }  // namespace
 
 void convert_q8_0(DType, const float* x, uint8_t* dst, int64_t k) {
@@ -34,12 +26,12 @@ void convert_q8_0(DType, const float* x, uint8_t* dst, int64_t k) {
     const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(abs_ps(v0), abs_ps(v1)));
     const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     const uint16_t dh = uint16_t(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));  // as f32_to_f16
     std::memcpy(dst, &dh, 2);
     const __m512 idv = _mm512_set1_ps(id);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2), _mm512_cvtepi32_epi8(round_half_away(_mm512_mul_ps(v0, idv))));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 18), _mm512_cvtepi32_epi8(round_half_away(_mm512_mul_ps(v1, idv))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, idv))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 18), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, idv))));
   }
 }
 
