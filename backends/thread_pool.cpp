@@ -20,7 +20,9 @@ constexpr uint32_t chunk_of(uint64_t state) { return uint32_t(state); }
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads, int chunks_per_thread)
+    : n_threads_(n_threads < 1 ? 1 : n_threads),
+      n_chunks_(n_threads_ == 1 ? 1 : n_threads_ * std::max(1, chunks_per_thread)) {
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
 }
 
@@ -34,21 +36,21 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::work_on(uint32_t gen) {
-  const uint32_t n = uint32_t(n_threads_);
+  const uint32_t n = uint32_t(n_chunks_);
   uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
     if (generation_of(s) != gen || chunk_of(s) >= n) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // Claimed chunk chunk_of(s) of this generation: the caller cannot publish
     // another job (and overwrite job_) before it is counted done.
-    (*job_)(int(chunk_of(s)), n_threads_);
+    (*job_)(int(chunk_of(s)), n_chunks_);
     done_.fetch_add(1, std::memory_order_acq_rel);
     s = state_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
-  if (n_threads_ == 1) {
+  if (n_chunks_ == 1) {
     fn(0, 1);
     return;
   }
@@ -63,7 +65,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   work_on(gen);
   // Chunks claimed by workers: spin a little, then yield the vCPU (the worker
   // may be waiting for it).
-  for (int spins = 0; done_.load(std::memory_order_acquire) < n_threads_; ++spins) {
+  for (int spins = 0; done_.load(std::memory_order_acquire) < n_chunks_; ++spins) {
     if (spins < 4000)
       cpu_relax();
     else

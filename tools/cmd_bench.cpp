@@ -1,6 +1,6 @@
 // `opal bench -m MODEL[,MODEL...] [-p 512] [-n 128] [--pg 512,128] [-r 5]
 //             [-t 1,2] [-b 2048] [--ub 512] [--lm huge,mmap] [-o md|csv|json|jsonl]
-//             [--plot FILE.svg] [--idle SECONDS] [--no-warmup] [--no-bw]`
+//             [--plot FILE.svg] [--idle SECONDS] [--no-warmup] [--no-bw] [--isa NAME]`
 // llama-bench for Opal (docs/bench.md). List flags (comma lists or ranges
 // first-last[+step]) expand to a matrix; for each model and load mode the
 // model is loaded once, then each (n_batch, n_ubatch, threads) runs every
@@ -24,6 +24,7 @@
 #include <set>
 #include <thread>
 
+#include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/registry.h"
 #include "core/error.h"
@@ -32,6 +33,7 @@
 #include "runtime/context.h"
 #include "tools/bench_report.h"
 #include "tools/commands.h"
+#include "tools/isa_option.h"
 
 namespace opal::tools {
 namespace {
@@ -203,7 +205,6 @@ int run_bench(const BenchOptions& o) {
   if (!o.no_bw)
     for (int64_t t : threads) cond.bandwidth_gbps[int(t)] = measure_read_bandwidth(int(t));
   std::set<std::string> kernel_names;
-  std::set<std::string> isa_names;
 
   // Perf-event sinks (--perf-log, --trace, --summary) plug in here: the
   // hooks are set on every timed context.
@@ -233,7 +234,6 @@ int run_bench(const BenchOptions& o) {
         if (t.ne.size() >= 2) {
           const cpu::MatmulKernels* k = cpu::matmul_kernels(t.type);
           kernel_names.insert(fmt::format("{}={}", dtype_name(t.type), k ? k->name : "none"));
-          if (k) isa_names.insert(k->name);
         }
       }
       const std::string filename = path.substr(path.find_last_of('/') + 1);
@@ -300,7 +300,7 @@ int run_bench(const BenchOptions& o) {
   }
   cond.load_after = read_loadavg();
   for (const auto& k : kernel_names) cond.kernels += (cond.kernels.empty() ? "" : " ") + k;
-  for (const auto& k : isa_names) cond.isa += (cond.isa.empty() ? "" : ", ") + k;
+  cond.isa = cpu::isa_description();
 
   std::string out;
   if (o.output == "md") out = format_markdown(results, cond, BenchDefaults{});
@@ -345,6 +345,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run");
   sub->add_flag("--no-bw", o->no_bw, "Do not measure the memory bandwidth (the % bw column shows -)");
   sub->add_flag("--progress", o->progress, "Print progress to stderr");
+  add_isa_option(sub);
   set_action(sub, [o] { return run_bench(*o); });
 }
 

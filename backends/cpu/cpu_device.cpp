@@ -32,7 +32,7 @@ CpuExecutor::CpuExecutor(const Device& dev, int n_threads)
 
 void CpuExecutor::set_threads(int n) {
   n = default_threads(n);
-  if (n != pool_->size()) pool_ = std::make_unique<ThreadPool>(n);
+  if (n != pool_->n_threads()) pool_ = std::make_unique<ThreadPool>(n);
 }
 
 std::unique_ptr<Plan> CpuExecutor::compile(const Segment& segment) {

@@ -15,7 +15,7 @@ class CpuExecutor : public Executor {
   std::unique_ptr<Plan> compile(const Segment& segment) override;
   void run(Plan& plan, RunHooks* hooks) override;
   void set_threads(int n);
-  int n_threads() const { return pool_->size(); }
+  int n_threads() const { return pool_->n_threads(); }
 
  private:
   const Device& dev_;

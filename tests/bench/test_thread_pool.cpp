@@ -36,7 +36,8 @@ void check_runs(ThreadPool& pool, int n_runs, std::chrono::microseconds pause) {
 TEST(ThreadPool, EveryChunkOnceBackToBack) {
   for (int n : {1, 2, 3, 4, 7}) {
     ThreadPool pool(n);
-    EXPECT_EQ(pool.size(), n);
+    EXPECT_EQ(pool.n_threads(), n);
+    EXPECT_EQ(pool.size(), n == 1 ? 1 : n * ThreadPool::kChunksPerThread);
     check_runs(pool, 20000, std::chrono::microseconds(0));
   }
 }
@@ -73,7 +74,8 @@ TEST(ThreadPool, CorrectWhileAnotherThreadHogsTheCpu) {
 }
 
 TEST(ThreadPool, UnevenChunks) {
-  ThreadPool pool(2);
+  ThreadPool pool(2, 1);
+  EXPECT_EQ(pool.size(), 2);
   std::atomic<int64_t> sum{0};
   for (int r = 0; r < 100; ++r)
     pool.run([&](int ith, int) {
@@ -81,6 +83,17 @@ TEST(ThreadPool, UnevenChunks) {
       sum.fetch_add(ith + 1);
     });
   EXPECT_EQ(sum.load(), 100 * 3);
+}
+
+TEST(ThreadPool, ChunksPerThread) {
+  for (int per : {1, 3, 8}) {
+    ThreadPool pool(2, per);
+    EXPECT_EQ(pool.size(), 2 * per);
+    check_runs(pool, 2000, std::chrono::microseconds(0));
+  }
+  ThreadPool single(1, 8);
+  EXPECT_EQ(single.size(), 1);  // one thread: one chunk, called directly
+  check_runs(single, 10, std::chrono::microseconds(0));
 }
 
 TEST(ThreadPool, DestroyIdleAndBusyPools) {
