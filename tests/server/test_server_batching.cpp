@@ -33,10 +33,11 @@ TEST(ServerBatching, ConcurrentGreedyEqualsSequential) {
   for (auto& t : threads) t.join();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(concurrent[size_t(i)], sequential[size_t(i)]) << kPrompts[i];
 
-  // Shared decode steps happened: fewer decodes than one per token per request.
+  // Shared decode steps happened: one request alone needs 24 decodes (prompt + 23 tokens),
+  // so four in turn need 96; two slots decoding together need about half.
   const std::string after = s.get("/metrics")->body;
   const double decodes = metric_value(after, "llamacpp:n_decode_total") - metric_value(before, "llamacpp:n_decode_total");
-  EXPECT_LT(decodes, 4 * 25);
+  EXPECT_LE(decodes, 80);
   EXPECT_GT(metric_value(after, "llamacpp:n_busy_slots_per_decode"), 1.0);
 }
 
