@@ -3,9 +3,16 @@
 // biases.bin, input.bin in the golden formats.
 // `opal rocket run-case CASE_DIR/case.json`: runs the case's jobs on the NPU
 // emulator and compares the output with the integer reference.
+// `opal rocket predict (--preset NAME | -m MODEL.gguf | --all-presets) [-p N]`:
+// predicted RK3588 prefill time and tokens/s of the model's matmuls under the
+// NPU performance model (backends/rocket/perf/perf_model.h).
 #include <fmt/format.h>
 
+#include <map>
+
+#include "backends/rocket/perf/perf_model.h"
 #include "backends/rocket/replay/golden_case.h"
+#include "core/gguf.h"
 #include "core/error.h"
 #include "tools/commands.h"
 
@@ -62,6 +69,77 @@ int run_case(const RocketOptions& o) {
   return mismatches == 0 ? 0 : 1;
 }
 
+struct PredictOptions {
+  std::string preset, model, schedule = "opal";
+  bool all_presets = false, per_shape = false;
+  unsigned tokens = 512, cores = 3, group = 0;
+  double clock_mhz = 1000, ddr_gbps = 20, task_us = -1, job_us = -1, efficiency = -1, host_gbps = -1;
+};
+
+// Weight shapes of a GGUF file's decoder blocks ("blk.N.x.weight", 2-D),
+// grouped by name suffix and shape. MoE experts (3-D) are left out.
+std::vector<MatmulShape> gguf_shapes(const std::string& path) {
+  const gguf::File f = gguf::File::open(path);
+  std::map<std::tuple<std::string, unsigned, unsigned>, unsigned> count;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.ne.size() != 2 || t.name.rfind("blk.", 0) != 0) continue;
+    const size_t dot = t.name.find('.', 4);
+    if (dot == std::string::npos) continue;
+    std::string suffix = t.name.substr(dot + 1);
+    if (suffix.ends_with(".weight")) suffix.resize(suffix.size() - 7);
+    count[{suffix, unsigned(t.ne[0]), unsigned(t.ne[1])}]++;
+  }
+  std::vector<MatmulShape> shapes;
+  for (const auto& [key, n] : count) shapes.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
+  if (shapes.empty()) fail("{}: no 2-D blk.N.*.weight tensors to predict", path);
+  return shapes;
+}
+
+void print_prediction(const std::string& name, const std::vector<MatmulShape>& shapes, const PredictOptions& o,
+                      const PerfParams& p) {
+  const ModelPrediction m = predict_prefill(shapes, o.tokens, p, o.group);
+  if (o.per_shape)
+    for (const auto& [s, pr] : m.per_shape)
+      fmt::print("  {:<14} K {:>5} N {:>6} x{:<3} {:>9.3f} ms  ({} tasks, {} jobs, {:.1f} MB DDR)\n", s.name, s.k, s.n,
+                 s.count, pr.seconds * 1e3, pr.tasks, pr.jobs, pr.ddr_bytes / 1e6);
+  fmt::print("{:<16} pp{} {} schedule, {} core(s) at {:.0f} MHz, DDR {:.0f} GB/s: {:8.1f} ms (NPU {:.1f} ms, host {:.1f} "
+             "ms) -> {:7.1f} tokens/s\n",
+             name, o.tokens, p.schedule, p.cores, p.clock_hz / 1e6, p.ddr_bytes_per_s / 1e9, m.total.seconds * 1e3,
+             m.total.npu_seconds * 1e3, m.total.host_seconds * 1e3, m.tokens_per_s);
+}
+
+int run_predict(const PredictOptions& o) {
+  PerfParams p;
+  p.clock_hz = o.clock_mhz * 1e6;
+  p.cores = o.cores;
+  p.ddr_bytes_per_s = o.ddr_gbps * 1e9;
+  p.schedule = o.schedule;
+  if (o.task_us >= 0) p.task_overhead_s = o.task_us * 1e-6;
+  if (o.job_us >= 0) p.job_overhead_s = o.job_us * 1e-6;
+  if (o.efficiency > 0) p.mac_efficiency = o.efficiency;
+  if (o.host_gbps > 0) p.host_bytes_per_s = o.host_gbps * 1e9;
+  if (o.tokens == 0) fail("-p: the prompt needs at least one token");
+  if (o.cores == 0 || o.cores > 3) fail("--cores: {} (1..3)", o.cores);
+  const int sources = int(!o.preset.empty()) + int(!o.model.empty()) + int(o.all_presets);
+  if (sources != 1) fail("rocket predict: give exactly one of --preset, -m, --all-presets");
+  if (!o.model.empty()) {
+    print_prediction(o.model, gguf_shapes(o.model), o, p);
+    return 0;
+  }
+  bool found = false;
+  for (const ModelPreset& m : model_presets())
+    if (o.all_presets || m.name == o.preset) {
+      print_prediction(m.name, preset_shapes(m), o, p);
+      found = true;
+    }
+  if (!found) {
+    std::string names;
+    for (const ModelPreset& m : model_presets()) names += (names.empty() ? "" : ", ") + m.name;
+    fail("--preset: unknown model '{}' (known: {})", o.preset, names);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_rocket_command(CLI::App& app) {
@@ -83,6 +161,24 @@ void add_rocket_command(CLI::App& app) {
   run->add_option("--rounding", co->rounding, "OUT_CVT rounding: half-away, half-up, half-even, truncate");
   run->add_flag("--strict", co->strict, "Reject non-resident weights and wrapped surface strides");
   set_action(run, [co] { return run_case(*co); });
+
+  auto po = std::make_shared<PredictOptions>();
+  CLI::App* pr = rocket->add_subcommand("predict", "Predicted RK3588 NPU prefill tokens/s (performance model)");
+  pr->add_option("--preset", po->preset, "Published model shapes: qwen2-0.5b, qwen3-0.6b, tinyllama-1.1b, ...");
+  pr->add_option("-m,--model", po->model, "GGUF file whose blk.N.*.weight shapes to use");
+  pr->add_flag("--all-presets", po->all_presets, "Every preset");
+  pr->add_option("-p,--n-prompt", po->tokens, "Prompt tokens (M)");
+  pr->add_option("--clock-mhz", po->clock_mhz, "NPU clock (mainline default 200, vendor 1000)");
+  pr->add_option("--cores", po->cores, "NPU cores used (1..3)");
+  pr->add_option("--ddr-gbps", po->ddr_gbps, "DDR bandwidth available to the NPU, GB/s");
+  pr->add_option("--task-us", po->task_us, "Fixed cost per task, microseconds");
+  pr->add_option("--job-us", po->job_us, "Fixed cost per job, microseconds");
+  pr->add_option("--efficiency", po->efficiency, "Achieved fraction of the peak MAC rate");
+  pr->add_option("--host-gbps", po->host_gbps, "Host quantize/pack/unpack rate, GB/s");
+  pr->add_option("--schedule", po->schedule, "opal (Opal's tiling) or fork (the int8 llama.cpp fork's)");
+  pr->add_option("--group", po->group, "K channels per int8 scale (0: per row)");
+  pr->add_flag("--per-shape", po->per_shape, "One line per matmul shape");
+  set_action(pr, [po] { return run_predict(*po); });
 }
 
 }  // namespace opal::tools

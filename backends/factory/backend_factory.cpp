@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/rocket/host/rocket_device.h"
 #include "backends/test_accel/test_accel.h"
 #include "core/error.h"
 
@@ -15,6 +16,14 @@ const std::vector<BackendFactory>& backend_factories() {
        [](int n_threads) -> std::unique_ptr<Device> { return std::make_unique<CpuDevice>(n_threads); }},
       {"test-accel", "test accelerator: MUL_MAT on q8_0/f16 weights in memory the CPU cannot read",
        [](int) -> std::unique_ptr<Device> { return std::make_unique<TestAccelDevice>(); }},
+      {"rocket", "RK3588 NPU, emulated (rocket register streams run in software): int8 MUL_MAT for M >= 32",
+       [](int) -> std::unique_ptr<Device> { return make_rocket_device(RocketOptions{}); }},
+      {"rocket:drm", "RK3588 NPU through the mainline rocket driver (/dev/accel/accel0, one fd per core, 3 cores)",
+       [](int) -> std::unique_ptr<Device> {
+         RocketOptions o;
+         o.driver = "drm_accel";
+         return make_rocket_device(o);
+       }},
   };
   return list;
 }

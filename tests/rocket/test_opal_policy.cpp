@@ -1,4 +1,4 @@
-// Opal's deliberate differences from Mesa (docs/rocket.md), each tested on
+// Opal's deliberate differences from Mesa (docs/backends/rocket.md), each tested on
 // Opal's own choice:
 //  1. weights far larger than the CBUF: Opal tiles N so every task's weights
 //     fit its weight banks (Mesa: one task with 16 MiB of weights);

@@ -129,7 +129,20 @@ TEST_P(RocketAccuracy, LogitsWithinQ8Tolerance) {
   RecordProperty("max_diff_over_std", std::to_string(c.max_diff_over_std));
   EXPECT_LE(c.max_diff_over_std, max_bar);
   EXPECT_GE(c.min_cosine, cos_bar);
-  EXPECT_GE(c.top1_agreement, top1_bar);
+  // Top-1, with a disagreement excused only at a near-tie: where the CPU's own
+  // gap between its token and ours is below twice that row's largest |diff|
+  // (the rule tests/engine/test_fidelity.cpp applies to greedy steps).
+  int64_t agree = 0;
+  const int64_t rows = int64_t(ref.size()) / g.n_vocab;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = ours.data() + r * g.n_vocab;
+    const float* b = ref.data() + r * g.n_vocab;
+    const int64_t ia = test::argmax_row(a, g.n_vocab), ib = test::argmax_row(b, g.n_vocab);
+    double row_max = 0;
+    for (int64_t i = 0; i < g.n_vocab; ++i) row_max = std::max(row_max, double(std::fabs(a[i] - b[i])));
+    agree += ia == ib || double(b[ib]) - double(b[ia]) < 2 * row_max;
+  }
+  EXPECT_GE(double(agree) / double(rows), top1_bar) << "raw top-1 " << c.top1_agreement;
   // Against llama.cpp's own logits (teacher-forced prompt), for the record.
   const test::Comparison lc = test::compare_logits(got.prompt, g.prompt_logits, g.n_vocab);
   std::printf("  %-18s NPU vs llama.cpp prompt: max|d|/std %.4f  min cos %.6f  top-1 %.3f\n", stem.c_str(),

@@ -1,5 +1,5 @@
 // The register-command builder: one regcmd stream per task, in Mesa's order
-// and with Mesa's values (see docs/rocket.md for the list of constants and
+// and with Mesa's values (see docs/backends/rocket.md for the list of constants and
 // quirks reproduced), then all streams in one 64-byte-aligned regcmd buffer
 // with the tails chained the way Mesa patches them.
 #pragma once

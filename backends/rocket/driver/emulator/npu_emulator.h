@@ -11,7 +11,7 @@
 //   int32 out: y = acc''
 // The rounding of the OUT_CVT shift is undocumented for this IP: it is the
 // explicit parameter EmulatorOptions::out_cvt_rounding (NVDLA rounds half away
-// from zero; calibrate on hardware, docs/rocket.md).
+// from zero; calibrate on hardware, docs/backends/rocket.md).
 //
 // Memory model [inferred, consistent with every golden case]: input element
 // (row, col, ch) is at FEATURE_DATA_ADDR + (ch/16) * surface_pitch +
