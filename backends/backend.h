@@ -65,6 +65,7 @@ class BufferType {
 };
 
 class Device;
+struct CrossCopy;
 
 // The nodes placed on one device, consecutive in the graph's order.
 struct Segment {
@@ -85,6 +86,10 @@ class RunHooks {
   virtual ~RunHooks() = default;
   virtual void before_node(const Device& dev, const Tensor& node) {}
   virtual void after_node(const Device& dev, const Tensor& node, const char* kernel) {}
+  // Called by the scheduler around each copy between devices (CrossCopy in
+  // scheduler.h), made at the start of the consuming device's segment.
+  virtual void before_copy(const CrossCopy& copy, const Device& to) {}
+  virtual void after_copy(const CrossCopy& copy, const Device& to) {}
 };
 
 class Executor {

@@ -117,6 +117,7 @@ void ScheduledGraph::read(const Tensor* t, void* dst, uint64_t nbytes) const {
 void ScheduledGraph::run(RunHooks* hooks) {
   for (size_t i = 0; i < segments_.size(); ++i) {
     for (const CrossCopy& c : copies_[i]) {
+      if (hooks) hooks->before_copy(c, *segments_[i].device);
       const uint64_t n = c.src->nbytes();
       Buffer* sb = c.src->buffer;
       Buffer* db = c.dst->buffer;
@@ -135,6 +136,7 @@ void ScheduledGraph::run(RunHooks* hooks) {
         sb->read(off(c.src), staging_.data(), n);
         db->write(off(c.dst), staging_.data(), n);
       }
+      if (hooks) hooks->after_copy(c, *segments_[i].device);
     }
     segments_[i].device->executor().run(*plans_[i], hooks);
   }
@@ -263,7 +265,7 @@ std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph
           if (std::find_if(sg->copies_[si].begin(), sg->copies_[si].end(),
                            [&](const CrossCopy& c) { return c.dst == dst; }) == sg->copies_[si].end() &&
               copy_time[dst] > seg_first[si])
-            sg->copies_[si].push_back({st, dst});
+            sg->copies_[si].push_back({st, dst, holder});
         } else {
           dst = &sg->extra_.emplace_back();
           dst->name = st->name + "@" + d->name();
@@ -273,7 +275,7 @@ std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph
           dst->role = TensorRole::Compute;
           copy_of[key] = dst;
           copy_time[dst] = seg_first[si];
-          sg->copies_[si].push_back({st, dst});
+          sg->copies_[si].push_back({st, dst, holder});
           sg->placement_[dst] = {d, fmt::format("copy of '{}' from {}", st->name, holder->name())};
         }
         if (s == st) {

@@ -37,6 +37,7 @@ struct Placement {
 struct CrossCopy {
   Tensor* src = nullptr;  // storage tensor (not a view)
   Tensor* dst = nullptr;  // same shape, in the consumer device's compute buffer
+  const Device* from = nullptr;  // the device holding src
 };
 
 class ScheduledGraph {

@@ -12,8 +12,10 @@
 #include "core/error.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/isa_option.h"
+#include "tools/perf_options.h"
 
 namespace opal::tools {
 namespace {
@@ -25,6 +27,8 @@ struct LogitsOptions {
   std::string kv = "f16";
   int threads = 1;
   std::string out;
+  BackendOptions backend;
+  PerfOptions perf;
 };
 
 std::vector<int32_t> parse_tokens(const std::string& s) {
@@ -66,13 +70,15 @@ int run_logits(const LogitsOptions& o) {
   const std::vector<int32_t> tokens = parse_tokens(o.tokens);
   if (o.greedy < 0) fail("--greedy must be >= 0");
   if (o.kv != "f16" && o.kv != "f32") fail("--kv must be f16 or f32, got '{}'", o.kv);
-  auto reg = Registry::with_cpu(o.threads);
+  auto reg = o.backend.make_registry(o.threads);
   auto model = Model::load(o.model, *reg);
   ContextParams cp;
   cp.n_ctx = int64_t(tokens.size()) + o.greedy;
   cp.n_batch = cp.n_ubatch = int64_t(tokens.size());
   cp.kv_type = o.kv == "f16" ? DType::F16 : DType::F32;
   Context ctx(*model, cp);
+  PerfSession perf(o.perf);
+  ctx.set_hooks(perf.hooks());
   const int64_t nv = ctx.n_vocab();
 
   Batch b;
@@ -104,7 +110,7 @@ int run_logits(const LogitsOptions& o) {
   jf << j.dump() << "\n";
   write_f32(o.out + ".prompt_logits.f32", prompt);
   write_f32(o.out + ".gen_logits.f32", gen);
-  return 0;
+  return perf.finish();
 }
 
 }  // namespace
@@ -119,6 +125,8 @@ void add_logits_command(CLI::App& app) {
   sub->add_option("-t,--threads", o->threads, "threads (default 1)");
   add_isa_option(sub);
   sub->add_option("--out", o->out, "output prefix")->required();
+  add_backend_option(sub, o->backend);
+  add_perf_options(sub, o->perf);
   set_action(sub, [o] { return run_logits(*o); });
 }
 

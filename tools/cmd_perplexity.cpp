@@ -13,8 +13,10 @@
 #include "models/model.h"
 #include "runtime/perplexity.h"
 #include "tokenizer/vocab.h"
+#include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/isa_option.h"
+#include "tools/perf_options.h"
 
 namespace opal::tools {
 namespace {
@@ -23,6 +25,8 @@ struct PerplexityOptions {
   std::string model, file, kv = "f16";
   int64_t n_ctx = 512, n_batch = 2048;
   int threads = 0;
+  BackendOptions backend;
+  PerfOptions perf;
 };
 
 int run_perplexity(const PerplexityOptions& o) {
@@ -32,7 +36,7 @@ int run_perplexity(const PerplexityOptions& o) {
   ss << f.rdbuf();
   if (o.n_ctx < 4) fail("-c must be at least 4, got {}", o.n_ctx);
   if (o.kv != "f16" && o.kv != "f32") fail("-ctk must be f16 or f32, got '{}'", o.kv);
-  auto reg = Registry::with_cpu(o.threads);
+  auto reg = o.backend.make_registry(o.threads);
   auto model = Model::load(o.model, *reg);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   const std::vector<int32_t> tokens = vocab.tokenize(ss.str(), true, false);
@@ -41,6 +45,8 @@ int run_perplexity(const PerplexityOptions& o) {
   cp.n_batch = cp.n_ubatch = std::min(o.n_batch, o.n_ctx);
   cp.kv_type = o.kv == "f16" ? DType::F16 : DType::F32;
   Context ctx(*model, cp);
+  PerfSession perf(o.perf);
+  ctx.set_hooks(perf.hooks());
   std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld\n", tokens.size(),
                static_cast<long long>(tokens.size() / size_t(o.n_ctx)), static_cast<long long>(o.n_ctx));
   std::string line;
@@ -59,7 +65,7 @@ int run_perplexity(const PerplexityOptions& o) {
   if (!line.empty()) line.pop_back();
   std::printf("%s\n", line.c_str());
   std::printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.uncertainty);
-  return 0;
+  return perf.finish();
 }
 
 }  // namespace
@@ -74,6 +80,8 @@ void add_perplexity_command(CLI::App& app) {
   sub->add_option("-t,--threads", o->threads, "threads (default: all)");
   add_isa_option(sub);
   sub->add_option("--ctk,--cache-type-k", o->kv, "KV cache type: f16 (default) or f32");
+  add_backend_option(sub, o->backend);
+  add_perf_options(sub, o->perf);
   set_action(sub, [o] { return run_perplexity(*o); });
 }
 

@@ -16,8 +16,10 @@
 #include "runtime/context.h"
 #include "sampling/sampler.h"
 #include "tokenizer/vocab.h"
+#include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/isa_option.h"
+#include "tools/perf_options.h"
 #include "tools/default_model.h"
 
 namespace opal::tools {
@@ -30,6 +32,8 @@ struct RunOptions {
   int threads = 0;
   SamplerParams sampling;
   int64_t seed = -1;
+  BackendOptions backend;
+  PerfOptions perf;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -44,7 +48,7 @@ int run_run(RunOptions o) {
   }
   if (o.kv != "f16" && o.kv != "f32" && o.kv != "bf16") fail("-ctk must be f16, bf16 or f32, got '{}'", o.kv);
   if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
-  auto reg = Registry::with_cpu(o.threads);
+  auto reg = o.backend.make_registry(o.threads);
   auto model = Model::load(o.model, *reg);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   ContextParams cp;
@@ -53,6 +57,8 @@ int run_run(RunOptions o) {
   cp.n_ubatch = o.n_ubatch;
   cp.kv_type = *dtype_from_name(o.kv);
   Context ctx(*model, cp);
+  PerfSession perf(o.perf);
+  ctx.set_hooks(perf.hooks());
   o.sampling.seed = o.seed < 0 ? kRandomSeed : uint32_t(o.seed);
   Sampler sampler(o.sampling, int32_t(ctx.n_vocab()));
 
@@ -105,7 +111,7 @@ int run_run(RunOptions o) {
   std::fprintf(stderr, "\nprompt: %zu tokens in %.3f s (%.2f t/s) | generation: %d tokens in %.3f s (%.2f t/s) | stop: %s\n",
                prompt.size(), pp_s, pp_s > 0 ? double(prompt.size()) / pp_s : 0.0, n_gen, tg_s,
                tg_s > 0 ? n_gen / tg_s : 0.0, stop.c_str());
-  return 0;
+  return perf.finish();
 }
 
 }  // namespace
@@ -128,6 +134,8 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--top-p", o->sampling.top_p, "top-p (0.95; 1 off)");
   sub->add_option("--min-p", o->sampling.min_p, "min-p (0.05; 0 off)");
   sub->add_option("-s,--seed", o->seed, "RNG seed (-1 = random)");
+  add_backend_option(sub, o->backend);
+  add_perf_options(sub, o->perf);
   set_action(sub, [o] { return run_run(*o); });
 }
 

@@ -18,6 +18,8 @@ void add_quantize_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
+void add_ops_command(CLI::App& app);
+void add_conformance_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_synth_command(CLI::App& app);

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   add_logits_command(app);
   add_run_command(app);
   add_perplexity_command(app);
+  add_ops_command(app);
+  add_conformance_command(app);
   add_chat_command(app);
   add_serve_command(app);
   add_synth_command(app);

@@ -1,0 +1,93 @@
+// One observability stream for every backend (DESIGN.md, "One observability
+// stream"). Executors call RunHooks::before_node/after_node around each node
+// (or fused group) and the scheduler calls before_copy/after_copy around each
+// copy between devices; PerfRecorder turns those calls into PerfEvents
+//   {backend, op, kernel, tensor, shape, dtype, start, end, flops, bytes}
+// and hands each to its sinks (perf_sinks.h: perf-log lines, Chrome trace,
+// summary). Nothing here runs unless a recorder is installed with
+// Context::set_hooks: with no hooks the executors skip the calls entirely.
+//
+// HookChain runs several RunHooks (e.g. the recorder and the shadow compare)
+// as one: before_* in reverse order and after_* in order, so the first hook
+// (the recorder) brackets the node most tightly and its timings exclude the
+// work of the others.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace opal {
+
+enum class PerfEventKind : uint8_t { Node, Copy };
+
+struct PerfEvent {
+  PerfEventKind kind = PerfEventKind::Node;
+  const std::string* backend = nullptr;  // device name (for a copy: the destination)
+  const std::string* from = nullptr;     // for a copy: the source device's name
+  const char* op = "";                   // "MUL_MAT", ..., "COPY"
+  const char* kernel = "";
+  const Tensor* tensor = nullptr;        // the node (for a copy: the destination tensor)
+  int thread = 0;                        // small index of the OS thread that ran it
+  int64_t start_ns = 0;                  // since the recorder was made
+  int64_t end_ns = 0;
+  double flops = 0;
+  uint64_t bytes = 0;
+};
+
+class PerfSink {
+ public:
+  virtual ~PerfSink() = default;
+  virtual void on_event(const PerfEvent& e) = 0;
+  // Called once at the end (writes files, prints reports).
+  virtual void finish() {}
+};
+
+class PerfRecorder : public RunHooks {
+ public:
+  PerfRecorder();
+  void add_sink(std::unique_ptr<PerfSink> sink);
+  void before_node(const Device& dev, const Tensor& node) override;
+  void after_node(const Device& dev, const Tensor& node, const char* kernel) override;
+  void before_copy(const CrossCopy& copy, const Device& to) override;
+  void after_copy(const CrossCopy& copy, const Device& to) override;
+  void finish();
+  uint64_t n_events() const { return n_events_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  int64_t now_ns() const;
+  const std::string* name_of(const Device* dev);
+  int thread_index();
+  void emit(const PerfEvent& e);
+
+  Clock::time_point t0_;
+  int64_t start_ns_ = 0;
+  std::map<const Device*, std::string> names_;
+  std::map<std::thread::id, int> threads_;
+  std::vector<std::unique_ptr<PerfSink>> sinks_;
+  uint64_t n_events_ = 0;
+  bool finished_ = false;
+};
+
+class HookChain : public RunHooks {
+ public:
+  void add(RunHooks* h) { if (h) hooks_.push_back(h); }
+  bool empty() const { return hooks_.empty(); }
+  size_t size() const { return hooks_.size(); }
+  RunHooks* only() const { return hooks_.size() == 1 ? hooks_[0] : nullptr; }
+  void before_node(const Device& dev, const Tensor& node) override;
+  void after_node(const Device& dev, const Tensor& node, const char* kernel) override;
+  void before_copy(const CrossCopy& copy, const Device& to) override;
+  void after_copy(const CrossCopy& copy, const Device& to) override;
+
+ private:
+  std::vector<RunHooks*> hooks_;
+};
+
+}  // namespace opal

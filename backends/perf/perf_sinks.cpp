@@ -1,0 +1,184 @@
+#include "backends/perf/perf_sinks.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace opal {
+namespace {
+
+// Names never contain the separators of the line format.
+std::string clean(std::string_view s) {
+  std::string o(s);
+  for (char& c : o)
+    if (c == '|' || c == '=' || c == ' ' || c == '\n' || c == '\t') c = '_';
+  return o;
+}
+
+std::string compact_shape(const Tensor& t) {
+  int n = kMaxDims;
+  while (n > 1 && t.ne[n - 1] == 1) --n;
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", t.ne[i]);
+  return s + "]";
+}
+
+std::string op_keys(const PerfEvent& e) {
+  const Tensor& t = *e.tensor;
+  if (e.kind == PerfEventKind::Copy) return fmt::format("|from={}|to={}", *e.from, *e.backend);
+  switch (t.op) {
+    case Op::MulMat:
+    case Op::MulMatId:
+      return fmt::format("|wtype={}|k={}|n={}|m={}", dtype_name(t.src[0]->type), t.src[0]->ne[0], t.ne[0],
+                         t.n_rows());
+    case Op::Attention:
+      return fmt::format("|heads={}|kv_heads={}|tokens={}|cells={}", t.src[kAttnQ]->ne[1], t.iparams[0],
+                         t.src[kAttnQ]->ne[2], t.src[kAttnK]->ne[1]);
+    case Op::GetRows: return fmt::format("|table_type={}", dtype_name(t.src[0]->type));
+    case Op::KvStore: return fmt::format("|cache_type={}", dtype_name(t.src[0]->type));
+    case Op::Rope: return fmt::format("|n_rot={}|mode={}", t.iparams[0], t.iparams[1]);
+    case Op::TopK: return fmt::format("|k={}", t.iparams[0]);
+    default: return {};
+  }
+}
+
+double us(int64_t ns) { return double(ns) / 1000.0; }
+
+}  // namespace
+
+std::string perf_log_line(const PerfEvent& e) {
+  const Tensor& t = *e.tensor;
+  return fmt::format(
+      "OPAL_PERF|op={}|kernel={}|backend={}|tensor={}|shape={}|dtype={}|duration_us={:.3f}|start_us={:.3f}|end_us={:.3f}"
+      "|flops={:.0f}|bytes={}{}",
+      e.op, clean(e.kernel), clean(*e.backend), clean(t.name), compact_shape(t), dtype_name(t.type),
+      us(e.end_ns - e.start_ns), us(e.start_ns), us(e.end_ns), e.flops, e.bytes, op_keys(e));
+}
+
+PerfLogSink::PerfLogSink(const std::string& path) : path_(path) {
+  if (path == "-") {
+    f_ = stderr;
+  } else {
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_) fail("--perf-log: cannot write '{}'", path);
+    own_ = true;
+  }
+}
+
+PerfLogSink::~PerfLogSink() {
+  if (own_ && f_) std::fclose(f_);
+}
+
+void PerfLogSink::on_event(const PerfEvent& e) {
+  const std::string line = perf_log_line(e);
+  std::fputs(line.c_str(), f_);
+  std::fputc('\n', f_);
+}
+
+void PerfLogSink::finish() {
+  if (std::fflush(f_) != 0) fail("--perf-log: error writing '{}'", path_);
+}
+
+TraceSink::TraceSink(std::string path) : path_(std::move(path)) {
+  std::ofstream probe(path_);  // fail early, not after a long run
+  if (!probe) fail("--trace: cannot write '{}'", path_);
+  records_.reserve(4096);
+}
+
+int TraceSink::track_of(const std::string& label) {
+  auto it = tracks_.find(label);
+  if (it == tracks_.end()) it = tracks_.emplace(label, int(tracks_.size()) + 1).first;
+  return it->second;
+}
+
+void TraceSink::on_event(const PerfEvent& e) {
+  Record r;
+  const Tensor& t = *e.tensor;
+  r.name = t.name;
+  r.op = e.op;
+  r.kernel = e.kernel;
+  r.shape = compact_shape(t);
+  r.dtype = dtype_name(t.type);
+  r.track = e.kind == PerfEventKind::Copy ? track_of(fmt::format("copy {} -> {}", *e.from, *e.backend))
+                                          : track_of(fmt::format("{} (thread {})", *e.backend, e.thread));
+  r.start_ns = e.start_ns;
+  r.end_ns = e.end_ns;
+  r.flops = e.flops;
+  r.bytes = e.bytes;
+  records_.push_back(std::move(r));
+}
+
+void TraceSink::finish() {
+  using nlohmann::json;
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "opal"}}}});
+  for (const auto& [label, tid] : tracks_) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid}, {"args", {{"name", label}}}});
+    events.push_back(
+        {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+  }
+  for (const Record& r : records_) {
+    events.push_back({{"name", r.name},
+                      {"cat", r.op},
+                      {"ph", "X"},
+                      {"pid", 1},
+                      {"tid", r.track},
+                      {"ts", us(r.start_ns)},
+                      {"dur", us(r.end_ns - r.start_ns)},
+                      {"args",
+                       {{"op", r.op},
+                        {"kernel", r.kernel},
+                        {"shape", r.shape},
+                        {"dtype", r.dtype},
+                        {"flops", r.flops},
+                        {"bytes", r.bytes}}}});
+  }
+  json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
+  std::ofstream f(path_);
+  if (!f) fail("--trace: cannot write '{}'", path_);
+  f << doc.dump() << "\n";
+  if (!f) fail("--trace: error writing '{}'", path_);
+}
+
+void SummarySink::on_event(const PerfEvent& e) {
+  if (e.kind == PerfEventKind::Copy) {
+    copies_[fmt::format("{} -> {}", *e.from, *e.backend)].add(e);
+    return;
+  }
+  nodes_.add(e);
+  by_op_[e.op].add(e);
+  by_backend_[*e.backend].add(e);
+}
+
+std::string SummarySink::text() const {
+  auto row = [&](const std::string& name, const PerfTotals& t, int64_t total_ns) {
+    const double s = double(t.ns) * 1e-9;
+    return fmt::format("  {:<22} {:>8} {:>10.3f} {:>6.1f}% {:>10.2f} {:>9.2f}\n", name, t.count, double(t.ns) * 1e-6,
+                       total_ns ? 100.0 * double(t.ns) / double(total_ns) : 0.0, s > 0 ? t.flops / s * 1e-9 : 0.0,
+                       s > 0 ? double(t.bytes) / s * 1e-9 : 0.0);
+  };
+  const std::string head = fmt::format("  {:<22} {:>8} {:>10} {:>7} {:>10} {:>9}\n", "", "count", "ms", "time",
+                                       "GFLOP/s", "GB/s");
+  std::string s = "perf summary: per op type\n" + head;
+  std::vector<std::pair<std::string, PerfTotals>> ops(by_op_.begin(), by_op_.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  for (const auto& [name, t] : ops) s += row(name, t, nodes_.ns);
+  s += row("total", nodes_, nodes_.ns);
+  s += "perf summary: per backend\n" + head;
+  for (const auto& [name, t] : by_backend_) s += row(name, t, nodes_.ns);
+  if (!copies_.empty()) {
+    s += "perf summary: copies between backends\n" + head;
+    for (const auto& [name, t] : copies_) s += row(name, t, nodes_.ns);
+  }
+  return s;
+}
+
+void SummarySink::finish() {
+  if (out_) std::fputs(text().c_str(), out_);
+}
+
+}  // namespace opal

@@ -1,0 +1,88 @@
+// The sinks of the perf event stream (perf_events.h); docs/perf-events.md
+// documents the formats.
+//   PerfLogSink  one key=value line per event:
+//                OPAL_PERF|op=..|kernel=..|backend=..|tensor=..|shape=[..]|dtype=..|
+//                duration_us=..|start_us=..|end_us=..|flops=..|bytes=..[|op-specific keys]
+//   TraceSink    Chrome trace-event JSON (Perfetto, chrome://tracing): one
+//                track per backend and thread, one track per copy direction.
+//   SummarySink  time, FLOP/s and GB/s per op type and per backend, and the
+//                copies between backends; printed at finish().
+#pragma once
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/perf/perf_events.h"
+
+namespace opal {
+
+// The perf-log line of one event (no trailing newline).
+std::string perf_log_line(const PerfEvent& e);
+
+class PerfLogSink : public PerfSink {
+ public:
+  // Writes to path ("-" = stderr); throws opal::Error if it cannot be opened.
+  explicit PerfLogSink(const std::string& path);
+  ~PerfLogSink() override;
+  void on_event(const PerfEvent& e) override;
+  void finish() override;
+
+ private:
+  std::FILE* f_ = nullptr;
+  bool own_ = false;
+  std::string path_;
+};
+
+class TraceSink : public PerfSink {
+ public:
+  explicit TraceSink(std::string path);  // the file is written at finish()
+  void on_event(const PerfEvent& e) override;
+  void finish() override;
+
+ private:
+  struct Record {
+    std::string name, op, kernel, shape, dtype;
+    int track = 0;
+    int64_t start_ns = 0, end_ns = 0;
+    double flops = 0;
+    uint64_t bytes = 0;
+  };
+  int track_of(const std::string& label);
+  std::string path_;
+  std::vector<Record> records_;
+  std::map<std::string, int> tracks_;  // label -> tid
+};
+
+struct PerfTotals {
+  uint64_t count = 0;
+  int64_t ns = 0;
+  double flops = 0;
+  uint64_t bytes = 0;
+  void add(const PerfEvent& e) {
+    ++count;
+    ns += e.end_ns - e.start_ns;
+    flops += e.flops;
+    bytes += e.bytes;
+  }
+};
+
+class SummarySink : public PerfSink {
+ public:
+  explicit SummarySink(std::FILE* out = stderr) : out_(out) {}
+  void on_event(const PerfEvent& e) override;
+  void finish() override;
+  // What the summary printed, for tests.
+  const std::map<std::string, PerfTotals>& by_op() const { return by_op_; }          // "MUL_MAT"
+  const std::map<std::string, PerfTotals>& by_backend() const { return by_backend_; }  // "cpu"
+  const std::map<std::string, PerfTotals>& copies() const { return copies_; }        // "cpu -> test_accel"
+  const PerfTotals& nodes() const { return nodes_; }
+  std::string text() const;
+
+ private:
+  std::FILE* out_;
+  std::map<std::string, PerfTotals> by_op_, by_backend_, copies_;
+  PerfTotals nodes_;
+};
+
+}  // namespace opal
