@@ -29,8 +29,9 @@ Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionW
   if (w.q_norm) q = build_rms_norm(c, q, w.q_norm);
   if (w.k_norm) k = build_rms_norm(c, k, w.k_norm);
   Tensor* freqs = c.model.weight("rope_freqs.weight");
-  q = g.rope(q, c.in.positions, freqs, int(hp.n_rot), hp.rope_mode, hp.rope_freq_base, hp.rope_freq_scale);
-  k = g.rope(k, c.in.positions, freqs, int(hp.n_rot), hp.rope_mode, hp.rope_freq_base, hp.rope_freq_scale);
+  const RopeParams rope = hp.rope_params();
+  q = build_rope(g, q, c.in.positions, freqs, rope);
+  k = build_rope(g, k, c.in.positions, freqs, rope);
   Tensor* ks = g.kv_store(c.in.k_cache[il], k, c.in.store_cells);
   Tensor* vs = g.kv_store(c.in.v_cache[il], v, c.in.store_cells);
   Tensor* a = g.attention(q, ks, vs, c.in.token_info, c.in.cell_info, int(hp.n_head_kv),

@@ -4,6 +4,21 @@
 
 namespace opal {
 
+RopeParams HParams::rope_params() const {
+  RopeParams r;
+  r.n_rot = int(n_rot);
+  r.mode = rope_mode;
+  r.freq_base = rope_freq_base;
+  r.freq_scale = rope_freq_scale;
+  if (rope_yarn) {
+    r.ext_factor = yarn_ext_factor;
+    r.attn_factor = yarn_attn_factor;
+    yarn_corr_dims(r.n_rot, n_ctx_orig_yarn, rope_freq_base, yarn_beta_fast, yarn_beta_slow, &r.corr_low,
+                   &r.corr_high);
+  }
+  return r;
+}
+
 HParams HParams::from_gguf(const gguf::File& f, const std::string& arch, RopeMode rope_mode) {
   HParams h;
   h.arch = arch;
@@ -42,8 +57,19 @@ HParams HParams::from_gguf(const gguf::File& f, const std::string& arch, RopeMod
   if (factor == 0.0) factor = f.get_float(p + "rope.scale_linear", 0.0);
   if (scaling == "linear" || (scaling.empty() && factor > 0.0)) {
     if (factor > 0.0) h.rope_freq_scale = float(1.0 / factor);
+  } else if (scaling == "yarn") {
+    if (factor > 0.0) h.rope_freq_scale = float(1.0 / factor);
+    h.rope_yarn = true;
+    h.n_ctx_orig_yarn = f.get_int(p + "rope.scaling.original_context_length", h.n_ctx_train);
+    h.yarn_ext_factor = float(f.get_float(p + "rope.scaling.yarn_ext_factor", 1.0));
+    h.yarn_attn_factor = float(f.get_float(p + "rope.scaling.attn_factor", 1.0));
+    h.yarn_beta_fast = float(f.get_float(p + "rope.scaling.yarn_beta_fast", 32.0));
+    h.yarn_beta_slow = float(f.get_float(p + "rope.scaling.yarn_beta_slow", 1.0));
+    if (h.n_ctx_orig_yarn <= 0 || h.yarn_beta_fast <= 0 || h.yarn_beta_slow <= 0 || h.yarn_attn_factor <= 0)
+      fail("{}: {}rope.scaling: YaRN needs positive original_context_length, beta_fast, beta_slow and attn_factor",
+           f.path(), p);
   } else if (!scaling.empty() && scaling != "none") {
-    fail("{}: rope scaling type '{}' is not supported (supported: none, linear)", f.path(), scaling);
+    fail("{}: rope scaling type '{}' is not supported (supported: none, linear, yarn)", f.path(), scaling);
   }
   h.rms_eps = float(f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   h.rope_mode = rope_mode;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/graph.h"
+#include "backends/rope.h"
 #include "core/gguf.h"
 
 namespace opal {
@@ -23,13 +24,22 @@ struct HParams {
   int64_t n_ff = 0;
   int64_t n_rot = 0;       // rope.dimension_count
   float rope_freq_base = 10000.0f;
-  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
+  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear and YaRN scaling)
+  // YaRN (rope.scaling.type = yarn): see backends/rope.h.
+  bool rope_yarn = false;
+  int64_t n_ctx_orig_yarn = 0;    // rope.scaling.original_context_length (default: context_length)
+  float yarn_ext_factor = 0.0f;   // 1 with YaRN unless rope.scaling.yarn_ext_factor says otherwise
+  float yarn_attn_factor = 1.0f;  // rope.scaling.attn_factor
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
   float rms_eps = 1e-5f;
   RopeMode rope_mode = RopeMode::Normal;
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   bool expert_weights_norm = true;
+
+  // The ROPE settings of this model (backends/rope.h).
+  RopeParams rope_params() const;
 
   int64_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
   int64_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "backends/rope.h"
 
 namespace opal {
 namespace {
@@ -40,16 +41,11 @@ void rotate_keys(KvCache& kv, const Model& model, const std::vector<int32_t>& ce
     else
       std::memcpy(factors.data(), ff->data, factors.size() * sizeof(float));
   }
-  // The angles of a `delta` rotation, computed as the ROPE op does.
+  // The angles of a `delta` rotation (a pure rotation: no YaRN magnitude).
   std::vector<float> cs(static_cast<size_t>(n_rot));
-  const float theta_scale = std::pow(hp.rope_freq_base, -2.0f / float(n_rot));
-  float theta = float(delta);
-  for (int64_t i = 0; i < n_rot / 2; ++i) {
-    const float th = hp.rope_freq_scale * (theta / factors[size_t(i)]);
-    cs[size_t(2 * i)] = std::cos(th);
-    cs[size_t(2 * i + 1)] = std::sin(th);
-    theta *= theta_scale;
-  }
+  RopeParams rp = hp.rope_params();
+  rp.unit_magnitude = true;
+  rope_cos_sin(rp, float(delta), factors.data(), cs.data());
   const bool neox = hp.rope_mode == RopeMode::Neox;
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     Tensor& k = *kv.k(il);
