@@ -115,7 +115,7 @@ TEST(PlacementReport, OpalOpsModelJson) {
     if (b["backend"] == "test_accel") accel = b["nodes"];
   EXPECT_EQ(accel, 15u);
   // the markdown report names the fallbacks
-  ASSERT_EQ(test::run_command("(" + test::opal_binary() + " ops -m " + model + " --backend test-accel -c 64 2>&1", &out), 0);
+  ASSERT_EQ(test::run_command(test::opal_binary() + " ops -m " + model + " --backend test-accel -c 64 2>&1", &out), 0);
   EXPECT_NE(out.find("CPU fallbacks"), std::string::npos);
   EXPECT_NE(out.find("test_accel runs only MUL_MAT, not RMS_NORM"), std::string::npos);
 }
