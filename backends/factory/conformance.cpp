@@ -80,7 +80,8 @@ void add_matmul_cases(std::vector<OpCase>& v, Op op, const std::vector<int64_t>&
   for (DType dt : matrix_dtypes(op))
     for (int64_t m : ms)
       for (int64_t n : ns)
-        for (int64_t k : ks) v.push_back({op, dt, m, n, k});
+        for (int64_t k : ks)
+          if (k % block_size(dt) == 0) v.push_back({op, dt, m, n, k});  // (no such weight otherwise)
 }
 
 }  // namespace
@@ -193,7 +194,8 @@ std::vector<ConformanceResult> run_conformance(const ConformanceOptions& o,
           const Placement& p = dut.sg->placement(dut.out);
           if (p.device != target) {
             r.status = ConformanceResult::Unsupported;
-            r.reason = p.reason;
+            const Support s = target->supports(*dut.out);
+            r.reason = s.ok ? p.reason : s.reason;
             report(r);
             continue;
           }

@@ -69,6 +69,24 @@ TEST(Conformance, TestAccelMatchesTheScalarReference) {
   EXPECT_GT(unsupported, 0);
 }
 
+TEST(Conformance, RocketRepresentativeMatmulsMatchTheScalarReference) {
+  // CI runs the ci set (M = 32 is the rocket's smallest batch); the full
+  // rocket shapes are `opal conformance --backend rocket --cases rocket`.
+  ConformanceOptions o;
+  o.backends = {"rocket"};
+  o.op = "MUL_MAT";
+  int pass = 0;
+  for (const ConformanceResult& r : run_conformance(o)) {
+    EXPECT_NE(r.status, ConformanceResult::Fail) << r.line();
+    if (r.status == ConformanceResult::Pass) {
+      ++pass;
+      EXPECT_GE(r.c.m, 32) << r.line();
+    }
+    if (r.status == ConformanceResult::Unsupported) EXPECT_FALSE(r.reason.empty());
+  }
+  EXPECT_GE(pass, 5);  // f32, f16, bf16, q4_0, q8_0 at M = 32
+}
+
 TEST(Conformance, SupportModeRunsNothingAndAgreesWithTestMode) {
   ConformanceOptions o;
   o.backends = {"test-accel"};
