@@ -4,6 +4,17 @@
 //      vec_dot type), rows split across threads, into the plan's scratch;
 //   2. the kernel's gemm over a slice of weight rows per thread.
 // Scratch layout: [converted activations][per-thread kernel scratch].
+//
+// MUL_MAT_ID (mixture of experts) groups the (token, slot) rows by expert so
+// that each expert's weights are streamed once per ubatch, not once per row:
+//   1. convert the activation rows; 2. count rows per expert and lay them out
+//   expert by expert (a counting sort); 3. gather each expert's activation
+//   rows contiguously; 4. per thread (a slice of output columns): one gemm per
+//   used expert into a [rows x N] staging matrix, then scatter the rows to
+//   their (slot, token) places. Extra scratch after the per-thread part:
+//   [gathered activations][staging outputs][row order][expert offsets].
+#include <cstring>
+
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
@@ -16,6 +27,8 @@ uint64_t align64(uint64_t x) { return (x + 63) / 64 * 64; }
 struct Layout {
   uint64_t act_bytes = 0;     // all converted activation rows
   uint64_t scratch_each = 0;  // per thread
+  // MUL_MAT_ID only:
+  uint64_t gather_bytes = 0, staging_bytes = 0, order_bytes = 0, offsets_bytes = 0;
 };
 
 Layout layout(const Tensor& node, int n_threads) {
@@ -26,6 +39,14 @@ Layout layout(const Tensor& node, int n_threads) {
   if (!k) return l;
   l.act_bytes = align64(k->act_row_bytes(w.ne[0]) * uint64_t(x.n_rows()));
   l.scratch_each = align64(uint64_t(k->scratch_floats(w.ne[0])) * sizeof(float));
+  if (node.op == Op::MulMatId) {
+    const Tensor& ids = *node.src[2];
+    const uint64_t pairs = uint64_t(ids.ne[0] * ids.ne[1]);
+    l.gather_bytes = align64(k->act_row_bytes(w.ne[0]) * pairs);
+    l.staging_bytes = align64(pairs * uint64_t(w.ne[1]) * sizeof(float));
+    l.order_bytes = align64(pairs * sizeof(int32_t));
+    l.offsets_bytes = align64(uint64_t(w.ne[2] + 1) * sizeof(int64_t));
+  }
   return l;
 }
 
@@ -43,7 +64,8 @@ void convert_all(const MatmulKernels& k, const Tensor& x, uint8_t* act, uint64_t
 
 uint64_t mul_mat_work_size(const Tensor& node, int n_threads) {
   Layout l = layout(node, n_threads);
-  return l.act_bytes + l.scratch_each * uint64_t(n_threads);
+  return l.act_bytes + l.scratch_each * uint64_t(n_threads) + l.gather_bytes + l.staging_bytes + l.order_bytes +
+         l.offsets_bytes;
 }
 
 void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
@@ -85,39 +107,83 @@ void compute_mul_mat_id(const Tensor& node, const OpContext& ctx) {
   const Tensor& x = *node.src[1];
   const Tensor& ids = *node.src[2];
   const MatmulKernels& k = *matmul_kernels(w.type);
-  const Layout l = layout(node, ctx.pool.size());
+  const int nth_all = ctx.pool.size();
+  const Layout l = layout(node, nth_all);
   const uint64_t act_row = k.act_row_bytes(w.ne[0]);
   uint8_t* act = ctx.work;
   convert_all(k, x, act, act_row, ctx);
 
   const int64_t N = w.ne[1], n_used = ids.ne[0], T = ids.ne[1], S = x.ne[1], E = w.ne[2];
+  const int64_t pairs = n_used * T;
+  uint8_t* extra = ctx.work + l.act_bytes + l.scratch_each * uint64_t(nth_all);
+  uint8_t* gathered = extra;
+  float* staging = reinterpret_cast<float*>(extra + l.gather_bytes);
+  int32_t* order = reinterpret_cast<int32_t*>(extra + l.gather_bytes + l.staging_bytes);
+  int64_t* offsets = reinterpret_cast<int64_t*>(extra + l.gather_bytes + l.staging_bytes + l.order_bytes);
+  auto expert_of = [&](int64_t p) {  // p = t * n_used + j
+    return *reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(ids.data) + (p % n_used) * ids.nb[0] +
+                                             (p / n_used) * ids.nb[1]);
+  };
+
+  // Counting sort of the rows by expert; ids out of range (impossible with
+  // TOP_K ids) go to a bucket of their own at the end and produce zeros.
+  for (int64_t e = 0; e <= E; ++e) offsets[e] = 0;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int32_t e = expert_of(p);
+    ++offsets[(e < 0 || e >= E) ? E : e];
+  }
+  int64_t run = 0;
+  for (int64_t e = 0; e <= E; ++e) {
+    const int64_t c = offsets[e];
+    offsets[e] = run;
+    run += c;
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int32_t e = expert_of(p);
+    order[offsets[(e < 0 || e >= E) ? E : e]++] = int32_t(p);
+  }
+  for (int64_t e = E; e > 0; --e) offsets[e] = offsets[e - 1];  // back to start offsets
+  offsets[0] = 0;
+
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(pairs, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t p = order[r], t = p / n_used, j = p % n_used;
+      std::memcpy(gathered + uint64_t(r) * act_row, act + uint64_t((j % S) + t * S) * act_row, act_row);
+    }
+  });
+
   ctx.pool.run([&](int ith, int nth) {
     int64_t n0, n1;
     split_range(N, ith, nth, &n0, &n1);
     if (n0 >= n1) return;
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t j = 0; j < n_used; ++j) {
-        const int32_t e = *reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(ids.data) + j * ids.nb[0] +
-                                                            t * ids.nb[1]);
-        float* out = reinterpret_cast<float*>(row_ptr(node, j, t, 0));
-        if (e < 0 || e >= E) {  // cannot happen with TOP_K ids; never read out of bounds
-          for (int64_t n = n0; n < n1; ++n) out[n] = 0.0f;
-          continue;
-        }
-        GemmArgs a;
-        a.w = static_cast<const uint8_t*>(w.data) + uint64_t(e) * w.nb[2];
-        a.w_row_bytes = w.nb[1];
-        a.k = w.ne[0];
-        a.row_begin = n0;
-        a.row_end = n1;
-        a.act = act + uint64_t((j % S) + t * S) * act_row;
-        a.act_row_bytes = act_row;
-        a.n_act = 1;
-        a.out = out;
-        a.out_stride = 0;
-        a.scratch = reinterpret_cast<float*>(ctx.work + l.act_bytes + l.scratch_each * uint64_t(ith));
-        k.gemm(a);
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t begin = offsets[e], count = (e + 1 < E ? offsets[e + 1] : offsets[E]) - begin;
+      if (count == 0) continue;
+      GemmArgs a;
+      a.w = static_cast<const uint8_t*>(w.data) + uint64_t(e) * w.nb[2];
+      a.w_row_bytes = w.nb[1];
+      a.k = w.ne[0];
+      a.row_begin = n0;
+      a.row_end = n1;
+      a.act = gathered + uint64_t(begin) * act_row;
+      a.act_row_bytes = act_row;
+      a.n_act = count;
+      a.out = staging + uint64_t(begin) * uint64_t(N);
+      a.out_stride = N;
+      a.scratch = reinterpret_cast<float*>(ctx.work + l.act_bytes + l.scratch_each * uint64_t(ith));
+      k.gemm(a);
+    }
+    for (int64_t r = 0; r < pairs; ++r) {
+      const int64_t p = order[r], t = p / n_used, j = p % n_used;
+      float* out = reinterpret_cast<float*>(row_ptr(node, j, t, 0));
+      if (r >= offsets[E]) {
+        for (int64_t n = n0; n < n1; ++n) out[n] = 0.0f;
+      } else {
+        std::memcpy(out + n0, staging + uint64_t(r) * uint64_t(N) + uint64_t(n0), uint64_t(n1 - n0) * sizeof(float));
       }
+    }
   });
 }
 
