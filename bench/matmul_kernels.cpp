@@ -7,6 +7,7 @@
 // Run: build/<dir>/bench_matmul_kernels [--benchmark_filter=decode/avx512]
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,13 +23,25 @@ using namespace opal::cpu;
 
 constexpr int64_t kK = 4096;
 
+// Quantized types: random bytes (speed does not depend on the values; the
+// scalar K-quant quantizers would take minutes for these sizes). Float types:
+// random normal values.
 std::vector<uint8_t> random_weights(DType t, int64_t rows) {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  std::vector<float> f(size_t(rows * kK));
-  for (auto& v : f) v = n(rng);
+  std::mt19937_64 rng(7);
   std::vector<uint8_t> w(row_bytes(t, kK) * uint64_t(rows));
-  quantize_rows(t, f.data(), w.data(), rows, kK);
+  if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    std::vector<float> f(static_cast<size_t>(kK));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : f) v = n(rng);
+      quantize_rows(t, f.data(), w.data() + uint64_t(r) * row_bytes(t, kK), 1, kK);
+    }
+    return w;
+  }
+  for (size_t i = 0; i + 8 <= w.size(); i += 8) {
+    const uint64_t v = rng() & 0x3bff3bff3bff3bffull;  // keeps f16 scale fields finite
+    std::memcpy(w.data() + i, &v, 8);
+  }
   return w;
 }
 
