@@ -254,6 +254,7 @@ NpuGemm::NpuGemm(const NpuWeights& w, unsigned m, ScratchPool& scratch, double t
       }
       throw;
     }
+    for (const Unit& u : core.units) core.jobs.insert(core.jobs.end(), u.jobs.begin(), u.jobs.end());
     runs_.push_back(std::move(core));
   }
 }
@@ -292,12 +293,10 @@ void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride) 
     c.driver->fini_bo(c.output->info().handle);
   }
   for (SliceRun& c : runs_) {
-    std::vector<abi::JobDesc> jobs;
-    for (const Unit& u : c.units) jobs.insert(jobs.end(), u.jobs.begin(), u.jobs.end());
-    c.driver->submit(jobs);
+    c.driver->submit(c.jobs);
     info_.submits++;
-    info_.jobs += unsigned(jobs.size());
-    for (const auto& j : jobs) info_.tasks += unsigned(j.tasks.size());
+    info_.jobs += unsigned(c.jobs.size());
+    for (const auto& j : c.jobs) info_.tasks += unsigned(j.tasks.size());
   }
   const int64_t deadline = deadline_after(timeout_s_);
   for (SliceRun& c : runs_) c.driver->prep_bo(c.output->info().handle, deadline);

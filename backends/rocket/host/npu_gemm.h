@@ -204,6 +204,7 @@ class NpuGemm {
     std::shared_ptr<ScratchBo> input, output;
     BoInfo regcmd, bias;
     std::vector<Unit> units;
+    std::vector<abi::JobDesc> jobs;  // every unit's jobs, in order: one SUBMIT per run
   };
   const NpuWeights& w_;
   unsigned m_, m_padded_;

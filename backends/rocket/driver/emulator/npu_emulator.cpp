@@ -449,6 +449,8 @@ int8_t out_cvt_int8(int64_t value, uint32_t scale, uint32_t shift, int32_t offse
 void NpuEmulator::run_job(const abi::JobDesc& job) {
   const unsigned job_index = jobs_run_++;
   if (job.tasks.empty()) fail("rocket emulator: job {} has no tasks (the kernel rejects it)", job_index);
+  if (tasks_.size() + job.tasks.size() > kMaxTaskSummaries)
+    tasks_.erase(tasks_.begin(), tasks_.begin() + std::ptrdiff_t(tasks_.size() / 2));
   RegisterFile regs;
   const TaskSummary* prev = nullptr;
   uint32_t prev_weight_addr = 0;

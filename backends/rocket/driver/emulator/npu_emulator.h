@@ -68,7 +68,10 @@ class NpuEmulator {
   // task and register on any rejected programming.
   void run_job(const abi::JobDesc& job);
 
+  // Summaries of the tasks run, oldest first; bounded (the oldest half is
+  // dropped past kMaxTaskSummaries) so a long run does not grow without limit.
   const std::vector<TaskSummary>& tasks() const { return tasks_; }
+  static constexpr size_t kMaxTaskSummaries = size_t(1) << 16;
   const std::vector<std::string>& warnings() const { return warnings_; }
   const EmulatorOptions& options() const { return options_; }
 
