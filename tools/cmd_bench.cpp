@@ -33,12 +33,14 @@
 #include "runtime/context.h"
 #include "tools/bench_report.h"
 #include "tools/commands.h"
+#include "tools/perf_options.h"
 #include "tools/isa_option.h"
 
 namespace opal::tools {
 namespace {
 
 struct BenchOptions {
+  PerfOptions perf;  // --perf-log, --trace, --summary, --shadow
   std::vector<std::string> models;
   std::vector<std::string> n_prompt = {"512"}, n_gen = {"128"}, pg, threads, n_batch = {"2048"}, n_ubatch = {"512"};
   std::vector<std::string> load_modes;
@@ -208,7 +210,8 @@ int run_bench(const BenchOptions& o) {
 
   // Perf-event sinks (--perf-log, --trace, --summary) plug in here: the
   // hooks are set on every timed context.
-  RunHooks* hooks = nullptr;
+  PerfSession perf_session(o.perf);
+  RunHooks* hooks = perf_session.hooks();
 
   std::vector<BenchResult> results;
   const size_t n_total = o.models.size() * modes.size() * batches.size() * ubatches.size() * threads.size() * tests.size();
@@ -315,7 +318,7 @@ int run_bench(const BenchOptions& o) {
     f << format_svg(results, cond);
     if (!f.flush()) fail("--plot {}: write failed", o.plot);
   }
-  return 0;
+  return perf_session.finish();
 }
 
 }  // namespace
@@ -346,6 +349,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--no-bw", o->no_bw, "Do not measure the memory bandwidth (the % bw column shows -)");
   sub->add_flag("--progress", o->progress, "Print progress to stderr");
   add_isa_option(sub);
+  add_perf_options(sub, o->perf);
   set_action(sub, [o] { return run_bench(*o); });
 }
 
