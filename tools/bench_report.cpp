@@ -92,6 +92,7 @@ nlohmann::ordered_json to_json(const BenchResult& r, const BenchConditions& c) {
   // Opal's additions.
   j["test"] = r.test_name();
   j["load_mode"] = r.load_mode;
+  j["load_time_s"] = r.load_seconds;
   j["weight_bytes_per_token"] = r.weight_bytes_per_token;
   j["achieved_gbps"] = r.achieved_gbps();
   const double bw = bandwidth_for(c, r.n_threads);

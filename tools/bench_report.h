@@ -36,6 +36,7 @@ struct BenchResult {
   int64_t n_batch = 2048, n_ubatch = 512;
   std::string type_k = "f16", type_v = "f16";
   std::string load_mode;
+  double load_seconds = 0;  // Model::load wall time in this load mode
   int64_t n_prompt = 0, n_gen = 0;
   std::string test_time;  // ISO 8601, UTC
   // Samples (one per repetition), in nanoseconds.

@@ -286,6 +286,7 @@ int run_bench(const BenchOptions& o) {
               r.n_ubatch = cp.n_ubatch;
               r.type_k = r.type_v = o.type_k;
               r.load_mode = load_mode_name(mode);
+              r.load_seconds = load_s;
               r.n_prompt = test.n_prompt;
               r.n_gen = test.n_gen;
               r.test_time = utc_now();

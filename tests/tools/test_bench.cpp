@@ -107,7 +107,7 @@ TEST(Bench, JsonSchemaAndStatistics) {
     for (const char* k : {"build_commit", "cpu_info", "backends", "model_filename", "model_type", "model_size",
                           "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_prompt",
                           "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns",
-                          "samples_ts", "load_mode", "achieved_gbps", "measured_bandwidth_gbps", "bandwidth_pct",
+                          "samples_ts", "load_mode", "load_time_s", "achieved_gbps", "measured_bandwidth_gbps", "bandwidth_pct",
                           "isa", "governor"})
       EXPECT_TRUE(x.contains(k)) << k;
     names.push_back(x["test"]);
