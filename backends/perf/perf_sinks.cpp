@@ -19,11 +19,11 @@ std::string clean(std::string_view s) {
   return o;
 }
 
-std::string compact_shape(const Tensor& t) {
+std::string compact_shape(const std::array<int64_t, kMaxDims>& ne) {
   int n = kMaxDims;
-  while (n > 1 && t.ne[n - 1] == 1) --n;
+  while (n > 1 && ne[n - 1] == 1) --n;
   std::string s = "[";
-  for (int i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", t.ne[i]);
+  for (int i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", ne[i]);
   return s + "]";
 }
 
@@ -55,7 +55,7 @@ std::string perf_log_line(const PerfEvent& e) {
   return fmt::format(
       "OPAL_PERF|op={}|kernel={}|backend={}|tensor={}|shape={}|dtype={}|duration_us={:.3f}|start_us={:.3f}|end_us={:.3f}"
       "|flops={:.0f}|bytes={}{}",
-      e.op, clean(e.kernel), clean(*e.backend), clean(t.name), compact_shape(t), dtype_name(t.type),
+      e.op, clean(e.kernel), clean(*e.backend), clean(t.name), compact_shape(t.ne), dtype_name(t.type),
       us(e.end_ns - e.start_ns), us(e.start_ns), us(e.end_ns), e.flops, e.bytes, op_keys(e));
 }
 
@@ -101,10 +101,16 @@ void TraceSink::on_event(const PerfEvent& e) {
   r.name = t.name;
   r.op = e.op;
   r.kernel = e.kernel;
-  r.shape = compact_shape(t);
-  r.dtype = dtype_name(t.type);
-  r.track = e.kind == PerfEventKind::Copy ? track_of(fmt::format("copy {} -> {}", *e.from, *e.backend))
-                                          : track_of(fmt::format("{} (thread {})", *e.backend, e.thread));
+  r.ne = t.ne;
+  r.dtype = t.type;
+  if (e.kind == PerfEventKind::Copy) {
+    r.track = track_of(fmt::format("copy {} -> {}", *e.from, *e.backend));
+  } else {
+    auto it = node_tracks_.find({e.backend, e.thread});
+    if (it == node_tracks_.end())
+      it = node_tracks_.emplace(std::make_pair(e.backend, e.thread), track_of(fmt::format("{} (thread {})", *e.backend, e.thread))).first;
+    r.track = it->second;
+  }
   r.start_ns = e.start_ns;
   r.end_ns = e.end_ns;
   r.flops = e.flops;
@@ -132,8 +138,8 @@ void TraceSink::finish() {
                       {"args",
                        {{"op", r.op},
                         {"kernel", r.kernel},
-                        {"shape", r.shape},
-                        {"dtype", r.dtype},
+                        {"shape", compact_shape(r.ne)},
+                        {"dtype", dtype_name(r.dtype)},
                         {"flops", r.flops},
                         {"bytes", r.bytes}}}});
   }
@@ -144,14 +150,20 @@ void TraceSink::finish() {
   if (!f) fail("--trace: error writing '{}'", path_);
 }
 
+PerfTotals& SummarySink::slot(Table& m, std::string_view key) {
+  auto it = m.find(key);
+  if (it == m.end()) it = m.emplace(std::string(key), PerfTotals{}).first;
+  return it->second;
+}
+
 void SummarySink::on_event(const PerfEvent& e) {
   if (e.kind == PerfEventKind::Copy) {
-    copies_[fmt::format("{} -> {}", *e.from, *e.backend)].add(e);
+    slot(copies_, fmt::format("{} -> {}", *e.from, *e.backend)).add(e);
     return;
   }
   nodes_.add(e);
-  by_op_[e.op].add(e);
-  by_backend_[*e.backend].add(e);
+  slot(by_op_, e.op).add(e);
+  slot(by_backend_, *e.backend).add(e);
 }
 
 std::string SummarySink::text() const {

@@ -8,7 +8,9 @@
 //   SummarySink  time, FLOP/s and GB/s per op type and per backend, and the
 //                copies between backends; printed at finish().
 #pragma once
+#include <array>
 #include <cstdio>
+#include <string_view>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,7 +44,10 @@ class TraceSink : public PerfSink {
 
  private:
   struct Record {
-    std::string name, op, kernel, shape, dtype;
+    std::string name, kernel;  // short names fit the string's inline buffer
+    const char* op = "";       // op_name(): static
+    std::array<int64_t, kMaxDims> ne{};
+    DType dtype = DType::F32;
     int track = 0;
     int64_t start_ns = 0, end_ns = 0;
     double flops = 0;
@@ -52,6 +57,7 @@ class TraceSink : public PerfSink {
   std::string path_;
   std::vector<Record> records_;
   std::map<std::string, int> tracks_;  // label -> tid
+  std::map<std::pair<const std::string*, int>, int> node_tracks_;  // (backend, thread) -> tid
 };
 
 struct PerfTotals {
@@ -73,15 +79,17 @@ class SummarySink : public PerfSink {
   void on_event(const PerfEvent& e) override;
   void finish() override;
   // What the summary printed, for tests.
-  const std::map<std::string, PerfTotals>& by_op() const { return by_op_; }          // "MUL_MAT"
-  const std::map<std::string, PerfTotals>& by_backend() const { return by_backend_; }  // "cpu"
-  const std::map<std::string, PerfTotals>& copies() const { return copies_; }        // "cpu -> test_accel"
+  using Table = std::map<std::string, PerfTotals, std::less<>>;
+  const Table& by_op() const { return by_op_; }            // "MUL_MAT"
+  const Table& by_backend() const { return by_backend_; }  // "cpu"
+  const Table& copies() const { return copies_; }          // "cpu -> test_accel"
   const PerfTotals& nodes() const { return nodes_; }
   std::string text() const;
 
  private:
+  PerfTotals& slot(std::map<std::string, PerfTotals, std::less<>>& m, std::string_view key);
   std::FILE* out_;
-  std::map<std::string, PerfTotals> by_op_, by_backend_, copies_;
+  std::map<std::string, PerfTotals, std::less<>> by_op_, by_backend_, copies_;
   PerfTotals nodes_;
 };
 
