@@ -240,11 +240,17 @@ void SlotEngine::finish(Slot& s, StopType why, const std::string& word) {
   if (s.n_decoded > 0) metrics_.add_predicted(s.n_decoded, s.timings.predicted_ms / 1000.0);
   metrics_.observe_request(seconds(now - s.task->arrival));
   metrics_.add_request_finished();
-  s.task->push(std::move(ev));
-  s.task.reset();
+  std::shared_ptr<Task> task = std::move(s.task);
   s.pending = -1;
   s.t_used = now;
   --n_busy_;
+  int deferred = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    deferred = int(queue_.size());
+  }
+  metrics_.set_processing(n_busy_.load(), deferred);  // before the client can see the end
+  task->push(std::move(ev));
 }
 
 void SlotEngine::step() {
