@@ -94,6 +94,9 @@ int run_synth(const SynthOptions& o) {
   const auto tensors = synth_tensors(p, ftype);
   uint64_t total_bytes = 0, n_params = 0;
   for (const auto& t : tensors) total_bytes += t.bytes(), n_params += uint64_t(t.n_elements());
+  if (o.layers > 0 || o.vocab != 0)  // not the real model any more: label it by its own size
+    p.size_label = n_params >= 1000000 ? fmt::format("{}M", (n_params + 500000) / 1000000)
+                                       : fmt::format("{}K", (n_params + 500) / 1000);
   if (o.dry_run) {
     for (const auto& t : tensors) {
       std::string shape;
