@@ -10,9 +10,13 @@
 // With an f16 cache, q and p are rounded to f16 first: llama.cpp computes
 // K*Q and V*P with ggml_mul_mat on f16 cache views, which converts the other
 // operand to f16. Threads split the (token, head) pairs.
+// With an f16 cache and a SIMD ISA selected (kernels/attn_kernels.h), the dot
+// products and the V accumulation run in f32 SIMD (same roundings of q and p;
+// only the summation differs from the double-precision reference).
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/ops/ops.h"
@@ -78,6 +82,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const bool round_v = v.type != DType::F32;
   const AttnLayout l = attn_layout(node);
   const uint64_t krow = uint64_t(type_size(k.type)), vrow = uint64_t(type_size(v.type));
+  const AttnKernels* simd = k.type == DType::F16 && v.type == DType::F16 ? attn_kernels() : nullptr;
 
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + l.per_thread * uint64_t(ith);
@@ -101,11 +106,15 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           scores[c] = -INFINITY;
           continue;
         }
-        row_to_f32(k.type, static_cast<const uint8_t*>(k.data) + uint64_t(c) * k.nb[1] + uint64_t(g * dk) * krow, row,
-                   dk);
-        double s = 0.0;
-        for (int64_t i = 0; i < dk; ++i) s += double(row[i] * qv[i]);
-        scores[c] = float(s) * scale;
+        const uint8_t* krow_ptr = static_cast<const uint8_t*>(k.data) + uint64_t(c) * k.nb[1] + uint64_t(g * dk) * krow;
+        if (simd) {
+          scores[c] = simd->dot_f16(reinterpret_cast<const uint16_t*>(krow_ptr), qv, dk) * scale;
+        } else {
+          row_to_f32(k.type, krow_ptr, row, dk);
+          double s = 0.0;
+          for (int64_t i = 0; i < dk; ++i) s += double(row[i] * qv[i]);
+          scores[c] = float(s) * scale;
+        }
         mx = std::max(mx, scores[c]);
       }
       float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
@@ -121,6 +130,19 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         sum += double(e);
       }
       const float inv = float(1.0 / sum);
+      if (simd) {
+        float* accf = reinterpret_cast<float*>(acc);
+        for (int64_t i = 0; i < dv; ++i) accf[i] = 0.0f;
+        for (int64_t c = 0; c < n_cells; ++c) {
+          if (scores[c] == -INFINITY) continue;
+          const float pc = f16_to_f32(f32_to_f16(scores[c] * inv));  // p rounded to f16, as the reference
+          simd->axpy_f16(pc, reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] +
+                                                                 uint64_t(g * dv) * vrow),
+                         accf, dv);
+        }
+        for (int64_t i = 0; i < dv; ++i) out[i] = accf[i];
+        continue;
+      }
       for (int64_t i = 0; i < dv; ++i) acc[i] = 0.0;
       for (int64_t c = 0; c < n_cells; ++c) {
         if (scores[c] == -INFINITY) continue;

@@ -1,5 +1,4 @@
-// Q4_0 and Q8_0 weights x Q8_0 activations with AVX-512 VNNI (512-bit vpdpbusd,
-// two 32-element blocks per register).
+// Q4_0 and Q8_0 weights x Q8_0 activations with AVX-512 VNNI (256-bit vpdpbusd).
 //
 // vpdpbusd multiplies unsigned by signed bytes, so each weight block is made
 // unsigned by an offset: Q4_0's nibbles q in [0, 15] stand for q - 8, and a
@@ -7,9 +6,12 @@
 //   sum((q - off) * x) = dpbusd(q_u8, x) - dpbusd(off, x)
 // where the second term depends on the activation block only and is computed
 // once per activation block per tile (as the accumulator's starting value).
-// The int32 lanes are exact; each block's lanes are converted to float and
+// The int32 lanes are exact; each block's 8 lanes are converted to float and
 // multiplied by d_w * d_x into a float accumulator per (weight row, activation
 // row) pair, summed horizontally at the end of the row.
+// The per-block 8-lane float accumulation is llama.cpp's order for these
+// types on x86 (its AVX2/VNNI vec_dot); a 512-bit two-block variant was
+// faster for prompts but moved near-tie greedy choices off llama.cpp's.
 // Tiles: 4 weight rows x 4 activation rows for prompts, 4 x 1 for decode.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -21,40 +23,31 @@
 namespace opal::cpu::avx512 {
 namespace {
 
-// Two blocks per 512-bit register. Q8_0 weights sit in natural order
-// [block b | block b+1]; Q4_0's nibbles unpack to the 128-bit lanes
-// [lo(b) | lo(b+1) | hi(b) | hi(b+1)], so its activation registers are
-// rearranged the same way once per activation block pair (kSecondLanes marks
-// the int32 lanes that belong to block b+1, for the scales).
+float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 struct Q4_0Weights {
   static constexpr int kBytes = kQ4_0Bytes;
   static constexpr int kOffset = 8;
-  static constexpr __mmask16 kSecondLanes = 0xF0F0;
-  static __m512i quants(const uint8_t* b0, const uint8_t* b1) {  // b1 may be null (odd tail)
-    const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2));
-    const __m128i v1 = b1 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2)) : _mm_setzero_si128();
-    const __m256i v = _mm256_set_m128i(v1, v0);
-    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
-    return _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
+  static __m256i quants(const uint8_t* blk) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);  // elements 0-15 low nibbles, 16-31 high
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
   }
-  static __m512i arrange_act(__m512i x) { return _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 1, 2, 0)); }
 };
 
 struct Q8_0Weights {
   static constexpr int kBytes = kQ8_0Bytes;
   static constexpr int kOffset = 128;
-  static constexpr __mmask16 kSecondLanes = 0xFF00;
-  static __m512i quants(const uint8_t* b0, const uint8_t* b1) {
-    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
-    const __m256i v1 = b1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)) : _mm256_set1_epi8(char(0x80));
-    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1), _mm512_set1_epi8(char(0x80)));
+  static __m256i quants(const uint8_t* blk) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                            _mm256_set1_epi8(char(0x80)));
   }
-  static __m512i arrange_act(__m512i x) { return x; }
 };
-
-__m512 scales(float d0, float d1, __mmask16 second) {
-  return _mm512_mask_blend_ps(second, _mm512_set1_ps(d0), _mm512_set1_ps(d1));
-}
 
 template <class W>
 struct LegacyKernel {
@@ -65,35 +58,31 @@ struct LegacyKernel {
     const uint8_t* x[RA];
     for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
-    __m512 acc[RW][RA];
+    __m256 acc[RW][RA];
     for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) acc[i][a] = _mm512_setzero_ps();
-    const __m512i offset = _mm512_set1_epi8(char(W::kOffset));
-    for (int64_t b = 0; b < nb; b += 2) {
-      const bool pair = b + 1 < nb;  // an odd last block runs with a zero second half
-      __m512i xq[RA], neg[RA];
-      __m512 xd[RA];
+      for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
+    const __m256i offset = _mm256_set1_epi8(char(W::kOffset));
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i xq[RA], neg[RA];
+      __m256 xd[RA];
       for (int a = 0; a < RA; ++a) {
         const uint8_t* xb = x[a] + b * kQ8_0Bytes;
-        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
-        const __m256i x1 = pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + kQ8_0Bytes + 2))
-                                : _mm256_setzero_si256();
-        xq[a] = W::arrange_act(_mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1));
-        neg[a] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq[a]));
-        xd[a] = scales(load_f16(xb), pair ? load_f16(xb + kQ8_0Bytes) : 0.0f, W::kSecondLanes);
+        xq[a] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
+        neg[a] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, xq[a]));
+        xd[a] = _mm256_set1_ps(load_f16(xb));
       }
       for (int i = 0; i < RW; ++i) {
         const uint8_t* wb = w[i] + b * W::kBytes;
-        const __m512i q = W::quants(wb, pair ? wb + W::kBytes : nullptr);
-        const __m512 wd = scales(load_f16(wb), pair ? load_f16(wb + W::kBytes) : 0.0f, W::kSecondLanes);
+        const __m256i q = W::quants(wb);
+        const __m256 wd = _mm256_set1_ps(load_f16(wb));
         for (int a = 0; a < RA; ++a) {
-          const __m512i s = _mm512_dpbusd_epi32(neg[a], q, xq[a]);
-          acc[i][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, xd[a]), acc[i][a]);
+          const __m256i s = _mm256_dpbusd_epi32(neg[a], q, xq[a]);
+          acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd, xd[a]), acc[i][a]);
         }
       }
     }
     for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = _mm512_reduce_add_ps(acc[i][a]);
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = hsum8(acc[i][a]);
   }
 };
 
