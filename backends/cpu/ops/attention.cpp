@@ -83,6 +83,14 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const AttnLayout l = attn_layout(node);
   const uint64_t krow = uint64_t(type_size(k.type)), vrow = uint64_t(type_size(v.type));
   const AttnKernels* simd = k.type == DType::F16 && v.type == DType::F16 ? attn_kernels() : nullptr;
+  // Only cells up to the last one in use can be visible (llama.cpp's n_kv):
+  // a short prompt in a large context does not scan the whole cache.
+  int64_t n_live = 0;
+  for (int64_t c = n_cells; c-- > 0;)
+    if (cell[2 * c + 1] >= 0) {
+      n_live = c + 1;
+      break;
+    }
 
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + l.per_thread * uint64_t(ith);
@@ -101,7 +109,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       else
         for (int64_t i = 0; i < dk; ++i) qv[i] = qsrc[i];
       float mx = -INFINITY;
-      for (int64_t c = 0; c < n_cells; ++c) {
+      for (int64_t c = 0; c < n_live; ++c) {
         if (cell[2 * c + 1] != seq || cell[2 * c] > pos) {
           scores[c] = -INFINITY;
           continue;
@@ -123,7 +131,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         continue;
       }
       double sum = 0.0;
-      for (int64_t c = 0; c < n_cells; ++c) {
+      for (int64_t c = 0; c < n_live; ++c) {
         if (scores[c] == -INFINITY) continue;
         const float e = std::exp(scores[c] - mx);
         scores[c] = e;
@@ -133,7 +141,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       if (simd) {
         float* accf = reinterpret_cast<float*>(acc);
         for (int64_t i = 0; i < dv; ++i) accf[i] = 0.0f;
-        for (int64_t c = 0; c < n_cells; ++c) {
+        for (int64_t c = 0; c < n_live; ++c) {
           if (scores[c] == -INFINITY) continue;
           const float pc = f16_to_f32(f32_to_f16(scores[c] * inv));  // p rounded to f16, as the reference
           simd->axpy_f16(pc, reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] +
@@ -144,7 +152,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         continue;
       }
       for (int64_t i = 0; i < dv; ++i) acc[i] = 0.0;
-      for (int64_t c = 0; c < n_cells; ++c) {
+      for (int64_t c = 0; c < n_live; ++c) {
         if (scores[c] == -INFINITY) continue;
         float pc = scores[c] * inv;
         if (round_v) round_activations(v.type, &pc, &pc, 1);
