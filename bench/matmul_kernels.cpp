@@ -2,6 +2,8 @@
 //   decode/<isa>/<type>:  n_act = 1 over 8192 x 4096 weights, cycling over
 //                         copies totalling > 96 MB (so DRAM, not L3): GB/s of
 //                         weight bytes streamed.
+//   decode-l2/<isa>/<type>: the same over 96 x 4096 weights that stay in L2:
+//                         the kernel's own speed, without DRAM.
 //   prompt/<isa>/<type>:  n_act = 64 over 512 x 4096 weights: GOP/s (2 ops per
 //                         multiply-add), activation conversion included.
 // Run: build/<dir>/bench_matmul_kernels [--benchmark_filter=decode/avx512]
@@ -95,6 +97,9 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("decode/" + suffix).c_str(),
                                    [=](benchmark::State& s) { run(s, isa, t, 8192, 1, 0); })
           ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(),
+                                   [=](benchmark::State& s) { run(s, isa, t, 96, 1, 1); })
+          ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("prompt/" + suffix).c_str(),
                                    [=](benchmark::State& s) { run(s, isa, t, 512, 64, 1); })
           ->Unit(benchmark::kMillisecond);
