@@ -17,6 +17,8 @@
 // greedy sequences being identical.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "backends/registry.h"
 #include "golden_support.h"
 #include "models/model.h"
@@ -75,6 +77,15 @@ RunResult run_golden(const test::Golden& g, Registry& reg) {
   return r;
 }
 
+// Rows of logits equal to llama.cpp's bit for bit (a diagnostic: where the
+// arithmetic is emulated exactly, whole rows match).
+int64_t identical_rows(const std::vector<float>& ours, const std::vector<float>& ref, int64_t n_vocab) {
+  int64_t n = 0;
+  for (size_t r = 0; r + size_t(n_vocab) <= ref.size() && r + size_t(n_vocab) <= ours.size(); r += size_t(n_vocab))
+    n += std::memcmp(ours.data() + r, ref.data() + r, size_t(n_vocab) * sizeof(float)) == 0;
+  return n;
+}
+
 class Fidelity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Fidelity, MatchesLlamaCpp) {
@@ -91,8 +102,9 @@ TEST_P(Fidelity, MatchesLlamaCpp) {
        {std::tuple{"prompt", &r.prompt, &g.prompt_logits}, std::tuple{"decode", &r.gen, &g.gen_logits}}) {
     const Comparison c = test::compare_logits(*ours, *ref, g.n_vocab, tol.rows_exempt);
     RecordProperty(std::string(what) + "_max_diff_over_std", std::to_string(c.max_diff_over_std));
-    std::printf("  %-24s %-6s max|d|/std %.5f  min cos %.7f  top-1 %.3f\n", stem.c_str(), what,
-                c.max_diff_over_std, c.min_cosine, c.top1_agreement);
+    std::printf("  %-24s %-6s max|d|/std %.5f  min cos %.7f  top-1 %.3f  bit-identical rows %lld/%lld\n",
+                stem.c_str(), what, c.max_diff_over_std, c.min_cosine, c.top1_agreement,
+                static_cast<long long>(identical_rows(*ours, *ref, g.n_vocab)), static_cast<long long>(c.rows));
     EXPECT_LE(c.max_diff_over_std, tol.max_diff_over_std) << what;
     EXPECT_GE(c.min_cosine, tol.min_cosine) << what;
     EXPECT_GE(c.top1_agreement, tol.min_top1) << what;

@@ -3,31 +3,54 @@
 // KV_STORE converts token t's row to the cache type (f16 rounds to nearest
 // even) into cell cells[t].
 //
-// ATTENTION, per token t and query head h (kv head g = h / (Hq / Hkv)):
+// ATTENTION, per token t and query head h (kv head g = h / (Hq / Hkv)), in
+// the arithmetic of llama.cpp's non-flash-attention graph (K*Q with
+// ggml_mul_mat, ggml_soft_max_ext, V*P with ggml_mul_mat), so that the results
+// match its CPU backend bit for bit (kernels/ref/llama_order.h, docs/fidelity.md):
 //   visible cells: same seq as the token, pos <= the token's pos (causal);
-//   s_c = dot(q_h, k_c,g) * scale;  p = softmax(s) (max-subtracted, sum in
-//   double, times 1/sum);  out_h = sum_c p_c v_c,g (accumulated in double).
-// With an f16 cache, q and p are rounded to f16 first: llama.cpp computes
-// K*Q and V*P with ggml_mul_mat on f16 cache views, which converts the other
-// operand to f16. Threads split the (token, head) pairs.
-// With an f16 cache and a SIMD ISA selected (kernels/attn_kernels.h), the dot
-// products and the V accumulation run in f32 SIMD (same roundings of q and p;
-// only the summation differs from the double-precision reference).
+//   q is rounded to the cache type (ggml converts the other MUL_MAT operand
+//   to the f16 cache type);
+//   s_c = dot(k_c, q) * scale, the dot in tinyBLAS order (one 16-lane
+//   accumulator) when the batch has >= 2 tokens and dk % 16 == 0, else in
+//   ggml_vec_dot order (4 x 16 lanes over steps of 64, then the tail);
+//   softmax: e_c = ggml_v_expf(s_c - max) over 16-cell chunks, the sum of each
+//   chunk's 16 lanes (reduce_add16) accumulated in double, p_c = e_c * (1/sum)
+//   rounded to the cache type;
+//   out_h = sum_c p_c v_c, where cell c accumulates into lane c % 16 (tinyBLAS,
+//   >= 2 tokens) or c % 64 (ggml_vec_dot, one token) of a per-lane FMA
+//   accumulator over cells in order, and the lanes are then reduced as ggml does.
+// llama.cpp indexes chunks and lanes by cell; here they are indexed by the
+// rank of the cell among the visible ones in position order, which is the
+// same for a sequence that fills the cache from cell 0 (every golden run) and
+// keeps a result independent of where a sequence's cells lie (copied or
+// moved sequences).
+// llama.cpp pads its KV view (n_kv) to a multiple of 256 cells; masked cells
+// contribute exact zeros there, so they are skipped here. Threads split the
+// (token, head) pairs. With an f16 cache and a SIMD ISA selected
+// (kernels/attn_kernels.h), the dots and the per-lane accumulation run in SIMD
+// with identical results.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/kernels/ref/llama_order.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 
 namespace opal::cpu {
 namespace {
 
+namespace lo = llama_order;
+
+constexpr int64_t kLanesBatch = 16;   // tinyBLAS: one 16-lane accumulator
+constexpr int64_t kLanesSingle = 64;  // ggml_vec_dot_f16: 4 accumulators x 16 lanes
+
 struct AttnLayout {
   uint64_t per_thread = 0;
-  uint64_t off_q = 0, off_row = 0, off_acc = 0;
+  uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0;
 };
 
 AttnLayout attn_layout(const Tensor& node) {
@@ -38,17 +61,35 @@ AttnLayout attn_layout(const Tensor& node) {
   const int64_t dk = q.ne[0], dv = v.ne[0] / hkv, n_cells = k.ne[1];
   auto a64 = [](uint64_t x) { return (x + 63) / 64 * 64; };
   AttnLayout l;
-  l.off_q = a64(uint64_t(n_cells) * 4);
+  l.off_q = a64(uint64_t(n_cells + kLanesBatch) * 4);
   l.off_row = l.off_q + a64(uint64_t(dk) * 4);
   l.off_acc = l.off_row + a64(uint64_t(std::max(dk, dv)) * 4);
-  l.per_thread = l.off_acc + a64(uint64_t(dv) * 8);
+  l.off_vis = l.off_acc + a64(uint64_t(kLanesSingle * dv) * 4);
+  l.per_thread = l.off_vis + a64(uint64_t(n_cells) * 4);
   return l;
+}
+
+// Reduces the per-lane accumulators acc[lane * dv + i] into out[i].
+void reduce_lanes(const float* acc, int64_t lanes, int64_t dv, float* out) {
+  float t[16];
+  for (int64_t i = 0; i < dv; ++i) {
+    if (lanes == kLanesBatch) {
+      for (int l = 0; l < 16; ++l) t[l] = acc[l * dv + i];
+    } else {  // ggml's GGML_F32x16_REDUCE: (a0 + a2) + (a1 + a3), lane-wise
+      for (int l = 0; l < 16; ++l)
+        t[l] = (acc[l * dv + i] + acc[(32 + l) * dv + i]) + (acc[(16 + l) * dv + i] + acc[(48 + l) * dv + i]);
+    }
+    out[i] = lo::reduce_add16(t);
+  }
 }
 
 }  // namespace
 
+// Shared part of the work buffer: the live cells ordered by position.
+uint64_t order_bytes(const Tensor& node) { return (uint64_t(node.src[kAttnK]->ne[1]) * 4 + 63) / 64 * 64; }
+
 uint64_t attention_work_size(const Tensor& node, int n_threads) {
-  return attn_layout(node).per_thread * uint64_t(n_threads);
+  return order_bytes(node) + attn_layout(node).per_thread * uint64_t(n_threads);
 }
 
 void compute_kv_store(const Tensor& node, const OpContext& ctx) {
@@ -83,6 +124,12 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const AttnLayout l = attn_layout(node);
   const uint64_t krow = uint64_t(type_size(k.type)), vrow = uint64_t(type_size(v.type));
   const AttnKernels* simd = k.type == DType::F16 && v.type == DType::F16 ? attn_kernels() : nullptr;
+  // llama.cpp's MUL_MAT takes tinyBLAS (llamafile sgemm) for >= 2 tokens when
+  // the row length is a multiple of 16, else ggml_vec_dot.
+  const bool batched = T >= 2;
+  const bool kq_lanes16 = batched && dk % 16 == 0;
+  const int64_t lanes = batched ? kLanesBatch : kLanesSingle;
+  const bool vec_f32_tail = k.type == DType::F32;  // ggml_vec_dot_f32 sums its tail in float
   // Only cells up to the last one in use can be visible (llama.cpp's n_kv):
   // a short prompt in a large context does not scan the whole cache.
   int64_t n_live = 0;
@@ -91,13 +138,24 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       n_live = c + 1;
       break;
     }
+  int32_t* order = reinterpret_cast<int32_t*>(ctx.work);
+  int64_t n_order = 0;
+  bool sorted = true;
+  for (int64_t c = 0; c < n_live; ++c) {
+    if (cell[2 * c + 1] < 0) continue;
+    sorted = sorted && (n_order == 0 || cell[2 * order[n_order - 1]] <= cell[2 * c]);
+    order[n_order++] = int32_t(c);
+  }
+  if (!sorted)
+    std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
 
   ctx.pool.run([&](int ith, int nth) {
-    uint8_t* w = ctx.work + l.per_thread * uint64_t(ith);
+    uint8_t* w = ctx.work + order_bytes(node) + l.per_thread * uint64_t(ith);
     float* scores = reinterpret_cast<float*>(w);
     float* qv = reinterpret_cast<float*>(w + l.off_q);
     float* row = reinterpret_cast<float*>(w + l.off_row);
-    double* acc = reinterpret_cast<double*>(w + l.off_acc);
+    float* acc = reinterpret_cast<float*>(w + l.off_acc);
+    int32_t* vis = reinterpret_cast<int32_t*>(w + l.off_vis);  // visible cells, in cell order
     int64_t p0, p1;
     split_range(T * hq, ith, nth, &p0, &p1);
     for (int64_t pair = p0; pair < p1; ++pair) {
@@ -109,58 +167,55 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       else
         for (int64_t i = 0; i < dk; ++i) qv[i] = qsrc[i];
       float mx = -INFINITY;
-      for (int64_t c = 0; c < n_live; ++c) {
-        if (cell[2 * c + 1] != seq || cell[2 * c] > pos) {
-          scores[c] = -INFINITY;
-          continue;
-        }
+      int64_t n_vis = 0;
+      for (int64_t o = 0; o < n_order; ++o) {
+        const int64_t c = order[o];
+        if (cell[2 * c + 1] != seq || cell[2 * c] > pos) continue;
         const uint8_t* krow_ptr = static_cast<const uint8_t*>(k.data) + uint64_t(c) * k.nb[1] + uint64_t(g * dk) * krow;
+        float s;
         if (simd) {
-          scores[c] = simd->dot_f16(reinterpret_cast<const uint16_t*>(krow_ptr), qv, dk) * scale;
+          const uint16_t* kh = reinterpret_cast<const uint16_t*>(krow_ptr);
+          s = kq_lanes16 ? simd->dot_f16_lanes16(kh, qv, dk) : simd->dot_f16_vec(kh, qv, dk);
         } else {
           row_to_f32(k.type, krow_ptr, row, dk);
-          double s = 0.0;
-          for (int64_t i = 0; i < dk; ++i) s += double(row[i] * qv[i]);
-          scores[c] = float(s) * scale;
+          s = kq_lanes16 ? lo::dot_lanes16(row, qv, dk)
+                         : (vec_f32_tail ? lo::dot_vec_f32(row, qv, dk) : lo::dot_vec_f16(row, qv, dk));
         }
-        mx = std::max(mx, scores[c]);
+        vis[n_vis] = int32_t(c);
+        scores[n_vis] = s * scale;
+        mx = std::max(mx, scores[n_vis]);
+        ++n_vis;
       }
       float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
       if (mx == -INFINITY) {  // no visible cell (cannot happen: a token sees itself)
         for (int64_t i = 0; i < dv; ++i) out[i] = 0.0f;
         continue;
       }
+      // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
+      const int64_t n_chunked = (n_vis + 15) / 16 * 16;
+      for (int64_t r = n_vis; r < n_chunked; ++r) scores[r] = -INFINITY;
       double sum = 0.0;
-      for (int64_t c = 0; c < n_live; ++c) {
-        if (scores[c] == -INFINITY) continue;
-        const float e = std::exp(scores[c] - mx);
-        scores[c] = e;
-        sum += double(e);
+      for (int64_t c0 = 0; c0 < n_chunked; c0 += 16) {
+        float* e = scores + c0;
+        for (int j = 0; j < 16; ++j) e[j] = e[j] == -INFINITY ? 0.0f : lo::expf_avx512(e[j] - mx);
+        sum += double(lo::reduce_add16(e));
       }
       const float inv = float(1.0 / sum);
-      if (simd) {
-        float* accf = reinterpret_cast<float*>(acc);
-        for (int64_t i = 0; i < dv; ++i) accf[i] = 0.0f;
-        for (int64_t c = 0; c < n_live; ++c) {
-          if (scores[c] == -INFINITY) continue;
-          const float pc = f16_to_f32(f32_to_f16(scores[c] * inv));  // p rounded to f16, as the reference
-          simd->axpy_f16(pc, reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] +
-                                                                 uint64_t(g * dv) * vrow),
-                         accf, dv);
-        }
-        for (int64_t i = 0; i < dv; ++i) out[i] = accf[i];
-        continue;
-      }
-      for (int64_t i = 0; i < dv; ++i) acc[i] = 0.0;
-      for (int64_t c = 0; c < n_live; ++c) {
-        if (scores[c] == -INFINITY) continue;
-        float pc = scores[c] * inv;
+      for (int64_t i = 0; i < lanes * dv; ++i) acc[i] = 0.0f;
+      for (int64_t r = 0; r < n_vis; ++r) {
+        const int64_t c = vis[r];
+        float pc = scores[r] * inv;
         if (round_v) round_activations(v.type, &pc, &pc, 1);
-        row_to_f32(v.type, static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] + uint64_t(g * dv) * vrow, row,
-                   dv);
-        for (int64_t i = 0; i < dv; ++i) acc[i] += double(row[i] * pc);
+        const uint8_t* vrow_ptr = static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] + uint64_t(g * dv) * vrow;
+        float* lane_acc = acc + (r % lanes) * dv;
+        if (simd) {
+          simd->axpy_f16(pc, reinterpret_cast<const uint16_t*>(vrow_ptr), lane_acc, dv);
+        } else {
+          row_to_f32(v.type, vrow_ptr, row, dv);
+          for (int64_t i = 0; i < dv; ++i) lane_acc[i] = std::fma(row[i], pc, lane_acc[i]);
+        }
       }
-      for (int64_t i = 0; i < dv; ++i) out[i] = float(acc[i]);
+      reduce_lanes(acc, lanes, dv, out);
     }
   });
 }
