@@ -103,14 +103,10 @@ void TestAccelExecutor::run(Plan& plan, RunHooks* hooks) {
     for (int64_t t = 0; t < T; ++t) cpu::round_activations(act, xs + t * K, p.act.data() + t * K, K);
     const float* ws = static_cast<const float*>(w.data);
     float* out = static_cast<float*>(n->data);
+    const DType wt = dev_.buffers().original_type(w);
     for (int64_t r = 0; r < N; ++r)
-      for (int64_t t = 0; t < T; ++t) {
-        double sum = 0.0;
-        const float* wr = ws + r * K;
-        const float* xr = p.act.data() + t * K;
-        for (int64_t i = 0; i < K; ++i) sum += double(wr[i] * xr[i]);
-        out[t * N + r] = float(sum);
-      }
+      for (int64_t t = 0; t < T; ++t)  // the CPU reference's order (matmul_kernels.h)
+        out[t * N + r] = cpu::reference_dot(wt, ws + r * K, p.act.data() + t * K, K, T >= 2);
     ++nodes_run_;
     if (hooks) hooks->after_node(dev_, *n, "test_accel");
   }

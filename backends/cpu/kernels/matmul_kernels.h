@@ -56,5 +56,10 @@ DType activation_type_for(DType weight_type);
 // Rounds x through act_type (quantize then dequantize) into out; used by the
 // reference kernels and by backends that must match them.
 void round_activations(DType act_type, const float* x, float* out, int64_t k);
+// The reference kernels' dot product of a dequantized weight row w and an
+// activation row x already rounded by round_activations, in the same order as
+// the reference gemm (batched: part of a MUL_MAT with >= 2 activation rows);
+// for backends that must match the CPU reference bit for bit.
+float reference_dot(DType weight_type, const float* w, const float* x, int64_t k, bool batched);
 
 }  // namespace opal::cpu

@@ -11,8 +11,9 @@
 //   q is rounded to the cache type (ggml converts the other MUL_MAT operand
 //   to the f16 cache type);
 //   s_c = dot(k_c, q) * scale, the dot in tinyBLAS order (one 16-lane
-//   accumulator) when the batch has >= 2 tokens and dk % 16 == 0, else in
-//   ggml_vec_dot order (4 x 16 lanes over steps of 64, then the tail);
+//   accumulator) when the batch has >= 2 tokens, dk % 16 == 0 and the cache
+//   is not f32, else in ggml_vec_dot order (4 x 16 lanes over steps of 64,
+//   then the tail);
 //   softmax: e_c = ggml_v_expf(s_c - max) over 16-cell chunks, the sum of each
 //   chunk's 16 lanes (reduce_add16) accumulated in double, p_c = e_c * (1/sum)
 //   rounded to the cache type;
@@ -127,7 +128,10 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   // llama.cpp's MUL_MAT takes tinyBLAS (llamafile sgemm) for >= 2 tokens when
   // the row length is a multiple of 16, else ggml_vec_dot.
   const bool batched = T >= 2;
-  const bool kq_lanes16 = batched && dk % 16 == 0;
+  // With an f32 cache q needs no conversion, so ggml skips its second
+  // llamafile attempt (q is a permuted, non-contiguous view) and takes
+  // ggml_vec_dot_f32 for K*Q even for a batch.
+  const bool kq_lanes16 = batched && dk % 16 == 0 && k.type != DType::F32;
   const int64_t lanes = batched ? kLanesBatch : kLanesSingle;
   const bool vec_f32_tail = k.type == DType::F32;  // ggml_vec_dot_f32 sums its tail in float
   // Only cells up to the last one in use can be visible (llama.cpp's n_kv):

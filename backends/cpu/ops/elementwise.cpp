@@ -2,16 +2,19 @@
 // src1 divides src0's and index i of src0 reads i % ne1[d]), SCALE, SILU,
 // SWIGLU (silu(a) * b), CPY (convert between f32/f16/bf16, any strides).
 // Threads split the rows of the output.
+// SILU and SWIGLU compute silu as llama.cpp's AVX-512 build does
+// (ggml_vec_silu_f32 / ggml_vec_swiglu_f32): ggml_v_silu's polynomial exp on
+// each row's whole 16-element chunks, the C library's expf on the tail
+// (kernels/ref/llama_order.h).
 #include <cmath>
 
 #include "backends/cpu/kernels/convert.h"
+#include "backends/cpu/kernels/ref/llama_order.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 
 namespace opal::cpu {
 namespace {
-
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 template <typename F>
 void binary(const Tensor& node, const OpContext& ctx, F f) {
@@ -28,9 +31,9 @@ void binary(const Tensor& node, const OpContext& ctx, F f) {
       float* po = reinterpret_cast<float*>(row_ptr(node, i1, i2, i3));
       const int64_t nb0 = b.ne[0];
       if (nb0 == n0) {
-        for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i]);
+        for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i], i, n0);
       } else {
-        for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i % nb0]);
+        for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i % nb0], i, n0);
       }
     }
   });
@@ -45,7 +48,7 @@ void unary(const Tensor& node, const OpContext& ctx, F f) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* pa = reinterpret_cast<const float*>(row_ptr_flat(a, r));
       float* po = reinterpret_cast<float*>(row_ptr_flat(node, r));
-      for (int64_t i = 0; i < node.ne[0]; ++i) po[i] = f(pa[i]);
+      for (int64_t i = 0; i < node.ne[0]; ++i) po[i] = f(pa[i], i, node.ne[0]);
     }
   });
 }
@@ -76,16 +79,18 @@ void cpy(const Tensor& node, const OpContext& ctx) {
 
 void compute_elementwise(const Tensor& node, const OpContext& ctx) {
   switch (node.op) {
-    case Op::Mul: binary(node, ctx, [](float x, float y) { return x * y; }); return;
-    case Op::Add: binary(node, ctx, [](float x, float y) { return x + y; }); return;
-    case Op::Div: binary(node, ctx, [](float x, float y) { return x / y; }); return;
-    case Op::Swiglu: binary(node, ctx, [](float g, float u) { return silu(g) * u; }); return;
+    case Op::Mul: binary(node, ctx, [](float x, float y, int64_t, int64_t) { return x * y; }); return;
+    case Op::Add: binary(node, ctx, [](float x, float y, int64_t, int64_t) { return x + y; }); return;
+    case Op::Div: binary(node, ctx, [](float x, float y, int64_t, int64_t) { return x / y; }); return;
+    case Op::Swiglu:
+      binary(node, ctx, [](float g, float u, int64_t i, int64_t n) { return llama_order::silu_at(g, i, n) * u; });
+      return;
     case Op::Scale: {
       const float s = node.fparams[0];
-      unary(node, ctx, [s](float x) { return x * s; });
+      unary(node, ctx, [s](float x, int64_t, int64_t) { return x * s; });
       return;
     }
-    case Op::Silu: unary(node, ctx, silu); return;
+    case Op::Silu: unary(node, ctx, [](float x, int64_t i, int64_t n) { return llama_order::silu_at(x, i, n); }); return;
     case Op::Cpy: cpy(node, ctx); return;
     default: break;
   }
