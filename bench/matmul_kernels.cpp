@@ -89,7 +89,7 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
 }
 
 const int kRegistered = [] {
-  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                          DType::F16,  DType::BF16, DType::F32};
   for (Isa isa : supported_isas())
     for (DType t : types) {

@@ -22,7 +22,7 @@
 namespace opal::cpu {
 namespace {
 
-const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                         DType::F16,  DType::BF16, DType::F32};
 
 std::vector<Isa> simd_isas() {
@@ -37,7 +37,7 @@ bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == D
 // Byte offsets of the f16 scale fields of a block (randomized blocks get sane scales there).
 std::vector<int> scale_offsets(DType t) {
   switch (t) {
-    case DType::Q8_0: case DType::Q4_0: return {0};
+    case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: return {0};
     case DType::Q4_K: case DType::Q5_K: return {0, 2};
     case DType::Q6_K: return {208};
     default: return {};

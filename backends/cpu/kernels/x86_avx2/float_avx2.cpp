@@ -1,6 +1,13 @@
-// F32, F16 and BF16 weights with AVX2 + FMA + F16C: as
-// x86_avx512/float_avx512.cpp on 8 lanes; the k % 8 tail is summed in scalar.
-// Tiles: 2 weight rows x 4 activation rows for prompts, 4 x 1 for decode.
+// F32, F16 and BF16 weights with AVX2 + FMA + F16C.
+// F32 and F16 reproduce llama.cpp's AVX-512 orders exactly as the reference
+// and x86_avx512/float_avx512.cpp do (kernels/ref/llama_order.h): each
+// 16-lane accumulator is a pair of 8-lane registers (lanes 0-7, 8-15) and the
+// final reductions follow reduce_add16. For >= 2 activation rows and
+// k % 16 == 0 one 16-lane accumulator per output (tinyBLAS; tiles of 2 x 2),
+// otherwise ggml_vec_dot's 4 accumulators over steps of 64 and a scalar tail
+// (float for F32, double for F16; tiles of 2 x 1).
+// BF16: one 8-lane accumulator per output, k % 8 tail in scalar; tiles of
+// 2 weight rows x 4 activation rows for prompts, 4 x 1 for decode.
 #if defined(__x86_64__) || defined(__i386__)
 #include <cstring>
 
@@ -13,6 +20,7 @@ namespace {
 
 struct F32Weights {
   static constexpr int kElemBytes = 4;
+  static constexpr bool kDoubleTail = false;
   static __m256 load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
   static float one(const uint8_t* p) {
     float f;
@@ -22,6 +30,7 @@ struct F32Weights {
 };
 struct F16Weights {
   static constexpr int kElemBytes = 2;
+  static constexpr bool kDoubleTail = true;
   static __m256 load(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static float one(const uint8_t* p) {
     uint16_t h;
@@ -74,10 +83,92 @@ struct FloatKernel {
   }
 };
 
+// reduce_add16 of 16 lanes held as (lanes 0-7, lanes 8-15).
+float reduce16(__m256 lo, __m256 hi) {
+  const __m256 t = _mm256_add_ps(lo, hi);
+  __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+  u = _mm_add_ps(u, _mm_movehl_ps(u, u));
+  u = _mm_add_ss(u, _mm_movehdup_ps(u));
+  return _mm_cvtss_f32(u);
+}
+
+// tinyBLAS: one 16-lane accumulator per output; k % 16 == 0.
+template <class W>
+struct Lanes16Kernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const uint8_t* w[RW];
+    const float* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = reinterpret_cast<const float*>(g.act + uint64_t(act + a) * g.act_row_bytes);
+    __m256 lo[RW][RA], hi[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) lo[i][a] = hi[i][a] = _mm256_setzero_ps();
+    for (int64_t e = 0; e < g.k; e += 16) {
+      for (int i = 0; i < RW; ++i) {
+        const __m256 wl = W::load(w[i] + e * W::kElemBytes), wh = W::load(w[i] + (e + 8) * W::kElemBytes);
+        for (int a = 0; a < RA; ++a) {
+          lo[i][a] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x[a] + e), lo[i][a]);
+          hi[i][a] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x[a] + e + 8), hi[i][a]);
+        }
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = reduce16(lo[i][a], hi[i][a]);
+  }
+};
+
+// ggml_vec_dot_f32 / _f16 for each (weight row, activation row).
+template <class W>
+struct VecDotKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const uint8_t* w[RW];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    const int64_t np = g.k & ~int64_t(63);
+    for (int a = 0; a < RA; ++a) {
+      const float* x = reinterpret_cast<const float*>(g.act + uint64_t(act + a) * g.act_row_bytes);
+      __m256 acc[RW][8];  // 16-lane accumulator j = (acc[2j], acc[2j+1])
+      for (int i = 0; i < RW; ++i)
+        for (int j = 0; j < 8; ++j) acc[i][j] = _mm256_setzero_ps();
+      for (int64_t e = 0; e < np; e += 64)
+        for (int j = 0; j < 8; ++j) {
+          const __m256 xv = _mm256_loadu_ps(x + e + 8 * j);
+          for (int i = 0; i < RW; ++i)
+            acc[i][j] = _mm256_fmadd_ps(W::load(w[i] + (e + 8 * j) * W::kElemBytes), xv, acc[i][j]);
+        }
+      for (int i = 0; i < RW; ++i) {
+        const __m256 lo = _mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][4]), _mm256_add_ps(acc[i][2], acc[i][6]));
+        const __m256 hi = _mm256_add_ps(_mm256_add_ps(acc[i][1], acc[i][5]), _mm256_add_ps(acc[i][3], acc[i][7]));
+        const float head = reduce16(lo, hi);
+        float result;
+        if constexpr (W::kDoubleTail) {
+          double s = head;
+          for (int64_t e = np; e < g.k; ++e) s += double(W::one(w[i] + e * W::kElemBytes) * x[e]);
+          result = float(s);
+        } else {
+          float s = head;
+          for (int64_t e = np; e < g.k; ++e) s += W::one(w[i] + e * W::kElemBytes) * x[e];
+          result = s;
+        }
+        g.out[(act + a) * g.out_stride + row + i] = result;
+      }
+    }
+  }
+};
+
+template <class W>
+void gemm_llama_order(const GemmArgs& g) {
+  if (g.n_act >= 2 && g.k % 16 == 0)
+    drive<Lanes16Kernel<W>, 2, 2>(g);
+  else
+    drive<VecDotKernel<W>, 2, 1>(g);
+}
+
 }  // namespace
 
-void gemm_f32(const GemmArgs& g) { gemm_entry<FloatKernel<F32Weights>, 2, 4, 4>(g); }
-void gemm_f16(const GemmArgs& g) { gemm_entry<FloatKernel<F16Weights>, 2, 4, 4>(g); }
+void gemm_f32(const GemmArgs& g) { gemm_llama_order<F32Weights>(g); }
+void gemm_f16(const GemmArgs& g) { gemm_llama_order<F16Weights>(g); }
 void gemm_bf16(const GemmArgs& g) { gemm_entry<FloatKernel<BF16Weights>, 2, 4, 4>(g); }
 
 }  // namespace opal::cpu::avx2

@@ -13,6 +13,7 @@ namespace opal::cpu::avx2 {
 void convert_q8_0(DType act_type, const float* x, uint8_t* dst, int64_t k);
 void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);
 void gemm_q4_0(const GemmArgs& g);
+void gemm_q5_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);

@@ -11,6 +11,8 @@
 // Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers),
 // 4 x 1 for decode.
 #if defined(__x86_64__) || defined(__i386__)
+#include <cstring>
+
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
@@ -27,6 +29,29 @@ struct Q4_0Weights {
   static W load(const uint8_t* blk) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
     return {_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F))};
+  }
+  static __m256i dot(const W& w, const Act& a) {
+    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w.q, a.x), a.c16), ones16());
+  }
+};
+
+// Q5_0: the nibbles as Q4_0 plus bit j of qh as bit 4 of element j; q - 16.
+struct Q5_0Weights {
+  static constexpr int kBytes = 22;
+  struct Act { __m256i x, c16; };
+  struct W { __m256i q; };
+  static Act act(__m256i x) { return {x, _mm256_maddubs_epi16(_mm256_set1_epi8(16), x)}; }
+  static W load(const uint8_t* blk) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+    int32_t h;
+    std::memcpy(&h, blk + 2, 4);
+    // byte i <- byte i/8 of qh, tested against bit i%8.
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(h), _mm256_setr_epi64x(0, 0x0101010101010101ll,
+                                                                                      0x0202020202020202ll, 0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return {_mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)))};
   }
   static __m256i dot(const W& w, const Act& a) {
     return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w.q, a.x), a.c16), ones16());
@@ -83,6 +108,7 @@ struct LegacyKernel {
 }  // namespace
 
 void gemm_q4_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q4_0Weights>, 2, 2, 4>(g); }
+void gemm_q5_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g); }
 void gemm_q8_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g); }
 
 }  // namespace opal::cpu::avx2

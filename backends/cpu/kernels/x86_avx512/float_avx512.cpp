@@ -2,11 +2,17 @@
 // rounded through the weight type (llama.cpp's vec_dot type), exactly as the
 // reference keeps them, so each product w * x is exact in f32 for F16/BF16
 // weights; F16 weights are widened with vcvtph2ps, BF16 by a 16-bit shift.
-// Accumulation is f32 FMA per 16 lanes (the reference accumulates in double:
-// results differ by float rounding only). A row tail of k % 16 uses masked loads.
-// Tiles: 4 weight rows x 4 activation rows for prompts, 4 x 1 for decode.
+// F32 and F16 follow llama.cpp's orders exactly as the reference does
+// (kernels/ref/llama_order.h): for >= 2 activation rows and k % 16 == 0 one
+// 16-lane FMA accumulator per output (tinyBLAS; tiles of 4 weight rows x 4
+// activation rows), otherwise ggml_vec_dot's 4 accumulators over steps of 64
+// and a scalar tail (float for F32, double for F16; tiles of 4 x 1).
+// BF16: one 16-lane accumulator per output, masked k % 16 tail (the
+// reference sums BF16 in double).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -16,11 +22,23 @@ namespace {
 
 struct F32Weights {
   static constexpr int kElemBytes = 4;
+  static constexpr bool kDoubleTail = false;  // ggml_vec_dot_f32 sums its tail in float
   static __m512 load(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+  static float one(const uint8_t* p) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
 };
 struct F16Weights {
   static constexpr int kElemBytes = 2;
+  static constexpr bool kDoubleTail = true;  // ggml_vec_dot_f16 sums its tail in double
   static __m512 load(const uint8_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+  static float one(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+  }
 };
 struct BF16Weights {
   static constexpr int kElemBytes = 2;
@@ -54,10 +72,58 @@ struct FloatKernel {
   }
 };
 
+// ggml_vec_dot_f32 / _f16 for each (weight row, activation row).
+template <class W>
+struct VecDotKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const uint8_t* w[RW];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    const int64_t np = g.k & ~int64_t(63);
+    for (int a = 0; a < RA; ++a) {
+      const float* x = reinterpret_cast<const float*>(g.act + uint64_t(act + a) * g.act_row_bytes);
+      __m512 acc[RW][4];
+      for (int i = 0; i < RW; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+      for (int64_t e = 0; e < np; e += 64) {
+        __m512 xv[4];
+        for (int j = 0; j < 4; ++j) xv[j] = _mm512_loadu_ps(x + e + 16 * j);
+        for (int i = 0; i < RW; ++i)
+          for (int j = 0; j < 4; ++j)
+            acc[i][j] = _mm512_fmadd_ps(W::load(w[i] + (e + 16 * j) * W::kElemBytes, __mmask16(0xFFFF)), xv[j], acc[i][j]);
+      }
+      for (int i = 0; i < RW; ++i) {
+        const float head = _mm512_reduce_add_ps(
+            _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][2]), _mm512_add_ps(acc[i][1], acc[i][3])));
+        float result;
+        if constexpr (W::kDoubleTail) {
+          double s = head;
+          for (int64_t e = np; e < g.k; ++e) s += double(W::one(w[i] + e * W::kElemBytes) * x[e]);
+          result = float(s);
+        } else {
+          float s = head;
+          for (int64_t e = np; e < g.k; ++e) s += W::one(w[i] + e * W::kElemBytes) * x[e];
+          result = s;
+        }
+        g.out[(act + a) * g.out_stride + row + i] = result;
+      }
+    }
+  }
+};
+
+// llama.cpp takes tinyBLAS for >= 2 activation rows when k % 16 == 0, else ggml_vec_dot.
+template <class W>
+void gemm_llama_order(const GemmArgs& g) {
+  if (g.n_act >= 2 && g.k % 16 == 0)
+    drive<FloatKernel<W>, 4, 4>(g);
+  else
+    drive<VecDotKernel<W>, 4, 1>(g);
+}
+
 }  // namespace
 
-void gemm_f32(const GemmArgs& g) { gemm_entry<FloatKernel<F32Weights>, 4, 4, 4>(g); }
-void gemm_f16(const GemmArgs& g) { gemm_entry<FloatKernel<F16Weights>, 4, 4, 4>(g); }
+void gemm_f32(const GemmArgs& g) { gemm_llama_order<F32Weights>(g); }
+void gemm_f16(const GemmArgs& g) { gemm_llama_order<F16Weights>(g); }
 void gemm_bf16(const GemmArgs& g) { gemm_entry<FloatKernel<BF16Weights>, 4, 4, 4>(g); }
 
 }  // namespace opal::cpu::avx512

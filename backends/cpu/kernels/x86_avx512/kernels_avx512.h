@@ -1,6 +1,6 @@
 // The AVX-512 (F/BW/VL/DQ + VNNI) kernels, one file per concern:
 //   act_avx512.cpp     activation quantization to Q8_0 / Q8_K (bytes equal to core/quant's)
-//   legacy_avx512.cpp  Q4_0, Q8_0 weights x Q8_0 activations
+//   legacy_avx512.cpp  Q4_0, Q5_0, Q8_0 weights x Q8_0 activations
 //   kquants_avx512.cpp Q4_K, Q5_K, Q6_K weights x Q8_K activations
 //   float_avx512.cpp   F32, F16, BF16 weights x f32 activations rounded through the weight type
 //   table.cpp          the table entries (compiled without ISA flags: it may run on any CPU)
@@ -22,6 +22,7 @@ namespace opal::cpu::avx512 {
 void convert_q8_0(DType act_type, const float* x, uint8_t* dst, int64_t k);
 void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);
 void gemm_q4_0(const GemmArgs& g);
+void gemm_q5_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);

@@ -1,7 +1,8 @@
-// Q4_0 and Q8_0 weights x Q8_0 activations with AVX-512 VNNI (256-bit vpdpbusd).
+// Q4_0, Q5_0 and Q8_0 weights x Q8_0 activations with AVX-512 VNNI (256-bit vpdpbusd).
 //
 // vpdpbusd multiplies unsigned by signed bytes, so each weight block is made
-// unsigned by an offset: Q4_0's nibbles q in [0, 15] stand for q - 8, and a
+// unsigned by an offset: Q4_0's nibbles q in [0, 15] stand for q - 8 (Q5_0's
+// five-bit q in [0, 31] for q - 16), and a
 // Q8_0 quant w becomes w + 128 (w xor 0x80). Then per 32-element block
 //   sum((q - off) * x) = dpbusd(q_u8, x) - dpbusd(off, x)
 // where the second term depends on the activation block only and is computed
@@ -44,6 +45,23 @@ struct Q4_0Weights {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
     const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);  // elements 0-15 low nibbles, 16-31 high
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+  }
+};
+
+// Q5_0: Q4_0's nibbles plus a fifth bit per element (qh bit j -> element j),
+// q in [0, 31] standing for q - 16.
+struct Q5_0Weights {
+  static constexpr int kBytes = 22;
+  static constexpr int kOffset = 16;
+  static uint32_t high_bits(const uint8_t* blk) {
+    uint32_t h;
+    std::memcpy(&h, blk + 2, 4);
+    return h;
+  }
+  static __m256i quants(const uint8_t* blk) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
+    const __m256i both = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+    return _mm256_mask_or_epi32(both, 0xFF, both, _mm256_maskz_set1_epi8(__mmask32(high_bits(blk)), 0x10));
   }
 };
 
@@ -162,14 +180,25 @@ __m512i LegacyDecode<Q8_0Weights>::pair_quants(const uint8_t* b0, const uint8_t*
   return _mm512_xor_si512(q, _mm512_set1_epi8(char(0x80)));
 }
 
-template <>
-__m512i LegacyDecode<Q4_0Weights>::pair_quants(const uint8_t* b0, const uint8_t* b1) {
-  // [r0 | r1] packed nibbles -> [lo r0 | hi r0 | lo r1 | hi r1] (16 bytes each),
-  // i.e. each row's elements 0-15 then 16-31 as in Q4_0Weights::quants.
-  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2)), 1);
+// [r0 | r1] packed nibbles (16 bytes each at qs) -> [lo r0 | hi r0 | lo r1 | hi r1],
+// i.e. each row's elements 0-15 then 16-31 as in Q4_0Weights::quants.
+__m512i pair_nibbles(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)), 1);
   const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);  // [lo0 lo1 hi0 hi1] after masking
   return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+}
+
+template <>
+__m512i LegacyDecode<Q4_0Weights>::pair_quants(const uint8_t* b0, const uint8_t* b1) {
+  return pair_nibbles(b0 + 2, b1 + 2);
+}
+
+template <>
+__m512i LegacyDecode<Q5_0Weights>::pair_quants(const uint8_t* b0, const uint8_t* b1) {
+  const __mmask64 high = __mmask64(Q5_0Weights::high_bits(b0)) | (__mmask64(Q5_0Weights::high_bits(b1)) << 32);
+  const __m512i q = pair_nibbles(b0 + 6, b1 + 6);
+  return _mm512_mask_or_epi32(q, 0xFFFF, q, _mm512_maskz_set1_epi8(high, 0x10));
 }
 
 template <class W, int RW, int RA>
@@ -183,6 +212,7 @@ void gemm_legacy(const GemmArgs& g) {
 }  // namespace
 
 void gemm_q4_0(const GemmArgs& g) { gemm_legacy<Q4_0Weights, 4, 4>(g); }
+void gemm_q5_0(const GemmArgs& g) { gemm_legacy<Q5_0Weights, 4, 4>(g); }
 void gemm_q8_0(const GemmArgs& g) { gemm_legacy<Q8_0Weights, 4, 4>(g); }
 
 }  // namespace opal::cpu::avx512

@@ -32,6 +32,7 @@ constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*r
 
 constexpr MatmulKernels kTable[] = {
     entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q4_0),
+    entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q5_0),
     entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q8_0),
     entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
     entry(DType::Q5_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q5_K),
