@@ -70,7 +70,7 @@ int run_case(const RocketOptions& o) {
 }
 
 struct PredictOptions {
-  std::string preset, model, schedule = "opal";
+  std::string preset, model, schedule = "opal", precision = precision_name(kDefaultPrecision);
   bool all_presets = false, per_shape = false;
   unsigned tokens = 512, cores = 3, group = 0;
   double clock_mhz = 1000, ddr_gbps = 20, task_us = -1, job_us = -1, efficiency = -1, host_gbps = -1;
@@ -102,9 +102,10 @@ void print_prediction(const std::string& name, const std::vector<MatmulShape>& s
     for (const auto& [s, pr] : m.per_shape)
       fmt::print("  {:<14} K {:>5} N {:>6} x{:<3} {:>9.3f} ms  ({} tasks, {} jobs, {:.1f} MB DDR)\n", s.name, s.k, s.n,
                  s.count, pr.seconds * 1e3, pr.tasks, pr.jobs, pr.ddr_bytes / 1e6);
-  fmt::print("{:<16} pp{} {} schedule, {} core(s) at {:.0f} MHz, DDR {:.0f} GB/s: {:8.1f} ms (NPU {:.1f} ms, host {:.1f} "
-             "ms) -> {:7.1f} tokens/s\n",
-             name, o.tokens, p.schedule, p.cores, p.clock_hz / 1e6, p.ddr_bytes_per_s / 1e9, m.total.seconds * 1e3,
+  fmt::print("{:<16} pp{} {} schedule ({}), {} core(s) at {:.0f} MHz, DDR {:.0f} GB/s: {:8.1f} ms (NPU {:.1f} ms, "
+             "host {:.1f} ms) -> {:7.1f} tokens/s\n",
+             name, o.tokens, p.schedule, p.schedule == "fork" ? "w8a8" : precision_name(p.precision), p.cores,
+             p.clock_hz / 1e6, p.ddr_bytes_per_s / 1e9, m.total.seconds * 1e3,
              m.total.npu_seconds * 1e3, m.total.host_seconds * 1e3, m.tokens_per_s);
 }
 
@@ -114,6 +115,7 @@ int run_predict(const PredictOptions& o) {
   p.cores = o.cores;
   p.ddr_bytes_per_s = o.ddr_gbps * 1e9;
   p.schedule = o.schedule;
+  p.precision = parse_precision(o.precision);
   if (o.task_us >= 0) p.task_overhead_s = o.task_us * 1e-6;
   if (o.job_us >= 0) p.job_overhead_s = o.job_us * 1e-6;
   if (o.efficiency > 0) p.mac_efficiency = o.efficiency;
@@ -177,6 +179,7 @@ void add_rocket_command(CLI::App& app) {
   pr->add_option("--host-gbps", po->host_gbps, "Host quantize/pack/unpack rate, GB/s");
   pr->add_option("--schedule", po->schedule, "opal (Opal's tiling) or fork (the int8 llama.cpp fork's)");
   pr->add_option("--group", po->group, "K channels per int8 scale (0: per row)");
+  pr->add_option("--precision", po->precision, "Operand planes: w16a16 (default), w8a16, w16a8, w8a8");
   pr->add_flag("--per-shape", po->per_shape, "One line per matmul shape");
   set_action(pr, [po] { return run_predict(*po); });
 }

@@ -28,7 +28,9 @@ CoreWork work_of(const std::vector<TaskSummary>& tasks) {
 }
 
 TEST(RocketPerfModel, EmulatedTasksCostWhatTheTilingPredicts) {
+  for (Precision precision : {Precision::W8A8, Precision::W16A16})
   for (unsigned cores : {1u, 3u}) {
+    SCOPED_TRACE(testing::Message() << precision_name(precision) << " cores " << cores);
     const unsigned m = 36, k = 2048, n = 384;
     std::vector<std::unique_ptr<EmulatorDriver>> drivers;
     std::vector<Driver*> ptrs;
@@ -38,7 +40,7 @@ TEST(RocketPerfModel, EmulatedTasksCostWhatTheTilingPredicts) {
     }
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> u(-1, 1);
-    const QuantizedMatrix q = quantize_matrix(n, k, QuantScheme{}, [&](unsigned, float* d) {
+    const QuantizedMatrix q = quantize_matrix(n, k, make_scheme(k, false, 0, precision), [&](unsigned, float* d) {
       for (unsigned i = 0; i < k; ++i) d[i] = u(rng);
     });
     NpuWeights w(ptrs, q);
@@ -49,6 +51,7 @@ TEST(RocketPerfModel, EmulatedTasksCostWhatTheTilingPredicts) {
 
     PerfParams p;
     p.cores = cores;
+    p.precision = precision;
     std::vector<CoreWork> emulated;
     for (auto& d : drivers) emulated.push_back(work_of(d->emulator().tasks()));
     const Prediction from_emulator = predict_work(emulated, 0, p);
@@ -69,6 +72,7 @@ TEST(RocketPerfModel, CyclesAndBytesFollowFromTheShape) {
   p.ddr_bytes_per_s = 1e15;  // compute-bound
   p.task_overhead_s = p.job_overhead_s = 0;
   p.mac_efficiency = 1.0;
+  p.precision = Precision::W8A8;
   const unsigned m = 512, k = 4096, n = 4096;
   const Prediction r = predict_gemm(m, k, n, p);
   // 1024 MACs per cycle: M * K/32 * N/32 cycles in total, spread over 3 cores.
@@ -87,6 +91,12 @@ TEST(RocketPerfModel, CyclesAndBytesFollowFromTheShape) {
   ddr.ddr_bytes_per_s = 1e9;
   const Prediction b = predict_gemm(m, k, n, ddr);
   EXPECT_NEAR(b.npu_seconds, double(b.ddr_bytes) / 1e9, 1e-9);
+  // Two int8 planes per operand: three int8 GEMMs (hi x hi, hi x lo, lo x hi).
+  PerfParams wide = p;
+  wide.precision = Precision::W16A16;
+  EXPECT_EQ(predict_gemm(m, k, n, wide).mac_cycles, 3 * r.mac_cycles);
+  wide.precision = Precision::W8A16;
+  EXPECT_EQ(predict_gemm(m, k, n, wide).mac_cycles, 2 * r.mac_cycles);
 }
 
 TEST(RocketPerfModel, ForkScheduleReloadsWeights) {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "engine/golden_support.h"
 #include "support/test_support.h"
 
@@ -56,6 +58,20 @@ TEST(RocketCli, Predict) {
             0)
       << out;
   EXPECT_NE(out.find("tokens/s"), std::string::npos) << out;
+  // The default precision (w16a16: three int8 GEMMs per matmul) predicts fewer tokens/s than w8a8.
+  auto tokens_per_s = [](const std::string& o) {
+    const size_t at = o.rfind("-> ");  // run_command appends to the string: the last line
+    return at == std::string::npos ? -1.0 : std::atof(o.c_str() + at + 3);
+  };
+  const std::string predict = test::opal_binary() + " rocket predict --preset qwen3-0.6b -p 128";
+  ASSERT_EQ(test::run_command(predict, &out), 0) << out;
+  EXPECT_NE(out.find("w16a16"), std::string::npos) << out;
+  const double wide = tokens_per_s(out);
+  ASSERT_EQ(test::run_command(predict + " --precision w8a8", &out), 0) << out;
+  EXPECT_GT(tokens_per_s(out), wide) << out;
+  EXPECT_GT(wide, 0.0);
+  EXPECT_NE(test::run_command(predict + " --precision int4", &out), 0);
+  EXPECT_NE(out.find("unknown precision"), std::string::npos) << out;
   EXPECT_NE(test::run_command(test::opal_binary() + " rocket predict --preset gpt-17", &out), 0);
   EXPECT_NE(out.find("known: qwen2-0.5b"), std::string::npos) << out;
 }

@@ -1,7 +1,8 @@
 // The rocket Device end to end on the emulator: golden models run with their
-// MUL_MATs on the NPU give logits within the q8_0 tolerance of the CPU-only
-// run (golden/README.md: max |diff| / std <= 0.15, min cosine >= 0.9995,
-// top-1 >= 95 %); placement follows the min-batch setting with its reason;
+// MUL_MATs on the NPU (default precision w16a16) give logits within the q8_0
+// tolerance of the CPU-only run (golden/README.md: max |diff| / std <= 0.15,
+// min cosine >= 0.9995, top-1 >= 95 %), for every family; the int8-only knob
+// (w8a8) is measured beside it; placement follows the min-batch setting with its reason;
 // RunHooks see every node; a faulting driver makes the node fall back to the
 // CPU kernel (same logits as the CPU) or, with fallback off, an error.
 #include <gtest/gtest.h>
@@ -79,8 +80,14 @@ class CountingHooks : public RunHooks {
 
 class RocketAccuracy : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(RocketAccuracy, LogitsWithinQ8Tolerance) {
-  const std::string stem = GetParam();
+struct Accuracy {
+  test::Comparison vs_cpu, vs_llama_cpp;
+  double top1_near_tie = 0;  // top-1 agreement, near-ties excused
+};
+
+// Runs `stem` with every MUL_MAT on the NPU (options `o`, min_batch 1) and on
+// the CPU alone, checks the placement and hooks, and compares the logits.
+Accuracy measure_accuracy(const std::string& stem, RocketOptions o) {
   const test::Golden g = test::load_golden(stem);
   const std::vector<int32_t>& toks = g.prompt;
   const std::vector<int32_t> forced = first(g.greedy, 4);
@@ -88,7 +95,6 @@ TEST_P(RocketAccuracy, LogitsWithinQ8Tolerance) {
   auto cpu_model = Model::load(test::golden_model_path(stem), *cpu_reg);
   const Logits want = run_model(*cpu_model, toks, forced);
 
-  RocketOptions o;
   o.min_batch = 1;  // prompt and decode matmuls go to the NPU (decode as M = 1, padded to 4)
   RocketSetup s = cpu_and_rocket(o);
   auto model = Model::load(test::golden_model_path(stem), *s.reg);
@@ -103,32 +109,14 @@ TEST_P(RocketAccuracy, LogitsWithinQ8Tolerance) {
   EXPECT_EQ(uint64_t(hooks.rocket_nodes), s.rocket->stats().nodes_npu);
   EXPECT_EQ(hooks.kernels, std::set<std::string>{"rocket-npu"});
 
-  ASSERT_EQ(got.prompt.size(), want.prompt.size());
-  ASSERT_EQ(got.decode.size(), want.decode.size());
-  // Tolerance: the golden README's q8_0 bar (max |d|/std <= 0.15, cos >= 0.9995,
-  // top-1 >= 95 %). tiny-qwen3 is more sensitive to 8-bit noise than that bar:
-  // llama.cpp's own W8A8 (q8_0) logits differ from its f32 logits by more than
-  // 0.15 (measured below from the golden files), so for that family the bar is
-  // 1.5 x llama.cpp's own q8_0-vs-f32 deviation, cos >= 0.998, top-1 >= 90 %
-  // (Opal quantizes a second time, per row, where llama.cpp uses blocks of 32).
-  const std::string family = stem.substr(0, stem.rfind('-'));
-  const test::Golden q8 = test::load_golden(family + "-q8_0"), f32 = test::load_golden(family + "-f32");
-  const test::Comparison noise = test::compare_logits(q8.prompt_logits, f32.prompt_logits, g.n_vocab);
-  double max_bar = 0.15, cos_bar = 0.9995, top1_bar = 0.95;
-  if (noise.max_diff_over_std > 0.15) max_bar = 1.5 * noise.max_diff_over_std, cos_bar = 0.998, top1_bar = 0.90;
-  // A 4-bit model: the README's 2-6-bit top-1 bar (90 %); its max |d| and cosine still meet the q8_0 bar.
-  if (stem.ends_with("q4_0")) top1_bar = 0.90;
+  Accuracy acc;
+  EXPECT_EQ(got.prompt.size(), want.prompt.size());
+  EXPECT_EQ(got.decode.size(), want.decode.size());
+  if (got.prompt.size() != want.prompt.size() || got.decode.size() != want.decode.size()) return acc;
   std::vector<float> ours = got.prompt, ref = want.prompt;
   ours.insert(ours.end(), got.decode.begin(), got.decode.end());
   ref.insert(ref.end(), want.decode.begin(), want.decode.end());
-  const test::Comparison c = test::compare_logits(ours, ref, g.n_vocab);
-  std::printf("  %-18s NPU vs CPU (%lld rows): max|d|/std %.4f  min cos %.6f  top-1 %.3f   [bar %.3f; llama.cpp "
-              "q8_0 vs f32: %.4f]\n",
-              stem.c_str(), (long long)c.rows, c.max_diff_over_std, c.min_cosine, c.top1_agreement, max_bar,
-              noise.max_diff_over_std);
-  RecordProperty("max_diff_over_std", std::to_string(c.max_diff_over_std));
-  EXPECT_LE(c.max_diff_over_std, max_bar);
-  EXPECT_GE(c.min_cosine, cos_bar);
+  acc.vs_cpu = test::compare_logits(ours, ref, g.n_vocab);
   // Top-1, with a disagreement excused only at a near-tie: where the CPU's own
   // gap between its token and ours is below twice that row's largest |diff|
   // (the rule tests/engine/test_fidelity.cpp applies to greedy steps).
@@ -142,12 +130,48 @@ TEST_P(RocketAccuracy, LogitsWithinQ8Tolerance) {
     for (int64_t i = 0; i < g.n_vocab; ++i) row_max = std::max(row_max, double(std::fabs(a[i] - b[i])));
     agree += ia == ib || double(b[ib]) - double(b[ia]) < 2 * row_max;
   }
-  EXPECT_GE(double(agree) / double(rows), top1_bar) << "raw top-1 " << c.top1_agreement;
-  // Against llama.cpp's own logits (teacher-forced prompt), for the record.
-  const test::Comparison lc = test::compare_logits(got.prompt, g.prompt_logits, g.n_vocab);
-  std::printf("  %-18s NPU vs llama.cpp prompt: max|d|/std %.4f  min cos %.6f  top-1 %.3f\n", stem.c_str(),
-              lc.max_diff_over_std, lc.min_cosine, lc.top1_agreement);
-  EXPECT_LE(lc.max_diff_over_std, 0.30);
+  acc.top1_near_tie = double(agree) / double(rows);
+  // Against llama.cpp's own logits (teacher-forced prompt).
+  acc.vs_llama_cpp = test::compare_logits(got.prompt, g.prompt_logits, g.n_vocab);
+  std::printf("  %-18s %-6s NPU vs CPU (%lld rows): max|d|/std %.4f  min cos %.6f  top-1 %.3f (near-tie rule %.3f)\n"
+              "  %-18s %-6s NPU vs llama.cpp prompt: max|d|/std %.4f  min cos %.6f  top-1 %.3f\n",
+              stem.c_str(), rocket::precision_name(o.precision), (long long)acc.vs_cpu.rows,
+              acc.vs_cpu.max_diff_over_std, acc.vs_cpu.min_cosine, acc.vs_cpu.top1_agreement, acc.top1_near_tie,
+              stem.c_str(), rocket::precision_name(o.precision), acc.vs_llama_cpp.max_diff_over_std,
+              acc.vs_llama_cpp.min_cosine, acc.vs_llama_cpp.top1_agreement);
+  return acc;
+}
+
+// The golden README's q8_0 bar, for every family, with the backend's default
+// options: max |d|/std <= 0.15, min cosine >= 0.9995, top-1 >= 95 % (near-ties
+// excused). The CPU reference quantizes activations to q8_0 for quantized
+// weights (llama.cpp's x86 path) and the NPU path is ~15-bit on both operands,
+// so what remains is mostly the CPU's own activation rounding.
+TEST_P(RocketAccuracy, LogitsWithinQ8Tolerance) {
+  const std::string stem = GetParam();
+  const Accuracy a = measure_accuracy(stem, RocketOptions{});
+  RecordProperty("max_diff_over_std", std::to_string(a.vs_cpu.max_diff_over_std));
+  EXPECT_LE(a.vs_cpu.max_diff_over_std, 0.15);
+  EXPECT_GE(a.vs_cpu.min_cosine, 0.9995);
+  EXPECT_GE(a.top1_near_tie, 0.95) << "raw top-1 " << a.vs_cpu.top1_agreement;
+  EXPECT_LE(a.vs_llama_cpp.max_diff_over_std, 0.15);
+  EXPECT_GE(a.vs_llama_cpp.min_cosine, 0.9995);
+}
+
+// The int8-only knob (w8a8: one GEMM per matmul instead of three) is the
+// measured trade-off: a larger error than the default on every model, still
+// within the looser bound the backend had before the residual planes (0.30
+// max/std against llama.cpp, cosine >= 0.998).
+TEST_P(RocketAccuracy, Int8OnlyKnobIsCheaperAndLessAccurate) {
+  const std::string stem = GetParam();
+  RocketOptions o;
+  o.precision = rocket::Precision::W8A8;
+  const Accuracy w8 = measure_accuracy(stem, o);
+  const Accuracy def = measure_accuracy(stem, RocketOptions{});
+  EXPECT_GT(w8.vs_cpu.max_diff_over_std, def.vs_cpu.max_diff_over_std);
+  EXPECT_LT(w8.vs_cpu.min_cosine, def.vs_cpu.min_cosine);
+  EXPECT_LE(w8.vs_llama_cpp.max_diff_over_std, 0.30);
+  EXPECT_GE(w8.vs_cpu.min_cosine, 0.998);
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, RocketAccuracy,

@@ -34,16 +34,51 @@ uint64_t output_index(unsigned row, unsigned ch, unsigned m_padded) {
 
 }  // namespace
 
-float quantize_row_int8(const float* x, int64_t n, int8_t* q) {
+float quantize_row_int8(const float* x, int64_t n, int8_t* q, int8_t* lo) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   if (!(amax > 0.0f) || !std::isfinite(amax)) {
     std::fill(q, q + n, int8_t(0));
+    if (lo) std::fill(lo, lo + n, int8_t(0));
     return amax > 0.0f ? std::numeric_limits<float>::quiet_NaN() : 0.0f;  // non-finite input poisons the row
   }
   const float inv = 127.0f / amax;
-  for (int64_t i = 0; i < n; ++i) q[i] = int8_t(std::clamp(std::round(x[i] * inv), -127.0f, 127.0f));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * inv;
+    const float hi = std::clamp(std::round(v), -127.0f, 127.0f);
+    q[i] = int8_t(hi);
+    // |v - hi| <= 0.5, so the residual plane stays within [-127, 127].
+    if (lo) lo[i] = int8_t(std::clamp(std::round((v - hi) * kLoPlaneScale), -127.0f, 127.0f));
+  }
   return amax / 127.0f;
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::W8A8: return "w8a8";
+    case Precision::W8A16: return "w8a16";
+    case Precision::W16A8: return "w16a8";
+    case Precision::W16A16: return "w16a16";
+  }
+  return "?";
+}
+
+Precision parse_precision(const std::string& s) {
+  for (Precision p : {Precision::W8A8, Precision::W8A16, Precision::W16A8, Precision::W16A16})
+    if (s == precision_name(p)) return p;
+  fail("rocket: unknown precision '{}' (w8a8, w8a16, w16a8, w16a16)", s);
+}
+
+unsigned weight_planes(Precision p) { return p == Precision::W16A8 || p == Precision::W16A16 ? 2 : 1; }
+unsigned input_planes(Precision p) { return p == Precision::W8A16 || p == Precision::W16A16 ? 2 : 1; }
+
+std::vector<PlaneTerm> plane_terms(unsigned input_planes, unsigned weight_planes) {
+  if (input_planes < 1 || input_planes > 2 || weight_planes < 1 || weight_planes > 2)
+    fail("rocket: {} input / {} weight planes (1 or 2 each)", input_planes, weight_planes);
+  std::vector<PlaneTerm> t{{0, 0}};
+  if (weight_planes == 2) t.push_back({0, 1});
+  if (input_planes == 2) t.push_back({1, 0});
+  return t;
 }
 
 std::vector<KSegment> split_k(unsigned k_padded, unsigned max_k) {
@@ -65,8 +100,10 @@ std::vector<std::pair<unsigned, unsigned>> split_n(unsigned n, unsigned parts) {
   return r;
 }
 
-QuantScheme make_scheme(unsigned k, bool rotate, unsigned group) {
+QuantScheme make_scheme(unsigned k, bool rotate, unsigned group, Precision precision) {
   QuantScheme s;
+  s.weight_planes = weight_planes(precision);
+  s.input_planes = input_planes(precision);
   const unsigned kp = align_up(k, 32);
   s.group = group ? std::min(align_up(group, 32), kp) : 0;
   if (s.group == kp) s.group = 0;
@@ -78,25 +115,30 @@ QuantScheme make_scheme(unsigned k, bool rotate, unsigned group) {
 }
 
 void quantize_operand_row(const float* x, unsigned k, const QuantScheme& scheme, const std::vector<KSegment>& groups,
-                          float* work, int8_t* q, float* scales) {
+                          float* work, int8_t* q, float* scales, unsigned planes, size_t plane_stride) {
+  if (planes < 1 || planes > 2) fail("rocket: {} int8 planes per operand (1 or 2)", planes);
   const unsigned kp = groups.back().k0 + groups.back().k;
   std::copy(x, x + k, work);
   std::fill(work + k, work + kp, 0.0f);
   if (scheme.rotation_block) rotate_row(work, kp, scheme.rotation_block);
+  int8_t* lo = planes == 2 ? q + plane_stride : nullptr;
   if (!scheme.group) {
-    scales[0] = quantize_row_int8(work, kp, q);
+    scales[0] = quantize_row_int8(work, kp, q, lo);
     return;
   }
   for (size_t g = 0; g < groups.size(); ++g)
-    scales[g] = quantize_row_int8(work + groups[g].k0, groups[g].k, q + groups[g].k0);
+    scales[g] = quantize_row_int8(work + groups[g].k0, groups[g].k, q + groups[g].k0, lo ? lo + groups[g].k0 : nullptr);
 }
 
 NpuWeights::NpuWeights(const std::vector<Driver*>& drivers, const QuantizedMatrix& m)
     : k_(m.k), k_padded_(m.k_padded), n_(m.n), scale_groups_(m.scale_groups()), scheme_(m.scheme),
       segments_(m.groups), scales_(m.scales) {
   if (drivers.empty()) fail("rocket: no NPU driver to hold weights");
-  if (m.q.size() != size_t(n_) * k_padded_ || scales_.size() != size_t(n_) * scale_groups_)
-    fail("rocket: quantized weight has {} values / {} scales for {} x {}", m.q.size(), scales_.size(), n_, k_padded_);
+  const unsigned planes = m.planes();
+  if (planes < 1 || planes > 2 || m.q.size() != size_t(n_) * k_padded_ * planes ||
+      scales_.size() != size_t(n_) * scale_groups_)
+    fail("rocket: quantized weight has {} values / {} scales for {} x {} x {} planes", m.q.size(), scales_.size(), n_,
+         k_padded_, planes);
   const unsigned n = n_;
   const int8_t* q = m.q.data();
   const unsigned q_cols = k_padded_;
@@ -117,18 +159,20 @@ NpuWeights::NpuWeights(const std::vector<Driver*>& drivers, const QuantizedMatri
     for (Slice s : plan) {
       std::vector<std::vector<uint8_t>> packed;
       uint64_t total = 0;
-      for (const KSegment& seg : segments_) {
-        // Host layout the packer takes: uint8 [n][k] with zero point 0x80.
-        std::vector<uint8_t> host(size_t(s.n) * seg.k, 0x80);
-        for (unsigned r = 0; r < s.n; ++r) {
-          const int8_t* row = q + size_t(s.n0 + r) * q_cols;
-          for (unsigned i = 0; i < seg.k && seg.k0 + i < q_cols; ++i)
-            host[size_t(r) * seg.k + i] = uint8_t(int(row[seg.k0 + i]) + 0x80);
+      for (const KSegment& seg : segments_)
+        for (unsigned p = 0; p < planes; ++p) {
+          // Host layout the packer takes: uint8 [n][k] with zero point 0x80.
+          const int8_t* plane = q + size_t(p) * n * q_cols;
+          std::vector<uint8_t> host(size_t(s.n) * seg.k, 0x80);
+          for (unsigned r = 0; r < s.n; ++r) {
+            const int8_t* row = plane + size_t(s.n0 + r) * q_cols;
+            for (unsigned i = 0; i < seg.k && seg.k0 + i < q_cols; ++i)
+              host[size_t(r) * seg.k + i] = uint8_t(int(row[seg.k0 + i]) + 0x80);
+          }
+          packed.push_back(pack_weights(gemm_op(4, seg.k, s.n), host));
+          s.seg_offset.push_back(uint32_t(total));
+          total = align64(total + packed.back().size());
         }
-        packed.push_back(pack_weights(gemm_op(4, seg.k, s.n), host));
-        s.seg_offset.push_back(uint32_t(total));
-        total = align64(total + packed.back().size());
-      }
       s.bo = s.driver->create_bo(total);
       slices_.push_back(s);  // owned from here (destroyed on failure below)
       uint8_t* dst = s.driver->cpu_pointer(s.bo.handle);
@@ -181,11 +225,12 @@ std::shared_ptr<ScratchBo> ScratchPool::get(Driver& d, bool output, unsigned slo
 NpuGemm::NpuGemm(const NpuWeights& w, unsigned m, ScratchPool& scratch, double timeout_s)
     : w_(w), m_(m), m_padded_(align_up(std::max(m, 1u), 4)), timeout_s_(timeout_s) {
   if (m == 0 || m_padded_ > kMaxGemmRows) fail("rocket: GEMM with {} rows (1..{})", m, kMaxGemmRows);
-  const unsigned kp = w.k_padded();
-  xq_.assign(size_t(m_padded_) * kp, 0);
+  const unsigned kp = w.k_padded(), x_planes = w.scheme().input_planes;
+  terms_ = plane_terms(x_planes, w.planes());
+  xq_.assign(size_t(x_planes) * m_padded_ * kp, 0);
   xrow_.assign(kp, 0.0f);
   xscale_.assign(size_t(m) * w.scale_groups(), 0.0f);
-  packed_.assign(size_t(kp / 16) * m_padded_ * 16, 0);
+  packed_.assign(size_t(x_planes) * (kp / 16) * m_padded_ * 16, 0);  // plane p at channel groups [p K'/16, ...)
   unsigned max_n = 0;
   for (const auto& s : w.slices()) max_n = std::max(max_n, s.n);
   acc_.assign(size_t(m) * max_n, 0);
@@ -198,22 +243,24 @@ NpuGemm::NpuGemm(const NpuWeights& w, unsigned m, ScratchPool& scratch, double t
     std::vector<std::vector<std::vector<uint64_t>>> streams;
     std::vector<ConvOp> ops;
     uint64_t out_total = 0, regcmd_total = 0;
-    for (size_t g = 0; g < w.segments().size(); ++g) {
-      ops.push_back(gemm_op(m_padded_, w.segments()[g].k, s.n));
-      plans_.push_back(plan_tiles(ops.back(), Policy::Opal));
-      Unit u;
-      u.slice = si;
-      u.segment = g;
-      u.out_offset = out_total;
-      u.out_bytes = output_bytes(s.n, m_padded_);
-      out_total = align64(out_total + u.out_bytes);
-      core.units.push_back(std::move(u));
-    }
+    for (size_t g = 0; g < w.segments().size(); ++g)
+      for (const PlaneTerm& term : terms_) {
+        ops.push_back(gemm_op(m_padded_, w.segments()[g].k, s.n));
+        plans_.push_back(plan_tiles(ops.back(), Policy::Opal));
+        Unit u;
+        u.slice = si;
+        u.segment = g;
+        u.term = term;
+        u.out_offset = out_total;
+        u.out_bytes = output_bytes(s.n, m_padded_);
+        out_total = align64(out_total + u.out_bytes);
+        core.units.push_back(std::move(u));
+      }
     core.input = scratch.get(*s.driver, false, 0, packed_.size());
     core.output = scratch.get(*s.driver, true, s.slot, out_total);
     try {
       core.bias = s.driver->create_bo(uint64_t(align_up(s.n, 32)) * 4);  // zero biases (symmetric int8)
-      const size_t plan0 = plans_.size() - w.segments().size();
+      const size_t plan0 = plans_.size() - core.units.size();
       std::vector<RegcmdBuffer> bufs;
       std::vector<uint64_t> reg_offsets;
       // Two passes: sizes first (addresses do not change stream lengths), then the real IOVAs.
@@ -228,11 +275,12 @@ NpuGemm::NpuGemm(const NpuWeights& w, unsigned m, ScratchPool& scratch, double t
       uint8_t* reg_cpu = s.driver->cpu_pointer(core.regcmd.handle);
       for (size_t g = 0; g < core.units.size(); ++g) {
         Unit& u = core.units[g];
-        const KSegment& seg = w.segments()[g];
+        const KSegment& seg = w.segments()[u.segment];
         BufferAddresses a;
-        a.input = core.input->info().iova + uint32_t(uint64_t(seg.k0 / 16) * m_padded_ * 16);
+        const uint64_t channel = uint64_t(u.term.x) * kp + seg.k0;  // of the plane-stacked input
+        a.input = core.input->info().iova + uint32_t(channel / 16 * m_padded_ * 16);
         a.output = core.output->info().iova + uint32_t(u.out_offset);
-        a.weights = s.bo.iova + s.seg_offset[g];
+        a.weights = s.bo.iova + s.seg_offset[u.segment * w.planes() + u.term.w];
         a.biases = core.bias.iova;
         const TaskStreamParams p{&ops[g], &plans_[plan0 + g], a, {0, 1, 0}, 0};
         std::vector<std::vector<uint64_t>> st;
@@ -273,13 +321,14 @@ void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride) 
   const unsigned K = w_.k(), kp = w_.k_padded(), M = m_, Mp = m_padded_;
   info_ = {};
   // 1. Quantize the activations per row and pack them NC1HWC2.
-  const unsigned G = w_.scale_groups();
+  const unsigned G = w_.scale_groups(), x_planes = w_.scheme().input_planes;
+  const size_t plane = size_t(Mp) * kp;
   for (unsigned r = 0; r < M; ++r)
     quantize_operand_row(x + int64_t(r) * x_stride, K, w_.scheme(), w_.segments(), xrow_.data(),
-                         &xq_[size_t(r) * kp], &xscale_[size_t(r) * G]);
-  for (unsigned g = 0; g < kp / 16; ++g)
+                         &xq_[size_t(r) * kp], &xscale_[size_t(r) * G], x_planes, plane);
+  for (unsigned g = 0; g < x_planes * kp / 16; ++g)
     for (unsigned r = 0; r < Mp; ++r)
-      std::memcpy(&packed_[(size_t(g) * Mp + r) * 16], &xq_[size_t(r) * kp + g * 16], 16);
+      std::memcpy(&packed_[(size_t(g) * Mp + r) * 16], &xq_[(g * 16 / kp) * plane + size_t(r) * kp + g * 16 % kp], 16);
   // 2. Hand inputs and sentinels to each core, submit everything, then wait.
   for (SliceRun& c : runs_) {
     std::memcpy(c.input->cpu(), packed_.data(), packed_.size());
@@ -316,10 +365,11 @@ void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride) 
       // One scale group per segment, or a single group shared by every segment.
       const unsigned g_scale = G == 1 ? 0 : unsigned(u.segment);
       const float* sw = w_.scales().data() + size_t(s.n0) * G + g_scale;
+      const float term_scale = 1.0f / float(std::pow(kLoPlaneScale, float(u.term.x + u.term.w)));
       for (unsigned g = 0; g < div_up(s.n, 4); ++g)
         for (unsigned r = 0; r < M; ++r) {
           const uint8_t* atom = out + (size_t(g) * Mp + r) * 16;
-          const float sx = xscale_[size_t(r) * G + g_scale];
+          const float sx = xscale_[size_t(r) * G + g_scale] * term_scale;
           float* ar = &acc_[size_t(r) * s.n + g * 4];
           for (unsigned ch = 0; ch < 4 && g * 4 + ch < s.n; ++ch) {
             int32_t v;

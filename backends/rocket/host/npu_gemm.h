@@ -10,11 +10,20 @@
 //   rotation    optionally both operands are first rotated along K by the same
 //               orthogonal block-Hadamard matrix (host/hadamard.h), which leaves
 //               X W^T unchanged and makes per-row int8 more accurate.
+//   planes      each operand is one int8 plane (8-bit) or two ("16-bit"): the hi
+//               plane as above and a lo plane holding the rounding residual,
+//               lo = round((v/s - hi) * 254) in [-127, 127], so v ~= s (hi + lo/254)
+//               with |error| <= s/508 (about 15 bits). Every (input plane, weight
+//               plane) product is its own int32 GEMM on the same int8 datapath,
+//               combined on the host: acc_hh + (acc_hl + acc_lh) / 254; lo x lo
+//               (~1/254^2 of the result) is not computed. Costs 2 (one operand
+//               split) or 3 (both) GEMMs' MAC cycles; see Precision.
 //   groups      optionally one scale per `group` channels of K for both operands
 //               (group-wise W8A8): each group is its own K segment with int32
 //               partials, Y = sum_g acc_g[m,n] * s_x[m,g] * s_w[n,g].
 //   output      int32 acc[m,n] (DPU_DATA_FORMAT.OUT_PRECISION = int32, layout
-//               [N'/4][M'][4]); Y[m,n] = acc[m,n] * s_x[m] * s_w[n].
+//               [N'/4][M'][4]); Y[m,n] = acc[m,n] * s_x[m] * s_w[n] (summed over
+//               the plane products, each weighted 254^-(lo planes in it)).
 //   K           padded to a multiple of 32 with zeros; K > 8192 is cut into
 //               segments of at most 8192 (multiples of 32), each its own
 //               convolution reading the same packed input at a channel-surface
@@ -32,6 +41,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/rocket/driver/driver.h"
@@ -43,7 +53,30 @@ inline constexpr unsigned kMaxGemmRows = 2044;  // M' <= 2047 (11-bit DATAIN_HEI
 
 // Symmetric per-row int8 quantization: returns the scale (0 for an all-zero
 // row, whose q are all 0); q[i] = clamp(round(x[i] / scale), -127, 127).
-float quantize_row_int8(const float* x, int64_t n, int8_t* q);
+// With `lo`, also the residual plane lo[i] = round((x[i] / scale - q[i]) * kLoPlaneScale).
+float quantize_row_int8(const float* x, int64_t n, int8_t* q, int8_t* lo = nullptr);
+
+// The weight of a lo plane relative to its hi plane: x ~= s (hi + lo / kLoPlaneScale).
+inline constexpr float kLoPlaneScale = 254.0f;
+
+// Operand precision on the int8 NPU: "8" = one int8 plane, "16" = a hi and a lo
+// int8 plane (~15 bits; see the scheme above). w16a16 runs 3 int8 GEMMs per
+// matmul, w8a16 / w16a8 2, w8a8 1. The backend default is w16a16: the only one
+// that keeps tiny-qwen3 within the q8_0 logit bar (docs/backends/rocket.md).
+enum class Precision { W8A8, W8A16, W16A8, W16A16 };
+inline constexpr Precision kDefaultPrecision = Precision::W16A16;
+const char* precision_name(Precision p);
+Precision parse_precision(const std::string& s);  // "w8a8", "w8a16", "w16a8", "w16a16"
+unsigned weight_planes(Precision p);
+unsigned input_planes(Precision p);
+
+// One int8 GEMM of a plane-split matmul: input plane x times weight plane w
+// (0 = hi, 1 = lo); its int32 result weighs kLoPlaneScale^-(x + w).
+struct PlaneTerm {
+  unsigned x = 0, w = 0;
+};
+// The products computed for the given plane counts, hi x hi first (lo x lo is dropped).
+std::vector<PlaneTerm> plane_terms(unsigned input_planes, unsigned weight_planes);
 
 struct KSegment {
   unsigned k0 = 0, k = 0;  // channels [k0, k0 + k) of the padded K
@@ -58,14 +91,17 @@ inline constexpr unsigned kMaxSliceN = 8192;  // output channels per convolution
 struct QuantScheme {
   unsigned rotation_block = 0;  // 0: no rotation; else a power of two dividing the padded K
   unsigned group = 0;           // K channels per scale (a multiple of 32); 0: one scale per row
+  unsigned weight_planes = 1;   // int8 planes per operand: 1 or 2 (hi + lo)
+  unsigned input_planes = 1;
 };
-// The scheme for a K: rotation over the largest power-of-two block (if asked)
-// and the group size rounded to a multiple of 32 dividing nothing in particular
-// (the last group may be shorter).
-QuantScheme make_scheme(unsigned k, bool rotate, unsigned group);
+// The scheme for a K: rotation over the largest power-of-two block (if asked),
+// the group size rounded to a multiple of 32 (the last group may be shorter)
+// and the planes of each operand.
+QuantScheme make_scheme(unsigned k, bool rotate, unsigned group, Precision precision);
 
-// A weight quantized under a scheme: q [n][k_padded] (zero padding), scales
-// [n][groups] with groups = split_k(k_padded, group or 8192).
+// A weight quantized under a scheme: q [planes][n][k_padded] (zero padding),
+// scales [n][groups] with groups = split_k(k_padded, group or 8192); the lo
+// plane (if any) shares the hi plane's scales.
 struct QuantizedMatrix {
   unsigned k = 0, k_padded = 0, n = 0;
   QuantScheme scheme;
@@ -73,17 +109,19 @@ struct QuantizedMatrix {
   std::vector<int8_t> q;
   std::vector<float> scales;     // [n][scale_groups()]
   unsigned scale_groups() const { return scheme.group ? unsigned(groups.size()) : 1u; }
+  unsigned planes() const { return scheme.weight_planes; }
 };
 // row(r, dst) writes row r (k floats) into dst.
 template <typename RowFn>
 QuantizedMatrix quantize_matrix(unsigned n, unsigned k, const QuantScheme& scheme, RowFn&& row);
-// Quantizes one row (k floats) under the scheme into q [k_padded] and scales [scale_groups];
-// work holds k_padded floats.
+// Quantizes one row (k floats) under the scheme into `planes` (1 or 2) int8
+// planes of k_padded values, plane p at q + p * plane_stride, and scales
+// [scale_groups]; work holds k_padded floats.
 void quantize_operand_row(const float* x, unsigned k, const QuantScheme& scheme, const std::vector<KSegment>& groups,
-                          float* work, int8_t* q, float* scales);
+                          float* work, int8_t* q, float* scales, unsigned planes = 1, size_t plane_stride = 0);
 
 // One weight matrix resident on the NPU: per driver its N slice, per K segment
-// the packed 32x32 blocks, in one BO (FINI'd once).
+// and weight plane the packed 32x32 blocks, in one BO (FINI'd once).
 class NpuWeights {
  public:
   struct Slice {
@@ -91,7 +129,7 @@ class NpuWeights {
     unsigned slot = 0;                 // index among this driver's slices
     unsigned n0 = 0, n = 0;            // output rows [n0, n0 + n)
     BoInfo bo;
-    std::vector<uint32_t> seg_offset;  // byte offset of each K segment's blocks in the BO
+    std::vector<uint32_t> seg_offset;  // byte offset of each (K segment, plane)'s blocks: [segment * planes + plane]
   };
   NpuWeights(const std::vector<Driver*>& drivers, const QuantizedMatrix& m);
   ~NpuWeights();
@@ -104,6 +142,7 @@ class NpuWeights {
   const QuantScheme& scheme() const { return scheme_; }
   const std::vector<KSegment>& segments() const { return segments_; }
   unsigned scale_groups() const { return scale_groups_; }
+  unsigned planes() const { return scheme_.weight_planes; }
   const std::vector<Slice>& slices() const { return slices_; }
   const std::vector<float>& scales() const { return scales_; }  // [n][scale_groups]
   uint64_t npu_bytes() const;
@@ -124,13 +163,14 @@ QuantizedMatrix quantize_matrix(unsigned n, unsigned k, const QuantScheme& schem
   m.n = n;
   m.scheme = scheme;
   m.groups = split_k(m.k_padded, scheme.group ? scheme.group : 8192);
-  m.q.assign(size_t(n) * m.k_padded, 0);
+  const size_t plane = size_t(n) * m.k_padded;
+  m.q.assign(plane * m.planes(), 0);
   m.scales.assign(size_t(n) * m.scale_groups(), 0.0f);
   std::vector<float> x(k), work(m.k_padded);
   for (unsigned r = 0; r < n; ++r) {
     row(r, x.data());
     quantize_operand_row(x.data(), k, scheme, m.groups, work.data(), m.q.data() + size_t(r) * m.k_padded,
-                         m.scales.data() + size_t(r) * m.scale_groups());
+                         m.scales.data() + size_t(r) * m.scale_groups(), m.planes(), plane);
   }
   return m;
 }
@@ -189,12 +229,13 @@ class NpuGemm {
   unsigned m() const { return m_; }
   unsigned m_padded() const { return m_padded_; }
   const GemmRunInfo& last_run() const { return info_; }
-  // The tile plan of one (slice, segment) unit, in submission order.
+  // The tile plan of one (slice, segment, plane product) unit, in submission order.
   const std::vector<TilePlan>& plans() const { return plans_; }
 
  private:
-  struct Unit {  // one K segment on one driver
+  struct Unit {  // one plane product of one K segment on one driver
     size_t slice = 0, segment = 0;
+    PlaneTerm term;
     uint64_t out_offset = 0;  // in the output scratch BO
     uint64_t out_bytes = 0;
     std::vector<abi::JobDesc> jobs;
@@ -211,7 +252,8 @@ class NpuGemm {
   double timeout_s_;
   std::vector<SliceRun> runs_;
   std::vector<TilePlan> plans_;
-  std::vector<int8_t> xq_;     // quantized activations [M'][K']
+  std::vector<PlaneTerm> terms_;
+  std::vector<int8_t> xq_;     // quantized activations [planes][M'][K']
   std::vector<float> xrow_;    // one activation row, padded and rotated
   std::vector<float> xscale_;  // [M][scale groups]
   std::vector<uint8_t> packed_;  // NC1HWC2 input

@@ -88,7 +88,8 @@ void RocketWeightBufferType::upload_weight(Tensor& t, const void* host_bytes, Bu
   const int64_t K = t.ne[0], N = t.ne[1];
   if (K <= 0 || N <= 0 || K > (int64_t(1) << 24) || N > (int64_t(1) << 24)) return;
   // Requantize (after the optional rotation): scale = max|w| / 127 per row or per group.
-  const rocket::QuantScheme scheme = rocket::make_scheme(unsigned(K), dev_.options().rotate, dev_.options().group);
+  const rocket::QuantScheme scheme = rocket::make_scheme(unsigned(K), dev_.options().rotate, dev_.options().group,
+                                                           dev_.options().precision);
   const uint64_t rb = row_bytes(t.type, K);
   const rocket::QuantizedMatrix qm = rocket::quantize_matrix(unsigned(N), unsigned(K), scheme, [&](unsigned r, float* dst) {
     cpu::row_to_f32(t.type, static_cast<const uint8_t*>(host_bytes) + uint64_t(r) * rb, dst, K);
@@ -116,9 +117,9 @@ RocketDevice::RocketDevice(const RocketOptions& options, std::vector<std::unique
 RocketDevice::~RocketDevice() = default;
 
 std::string RocketDevice::description() const {
-  return fmt::format("rocket (RK3588 NPU via {}, {} driver{}, MUL_MAT int8 for M >= {})",
+  return fmt::format("rocket (RK3588 NPU via {}, {} driver{}, MUL_MAT int8 ({}) for M >= {})",
                      drivers_.empty() ? options_.driver : drivers_.front()->name(), drivers_.size(),
-                     drivers_.size() == 1 ? "" : "s", options_.min_batch);
+                     drivers_.size() == 1 ? "" : "s", rocket::precision_name(options_.precision), options_.min_batch);
 }
 
 Support RocketDevice::supports_gemm(const Tensor& node, bool check_batch) const {

@@ -7,8 +7,9 @@
 //   - weights: the weight BufferType is host memory holding the GGUF bytes
 //     unchanged (so the CPU runs the small-batch matmuls on the same weight in
 //     place, no copies), and at upload also requantizes the weight per output
-//     row to int8 (scale = max|w| / 127) and packs it into resident NPU BOs,
-//     N split across the cores (host/npu_gemm.h).
+//     row to int8 (scale = max|w| / 127; with `precision` w16*, a second
+//     residual int8 plane) and packs it into resident NPU BOs, N split across
+//     the cores (host/npu_gemm.h).
 //   - the Executor compiles each MUL_MAT of a segment once per shape bucket
 //     (tiling + regcmd streams), then per run quantizes activations per row,
 //     submits, waits, dequantizes. A driver error, PREP timeout or untouched
@@ -39,6 +40,10 @@ struct RocketOptions {
   bool fallback_to_cpu = true;               // on a fault; false: the error propagates
   bool rotate = true;                        // block-Hadamard rotation of K before int8 (host/hadamard.h)
   unsigned group = 0;                        // K channels per int8 scale (multiple of 32); 0 = one per row
+  // int8 planes per operand: w16a16 (default: hi + lo planes for both, 3 int8
+  // GEMMs per matmul, meets the q8_0 logit bar on every golden model), w8a16,
+  // w16a8 (2 GEMMs), w8a8 (1 GEMM, fastest; tiny-qwen3 misses the bar).
+  rocket::Precision precision = rocket::kDefaultPrecision;
   rocket::EmulatorOptions emulator;          // emulator numerics / strictness
 };
 

@@ -125,11 +125,12 @@ Prediction predict_gemm(unsigned m, unsigned k, unsigned n, const PerfParams& p,
   for (unsigned m0 = 0; m0 < m; m0 += kMaxGemmRows) {
     const unsigned rows = std::min(kMaxGemmRows, m - m0);
     const unsigned mp = align_up(rows, 4), kp = align_up(k, 32);
-    const QuantScheme scheme = make_scheme(k, false, group);
+    const QuantScheme scheme = make_scheme(k, false, group, p.precision);
     const std::vector<KSegment> segs = split_k(kp, scheme.group ? scheme.group : 8192);
+    const std::vector<PlaneTerm> terms = plane_terms(scheme.input_planes, scheme.weight_planes);
     std::vector<CoreWork> cores(std::max(1u, p.cores));
     const auto ranges = split_n(n, unsigned(cores.size()));
-    uint64_t host = uint64_t(rows) * k * 4 + uint64_t(mp) * kp + uint64_t(rows) * n * 4;
+    uint64_t host = uint64_t(rows) * k * 4 + uint64_t(mp) * kp * scheme.input_planes + uint64_t(rows) * n * 4;
     for (size_t c = 0; c < ranges.size(); ++c)
       for (unsigned n0 = 0; n0 < ranges[c].second; n0 += kMaxSliceN) {
         const unsigned sn = std::min(kMaxSliceN, ranges[c].second - n0);
@@ -137,12 +138,14 @@ Prediction predict_gemm(unsigned m, unsigned k, unsigned n, const PerfParams& p,
           ConvOp op = ConvOp::gemm(mp, seg.k, sn, QuantParams{});
           op.int32_output = true;
           const TilePlan plan = plan_tiles(op, Policy::Opal);
-          for (const auto& ids : plan.jobs) {
-            std::vector<TaskSummary> job;
-            for (unsigned i : ids) job.push_back(summarize_task(op, plan.tasks[i]));
-            cores[c].jobs.push_back(std::move(job));
+          for (size_t t = 0; t < terms.size(); ++t) {  // the same tiling per plane product
+            for (const auto& ids : plan.jobs) {
+              std::vector<TaskSummary> job;
+              for (unsigned i : ids) job.push_back(summarize_task(op, plan.tasks[i]));
+              cores[c].jobs.push_back(std::move(job));
+            }
+            host += uint64_t(mp) * align_up(sn, 32) * 4;
           }
-          host += uint64_t(mp) * align_up(sn, 32) * 4;
         }
       }
     total.add(predict_work(cores, host, p));

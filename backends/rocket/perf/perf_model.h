@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/rocket/driver/emulator/npu_emulator.h"
+#include "backends/rocket/host/npu_gemm.h"
 #include "backends/rocket/lower/tiling.h"
 
 namespace opal::rocket {
@@ -33,6 +34,9 @@ struct PerfParams {
   // "opal": Opal's tiling (resident weights, WEIGHT_REUSE, large row tiles);
   // "fork": the int8 llama.cpp fork's (16-row tiles, weights reloaded per task).
   std::string schedule = "opal";
+  // Operand planes of Opal's schedule (host/npu_gemm.h): every plane product
+  // is one more int8 GEMM (w16a16: 3, w8a16 / w16a8: 2, w8a8: 1).
+  Precision precision = kDefaultPrecision;
 };
 
 struct TaskCost {
@@ -60,8 +64,9 @@ Prediction predict_work(const std::vector<CoreWork>& cores, uint64_t host_bytes,
 TaskSummary summarize_task(const ConvOp& op, const TaskTile& t);
 
 // Y[M,N] = X[M,K] W[N,K]^T as Opal's backend submits it (K padded and
-// segmented by `group` or 8192, N split over p.cores and sliced at 8192, M
-// padded to 4), or as the int8 fork would (p.schedule == "fork").
+// segmented by `group` or 8192, one GEMM per plane product of p.precision, N
+// split over p.cores and sliced at 8192, M padded to 4), or as the int8 fork
+// would (p.schedule == "fork"; int8 only).
 Prediction predict_gemm(unsigned m, unsigned k, unsigned n, const PerfParams& p, unsigned group = 0);
 
 // The matmuls of one decoder layer and the model's layer count, for a prompt
