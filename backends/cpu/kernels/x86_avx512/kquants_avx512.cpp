@@ -17,9 +17,12 @@
 //   Q4_K/Q5_K: - dmin * d_x * sum_s m_s * (bsum_2s + bsum_2s+1)
 //   Q6_K:      isum -= 32 * sum_s sc_s * bsum_s   (q - 32)
 // The int32 results are exact; they are scaled by d * d_x in float.
-// Tiles: 2 weight rows x 4 activation rows for prompts, 4 x 1 for decode.
+// Tiles: 2 weight rows x 4 activation rows for prompts, 4 x 1 for decode
+// (with a software prefetch of the next 4 rows).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/tile_driver.h"
@@ -37,15 +40,35 @@ __m512i nibbles64(const uint8_t* qs32) {
   return _mm512_and_si512(_mm512_mask_srli_epi16(v, kUpper16, v, 4), _mm512_set1_epi8(0x0F));
 }
 
-// int16 lanes 0-15 = a, 16-31 = b.
-__m512i scale_pair(uint8_t a, uint8_t b) {
-  return _mm512_mask_blend_epi16(kUpper16, _mm512_set1_epi16(a), _mm512_set1_epi16(b));
+// Index vector for _mm512_permutexvar_epi16 over 8 int16 scales (repeated):
+// lanes 0-15 take scale 2j, lanes 16-31 scale 2j+1.
+__m512i scale_pair_index(int j) {
+  alignas(64) int16_t idx[32];
+  for (int l = 0; l < 32; ++l) idx[l] = int16_t(2 * j + l / 16);
+  return _mm512_load_si512(idx);
 }
 
-// [m0, m0, m1, m1, ..., m7, m7] as 16 int16, to pair with the 16 bsums.
-__m256i mins16(const uint8_t* m) {
-  const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
-  return _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+// The 8 six-bit scales and mins of a Q4_K/Q5_K super-block as int16 lanes
+// (the bit layout of unpack_q4k_scales, done on 32-bit words: u0 = bytes 0-3,
+// u1 = 4-7, u2 = 8-11; scales 0-3 = u0 & 63, mins 0-3 = u1 & 63, scales 4-7 =
+// low nibbles of u2 | top two bits of u0 << 4, mins 4-7 = high nibbles of u2 |
+// top two bits of u1 << 4).
+void q4k_scales_mins(const uint8_t* q, __m128i* sc, __m128i* mn) {
+  uint32_t u0, u1, u2;
+  std::memcpy(&u0, q, 4);
+  std::memcpy(&u1, q + 4, 4);
+  std::memcpy(&u2, q + 8, 4);
+  const uint64_t s = uint64_t(u0 & 0x3f3f3f3fu) | uint64_t((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
+  const uint64_t m = uint64_t(u1 & 0x3f3f3f3fu) | uint64_t(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)) << 32;
+  *sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(s)));
+  *mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(m)));
+}
+
+// Decode streams RW weight rows side by side, which the hardware prefetchers
+// follow poorly: fetch the same super-block of the next RW rows (`ahead`
+// bytes on); a prefetch past the end of the weights does not fault.
+void prefetch_next_rows(const uint8_t* blk, uint64_t ahead, int bytes) {
+  for (int o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + o), _MM_HINT_T0);
 }
 
 __m256i load_bsums(const uint8_t* xb) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + kQ8_KBsums)); }
@@ -67,16 +90,19 @@ struct Q45KKernel {
     __m512 acc[RW][RA];
     for (int i = 0; i < RW; ++i)
       for (int a = 0; a < RA; ++a) acc[i][a] = _mm512_setzero_ps();
+    const __m512i pair_index[4] = {scale_pair_index(0), scale_pair_index(1), scale_pair_index(2), scale_pair_index(3)};
     for (int64_t b = 0; b < nb; ++b) {
       __m512i sc[RW][4];
       __m256i mn[RW];
       float d[RW], dmin[RW];
       for (int i = 0; i < RW; ++i) {
         const uint8_t* wb = w[i] + b * kBytes;
-        uint8_t s[8], m[8];
-        unpack_q4k_scales(wb + kQ4_KScales, s, m);
-        for (int j = 0; j < 4; ++j) sc[i][j] = scale_pair(s[2 * j], s[2 * j + 1]);
-        mn[i] = mins16(m);
+        if (RA == 1) prefetch_next_rows(wb, RW * g.w_row_bytes, kBytes);
+        __m128i s8, m8;
+        q4k_scales_mins(wb + kQ4_KScales, &s8, &m8);
+        const __m512i s512 = _mm512_broadcast_i32x4(s8);
+        for (int j = 0; j < 4; ++j) sc[i][j] = _mm512_permutexvar_epi16(pair_index[j], s512);
+        mn[i] = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
         d[i] = load_f16(wb);
         dmin[i] = load_f16(wb + 2);
       }
@@ -140,6 +166,7 @@ struct Q6KKernel {
       float d[RW];
       for (int i = 0; i < RW; ++i) {
         const uint8_t* wb = w[i] + b * kQ6_KBytes;
+        if (RA == 1) prefetch_next_rows(wb, RW * g.w_row_bytes, kQ6_KBytes);
         sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + kQ6_KScales)));
         d[i] = load_f16(wb + kQ6_KD);
       }
