@@ -36,8 +36,10 @@ void compute_rope(const Tensor& node, const OpContext& ctx) {
           const int64_t a = neox ? i : 2 * i;
           const int64_t b = neox ? i + n_rot / 2 : 2 * i + 1;
           const float x0 = src[a], x1 = src[b];
-          dst[a] = x0 * c - x1 * s;
-          dst[b] = x0 * s + x1 * c;
+          // ggml's x0*cos - x1*sin and x0*sin + x1*cos as gcc contracts them
+          // (the first product fused); explicit so that no build flag changes it.
+          dst[a] = std::fma(x0, c, -(x1 * s));
+          dst[b] = std::fma(x0, s, x1 * c);
         }
         for (int64_t i = n_rot; i < D; ++i) dst[i] = src[i];
       }

@@ -14,7 +14,10 @@
 //   activation row, or when tinyBLAS declines): 4 accumulators of 16 lanes
 //   over steps of 64, combined (a0+a2) + (a1+a3) lane-wise, reduce_add16,
 //   then the k % 64 tail one product at a time (in double for f16, in float
-//   for f32).
+//   for f32, see vec_f32_tail).
+// Every fused multiply-add is written as std::fma and no other product feeds
+// an add directly, so results do not depend on the compiler's contraction
+// (-ffp-contract) or optimization level.
 // - expf_avx512 / silu_avx512: ggml_v_expf / ggml_v_silu (the AVX-512
 //   polynomial used by softmax, SiLU and SwiGLU on 16-lane chunks; the
 //   n % 16 tail of a row uses the C library's expf).
@@ -25,7 +28,10 @@
 #include <cmath>
 #include <cstdint>
 
+// An unnamed namespace: each including file (compiled with its own ISA
+// flags, kernels/isa.h) gets its own copies, never merged by the linker.
 namespace opal::cpu::llama_order {
+namespace {
 
 inline float reduce_add16(const float* a) {
   float t[8], u[4];
@@ -67,11 +73,24 @@ inline float dot_vec_f16(const float* x, const float* y, int64_t n) {
   return float(s);
 }
 
+// ggml_vec_dot_f32's scalar tail `sumf += x[i]*y[i]` as gcc compiles it for
+// AVX-512 (verified on stories260K, whose FFN has k = 172): the loop is
+// vectorized as an in-order reduction of 16- and then 8-wide products, so
+// the products of the first (m & ~7) elements are rounded before their add,
+// and the last m % 8 go through a scalar fused multiply-add.
+inline float vec_f32_tail(float s, const float* x, const float* y, int64_t m) {
+  const int64_t unfused = m & ~int64_t(7);
+  for (int64_t i = 0; i < unfused; ++i) {
+    volatile float p = x[i] * y[i];  // rounded product: no contraction into the add
+    s += p;
+  }
+  for (int64_t i = unfused; i < m; ++i) s = std::fma(x[i], y[i], s);
+  return s;
+}
+
 inline float dot_vec_f32(const float* x, const float* y, int64_t n) {
   const int64_t np = n & ~int64_t(63);
-  float s = dot_vec_head(x, y, np);
-  for (int64_t i = np; i < n; ++i) s += x[i] * y[i];
-  return s;
+  return vec_f32_tail(dot_vec_head(x, y, np), x + np, y + np, n - np);
 }
 
 inline float expf_avx512(float x) {
@@ -97,4 +116,5 @@ inline float silu_at(float x, int64_t i, int64_t n) {
   return i < (n & ~int64_t(15)) ? silu_avx512(x) : silu_libm(x);
 }
 
+}  // namespace
 }  // namespace opal::cpu::llama_order

@@ -14,6 +14,7 @@
 
 #include <cstring>
 
+#include "backends/cpu/kernels/ref/llama_order.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 
@@ -100,10 +101,8 @@ struct VecDotKernel {
           double s = head;
           for (int64_t e = np; e < g.k; ++e) s += double(W::one(w[i] + e * W::kElemBytes) * x[e]);
           result = float(s);
-        } else {
-          float s = head;
-          for (int64_t e = np; e < g.k; ++e) s += W::one(w[i] + e * W::kElemBytes) * x[e];
-          result = s;
+        } else {  // F32 weights
+          result = llama_order::vec_f32_tail(head, reinterpret_cast<const float*>(w[i]) + np, x + np, g.k - np);
         }
         g.out[(act + a) * g.out_stride + row + i] = result;
       }
