@@ -93,6 +93,39 @@ inline float dot_vec_f32(const float* x, const float* y, int64_t n) {
   return vec_f32_tail(dot_vec_head(x, y, np), x + np, y + np, n - np);
 }
 
+// BF16 with AVX512_BF16 (vdpbf16ps: per 32-bit lane j, acc += odd product,
+// then acc += even product, each product exact, each add rounded).
+// tinyBLAS for >= 2 activation rows and k % 32 == 0: one 16-lane accumulator
+// over steps of 32 elements, then reduce_add16.
+inline void dpbf16_step(float* acc, const float* x, const float* y) {
+  for (int j = 0; j < 16; ++j) {
+    acc[j] = std::fma(x[2 * j + 1], y[2 * j + 1], acc[j]);
+    acc[j] = std::fma(x[2 * j], y[2 * j], acc[j]);
+  }
+}
+
+inline float dot_bf16_lanes32(const float* x, const float* y, int64_t n) {
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; i += 32) dpbf16_step(acc, x + i, y + i);
+  return reduce_add16(acc);
+}
+
+// ggml_vec_dot_bf16 (AVX512_BF16): two accumulators over steps of 64, each
+// reduced and added in double, then the tail in double.
+inline float dot_vec_bf16(const float* x, const float* y, int64_t n) {
+  float c1[16] = {}, c2[16] = {};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    dpbf16_step(c1, x + i, y + i);
+    dpbf16_step(c2, x + i + 32, y + i + 32);
+  }
+  double s = 0.0;
+  s += double(reduce_add16(c1));
+  s += double(reduce_add16(c2));
+  for (; i < n; ++i) s += double(x[i] * y[i]);
+  return float(s);
+}
+
 inline float expf_avx512(float x) {
   const float r = 0x1.8p23f;
   const float z = std::fma(x, 0x1.715476p+0f, r);

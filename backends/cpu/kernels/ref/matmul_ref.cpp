@@ -57,9 +57,13 @@ void ref_gemm_float(DType wt, const GemmArgs& a) {
     row_to_f32(wt, a.w + uint64_t(r) * a.w_row_bytes, wrow, a.k);
     for (int64_t t = 0; t < a.n_act; ++t) {
       const float* x = reinterpret_cast<const float*>(a.act + uint64_t(t) * a.act_row_bytes);
-      a.out[t * a.out_stride + r] = lanes16             ? llama_order::dot_lanes16(wrow, x, a.k)
-                                    : wt == DType::F32 ? llama_order::dot_vec_f32(wrow, x, a.k)
-                                                       : llama_order::dot_vec_f16(wrow, x, a.k);
+      if (wt == DType::BF16)
+        a.out[t * a.out_stride + r] = a.n_act >= 2 && a.k % 32 == 0 ? llama_order::dot_bf16_lanes32(wrow, x, a.k)
+                                                                    : llama_order::dot_vec_bf16(wrow, x, a.k);
+      else
+        a.out[t * a.out_stride + r] = lanes16             ? llama_order::dot_lanes16(wrow, x, a.k)
+                                      : wt == DType::F32 ? llama_order::dot_vec_f32(wrow, x, a.k)
+                                                         : llama_order::dot_vec_f16(wrow, x, a.k);
     }
   }
 }
@@ -121,7 +125,7 @@ void ref_gemm_q8_lanes(const GemmArgs& a) {
 
 template <DType W>
 void ref_gemm_t(const GemmArgs& a) {
-  if constexpr (W == DType::F32 || W == DType::F16)
+  if constexpr (W == DType::F32 || W == DType::F16 || W == DType::BF16)
     ref_gemm_float(W, a);
   else if constexpr (W == DType::Q8_0 || W == DType::Q4_0)
     ref_gemm_q8_lanes<W>(a);

@@ -6,8 +6,8 @@
 // k % 16 == 0 one 16-lane accumulator per output (tinyBLAS; tiles of 2 x 2),
 // otherwise ggml_vec_dot's 4 accumulators over steps of 64 and a scalar tail
 // (float for F32, double for F16; tiles of 2 x 1).
-// BF16: one 8-lane accumulator per output, k % 8 tail in scalar; tiles of
-// 2 weight rows x 4 activation rows for prompts, 4 x 1 for decode.
+// BF16: llama.cpp's AVX512_BF16 orders (vdpbf16ps pairs), emulated exactly
+// (see Bf16Pairs).
 #if defined(__x86_64__) || defined(__i386__)
 #include <cstring>
 
@@ -52,35 +52,6 @@ struct BF16Weights {
     float f;
     std::memcpy(&f, &u, 4);
     return f;
-  }
-};
-
-template <class W>
-struct FloatKernel {
-  template <int RW, int RA>
-  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
-    const uint8_t* w[RW];
-    const float* x[RA];
-    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
-    for (int a = 0; a < RA; ++a) x[a] = reinterpret_cast<const float*>(g.act + uint64_t(act + a) * g.act_row_bytes);
-    __m256 acc[RW][RA];
-    for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
-    const int64_t k8 = g.k / 8 * 8;
-    for (int64_t e = 0; e < k8; e += 8) {
-      __m256 xv[RA];
-      for (int a = 0; a < RA; ++a) xv[a] = _mm256_loadu_ps(x[a] + e);
-      for (int i = 0; i < RW; ++i) {
-        const __m256 wv = W::load(w[i] + e * W::kElemBytes);
-        for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_fmadd_ps(wv, xv[a], acc[i][a]);
-      }
-    }
-    for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) {
-        float tail = 0.0f;
-        for (int64_t e = k8; e < g.k; ++e) tail += W::one(w[i] + e * W::kElemBytes) * x[a][e];
-        g.out[(act + a) * g.out_stride + row + i] = hsum8(acc[i][a]) + tail;
-      }
   }
 };
 
@@ -164,11 +135,87 @@ void gemm_llama_order(const GemmArgs& g) {
     drive<VecDotKernel<W>, 2, 1>(g);
 }
 
+// BF16 as llama.cpp's AVX512_BF16 build (vdpbf16ps, kernels/ref/llama_order.h),
+// as x86_avx512/float_avx512.cpp does it: a 16-lane accumulator is (lo, hi);
+// per 32 elements lane j adds the product of elements 2j+1, then of 2j.
+struct Bf16Pairs {
+  static __m256 even_w(__m256i d) { return _mm256_castsi256_ps(_mm256_slli_epi32(d, 16)); }
+  static __m256 odd_w(__m256i d) {
+    return _mm256_castsi256_ps(_mm256_and_si256(d, _mm256_set1_epi32(int(0xFFFF0000u))));
+  }
+  // Even and odd elements of x[0..16).
+  static void split_x(const float* x, __m256* even, __m256* odd) {
+    const __m256 a = _mm256_loadu_ps(x), b = _mm256_loadu_ps(x + 8);
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                                                   _MM_SHUFFLE(3, 1, 2, 0)));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+                                                  _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  // 8 lanes over 16 elements: acc += odd products, then even products.
+  static __m256 step8(__m256 acc, const uint8_t* w, const float* x) {
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    __m256 xe, xo;
+    split_x(x, &xe, &xo);
+    acc = _mm256_fmadd_ps(odd_w(d), xo, acc);
+    return _mm256_fmadd_ps(even_w(d), xe, acc);
+  }
+};
+
+// tinyBLAS<32> for BF16; k % 32 == 0.
+struct Bf16Lanes32Kernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    for (int a = 0; a < RA; ++a) {
+      const float* x = reinterpret_cast<const float*>(g.act + uint64_t(act + a) * g.act_row_bytes);
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* w = g.w + uint64_t(row + i) * g.w_row_bytes;
+        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+        for (int64_t e = 0; e < g.k; e += 32) {
+          lo = Bf16Pairs::step8(lo, w + e * 2, x + e);
+          hi = Bf16Pairs::step8(hi, w + (e + 16) * 2, x + e + 16);
+        }
+        g.out[(act + a) * g.out_stride + row + i] = reduce16(lo, hi);
+      }
+    }
+  }
+};
+
+// ggml_vec_dot_bf16 (AVX512_BF16): two accumulators over steps of 64, tail in double.
+struct Bf16VecDotKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    for (int a = 0; a < RA; ++a) {
+      const float* x = reinterpret_cast<const float*>(g.act + uint64_t(act + a) * g.act_row_bytes);
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* w = g.w + uint64_t(row + i) * g.w_row_bytes;
+        __m256 c1lo = _mm256_setzero_ps(), c1hi = c1lo, c2lo = c1lo, c2hi = c1lo;
+        int64_t e = 0;
+        for (; e + 64 <= g.k; e += 64) {
+          c1lo = Bf16Pairs::step8(c1lo, w + e * 2, x + e);
+          c1hi = Bf16Pairs::step8(c1hi, w + (e + 16) * 2, x + e + 16);
+          c2lo = Bf16Pairs::step8(c2lo, w + (e + 32) * 2, x + e + 32);
+          c2hi = Bf16Pairs::step8(c2hi, w + (e + 48) * 2, x + e + 48);
+        }
+        double s = 0.0;
+        s += double(reduce16(c1lo, c1hi));
+        s += double(reduce16(c2lo, c2hi));
+        for (; e < g.k; ++e) s += double(BF16Weights::one(w + e * 2) * x[e]);
+        g.out[(act + a) * g.out_stride + row + i] = float(s);
+      }
+    }
+  }
+};
+
 }  // namespace
 
 void gemm_f32(const GemmArgs& g) { gemm_llama_order<F32Weights>(g); }
 void gemm_f16(const GemmArgs& g) { gemm_llama_order<F16Weights>(g); }
-void gemm_bf16(const GemmArgs& g) { gemm_entry<FloatKernel<BF16Weights>, 2, 4, 4>(g); }
+void gemm_bf16(const GemmArgs& g) {
+  if (g.n_act >= 2 && g.k % 32 == 0)
+    drive<Bf16Lanes32Kernel, 2, 1>(g);
+  else
+    drive<Bf16VecDotKernel, 2, 1>(g);
+}
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -7,8 +7,8 @@
 // 16-lane FMA accumulator per output (tinyBLAS; tiles of 4 weight rows x 4
 // activation rows), otherwise ggml_vec_dot's 4 accumulators over steps of 64
 // and a scalar tail (float for F32, double for F16; tiles of 4 x 1).
-// BF16: one 16-lane accumulator per output, masked k % 16 tail (the
-// reference sums BF16 in double).
+// BF16: llama.cpp's AVX512_BF16 orders (vdpbf16ps pairs), emulated exactly
+// with AVX-512F (see Bf16Pairs).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -42,9 +42,13 @@ struct F16Weights {
   }
 };
 struct BF16Weights {
-  static constexpr int kElemBytes = 2;
-  static __m512 load(const uint8_t* p, __mmask16 m) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  static float one(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
   }
 };
 
@@ -119,11 +123,88 @@ void gemm_llama_order(const GemmArgs& g) {
     drive<VecDotKernel<W>, 4, 1>(g);
 }
 
+// BF16 as llama.cpp's AVX512_BF16 build (vdpbf16ps, kernels/ref/llama_order.h):
+// per 32 elements, lane j adds the product of elements 2j+1, then of 2j.
+// The bf16 pair of a weight dword splits exactly into two f32 values (shift /
+// mask), the f32 activations are split into even and odd elements by a
+// permute, and two FMAs per chunk reproduce the instruction without it.
+struct Bf16Pairs {
+  static __m512 even_w(__m512i d) { return _mm512_castsi512_ps(_mm512_slli_epi32(d, 16)); }
+  static __m512 odd_w(__m512i d) { return _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int(0xFFFF0000u)))); }
+  static void split_x(const float* x, __m512* even, __m512* odd) {
+    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    *even = _mm512_permutex2var_ps(lo, ie, hi);
+    *odd = _mm512_permutex2var_ps(lo, io, hi);
+  }
+  // acc += the 32 products of w[0..32) and x[0..32) in vdpbf16ps order.
+  static __m512 step(__m512 acc, const uint8_t* w, __m512 xe, __m512 xo) {
+    const __m512i d = _mm512_loadu_si512(w);
+    acc = _mm512_fmadd_ps(odd_w(d), xo, acc);
+    return _mm512_fmadd_ps(even_w(d), xe, acc);
+  }
+};
+
+// tinyBLAS<32> for BF16: one 16-lane accumulator per output; k % 32 == 0.
+struct Bf16Lanes32Kernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const uint8_t* w[RW];
+    const float* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = reinterpret_cast<const float*>(g.act + uint64_t(act + a) * g.act_row_bytes);
+    __m512 acc[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < g.k; e += 32) {
+      __m512 xe[RA], xo[RA];
+      for (int a = 0; a < RA; ++a) Bf16Pairs::split_x(x[a] + e, &xe[a], &xo[a]);
+      for (int i = 0; i < RW; ++i)
+        for (int a = 0; a < RA; ++a) acc[i][a] = Bf16Pairs::step(acc[i][a], w[i] + e * 2, xe[a], xo[a]);
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = _mm512_reduce_add_ps(acc[i][a]);
+  }
+};
+
+// ggml_vec_dot_bf16 (AVX512_BF16): two accumulators over steps of 64, tail in double.
+struct Bf16VecDotKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    for (int a = 0; a < RA; ++a) {
+      const float* x = reinterpret_cast<const float*>(g.act + uint64_t(act + a) * g.act_row_bytes);
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* w = g.w + uint64_t(row + i) * g.w_row_bytes;
+        __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+        int64_t e = 0;
+        for (; e + 64 <= g.k; e += 64) {
+          __m512 xe, xo;
+          Bf16Pairs::split_x(x + e, &xe, &xo);
+          c1 = Bf16Pairs::step(c1, w + e * 2, xe, xo);
+          Bf16Pairs::split_x(x + e + 32, &xe, &xo);
+          c2 = Bf16Pairs::step(c2, w + (e + 32) * 2, xe, xo);
+        }
+        double s = 0.0;
+        s += double(_mm512_reduce_add_ps(c1));
+        s += double(_mm512_reduce_add_ps(c2));
+        for (; e < g.k; ++e) s += double(BF16Weights::one(w + e * 2) * x[e]);
+        g.out[(act + a) * g.out_stride + row + i] = float(s);
+      }
+    }
+  }
+};
+
 }  // namespace
 
 void gemm_f32(const GemmArgs& g) { gemm_llama_order<F32Weights>(g); }
 void gemm_f16(const GemmArgs& g) { gemm_llama_order<F16Weights>(g); }
-void gemm_bf16(const GemmArgs& g) { gemm_entry<FloatKernel<BF16Weights>, 4, 4, 4>(g); }
+void gemm_bf16(const GemmArgs& g) {
+  if (g.n_act >= 2 && g.k % 32 == 0)
+    drive<Bf16Lanes32Kernel, 4, 4>(g);
+  else
+    drive<Bf16VecDotKernel, 4, 1>(g);
+}
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
