@@ -251,7 +251,7 @@ int Server::start() {
 void Server::load() {
   State& st = *st_;
   st.registry = Registry::with_cpu(st.opts.threads);
-  st.model = Model::load(st.opts.model, *st.registry);
+  st.model = Model::load(st.opts.model, *st.registry, st.opts.load);
   st.vocab.emplace(Vocab::from_gguf(st.model->gguf()));
 
   const jinja::ModelChatTemplate tmpl = jinja::chat_template_from_gguf(st.model->gguf());

@@ -9,6 +9,7 @@
 //
 // Endpoints, flags and design: docs/server.md.
 #pragma once
+#include "models/model.h"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@ namespace opal::server {
 
 struct ServerOptions {
   std::string model;              // GGUF path
+  LoadOptions load;               // how the weights are loaded (--lm)
   std::string host = "127.0.0.1";
   int port = 8080;                // 0: any free port
   int n_parallel = 1;             // slots (-np)

@@ -26,12 +26,14 @@
 #include "tokenizer/jinja/chat.h"
 #include "tokenizer/vocab.h"
 #include "tools/commands.h"
+#include "tools/load_options.h"
 #include "tools/default_model.h"
 
 namespace opal::tools {
 namespace {
 
 struct ChatOptions {
+  LoadOptions load;  // --lm / --no-mmap / --mlock
   std::string model, system_prompt, prompt, template_file, kv = "f16";
   bool single_turn = false, conversation = true;
   int n_predict = -1;
@@ -221,7 +223,7 @@ int run_chat(const ChatOptions& o_in) {
   if (o.kv != "f16" && o.kv != "f32" && o.kv != "bf16") fail("-ctk must be f16, bf16 or f32, got '{}'", o.kv);
   if (o.model.empty()) o.model = default_model_path();
   auto reg = Registry::with_cpu(o.threads);
-  auto model = Model::load(o.model, *reg);
+  auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   ContextParams cp;
   cp.n_ctx = o.n_ctx;
@@ -269,6 +271,7 @@ void add_chat_command(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
   CLI::App* sub = app.add_subcommand("chat", "Chat with a model in the terminal (stdin lines are user turns)");
   sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
+  add_load_options(sub, &o->load);
   sub->add_option("--sys,--system-prompt", o->system_prompt, "system prompt (llama.cpp: -sys)");
   sub->add_option("-p,--prompt", o->prompt, "first user message");
   sub->add_flag("--single-turn", o->single_turn, "answer -p and exit");

@@ -15,12 +15,14 @@
 #include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/isa_option.h"
+#include "tools/load_options.h"
 #include "tools/perf_options.h"
 
 namespace opal::tools {
 namespace {
 
 struct LogitsOptions {
+  LoadOptions load;  // --lm / --no-mmap / --mlock
   std::string model;
   std::string tokens;
   int greedy = 0;
@@ -71,7 +73,7 @@ int run_logits(const LogitsOptions& o) {
   if (o.greedy < 0) fail("--greedy must be >= 0");
   if (o.kv != "f16" && o.kv != "f32") fail("--kv must be f16 or f32, got '{}'", o.kv);
   auto reg = o.backend.make_registry(o.threads);
-  auto model = Model::load(o.model, *reg);
+  auto model = Model::load(o.model, *reg, o.load);
   ContextParams cp;
   cp.n_ctx = int64_t(tokens.size()) + o.greedy;
   cp.n_batch = cp.n_ubatch = int64_t(tokens.size());
@@ -119,6 +121,7 @@ void add_logits_command(CLI::App& app) {
   auto o = std::make_shared<LogitsOptions>();
   CLI::App* sub = app.add_subcommand("logits", "Write prompt and greedy-decode logits in the golden-file format");
   sub->add_option("-m,--model", o->model, "GGUF model")->required();
+  add_load_options(sub, &o->load);
   sub->add_option("--tokens", o->tokens, "comma-separated token ids, fed as one batch")->required();
   sub->add_option("--greedy", o->greedy, "greedy tokens to decode one at a time after the prompt");
   sub->add_option("--kv", o->kv, "KV cache type: f16 (default) or f32");

@@ -16,12 +16,14 @@
 #include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/isa_option.h"
+#include "tools/load_options.h"
 #include "tools/perf_options.h"
 
 namespace opal::tools {
 namespace {
 
 struct PerplexityOptions {
+  LoadOptions load;  // --lm / --no-mmap / --mlock
   std::string model, file, kv = "f16";
   int64_t n_ctx = 512, n_batch = 2048;
   int threads = 0;
@@ -37,7 +39,7 @@ int run_perplexity(const PerplexityOptions& o) {
   if (o.n_ctx < 4) fail("-c must be at least 4, got {}", o.n_ctx);
   if (o.kv != "f16" && o.kv != "f32") fail("-ctk must be f16 or f32, got '{}'", o.kv);
   auto reg = o.backend.make_registry(o.threads);
-  auto model = Model::load(o.model, *reg);
+  auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   const std::vector<int32_t> tokens = vocab.tokenize(ss.str(), true, false);
   ContextParams cp;
@@ -74,6 +76,7 @@ void add_perplexity_command(CLI::App& app) {
   auto o = std::make_shared<PerplexityOptions>();
   CLI::App* sub = app.add_subcommand("perplexity", "Perplexity of a text file (llama.cpp's method)");
   sub->add_option("-m,--model", o->model, "GGUF model")->required();
+  add_load_options(sub, &o->load);
   sub->add_option("-f,--file", o->file, "text file")->required();
   sub->add_option("-c,--ctx-size", o->n_ctx, "chunk / context size (512)");
   sub->add_option("-b,--batch-size", o->n_batch, "batch size (2048, at most -c)");

@@ -19,6 +19,7 @@
 #include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/isa_option.h"
+#include "tools/load_options.h"
 #include "tools/perf_options.h"
 #include "tools/default_model.h"
 
@@ -26,6 +27,7 @@ namespace opal::tools {
 namespace {
 
 struct RunOptions {
+  LoadOptions load;  // --lm / --no-mmap / --mlock
   std::string model, prompt, file, kv = "f16";
   int n_predict = -1;
   int64_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
@@ -49,7 +51,7 @@ int run_run(RunOptions o) {
   if (o.kv != "f16" && o.kv != "f32" && o.kv != "bf16") fail("-ctk must be f16, bf16 or f32, got '{}'", o.kv);
   if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
   auto reg = o.backend.make_registry(o.threads);
-  auto model = Model::load(o.model, *reg);
+  auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   ContextParams cp;
   cp.n_ctx = o.n_ctx;
@@ -120,6 +122,7 @@ void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt");
   sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
+  add_load_options(sub, &o->load);
   sub->add_option("-p,--prompt", o->prompt, "prompt text");
   sub->add_option("-f,--file", o->file, "read the prompt from a file");
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "tokens to generate (-1 = until end of generation)");

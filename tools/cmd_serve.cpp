@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "server/server.h"
+#include "tools/load_options.h"
 #include "tools/commands.h"
 #include "tools/default_model.h"
 
@@ -53,6 +54,7 @@ void add_serve_command(CLI::App& app) {
   auto o = std::make_shared<server::ServerOptions>();
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
   sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
+  add_load_options(sub, &o->load);
   sub->add_option("--host", o->host, "bind address (127.0.0.1)");
   sub->add_option("--port", o->port, "listen port (8080; 0 = any free port)");
   sub->add_option("--np,--parallel", o->n_parallel, "parallel slots (1); llama.cpp's -np");

@@ -1,0 +1,16 @@
+// The load-mode flags of every subcommand that loads a model, as llama.cpp
+// users know them: `--lm MODE` (mmap, populate, read/none, lock/mlock, huge;
+// core/mapped_file.h), `--no-mmap` (= read) and `--mlock` (= lock). Without
+// any of them the default load mode is used (`huge` here: see docs/PERF.md).
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include "models/model.h"
+
+namespace opal::tools {
+
+// Adds the flags to a subcommand; they fill *opts while parsing. opts must
+// outlive the parse (keep it in the subcommand's options struct).
+void add_load_options(CLI::App* sub, LoadOptions* opts);
+
+}  // namespace opal::tools
