@@ -30,6 +30,10 @@ struct GemmArgs {
   float* out = nullptr;        // out[a * out_stride + row]
   int64_t out_stride = 0;      // in floats
   float* scratch = nullptr;    // at least scratch_floats(k) floats, private to the thread
+  // Every activation row is a separate dot product in llama.cpp (MUL_MAT_ID,
+  // which never takes tinyBLAS): the kernels then use the one-row (ggml_vec_dot)
+  // summation order even for n_act >= 2.
+  bool single_rows = false;
 };
 
 struct MatmulKernels {

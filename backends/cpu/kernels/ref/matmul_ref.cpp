@@ -52,14 +52,15 @@ void ref_gemm(DType wt, const GemmArgs& a) {
 // F32 / F16 weights in llama.cpp's orders (see the top of the file).
 void ref_gemm_float(DType wt, const GemmArgs& a) {
   float* wrow = a.scratch;
-  const bool lanes16 = a.n_act >= 2 && a.k % 16 == 0;
+  const bool batched = a.n_act >= 2 && !a.single_rows;
+  const bool lanes16 = batched && a.k % 16 == 0;
   for (int64_t r = a.row_begin; r < a.row_end; ++r) {
     row_to_f32(wt, a.w + uint64_t(r) * a.w_row_bytes, wrow, a.k);
     for (int64_t t = 0; t < a.n_act; ++t) {
       const float* x = reinterpret_cast<const float*>(a.act + uint64_t(t) * a.act_row_bytes);
       if (wt == DType::BF16)
-        a.out[t * a.out_stride + r] = a.n_act >= 2 && a.k % 32 == 0 ? llama_order::dot_bf16_lanes32(wrow, x, a.k)
-                                                                    : llama_order::dot_vec_bf16(wrow, x, a.k);
+        a.out[t * a.out_stride + r] = batched && a.k % 32 == 0 ? llama_order::dot_bf16_lanes32(wrow, x, a.k)
+                                                               : llama_order::dot_vec_bf16(wrow, x, a.k);
       else
         a.out[t * a.out_stride + r] = lanes16             ? llama_order::dot_lanes16(wrow, x, a.k)
                                       : wt == DType::F32 ? llama_order::dot_vec_f32(wrow, x, a.k)

@@ -129,7 +129,7 @@ struct VecDotKernel {
 
 template <class W>
 void gemm_llama_order(const GemmArgs& g) {
-  if (g.n_act >= 2 && g.k % 16 == 0)
+  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0)
     drive<Lanes16Kernel<W>, 2, 2>(g);
   else
     drive<VecDotKernel<W>, 2, 1>(g);
@@ -211,7 +211,7 @@ struct Bf16VecDotKernel {
 void gemm_f32(const GemmArgs& g) { gemm_llama_order<F32Weights>(g); }
 void gemm_f16(const GemmArgs& g) { gemm_llama_order<F16Weights>(g); }
 void gemm_bf16(const GemmArgs& g) {
-  if (g.n_act >= 2 && g.k % 32 == 0)
+  if (g.n_act >= 2 && !g.single_rows && g.k % 32 == 0)
     drive<Bf16Lanes32Kernel, 2, 1>(g);
   else
     drive<Bf16VecDotKernel, 2, 1>(g);

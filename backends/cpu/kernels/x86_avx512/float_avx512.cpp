@@ -117,7 +117,7 @@ struct VecDotKernel {
 // llama.cpp takes tinyBLAS for >= 2 activation rows when k % 16 == 0, else ggml_vec_dot.
 template <class W>
 void gemm_llama_order(const GemmArgs& g) {
-  if (g.n_act >= 2 && g.k % 16 == 0)
+  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0)
     drive<FloatKernel<W>, 4, 4>(g);
   else
     drive<VecDotKernel<W>, 4, 1>(g);
@@ -200,7 +200,7 @@ struct Bf16VecDotKernel {
 void gemm_f32(const GemmArgs& g) { gemm_llama_order<F32Weights>(g); }
 void gemm_f16(const GemmArgs& g) { gemm_llama_order<F16Weights>(g); }
 void gemm_bf16(const GemmArgs& g) {
-  if (g.n_act >= 2 && g.k % 32 == 0)
+  if (g.n_act >= 2 && !g.single_rows && g.k % 32 == 0)
     drive<Bf16Lanes32Kernel, 4, 4>(g);
   else
     drive<Bf16VecDotKernel, 4, 1>(g);
