@@ -13,7 +13,7 @@
 // The per-block 8-lane float accumulation is llama.cpp's order for these
 // types on x86 (its AVX2/VNNI vec_dot); a 512-bit two-block variant was
 // faster for prompts but moved near-tie greedy choices off llama.cpp's.
-// Tiles: 4 weight rows x 4 activation rows for prompts, 4 x 1 for decode.
+// Tiles: see LegacyDecode (one activation row) and LegacyPrompt (several).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -22,6 +22,18 @@
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+
+
+
+
+
+
+
+
+
+
+
+
 
 
 
@@ -201,12 +213,80 @@ __m512i LegacyDecode<Q5_0Weights>::pair_quants(const uint8_t* b0, const uint8_t*
   return _mm512_mask_or_epi32(q, 0xFFFF, q, _mm512_maskz_set1_epi8(high, 0x10));
 }
 
+// Prompts: two activation rows per 512-bit vector (row a in lanes 0-7, a+1
+// in lanes 8-15) against one weight block broadcast to both halves, so one
+// vpdpbusd, convert, multiply and FMA serve two (weight row, activation row)
+// pairs; each pair keeps the per-block 8-lane order above (same results).
+template <class W>
+struct LegacyPrompt {
+  template <int RW, int RP>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* w[RW];
+    const uint8_t* x[2 * RP];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < 2 * RP; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m512 acc[RW][RP];
+    for (int i = 0; i < RW; ++i)
+      for (int p = 0; p < RP; ++p) acc[i][p] = _mm512_setzero_ps();
+    const __m512i offset = _mm512_set1_epi8(char(W::kOffset));
+    for (int64_t b = 0; b < nb; ++b) {
+      __m512i xq[RP], neg[RP];
+      __m512 xd[RP];
+      for (int p = 0; p < RP; ++p) {
+        const uint8_t* x0 = x[2 * p] + b * kQ8_0Bytes;
+        const uint8_t* x1 = x[2 * p + 1] + b * kQ8_0Bytes;
+        xq[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + 2))),
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + 2)), 1);
+        neg[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq[p]));
+        xd[p] = _mm512_insertf32x8(_mm512_set1_ps(load_f16(x0)), _mm256_set1_ps(load_f16(x1)), 1);
+      }
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * W::kBytes;
+        const __m256i q256 = W::quants(wb);
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q256), q256, 1);
+        const __m512 wd = _mm512_set1_ps(load_f16(wb));
+        for (int p = 0; p < RP; ++p)
+          acc[i][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg[p], q, xq[p])), _mm512_mul_ps(wd, xd[p]),
+                                      acc[i][p]);
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int p = 0; p < RP; ++p) {
+        g.out[(act + 2 * p) * g.out_stride + row + i] = hsum8(_mm512_castps512_ps256(acc[i][p]));
+        g.out[(act + 2 * p + 1) * g.out_stride + row + i] =
+            hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i][p]), 1)));
+      }
+  }
+
+  // A slice of weight rows against activation rows [a0, a1): pairs of
+  // activation rows, an odd last one through LegacyKernel.
+  template <int RW>
+  static void rows(const GemmArgs& g, int64_t r, int64_t a0, int64_t a1) {
+    int64_t a = a0;
+    for (; a + 2 * kPairs <= a1; a += 2 * kPairs) tile<RW, kPairs>(g, r, a);
+    for (; a + 2 <= a1; a += 2) tile<RW, 1>(g, r, a);
+    for (; a < a1; ++a) LegacyKernel<W>::template tile<RW, 1>(g, r, a);
+  }
+
+  static void run(const GemmArgs& g) {
+    for (int64_t a0 = 0; a0 < g.n_act; a0 += kActChunk) {
+      const int64_t a1 = a0 + kActChunk < g.n_act ? a0 + kActChunk : g.n_act;
+      int64_t r = g.row_begin;
+      for (; r + kRows <= g.row_end; r += kRows) rows<kRows>(g, r, a0, a1);
+      for (; r < g.row_end; ++r) rows<1>(g, r, a0, a1);
+    }
+  }
+
+  static constexpr int kRows = 4, kPairs = 4;  // 16 accumulators (measured best of 2-8 x 2-5)
+};
+
 template <class W, int RW, int RA>
 void gemm_legacy(const GemmArgs& g) {
   if (g.n_act == 1)
     LegacyDecode<W>::run(g);
   else
-    drive<LegacyKernel<W>, RW, RA>(g);
+    LegacyPrompt<W>::run(g);
 }
 
 }  // namespace
