@@ -206,10 +206,11 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       }
       const float inv = float(1.0 / sum);
       for (int64_t i = 0; i < lanes * dv; ++i) acc[i] = 0.0f;
+      for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
+      if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
       for (int64_t r = 0; r < n_vis; ++r) {
         const int64_t c = vis[r];
-        float pc = scores[r] * inv;
-        if (round_v) round_activations(v.type, &pc, &pc, 1);
+        const float pc = scores[r];
         const uint8_t* vrow_ptr = static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] + uint64_t(g * dv) * vrow;
         float* lane_acc = acc + (r % lanes) * dv;
         if (simd) {

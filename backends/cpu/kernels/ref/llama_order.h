@@ -27,6 +27,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 // An unnamed namespace: each including file (compiled with its own ISA
 // flags, kernels/isa.h) gets its own copies, never merged by the linker.
@@ -126,6 +127,20 @@ inline float dot_vec_bf16(const float* x, const float* y, int64_t n) {
   return float(s);
 }
 
+// x * 2^n rounded once, like vscalefps and std::ldexp, for |n| <= 192 and x
+// near 1 (a and b = n - a are normal exponents and x * 2^a is exact), without
+// ldexp's library call.
+inline float pow2(int e) {
+  const uint32_t bits = uint32_t(e + 127) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline float scale_pow2(float x, int n) {
+  const int a = n / 2;
+  return (x * pow2(a)) * pow2(n - a);
+}
+
 inline float expf_avx512(float x) {
   const float r = 0x1.8p23f;
   const float z = std::fma(x, 0x1.715476p+0f, r);
@@ -137,7 +152,7 @@ inline float expf_avx512(float x) {
                            u, std::fma(0x1.ffffecp-1f, b, 1.0f));
   if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
   if (std::isnan(n)) return n;
-  return std::ldexp(j, int(n));  // vscalefps: j * 2^n, n already integral
+  return scale_pow2(j, int(n));  // vscalefps: j * 2^n, n already integral
 }
 
 inline float silu_avx512(float x) { return x / (1.0f + expf_avx512(0.0f - x)); }
