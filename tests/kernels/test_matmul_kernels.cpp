@@ -237,5 +237,28 @@ TEST(KernelsDispatch, SelectionPicksTheIsaAndFallsBackPerType) {
   set_isa(before);
 }
 
+// round_activations(F16) takes vcvtps2ph under a SIMD ISA: the same bits as
+// the software conversion, ties, subnormals and overflow included.
+TEST(RoundActivations, F16InHardwareEqualsTheSoftwareConversion) {
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 70000.0f, -70000.0f, 6.0e-8f, 3.0e-8f, 2.9e-8f,
+                          1.0e-5f, -1.0e-5f, 1.00048828125f, 1.00146484375f, 0.33333334f, INFINITY, -INFINITY};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.0f, 4.0f);
+  for (int i = 0; i < 5000; ++i) x.push_back(n(rng) * std::ldexp(1.0f, int(rng() % 40) - 30));
+  const Isa before = selected_isa();
+  for (Isa isa : supported_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    set_isa(isa);
+    for (int64_t len : {int64_t(x.size()), int64_t(13), int64_t(1)}) {
+      std::vector<float> out(x.size(), 7.0f);
+      round_activations(DType::F16, x.data(), out.data(), len);
+      for (int64_t i = 0; i < len; ++i)
+        ASSERT_EQ(f16_to_f32(f32_to_f16(x[size_t(i)])), out[size_t(i)]) << "x = " << x[size_t(i)];
+      for (size_t i = size_t(len); i < x.size(); ++i) ASSERT_EQ(out[i], 7.0f) << "wrote past k";
+    }
+  }
+  set_isa(before);
+}
+
 }  // namespace
 }  // namespace opal::cpu

@@ -21,6 +21,8 @@
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/kernel_tables.h"
 #include "backends/cpu/kernels/ref/llama_order.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 #include "core/quant.h"
 #include "core/quant/activation.h"
 #include "core/quant/blocks.h"
@@ -172,6 +174,11 @@ void round_activations(DType act_type, const float* x, float* out, int64_t k) {
   switch (act_type) {
     case DType::F32: std::memcpy(out, x, size_t(k) * 4); return;
     case DType::F16:
+      // The same round-to-nearest-even in hardware (F16C) when a SIMD ISA is selected.
+#if defined(__x86_64__) || defined(__i386__)
+      if (selected_isa() == Isa::avx512) return avx512::round_f16(x, out, k);
+      if (selected_isa() == Isa::avx2) return avx2::round_f16(x, out, k);
+#endif
       for (int64_t i = 0; i < k; ++i) out[i] = f16_to_f32(f32_to_f16(x[i]));
       return;
     case DType::BF16:

@@ -67,5 +67,13 @@ void convert_q8_K(DType, const float* x, uint8_t* dst, int64_t k) {
   }
 }
 
+void round_f16(const float* x, float* out, int64_t k) {
+  for (int64_t i = 0; i < k; i += 16) {
+    const __mmask16 m = k - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (k - i)) - 1);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(h));
+  }
+}
+
 }  // namespace opal::cpu::avx512
 #endif  // x86

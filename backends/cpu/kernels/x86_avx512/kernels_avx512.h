@@ -21,6 +21,8 @@ namespace opal::cpu::avx512 {
 
 void convert_q8_0(DType act_type, const float* x, uint8_t* dst, int64_t k);
 void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);
+// out[i] = x[i] rounded to f16 (nearest even) and back (vcvtps2ph).
+void round_f16(const float* x, float* out, int64_t k);
 void gemm_q4_0(const GemmArgs& g);
 void gemm_q5_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
