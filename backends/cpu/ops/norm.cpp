@@ -1,8 +1,10 @@
 // Row reductions on f32: RMS_NORM (sum of squares in double, then
 // x * 1/sqrtf(mean + eps), as ggml), SOFTMAX (max-subtracted exp, sum in
-// double, multiply by 1/sum), SUM_ROWS (double accumulation).
+// double, multiply by 1/sum; exp and the sum's grouping as llama.cpp's
+// AVX-512 build, kernels/ref/llama_order.h), SUM_ROWS (double accumulation).
 #include <cmath>
 
+#include "backends/cpu/kernels/ref/llama_order.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 
@@ -26,11 +28,16 @@ void compute_norm(const Tensor& node, const OpContext& ctx) {
           for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
           break;
         }
-        case Op::Softmax: {
+        case Op::Softmax: {  // ggml_soft_max / ggml_vec_soft_max_f32 (AVX-512)
           float mx = -INFINITY;
           for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
           double sum = 0.0;
-          for (int64_t i = 0; i < n; ++i) {
+          const int64_t n16 = n & ~int64_t(15);
+          for (int64_t i = 0; i < n16; i += 16) {  // ggml_v_expf on 16 lanes, each chunk's sum in float
+            for (int64_t j = 0; j < 16; ++j) y[i + j] = llama_order::expf_avx512(x[i + j] - mx);
+            sum += double(llama_order::reduce_add16(y + i));
+          }
+          for (int64_t i = n16; i < n; ++i) {  // the tail: the C library's expf
             const float e = std::exp(x[i] - mx);
             y[i] = e;
             sum += double(e);
