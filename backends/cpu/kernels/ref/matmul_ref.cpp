@@ -10,7 +10,9 @@
 //     steps of 64, then the tail in float / double).
 //   Q8_0 / Q4_0 weights (Q8_0 activations): llama.cpp's x86 vec_dot and
 //     tinyBLAS_Q0: per 32-block, 8 integer lanes of 4 products each,
-//     acc[l] = fma(d_w * d_x, lane[l], acc[l]), then hsum8.
+//     acc[l] = fma(d_w * d_x, lane[l], acc[l]), then hsum8 (the order of the
+//     SIMD kernels too; llama.cpp itself repacks Q4_0 on x86, whose order
+//     this does not follow: docs/fidelity.md).
 //   Other types: dequantize the weight row once into scratch, then dot
 //     products accumulated in double (ggml's scalar ggml_float).
 #include <algorithm>
