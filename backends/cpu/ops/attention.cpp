@@ -70,15 +70,17 @@ AttnLayout attn_layout(const Tensor& node) {
   return l;
 }
 
-// Reduces the per-lane accumulators acc[lane * dv + i] into out[i].
-void reduce_lanes(const float* acc, int64_t lanes, int64_t dv, float* out) {
+// Reduces the per-lane accumulators acc[lane * dv + i] into out[i]. Only
+// lanes below `used` were written; the others hold exact zeros in llama.cpp,
+// and adding a zero changes nothing, so they are read as 0 here.
+void reduce_lanes(const float* acc, int64_t lanes, int64_t used, int64_t dv, float* out) {
+  auto at = [&](int64_t lane, int64_t i) { return lane < used ? acc[lane * dv + i] : 0.0f; };
   float t[16];
   for (int64_t i = 0; i < dv; ++i) {
     if (lanes == kLanesBatch) {
-      for (int l = 0; l < 16; ++l) t[l] = acc[l * dv + i];
+      for (int l = 0; l < 16; ++l) t[l] = at(l, i);
     } else {  // ggml's GGML_F32x16_REDUCE: (a0 + a2) + (a1 + a3), lane-wise
-      for (int l = 0; l < 16; ++l)
-        t[l] = (acc[l * dv + i] + acc[(32 + l) * dv + i]) + (acc[(16 + l) * dv + i] + acc[(48 + l) * dv + i]);
+      for (int l = 0; l < 16; ++l) t[l] = (at(l, i) + at(32 + l, i)) + (at(16 + l, i) + at(48 + l, i));
     }
     out[i] = lo::reduce_add16(t);
   }
@@ -205,7 +207,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         sum += double(lo::reduce_add16(e));
       }
       const float inv = float(1.0 / sum);
-      for (int64_t i = 0; i < lanes * dv; ++i) acc[i] = 0.0f;
+      const int64_t used = std::min(lanes, n_vis);
+      for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
       for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
       if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
       for (int64_t r = 0; r < n_vis; ++r) {
@@ -220,7 +223,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           for (int64_t i = 0; i < dv; ++i) lane_acc[i] = std::fma(row[i], pc, lane_acc[i]);
         }
       }
-      reduce_lanes(acc, lanes, dv, out);
+      reduce_lanes(acc, lanes, used, dv, out);
     }
   });
 }
