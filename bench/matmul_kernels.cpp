@@ -2,6 +2,8 @@
 //   decode/<isa>/<type>:  n_act = 1 over 8192 x 4096 weights, cycling over
 //                         copies totalling > 96 MB (so DRAM, not L3): GB/s of
 //                         weight bytes streamed.
+//   decode-576/<isa>/<type>: n_act = 1 over 576 x 576 weights (SmolLM2's
+//                         attention shape), cycling over > 96 MB of copies.
 //   decode-l2/<isa>/<type>: the same over 96 x 4096 weights that stay in L2:
 //                         the kernel's own speed, without DRAM.
 //   prompt/<isa>/<type>:  n_act = 64 over 512 x 4096 weights: GOP/s (2 ops per
@@ -23,12 +25,11 @@ namespace {
 using namespace opal;
 using namespace opal::cpu;
 
-constexpr int64_t kK = 4096;
 
 // Quantized types: random bytes (speed does not depend on the values; the
 // scalar K-quant quantizers would take minutes for these sizes). Float types:
 // random normal values.
-std::vector<uint8_t> random_weights(DType t, int64_t rows) {
+std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t kK) {
   std::mt19937_64 rng(7);
   std::vector<uint8_t> w(row_bytes(t, kK) * uint64_t(rows));
   if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
@@ -48,11 +49,11 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows) {
 }
 
 // copies = 0: enough copies of the weights to exceed 96 MB (beyond any L3), cycled.
-void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies) {
+void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096) {
   const MatmulKernels* k = matmul_kernels(t, isa);
   if (copies == 0) copies = int(96e6 / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
   std::vector<std::vector<uint8_t>> w;
-  for (int c = 0; c < copies; ++c) w.push_back(random_weights(t, rows));
+  for (int c = 0; c < copies; ++c) w.push_back(random_weights(t, rows, kK));
   std::mt19937 rng(3);
   std::normal_distribution<float> n(0.0f, 1.0f);
   std::vector<float> x(size_t(n_act * kK));
@@ -97,6 +98,10 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("decode/" + suffix).c_str(),
                                    [=](benchmark::State& s) { run(s, isa, t, 8192, 1, 0); })
           ->Unit(benchmark::kMillisecond);
+      if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0)  // SmolLM2's shape: many small matrices
+        benchmark::RegisterBenchmark(("decode-576/" + suffix).c_str(),
+                                     [=](benchmark::State& s) { run(s, isa, t, 576, 1, 0, 576); })
+            ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(),
                                    [=](benchmark::State& s) { run(s, isa, t, 96, 1, 1); })
           ->Unit(benchmark::kMicrosecond);

@@ -17,11 +17,14 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+
+
 
 
 
@@ -180,6 +183,11 @@ struct LegacyDecode {
 
   static void run(const GemmArgs& g) {
     int64_t r = g.row_begin;
+    // The first rows have no earlier step to prefetch them: request them all
+    // at once rather than discovering them miss by miss.
+    const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
     for (; r + 8 <= g.row_end; r += 8) rows8(g, r);
     for (; r < g.row_end; ++r) LegacyKernel<W>::template tile<1, 1>(g, r, 0);
   }
