@@ -8,8 +8,8 @@
 //   F32 / F16: tinyBLAS (one 16-lane FMA accumulator) for >= 2 activation
 //     rows and k % 16 == 0, else ggml_vec_dot_f32 / _f16 (4 x 16 lanes over
 //     steps of 64, then the tail in float / double).
-//   Q8_0 / Q4_0 weights (Q8_0 activations): llama.cpp's x86 vec_dot and
-//     tinyBLAS_Q0: per 32-block, 8 integer lanes of 4 products each,
+//   Q8_0 / Q4_0 / Q5_0 weights (Q8_0 activations): llama.cpp's x86 vec_dot
+//     and tinyBLAS_Q0: per 32-block, 8 integer lanes of 4 products each,
 //     acc[l] = fma(d_w * d_x, lane[l], acc[l]), then hsum8 (the order of the
 //     SIMD kernels too; llama.cpp itself repacks Q4_0 on x86, whose order
 //     this does not follow: docs/fidelity.md).
@@ -75,8 +75,8 @@ void ref_gemm_float(DType wt, const GemmArgs& a) {
 
 // The integers and scale of a 32-block kept as values v[i] = q[i] * d whose
 // largest |q| is qmax (llama.cpp's Q8_0 quantizers map the largest |x| to
-// 127, the Q4_0 one to -8): max |v| = qmax * d exactly, so d and every q[i]
-// follow without rounding.
+// 127, the Q4_0 / Q5_0 ones to -8 / -16): max |v| = qmax * d exactly, so d
+// and every q[i] follow without rounding.
 void block_ints_of(const float* v, float qmax, int8_t* q, float* d) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
@@ -113,12 +113,21 @@ void ref_gemm_q8_lanes(const GemmArgs& a) {
           const auto* blk = reinterpret_cast<const quant::BlockQ8_0*>(wrow) + b;
           wd = blk->d;
           std::memcpy(wq, blk->qs, 32);
-        } else {
+        } else if constexpr (W == DType::Q4_0) {
           const auto* blk = reinterpret_cast<const quant::BlockQ4_0*>(wrow) + b;
           wd = blk->d;
           for (int j = 0; j < 16; ++j) {
             wq[j] = int8_t((blk->qs[j] & 0x0F) - 8);
             wq[j + 16] = int8_t((blk->qs[j] >> 4) - 8);
+          }
+        } else {  // Q5_0: 4 low bits in qs, the 5th in qh, offset 16
+          const auto* blk = reinterpret_cast<const quant::BlockQ5_0*>(wrow) + b;
+          wd = blk->d;
+          uint32_t qh;
+          std::memcpy(&qh, blk->qh, 4);
+          for (int j = 0; j < 16; ++j) {
+            wq[j] = int8_t(((blk->qs[j] & 0x0F) | (((qh >> j) & 1u) << 4)) - 16);
+            wq[j + 16] = int8_t(((blk->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
           }
         }
         block_lanes(wq, xq + 32 * b, f16_to_f32(wd) * xd[b], acc);
@@ -132,7 +141,7 @@ template <DType W>
 void ref_gemm_t(const GemmArgs& a) {
   if constexpr (W == DType::F32 || W == DType::F16 || W == DType::BF16)
     ref_gemm_float(W, a);
-  else if constexpr (W == DType::Q8_0 || W == DType::Q4_0)
+  else if constexpr (W == DType::Q8_0 || W == DType::Q4_0 || W == DType::Q5_0)
     ref_gemm_q8_lanes<W>(a);
   else
     ref_gemm(W, a);
@@ -218,12 +227,14 @@ float reference_dot(DType weight_type, const float* w, const float* x, int64_t k
       if (batched && k % 16 == 0) return llama_order::dot_lanes16(w, x, k);
       return weight_type == DType::F32 ? llama_order::dot_vec_f32(w, x, k) : llama_order::dot_vec_f16(w, x, k);
     case DType::Q8_0:
-    case DType::Q4_0: {
+    case DType::Q4_0:
+    case DType::Q5_0: {
+      const float qmax = weight_type == DType::Q8_0 ? 127.0f : weight_type == DType::Q4_0 ? 8.0f : 16.0f;
       float acc[8] = {};
       for (int64_t b = 0; b + 32 <= k; b += 32) {
         int8_t wq[32], xq[32];
         float wd, xd;
-        block_ints_of(w + b, weight_type == DType::Q8_0 ? 127.0f : 8.0f, wq, &wd);
+        block_ints_of(w + b, qmax, wq, &wd);
         q8_block_of(x + b, xq, &xd);
         block_lanes(wq, xq, wd * xd, acc);
       }
