@@ -200,7 +200,7 @@ SynthVocab make_synth_vocab(int64_t n_vocab) {
   for (const auto& p : pairs) v.tokens.push_back(p), v.types.push_back(1);
   for (size_t i = 0; int64_t(v.tokens.size()) < n_vocab - 2; ++i) {
     const std::string& pair = pairs[i / 256];
-    const std::string& byte = v.tokens[size_t(order[i % 256])];
+    const std::string byte = v.tokens[size_t(order[i % 256])];  // a copy: v.tokens grows below
     v.tokens.push_back(pair + byte);
     v.types.push_back(1);
     v.merges.push_back(pair + " " + byte);
