@@ -16,6 +16,16 @@ struct AttnKernels {
   float (*dot_f16_vec)(const uint16_t* k, const float* q, int64_t n);
   // acc[i] = fma(f16(v[i]), p, acc[i]).
   void (*axpy_f16)(float p, const uint16_t* v, float* acc, int64_t n);
+  // Optional batched forms (null: ops/attention.cpp loops over the ones above;
+  // the results are the same bits):
+  // out[r] = dot of the k row of cell cells[r] (at k + cells[r] * k_stride bytes)
+  // with q, in tinyBLAS order when lanes16, else in ggml_vec_dot_f16 order.
+  void (*dots_f16)(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t dk,
+                   bool lanes16, float* out);
+  // For r in order: acc[(r % lanes) * dv + i] = fma(f16(v_r[i]), p[r], ...), v_r
+  // the v row of cell cells[r].
+  void (*accumulate_f16)(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                         int64_t lanes, int64_t dv, float* acc);
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

@@ -174,7 +174,20 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         for (int64_t i = 0; i < dk; ++i) qv[i] = qsrc[i];
       float mx = -INFINITY;
       int64_t n_vis = 0;
-      for (int64_t o = 0; o < n_order; ++o) {
+      const bool batched_simd = simd && simd->dots_f16 && simd->accumulate_f16;
+      if (batched_simd) {  // the same dots and FMAs, batched (kernels/attn_kernels.h)
+        for (int64_t o = 0; o < n_order; ++o) {
+          const int64_t c = order[o];
+          if (cell[2 * c + 1] == seq && cell[2 * c] <= pos) vis[n_vis++] = int32_t(c);
+        }
+        simd->dots_f16(static_cast<const uint8_t*>(k.data) + uint64_t(g * dk) * krow, k.nb[1], vis, n_vis, qv, dk,
+                       kq_lanes16, scores);
+        for (int64_t r = 0; r < n_vis; ++r) {
+          scores[r] *= scale;
+          mx = std::max(mx, scores[r]);
+        }
+      }
+      for (int64_t o = 0; o < n_order && !batched_simd; ++o) {
         const int64_t c = order[o];
         if (cell[2 * c + 1] != seq || cell[2 * c] > pos) continue;
         const uint8_t* krow_ptr = static_cast<const uint8_t*>(k.data) + uint64_t(c) * k.nb[1] + uint64_t(g * dk) * krow;
@@ -211,7 +224,10 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
       for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
       if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
-      for (int64_t r = 0; r < n_vis; ++r) {
+      if (batched_simd)
+        simd->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis, n_vis,
+                             lanes, dv, acc);
+      for (int64_t r = 0; r < n_vis && !batched_simd; ++r) {
         const int64_t c = vis[r];
         const float pc = scores[r];
         const uint8_t* vrow_ptr = static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] + uint64_t(g * dv) * vrow;

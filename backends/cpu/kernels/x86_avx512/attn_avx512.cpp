@@ -44,9 +44,61 @@ void axpy_f16(float p, const uint16_t* v, float* acc, int64_t n) {
   }
 }
 
+// Four cells at a time: independent accumulators hide the FMA latency and
+// the reductions; each cell's arithmetic is dot_f16_lanes16's.
+void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t dk,
+              bool lanes16, float* out) {
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r]) * k_stride); };
+  int64_t r = 0;
+  if (lanes16)
+    for (; r + 4 <= n; r += 4) {
+      const uint16_t *k0 = row(r), *k1 = row(r + 1), *k2 = row(r + 2), *k3 = row(r + 3);
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t i = 0; i < dk; i += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + i);
+        a0 = _mm512_fmadd_ps(load16(k0 + i), qv, a0);
+        a1 = _mm512_fmadd_ps(load16(k1 + i), qv, a1);
+        a2 = _mm512_fmadd_ps(load16(k2 + i), qv, a2);
+        a3 = _mm512_fmadd_ps(load16(k3 + i), qv, a3);
+      }
+      out[r] = _mm512_reduce_add_ps(a0);
+      out[r + 1] = _mm512_reduce_add_ps(a1);
+      out[r + 2] = _mm512_reduce_add_ps(a2);
+      out[r + 3] = _mm512_reduce_add_ps(a3);
+    }
+  for (; r < n; ++r) out[r] = lanes16 ? dot_f16_lanes16(row(r), q, dk) : dot_f16_vec(row(r), q, dk);
+}
+
+// Lane by lane: the accumulator row of lane l stays in registers while the
+// cells l, l + lanes, l + 2 lanes, ... are added in order (the same sequence
+// of FMAs per element as one axpy per cell), 128 elements at a time.
+void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n, int64_t lanes,
+                    int64_t dv, float* acc) {
+  constexpr int kRegs = 8;
+  for (int64_t l = 0; l < lanes && l < n; ++l)
+    for (int64_t i0 = 0; i0 < dv; i0 += 16 * kRegs) {
+      float* a = acc + l * dv + i0;
+      const int64_t len = dv - i0 < 16 * kRegs ? dv - i0 : 16 * kRegs;
+      __m512 reg[kRegs];
+      for (int j = 0; j < kRegs; ++j)
+        if (16 * j < len) reg[j] = _mm512_maskz_loadu_ps(tail_mask(len - 16 * j), a + 16 * j);
+      for (int64_t r = l; r < n; r += lanes) {
+        const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+        const __m512 pv = _mm512_set1_ps(p[r]);
+        for (int j = 0; j < kRegs; ++j)
+          if (16 * j < len) {
+            const __mmask16 m = tail_mask(len - 16 * j);
+            reg[j] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, vr + 16 * j)), pv, reg[j]);
+          }
+      }
+      for (int j = 0; j < kRegs; ++j)
+        if (16 * j < len) _mm512_mask_storeu_ps(a + 16 * j, tail_mask(len - 16 * j), reg[j]);
+    }
+}
+
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512", dot_f16_lanes16, dot_f16_vec, axpy_f16};
+const AttnKernels kAttnKernels = {"avx512", dot_f16_lanes16, dot_f16_vec, axpy_f16, dots_f16, accumulate_f16};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
