@@ -12,7 +12,7 @@ namespace opal {
 
 class HostBuffer : public Buffer {
  public:
-  HostBuffer(BufferType& type, uint64_t size);                    // owns zeroed, 64-byte aligned memory
+  HostBuffer(BufferType& type, uint64_t size);                    // owns zeroed, 64-byte aligned memory (mmap when large)
   HostBuffer(BufferType& type, const void* data, uint64_t size);  // wraps (read-only use)
   ~HostBuffer() override;
   BufferType& type() const override { return type_; }
@@ -26,6 +26,7 @@ class HostBuffer : public Buffer {
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   bool owned_ = false;
+  uint64_t mapped_ = 0;  // bytes mapped with mmap (large buffers), else 0
 };
 
 class HostBufferType : public BufferType {
