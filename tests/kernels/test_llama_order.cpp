@@ -1,0 +1,160 @@
+// The kernels whose summation order reproduces llama.cpp's (docs/fidelity.md)
+// must give the scalar reference's results bit for bit under every ISA the
+// host has: F32/F16/BF16/Q8_0 gemm (both the batched tinyBLAS order and the
+// one-row / single_rows ggml_vec_dot order, with and without a tail) and the
+// attention helpers. Plus properties of the emulated pieces that follow from
+// their definitions: the exp polynomial is within 2 ulp of exp and exact
+// where the polynomial is, the reductions add in ggml's tree.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/attn_kernels.h"
+#include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/kernels/ref/llama_order.h"
+#include "core/fp16.h"
+#include "core/quant.h"
+
+namespace opal::cpu {
+namespace {
+
+std::vector<Isa> simd_isas() {
+  std::vector<Isa> v;
+  for (Isa i : supported_isas())
+    if (i != Isa::scalar) v.push_back(i);
+  return v;
+}
+
+std::vector<uint8_t> weights(DType t, int64_t rows, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<float> f(size_t(rows * k));
+  for (auto& v : f) v = val(rng);
+  std::vector<uint8_t> w(row_bytes(t, k) * uint64_t(rows));
+  quantize_rows(t, f.data(), w.data(), rows, k);
+  return w;
+}
+
+std::vector<float> gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w, DType t, int64_t rows, int64_t k,
+                        const std::vector<float>& x, int64_t n_act, bool single_rows) {
+  const uint64_t arb = kern.act_row_bytes(k);
+  std::vector<uint8_t> act(arb * uint64_t(n_act));
+  for (int64_t a = 0; a < n_act; ++a) kern.convert_act(kern.act_type, x.data() + a * k, act.data() + a * arb, k);
+  std::vector<float> out(size_t(rows * n_act), -1.0f);
+  std::vector<float> scratch(size_t(std::max<int64_t>(kern.scratch_floats(k), 1)));
+  GemmArgs g;
+  g.w = w.data();
+  g.w_row_bytes = row_bytes(t, k);
+  g.k = k;
+  g.row_begin = 0;
+  g.row_end = rows;
+  g.act = act.data();
+  g.act_row_bytes = arb;
+  g.n_act = n_act;
+  g.out = out.data();
+  g.out_stride = rows;
+  g.scratch = scratch.data();
+  g.single_rows = single_rows;
+  kern.gemm(g);
+  return out;
+}
+
+TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
+  std::mt19937 rng(7);
+  for (Isa isa : simd_isas())
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+      const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
+      const MatmulKernels* fast = isa_matmul_kernels(t, isa);
+      if (!fast) continue;  // e.g. NEON has no float kernels
+      for (int64_t k : {32, 64, 96, 172, 256, 4352}) {
+        if (t == DType::Q8_0 && k % 32 != 0) continue;
+        const int64_t rows = 9;
+        const auto w = weights(t, rows, k, rng);
+        for (int64_t n_act : {1, 2, 7})
+          for (bool single : {false, true}) {
+            std::normal_distribution<float> val(0.0f, 2.0f);
+            std::vector<float> x(size_t(n_act * k));
+            for (auto& v : x) v = val(rng);
+            const auto a = gemm(*ref, w, t, rows, k, x, n_act, single);
+            const auto b = gemm(*fast, w, t, rows, k, x, n_act, single);
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+                << isa_name(isa) << " " << dtype_name(t) << " k=" << k << " n_act=" << n_act
+                << (single ? " single_rows" : "");
+          }
+      }
+    }
+}
+
+TEST(LlamaOrder, AttentionHelpersEqualTheScalarFormsBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (Isa isa : simd_isas()) {
+    const Isa before = selected_isa();
+    set_isa(isa);
+    const AttnKernels* simd = attn_kernels();
+    set_isa(before);
+    if (!simd) continue;
+    for (int64_t n : {8, 32, 64, 96, 128, 200}) {
+      std::vector<uint16_t> k(static_cast<size_t>(n));
+      std::vector<float> kf(static_cast<size_t>(n)), q(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        k[size_t(i)] = f32_to_f16(val(rng));
+        kf[size_t(i)] = f16_to_f32(k[size_t(i)]);
+        q[size_t(i)] = f16_to_f32(f32_to_f16(val(rng)));
+      }
+      if (n % 16 == 0) {
+        EXPECT_EQ(simd->dot_f16_lanes16(k.data(), q.data(), n), llama_order::dot_lanes16(kf.data(), q.data(), n)) << n;
+      }
+      EXPECT_EQ(simd->dot_f16_vec(k.data(), q.data(), n), llama_order::dot_vec_f16(kf.data(), q.data(), n)) << n;
+      std::vector<float> acc(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) acc[size_t(i)] = want[size_t(i)] = val(rng);
+      const float p = 0.3183f;
+      simd->axpy_f16(p, k.data(), acc.data(), n);
+      for (int64_t i = 0; i < n; ++i) want[size_t(i)] = std::fma(kf[size_t(i)], p, want[size_t(i)]);
+      EXPECT_EQ(acc, want) << isa_name(isa) << " n=" << n;
+    }
+  }
+}
+
+TEST(LlamaOrder, ExpPolynomialIsWithinTwoUlpOfExp) {
+  EXPECT_EQ(llama_order::expf_avx512(0.0f), 1.0f);
+  EXPECT_EQ(llama_order::expf_avx512(-INFINITY), 0.0f);
+  EXPECT_EQ(llama_order::expf_avx512(-200.0f), 0.0f);
+  EXPECT_EQ(llama_order::expf_avx512(200.0f), INFINITY);
+  EXPECT_TRUE(std::isnan(llama_order::expf_avx512(NAN)));
+  int max_ulp = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
+    const float got = llama_order::expf_avx512(x);
+    const float want = float(std::exp(double(x)));
+    int32_t a, b;
+    std::memcpy(&a, &got, 4);
+    std::memcpy(&b, &want, 4);
+    max_ulp = std::max(max_ulp, std::abs(a - b));
+  }
+  EXPECT_LE(max_ulp, 2);  // ggml documents 1.45 + 0.5 ulp
+  // A subnormal result is rounded once (vscalefps): within one subnormal step.
+  const float tiny = llama_order::expf_avx512(-100.0f);
+  EXPECT_GT(tiny, 0.0f);
+  EXPECT_NEAR(double(tiny), std::exp(-100.0), std::ldexp(1.0, -149));
+}
+
+TEST(LlamaOrder, ReductionsAddInGgmlsTree) {
+  // Values chosen so that any other grouping gives a different float sum.
+  float a[16];
+  for (int i = 0; i < 16; ++i) a[i] = 1.0f;
+  a[0] = 1e8f;
+  a[8] = -1e8f;  // cancels first in the tree: a[0] + a[8]
+  EXPECT_EQ(llama_order::reduce_add16(a), 14.0f);
+  a[8] = 1.0f;
+  a[4] = -1e8f;  // a[0] + a[4] only meet after the pairwise adds with +1 each: 1e8+1 rounds to 1e8
+  EXPECT_EQ(llama_order::reduce_add16(a), 12.0f);
+  float b[8] = {1e8f, 1.0f, 1.0f, 1.0f, -1e8f, 1.0f, 1.0f, 1.0f};
+  EXPECT_EQ(llama_order::hsum8(b), 6.0f);
+}
+
+}  // namespace
+}  // namespace opal::cpu
