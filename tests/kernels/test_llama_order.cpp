@@ -1,8 +1,9 @@
 // The kernels whose summation order reproduces llama.cpp's (docs/fidelity.md)
 // must give the scalar reference's results bit for bit under every ISA the
 // host has: F32/F16/BF16/Q8_0 gemm (both the batched tinyBLAS order and the
-// one-row / single_rows ggml_vec_dot order, with and without a tail) and the
-// attention helpers. Plus properties of the emulated pieces that follow from
+// one-row / single_rows ggml_vec_dot order, with and without a tail), Q4_0 and
+// Q5_0 (the same 8-lane block order; llama.cpp repacks Q4_0 on x86, so
+// that one is only our SIMD/reference agreement) and the attention helpers. Plus properties of the emulated pieces that follow from
 // their definitions: the exp polynomial is within 2 ulp of exp and exact
 // where the polynomial is, the reductions add in ggml's tree.
 #include <gtest/gtest.h>
@@ -29,6 +30,8 @@ std::vector<Isa> simd_isas() {
     if (i != Isa::scalar) v.push_back(i);
   return v;
 }
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 std::vector<uint8_t> weights(DType t, int64_t rows, int64_t k, std::mt19937& rng) {
   std::normal_distribution<float> val(0.0f, 1.0f);
@@ -66,12 +69,12 @@ std::vector<float> gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w
 TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
   std::mt19937 rng(7);
   for (Isa isa : simd_isas())
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
       const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
       const MatmulKernels* fast = isa_matmul_kernels(t, isa);
       if (!fast) continue;  // e.g. NEON has no float kernels
       for (int64_t k : {32, 64, 96, 172, 256, 4352}) {
-        if (t == DType::Q8_0 && k % 32 != 0) continue;
+        if (!is_float(t) && k % 32 != 0) continue;
         const int64_t rows = 9;
         const auto w = weights(t, rows, k, rng);
         for (int64_t n_act : {1, 2, 7})
