@@ -26,6 +26,10 @@ struct AttnKernels {
   // the v row of cell cells[r].
   void (*accumulate_f16)(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                          int64_t lanes, int64_t dv, float* acc);
+  // ggml_vec_soft_max_f32's exponentials over n (a multiple of 16) scores:
+  // s = s == -inf ? 0 : expf_avx512(s - mx) in place; returns the sum of the
+  // 16-cell chunks' reduce_add16, accumulated in double.
+  double (*softmax_exp)(float* scores, int64_t n, float mx);
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

@@ -5,6 +5,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 
@@ -96,9 +98,43 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
     }
 }
 
+// llama_order::expf_avx512 on 16 lanes: the same FMAs (fnmadd = fma(-n, c, x)),
+// vscalefps for j * 2^n, and 0 / inf where |n| > 192.
+__m512 expf16(__m512 x) {
+  const __m512 r = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+  const __m512 n = _mm512_sub_ps(z, r);
+  const __m512 b =
+      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 j = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  const __m512 res = _mm512_scalef_ps(j, n);
+  const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  if (!big) return res;
+  const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                          _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(big, res, alt);
+}
+
+double softmax_exp(float* s, int64_t n, float mx) {
+  const __m512 m = _mm512_set1_ps(mx);
+  double sum = 0.0;
+  for (int64_t c = 0; c < n; c += 16) {
+    const __m512 v = _mm512_loadu_ps(s + c);
+    const __mmask16 live = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ);
+    const __m512 e = _mm512_maskz_mov_ps(live, expf16(_mm512_sub_ps(v, m)));
+    _mm512_storeu_ps(s + c, e);
+    sum += double(_mm512_reduce_add_ps(e));
+  }
+  return sum;
+}
+
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512", dot_f16_lanes16, dot_f16_vec, axpy_f16, dots_f16, accumulate_f16};
+const AttnKernels kAttnKernels = {"avx512", dot_f16_lanes16, dot_f16_vec, axpy_f16, dots_f16, accumulate_f16, softmax_exp};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86

@@ -1,0 +1,99 @@
+// The batched attention helpers (kernels/attn_kernels.h: dots_f16,
+// accumulate_f16, softmax_exp) give exactly the bits of the per-cell forms
+// and of llama_order's scalar formulas they replace in ops/attention.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernels/attn_kernels.h"
+#include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/ref/llama_order.h"
+#include "core/fp16.h"
+
+namespace opal::cpu {
+namespace {
+
+std::vector<const AttnKernels*> batched_kernels() {
+  std::vector<const AttnKernels*> v;
+  const Isa before = selected_isa();
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    const AttnKernels* k = attn_kernels();
+    if (k && k->dots_f16 && k->accumulate_f16 && k->softmax_exp) v.push_back(k);
+  }
+  set_isa(before);
+  return v;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+TEST(AttnBatched, DotsAndAccumulationEqualThePerCellForms) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t dim : {64, 128, 80}) {
+      const int64_t n_cells = 37, stride = dim + 16;  // rows with a gap, cells out of order
+      std::vector<uint16_t> cache(size_t(n_cells * stride));
+      for (auto& h : cache) h = f32_to_f16(val(rng));
+      std::vector<int32_t> cells;
+      for (int32_t c = n_cells - 1; c >= 0; c -= 2) cells.push_back(c);
+      for (int32_t c = 0; c < n_cells; c += 2) cells.push_back(c);
+      const int64_t n = int64_t(cells.size());
+      std::vector<float> q(static_cast<size_t>(dim));
+      for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+      const auto* base = reinterpret_cast<const uint8_t*>(cache.data());
+      for (bool lanes16 : {true, false}) {
+        if (lanes16 && dim % 16) continue;
+        std::vector<float> got(static_cast<size_t>(n));
+        k->dots_f16(base, uint64_t(stride) * 2, cells.data(), n, q.data(), dim, lanes16, got.data());
+        for (int64_t r = 0; r < n; ++r) {
+          const uint16_t* row = cache.data() + cells[size_t(r)] * stride;
+          const float want = lanes16 ? k->dot_f16_lanes16(row, q.data(), dim) : k->dot_f16_vec(row, q.data(), dim);
+          ASSERT_TRUE(same_bits(got[size_t(r)], want)) << "dim " << dim << " cell " << r;
+        }
+      }
+      for (int64_t lanes : {16, 64}) {
+        std::vector<float> p(static_cast<size_t>(n));
+        for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
+        std::vector<float> got(size_t(lanes * dim), 0.0f), want(size_t(lanes * dim), 0.0f);
+        k->accumulate_f16(p.data(), base, uint64_t(stride) * 2, cells.data(), n, lanes, dim, got.data());
+        for (int64_t r = 0; r < n; ++r)
+          k->axpy_f16(p[size_t(r)], cache.data() + cells[size_t(r)] * stride, want.data() + (r % lanes) * dim, dim);
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "lanes " << lanes << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(AttnBatched, SoftmaxExpEqualsTheScalarPolynomial) {
+  std::mt19937 rng(22);
+  std::uniform_real_distribution<float> val(-260.0f, 0.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    SCOPED_TRACE(k->name);
+    std::vector<float> s(160);
+    for (auto& x : s) x = val(rng);
+    s[3] = s[40] = -INFINITY;
+    s[7] = 0.0f;
+    s[8] = -192.5f;
+    s[9] = -0.0f;
+    for (int i = 150; i < 160; ++i) s[size_t(i)] = -INFINITY;  // a padded last chunk
+    const float mx = 0.0f;
+    std::vector<float> want = s;
+    double want_sum = 0.0;
+    for (size_t c = 0; c < want.size(); c += 16) {
+      for (size_t j = c; j < c + 16; ++j) want[j] = want[j] == -INFINITY ? 0.0f : llama_order::expf_avx512(want[j] - mx);
+      want_sum += double(llama_order::reduce_add16(want.data() + c));
+    }
+    std::vector<float> got = s;
+    const double sum = k->softmax_exp(got.data(), int64_t(got.size()), mx);
+    EXPECT_EQ(sum, want_sum);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << i << " s=" << s[i];
+  }
+}
+
+}  // namespace
+}  // namespace opal::cpu
