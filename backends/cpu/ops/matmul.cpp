@@ -179,6 +179,7 @@ void compute_mul_mat_id(const Tensor& node, const OpContext& ctx) {
       a.n_act = count;
       a.out = staging + uint64_t(begin) * uint64_t(N);
       a.out_stride = N;
+      a.single_rows = true;  // llama.cpp never takes its batched (tinyBLAS) order for expert rows
       a.scratch = reinterpret_cast<float*>(ctx.work + l.act_bytes + l.scratch_each * uint64_t(ith));
       k.gemm(a);
     }

@@ -158,7 +158,8 @@ struct LegacyDecode {
                                    2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
     }
     const __m512i offset = _mm512_set1_epi8(char(W::kOffset));
-    const uint64_t ahead = 16 * g.w_row_bytes;  // two steps ahead (measured better than one for K = 576)
+    const uint8_t* next = w[0] + 16 * g.w_row_bytes;  // two steps ahead (measured better than one for K = 576)
+    const int lines_per_step = int((8 * g.w_row_bytes + 64 * nb - 1) / (64 * nb));
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* xb = g.act + b * kQ8_0Bytes;
       const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
@@ -168,8 +169,10 @@ struct LegacyDecode {
                                        f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off));
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
       const __m512 d512 = _mm512_castps256_ps512(d);
-      if ((b & 1) == 0)  // rows 16 on, same offset (a prefetch past the end does not fault)
-        for (int i = 0; i < 8; ++i) _mm_prefetch(reinterpret_cast<const char*>(w[i] + off + ahead), _MM_HINT_T0);
+      // The 8 rows 16 on are one contiguous span: a share of its lines per
+      // step (a prefetch past the end of the weights does not fault).
+      for (int l = 0; l < lines_per_step; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64), _MM_HINT_T0);
       for (int j = 0; j < 4; ++j) {
         const __m512i s = _mm512_dpbusd_epi32(neg, pair_quants(w[2 * j] + off, w[2 * j + 1] + off), xq);
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(spread[j], d512), acc[j]);
