@@ -22,7 +22,7 @@ std::vector<const AttnKernels*> batched_kernels() {
   for (Isa isa : supported_isas()) {
     set_isa(isa);
     const AttnKernels* k = attn_kernels();
-    if (k && k->dots_f16 && k->accumulate_f16 && k->softmax_exp) v.push_back(k);
+    if (k && k->dots_f16 && k->accumulate_f16 && k->softmax_exp && k->reduce_lanes && k->to_f16) v.push_back(k);
   }
   set_isa(before);
   return v;
@@ -93,6 +93,38 @@ TEST(AttnBatched, SoftmaxExpEqualsTheScalarPolynomial) {
     const double sum = k->softmax_exp(got.data(), int64_t(got.size()), mx);
     EXPECT_EQ(sum, want_sum);
     for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << i << " s=" << s[i];
+  }
+}
+
+TEST(AttnBatched, LaneReductionAndF16StoreEqualTheScalarForms) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t lanes : {16, 64})
+      for (int64_t used : {int64_t(1), int64_t(5), int64_t(16), lanes})
+        for (int64_t dv : {64, 128, 40}) {
+          std::vector<float> acc(static_cast<size_t>(lanes * dv));
+          for (auto& x : acc) x = val(rng);
+          std::vector<float> got(static_cast<size_t>(dv)), t(16);
+          k->reduce_lanes(acc.data(), lanes, used, dv, got.data());
+          auto at = [&](int64_t lane, int64_t i) { return lane < used ? acc[size_t(lane * dv + i)] : 0.0f; };
+          for (int64_t i = 0; i < dv; ++i) {
+            for (int l = 0; l < 16; ++l)
+              t[size_t(l)] = lanes == 16 ? at(l, i) : (at(l, i) + at(32 + l, i)) + (at(16 + l, i) + at(48 + l, i));
+            ASSERT_TRUE(same_bits(got[size_t(i)], llama_order::reduce_add16(t.data())))
+                << "lanes " << lanes << " used " << used << " dv " << dv << " i " << i;
+          }
+        }
+    std::vector<float> x(1000);
+    for (auto& v : x) v = val(rng) * std::ldexp(1.0f, int(rng() % 40) - 25);
+    x[0] = 70000.0f;
+    x[1] = 65520.0f;
+    x[2] = 3.0e-8f;
+    std::vector<uint16_t> got(x.size() + 1, 0xABCD);
+    k->to_f16(x.data(), got.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], f32_to_f16(x[i])) << "x = " << x[i];
+    EXPECT_EQ(got.back(), 0xABCD) << "wrote past n";
   }
 }
 

@@ -30,6 +30,12 @@ struct AttnKernels {
   // s = s == -inf ? 0 : expf_avx512(s - mx) in place; returns the sum of the
   // 16-cell chunks' reduce_add16, accumulated in double.
   double (*softmax_exp)(float* scores, int64_t n, float mx);
+  // out[i] = the ggml reduction of the per-lane accumulators acc[lane * dv + i]
+  // (lanes 16: reduce_add16 over them; lanes 64: (a0 + a2) + (a1 + a3) per
+  // 16-lane group first); lanes >= used count as 0.
+  void (*reduce_lanes)(const float* acc, int64_t lanes, int64_t used, int64_t dv, float* out);
+  // dst[i] = f16(x[i]), round to nearest even (vcvtps2ph): the f16 KV store.
+  void (*to_f16)(const float* x, uint16_t* dst, int64_t n);
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

@@ -100,15 +100,24 @@ void compute_kv_store(const Tensor& node, const OpContext& ctx) {
   const Tensor& x = *node.src[1];
   const Tensor& cells = *node.src[2];
   const int64_t E = cache.ne[0], T = cells.ne[0];
-  ctx.pool.run([&](int ith, int nth) {
-    int64_t t0, t1;
-    split_range(T, ith, nth, &t0, &t1);
+  const AttnKernels* simd = cache.type == DType::F16 ? attn_kernels() : nullptr;  // vcvtps2ph: the same bits
+  auto store = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int32_t c = static_cast<const int32_t*>(cells.data)[t];
       if (c < 0 || c >= cache.ne[1]) continue;  // validated by the runtime
-      row_from_f32(cache.type, static_cast<const float*>(x.data) + t * E,
-                   static_cast<uint8_t*>(cache.data) + uint64_t(c) * cache.nb[1], E);
+      const float* src = static_cast<const float*>(x.data) + t * E;
+      uint8_t* dst = static_cast<uint8_t*>(cache.data) + uint64_t(c) * cache.nb[1];
+      if (simd && simd->to_f16)
+        simd->to_f16(src, reinterpret_cast<uint16_t*>(dst), E);
+      else
+        row_from_f32(cache.type, src, dst, E);
     }
+  };
+  if (T <= 4) return store(0, T);  // decode: not worth waking the pool
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t t0, t1;
+    split_range(T, ith, nth, &t0, &t1);
+    store(t0, t1);
   });
 }
 
@@ -240,7 +249,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           for (int64_t i = 0; i < dv; ++i) lane_acc[i] = std::fma(row[i], pc, lane_acc[i]);
         }
       }
-      reduce_lanes(acc, lanes, used, dv, out);
+      (simd && simd->reduce_lanes ? simd->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
     }
   });
 }

@@ -132,9 +132,34 @@ double softmax_exp(float* s, int64_t n, float mx) {
   return sum;
 }
 
+// 16 outputs at a time; every output sees exactly the scalar form's adds.
+void reduce_lanes(const float* acc, int64_t lanes, int64_t used, int64_t dv, float* out) {
+  for (int64_t i = 0; i < dv; i += 16) {
+    const __mmask16 m = tail_mask(dv - i);
+    auto at = [&](int64_t lane) {
+      return lane < used ? _mm512_maskz_loadu_ps(m, acc + lane * dv + i) : _mm512_setzero_ps();
+    };
+    __m512 t[16];
+    for (int l = 0; l < 16; ++l)
+      t[l] = lanes == 16 ? at(l) : _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l)));
+    for (int l = 0; l < 8; ++l) t[l] = _mm512_add_ps(t[l], t[l + 8]);
+    for (int l = 0; l < 4; ++l) t[l] = _mm512_add_ps(t[l], t[l + 4]);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3])));
+  }
+}
+
+void to_f16(const float* x, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_mask_storeu_epi16(dst + i, m, h);
+  }
+}
+
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512", dot_f16_lanes16, dot_f16_vec, axpy_f16, dots_f16, accumulate_f16, softmax_exp};
+const AttnKernels kAttnKernels = {"avx512", dot_f16_lanes16, dot_f16_vec, axpy_f16, dots_f16, accumulate_f16, softmax_exp,
+                                  reduce_lanes, to_f16};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
