@@ -389,4 +389,19 @@ std::string format_svg(const std::vector<BenchResult>& results, const BenchCondi
   return s;
 }
 
+std::string format_rocket_predictions(const std::vector<BenchResult>& results) {
+  std::string out;
+  for (const auto& r : results) {
+    if (r.rocket_nodes == 0 || r.rocket_predicted_s <= 0) continue;
+    if (out.empty())
+      out = "\nrocket (RK3588 NPU, performance model: 3 cores at 1 GHz, docs/backends/rocket.md): predicted time of the\n"
+            "matmuls the NPU ran; everything else (attention, norms, CPU fallbacks) is not modelled\n\n"
+            "| model | threads | test | NPU matmuls / run | predicted ms / run | matmul-only t/s |\n"
+            "| --- | ---: | --- | ---: | ---: | ---: |\n";
+    out += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |\n", r.model_type, r.n_threads, r.test_name(),
+                       r.rocket_nodes, r.rocket_predicted_s * 1e3, double(r.n_prompt + r.n_gen) / r.rocket_predicted_s);
+  }
+  return out;
+}
+
 }  // namespace opal::tools

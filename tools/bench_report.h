@@ -41,6 +41,10 @@ struct BenchResult {
   std::string test_time;  // ISO 8601, UTC
   // Samples (one per repetition), in nanoseconds.
   std::vector<uint64_t> samples_ns;
+  // With --backend rocket: the performance model's RK3588 seconds per
+  // repetition for the matmuls the NPU ran (0: none ran there).
+  double rocket_predicted_s = 0;
+  int64_t rocket_nodes = 0;  // NPU matmul nodes per repetition
 
   std::string test_name() const;  // pp512, tg128, pp512+tg128
   double avg_ns() const;
@@ -52,6 +56,11 @@ struct BenchResult {
   // once, a prompt reads them once per ubatch.
   double achieved_gbps() const;
 };
+
+// With --backend rocket: per test, the RK3588 time the performance model
+// predicts for the matmuls the NPU ran and the tokens/s those matmuls alone
+// would allow (empty when no test ran a matmul there).
+std::string format_rocket_predictions(const std::vector<BenchResult>& results);
 
 BenchConditions probe_conditions();
 std::string read_loadavg();

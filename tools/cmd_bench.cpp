@@ -27,10 +27,12 @@
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/registry.h"
+#include "backends/rocket/host/rocket_device.h"
 #include "core/error.h"
 #include "core/quant/recipe.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "tools/backend_options.h"
 #include "tools/bench_report.h"
 #include "tools/commands.h"
 #include "tools/perf_options.h"
@@ -41,6 +43,7 @@ namespace {
 
 struct BenchOptions {
   PerfOptions perf;  // --perf-log, --trace, --summary, --shadow
+  BackendOptions backend;  // --backend
   std::vector<std::string> models;
   std::vector<std::string> n_prompt = {"512"}, n_gen = {"128"}, pg, threads, n_batch = {"2048"}, n_ubatch = {"512"};
   std::vector<std::string> load_modes;
@@ -219,7 +222,8 @@ int run_bench(const BenchOptions& o) {
   std::mt19937 rng(1234);
   for (const auto& path : o.models) {
     for (LoadMode mode : modes) {
-      auto reg = Registry::with_cpu(int(threads.front()));
+      auto reg = o.backend.make_registry(int(threads.front()));
+      auto* rocket_dev = dynamic_cast<RocketDevice*>(reg->find("rocket"));
       LoadOptions lo;
       lo.load_mode = mode;
       const auto t_load = Clock::now();
@@ -290,12 +294,18 @@ int run_bench(const BenchOptions& o) {
               r.n_prompt = test.n_prompt;
               r.n_gen = test.n_gen;
               r.test_time = utc_now();
+              if (!o.backend.backends.empty()) r.backend = "CPU," + o.backend.backends;
+              const RocketStats rocket_before = rocket_dev ? rocket_dev->stats() : RocketStats{};
               for (int rep = 0; rep < o.repetitions; ++rep) {
                 ctx.reset();
                 const auto t0 = Clock::now();
                 if (test.n_prompt > 0) run_prompt(ctx, prompt, nb);
                 if (test.n_gen > 0) run_gen(ctx, test.n_prompt, test.n_gen, rng, n_vocab);
                 r.samples_ns.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+              }
+              if (rocket_dev) {
+                r.rocket_predicted_s = (rocket_dev->stats().predicted_s - rocket_before.predicted_s) / o.repetitions;
+                r.rocket_nodes = int64_t(rocket_dev->stats().nodes_npu - rocket_before.nodes_npu) / o.repetitions;
               }
               results.push_back(std::move(r));
             }
@@ -312,6 +322,7 @@ int run_bench(const BenchOptions& o) {
   if (o.output == "json") out = format_json(results, cond);
   if (o.output == "jsonl") out = format_jsonl(results, cond);
   std::fputs(out.c_str(), stdout);
+  if (o.output == "md") std::fputs(format_rocket_predictions(results).c_str(), stdout);
   std::fflush(stdout);
   if (!o.plot.empty()) {
     std::ofstream f(o.plot, std::ios::binary);
@@ -328,6 +339,7 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* sub = app.add_subcommand("bench", "Measure prompt and generation speed (llama-bench compatible)");
   sub->add_option("-m,--model", o->models, "GGUF model(s), comma-separated")->delimiter(',');
+  add_backend_option(sub, o->backend);
   sub->add_option("-p,--n-prompt", o->n_prompt, "Prompt lengths (default 512)")->delimiter(',');
   sub->add_option("-n,--n-gen", o->n_gen, "Generation lengths (default 128)")->delimiter(',');
   sub->add_option("--pg", o->pg, "Prompt + generation test PROMPT,GEN (repeatable; llama.cpp's -pg)");

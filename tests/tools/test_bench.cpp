@@ -193,3 +193,26 @@ TEST(Bench, BadFlagsFailClearly) {
 }
 
 }  // namespace
+
+namespace {
+
+// `opal bench --backend rocket` runs the prompt's matmuls on the NPU emulator
+// and prints the performance model's RK3588 prediction beside the host figures.
+TEST(Bench, RocketBackendPrintsThePredictedNpuTime) {
+  const std::string m = opal::test::shared_path("golden/models/tiny-llama-q8_0.gguf");
+  const BenchRun r = bench("-m " + m + " -p 64 -n 2 -r 1 -t 1 --backend rocket --no-bw");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("CPU,rocket"), std::string::npos) << r.out;
+  const size_t at = r.out.find("rocket (RK3588 NPU");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string tail = r.out.substr(at);
+  EXPECT_NE(tail.find("| pp64 |"), std::string::npos) << tail;
+  EXPECT_EQ(tail.find("| tg2 |"), std::string::npos) << "one-token decodes stay on the CPU (min batch)";
+  // Without the backend there is no prediction.
+  const BenchRun cpu = bench("-m " + m + " -p 64 -n 0 -r 1 -t 1 --no-bw");
+  ASSERT_EQ(cpu.status, 0) << cpu.out;
+  EXPECT_EQ(cpu.out.find("rocket (RK3588 NPU"), std::string::npos);
+}
+
+}  // namespace
+

@@ -14,6 +14,7 @@
 #include "backends/cpu/ops/ops.h"
 #include "backends/rocket/driver/emulator/emulator_driver.h"
 #include "backends/rocket/host/hadamard.h"
+#include "backends/rocket/perf/perf_model.h"
 #include "core/error.h"
 
 namespace opal {
@@ -203,6 +204,11 @@ void RocketExecutor::run(Plan& plan, RunHooks* hooks) {
         st.submits += info.submits;
         st.jobs += info.jobs;
         st.tasks += info.tasks;
+        rocket::PerfParams board;
+        board.precision = dev_.options().precision;
+        st.predicted_s += rocket::predict_gemm(unsigned(x.n_rows()), unsigned(x.ne[0]), unsigned(n.ne[0]), board,
+                                               dev_.options().group)
+                              .seconds;
         ++st.nodes_npu;
         done = true;
       } catch (const Error& e) {

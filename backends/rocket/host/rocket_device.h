@@ -74,6 +74,9 @@ class RocketWeightBufferType : public BufferType {
 struct RocketStats {
   uint64_t nodes_npu = 0, nodes_fallback = 0, plans_compiled = 0;
   uint64_t submits = 0, jobs = 0, tasks = 0;
+  // What the performance model (perf/perf_model.h, default parameters: 3 cores
+  // at 1 GHz) predicts the RK3588 would spend on the matmuls run on the NPU.
+  double predicted_s = 0;
   std::string last_error;
 };
 
