@@ -1,9 +1,11 @@
 // The kernels whose summation order reproduces llama.cpp's (docs/fidelity.md)
 // must give the scalar reference's results bit for bit under every ISA the
 // host has: F32/F16/BF16/Q8_0 gemm (both the batched tinyBLAS order and the
-// one-row / single_rows ggml_vec_dot order, with and without a tail), Q4_0 and
-// Q5_0 (the same 8-lane block order; llama.cpp repacks Q4_0 on x86, so
-// that one is only our SIMD/reference agreement) and the attention helpers. Plus properties of the emulated pieces that follow from
+// one-row / single_rows ggml_vec_dot order, with and without a tail), Q5_0
+// (the same 8-lane block order), Q4_0 (llama.cpp's repacked order: each
+// block's exact sum, then one FMA; batches of 4+ rows take the AVX-512
+// rows-in-lanes kernel, so they are checked on 53 weight rows too) and the
+// attention helpers. Plus properties of the emulated pieces that follow from
 // their definitions: the exp polynomial is within 2 ulp of exp and exact
 // where the polynomial is, the reductions add in ggml's tree.
 #include <gtest/gtest.h>
@@ -90,6 +92,44 @@ TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
           }
       }
     }
+}
+
+TEST(LlamaOrder, Q4_0BatchesEqualTheRepackedOrderBitForBit) {
+  std::mt19937 rng(13);
+  const DType t = DType::Q4_0;
+  const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
+  for (Isa isa : simd_isas()) {
+    const MatmulKernels* fast = isa_matmul_kernels(t, isa);
+    if (!fast) continue;
+    for (int64_t k : {32, 576, 4096}) {
+      const int64_t rows = 53;  // slices of 32 and 16 rows, then 5
+      const auto w = weights(t, rows, k, rng);
+      for (int64_t n_act : {3, 4, 9, 70})
+        for (bool single : {false, true}) {
+          std::normal_distribution<float> val(0.0f, 2.0f);
+          std::vector<float> x(size_t(n_act * k));
+          for (auto& v : x) v = val(rng);
+          const auto a = gemm(*ref, w, t, rows, k, x, n_act, single);
+          const auto b = gemm(*fast, w, t, rows, k, x, n_act, single);
+          EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+              << isa_name(isa) << " k=" << k << " n_act=" << n_act << (single ? " single_rows" : "");
+        }
+    }
+  }
+}
+
+// The scalar form itself: a block's integer sum, exactly, then one FMA.
+TEST(LlamaOrder, BlockExactIsOneFmaOfTheExactBlockSum) {
+  int8_t w[32], x[32];
+  int32_t sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    w[i] = int8_t(i % 16 - 8);
+    x[i] = int8_t(127 - 8 * i);
+    sum += int32_t(w[i]) * x[i];
+  }
+  const float d = 0.0123f, acc = 1.5f;
+  EXPECT_EQ(llama_order::block_exact(w, x, d, acc), std::fma(float(sum), d, acc));
+  EXPECT_NE(llama_order::block_exact(w, x, d, acc), llama_order::block_exact(w, x, d, 0.0f));
 }
 
 TEST(LlamaOrder, AttentionHelpersEqualTheScalarFormsBitForBit) {

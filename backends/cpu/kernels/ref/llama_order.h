@@ -7,6 +7,7 @@
 //     t[i] = a[i] + a[i+8] (i < 8); u[i] = t[i] + t[i+4] (i < 4);
 //     (u[0] + u[2]) + (u[1] + u[3]).
 // - hsum8: hsum_float_8 / tinyBLAS hsum(__m256): the same tree on 8 lanes.
+// - block_exact: repacked Q4_0 (x86): per block, exact int sum, one FMA.
 // - dot_lanes16: tinyBLAS (llamafile sgemm) for f32/f16 operands, used for
 //   MUL_MAT with at least 2 activation rows and k % 16 == 0: one 16-lane FMA
 //   accumulator walks k in steps of 16, then reduce_add16.
@@ -45,6 +46,14 @@ inline float hsum8(const float* a) {
   float u[4];
   for (int i = 0; i < 4; ++i) u[i] = a[i] + a[i + 4];
   return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+// One 32-element block of a repacked-Q4_0 dot (llama.cpp's q4_0_8x8 gemm and
+// gemv on x86): the block's exact integer sum, then one FMA by d = d_w * d_x.
+inline float block_exact(const int8_t* wq, const int8_t* xq, float d, float acc) {
+  int32_t sum = 0;
+  for (int i = 0; i < 32; ++i) sum += int32_t(wq[i]) * int32_t(xq[i]);
+  return std::fma(float(sum), d, acc);
 }
 
 // x and y hold f32 values; n % 16 == 0.

@@ -8,11 +8,13 @@
 //   F32 / F16: tinyBLAS (one 16-lane FMA accumulator) for >= 2 activation
 //     rows and k % 16 == 0, else ggml_vec_dot_f32 / _f16 (4 x 16 lanes over
 //     steps of 64, then the tail in float / double).
-//   Q8_0 / Q4_0 / Q5_0 weights (Q8_0 activations): llama.cpp's x86 vec_dot
-//     and tinyBLAS_Q0: per 32-block, 8 integer lanes of 4 products each,
+//   Q8_0 / Q5_0 weights (Q8_0 activations): llama.cpp's x86 vec_dot and
+//     tinyBLAS_Q0: per 32-block, 8 integer lanes of 4 products each,
 //     acc[l] = fma(d_w * d_x, lane[l], acc[l]), then hsum8 (the order of the
-//     SIMD kernels too; llama.cpp itself repacks Q4_0 on x86, whose order
-//     this does not follow: docs/fidelity.md).
+//     SIMD kernels too).
+//   Q4_0: llama.cpp repacks Q4_0 on x86; its gemm/gemv sum each block
+//     exactly, then acc = fma(float(isum), d_w * d_x, acc) block by block
+//     (llama_order::block_exact), at every batch size.
 //   Other types: dequantize the weight row once into scratch, then dot
 //     products accumulated in double (ggml's scalar ggml_float).
 #include <algorithm>
@@ -94,7 +96,7 @@ void block_lanes(const int8_t* wq, const int8_t* xq, float d, float* acc) {
   }
 }
 
-// Q8_0 / Q4_0 weights with Q8_0 activations, llama.cpp's 8-lane block order.
+// Q8_0 / Q4_0 / Q5_0 weights with Q8_0 activations in llama.cpp's orders.
 template <DType W>
 void ref_gemm_q8_lanes(const GemmArgs& a) {
   const int64_t nb = a.k / 32;
@@ -130,9 +132,12 @@ void ref_gemm_q8_lanes(const GemmArgs& a) {
             wq[j + 16] = int8_t(((blk->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
           }
         }
-        block_lanes(wq, xq + 32 * b, f16_to_f32(wd) * xd[b], acc);
+        if constexpr (W == DType::Q4_0)
+          acc[0] = llama_order::block_exact(wq, xq + 32 * b, f16_to_f32(wd) * xd[b], acc[0]);
+        else
+          block_lanes(wq, xq + 32 * b, f16_to_f32(wd) * xd[b], acc);
       }
-      a.out[t * a.out_stride + r] = llama_order::hsum8(acc);
+      a.out[t * a.out_stride + r] = W == DType::Q4_0 ? acc[0] : llama_order::hsum8(acc);
     }
   }
 }

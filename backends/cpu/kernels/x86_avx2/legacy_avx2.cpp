@@ -6,11 +6,14 @@
 //   Q4_0: nibbles q in [0, 15] stand for q - 8:
 //         pairs(q, x) - pairs(8, x)   (both <= 3810 in magnitude: no saturation)
 //   Q8_0: signed weights: pairs(|w|, x * sign(w))  (<= 2 * 128 * 127)
-// The 8 int32 lanes are converted to float and multiplied by d_w * d_x into
-// a float accumulator per pair, summed horizontally at the end of the row.
+// Q5_0 / Q8_0: the 8 int32 lanes are converted to float and multiplied by
+// d_w * d_x into a float accumulator per pair, summed horizontally at the end
+// of the row (llama.cpp's vec_dot order). Q4_0: the lanes are summed to the
+// block's exact total first, then one FMA (llama.cpp's repacked Q4_0 order).
 // Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers),
 // 4 x 1 for decode.
 #if defined(__x86_64__) || defined(__i386__)
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
@@ -105,9 +108,47 @@ struct LegacyKernel {
   }
 };
 
+// Q4_0 in llama.cpp's repacked-Q4_0 order (kernels/ref/llama_order.h
+// block_exact): each block's exact int32 sum, then one FMA by d_w * d_x.
+template <class T>
+struct BlockwiseKernel {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    float acc[RW][RA] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      typename T::Act xa[RA];
+      float xd[RA];
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+        xa[a] = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+        xd[a] = load_f16(xb);
+      }
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * T::kBytes;
+        const typename T::W q = T::load(wb);
+        const float wd = load_f16(wb);
+        for (int a = 0; a < RA; ++a) {
+          const __m256i s = T::dot(q, xa[a]);
+          __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+          h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+          h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 1, 1, 1)));
+          acc[i][a] = std::fma(float(_mm_cvtsi128_si32(h)), wd * xd[a], acc[i][a]);
+        }
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = acc[i][a];
+  }
+};
+
 }  // namespace
 
-void gemm_q4_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q4_0Weights>, 2, 2, 4>(g); }
+void gemm_q4_0(const GemmArgs& g) { gemm_entry<BlockwiseKernel<Q4_0Weights>, 2, 2, 4>(g); }
 void gemm_q5_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g); }
 void gemm_q8_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g); }
 

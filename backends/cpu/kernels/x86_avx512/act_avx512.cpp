@@ -2,6 +2,9 @@
 // reference quantizers (tests/kernels compares the bytes):
 //   Q8_0: as llama.cpp's x86 quantize_row_q8_0 (core/quant/activation.h):
 //         d = amax/127, id = 127/amax, q = round-to-nearest-even(x*id).
+//         The "sums" form appends, after the row's blocks, each block's d as
+//         f32 and then each block's sum of quants as int32 (the Q4_0
+//         prompt kernel's corrections; legacy_avx512.cpp).
 //   Q8_K: max = the first element of largest |x| (signed), iscale = -127/max,
 //         q = min(127, round-to-nearest-even(iscale*x)), d = 1/iscale, and
 //         bsums = the sums of each 16 quants.
@@ -32,6 +35,20 @@ void convert_q8_0(DType, const float* x, uint8_t* dst, int64_t k) {
     const __m512 idv = _mm512_set1_ps(id);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, idv))));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 18), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, idv))));
+  }
+}
+
+void convert_q8_0_sums(DType act_type, const float* x, uint8_t* dst, int64_t k) {
+  convert_q8_0(act_type, x, dst, k);
+  const int64_t nb = k / 32;
+  uint8_t* tail = dst + nb * 34;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = dst + b * 34;
+    const float d = _cvtsh_ss(uint16_t(blk[0] | (blk[1] << 8)));
+    const __m512i q = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)));
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_madd_epi16(q, _mm512_set1_epi16(1)));
+    std::memcpy(tail + 4 * b, &d, 4);
+    std::memcpy(tail + 4 * (nb + b), &sum, 4);
   }
 }
 

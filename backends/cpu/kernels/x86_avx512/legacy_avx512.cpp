@@ -13,38 +13,23 @@
 // The per-block 8-lane float accumulation is llama.cpp's order for these
 // types on x86 (its AVX2/VNNI vec_dot); a 512-bit two-block variant was
 // faster for prompts but moved near-tie greedy choices off llama.cpp's.
-// Tiles: see LegacyDecode (one activation row) and LegacyPrompt (several).
+// Tiles: see LegacyDecode (one activation row), LegacyPrompt (several) and
+// RowsInLanes (Q4_0/Q5_0 batches of 16 rows or more, weights repacked per call).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 namespace opal::cpu::avx512 {
 namespace {
+
+constexpr int64_t kRowsInLanesMinActs = 4;  // RowsInLanes: batches of at least this many rows
 
 float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -126,6 +111,32 @@ struct LegacyKernel {
   }
 };
 
+// Two rows' quants of block b as 64 unsigned bytes (row0 | row1).
+__m512i pair_quants(Q8_0Weights, const uint8_t* b0, const uint8_t* b1) {
+  const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2))),
+                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)), 1);
+  return _mm512_xor_si512(q, _mm512_set1_epi8(char(0x80)));
+}
+
+// [r0 | r1] packed nibbles (16 bytes each at qs) -> [lo r0 | hi r0 | lo r1 | hi r1],
+// i.e. each row's elements 0-15 then 16-31 as in Q4_0Weights::quants.
+__m512i pair_nibbles(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)), 1);
+  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);  // [lo0 lo1 hi0 hi1] after masking
+  return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+}
+
+__m512i pair_quants(Q4_0Weights, const uint8_t* b0, const uint8_t* b1) {
+  return pair_nibbles(b0 + 2, b1 + 2);
+}
+
+__m512i pair_quants(Q5_0Weights, const uint8_t* b0, const uint8_t* b1) {
+  const __mmask64 high = __mmask64(Q5_0Weights::high_bits(b0)) | (__mmask64(Q5_0Weights::high_bits(b1)) << 32);
+  const __m512i q = pair_nibbles(b0 + 6, b1 + 6);
+  return _mm512_mask_or_epi32(q, 0xFFFF, q, _mm512_maskz_set1_epi8(high, 0x10));
+}
+
 // Decode (one activation row): 8 weight rows at a time, two rows per 512-bit
 // vector (row 2j in lanes 0-7, row 2j+1 in lanes 8-15), so each row keeps
 // the per-block 8-lane accumulation above (same order, same results) at
@@ -141,10 +152,9 @@ short f16_bits(const uint8_t* p) {
   return h;
 }
 
-template <class W>
+template <class W, bool kBlockwise = false>
 struct LegacyDecode {
   // Two rows' quants of block b as 64 unsigned bytes (row0 | row1).
-  static __m512i pair_quants(const uint8_t* b0, const uint8_t* b1);
 
   static void rows8(const GemmArgs& g, int64_t row) {
     const int64_t nb = g.k / 32;
@@ -165,23 +175,73 @@ struct LegacyDecode {
       const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
       const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
       const uint64_t off = uint64_t(b) * W::kBytes;
-      const __m128i h = _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
-                                       f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off));
+      const __m128i h =
+          kBlockwise ? _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[2] + off), f16_bits(w[4] + off), f16_bits(w[6] + off),
+                                      f16_bits(w[1] + off), f16_bits(w[3] + off), f16_bits(w[5] + off), f16_bits(w[7] + off))
+                     : _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
+                                      f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off));
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
       const __m512 d512 = _mm512_castps256_ps512(d);
       // The 8 rows 16 on are one contiguous span: a share of its lines per
       // step (a prefetch past the end of the weights does not fault).
       for (int l = 0; l < lines_per_step; ++l)
         _mm_prefetch(reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64), _MM_HINT_T0);
+      if constexpr (kBlockwise) {
+        __m512i s[4];
+        for (int j = 0; j < 4; ++j) s[j] = _mm512_dpbusd_epi32(neg, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off), xq);
+        acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums8(s)), _mm512_castps256_ps512(d), acc[0]);
+        continue;
+      }
       for (int j = 0; j < 4; ++j) {
-        const __m512i s = _mm512_dpbusd_epi32(neg, pair_quants(w[2 * j] + off, w[2 * j + 1] + off), xq);
+        const __m512i s = _mm512_dpbusd_epi32(neg, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off), xq);
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(spread[j], d512), acc[j]);
       }
+    }
+    if constexpr (kBlockwise) {  // lanes hold rows 0 2 4 6 1 3 5 7
+      alignas(32) float o[8];
+      _mm256_store_ps(o, _mm512_castps512_ps256(acc[0]));
+      for (int j = 0; j < 4; ++j) {
+        g.out[row + 2 * j] = o[j];
+        g.out[row + 2 * j + 1] = o[4 + j];
+      }
+      return;
     }
     for (int j = 0; j < 4; ++j) {
       g.out[row + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j]));
       g.out[row + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j]), 1)));
     }
+  }
+
+  // The 8 rows' exact block sums from the 4 row-pair vectors of 8-lane
+  // partial sums (s[j]: row 2j in lanes 0-7, row 2j+1 in lanes 8-15), in the
+  // lower 8 lanes in the row order 0 2 4 6 1 3 5 7 (the scales are loaded in
+  // that order): 128-bit quarters summed across the four vectors, then halves.
+  static __m512i block_sums8(const __m512i* s) {
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+
+  // One row, blockwise: each block's exact sum, then one FMA.
+  static void row1_blockwise(const GemmArgs& g, int64_t row) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* w = g.w + uint64_t(row) * g.w_row_bytes;
+    const __m256i offset = _mm256_set1_epi8(char(W::kOffset));
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = g.act + b * kQ8_0Bytes;
+      const uint8_t* wb = w + b * W::kBytes;
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
+      const __m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, xq));
+      const __m256i s = _mm256_dpbusd_epi32(neg, W::quants(wb), xq);
+      __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+      h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+      h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 1, 1, 1)));
+      acc = std::fma(float(_mm_cvtsi128_si32(h)), load_f16(wb) * load_f16(xb), acc);
+    }
+    g.out[row] = acc;
   }
 
   static void run(const GemmArgs& g) {
@@ -192,37 +252,25 @@ struct LegacyDecode {
     const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
     for (; r + 8 <= g.row_end; r += 8) rows8(g, r);
-    for (; r < g.row_end; ++r) LegacyKernel<W>::template tile<1, 1>(g, r, 0);
+    for (; r < g.row_end; ++r) {
+      if constexpr (kBlockwise)
+        row1_blockwise(g, r);
+      else
+        LegacyKernel<W>::template tile<1, 1>(g, r, 0);
+    }
+  }
+
+  // Every activation row on its own (blockwise Q4_0 for small batches).
+  static void run_each(const GemmArgs& g) {
+    GemmArgs one = g;
+    one.n_act = 1;
+    for (int64_t a = 0; a < g.n_act; ++a) {
+      one.act = g.act + uint64_t(a) * g.act_row_bytes;
+      one.out = g.out + a * g.out_stride;
+      run(one);
+    }
   }
 };
-
-template <>
-__m512i LegacyDecode<Q8_0Weights>::pair_quants(const uint8_t* b0, const uint8_t* b1) {
-  const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2))),
-                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)), 1);
-  return _mm512_xor_si512(q, _mm512_set1_epi8(char(0x80)));
-}
-
-// [r0 | r1] packed nibbles (16 bytes each at qs) -> [lo r0 | hi r0 | lo r1 | hi r1],
-// i.e. each row's elements 0-15 then 16-31 as in Q4_0Weights::quants.
-__m512i pair_nibbles(const uint8_t* qs0, const uint8_t* qs1) {
-  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)), 1);
-  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);  // [lo0 lo1 hi0 hi1] after masking
-  return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
-}
-
-template <>
-__m512i LegacyDecode<Q4_0Weights>::pair_quants(const uint8_t* b0, const uint8_t* b1) {
-  return pair_nibbles(b0 + 2, b1 + 2);
-}
-
-template <>
-__m512i LegacyDecode<Q5_0Weights>::pair_quants(const uint8_t* b0, const uint8_t* b1) {
-  const __mmask64 high = __mmask64(Q5_0Weights::high_bits(b0)) | (__mmask64(Q5_0Weights::high_bits(b1)) << 32);
-  const __m512i q = pair_nibbles(b0 + 6, b1 + 6);
-  return _mm512_mask_or_epi32(q, 0xFFFF, q, _mm512_maskz_set1_epi8(high, 0x10));
-}
 
 // Prompts: two activation rows per 512-bit vector (row a in lanes 0-7, a+1
 // in lanes 8-15) against one weight block broadcast to both halves, so one
@@ -292,19 +340,164 @@ struct LegacyPrompt {
   static constexpr int kRows = 4, kPairs = 4;  // 16 accumulators (measured best of 2-8 x 2-5)
 };
 
-template <class W, int RW, int RA>
-void gemm_legacy(const GemmArgs& g) {
-  if (g.n_act == 1)
-    LegacyDecode<W>::run(g);
-  else
-    LegacyPrompt<W>::run(g);
-}
+// Q4_0 batches: weight rows in the int32 lanes. Each slice of 32 weight rows
+// is repacked once per call into the thread's scratch: per block, the 32
+// rows' scales as f32, then the quants as unsigned bytes (the offset form
+// above) grouped by 4 elements, [group 0..7][row 0..31][4 bytes], so one
+// 512-bit vector holds 16 rows' 4 elements of a group and one vpdpbusd
+// multiplies them by one activation row's 4 elements (broadcast). A block's
+// 8 groups sum exactly in int32, starting from -offset * sum(x) (the
+// activation's block sum, from the activation row's tail: convert_q8_0_sums);
+// then one convert and FMA by d_w * d_x serve 16 (row, activation) pairs, and
+// the float accumulators are already the output layout (16 consecutive
+// output columns). The order, acc = fma(float(isum_b), d_w * d_x, acc) block
+// by block, is llama.cpp's for its repacked Q4_0 (gemm_q4_0 below).
+// The repack costs one pass over the slice per call; from 4 activation rows
+// on it is cheaper than the 8-lane kernels' extra float work.
+// Tiles of 32 rows x 4 activation rows: 8 int32 and 8 float accumulators
+// (measured: 4 activation rows 357 GOP/s, 5: 320, 6: 313 on
+// bench_matmul_kernels prompt/avx512/q4_0; the 8-lane LegacyPrompt: 163).
+template <class W>
+struct RowsInLanes {
+  static constexpr int kSlice = 32;
+  static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
+  static constexpr int kActs = 4;
+
+  static bool applies(const GemmArgs& g) {
+    return g.n_act >= kRowsInLanesMinActs && g.scratch != nullptr && g.row_end - g.row_begin >= 16;
+  }
+
+  // rows (16 or 32) weight rows from row into packed.
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    alignas(64) uint32_t tmp[kSlice][8];
+    const __m512i index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                             _mm512_set1_epi32(8));
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      float* scales = reinterpret_cast<float*>(pb);
+      for (int r = 0; r < rows; ++r) {
+        const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * W::kBytes;
+        scales[r] = load_f16(blk);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::quants(blk));
+      }
+      for (int grp = 0; grp < 8; ++grp)
+        for (int h = 0; h < rows / 16; ++h)
+          _mm512_storeu_si512(pb + kSlice * 4 + (grp * kSlice + 16 * h) * 4,
+                              _mm512_i32gather_epi32(index, &tmp[16 * h][grp], 4));
+    }
+  }
+
+  template <int RV, int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
+    __m512 facc[RV][RA];
+    for (int v = 0; v < RV; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      __m512i iacc[RV][RA];
+      for (int a = 0; a < RA; ++a) {
+        int32_t sum;
+        std::memcpy(&sum, x[a] + sums_at + 4 * b, 4);
+        const __m512i start = _mm512_set1_epi32(-W::kOffset * sum);
+        for (int v = 0; v < RV; ++v) iacc[v][a] = start;
+      }
+      for (int grp = 0; grp < 8; ++grp) {
+        __m512i w[RV];
+        for (int v = 0; v < RV; ++v) w[v] = _mm512_loadu_si512(pb + kSlice * 4 + (grp * kSlice + 16 * v) * 4);
+        for (int a = 0; a < RA; ++a) {
+          int32_t four;
+          std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
+          const __m512i xb = _mm512_set1_epi32(four);
+          for (int v = 0; v < RV; ++v) iacc[v][a] = _mm512_dpbusd_epi32(iacc[v][a], w[v], xb);
+        }
+      }
+      for (int v = 0; v < RV; ++v) {
+        const __m512 wd = _mm512_loadu_ps(reinterpret_cast<const float*>(pb) + 16 * v);
+        for (int a = 0; a < RA; ++a) {
+          float xd;
+          std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
+          facc[v][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[v][a]), _mm512_mul_ps(wd, _mm512_set1_ps(xd)), facc[v][a]);
+        }
+      }
+    }
+    for (int a = 0; a < RA; ++a)
+      for (int v = 0; v < RV; ++v) _mm512_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, facc[v][a]);
+  }
+
+  // The activation rows left after the full tiles: one tile of RA = n rows.
+  template <int RV, int RA = kActs - 1>
+  static void tail(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act, int64_t n) {
+    if constexpr (RA > 0) {
+      if (n == RA) return tile<RV, RA>(g, packed, row, act);
+      tail<RV, RA - 1>(g, packed, row, act, n);
+    }
+  }
+
+  template <int RV>
+  static void slice(const GemmArgs& g, const uint8_t* packed, int64_t row) {
+    int64_t a = 0;
+    for (; a + kActs <= g.n_act; a += kActs) tile<RV, kActs>(g, packed, row, a);
+    tail<RV>(g, packed, row, a, g.n_act - a);
+  }
+
+  static void run(const GemmArgs& g) {
+    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+    int64_t r = g.row_begin;
+    for (; r + kSlice <= g.row_end; r += kSlice) {
+      repack(g, r, kSlice, packed);
+      slice<2>(g, packed, r);
+    }
+    if (r + 16 <= g.row_end) {
+      repack(g, r, 16, packed);
+      slice<1>(g, packed, r);
+      r += 16;
+    }
+    if (r < g.row_end) {  // the last rows (fewer than 16), in the same order
+      GemmArgs rest = g;
+      rest.row_begin = r;
+      LegacyDecode<W, true>::run_each(rest);
+    }
+  }
+};
 
 }  // namespace
 
-void gemm_q4_0(const GemmArgs& g) { gemm_legacy<Q4_0Weights, 4, 4>(g); }
-void gemm_q5_0(const GemmArgs& g) { gemm_legacy<Q5_0Weights, 4, 4>(g); }
-void gemm_q8_0(const GemmArgs& g) { gemm_legacy<Q8_0Weights, 4, 4>(g); }
+// Q4_0: llama.cpp repacks Q4_0 on x86 and its gemm and gemv sum each block
+// exactly, then acc = fma(float(isum), d_w * d_x, acc): that order at every
+// batch size (decode and small batches row by row, larger ones RowsInLanes).
+void gemm_q4_0(const GemmArgs& g) {
+  using W = Q4_0Weights;
+  if (g.n_act == 1)
+    LegacyDecode<W, true>::run(g);
+  else if (RowsInLanes<W>::applies(g))
+    RowsInLanes<W>::run(g);
+  else
+    LegacyDecode<W, true>::run_each(g);
+}
+
+// Q5_0 and Q8_0: llama.cpp's x86 vec_dot / tinyBLAS 8-lane order (no
+// repacking there; the Q8_0 goldens are bit-identical with it).
+void gemm_q5_0(const GemmArgs& g) {
+  if (g.n_act == 1)
+    LegacyDecode<Q5_0Weights>::run(g);
+  else
+    LegacyPrompt<Q5_0Weights>::run(g);
+}
+
+void gemm_q8_0(const GemmArgs& g) {
+  if (g.n_act == 1)
+    LegacyDecode<Q8_0Weights>::run(g);
+  else
+    LegacyPrompt<Q8_0Weights>::run(g);
+}
+
+uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }
+int64_t legacy_scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q4_0Weights>::kBlockBytes / 4; }
 
 }  // namespace opal::cpu::avx512
 #endif  // x86

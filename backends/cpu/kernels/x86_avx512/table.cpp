@@ -30,8 +30,16 @@ constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*r
   return k;
 }
 
+// Q4_0: activation rows with block scales and sums after the blocks, and
+// a repacked slice of weight rows per thread (legacy_avx512.cpp).
+constexpr MatmulKernels with_scratch(MatmulKernels k) {
+  k.scratch_floats = avx512::legacy_scratch_floats;
+  return k;
+}
+
 constexpr MatmulKernels kTable[] = {
-    entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q4_0),
+    with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
+                       avx512::gemm_q4_0)),
     entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q5_0),
     entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q8_0),
     entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
