@@ -4,6 +4,8 @@
 //                         weight bytes streamed.
 //   decode-576/<isa>/<type>: n_act = 1 over 576 x 576 weights (SmolLM2's
 //                         attention shape), cycling over > 96 MB of copies.
+//   decode-1024/<isa>/<type>: n_act = 1 over 3072 x 1024 weights (Qwen3-0.6B's
+//                         FFN up/gate shape), cycling over > 96 MB of copies.
 //   decode-l2/<isa>/<type>: the same over 96 x 4096 weights that stay in L2:
 //                         the kernel's own speed, without DRAM.
 //   prompt/<isa>/<type>:  n_act = 64 over 512 x 4096 weights: GOP/s (2 ops per
@@ -102,6 +104,9 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("decode-576/" + suffix).c_str(),
                                      [=](benchmark::State& s) { run(s, isa, t, 576, 1, 0, 576); })
             ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("decode-1024/" + suffix).c_str(),
+                                   [=](benchmark::State& s) { run(s, isa, t, 3072, 1, 0, 1024); })
+          ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(),
                                    [=](benchmark::State& s) { run(s, isa, t, 96, 1, 1); })
           ->Unit(benchmark::kMicrosecond);

@@ -241,9 +241,12 @@ float reference_dot(DType weight_type, const float* w, const float* x, int64_t k
         float wd, xd;
         block_ints_of(w + b, qmax, wq, &wd);
         q8_block_of(x + b, xq, &xd);
-        block_lanes(wq, xq, wd * xd, acc);
+        if (weight_type == DType::Q4_0)
+          acc[0] = llama_order::block_exact(wq, xq, wd * xd, acc[0]);
+        else
+          block_lanes(wq, xq, wd * xd, acc);
       }
-      return llama_order::hsum8(acc);
+      return weight_type == DType::Q4_0 ? acc[0] : llama_order::hsum8(acc);
     }
     default: {
       double sum = 0.0;

@@ -272,6 +272,87 @@ struct LegacyDecode {
   }
 };
 
+// Q4_0 decode in the blockwise order: 16 rows per step, four rows per
+// 512-bit vector (row 4j + L's 16 nibble bytes in 128-bit lane L of vector
+// j). The low nibbles (elements 0-15) meet the activation's first 16 bytes
+// broadcast to every 128-bit lane, the high nibbles (16-31) its last 16, so a
+// row's 4 lanes hold its block's partial sums; two unpack-add rounds then give
+// the 16 rows' exact block sums in one vector, lane 4L + m holding row
+// 4m + L (the scales are loaded in that order). Half the instructions per row
+// of the row-pair form (no 256-bit halves to insert, 4 reduction steps for 16
+// rows); the same contiguous-span prefetch two steps on.
+struct Q4_0Decode {
+  static void rows16(const GemmArgs& g, int64_t row) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* w[16];
+    for (int i = 0; i < 16; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    const __m512i off8 = _mm512_set1_epi8(8), low4 = _mm512_set1_epi8(0x0F);
+    const uint8_t* next = w[0] + 32 * g.w_row_bytes;
+    const int lines_per_step = int((16 * g.w_row_bytes + 64 * nb - 1) / (64 * nb));
+    // Two steps of 16 long rows do not fit L1 together: those go to L2.
+    const bool to_l2 = 32 * g.w_row_bytes > 32 * 1024;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = g.act + b * kQ8_0Bytes;
+      const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
+      const __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
+      const __m512i neg = _mm512_sub_epi32(
+          _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off8, xlo), off8, xhi));
+      const uint64_t off = uint64_t(b) * kQ4_0Bytes;
+      for (int l = 0; l < lines_per_step; ++l) {
+        const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
+        if (to_l2)
+          _mm_prefetch(p, _MM_HINT_T1);
+        else
+          _mm_prefetch(p, _MM_HINT_T0);
+      }
+      __m512i s[4];
+      for (int j = 0; j < 4; ++j) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * j] + off + 2)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * j + 1] + off + 2)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * j + 2] + off + 2)), 2);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * j + 3] + off + 2)), 3);
+        const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        s[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, lo, xlo), hi, xhi);
+      }
+      const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+      const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+      const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+      const __m256i h = _mm256_setr_epi16(
+          f16_bits(w[0] + off), f16_bits(w[4] + off), f16_bits(w[8] + off), f16_bits(w[12] + off), f16_bits(w[1] + off),
+          f16_bits(w[5] + off), f16_bits(w[9] + off), f16_bits(w[13] + off), f16_bits(w[2] + off), f16_bits(w[6] + off),
+          f16_bits(w[10] + off), f16_bits(w[14] + off), f16_bits(w[3] + off), f16_bits(w[7] + off),
+          f16_bits(w[11] + off), f16_bits(w[15] + off));
+      const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(load_f16(xb)));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), d, acc);
+    }
+    alignas(64) float o[16];
+    _mm512_store_ps(o, acc);
+    for (int lane = 0; lane < 16; ++lane) g.out[row + 4 * (lane % 4) + lane / 4] = o[lane];
+  }
+
+  static void run(const GemmArgs& g) {
+    int64_t r = g.row_begin;
+    const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 32) * g.w_row_bytes;
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+    for (; r + 16 <= g.row_end; r += 16) rows16(g, r);
+    GemmArgs rest = g;
+    rest.row_begin = r;
+    LegacyDecode<Q4_0Weights, true>::run(rest);
+  }
+
+  static void run_each(const GemmArgs& g) {
+    GemmArgs one = g;
+    one.n_act = 1;
+    for (int64_t a = 0; a < g.n_act; ++a) {
+      one.act = g.act + uint64_t(a) * g.act_row_bytes;
+      one.out = g.out + a * g.out_stride;
+      run(one);
+    }
+  }
+};
+
 // Prompts: two activation rows per 512-bit vector (row a in lanes 0-7, a+1
 // in lanes 8-15) against one weight block broadcast to both halves, so one
 // vpdpbusd, convert, multiply and FMA serve two (weight row, activation row)
@@ -460,7 +541,7 @@ struct RowsInLanes {
     if (r < g.row_end) {  // the last rows (fewer than 16), in the same order
       GemmArgs rest = g;
       rest.row_begin = r;
-      LegacyDecode<W, true>::run_each(rest);
+      Q4_0Decode::run_each(rest);
     }
   }
 };
@@ -473,11 +554,11 @@ struct RowsInLanes {
 void gemm_q4_0(const GemmArgs& g) {
   using W = Q4_0Weights;
   if (g.n_act == 1)
-    LegacyDecode<W, true>::run(g);
+    Q4_0Decode::run(g);
   else if (RowsInLanes<W>::applies(g))
     RowsInLanes<W>::run(g);
   else
-    LegacyDecode<W, true>::run_each(g);
+    Q4_0Decode::run_each(g);
 }
 
 // Q5_0 and Q8_0: llama.cpp's x86 vec_dot / tinyBLAS 8-lane order (no
