@@ -1,6 +1,7 @@
 // The batched attention helpers (kernels/attn_kernels.h: dots_f16,
-// accumulate_f16, softmax_exp) give exactly the bits of the per-cell forms
-// and of llama_order's scalar formulas they replace in ops/attention.cpp.
+// accumulate_f16, softmax_exp, and the block forms widen_f16,
+// dots_f32_lanes16, attend_v_lanes16) give exactly the bits of the per-cell
+// forms and of llama_order's scalar formulas they replace in ops/attention.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,6 +126,117 @@ TEST(AttnBatched, LaneReductionAndF16StoreEqualTheScalarForms) {
     k->to_f16(x.data(), got.data(), int64_t(x.size()));
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], f32_to_f16(x[i])) << "x = " << x[i];
     EXPECT_EQ(got.back(), 0xABCD) << "wrote past n";
+  }
+}
+
+std::vector<const AttnKernels*> block_kernels() {
+  std::vector<const AttnKernels*> v;
+  for (const AttnKernels* k : batched_kernels())
+    if (k->widen_f16 && k->dots_f32_lanes16 && k->attend_v_lanes16) v.push_back(k);
+  return v;
+}
+
+TEST(AttnBatched, BlockDotsEqualTheScalarTinyBlasOrder) {
+  if (host_supports(Isa::avx512)) {
+    ASSERT_FALSE(block_kernels().empty()) << "AVX-512 has the block helpers";
+  }
+  std::mt19937 rng(24);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : block_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t dk : {64, 128}) {
+      const int64_t n_cells = 101, stride = dk + 16;  // rows with a gap, cells out of order
+      std::vector<uint16_t> cache(size_t(n_cells * stride));
+      for (auto& h : cache) h = f32_to_f16(val(rng) * 3.0f);
+      std::vector<int32_t> cells;
+      for (int32_t c = n_cells - 1; c >= 0; c -= 2) cells.push_back(c);
+      for (int32_t c = 0; c < n_cells; c += 2) cells.push_back(c);
+      const auto* base = reinterpret_cast<const uint8_t*>(cache.data());
+      for (int64_t n : {1, 15, 17, 100}) {
+        const int64_t ldk = dk + 8;
+        std::vector<float> wide(size_t(n * ldk), -7.0f);
+        k->widen_f16(base, uint64_t(stride) * 2, cells.data(), n, dk, wide.data(), ldk);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t i = 0; i < ldk; ++i) {
+            const float want = i < dk ? f16_to_f32(cache[size_t(cells[size_t(r)] * stride + i)]) : -7.0f;
+            ASSERT_TRUE(same_bits(wide[size_t(r * ldk + i)], want)) << "widen row " << r << " i " << i;
+          }
+        for (int64_t m : {1, 3, 4, 5, 16}) {
+          const int64_t ldq = dk + 16, ldo = n + 5;
+          std::vector<float> q(size_t(m * ldq));
+          for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+          std::vector<float> got(size_t(m * ldo), -3.0f);
+          k->dots_f32_lanes16(wide.data(), ldk, n, q.data(), ldq, m, dk, got.data(), ldo);
+          for (int64_t j = 0; j < m; ++j)
+            for (int64_t r = 0; r < ldo; ++r) {
+              const float* qj = q.data() + j * ldq;
+              const float want = r < n ? llama_order::dot_lanes16(wide.data() + r * ldk, qj, dk) : -3.0f;
+              ASSERT_TRUE(same_bits(got[size_t(j * ldo + r)], want)) << "dk " << dk << " n " << n << " m " << m
+                                                                     << " query " << j << " cell " << r;
+              if (r < n) {  // and the per-cell f16 helper the block path replaces
+                ASSERT_TRUE(same_bits(want, k->dot_f16_lanes16(cache.data() + cells[size_t(r)] * stride, qj, dk)));
+              }
+            }
+        }
+      }
+    }
+  }
+}
+
+TEST(AttnBatched, BlockValueAccumulationEqualsTheLanesAndTheirReduction) {
+  std::mt19937 rng(25);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : block_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t dv : {64, 128, 80, 40}) {
+      const int64_t n_max = 100, ldv = dv + 16, ldp = n_max + 12;
+      std::vector<float> v(size_t(n_max * ldv));
+      for (auto& x : v) x = f16_to_f32(f32_to_f16(val(rng)));
+      v[size_t(60 * ldv + 3)] = INFINITY;  // seen only by the queries with n_vis > 60
+      for (int64_t m : {1, 3, 4, 5, 9}) {
+        std::vector<float> p(size_t(m * ldp));
+        for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
+        p[size_t(2)] = 0.0f;
+        std::vector<int64_t> n_vis(static_cast<size_t>(m));
+        const int64_t counts[] = {17, 100, 1, 15, 0, 60, 61, 16, 33};
+        for (int64_t j = 0; j < m; ++j) n_vis[size_t(j)] = counts[(j + m) % 9];
+        std::vector<float> got(size_t(m * dv + 1), -5.0f);
+        std::vector<float*> outs;
+        for (int64_t j = 0; j < m; ++j) outs.push_back(got.data() + j * dv);
+        k->attend_v_lanes16(p.data(), ldp, n_vis.data(), m, v.data(), ldv, dv, outs.data());
+        EXPECT_EQ(got.back(), -5.0f) << "wrote past the last row";
+        for (int64_t j = 0; j < m; ++j) {
+          const int64_t nj = n_vis[size_t(j)];
+          // the scalar form: 16 lane accumulators in cell order, then reduce_add16
+          std::vector<float> acc(size_t(16 * dv), 0.0f);
+          for (int64_t r = 0; r < nj; ++r)
+            for (int64_t i = 0; i < dv; ++i)
+              acc[size_t((r % 16) * dv + i)] =
+                  std::fma(v[size_t(r * ldv + i)], p[size_t(j * ldp + r)], acc[size_t((r % 16) * dv + i)]);
+          // and the per-pair helpers: accumulate_f16 over the f16 rows, reduce_lanes
+          std::vector<uint16_t> half(size_t(n_max * dv));
+          for (int64_t r = 0; r < n_max; ++r)
+            for (int64_t i = 0; i < dv; ++i) half[size_t(r * dv + i)] = f32_to_f16(v[size_t(r * ldv + i)]);
+          std::vector<int32_t> cells(static_cast<size_t>(n_max));
+          for (int32_t c = 0; c < n_max; ++c) cells[size_t(c)] = c;
+          std::vector<float> lanes(size_t(16 * dv), 0.0f), per_pair(static_cast<size_t>(dv));
+          k->accumulate_f16(p.data() + j * ldp, reinterpret_cast<const uint8_t*>(half.data()), uint64_t(dv) * 2,
+                            cells.data(), nj, 16, dv, lanes.data());
+          k->reduce_lanes(lanes.data(), 16, std::min<int64_t>(16, nj), dv, per_pair.data());
+          float t[16];
+          for (int64_t i = 0; i < dv; ++i) {
+            for (int l = 0; l < 16; ++l) t[l] = acc[size_t(l * dv + i)];
+            const float want = llama_order::reduce_add16(t);
+            ASSERT_TRUE(same_bits(got[size_t(j * dv + i)], want))
+                << "dv " << dv << " m " << m << " query " << j << " n_vis " << nj << " i " << i;
+            ASSERT_TRUE(same_bits(want, per_pair[size_t(i)])) << "per-pair helpers, i " << i;
+          }
+          if (nj <= 60) {
+            ASSERT_TRUE(std::isfinite(got[size_t(j * dv + 3)])) << "a cell past n_vis leaked in";
+          }
+        }
+      }
+    }
   }
 }
 

@@ -36,6 +36,21 @@ struct AttnKernels {
   void (*reduce_lanes)(const float* acc, int64_t lanes, int64_t used, int64_t dv, float* out);
   // dst[i] = f16(x[i]), round to nearest even (vcvtps2ph): the f16 KV store.
   void (*to_f16)(const float* x, uint16_t* dst, int64_t n);
+  // Optional block forms for a batch (several query rows over one kv head,
+  // the K and V rows widened to f32 once; null: ops/attention.cpp runs the
+  // per-(token, head) path above, with the same bits):
+  // dst[r * ld + i] = f32(f16 row of cell cells[r])[i], i < d (exact).
+  void (*widen_f16)(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                    int64_t ld);
+  // out[j * ldo + r] = llama_order::dot_lanes16(k + r * ldk, q + j * ldq, dk)
+  // for r < n, j < m; dk % 16 == 0.
+  void (*dots_f32_lanes16)(const float* k, int64_t ldk, int64_t n, const float* q, int64_t ldq, int64_t m, int64_t dk,
+                           float* out, int64_t ldo);
+  // out[j][i] = reduce_lanes(acc, 16, min(16, n_vis[j]), dv) for query j < m,
+  // where acc[(r % 16) * dv + i] = fma(v[r * ldv + i], p[j * ldp + r], ...)
+  // for r < n_vis[j] in order, from 0: accumulate_f16 and reduce_lanes at once.
+  void (*attend_v_lanes16)(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
+                           int64_t dv, float* const* out);
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

@@ -70,6 +70,46 @@ AttnLayout attn_layout(const Tensor& node) {
   return l;
 }
 
+// The block path (a batch with tinyBLAS dots and the block helpers of
+// kernels/attn_kernels.h): up to kBlockQueries query rows at once, the heads
+// of one kv head for consecutive tokens of one sequence, whose visible cells
+// are prefixes of one list (cells in position order, pos <= the token's). The
+// K and V rows of those cells are widened to f32 once for all of them; every
+// row keeps its own dots, softmax and lane accumulation, so the results are
+// those of the per-(token, head) path.
+constexpr int64_t kBlockQueries = 16;
+
+int64_t block_tokens(int64_t group) { return std::max<int64_t>(1, kBlockQueries / group); }
+
+struct BlockLayout {
+  uint64_t per_thread = 0;
+  uint64_t off_q = 0, off_kv = 0, off_vis = 0, off_nv = 0, off_out = 0;
+  int64_t ld_scores = 0, rows = 0;
+};
+
+BlockLayout block_layout(const Tensor& node) {
+  const Tensor& q = *node.src[kAttnQ];
+  const Tensor& v = *node.src[kAttnV];
+  const int64_t hkv = node.iparams[0];
+  const int64_t dk = q.ne[0], dv = v.ne[0] / hkv, n_cells = node.src[kAttnK]->ne[1];
+  const int64_t group = std::max<int64_t>(1, q.ne[1] / hkv);
+  auto a64 = [](uint64_t x) { return (x + 63) / 64 * 64; };
+  BlockLayout l;
+  l.rows = block_tokens(group) * group;
+  l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
+  l.off_q = a64(uint64_t(l.rows * l.ld_scores) * 4);
+  l.off_kv = l.off_q + a64(uint64_t(l.rows * dk) * 4);
+  l.off_vis = l.off_kv + a64(uint64_t(n_cells * std::max(dk, dv)) * 4);
+  l.off_nv = l.off_vis + a64(uint64_t(n_cells) * 4);
+  l.off_out = l.off_nv + a64(uint64_t(l.rows) * 8);
+  l.per_thread = l.off_out + a64(uint64_t(l.rows) * 8);
+  return l;
+}
+
+uint64_t per_thread_bytes(const Tensor& node) {
+  return std::max(attn_layout(node).per_thread, block_layout(node).per_thread);
+}
+
 // Reduces the per-lane accumulators acc[lane * dv + i] into out[i]. Only
 // lanes below `used` were written; the others hold exact zeros in llama.cpp,
 // and adding a zero changes nothing, so they are read as 0 here.
@@ -86,14 +126,122 @@ void reduce_lanes(const float* acc, int64_t lanes, int64_t used, int64_t dv, flo
   }
 }
 
+// Shared part of the work buffer: the live cells ordered by position, then
+// the first token of each block (block path).
+uint64_t order_bytes(const Tensor& node) { return (uint64_t(node.src[kAttnK]->ne[1]) * 4 + 63) / 64 * 64; }
+uint64_t shared_bytes(const Tensor& node) {
+  return order_bytes(node) + (uint64_t(node.src[kAttnQ]->ne[2] + 1) * 4 + 63) / 64 * 64;
+}
+
 }  // namespace
 
-// Shared part of the work buffer: the live cells ordered by position.
-uint64_t order_bytes(const Tensor& node) { return (uint64_t(node.src[kAttnK]->ne[1]) * 4 + 63) / 64 * 64; }
-
 uint64_t attention_work_size(const Tensor& node, int n_threads) {
-  return order_bytes(node) + attn_layout(node).per_thread * uint64_t(n_threads);
+  return shared_bytes(node) + per_thread_bytes(node) * uint64_t(n_threads);
 }
+
+namespace {
+
+// ATTENTION by blocks of query rows (see BlockLayout); `order` holds the
+// live cells in position order.
+void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* order, int64_t n_order,
+                      const AttnKernels& simd) {
+  const Tensor& q = *node.src[kAttnQ];
+  const Tensor& k = *node.src[kAttnK];
+  const Tensor& v = *node.src[kAttnV];
+  const int32_t* tok = static_cast<const int32_t*>(node.src[kAttnTokens]->data);
+  const int32_t* cell = static_cast<const int32_t*>(node.src[kAttnCells]->data);
+  const int64_t hkv = node.iparams[0];
+  const float scale = node.fparams[0];
+  const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv;
+  const int64_t group = hq / hkv, bt = block_tokens(group);
+  const BlockLayout l = block_layout(node);
+  const uint64_t per_thread = per_thread_bytes(node);
+  // Blocks: up to bt consecutive tokens of one sequence.
+  int32_t* bstart = reinterpret_cast<int32_t*>(ctx.work + order_bytes(node));
+  int64_t nb = 0;
+  for (int64_t t = 0; t < T; ++t)
+    if (nb == 0 || t - bstart[nb - 1] >= bt || tok[2 * t + 1] != tok[2 * bstart[nb - 1] + 1]) bstart[nb++] = int32_t(t);
+  bstart[nb] = int32_t(T);
+  // The threads split the (kv head, block) units by estimated cost (the
+  // causal rows grow with the position); the split never changes a result.
+  auto cost = [&](int64_t b) {
+    double c = 0.0;
+    for (int64_t t = bstart[b]; t < bstart[b + 1]; ++t) c += double(std::max(tok[2 * t], 0) + 1) + 16.0;
+    return c;
+  };
+  double per_head = 0.0;
+  for (int64_t b = 0; b < nb; ++b) per_head += cost(b);
+  const double total = per_head * double(hkv);
+
+  ctx.pool.run([&](int ith, int nth) {
+    uint8_t* w = ctx.work + shared_bytes(node) + per_thread * uint64_t(ith);
+    float* scores = reinterpret_cast<float*>(w);
+    float* qb = reinterpret_cast<float*>(w + l.off_q);
+    float* kv = reinterpret_cast<float*>(w + l.off_kv);
+    int32_t* vis = reinterpret_cast<int32_t*>(w + l.off_vis);
+    int64_t* nv = reinterpret_cast<int64_t*>(w + l.off_nv);
+    float** outs = reinterpret_cast<float**>(w + l.off_out);
+    const int64_t lds = l.ld_scores;
+    double before = 0.0;
+    for (int64_t g = 0; g < hkv; ++g)
+      for (int64_t b = 0; b < nb; ++b) {
+        const double c = cost(b);
+        const int owner = std::min(nth - 1, int((before + 0.5 * c) * double(nth) / total));
+        before += c;
+        if (owner != ith) continue;
+        const int64_t t0 = bstart[b], nt = bstart[b + 1] - t0, m = nt * group;
+        const int32_t seq = tok[2 * t0 + 1];
+        int32_t pmax = tok[2 * t0];
+        for (int64_t t = t0; t < t0 + nt; ++t) pmax = std::max(pmax, tok[2 * t]);
+        int64_t n_max = 0;
+        for (int64_t o = 0; o < n_order; ++o) {
+          const int64_t c = order[o];
+          if (cell[2 * c + 1] == seq && cell[2 * c] <= pmax) vis[n_max++] = int32_t(c);
+        }
+        for (int64_t tt = 0; tt < nt; ++tt) {
+          const int32_t pos = tok[2 * (t0 + tt)];
+          // vis is in position order: the token's visible cells are a prefix
+          const int64_t n_vis =
+              std::upper_bound(vis, vis + n_max, pos, [&](int32_t p, int32_t c) { return p < cell[2 * c]; }) - vis;
+          for (int64_t hh = 0; hh < group; ++hh) {
+            const int64_t j = tt * group + hh;
+            nv[j] = n_vis;
+            const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, g * group + hh, t0 + tt, 0));
+            round_activations(k.type, qsrc, qb + j * dk, dk);
+          }
+        }
+        const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + uint64_t(g * dk) * 2;
+        const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * 2;
+        simd.widen_f16(kbase, k.nb[1], vis, n_max, dk, kv, dk);
+        simd.dots_f32_lanes16(kv, dk, n_max, qb, dk, m, dk, scores, lds);
+        for (int64_t j = 0; j < m; ++j) {
+          float* s = scores + j * lds;
+          const int64_t n_vis = nv[j];
+          float mx = -INFINITY;
+          for (int64_t r = 0; r < n_vis; ++r) {
+            s[r] *= scale;
+            mx = std::max(mx, s[r]);
+          }
+          if (mx == -INFINITY) {  // no visible cell (cannot happen): zeros, as the per-pair path
+            nv[j] = 0;
+            continue;
+          }
+          // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
+          const int64_t n_chunked = (n_vis + 15) / 16 * 16;
+          for (int64_t r = n_vis; r < n_chunked; ++r) s[r] = -INFINITY;
+          const float inv = float(1.0 / simd.softmax_exp(s, n_chunked, mx));
+          for (int64_t r = 0; r < n_vis; ++r) s[r] *= inv;
+          round_activations(v.type, s, s, n_vis);  // p in the cache type, one call per row
+        }
+        for (int64_t j = 0; j < m; ++j)
+          outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;
+        simd.widen_f16(vbase, v.nb[1], vis, n_max, dv, kv, dv);
+        simd.attend_v_lanes16(scores, lds, nv, m, kv, dv, dv, outs);
+      }
+  });
+}
+
+}  // namespace
 
 void compute_kv_store(const Tensor& node, const OpContext& ctx) {
   const Tensor& cache = *node.src[0];
@@ -163,9 +311,12 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   }
   if (!sorted)
     std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
+  if (kq_lanes16 && simd && simd->widen_f16 && simd->dots_f32_lanes16 && simd->attend_v_lanes16 &&
+      simd->softmax_exp && simd->reduce_lanes)
+    return attention_blocks(node, ctx, order, n_order, *simd);
 
   ctx.pool.run([&](int ith, int nth) {
-    uint8_t* w = ctx.work + order_bytes(node) + l.per_thread * uint64_t(ith);
+    uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
     float* scores = reinterpret_cast<float*>(w);
     float* qv = reinterpret_cast<float*>(w + l.off_q);
     float* row = reinterpret_cast<float*>(w + l.off_row);

@@ -156,10 +156,161 @@ void to_f16(const float* x, uint16_t* dst, int64_t n) {
   }
 }
 
+void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+               int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
+    float* out = dst + r * ld;
+    int64_t i = 0;
+    for (; i + 16 <= d; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
+    if (i < d) {
+      const __mmask16 m = tail_mask(d - i);
+      _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+    }
+  }
+}
+
+// reduce_add16 of 16 accumulators at once: lane 4 c + j of the result is
+// reduce_add16(a[4 j + c]). The same adds as _mm512_reduce_add_ps on each
+// (t = a[i] + a[i + 8], u = t[i] + t[i + 4], (u0 + u2) + (u1 + u3)), the
+// lanes of two accumulators side by side.
+__m512 reduce16x16(const __m512* a) {
+  __m512 x[8], y[4];
+  for (int p = 0; p < 8; ++p)  // x[p]: t of a[2p] in lanes 0..7, of a[2p + 1] in 8..15
+    x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0xEE));
+  for (int s = 0; s < 4; ++s)  // y[s]: u of a[4s + k] in 128-bit block k
+    y[s] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * s], x[2 * s + 1], 0x88),
+                         _mm512_shuffle_f32x4(x[2 * s], x[2 * s + 1], 0xDD));
+  auto pairs = [](__m512 lo, __m512 hi) {  // per block: [u0 + u2, u1 + u3] of lo's, then of hi's
+    const __m512d l = _mm512_castps_pd(lo), h = _mm512_castps_pd(hi);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(l, h)), _mm512_castpd_ps(_mm512_unpackhi_pd(l, h)));
+  };
+  const __m512 v01 = pairs(y[0], y[1]), v23 = pairs(y[2], y[3]);
+  return _mm512_add_ps(_mm512_shuffle_ps(v01, v23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(v01, v23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Tiles of 4 cells x 4 queries: each k and q vector loaded feeds 4 FMAs, and
+// each dot keeps its own single accumulator (dot_f16_lanes16's order). Short
+// tiles repeat the last row or query and drop the extra results.
+void dots_f32_lanes16(const float* k, int64_t ldk, int64_t n, const float* q, int64_t ldq, int64_t m, int64_t dk,
+                      float* out, int64_t ldo) {
+  // lane 4 j + c of the permuted result: query j, cell c
+  const __m512i to_rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  for (int64_t r0 = 0; r0 < n; r0 += 4) {
+    const int64_t nc = n - r0 < 4 ? n - r0 : 4;
+    const float* kr[4];
+    for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
+    for (int64_t j0 = 0; j0 < m; j0 += 4) {
+      const int64_t nq = m - j0 < 4 ? m - j0 : 4;
+      const float* qr[4];
+      for (int j = 0; j < 4; ++j) qr[j] = q + (j0 + (j < nq ? j : nq - 1)) * ldq;
+      __m512 a[16];
+      for (int x = 0; x < 16; ++x) a[x] = _mm512_setzero_ps();
+      for (int64_t i = 0; i < dk; i += 16) {
+        const __m512 k0 = _mm512_loadu_ps(kr[0] + i), k1 = _mm512_loadu_ps(kr[1] + i);
+        const __m512 k2 = _mm512_loadu_ps(kr[2] + i), k3 = _mm512_loadu_ps(kr[3] + i);
+        for (int j = 0; j < 4; ++j) {
+          const __m512 qv = _mm512_loadu_ps(qr[j] + i);
+          a[4 * j] = _mm512_fmadd_ps(k0, qv, a[4 * j]);
+          a[4 * j + 1] = _mm512_fmadd_ps(k1, qv, a[4 * j + 1]);
+          a[4 * j + 2] = _mm512_fmadd_ps(k2, qv, a[4 * j + 2]);
+          a[4 * j + 3] = _mm512_fmadd_ps(k3, qv, a[4 * j + 3]);
+        }
+      }
+      const __m512 res = _mm512_permutexvar_ps(to_rows, reduce16x16(a));
+      const __mmask8 keep = __mmask8((1u << nc) - 1);
+      for (int j = 0; j < nq; ++j) {
+        const __m128 row = j == 0   ? _mm512_castps512_ps128(res)
+                           : j == 1 ? _mm512_extractf32x4_ps(res, 1)
+                           : j == 2 ? _mm512_extractf32x4_ps(res, 2)
+                                    : _mm512_extractf32x4_ps(res, 3);
+        _mm_mask_storeu_ps(out + (j0 + j) * ldo + r0, keep, row);
+      }
+    }
+  }
+}
+
+// 64 elements of MQ queries at a time, lane by lane: the lane's
+// accumulators stay in registers over its cells (r = l, l + 16, ...), each v
+// vector loaded feeds MQ FMAs; cells visible to every query of the tile run
+// unmasked, the others with the FMA masked off for the queries that do not
+// see them (so each query gets exactly its own FMAs, in the cells' order).
+// The 16 lanes then go through reduce_lanes' tree from an L1 buffer. Lanes
+// without a cell stay +0, which is what reduce_lanes reads there.
+template <int MQ, bool kFull>
+void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t dv,
+                   float* const* out) {
+  int64_t lo = nv[0], hi = nv[0];
+  for (int j = 1; j < MQ; ++j) {
+    lo = nv[j] < lo ? nv[j] : lo;
+    hi = nv[j] > hi ? nv[j] : hi;
+  }
+  alignas(64) float lanes[16][MQ][64];
+  for (int64_t i0 = 0; i0 < dv; i0 += 64) {
+    const int64_t len = kFull || dv - i0 >= 64 ? 64 : dv - i0;
+    __mmask16 mk[4];
+    for (int d = 0; d < 4; ++d) mk[d] = kFull ? __mmask16(0xFFFF) : 16 * d < len ? tail_mask(len - 16 * d) : 0;
+    for (int64_t l = 0; l < 16; ++l) {
+      __m512 a[MQ][4];
+      for (int j = 0; j < MQ; ++j)
+        for (int d = 0; d < 4; ++d) a[j][d] = _mm512_setzero_ps();
+      int64_t r = l;
+      for (; r < lo; r += 16) {
+        const float* vr = v + r * ldv + i0;
+        __m512 x[4];
+        for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+        for (int j = 0; j < MQ; ++j) {
+          const __m512 pj = _mm512_set1_ps(p[j * ldp + r]);
+          for (int d = 0; d < 4; ++d) a[j][d] = _mm512_fmadd_ps(x[d], pj, a[j][d]);
+        }
+      }
+      for (; r < hi; r += 16) {
+        const float* vr = v + r * ldv + i0;
+        __m512 x[4];
+        for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+        for (int j = 0; j < MQ; ++j) {
+          const __mmask16 live = r < nv[j] ? __mmask16(0xFFFF) : __mmask16(0);
+          const __m512 pj = _mm512_set1_ps(r < nv[j] ? p[j * ldp + r] : 0.0f);
+          for (int d = 0; d < 4; ++d) a[j][d] = _mm512_mask3_fmadd_ps(x[d], pj, a[j][d], live);
+        }
+      }
+      for (int j = 0; j < MQ; ++j)
+        for (int d = 0; d < 4; ++d) _mm512_store_ps(lanes[l][j] + 16 * d, a[j][d]);
+    }
+    for (int j = 0; j < MQ; ++j)
+      for (int d = 0; d < 4; ++d) {
+        if (16 * d >= len) break;
+        __m512 t[8];
+        for (int q = 0; q < 8; ++q)
+          t[q] = _mm512_add_ps(_mm512_load_ps(lanes[q][j] + 16 * d), _mm512_load_ps(lanes[q + 8][j] + 16 * d));
+        for (int q = 0; q < 4; ++q) t[q] = _mm512_add_ps(t[q], t[q + 4]);
+        const __m512 res = _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3]));
+        if (kFull)
+          _mm512_storeu_ps(out[j] + i0 + 16 * d, res);
+        else
+          _mm512_mask_storeu_ps(out[j] + i0 + 16 * d, mk[d], res);
+      }
+  }
+}
+
+void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
+                      int64_t dv, float* const* out) {
+  using Tile = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, float* const*);
+  const bool full = dv % 64 == 0;
+  const Tile tiles[5] = {nullptr, full ? attend_v_tile<1, true> : attend_v_tile<1, false>,
+                         full ? attend_v_tile<2, true> : attend_v_tile<2, false>,
+                         full ? attend_v_tile<3, true> : attend_v_tile<3, false>,
+                         full ? attend_v_tile<4, true> : attend_v_tile<4, false>};
+  for (int64_t j = 0; j < m; j += 4) tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, dv, out + j);
+}
+
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512", dot_f16_lanes16, dot_f16_vec, axpy_f16, dots_f16, accumulate_f16, softmax_exp,
-                                  reduce_lanes, to_f16};
+const AttnKernels kAttnKernels = {"avx512",      dot_f16_lanes16, dot_f16_vec,  axpy_f16,         dots_f16,
+                                  accumulate_f16, softmax_exp,    reduce_lanes, to_f16,           widen_f16,
+                                  dots_f32_lanes16, attend_v_lanes16};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
