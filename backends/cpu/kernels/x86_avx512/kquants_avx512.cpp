@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 
@@ -213,11 +214,238 @@ struct Q6KKernel {
   }
 };
 
+// Q4_K batches: weight rows in the int32 lanes (legacy_avx512.cpp's
+// RowsInLanes for Q4_0, extended to super-blocks). Each slice of 32 weight
+// rows is repacked once per call into the thread's scratch, per super-block:
+//   d[32], dmin[32] (f32) | scale s of the 32 rows, s = 0..7 (int32) |
+//   min pairs (m_2t, m_2t+1) of the 32 rows, t = 0..3 (int16 pairs) |
+//   quants [sub-block 0..7][group 0..7][row 0..31][4 bytes] (u8, 0..15).
+// Per sub-block, 8 vpdpbusd (16 rows' 4 quants x one activation row's 4 quants
+// broadcast) give exact int32 sums, multiplied by the rows' scales and added
+// up over the super-block in int32; the mins meet the activation's 32-element
+// sums by vpdpwssd on int16 pairs. Then per super-block
+//   acc += float(isum) * (d * d_x) - float(msum) * (dmin * d_x)
+// in float, 16 (row, activation) pairs per instruction, the accumulators in
+// the output's layout. Tiles of 32 rows x 4 activation rows.
+struct Q4KRowsInLanes {
+  static constexpr int kSlice = 32, kActs = 4;
+  static constexpr int kScalesAt = 2 * kSlice * 4;
+  static constexpr int kMinsAt = kScalesAt + 8 * kSlice * 4;
+  static constexpr int kQuantsAt = kMinsAt + 4 * kSlice * 4;
+  static constexpr int kBlockBytes = kQuantsAt + 64 * kSlice * 4;
+
+  static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr && g.row_end - g.row_begin >= 16; }
+
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 256;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      float* d = reinterpret_cast<float*>(pb);
+      int32_t* sc = reinterpret_cast<int32_t*>(pb + kScalesAt);
+      uint32_t* mn = reinterpret_cast<uint32_t*>(pb + kMinsAt);
+      uint32_t* q = reinterpret_cast<uint32_t*>(pb + kQuantsAt);
+      for (int r = 0; r < rows; ++r) {
+        const uint8_t* wb = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ4_KBytes;
+        d[r] = load_f16(wb);
+        d[kSlice + r] = load_f16(wb + 2);
+        uint8_t s8[8], m8[8];
+        unpack_q4k_scales(wb + kQ4_KScales, s8, m8);
+        for (int s = 0; s < 8; ++s) sc[s * kSlice + r] = s8[s];
+        for (int t = 0; t < 4; ++t) mn[t * kSlice + r] = uint32_t(m8[2 * t]) | uint32_t(m8[2 * t + 1]) << 16;
+        // qs bytes 32j..32j+31: sub-block 2j in the low nibbles, 2j+1 in the high.
+        for (int j = 0; j < 4; ++j)
+          for (int grp = 0; grp < 8; ++grp) {
+            uint32_t four;
+            std::memcpy(&four, wb + kQ4_KQs + 32 * j + 4 * grp, 4);
+            q[((2 * j) * 8 + grp) * kSlice + r] = four & 0x0F0F0F0Fu;
+            q[((2 * j + 1) * 8 + grp) * kSlice + r] = (four >> 4) & 0x0F0F0F0Fu;
+          }
+      }
+    }
+  }
+
+  template <int RV, int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m512 facc[RV][RA];
+    for (int v = 0; v < RV; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      __m512i itot[RV][RA];
+      for (int v = 0; v < RV; ++v)
+        for (int a = 0; a < RA; ++a) itot[v][a] = _mm512_setzero_si512();
+      for (int s = 0; s < 8; ++s) {
+        __m512i isub[RV][RA];
+        for (int v = 0; v < RV; ++v)
+          for (int a = 0; a < RA; ++a) isub[v][a] = _mm512_setzero_si512();
+        for (int grp = 0; grp < 8; ++grp) {
+          __m512i w[RV];
+          for (int v = 0; v < RV; ++v) w[v] = _mm512_loadu_si512(pb + kQuantsAt + ((s * 8 + grp) * kSlice + 16 * v) * 4);
+          for (int a = 0; a < RA; ++a) {
+            int32_t four;
+            std::memcpy(&four, x[a] + b * kQ8_KBytes + kQ8_KQs + 32 * s + 4 * grp, 4);
+            const __m512i xb = _mm512_set1_epi32(four);
+            for (int v = 0; v < RV; ++v) isub[v][a] = _mm512_dpbusd_epi32(isub[v][a], w[v], xb);
+          }
+        }
+        for (int v = 0; v < RV; ++v) {
+          const __m512i sc = _mm512_loadu_si512(pb + kScalesAt + (s * kSlice + 16 * v) * 4);
+          for (int a = 0; a < RA; ++a) itot[v][a] = _mm512_add_epi32(itot[v][a], _mm512_mullo_epi32(isub[v][a], sc));
+        }
+      }
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_KBytes;
+        // The 8 sub-block sums of 32 quants as int16 pairs (S_2t, S_2t+1).
+        const __m256i s32 = _mm256_madd_epi16(load_bsums(xb), _mm256_set1_epi16(1));
+        const __m256i s16 = _mm256_packs_epi32(s32, s32);  // per 128-bit half: S0-3 (S4-7) twice
+        const __m512i pair[4] = {_mm512_set1_epi32(_mm256_extract_epi32(s16, 0)), _mm512_set1_epi32(_mm256_extract_epi32(s16, 1)),
+                                 _mm512_set1_epi32(_mm256_extract_epi32(s16, 4)), _mm512_set1_epi32(_mm256_extract_epi32(s16, 5))};
+        const __m512 xd = _mm512_set1_ps(load_f32(xb));
+        for (int v = 0; v < RV; ++v) {
+          __m512i msum = _mm512_setzero_si512();
+          for (int t = 0; t < 4; ++t)
+            msum = _mm512_dpwssd_epi32(msum, _mm512_loadu_si512(pb + kMinsAt + (t * kSlice + 16 * v) * 4), pair[t]);
+          const __m512 d = _mm512_loadu_ps(reinterpret_cast<const float*>(pb) + 16 * v);
+          const __m512 dmin = _mm512_loadu_ps(reinterpret_cast<const float*>(pb) + kSlice + 16 * v);
+          facc[v][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[v][a]), _mm512_mul_ps(d, xd), facc[v][a]);
+          facc[v][a] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, xd), facc[v][a]);
+        }
+      }
+    }
+    for (int a = 0; a < RA; ++a)
+      for (int v = 0; v < RV; ++v) _mm512_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, facc[v][a]);
+  }
+
+  static void rest(const GemmArgs& g) { drive<Q45KKernel<false>, 2, 4>(g); }
+};
+
+// Q6_K batches, the same scheme on 16 sub-blocks of 16: per super-block
+//   d[32] (f32) | scale s of the 32 rows, s = 0..15 (int32, signed) |
+//   scale pairs (sc_2t, sc_2t+1), t = 0..7 (int16 pairs) |
+//   quants [group 0..63][row 0..31][4 bytes] (u8 q in 0..63, standing for q - 32).
+// isum = sum_s sc_s * (sum over sub-block s of q * x) - 32 * sum_s sc_s * bsum_s,
+// the second term by vpdpwssd of the scale pairs with the activation's bsums
+// (already int16 pairs); then acc += float(isum) * (d * d_x).
+struct Q6KRowsInLanes {
+  static constexpr int kSlice = 32, kActs = 4;
+  static constexpr int kScalesAt = kSlice * 4;
+  static constexpr int kPairsAt = kScalesAt + 16 * kSlice * 4;
+  static constexpr int kQuantsAt = kPairsAt + 8 * kSlice * 4;
+  static constexpr int kBlockBytes = kQuantsAt + 64 * kSlice * 4;
+
+  static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr && g.row_end - g.row_begin >= 16; }
+
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 256;
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
+    alignas(64) uint32_t tmp[kSlice][64];  // a row's 256 quants in element order
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      float* d = reinterpret_cast<float*>(pb);
+      int32_t* sc = reinterpret_cast<int32_t*>(pb + kScalesAt);
+      uint32_t* pairs = reinterpret_cast<uint32_t*>(pb + kPairsAt);
+      uint32_t* q = reinterpret_cast<uint32_t*>(pb + kQuantsAt);
+      for (int r = 0; r < rows; ++r) {
+        const uint8_t* wb = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ6_KBytes;
+        d[r] = load_f16(wb + kQ6_KD);
+        const int8_t* s8 = reinterpret_cast<const int8_t*>(wb + kQ6_KScales);
+        for (int s = 0; s < 16; ++s) sc[s * kSlice + r] = s8[s];
+        for (int t = 0; t < 8; ++t) pairs[t * kSlice + r] = uint32_t(uint16_t(s8[2 * t])) | uint32_t(uint16_t(s8[2 * t + 1])) << 16;
+        for (int half = 0; half < 2; ++half) {  // as Q6KKernel: elements 128h + 0..63 (qA) and 64..127 (qB)
+          const __m512i ql = _mm512_loadu_si512(wb + 64 * half);
+          const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ6_KQh + 32 * half)));
+          const __m512i hA = _mm512_mask_srli_epi16(qh, kUpper16, qh, 2);
+          const __m512i hB = _mm512_mask_srli_epi16(_mm512_srli_epi16(qh, 4), kUpper16, _mm512_srli_epi16(qh, 4), 2);
+          _mm512_store_si512(&tmp[r][32 * half], _mm512_or_si512(_mm512_and_si512(ql, lo4), _mm512_slli_epi16(_mm512_and_si512(hA, lo2), 4)));
+          _mm512_store_si512(&tmp[r][32 * half + 16], _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
+                                                                       _mm512_slli_epi16(_mm512_and_si512(hB, lo2), 4)));
+        }
+      }
+      const __m512i index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32(64));
+      for (int grp = 0; grp < 64; ++grp)
+        for (int h = 0; h < rows / 16; ++h)
+          _mm512_storeu_si512(q + grp * kSlice + 16 * h, _mm512_i32gather_epi32(index, &tmp[16 * h][grp], 4));
+    }
+  }
+
+  template <int RV, int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m512 facc[RV][RA];
+    for (int v = 0; v < RV; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      __m512i itot[RV][RA];
+      for (int a = 0; a < RA; ++a) {  // -32 * sum_s sc_s * bsum_s
+        const uint8_t* bs = x[a] + b * kQ8_KBytes + kQ8_KBsums;
+        for (int v = 0; v < RV; ++v) {
+          __m512i c = _mm512_setzero_si512();
+          for (int t = 0; t < 8; ++t) {
+            int32_t two;
+            std::memcpy(&two, bs + 4 * t, 4);
+            c = _mm512_dpwssd_epi32(c, _mm512_loadu_si512(pb + kPairsAt + (t * kSlice + 16 * v) * 4), _mm512_set1_epi32(two));
+          }
+          itot[v][a] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c, 5));
+        }
+      }
+      for (int s = 0; s < 16; ++s) {
+        __m512i isub[RV][RA];
+        for (int v = 0; v < RV; ++v)
+          for (int a = 0; a < RA; ++a) isub[v][a] = _mm512_setzero_si512();
+        for (int grp = 4 * s; grp < 4 * s + 4; ++grp) {
+          __m512i w[RV];
+          for (int v = 0; v < RV; ++v) w[v] = _mm512_loadu_si512(pb + kQuantsAt + (grp * kSlice + 16 * v) * 4);
+          for (int a = 0; a < RA; ++a) {
+            int32_t four;
+            std::memcpy(&four, x[a] + b * kQ8_KBytes + kQ8_KQs + 4 * grp, 4);
+            const __m512i xb = _mm512_set1_epi32(four);
+            for (int v = 0; v < RV; ++v) isub[v][a] = _mm512_dpbusd_epi32(isub[v][a], w[v], xb);
+          }
+        }
+        for (int v = 0; v < RV; ++v) {
+          const __m512i sc = _mm512_loadu_si512(pb + kScalesAt + (s * kSlice + 16 * v) * 4);
+          for (int a = 0; a < RA; ++a) itot[v][a] = _mm512_add_epi32(itot[v][a], _mm512_mullo_epi32(isub[v][a], sc));
+        }
+      }
+      for (int a = 0; a < RA; ++a) {
+        const __m512 xd = _mm512_set1_ps(load_f32(x[a] + b * kQ8_KBytes));
+        for (int v = 0; v < RV; ++v) {
+          const __m512 d = _mm512_loadu_ps(reinterpret_cast<const float*>(pb) + 16 * v);
+          facc[v][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[v][a]), _mm512_mul_ps(d, xd), facc[v][a]);
+        }
+      }
+    }
+    for (int a = 0; a < RA; ++a)
+      for (int v = 0; v < RV; ++v) _mm512_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, facc[v][a]);
+  }
+
+  static void rest(const GemmArgs& g) { drive<Q6KKernel, 2, 4>(g); }
+};
+
 }  // namespace
 
-void gemm_q4_K(const GemmArgs& g) { gemm_entry<Q45KKernel<false>, 2, 4, 4>(g); }
+void gemm_q4_K(const GemmArgs& g) {
+  if (g.n_act >= 2 && Q4KRowsInLanes::applies(g))
+    RowsInLanesDriver<Q4KRowsInLanes>::run(g);
+  else
+    gemm_entry<Q45KKernel<false>, 2, 4, 4>(g);
+}
+int64_t q4_K_scratch_floats(int64_t k) { return k / 256 * Q4KRowsInLanes::kBlockBytes / 4; }
 void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 4, 4>(g); }
-void gemm_q6_K(const GemmArgs& g) { gemm_entry<Q6KKernel, 2, 4, 4>(g); }
+void gemm_q6_K(const GemmArgs& g) {
+  if (g.n_act >= 2 && Q6KRowsInLanes::applies(g))
+    RowsInLanesDriver<Q6KRowsInLanes>::run(g);
+  else
+    gemm_entry<Q6KKernel, 2, 4, 4>(g);
+}
+int64_t q6_K_scratch_floats(int64_t k) { return k / 256 * Q6KRowsInLanes::kBlockBytes / 4; }
 
 }  // namespace opal::cpu::avx512
 #endif  // x86

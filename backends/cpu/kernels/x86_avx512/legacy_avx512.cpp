@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 
@@ -257,17 +258,6 @@ struct LegacyDecode {
         row1_blockwise(g, r);
       else
         LegacyKernel<W>::template tile<1, 1>(g, r, 0);
-    }
-  }
-
-  // Every activation row on its own (blockwise Q4_0 for small batches).
-  static void run_each(const GemmArgs& g) {
-    GemmArgs one = g;
-    one.n_act = 1;
-    for (int64_t a = 0; a < g.n_act; ++a) {
-      one.act = g.act + uint64_t(a) * g.act_row_bytes;
-      one.out = g.out + a * g.out_stride;
-      run(one);
     }
   }
 };
@@ -510,40 +500,7 @@ struct RowsInLanes {
       for (int v = 0; v < RV; ++v) _mm512_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, facc[v][a]);
   }
 
-  // The activation rows left after the full tiles: one tile of RA = n rows.
-  template <int RV, int RA = kActs - 1>
-  static void tail(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act, int64_t n) {
-    if constexpr (RA > 0) {
-      if (n == RA) return tile<RV, RA>(g, packed, row, act);
-      tail<RV, RA - 1>(g, packed, row, act, n);
-    }
-  }
-
-  template <int RV>
-  static void slice(const GemmArgs& g, const uint8_t* packed, int64_t row) {
-    int64_t a = 0;
-    for (; a + kActs <= g.n_act; a += kActs) tile<RV, kActs>(g, packed, row, a);
-    tail<RV>(g, packed, row, a, g.n_act - a);
-  }
-
-  static void run(const GemmArgs& g) {
-    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
-    int64_t r = g.row_begin;
-    for (; r + kSlice <= g.row_end; r += kSlice) {
-      repack(g, r, kSlice, packed);
-      slice<2>(g, packed, r);
-    }
-    if (r + 16 <= g.row_end) {
-      repack(g, r, 16, packed);
-      slice<1>(g, packed, r);
-      r += 16;
-    }
-    if (r < g.row_end) {  // the last rows (fewer than 16), in the same order
-      GemmArgs rest = g;
-      rest.row_begin = r;
-      Q4_0Decode::run_each(rest);
-    }
-  }
+  static void rest(const GemmArgs& g) { Q4_0Decode::run_each(g); }
 };
 
 }  // namespace
@@ -556,7 +513,7 @@ void gemm_q4_0(const GemmArgs& g) {
   if (g.n_act == 1)
     Q4_0Decode::run(g);
   else if (RowsInLanes<W>::applies(g))
-    RowsInLanes<W>::run(g);
+    RowsInLanesDriver<RowsInLanes<W>>::run(g);
   else
     Q4_0Decode::run_each(g);
 }

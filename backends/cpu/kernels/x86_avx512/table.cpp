@@ -30,21 +30,25 @@ constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*r
   return k;
 }
 
-// Q4_0: activation rows with block scales and sums after the blocks, and
-// a repacked slice of weight rows per thread (legacy_avx512.cpp).
-constexpr MatmulKernels with_scratch(MatmulKernels k) {
-  k.scratch_floats = avx512::legacy_scratch_floats;
+// Q4_0, Q4_K and Q6_K batches repack a slice of weight rows into per-thread
+// scratch (legacy_avx512.cpp, kquants_avx512.cpp); Q4_0's activation rows
+// carry block scales and sums after the blocks.
+constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(int64_t)) {
+  k.scratch_floats = scratch_floats;
   return k;
 }
 
 constexpr MatmulKernels kTable[] = {
     with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
-                       avx512::gemm_q4_0)),
+                       avx512::gemm_q4_0),
+                 avx512::legacy_scratch_floats),
     entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q5_0),
     entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q8_0),
-    entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
+    with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
+                 avx512::q4_K_scratch_floats),
     entry(DType::Q5_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q5_K),
-    entry(DType::Q6_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q6_K),
+    with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q6_K),
+                 avx512::q6_K_scratch_floats),
     entry(DType::F32, DType::F32, "avx512", f32_row_bytes, round_act, avx512::gemm_f32),
     entry(DType::F16, DType::F16, "avx512", f32_row_bytes, round_act, avx512::gemm_f16),
     entry(DType::BF16, DType::BF16, "avx512", f32_row_bytes, round_act, avx512::gemm_bf16),
