@@ -234,16 +234,24 @@ struct Q4KRowsInLanes {
   static constexpr int kQuantsAt = kMinsAt + 4 * kSlice * 4;
   static constexpr int kBlockBytes = kQuantsAt + 64 * kSlice * 4;
 
-  static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr && g.row_end - g.row_begin >= 16; }
+  static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr; }
 
+  // rows (1 to 32) weight rows; zero rows after them up to a multiple of 16.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 256;
+    const int padded = (rows + 15) / 16 * 16;
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* pb = packed + b * kBlockBytes;
       float* d = reinterpret_cast<float*>(pb);
       int32_t* sc = reinterpret_cast<int32_t*>(pb + kScalesAt);
       uint32_t* mn = reinterpret_cast<uint32_t*>(pb + kMinsAt);
       uint32_t* q = reinterpret_cast<uint32_t*>(pb + kQuantsAt);
+      for (int r = rows; r < padded; ++r) {
+        d[r] = d[kSlice + r] = 0.0f;
+        for (int s = 0; s < 8; ++s) sc[s * kSlice + r] = 0;
+        for (int t = 0; t < 4; ++t) mn[t * kSlice + r] = 0;
+        for (int e = 0; e < 64; ++e) q[e * kSlice + r] = 0;
+      }
       for (int r = 0; r < rows; ++r) {
         const uint8_t* wb = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ4_KBytes;
         d[r] = load_f16(wb);
@@ -265,7 +273,7 @@ struct Q4KRowsInLanes {
   }
 
   template <int RV, int RA>
-  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act) {
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act, uint16_t last) {
     const int64_t nb = g.k / 256;
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
@@ -316,10 +324,11 @@ struct Q4KRowsInLanes {
       }
     }
     for (int a = 0; a < RA; ++a)
-      for (int v = 0; v < RV; ++v) _mm512_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, facc[v][a]);
+      for (int v = 0; v < RV; ++v)
+        _mm512_mask_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, v == RV - 1 ? __mmask16(last) : 0xFFFF,
+                              facc[v][a]);
   }
 
-  static void rest(const GemmArgs& g) { drive<Q45KKernel<false>, 2, 4>(g); }
 };
 
 // Q6_K batches, the same scheme on 16 sub-blocks of 16: per super-block
@@ -336,18 +345,25 @@ struct Q6KRowsInLanes {
   static constexpr int kQuantsAt = kPairsAt + 8 * kSlice * 4;
   static constexpr int kBlockBytes = kQuantsAt + 64 * kSlice * 4;
 
-  static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr && g.row_end - g.row_begin >= 16; }
+  static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr; }
 
+  // rows (1 to 32) weight rows; zero rows after them up to a multiple of 16.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 256;
+    const int padded = (rows + 15) / 16 * 16;
     const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
-    alignas(64) uint32_t tmp[kSlice][64];  // a row's 256 quants in element order
+    alignas(64) uint32_t tmp[kSlice][64] = {};  // a row's 256 quants in element order
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* pb = packed + b * kBlockBytes;
       float* d = reinterpret_cast<float*>(pb);
       int32_t* sc = reinterpret_cast<int32_t*>(pb + kScalesAt);
       uint32_t* pairs = reinterpret_cast<uint32_t*>(pb + kPairsAt);
       uint32_t* q = reinterpret_cast<uint32_t*>(pb + kQuantsAt);
+      for (int r = rows; r < padded; ++r) {
+        d[r] = 0.0f;
+        for (int s = 0; s < 16; ++s) sc[s * kSlice + r] = 0;
+        for (int t = 0; t < 8; ++t) pairs[t * kSlice + r] = 0;
+      }
       for (int r = 0; r < rows; ++r) {
         const uint8_t* wb = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ6_KBytes;
         d[r] = load_f16(wb + kQ6_KD);
@@ -367,13 +383,13 @@ struct Q6KRowsInLanes {
       const __m512i index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                _mm512_set1_epi32(64));
       for (int grp = 0; grp < 64; ++grp)
-        for (int h = 0; h < rows / 16; ++h)
+        for (int h = 0; h < padded / 16; ++h)
           _mm512_storeu_si512(q + grp * kSlice + 16 * h, _mm512_i32gather_epi32(index, &tmp[16 * h][grp], 4));
     }
   }
 
   template <int RV, int RA>
-  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act) {
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act, uint16_t last) {
     const int64_t nb = g.k / 256;
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
@@ -423,10 +439,11 @@ struct Q6KRowsInLanes {
       }
     }
     for (int a = 0; a < RA; ++a)
-      for (int v = 0; v < RV; ++v) _mm512_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, facc[v][a]);
+      for (int v = 0; v < RV; ++v)
+        _mm512_mask_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, v == RV - 1 ? __mmask16(last) : 0xFFFF,
+                              facc[v][a]);
   }
 
-  static void rest(const GemmArgs& g) { drive<Q6KKernel, 2, 4>(g); }
 };
 
 }  // namespace

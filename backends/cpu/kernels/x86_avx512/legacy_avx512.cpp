@@ -435,13 +435,15 @@ struct RowsInLanes {
   static constexpr int kActs = 4;
 
   static bool applies(const GemmArgs& g) {
-    return g.n_act >= kRowsInLanesMinActs && g.scratch != nullptr && g.row_end - g.row_begin >= 16;
+    return g.n_act >= kRowsInLanesMinActs && g.scratch != nullptr;
   }
 
-  // rows (16 or 32) weight rows from row into packed.
+  // rows (1 to 32) weight rows from row into packed, zero rows after them up
+  // to a multiple of 16.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 32;
-    alignas(64) uint32_t tmp[kSlice][8];
+    const int padded = (rows + 15) / 16 * 16;
+    alignas(64) uint32_t tmp[kSlice][8] = {};
     const __m512i index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                              _mm512_set1_epi32(8));
     for (int64_t b = 0; b < nb; ++b) {
@@ -452,15 +454,16 @@ struct RowsInLanes {
         scales[r] = load_f16(blk);
         _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::quants(blk));
       }
+      for (int r = rows; r < padded; ++r) scales[r] = 0.0f;
       for (int grp = 0; grp < 8; ++grp)
-        for (int h = 0; h < rows / 16; ++h)
+        for (int h = 0; h < padded / 16; ++h)
           _mm512_storeu_si512(pb + kSlice * 4 + (grp * kSlice + 16 * h) * 4,
                               _mm512_i32gather_epi32(index, &tmp[16 * h][grp], 4));
     }
   }
 
   template <int RV, int RA>
-  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act) {
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act, uint16_t last) {
     const int64_t nb = g.k / 32;
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
@@ -497,10 +500,10 @@ struct RowsInLanes {
       }
     }
     for (int a = 0; a < RA; ++a)
-      for (int v = 0; v < RV; ++v) _mm512_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, facc[v][a]);
+      for (int v = 0; v < RV; ++v)
+        _mm512_mask_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, v == RV - 1 ? __mmask16(last) : 0xFFFF,
+                              facc[v][a]);
   }
-
-  static void rest(const GemmArgs& g) { Q4_0Decode::run_each(g); }
 };
 
 }  // namespace
