@@ -166,14 +166,17 @@ TEST(AttnBatched, BlockDotsEqualTheScalarTinyBlasOrder) {
           std::vector<float> q(size_t(m * ldq));
           for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
           std::vector<float> got(size_t(m * ldo), -3.0f);
-          k->dots_f32_lanes16(wide.data(), ldk, n, q.data(), ldq, m, dk, got.data(), ldo);
+          std::vector<int64_t> rows(static_cast<size_t>(m));  // per query: n, or fewer
+          for (int64_t j = 0; j < m; ++j) rows[size_t(j)] = j % 3 == 1 ? n / 2 : j % 3 == 2 ? std::max<int64_t>(0, n - 3) : n;
+          k->dots_f32_lanes16(wide.data(), ldk, rows.data(), q.data(), ldq, m, dk, got.data(), ldo);
           for (int64_t j = 0; j < m; ++j)
             for (int64_t r = 0; r < ldo; ++r) {
               const float* qj = q.data() + j * ldq;
-              const float want = r < n ? llama_order::dot_lanes16(wide.data() + r * ldk, qj, dk) : -3.0f;
+              const bool live = r < rows[size_t(j)];
+              const float want = live ? llama_order::dot_lanes16(wide.data() + r * ldk, qj, dk) : -3.0f;
               ASSERT_TRUE(same_bits(got[size_t(j * ldo + r)], want)) << "dk " << dk << " n " << n << " m " << m
                                                                      << " query " << j << " cell " << r;
-              if (r < n) {  // and the per-cell f16 helper the block path replaces
+              if (live) {  // and the per-cell f16 helper the block path replaces
                 ASSERT_TRUE(same_bits(want, k->dot_f16_lanes16(cache.data() + cells[size_t(r)] * stride, qj, dk)));
               }
             }
@@ -235,6 +238,42 @@ TEST(AttnBatched, BlockValueAccumulationEqualsTheLanesAndTheirReduction) {
             ASSERT_TRUE(std::isfinite(got[size_t(j * dv + 3)])) << "a cell past n_vis leaked in";
           }
         }
+      }
+    }
+  }
+}
+
+TEST(AttnBatched, ScaledMaximumAndProbabilityRoundingEqualTheScalarLoops) {
+  std::mt19937 rng(26);
+  std::normal_distribution<float> val(0.0f, 4.0f);
+  for (const AttnKernels* k : block_kernels()) {
+    SCOPED_TRACE(k->name);
+    if (!k->scale_max || !k->scale_round_f16) continue;
+    const float scale = 0.08838834764f;
+    for (int64_t n : {0, 1, 15, 17, 100}) {
+      for (int variant = 0; variant < 5; ++variant) {
+        std::vector<float> s(size_t(n + 3), 9.0f);
+        for (int64_t i = 0; i < n; ++i) s[size_t(i)] = variant >= 2 ? -std::fabs(val(rng)) - 1.0f : val(rng);
+        if (n > 5) {
+          s[3] = NAN;
+          if (variant == 2) s[1] = -0.0f, s[size_t(n - 1)] = 0.0f;  // a zero maximum: the first zero wins
+          if (variant == 3) s[1] = 0.0f, s[size_t(n - 1)] = -0.0f;
+          if (variant == 4) s[size_t(n - 2)] = -INFINITY;
+        }
+        std::vector<float> want = s;
+        float want_mx = -INFINITY;
+        for (int64_t i = 0; i < n; ++i) {
+          want[size_t(i)] *= scale;
+          want_mx = std::max(want_mx, want[size_t(i)]);
+        }
+        std::vector<float> got = s;
+        const float mx = k->scale_max(got.data(), n, scale);
+        ASSERT_TRUE(same_bits(mx, want_mx)) << "n " << n << " variant " << variant << ": " << mx << " vs " << want_mx;
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "n " << n << " i " << i;
+        const float inv = 1.0f / 37.0f;
+        for (int64_t i = 0; i < n; ++i) want[size_t(i)] = f16_to_f32(f32_to_f16(want[size_t(i)] * inv));
+        k->scale_round_f16(got.data(), n, inv);
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "n " << n << " i " << i;
       }
     }
   }

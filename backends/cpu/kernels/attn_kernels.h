@@ -43,14 +43,19 @@ struct AttnKernels {
   void (*widen_f16)(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
                     int64_t ld);
   // out[j * ldo + r] = llama_order::dot_lanes16(k + r * ldk, q + j * ldq, dk)
-  // for r < n, j < m; dk % 16 == 0.
-  void (*dots_f32_lanes16)(const float* k, int64_t ldk, int64_t n, const float* q, int64_t ldq, int64_t m, int64_t dk,
-                           float* out, int64_t ldo);
+  // for j < m, r < n[j] (nothing else is written); dk % 16 == 0.
+  void (*dots_f32_lanes16)(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m,
+                           int64_t dk, float* out, int64_t ldo);
   // out[j][i] = reduce_lanes(acc, 16, min(16, n_vis[j]), dv) for query j < m,
   // where acc[(r % 16) * dv + i] = fma(v[r * ldv + i], p[j * ldp + r], ...)
   // for r < n_vis[j] in order, from 0: accumulate_f16 and reduce_lanes at once.
   void (*attend_v_lanes16)(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
                            int64_t dv, float* const* out);
+  // s[r] *= scale for r < n; returns the fold m = std::max(m, s[r]) from
+  // m = -inf (the first of equal values, NaN never).
+  float (*scale_max)(float* s, int64_t n, float scale);
+  // s[r] = f16(s[r] * inv) for r < n, round to nearest even (p in the cache type).
+  void (*scale_round_f16)(float* s, int64_t n, float inv);
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

@@ -77,7 +77,7 @@ AttnLayout attn_layout(const Tensor& node) {
 // K and V rows of those cells are widened to f32 once for all of them; every
 // row keeps its own dots, softmax and lane accumulation, so the results are
 // those of the per-(token, head) path.
-constexpr int64_t kBlockQueries = 16;
+constexpr int64_t kBlockQueries = 64;
 
 int64_t block_tokens(int64_t group) { return std::max<int64_t>(1, kBlockQueries / group); }
 
@@ -213,15 +213,11 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + uint64_t(g * dk) * 2;
         const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * 2;
         simd.widen_f16(kbase, k.nb[1], vis, n_max, dk, kv, dk);
-        simd.dots_f32_lanes16(kv, dk, n_max, qb, dk, m, dk, scores, lds);
+        simd.dots_f32_lanes16(kv, dk, nv, qb, dk, m, dk, scores, lds);
         for (int64_t j = 0; j < m; ++j) {
           float* s = scores + j * lds;
           const int64_t n_vis = nv[j];
-          float mx = -INFINITY;
-          for (int64_t r = 0; r < n_vis; ++r) {
-            s[r] *= scale;
-            mx = std::max(mx, s[r]);
-          }
+          const float mx = simd.scale_max(s, n_vis, scale);
           if (mx == -INFINITY) {  // no visible cell (cannot happen): zeros, as the per-pair path
             nv[j] = 0;
             continue;
@@ -229,9 +225,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
           // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
           const int64_t n_chunked = (n_vis + 15) / 16 * 16;
           for (int64_t r = n_vis; r < n_chunked; ++r) s[r] = -INFINITY;
-          const float inv = float(1.0 / simd.softmax_exp(s, n_chunked, mx));
-          for (int64_t r = 0; r < n_vis; ++r) s[r] *= inv;
-          round_activations(v.type, s, s, n_vis);  // p in the cache type, one call per row
+          simd.scale_round_f16(s, n_vis, float(1.0 / simd.softmax_exp(s, n_chunked, mx)));  // p in the cache type
         }
         for (int64_t j = 0; j < m; ++j)
           outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;
@@ -312,7 +306,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   if (!sorted)
     std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
   if (kq_lanes16 && simd && simd->widen_f16 && simd->dots_f32_lanes16 && simd->attend_v_lanes16 &&
-      simd->softmax_exp && simd->reduce_lanes)
+      simd->scale_max && simd->scale_round_f16 && simd->softmax_exp)
     return attention_blocks(node, ctx, order, n_order, *simd);
 
   ctx.pool.run([&](int ith, int nth) {

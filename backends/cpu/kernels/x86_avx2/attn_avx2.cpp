@@ -56,7 +56,7 @@ void axpy_f16(float p, const uint16_t* v, float* acc, int64_t n) {
 }  // namespace
 
 const AttnKernels kAttnKernels = {"avx2", dot_f16_lanes16, dot_f16_vec, axpy_f16, nullptr, nullptr, nullptr,
-                                  nullptr, nullptr, nullptr, nullptr, nullptr};
+                                  nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

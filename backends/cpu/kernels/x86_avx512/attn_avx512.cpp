@@ -193,17 +193,23 @@ __m512 reduce16x16(const __m512* a) {
 
 // Tiles of 4 cells x 4 queries: each k and q vector loaded feeds 4 FMAs, and
 // each dot keeps its own single accumulator (dot_f16_lanes16's order). Short
-// tiles repeat the last row or query and drop the extra results.
-void dots_f32_lanes16(const float* k, int64_t ldk, int64_t n, const float* q, int64_t ldq, int64_t m, int64_t dk,
+// tiles repeat the last row or query and drop the extra results; a tile of
+// queries stops at its longest row.
+void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m, int64_t dk,
                       float* out, int64_t ldo) {
   // lane 4 j + c of the permuted result: query j, cell c
   const __m512i to_rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  for (int64_t r0 = 0; r0 < n; r0 += 4) {
-    const int64_t nc = n - r0 < 4 ? n - r0 : 4;
-    const float* kr[4];
-    for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
+  int64_t n_max = 0;
+  for (int64_t j = 0; j < m; ++j) n_max = n[j] > n_max ? n[j] : n_max;
+  for (int64_t r0 = 0; r0 < n_max; r0 += 4) {
     for (int64_t j0 = 0; j0 < m; j0 += 4) {
       const int64_t nq = m - j0 < 4 ? m - j0 : 4;
+      int64_t n_tile = 0;
+      for (int j = 0; j < nq; ++j) n_tile = n[j0 + j] > n_tile ? n[j0 + j] : n_tile;
+      if (n_tile <= r0) continue;
+      const int64_t nc = n_tile - r0 < 4 ? n_tile - r0 : 4;
+      const float* kr[4];
+      for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
       const float* qr[4];
       for (int j = 0; j < 4; ++j) qr[j] = q + (j0 + (j < nq ? j : nq - 1)) * ldq;
       __m512 a[16];
@@ -220,13 +226,14 @@ void dots_f32_lanes16(const float* k, int64_t ldk, int64_t n, const float* q, in
         }
       }
       const __m512 res = _mm512_permutexvar_ps(to_rows, reduce16x16(a));
-      const __mmask8 keep = __mmask8((1u << nc) - 1);
       for (int j = 0; j < nq; ++j) {
+        const int64_t left = n[j0 + j] - r0;
+        if (left <= 0) continue;
         const __m128 row = j == 0   ? _mm512_castps512_ps128(res)
                            : j == 1 ? _mm512_extractf32x4_ps(res, 1)
                            : j == 2 ? _mm512_extractf32x4_ps(res, 2)
                                     : _mm512_extractf32x4_ps(res, 3);
-        _mm_mask_storeu_ps(out + (j0 + j) * ldo + r0, keep, row);
+        _mm_mask_storeu_ps(out + (j0 + j) * ldo + r0, __mmask8((1u << (left < 4 ? left : 4)) - 1), row);
       }
     }
   }
@@ -306,11 +313,41 @@ void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t
   for (int64_t j = 0; j < m; j += 4) tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, dv, out + j);
 }
 
+// s *= scale, and std::max's fold from -inf (NaN skipped: vmaxps returns
+// its second operand for a NaN). Lane-wise maxima give the same number; only
+// +0 and -0 could come out in another order, so a zero maximum is folded
+// again in order.
+float scale_max(float* s, int64_t n, float scale) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + i), sc);
+    _mm512_mask_storeu_ps(s + i, m, x);
+    mx = _mm512_mask_max_ps(mx, m, x, mx);
+  }
+  float r = _mm512_reduce_max_ps(mx);
+  if (r == 0.0f) {
+    r = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) r = r < s[i] ? s[i] : r;
+  }
+  return r;
+}
+
+void scale_round_f16(float* s, int64_t n, float inv) {
+  const __m512 iv = _mm512_set1_ps(inv);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + i), iv);
+    _mm512_mask_storeu_ps(s + i, m, _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+  }
+}
+
 }  // namespace
 
 const AttnKernels kAttnKernels = {"avx512",      dot_f16_lanes16, dot_f16_vec,  axpy_f16,         dots_f16,
                                   accumulate_f16, softmax_exp,    reduce_lanes, to_f16,           widen_f16,
-                                  dots_f32_lanes16, attend_v_lanes16};
+                                  dots_f32_lanes16, attend_v_lanes16, scale_max, scale_round_f16};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
