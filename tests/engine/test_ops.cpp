@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/registry.h"
 #include "backends/scheduler.h"
@@ -217,6 +218,57 @@ TEST_P(OpsThreads, AttentionCausalGqaF32Cache) {
         EXPECT_NEAR(out->ptr<float>()[t * Dk * Hq + hh * Dk + i], want, 1e-5);
       }
     }
+}
+
+// A batch that interleaves three sequences over shuffled cells, one with its
+// positions out of order, then a long run of one sequence: every CPU ISA
+// (AVX-512 takes the block path, kernels/attn_kernels.h) gives the same bits.
+TEST_P(OpsThreads, AttentionF16InterleavedSequencesSameBitsOnEveryIsa) {
+  OpHarness h(GetParam());
+  const int Dk = 64, Hq = 6, Hkv = 2, T = 45, cells = 64;
+  Tensor* q = h.input(DType::F32, {Dk, Hq, T, 1}, "q");
+  Tensor* kc = h.input(DType::F16, {Dk * Hkv, cells, 1, 1}, "kc");
+  Tensor* vc = h.input(DType::F16, {Dk * Hkv, cells, 1, 1}, "vc");
+  Tensor* tok = h.input(DType::I32, {2, T, 1, 1}, "tok");
+  Tensor* cell = h.input(DType::I32, {2, cells, 1, 1}, "cell");
+  Tensor* out = h.g->attention(q, kc, vc, tok, cell, Hkv, 0.125f);
+  auto sg = h.schedule(out);
+  h.fill(q, -2, 2); h.fill(kc, -2, 2); h.fill(vc);
+  // cached before this batch: seq 0 at 0..9, seq 2 at 0..2
+  std::vector<std::pair<int32_t, int32_t>> live;  // (pos, seq) per used cell
+  for (int32_t p = 0; p < 10; ++p) live.push_back({p, 0});
+  for (int32_t p = 0; p < 3; ++p) live.push_back({p, 2});
+  const int32_t seq1_pos[5] = {0, 2, 1, 3, 4};
+  int32_t next[3] = {10, 0, 3};
+  for (int t = 0; t < T; ++t) {
+    const int32_t seq = t < 15 ? t % 3 : 0;
+    const int32_t pos = seq == 1 ? seq1_pos[next[1]++] : next[seq]++;
+    tok->ptr<int32_t>()[2 * t] = pos;
+    tok->ptr<int32_t>()[2 * t + 1] = seq;
+    live.push_back({pos, seq});
+  }
+  ASSERT_LE(live.size(), size_t(cells));
+  while (live.size() < size_t(cells)) live.push_back({-1, -1});
+  std::shuffle(live.begin(), live.end(), h.rng);
+  for (int c = 0; c < cells; ++c) {
+    cell->ptr<int32_t>()[2 * c] = live[size_t(c)].first;
+    cell->ptr<int32_t>()[2 * c + 1] = live[size_t(c)].second;
+  }
+  const cpu::Isa before = cpu::selected_isa();
+  std::vector<float> first;
+  for (cpu::Isa isa : cpu::supported_isas()) {
+    cpu::set_isa(isa);
+    std::fill(out->ptr<float>(), out->ptr<float>() + out->n_elements(), 7.0f);
+    sg->run();
+    if (first.empty()) {
+      first = f32s(out);
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(first.data(), out->ptr<float>(), first.size() * 4), 0)
+        << cpu::isa_name(isa) << " differs from " << cpu::isa_name(cpu::supported_isas().front());
+  }
+  cpu::set_isa(before);
+  for (float x : first) ASSERT_TRUE(std::isfinite(x));
 }
 
 TEST_P(OpsThreads, TopKGetRowsMulMatId) {
