@@ -192,10 +192,11 @@ TEST(AttnBatched, BlockValueAccumulationEqualsTheLanesAndTheirReduction) {
   for (const AttnKernels* k : block_kernels()) {
     SCOPED_TRACE(k->name);
     for (int64_t dv : {64, 128, 80, 40}) {
-      const int64_t n_max = 100, ldv = dv + 16, ldp = n_max + 12;
-      std::vector<float> v(size_t(n_max * ldv));
+      const int64_t n_max = 100, ldv = dv + 16, ldp = n_max + 12, lane_rows = 7;  // rows stored lane by lane
+      std::vector<float> v(size_t(16 * lane_rows * ldv));
       for (auto& x : v) x = f16_to_f32(f32_to_f16(val(rng)));
-      v[size_t(60 * ldv + 3)] = INFINITY;  // seen only by the queries with n_vis > 60
+      auto row = [&](int64_t r) { return v.data() + ((r % 16) * lane_rows + r / 16) * ldv; };
+      row(60)[3] = INFINITY;  // seen only by the queries with n_vis > 60
       for (int64_t m : {1, 3, 4, 5, 9}) {
         std::vector<float> p(size_t(m * ldp));
         for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
@@ -206,7 +207,7 @@ TEST(AttnBatched, BlockValueAccumulationEqualsTheLanesAndTheirReduction) {
         std::vector<float> got(size_t(m * dv + 1), -5.0f);
         std::vector<float*> outs;
         for (int64_t j = 0; j < m; ++j) outs.push_back(got.data() + j * dv);
-        k->attend_v_lanes16(p.data(), ldp, n_vis.data(), m, v.data(), ldv, dv, outs.data());
+        k->attend_v_lanes16(p.data(), ldp, n_vis.data(), m, v.data(), ldv, lane_rows, dv, outs.data());
         EXPECT_EQ(got.back(), -5.0f) << "wrote past the last row";
         for (int64_t j = 0; j < m; ++j) {
           const int64_t nj = n_vis[size_t(j)];
@@ -215,11 +216,11 @@ TEST(AttnBatched, BlockValueAccumulationEqualsTheLanesAndTheirReduction) {
           for (int64_t r = 0; r < nj; ++r)
             for (int64_t i = 0; i < dv; ++i)
               acc[size_t((r % 16) * dv + i)] =
-                  std::fma(v[size_t(r * ldv + i)], p[size_t(j * ldp + r)], acc[size_t((r % 16) * dv + i)]);
+                  std::fma(row(r)[i], p[size_t(j * ldp + r)], acc[size_t((r % 16) * dv + i)]);
           // and the per-pair helpers: accumulate_f16 over the f16 rows, reduce_lanes
           std::vector<uint16_t> half(size_t(n_max * dv));
           for (int64_t r = 0; r < n_max; ++r)
-            for (int64_t i = 0; i < dv; ++i) half[size_t(r * dv + i)] = f32_to_f16(v[size_t(r * ldv + i)]);
+            for (int64_t i = 0; i < dv; ++i) half[size_t(r * dv + i)] = f32_to_f16(row(r)[i]);
           std::vector<int32_t> cells(static_cast<size_t>(n_max));
           for (int32_t c = 0; c < n_max; ++c) cells[size_t(c)] = c;
           std::vector<float> lanes(size_t(16 * dv), 0.0f), per_pair(static_cast<size_t>(dv));

@@ -47,10 +47,11 @@ struct AttnKernels {
   void (*dots_f32_lanes16)(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m,
                            int64_t dk, float* out, int64_t ldo);
   // out[j][i] = reduce_lanes(acc, 16, min(16, n_vis[j]), dv) for query j < m,
-  // where acc[(r % 16) * dv + i] = fma(v[r * ldv + i], p[j * ldp + r], ...)
-  // for r < n_vis[j] in order, from 0: accumulate_f16 and reduce_lanes at once.
+  // where acc[(r % 16) * dv + i] = fma(v_r[i], p[j * ldp + r], ...) for
+  // r < n_vis[j] in order, from 0: accumulate_f16 and reduce_lanes at once.
+  // The rows are stored lane by lane: v_r = v + ((r % 16) * lane_rows + r / 16) * ldv.
   void (*attend_v_lanes16)(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
-                           int64_t dv, float* const* out);
+                           int64_t lane_rows, int64_t dv, float* const* out);
   // s[r] *= scale for r < n; returns the fold m = std::max(m, s[r]) from
   // m = -inf (the first of equal values, NaN never).
   float (*scale_max)(float* s, int64_t n, float scale);

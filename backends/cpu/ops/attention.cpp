@@ -83,7 +83,7 @@ int64_t block_tokens(int64_t group) { return std::max<int64_t>(1, kBlockQueries 
 
 struct BlockLayout {
   uint64_t per_thread = 0;
-  uint64_t off_q = 0, off_kv = 0, off_vis = 0, off_nv = 0, off_out = 0;
+  uint64_t off_q = 0, off_kv = 0, off_vis = 0, off_vis_lane = 0, off_nv = 0, off_out = 0;
   int64_t ld_scores = 0, rows = 0;
 };
 
@@ -99,8 +99,9 @@ BlockLayout block_layout(const Tensor& node) {
   l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
   l.off_q = a64(uint64_t(l.rows * l.ld_scores) * 4);
   l.off_kv = l.off_q + a64(uint64_t(l.rows * dk) * 4);
-  l.off_vis = l.off_kv + a64(uint64_t(n_cells * std::max(dk, dv)) * 4);
-  l.off_nv = l.off_vis + a64(uint64_t(n_cells) * 4);
+  l.off_vis = l.off_kv + a64(uint64_t((n_cells + 15) / 16 * 16 * std::max(dk, dv)) * 4);
+  l.off_vis_lane = l.off_vis + a64(uint64_t(n_cells) * 4);
+  l.off_nv = l.off_vis_lane + a64(uint64_t(n_cells) * 4);
   l.off_out = l.off_nv + a64(uint64_t(l.rows) * 8);
   l.per_thread = l.off_out + a64(uint64_t(l.rows) * 8);
   return l;
@@ -181,6 +182,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
     int32_t* vis = reinterpret_cast<int32_t*>(w + l.off_vis);
     int64_t* nv = reinterpret_cast<int64_t*>(w + l.off_nv);
     float** outs = reinterpret_cast<float**>(w + l.off_out);
+    int32_t* vis_lane = reinterpret_cast<int32_t*>(w + l.off_vis_lane);
     const int64_t lds = l.ld_scores;
     double before = 0.0;
     for (int64_t g = 0; g < hkv; ++g)
@@ -229,8 +231,14 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         }
         for (int64_t j = 0; j < m; ++j)
           outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;
-        simd.widen_f16(vbase, v.nb[1], vis, n_max, dv, kv, dv);
-        simd.attend_v_lanes16(scores, lds, nv, m, kv, dv, dv, outs);
+        // V rows lane by lane (cells l, l + 16, ...): each lane's rows are read in order
+        const int64_t lane_rows = (n_max + 15) / 16;
+        for (int64_t lane = 0; lane < 16 && lane < n_max; ++lane) {
+          int64_t n_lane = 0;
+          for (int64_t r = lane; r < n_max; r += 16) vis_lane[n_lane++] = vis[r];
+          simd.widen_f16(vbase, v.nb[1], vis_lane, n_lane, dv, kv + lane * lane_rows * dv, dv);
+        }
+        simd.attend_v_lanes16(scores, lds, nv, m, kv, dv, lane_rows, dv, outs);
       }
   });
 }

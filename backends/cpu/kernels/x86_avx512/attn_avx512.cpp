@@ -247,8 +247,8 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
 // The 16 lanes then go through reduce_lanes' tree from an L1 buffer. Lanes
 // without a cell stay +0, which is what reduce_lanes reads there.
 template <int MQ, bool kFull>
-void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t dv,
-                   float* const* out) {
+void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
+                   int64_t dv, float* const* out) {
   int64_t lo = nv[0], hi = nv[0];
   for (int j = 1; j < MQ; ++j) {
     lo = nv[j] < lo ? nv[j] : lo;
@@ -264,8 +264,8 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
       for (int j = 0; j < MQ; ++j)
         for (int d = 0; d < 4; ++d) a[j][d] = _mm512_setzero_ps();
       int64_t r = l;
-      for (; r < lo; r += 16) {
-        const float* vr = v + r * ldv + i0;
+      const float* vr = v + l * lane_rows * ldv + i0;  // the lane's rows in order
+      for (; r < lo; r += 16, vr += ldv) {
         __m512 x[4];
         for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
         for (int j = 0; j < MQ; ++j) {
@@ -273,8 +273,7 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
           for (int d = 0; d < 4; ++d) a[j][d] = _mm512_fmadd_ps(x[d], pj, a[j][d]);
         }
       }
-      for (; r < hi; r += 16) {
-        const float* vr = v + r * ldv + i0;
+      for (; r < hi; r += 16, vr += ldv) {
         __m512 x[4];
         for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
         for (int j = 0; j < MQ; ++j) {
@@ -303,14 +302,14 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
 }
 
 void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
-                      int64_t dv, float* const* out) {
-  using Tile = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, float* const*);
+                      int64_t lane_rows, int64_t dv, float* const* out) {
+  using Tile = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*);
   const bool full = dv % 64 == 0;
   const Tile tiles[5] = {nullptr, full ? attend_v_tile<1, true> : attend_v_tile<1, false>,
                          full ? attend_v_tile<2, true> : attend_v_tile<2, false>,
                          full ? attend_v_tile<3, true> : attend_v_tile<3, false>,
                          full ? attend_v_tile<4, true> : attend_v_tile<4, false>};
-  for (int64_t j = 0; j < m; j += 4) tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, dv, out + j);
+  for (int64_t j = 0; j < m; j += 4) tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
 }
 
 // s *= scale, and std::max's fold from -inf (NaN skipped: vmaxps returns
