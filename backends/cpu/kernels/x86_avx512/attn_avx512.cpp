@@ -170,21 +170,22 @@ void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64
   }
 }
 
-// reduce_add16 of 16 accumulators at once: lane 4 c + j of the result is
-// reduce_add16(a[4 j + c]). The same adds as _mm512_reduce_add_ps on each
-// (t = a[i] + a[i + 8], u = t[i] + t[i + 4], (u0 + u2) + (u1 + u3)), the
-// lanes of two accumulators side by side.
+// reduce_add16 of 16 accumulators at once: lane 4 k + j of the result is
+// reduce_add16(a[4 j + s(k)]), s = (0 2 1 3). The same adds as
+// _mm512_reduce_add_ps on each (t = a[i] + a[i + 8], u = t[i] + t[i + 4],
+// (u0 + u2) + (u1 + u3)), two or four accumulators side by side; each step
+// pairs a blend with one shuffle.
 __m512 reduce16x16(const __m512* a) {
   __m512 x[8], y[4];
   for (int p = 0; p < 8; ++p)  // x[p]: t of a[2p] in lanes 0..7, of a[2p + 1] in 8..15
-    x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x44),
-                         _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0xEE));
-  for (int s = 0; s < 4; ++s)  // y[s]: u of a[4s + k] in 128-bit block k
-    y[s] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * s], x[2 * s + 1], 0x88),
-                         _mm512_shuffle_f32x4(x[2 * s], x[2 * s + 1], 0xDD));
+    x[p] = _mm512_add_ps(_mm512_mask_blend_ps(0xFF00, a[2 * p], a[2 * p + 1]),
+                         _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x4E));
+  const __m512i hi_lo = _mm512_setr_epi32(4, 5, 6, 7, 16, 17, 18, 19, 12, 13, 14, 15, 24, 25, 26, 27);
+  for (int q = 0; q < 4; ++q)  // y[q]: u of a[4q], a[4q + 2], a[4q + 1], a[4q + 3] in 128-bit blocks 0..3
+    y[q] = _mm512_add_ps(_mm512_mask_blend_ps(0xF0F0, x[2 * q], x[2 * q + 1]),
+                         _mm512_permutex2var_ps(x[2 * q], hi_lo, x[2 * q + 1]));
   auto pairs = [](__m512 lo, __m512 hi) {  // per block: [u0 + u2, u1 + u3] of lo's, then of hi's
-    const __m512d l = _mm512_castps_pd(lo), h = _mm512_castps_pd(hi);
-    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(l, h)), _mm512_castpd_ps(_mm512_unpackhi_pd(l, h)));
+    return _mm512_add_ps(_mm512_mask_blend_ps(0xCCCC, lo, hi), _mm512_shuffle_ps(lo, hi, _MM_SHUFFLE(1, 0, 3, 2)));
   };
   const __m512 v01 = pairs(y[0], y[1]), v23 = pairs(y[2], y[3]);
   return _mm512_add_ps(_mm512_shuffle_ps(v01, v23, _MM_SHUFFLE(2, 0, 2, 0)),
@@ -198,7 +199,7 @@ __m512 reduce16x16(const __m512* a) {
 void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m, int64_t dk,
                       float* out, int64_t ldo) {
   // lane 4 j + c of the permuted result: query j, cell c
-  const __m512i to_rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512i to_rows = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
   int64_t n_max = 0;
   for (int64_t j = 0; j < m; ++j) n_max = n[j] > n_max ? n[j] : n_max;
   for (int64_t r0 = 0; r0 < n_max; r0 += 4) {
