@@ -29,7 +29,9 @@
 // contribute exact zeros there, so they are skipped here. Threads split the
 // (token, head) pairs. With an f16 cache and a SIMD ISA selected
 // (kernels/attn_kernels.h), the dots and the per-lane accumulation run in SIMD
-// with identical results.
+// with identical results; a batch with tinyBLAS dots on an ISA with the block
+// helpers (AVX-512) runs by blocks of query rows (attention_blocks), the
+// threads splitting (kv head, block) units by cost.
 #include <algorithm>
 #include <cmath>
 #include <vector>

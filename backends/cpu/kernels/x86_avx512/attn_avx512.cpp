@@ -2,6 +2,9 @@
 // in llama.cpp's summation orders (kernels/ref/llama_order.h): one 16-lane
 // FMA accumulator (tinyBLAS), or four over steps of 64 with a double tail
 // (ggml_vec_dot_f16). _mm512_reduce_add_ps is the reduce_add16 tree.
+// The block helpers work on K/V rows widened to f32 once for many query rows:
+// 4 x 4 tiles of dots with a transposed reduce_add16, and V accumulation in
+// registers lane by lane with the lanes' reduction fused.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
