@@ -274,10 +274,15 @@ struct LegacyDecode {
 struct Q4_0Decode {
   static void rows16(const GemmArgs& g, int64_t row) {
     const int64_t nb = g.k / 32;
-    const uint8_t* w[16];
-    for (int i = 0; i < 16; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    // Four base pointers (rows 0, 4, 8, 12) and the row stride in multiples
+    // of 1-3 keep every address in a register pair (16 row pointers would
+    // spill).
+    const uint64_t rb = g.w_row_bytes;
+    const uint64_t rbs[4] = {0, rb, 2 * rb, 3 * rb};
+    const uint8_t* base[4];
+    for (int j = 0; j < 4; ++j) base[j] = g.w + uint64_t(row + 4 * j) * rb;
     const __m512i off8 = _mm512_set1_epi8(8), low4 = _mm512_set1_epi8(0x0F);
-    const uint8_t* next = w[0] + 32 * g.w_row_bytes;
+    const uint8_t* next = base[0] + 32 * rb;
     const int lines_per_step = int((16 * g.w_row_bytes + 64 * nb - 1) / (64 * nb));
     // Two steps of 16 long rows do not fit L1 together: those go to L2.
     const bool to_l2 = 32 * g.w_row_bytes > 32 * 1024;
@@ -298,21 +303,25 @@ struct Q4_0Decode {
       }
       __m512i s[4];
       for (int j = 0; j < 4; ++j) {
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * j] + off + 2)));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * j + 1] + off + 2)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * j + 2] + off + 2)), 2);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * j + 3] + off + 2)), 3);
+        const uint8_t* q = base[j] + off + 2;
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + rbs[1])), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + rbs[2])), 2);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + rbs[3])), 3);
         const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
         s[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, lo, xlo), hi, xhi);
       }
       const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
       const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
       const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+      const uint8_t* d0 = base[0] + off;
+      const uint8_t* d1 = base[1] + off;
+      const uint8_t* d2 = base[2] + off;
+      const uint8_t* d3 = base[3] + off;
       const __m256i h = _mm256_setr_epi16(
-          f16_bits(w[0] + off), f16_bits(w[4] + off), f16_bits(w[8] + off), f16_bits(w[12] + off), f16_bits(w[1] + off),
-          f16_bits(w[5] + off), f16_bits(w[9] + off), f16_bits(w[13] + off), f16_bits(w[2] + off), f16_bits(w[6] + off),
-          f16_bits(w[10] + off), f16_bits(w[14] + off), f16_bits(w[3] + off), f16_bits(w[7] + off),
-          f16_bits(w[11] + off), f16_bits(w[15] + off));
+          f16_bits(d0), f16_bits(d1), f16_bits(d2), f16_bits(d3), f16_bits(d0 + rbs[1]), f16_bits(d1 + rbs[1]),
+          f16_bits(d2 + rbs[1]), f16_bits(d3 + rbs[1]), f16_bits(d0 + rbs[2]), f16_bits(d1 + rbs[2]), f16_bits(d2 + rbs[2]),
+          f16_bits(d3 + rbs[2]), f16_bits(d0 + rbs[3]), f16_bits(d1 + rbs[3]), f16_bits(d2 + rbs[3]), f16_bits(d3 + rbs[3]));
       const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(load_f16(xb)));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), d, acc);
     }
