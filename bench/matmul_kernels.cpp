@@ -6,6 +6,8 @@
 //                         attention shape), cycling over > 96 MB of copies.
 //   decode-1024/<isa>/<type>: n_act = 1 over 3072 x 1024 weights (Qwen3-0.6B's
 //                         FFN up/gate shape), cycling over > 96 MB of copies.
+//   decode-2048/<isa>/<type>: n_act = 1 over 8192 x 2048 weights (Llama-3.2-1B's
+//                         FFN up/gate shape), cycling over > 96 MB of copies.
 //   decode-l2/<isa>/<type>: the same over 96 x 4096 weights that stay in L2:
 //                         the kernel's own speed, without DRAM.
 //   prompt/<isa>/<type>:  n_act = 64 over 512 x 4096 weights: GOP/s (2 ops per
@@ -106,6 +108,9 @@ const int kRegistered = [] {
             ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("decode-1024/" + suffix).c_str(),
                                    [=](benchmark::State& s) { run(s, isa, t, 3072, 1, 0, 1024); })
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("decode-2048/" + suffix).c_str(),
+                                   [=](benchmark::State& s) { run(s, isa, t, 8192, 1, 0, 2048); })
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(),
                                    [=](benchmark::State& s) { run(s, isa, t, 96, 1, 1); })
