@@ -133,11 +133,7 @@ struct BlockwiseKernel {
         const typename T::W q = T::load(wb);
         const float wd = load_f16(wb);
         for (int a = 0; a < RA; ++a) {
-          const __m256i s = T::dot(q, xa[a]);
-          __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-          h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
-          h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 1, 1, 1)));
-          acc[i][a] = std::fma(float(_mm_cvtsi128_si32(h)), wd * xd[a], acc[i][a]);
+          acc[i][a] = std::fma(float(hsum8_epi32(T::dot(q, xa[a]))), wd * xd[a], acc[i][a]);
         }
       }
     }

@@ -217,6 +217,42 @@ struct Q6KKernel {
   }
 };
 
+// The rows-in-lanes K-quant kernels' shared steps (32-row slices, two 16-row
+// vectors). itot[v][a] += scale * (sum over kGroups 4-quant groups starting at
+// quant group `first` of the packed u8 quants x the activation quants at x_q),
+// with the 32 rows' int32 scales at `scales`.
+template <int RV, int RA, int kGroups>
+[[gnu::always_inline]] inline void add_scaled_sub_block(__m512i (&itot)[RV][RA], const uint8_t* quants, const uint8_t* scales, int first,
+                          const uint8_t* const* x_q) {
+  __m512i isub[RV][RA];
+  for (int v = 0; v < RV; ++v)
+    for (int a = 0; a < RA; ++a) isub[v][a] = _mm512_setzero_si512();
+  for (int grp = first; grp < first + kGroups; ++grp) {
+    __m512i w[RV];
+    for (int v = 0; v < RV; ++v) w[v] = _mm512_loadu_si512(quants + (grp * 32 + 16 * v) * 4);
+    for (int a = 0; a < RA; ++a) {
+      int32_t four;
+      std::memcpy(&four, x_q[a] + 4 * grp, 4);
+      const __m512i xb = _mm512_set1_epi32(four);
+      for (int v = 0; v < RV; ++v) isub[v][a] = _mm512_dpbusd_epi32(isub[v][a], w[v], xb);
+    }
+  }
+  for (int v = 0; v < RV; ++v) {
+    const __m512i sc = _mm512_loadu_si512(scales + 16 * v * 4);
+    for (int a = 0; a < RA; ++a) itot[v][a] = _mm512_add_epi32(itot[v][a], _mm512_mullo_epi32(isub[v][a], sc));
+  }
+}
+
+// facc[v][a] -> output rows row + 16v.., activation row act + a; the last
+// 16-row vector through the store mask `last`.
+template <int RV, int RA>
+void store_rows_in_lanes(const GemmArgs& g, const __m512 (&facc)[RV][RA], int64_t row, int64_t act, uint16_t last) {
+  for (int a = 0; a < RA; ++a)
+    for (int v = 0; v < RV; ++v)
+      _mm512_mask_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, v == RV - 1 ? __mmask16(last) : 0xFFFF,
+                            facc[v][a]);
+}
+
 // Q4_K batches: weight rows in the int32 lanes (legacy_avx512.cpp's
 // RowsInLanes for Q4_0, extended to super-blocks). Each slice of 32 weight
 // rows is repacked once per call into the thread's scratch, per super-block:
@@ -288,25 +324,10 @@ struct Q4KRowsInLanes {
       __m512i itot[RV][RA];
       for (int v = 0; v < RV; ++v)
         for (int a = 0; a < RA; ++a) itot[v][a] = _mm512_setzero_si512();
-      for (int s = 0; s < 8; ++s) {
-        __m512i isub[RV][RA];
-        for (int v = 0; v < RV; ++v)
-          for (int a = 0; a < RA; ++a) isub[v][a] = _mm512_setzero_si512();
-        for (int grp = 0; grp < 8; ++grp) {
-          __m512i w[RV];
-          for (int v = 0; v < RV; ++v) w[v] = _mm512_loadu_si512(pb + kQuantsAt + ((s * 8 + grp) * kSlice + 16 * v) * 4);
-          for (int a = 0; a < RA; ++a) {
-            int32_t four;
-            std::memcpy(&four, x[a] + b * kQ8_KBytes + kQ8_KQs + 32 * s + 4 * grp, 4);
-            const __m512i xb = _mm512_set1_epi32(four);
-            for (int v = 0; v < RV; ++v) isub[v][a] = _mm512_dpbusd_epi32(isub[v][a], w[v], xb);
-          }
-        }
-        for (int v = 0; v < RV; ++v) {
-          const __m512i sc = _mm512_loadu_si512(pb + kScalesAt + (s * kSlice + 16 * v) * 4);
-          for (int a = 0; a < RA; ++a) itot[v][a] = _mm512_add_epi32(itot[v][a], _mm512_mullo_epi32(isub[v][a], sc));
-        }
-      }
+      const uint8_t* xq[RA];
+      for (int a = 0; a < RA; ++a) xq[a] = x[a] + b * kQ8_KBytes + kQ8_KQs;
+      for (int s = 0; s < 8; ++s)  // sub-block s: quant groups 8s .. 8s + 7
+        add_scaled_sub_block<RV, RA, 8>(itot, pb + kQuantsAt, pb + kScalesAt + s * kSlice * 4, 8 * s, xq);
       for (int a = 0; a < RA; ++a) {
         const uint8_t* xb = x[a] + b * kQ8_KBytes;
         // The 8 sub-block sums of 32 quants as int16 pairs (S_2t, S_2t+1).
@@ -326,10 +347,7 @@ struct Q4KRowsInLanes {
         }
       }
     }
-    for (int a = 0; a < RA; ++a)
-      for (int v = 0; v < RV; ++v)
-        _mm512_mask_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, v == RV - 1 ? __mmask16(last) : 0xFFFF,
-                              facc[v][a]);
+    store_rows_in_lanes<RV, RA>(g, facc, row, act, last);
   }
 
 };
@@ -414,25 +432,10 @@ struct Q6KRowsInLanes {
           itot[v][a] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c, 5));
         }
       }
-      for (int s = 0; s < 16; ++s) {
-        __m512i isub[RV][RA];
-        for (int v = 0; v < RV; ++v)
-          for (int a = 0; a < RA; ++a) isub[v][a] = _mm512_setzero_si512();
-        for (int grp = 4 * s; grp < 4 * s + 4; ++grp) {
-          __m512i w[RV];
-          for (int v = 0; v < RV; ++v) w[v] = _mm512_loadu_si512(pb + kQuantsAt + (grp * kSlice + 16 * v) * 4);
-          for (int a = 0; a < RA; ++a) {
-            int32_t four;
-            std::memcpy(&four, x[a] + b * kQ8_KBytes + kQ8_KQs + 4 * grp, 4);
-            const __m512i xb = _mm512_set1_epi32(four);
-            for (int v = 0; v < RV; ++v) isub[v][a] = _mm512_dpbusd_epi32(isub[v][a], w[v], xb);
-          }
-        }
-        for (int v = 0; v < RV; ++v) {
-          const __m512i sc = _mm512_loadu_si512(pb + kScalesAt + (s * kSlice + 16 * v) * 4);
-          for (int a = 0; a < RA; ++a) itot[v][a] = _mm512_add_epi32(itot[v][a], _mm512_mullo_epi32(isub[v][a], sc));
-        }
-      }
+      const uint8_t* xq[RA];
+      for (int a = 0; a < RA; ++a) xq[a] = x[a] + b * kQ8_KBytes + kQ8_KQs;
+      for (int s = 0; s < 16; ++s)  // sub-block s: quant groups 4s .. 4s + 3
+        add_scaled_sub_block<RV, RA, 4>(itot, pb + kQuantsAt, pb + kScalesAt + s * kSlice * 4, 4 * s, xq);
       for (int a = 0; a < RA; ++a) {
         const __m512 xd = _mm512_set1_ps(load_f32(x[a] + b * kQ8_KBytes));
         for (int v = 0; v < RV; ++v) {
@@ -441,10 +444,7 @@ struct Q6KRowsInLanes {
         }
       }
     }
-    for (int a = 0; a < RA; ++a)
-      for (int v = 0; v < RV; ++v)
-        _mm512_mask_storeu_ps(g.out + (act + a) * g.out_stride + row + 16 * v, v == RV - 1 ? __mmask16(last) : 0xFFFF,
-                              facc[v][a]);
+    store_rows_in_lanes<RV, RA>(g, facc, row, act, last);
   }
 
 };

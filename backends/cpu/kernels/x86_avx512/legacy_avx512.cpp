@@ -237,10 +237,8 @@ struct LegacyDecode {
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
       const __m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, xq));
       const __m256i s = _mm256_dpbusd_epi32(neg, W::quants(wb), xq);
-      __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-      h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
-      h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 1, 1, 1)));
-      acc = std::fma(float(_mm_cvtsi128_si32(h)), load_f16(wb) * load_f16(xb), acc);
+      const int32_t sum = _mm512_reduce_add_epi32(_mm512_zextsi256_si512(s));
+      acc = std::fma(float(sum), load_f16(wb) * load_f16(xb), acc);
     }
     g.out[row] = acc;
   }
