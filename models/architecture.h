@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/graph.h"
+#include "graph/graph.h"
 #include "models/hparams.h"
 
 namespace opal {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "backends/graph.h"
-#include "backends/rope.h"
+#include "graph/graph.h"
+#include "graph/rope.h"
 #include "core/gguf.h"
 
 namespace opal {
@@ -25,7 +25,7 @@ struct HParams {
   int64_t n_rot = 0;       // rope.dimension_count
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear and YaRN scaling)
-  // YaRN (rope.scaling.type = yarn): see backends/rope.h.
+  // YaRN (rope.scaling.type = yarn): see graph/rope.h.
   bool rope_yarn = false;
   int64_t n_ctx_orig_yarn = 0;    // rope.scaling.original_context_length (default: context_length)
   float yarn_ext_factor = 0.0f;   // 1 with YaRN unless rope.scaling.yarn_ext_factor says otherwise
@@ -38,7 +38,7 @@ struct HParams {
   int64_t n_ff_exp = 0;
   bool expert_weights_norm = true;
 
-  // The ROPE settings of this model (backends/rope.h).
+  // The ROPE settings of this model (graph/rope.h).
   RopeParams rope_params() const;
 
   int64_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/scheduler.h"
+#include "graph/scheduler.h"
 #include "core/error.h"
 #include "core/quant.h"
 #include "models/architecture.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/registry.h"
-#include "backends/scheduler.h"
+#include "graph/registry.h"
+#include "graph/scheduler.h"
 #include "core/gguf.h"
 #include "models/hparams.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/graph.h"
+#include "graph/graph.h"
 #include "core/gguf.h"
 
 namespace opal {

@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/scheduler.h"
+#include "graph/scheduler.h"
 #include "models/model.h"
 #include "runtime/kv_cache.h"
 

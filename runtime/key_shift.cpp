@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
-#include "backends/rope.h"
+#include "graph/rope.h"
 
 namespace opal {
 namespace {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/backend.h"
+#include "graph/backend.h"
 #include "models/hparams.h"
 
 namespace opal {

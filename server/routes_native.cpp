@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "server/state.h"
+#include "core/version.h"
 
 namespace opal::server {
 namespace {
@@ -196,7 +197,7 @@ void register_native_routes(Server::State& st) {
     j["n_ctx"] = st.engine->n_ctx_slot();
     j["chat_template"] = jinja::chat_template_from_gguf(st.model->gguf()).source;
     j["chat_template_is_fallback"] = st.template_is_fallback;
-    j["build_info"] = std::string("opal ") + OPAL_GIT_COMMIT;
+    j["build_info"] = std::string("opal ") + git_commit();
     res.set_content(dump(j), "application/json");
   });
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "server/state.h"
+#include "core/version.h"
 
 namespace opal::server {
 namespace {
@@ -52,7 +53,7 @@ json base_object(Server::State& st, const std::string& id, const char* object) {
   j["object"] = object;
   j["created"] = unix_time();
   j["model"] = st.model_id;
-  j["system_fingerprint"] = std::string("opal-") + OPAL_GIT_COMMIT;
+  j["system_fingerprint"] = std::string("opal-") + git_commit();
   return j;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "server/state.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal::server {
 
@@ -250,7 +251,7 @@ int Server::start() {
 
 void Server::load() {
   State& st = *st_;
-  st.registry = Registry::with_cpu(st.opts.threads);
+  st.registry = make_registry({}, st.opts.threads);
   st.model = Model::load(st.opts.model, *st.registry, st.opts.load);
   st.vocab.emplace(Vocab::from_gguf(st.model->gguf()));
 

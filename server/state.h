@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "server/metrics.h"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 
 namespace opal::tools {
 

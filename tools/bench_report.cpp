@@ -3,6 +3,7 @@
 // | model | size | params | backend | threads | <non-default params> | test | t/s |
 // with Opal's columns lm (load mode), GB/s and % bw appended before t/s.
 #include "tools/bench_report.h"
+#include "core/version.h"
 
 #include <fmt/format.h>
 #include <sys/utsname.h>
@@ -187,9 +188,7 @@ BenchConditions probe_conditions() {
   c.thp = a != std::string::npos && b != std::string::npos ? thp.substr(a + 1, b - a - 1) : "n/a";
   struct utsname u {};
   c.kernel = uname(&u) == 0 ? std::string(u.sysname) + " " + u.release : "n/a";
-#ifdef OPAL_GIT_COMMIT
-  c.commit = OPAL_GIT_COMMIT;
-#endif
+  c.commit = git_commit();
   c.load_before = read_loadavg();
   return c;
 }

@@ -26,7 +26,7 @@
 
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "backends/rocket/host/rocket_device.h"
 #include "core/error.h"
 #include "core/quant/recipe.h"

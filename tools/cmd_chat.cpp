@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "core/error.h"
 #include "models/model.h"
 #include "runtime/context.h"
@@ -28,6 +28,7 @@
 #include "tools/commands.h"
 #include "tools/load_options.h"
 #include "tools/default_model.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal::tools {
 namespace {
@@ -222,7 +223,7 @@ int run_chat(const ChatOptions& o_in) {
   ChatOptions o = o_in;
   if (o.kv != "f16" && o.kv != "f32" && o.kv != "bf16") fail("-ctk must be f16, bf16 or f32, got '{}'", o.kv);
   if (o.model.empty()) o.model = default_model_path();
-  auto reg = Registry::with_cpu(o.threads);
+  auto reg = make_registry({}, o.threads);
   auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   ContextParams cp;

@@ -14,7 +14,7 @@
 
 #include "backends/factory/backend_factory.h"
 #include "backends/factory/support_matrix.h"
-#include "backends/perf/placement_report.h"
+#include "graph/perf/placement_report.h"
 #include "core/error.h"
 #include "models/model.h"
 #include "runtime/context.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "core/error.h"
 #include "models/model.h"
 #include "runtime/perplexity.h"

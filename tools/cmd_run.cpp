@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "core/error.h"
 #include "models/model.h"
 #include "runtime/context.h"

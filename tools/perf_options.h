@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/perf/perf_events.h"
-#include "backends/perf/perf_sinks.h"
+#include "graph/perf/perf_events.h"
+#include "graph/perf/perf_sinks.h"
 #include "backends/shadow/shadow_compare.h"
 
 namespace opal::tools {

@@ -3,9 +3,9 @@
 #pragma once
 #include <memory>
 
-#include "backends/backend.h"
-#include "backends/cpu/host_buffer.h"
-#include "backends/thread_pool.h"
+#include "graph/backend.h"
+#include "graph/host_buffer.h"
+#include "graph/thread_pool.h"
 
 namespace opal {
 

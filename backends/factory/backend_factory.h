@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 
 namespace opal {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "backends/factory/backend_factory.h"
-#include "backends/perf/node_cost.h"
-#include "backends/scheduler.h"
+#include "graph/perf/node_cost.h"
+#include "graph/scheduler.h"
 #include "backends/shadow/tolerance.h"
 #include "core/error.h"
 #if __has_include("backends/cpu/kernels/isa.h")
@@ -217,7 +217,7 @@ std::vector<ConformanceResult> run_conformance(const ConformanceOptions& o,
           const std::vector<float> got = output_f32(dut);
           // the scalar reference
           select_isa("scalar");
-          Bench ref = prepare(c, Registry::with_cpu(o.threads), nullptr, o.seed);
+          Bench ref = prepare(c, make_registry({}, o.threads), nullptr, o.seed);
           ref.sg->run();
           const std::vector<float> want = output_f32(ref);
           const ErrorStats e = compare_outputs(got.data(), want.data(), int64_t(want.size()));

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/graph.h"
+#include "graph/graph.h"
 
 namespace opal {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "backends/thread_pool.h"
+#include "graph/backend.h"
+#include "graph/thread_pool.h"
 
 namespace opal {
 

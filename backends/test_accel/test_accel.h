@@ -12,7 +12,7 @@
 #include <map>
 #include <memory>
 
-#include "backends/backend.h"
+#include "graph/backend.h"
 
 namespace opal {
 

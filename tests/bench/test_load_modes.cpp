@@ -4,18 +4,19 @@
 
 #include <cstring>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
 
 std::vector<float> logits_after(const std::string& path, LoadMode mode, int threads) {
-  auto reg = Registry::with_cpu(threads);
+  auto reg = make_registry({}, threads);
   LoadOptions lo;
   lo.load_mode = mode;
   auto model = Model::load(path, *reg, lo);

@@ -1,4 +1,4 @@
-// ThreadPool (backends/thread_pool.h): every chunk runs exactly once per
+// ThreadPool (graph/thread_pool.h): every chunk runs exactly once per
 // run(), run() returns only when all are done, and that holds for back-to-back
 // jobs (workers spinning), jobs after a pause (workers asleep), a busy other
 // thread, and destruction at any time.
@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "backends/thread_pool.h"
+#include "graph/thread_pool.h"
 
 namespace opal {
 namespace {

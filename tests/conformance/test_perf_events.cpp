@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "backends/factory/backend_factory.h"
-#include "backends/perf/perf_events.h"
-#include "backends/perf/perf_sinks.h"
-#include "backends/scheduler.h"
+#include "graph/perf/perf_events.h"
+#include "graph/perf/perf_sinks.h"
+#include "graph/scheduler.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"

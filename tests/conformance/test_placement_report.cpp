@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/factory/backend_factory.h"
-#include "backends/perf/node_cost.h"
-#include "backends/perf/placement_report.h"
+#include "graph/perf/node_cost.h"
+#include "graph/perf/placement_report.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"

@@ -5,12 +5,13 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_device.h"
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "backends/shadow/shadow_compare.h"
 #include "backends/test_accel/test_accel.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -65,7 +66,7 @@ struct Loaded {
 
 Loaded load(std::unique_ptr<Device> accel) {
   Loaded s;
-  s.reg = Registry::with_cpu(1);
+  s.reg = make_registry({}, 1);
   s.reg->add(std::move(accel));
   s.model = Model::load(test::shared_path("golden/models/tiny-llama-q8_0.gguf"), *s.reg);
   ContextParams cp;
@@ -121,7 +122,7 @@ TEST(Shadow, FindsAnInjectedFaultAndNamesTheNode) {
 }
 
 TEST(Shadow, CpuOnlyRunsCompareNothing) {
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   auto model = Model::load(test::shared_path("golden/models/tiny-llama-q8_0.gguf"), *reg);
   ContextParams cp;
   cp.n_ctx = 32;

@@ -5,13 +5,14 @@
 
 #include <vector>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/gguf.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -59,7 +60,7 @@ std::string write_variant(const Edit& e, const std::string& name) {
 }
 
 std::string load_error(const std::string& path) {
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   try {
     Model::load(path, *reg);
   } catch (const Error& e) {
@@ -99,7 +100,7 @@ TEST(BadInput, MissingFile) {
 }
 
 struct SmallContext : ::testing::Test {
-  std::unique_ptr<Registry> reg = Registry::with_cpu(1);
+  std::unique_ptr<Registry> reg = make_registry({}, 1);
   std::unique_ptr<Model> model = Model::load(base_model(), *reg);
 };
 

@@ -16,11 +16,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
 #include "tokenizer/vocab.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -38,7 +39,7 @@ class DefaultModel : public ::testing::Test {
   static void SetUpTestSuite() {
     ref_ = new nlohmann::json(nlohmann::json::parse(
         read_text(test::source_dir() + "/tests/data/default_model/reference.json")));
-    registry_ = Registry::with_cpu(1).release();
+    registry_ = make_registry({}, 1).release();
     model_ = Model::load(test::source_dir() + "/" + (*ref_)["model"].get<std::string>(), *registry_).release();
     vocab_ = new Vocab(Vocab::from_gguf(model_->gguf()));
   }

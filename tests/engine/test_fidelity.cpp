@@ -23,10 +23,11 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/isa.h"
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "golden_support.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -111,7 +112,7 @@ TEST_P(Fidelity, MatchesLlamaCpp) {
   const std::string stem = GetParam();
   const test::Golden g = test::load_golden(stem);
   ASSERT_FALSE(g.prompt_logits.empty());
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   const RunResult r = run_golden(g, *reg);
   const Tolerance tol = tolerance_for(stem);
 

@@ -5,11 +5,12 @@
 
 #include <cmath>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "core/error.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -40,7 +41,7 @@ double stddev(const std::vector<float>& a) {
 
 struct KvOps : ::testing::TestWithParam<std::string> {
   void SetUp() override {
-    reg = Registry::with_cpu(1);
+    reg = make_registry({}, 1);
     model = Model::load(test::shared_path(GetParam()), *reg);
     ContextParams cp;
     cp.n_ctx = 64;

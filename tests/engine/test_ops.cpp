@@ -9,10 +9,11 @@
 
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
-#include "backends/registry.h"
-#include "backends/scheduler.h"
+#include "graph/registry.h"
+#include "graph/scheduler.h"
 #include "core/fp16.h"
 #include "core/quant.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -21,7 +22,7 @@ struct OpHarness {
   std::unique_ptr<Registry> reg;
   std::unique_ptr<Graph> g = std::make_unique<Graph>();
   std::mt19937 rng{42};
-  explicit OpHarness(int threads = 1) : reg(Registry::with_cpu(threads)) {}
+  explicit OpHarness(int threads = 1) : reg(make_registry({}, threads)) {}
 
   Tensor* input(DType t, std::array<int64_t, 4> ne, const std::string& name = "x") {
     return g->new_leaf(name, t, ne, TensorRole::Input);

@@ -7,11 +7,12 @@
 
 #include <fstream>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "core/error.h"
 #include "models/model.h"
 #include "runtime/perplexity.h"
 #include "support/test_support.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -21,7 +22,7 @@ TEST(Perplexity, Stories260KMatchesLlamaCpp) {
   const auto j = nlohmann::json::parse(f);
   const std::vector<int32_t> tokens = j["tokens"].get<std::vector<int32_t>>();
   ASSERT_EQ(tokens.size(), 577u);
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   auto model = Model::load(test::shared_path("models/stories260K.gguf"), *reg);
   ContextParams cp;
   cp.n_ctx = 128;
@@ -40,7 +41,7 @@ TEST(Perplexity, Stories260KMatchesLlamaCpp) {
 }
 
 TEST(Perplexity, TooFewTokensIsAClearError) {
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   auto model = Model::load(test::shared_path("models/stories260K.gguf"), *reg);
   ContextParams cp;
   cp.n_ctx = 128;

@@ -1,16 +1,17 @@
-// RoPE scaling: YaRN (backends/rope.h) against the formulas written out in
+// RoPE scaling: YaRN (graph/rope.h) against the formulas written out in
 // double precision, plus whole-model checks with YaRN metadata.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numbers>
 
-#include "backends/registry.h"
-#include "backends/rope.h"
+#include "graph/registry.h"
+#include "graph/rope.h"
 #include "core/gguf.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -71,7 +72,7 @@ std::string with_yarn(const std::string& src, double factor, int64_t n_orig, con
 }
 
 std::vector<float> run_prompt(const std::string& path, int32_t pos0) {
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   auto model = Model::load(path, *reg);
   ContextParams cp;
   cp.n_ctx = 64;
@@ -106,7 +107,7 @@ TEST(Yarn, KeyShiftIsExactUnderYarn) {
   // Keys shifted by seq_add equal keys computed at the new positions, with
   // the YaRN magnitude applied once (not twice).
   const std::string path = with_yarn(test::shared_path("golden/models/tiny-qwen3-f32.gguf"), 4.0, 16, "yarnshift");
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   auto model = Model::load(path, *reg);
   ContextParams cp;
   cp.n_ctx = 64;
@@ -142,7 +143,7 @@ TEST(Yarn, UnknownScalingTypeIsAClearError) {
   for (const auto& t : f.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
   const std::string path = test::temp_dir() + "/badscaling.gguf";
   w.write(path);
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   try {
     Model::load(path, *reg);
     FAIL() << "expected an error";

@@ -4,20 +4,21 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/kernels/isa.h"
-#include "backends/registry.h"
-#include "backends/scheduler.h"
+#include "graph/registry.h"
+#include "graph/scheduler.h"
 #include "backends/test_accel/test_accel.h"
 #include "core/error.h"
 #include "backends/cpu/cpu_device.h"
 #include "golden_support.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
 
 std::unique_ptr<Registry> cpu_and_accel(TestAccelDevice** accel) {
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   *accel = static_cast<TestAccelDevice*>(&reg->add(std::make_unique<TestAccelDevice>()));
   return reg;
 }
@@ -51,7 +52,7 @@ TEST_P(AccelMatchesCpu, SameLogitsAsCpuOnly) {
     ScalarIsa() { cpu::set_isa(cpu::Isa::scalar); }
     ~ScalarIsa() { cpu::set_isa(before); }
   } scalar_isa;
-  auto cpu_reg = Registry::with_cpu(1);
+  auto cpu_reg = make_registry({}, 1);
   auto cpu_model = Model::load(test::golden_model_path(stem), *cpu_reg);
   const std::vector<float> want = prompt_logits(*cpu_model, toks);
 

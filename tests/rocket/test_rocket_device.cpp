@@ -10,13 +10,14 @@
 #include <cmath>
 #include <set>
 
-#include "backends/registry.h"
+#include "graph/registry.h"
 #include "backends/rocket/host/rocket_device.h"
 #include "core/error.h"
 #include "engine/golden_support.h"
 #include "models/model.h"
 #include "rocket/fault_driver.h"
 #include "runtime/context.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -56,7 +57,7 @@ struct RocketSetup {
 
 RocketSetup cpu_and_rocket(RocketOptions o, std::vector<std::unique_ptr<rocket::Driver>> drivers = {}) {
   RocketSetup s;
-  s.reg = Registry::with_cpu(1);
+  s.reg = make_registry({}, 1);
   std::unique_ptr<RocketDevice> dev =
       drivers.empty() ? make_rocket_device(o) : std::make_unique<RocketDevice>(o, std::move(drivers));
   s.rocket = dev.get();
@@ -91,7 +92,7 @@ Accuracy measure_accuracy(const std::string& stem, RocketOptions o) {
   const test::Golden g = test::load_golden(stem);
   const std::vector<int32_t>& toks = g.prompt;
   const std::vector<int32_t> forced = first(g.greedy, 4);
-  auto cpu_reg = Registry::with_cpu(1);
+  auto cpu_reg = make_registry({}, 1);
   auto cpu_model = Model::load(test::golden_model_path(stem), *cpu_reg);
   const Logits want = run_model(*cpu_model, toks, forced);
 
@@ -223,7 +224,7 @@ TEST(RocketDevice, MinBatchSendsSmallBatchesToTheCpu) {
 
 TEST(RocketDevice, SubmitFaultFallsBackToTheCpu) {
   const test::Golden g = test::load_golden("tiny-llama-q8_0");
-  auto cpu_reg = Registry::with_cpu(1);
+  auto cpu_reg = make_registry({}, 1);
   auto cpu_model = Model::load(test::golden_model_path("tiny-llama-q8_0"), *cpu_reg);
   const Logits want = run_model(*cpu_model, g.prompt, first(g.greedy, 1));
 

@@ -9,6 +9,7 @@
 #include "server/server_test_util.h"
 #include "tokenizer/jinja/chat.h"
 #include "tokenizer/vocab.h"
+#include "backends/factory/backend_factory.h"
 
 namespace opal::test {
 namespace {
@@ -161,7 +162,7 @@ TEST_F(ServerApi, NativeCompletionStreamHasNoDoneMarker) {
 
 // The server's greedy tokens equal a greedy loop over the engine itself.
 TEST_F(ServerApi, GreedyMatchesEngine) {
-  auto reg = Registry::with_cpu(1);
+  auto reg = make_registry({}, 1);
   auto model = Model::load(stories_model(), *reg);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   ContextParams cp;

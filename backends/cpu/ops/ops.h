@@ -4,8 +4,8 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/backend.h"
-#include "backends/thread_pool.h"
+#include "graph/backend.h"
+#include "graph/thread_pool.h"
 
 namespace opal::cpu {
 

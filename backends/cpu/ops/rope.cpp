@@ -1,13 +1,13 @@
 // ROPE on f32 [D, H, T] with i32 positions, as ggml computes it (to match
 // llama.cpp's goldens at long range). The angles of each position come from
-// backends/rope.h (plain, linear, Llama-3 frequency factors, YaRN). Normal
+// graph/rope.h (plain, linear, Llama-3 frequency factors, YaRN). Normal
 // mode rotates (x[2i], x[2i+1]); NeoX mode rotates (x[i], x[i + n_rot/2]).
 // Dims past n_rot are copied.
 #include <cmath>
 #include <cstring>
 
 #include "backends/cpu/ops/ops.h"
-#include "backends/rope.h"
+#include "graph/rope.h"
 #include "backends/cpu/ops/row_iter.h"
 
 namespace opal::cpu {

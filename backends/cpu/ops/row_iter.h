@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/graph.h"
+#include "graph/graph.h"
 
 namespace opal::cpu {
 

@@ -10,12 +10,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "backends/cpu/kernels/convert.h"
-#include "backends/cpu/ops/ops.h"
 #include "backends/rocket/driver/emulator/emulator_driver.h"
 #include "backends/rocket/host/hadamard.h"
 #include "backends/rocket/perf/perf_model.h"
 #include "core/error.h"
+#include "core/quant.h"
 
 namespace opal {
 namespace {
@@ -45,12 +44,8 @@ struct RocketNode {
 
 struct RocketPlan : Plan {
   std::vector<RocketNode> nodes;
-  std::vector<uint8_t> work;  // CPU fallback scratch (grown on the fallback path only)
+  HostFallback* fallback = nullptr;  // the scheduler's host path for a node the NPU cannot run
 };
-
-uint8_t* aligned64(std::vector<uint8_t>& v) {
-  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(v.data()) + 63) / 64 * 64);
-}
 
 }  // namespace
 
@@ -93,7 +88,7 @@ void RocketWeightBufferType::upload_weight(Tensor& t, const void* host_bytes, Bu
                                                            dev_.options().precision);
   const uint64_t rb = row_bytes(t.type, K);
   const rocket::QuantizedMatrix qm = rocket::quantize_matrix(unsigned(N), unsigned(K), scheme, [&](unsigned r, float* dst) {
-    cpu::row_to_f32(t.type, static_cast<const uint8_t*>(host_bytes) + uint64_t(r) * rb, dst, K);
+    dequantize_row(t.type, static_cast<const uint8_t*>(host_bytes) + uint64_t(r) * rb, dst, K);
   });
   auto w = std::make_unique<rocket::NpuWeights>(dev_.drivers(), qm);
   npu_bytes_ += w->npu_bytes();
@@ -162,10 +157,9 @@ Support RocketDevice::supports_weight(const Tensor& weight, const std::vector<co
 
 // ---- executor
 
-void RocketExecutor::set_threads(int n) { pool_ = std::make_unique<ThreadPool>(std::max(1, n)); }
-
 std::unique_ptr<Plan> RocketExecutor::compile(const Segment& segment) {
   auto p = std::make_unique<RocketPlan>();
+  p->fallback = dev_.options().fallback_to_cpu ? segment.fallback : nullptr;
   RocketStats& st = dev_.mutable_stats();
   for (Tensor* n : segment.nodes) {
     RocketNode rn;
@@ -175,15 +169,12 @@ std::unique_ptr<Plan> RocketExecutor::compile(const Segment& segment) {
     try {
       rn.gemm = std::make_unique<rocket::NpuGemm>(*w, unsigned(n->src[1]->ne[1]), scratch_, dev_.options().timeout_s);
     } catch (const Error& e) {
-      if (!dev_.options().fallback_to_cpu) throw;
+      if (!p->fallback) throw;
       st.last_error = e.what();
       std::fprintf(stderr, "rocket: cannot compile '%s' for the NPU, the CPU runs it: %s\n", n->name.c_str(), e.what());
     }
     p->nodes.push_back(std::move(rn));
   }
-  uint64_t work = 0;
-  for (const RocketNode& rn : p->nodes) work = std::max(work, cpu::mul_mat_work_size(*rn.node, pool_->size()));
-  p->work.resize(work + 64);
   ++st.plans_compiled;
   return p;
 }
@@ -212,7 +203,7 @@ void RocketExecutor::run(Plan& plan, RunHooks* hooks) {
         ++st.nodes_npu;
         done = true;
       } catch (const Error& e) {
-        if (!dev_.options().fallback_to_cpu) throw;
+        if (!p.fallback) throw;
         if (st.nodes_fallback == 0)
           std::fprintf(stderr, "rocket: NPU failed on '%s', falling back to the CPU for it: %s\n", n.name.c_str(),
                        e.what());
@@ -220,9 +211,8 @@ void RocketExecutor::run(Plan& plan, RunHooks* hooks) {
       }
     }
     if (!done) {
-      const uint64_t need = cpu::mul_mat_work_size(n, pool_->size()) + 64;
-      if (p.work.size() < need) p.work.resize(need);  // only if the thread count grew since compile
-      cpu::compute_mul_mat(n, cpu::OpContext{*pool_, aligned64(p.work)});
+      if (!p.fallback) fail("rocket: no NPU program for '{}' and no host fallback for this segment", n.name);
+      p.fallback->run(*rn.node);
       kernel = "rocket-cpu-fallback";
       ++st.nodes_fallback;
     }

@@ -21,12 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "backends/cpu/host_buffer.h"
+#include "graph/backend.h"
+#include "graph/host_buffer.h"
 #include "backends/rocket/driver/driver.h"
 #include "backends/rocket/driver/emulator/npu_emulator.h"
 #include "backends/rocket/host/npu_gemm.h"
-#include "backends/thread_pool.h"
 
 namespace opal {
 
@@ -85,12 +84,10 @@ class RocketExecutor : public Executor {
   explicit RocketExecutor(RocketDevice& dev) : dev_(dev) {}
   std::unique_ptr<Plan> compile(const Segment& segment) override;
   void run(Plan& plan, RunHooks* hooks) override;
-  void set_threads(int n);
 
  private:
   RocketDevice& dev_;
   rocket::ScratchPool scratch_;
-  std::unique_ptr<ThreadPool> pool_ = std::make_unique<ThreadPool>(1);
 };
 
 class RocketDevice : public Device {
@@ -111,7 +108,6 @@ class RocketDevice : public Device {
   BufferType& weight_buffer_type() override { return weights_; }
   BufferType& compute_buffer_type() override { return compute_; }
   Executor& executor() override { return executor_; }
-  void set_threads(int n) override { executor_.set_threads(n); }
 
   const RocketOptions& options() const { return options_; }
   RocketOptions& mutable_options() { return options_; }

@@ -1,4 +1,4 @@
-#include "backends/perf/node_cost.h"
+#include "graph/perf/node_cost.h"
 
 #include <algorithm>
 

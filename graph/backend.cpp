@@ -1,4 +1,4 @@
-#include "backends/backend.h"
+#include "graph/backend.h"
 
 #include <cstring>
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/backend.h"
+#include "graph/backend.h"
 
 namespace opal {
 

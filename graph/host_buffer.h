@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/backend.h"
+#include "graph/backend.h"
 
 namespace opal {
 

@@ -7,7 +7,7 @@
 //   Executor    compiles a Segment (the nodes placed on it, in order) into a
 //               Plan once per shape bucket, then runs the plan many times.
 //
-// The scheduler (backends/scheduler.h) places nodes, cuts segments, plans
+// The scheduler (graph/scheduler.h) places nodes, cuts segments, plans
 // compute memory and inserts copies between buffers a device cannot access.
 // Executors call the RunHooks around every node they execute (or fused group),
 // which is where perf events and shadow comparison plug in.
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/graph.h"
+#include "graph/graph.h"
 
 namespace opal {
 
@@ -65,12 +65,29 @@ class BufferType {
 };
 
 class Device;
+class RunHooks;
 struct CrossCopy;
+
+// How an accelerator's executor hands a node back after a fault: the scheduler
+// runs it on the host device (the CPU), whose kernels write the node's output
+// where the memory plan put it. The accelerator never calls another backend's
+// kernels itself. The host plan for a node is compiled on its first fault (the
+// one place running may allocate: a fault is not the steady state).
+class HostFallback {
+ public:
+  virtual ~HostFallback() = default;
+  // Runs `node`, one of the segment's nodes, on the host. No hooks are called:
+  // the executor reports the node itself (with a kernel name saying it fell back).
+  virtual void run(Tensor& node) = 0;
+};
 
 // The nodes placed on one device, consecutive in the graph's order.
 struct Segment {
   Device* device = nullptr;
   std::vector<Tensor*> nodes;
+  // Set by the scheduler for an accelerator's segment whose buffers the host
+  // can read; null otherwise (then a fault is an error).
+  HostFallback* fallback = nullptr;
 };
 
 // A compiled segment; opaque to everyone but its executor.

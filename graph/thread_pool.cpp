@@ -1,6 +1,6 @@
 // ThreadPool: chunk claiming on one atomic word, spin-then-sleep workers
 // (see the header for the algorithm and why).
-#include "backends/thread_pool.h"
+#include "graph/thread_pool.h"
 
 #include <chrono>
 

@@ -1,9 +1,9 @@
-#include "backends/perf/placement_report.h"
+#include "graph/perf/placement_report.h"
 
 #include <map>
 #include <tuple>
 
-#include "backends/perf/node_cost.h"
+#include "graph/perf/node_cost.h"
 
 namespace opal {
 

@@ -1,7 +1,7 @@
-#include "backends/perf/perf_events.h"
+#include "graph/perf/perf_events.h"
 
-#include "backends/perf/node_cost.h"
-#include "backends/scheduler.h"
+#include "graph/perf/node_cost.h"
+#include "graph/scheduler.h"
 
 namespace opal {
 

@@ -1,4 +1,4 @@
-#include "backends/graph.h"
+#include "graph/graph.h"
 
 #include <fmt/format.h>
 

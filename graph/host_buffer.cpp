@@ -1,4 +1,4 @@
-#include "backends/cpu/host_buffer.h"
+#include "graph/host_buffer.h"
 
 #include <sys/mman.h>
 

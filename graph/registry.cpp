@@ -1,8 +1,7 @@
-#include "backends/registry.h"
+#include "graph/registry.h"
 
 #include <algorithm>
 
-#include "backends/cpu/cpu_device.h"
 #include "core/error.h"
 
 namespace opal {
@@ -30,12 +29,6 @@ Device* Registry::find(const std::string& name) const {
 
 void Registry::set_threads(int n) {
   for (Device* d : sorted_) d->set_threads(n);
-}
-
-std::unique_ptr<Registry> Registry::with_cpu(int n_threads) {
-  auto r = std::make_unique<Registry>();
-  r->add(std::make_unique<CpuDevice>(n_threads));
-  return r;
 }
 
 }  // namespace opal

@@ -1,12 +1,12 @@
-// The devices a model runs on. A Registry is an ordinary object (tests build
-// their own with a test accelerator); default_registry() holds the CPU plus
-// every accelerator found on this machine.
+// The devices a model runs on. A Registry is an ordinary object; tools and
+// tests build theirs with make_registry() (backends/factory/backend_factory.h),
+// which adds the CPU and each backend named with --backend.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "graph/backend.h"
 
 namespace opal {
 
@@ -23,9 +23,6 @@ class Registry {
   Device& host() const;
   Device* find(const std::string& name) const;
   void set_threads(int n);
-
-  // A registry with the CPU backend using n_threads (0 = hardware threads).
-  static std::unique_ptr<Registry> with_cpu(int n_threads);
 
  private:
   std::vector<std::unique_ptr<Device>> owned_;

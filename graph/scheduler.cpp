@@ -1,4 +1,4 @@
-#include "backends/scheduler.h"
+#include "graph/scheduler.h"
 
 #include <fmt/format.h>
 
@@ -9,62 +9,47 @@
 #include <set>
 
 #include "core/error.h"
+#include "graph/offset_allocator.h"
 
 namespace opal {
 namespace {
 
 std::atomic<uint64_t> g_plans_built{0};
 
-uint64_t align_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-// First-fit allocator over one device's compute buffer (offsets only).
-class OffsetAllocator {
+// Runs an accelerator's faulted node on the host device: a one-node host plan,
+// compiled on the node's first fault and kept.
+class SchedulerHostFallback : public HostFallback {
  public:
-  explicit OffsetAllocator(uint64_t alignment) : align_(alignment) {}
-  uint64_t alloc(uint64_t size) {
-    size = align_to(std::max<uint64_t>(size, 1), align_);
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second >= size) {
-        const uint64_t off = it->first;
-        if (it->second == size) {
-          free_.erase(it);
-        } else {
-          it->first += size;
-          it->second -= size;
-        }
-        return off;
-      }
+  explicit SchedulerHostFallback(Device& host) : host_(host) {}
+  void run(Tensor& node) override {
+    auto it = plans_.find(&node);
+    if (it == plans_.end()) {
+      Segment one;
+      one.device = &host_;
+      one.nodes = {&node};
+      it = plans_.emplace(&node, host_.executor().compile(one)).first;
     }
-    // extend at the end (merging a trailing free block)
-    uint64_t off = top_;
-    if (!free_.empty() && free_.back().first + free_.back().second == top_) {
-      off = free_.back().first;
-      free_.pop_back();
-    }
-    top_ = off + size;
-    return off;
+    host_.executor().run(*it->second, nullptr);
   }
-  void release(uint64_t off, uint64_t size) {
-    size = align_to(std::max<uint64_t>(size, 1), align_);
-    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(off, uint64_t(0)));
-    it = free_.insert(it, {off, size});
-    // merge with neighbours
-    if (it + 1 != free_.end() && it->first + it->second == (it + 1)->first) {
-      it->second += (it + 1)->second;
-      free_.erase(it + 1);
-    }
-    if (it != free_.begin() && (it - 1)->first + (it - 1)->second == it->first) {
-      (it - 1)->second += it->second;
-      free_.erase(it);
-    }
-  }
-  uint64_t high_water() const { return top_; }
 
  private:
-  uint64_t align_;
-  uint64_t top_ = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> free_;
+  Device& host_;
+  std::map<const Tensor*, std::unique_ptr<Plan>> plans_;
 };
+
+// True if the host can read every source and the output of every node of the segment.
+bool host_can_run(const Device& host, const Segment& s) {
+  auto readable = [&](const Tensor* t) {
+    const Tensor* st = t->storage();
+    return !st->buffer || host.can_access(*st->buffer);
+  };
+  for (const Tensor* n : s.nodes) {
+    if (!readable(n)) return false;
+    for (const Tensor* src : n->src)
+      if (src && !readable(src)) return false;
+  }
+  return true;
+}
 
 bool reads_weight_like(const Tensor* s) {
   const Tensor* st = s->storage();
@@ -390,7 +375,14 @@ std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph
   sg->staging_.resize(staging);
 
   // ---- compile each segment once
-  for (const Segment& s : sg->segments_) sg->plans_.push_back(s.device->executor().compile(s));
+  Device& host_dev = registry_.host();
+  for (Segment& s : sg->segments_) {
+    if (s.device->role() != DeviceRole::Host && host_can_run(host_dev, s)) {
+      sg->fallbacks_.push_back(std::make_unique<SchedulerHostFallback>(host_dev));
+      s.fallback = sg->fallbacks_.back().get();
+    }
+    sg->plans_.push_back(s.device->executor().compile(s));
+  }
   g_plans_built.fetch_add(1);
   return sg;
 }

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "backends/registry.h"
+#include "graph/backend.h"
+#include "graph/registry.h"
 
 namespace opal {
 
@@ -68,6 +68,7 @@ class ScheduledGraph {
   std::vector<Segment> segments_;
   std::vector<std::vector<CrossCopy>> copies_;
   std::vector<std::unique_ptr<Plan>> plans_;
+  std::vector<std::unique_ptr<HostFallback>> fallbacks_;  // one per accelerator segment the host can read
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::map<std::string, uint64_t> compute_bytes_;
   std::vector<uint8_t> staging_;  // for copies between two non-host buffers

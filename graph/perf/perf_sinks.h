@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/perf/perf_events.h"
+#include "graph/perf/perf_events.h"
 
 namespace opal {
 

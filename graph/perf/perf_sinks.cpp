@@ -1,4 +1,4 @@
-#include "backends/perf/perf_sinks.h"
+#include "graph/perf/perf_sinks.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

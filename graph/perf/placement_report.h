@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/scheduler.h"
+#include "graph/scheduler.h"
 
 namespace opal {
 

@@ -1,4 +1,4 @@
-#include "backends/rope.h"
+#include "graph/rope.h"
 
 #include <algorithm>
 #include <cmath>
