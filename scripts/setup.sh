@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Installs Opal's build dependencies from Debian 12 packages and builds the release preset.
-# Usage: scripts/setup.sh [--no-build]
+# Installs Opal's build dependencies from Debian 12 packages and builds the release
+# preset's `opal` binary (build/release/opal); --all builds every target (the unit
+# tests and benchmarks too: what `ctest --preset release` runs); --no-build nothing.
+# Usage: scripts/setup.sh [--all | --no-build]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "") targets=(--target opal) ;;
+  --all | --no-build) targets=() ;;
+  *) echo "usage: scripts/setup.sh [--all | --no-build]" >&2; exit 2 ;;
+esac
 
 PKGS=(build-essential cmake ninja-build pkg-config python3
       libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      g++-aarch64-linux-gnu qemu-user)  # scripts/cross_check_neon.sh (NEON kernels under qemu), scripts/cross_check_rocket.sh
+      clang-format-14  # scripts/check_format.sh
+      g++-aarch64-linux-gnu qemu-user)  # the neon preset (NEON kernels under qemu), scripts/cross_check_rocket.sh
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -30,7 +38,6 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 (cd tests/server/node && npm ci --no-audit --no-fund --loglevel=error)
 
-if [ "${1:-}" != "--no-build" ]; then
-  cmake --preset release >/dev/null
-  cmake --build --preset release -j"$(nproc)"
-fi
+[ "${1:-}" = "--no-build" ] && exit 0
+cmake --preset release >/dev/null
+cmake --build --preset release -j"$(nproc)" "${targets[@]}"

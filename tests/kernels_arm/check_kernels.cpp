@@ -1,6 +1,6 @@
 // A self-contained check of every SIMD matmul kernel the host supports
 // against the scalar reference, for targets without GoogleTest (the aarch64
-// cross build run under qemu-aarch64: scripts/cross_check_neon.sh). Same
+// cross build run under qemu-aarch64: the neon preset in CMakePresets.json). Same
 // criteria as tests/kernels: activation bytes equal to quantize_activation_row's, gemm
 // results within 1e-5 of sum |w_i x_i|. Prints one line per case; exits 1 on
 // any mismatch, 2 if the host has no SIMD ISA (nothing would be tested).

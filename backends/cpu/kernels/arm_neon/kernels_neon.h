@@ -6,7 +6,7 @@
 // Other types fall back to the reference kernels on ARM. sdot multiplies
 // signed by signed bytes, so unlike x86 no offset or sign tricks are needed.
 // Only the *_neon.cpp files get -march=armv8.2-a+dotprod (CMakeLists.txt,
-// scripts/cross_check_neon.sh).
+// cmake/kernels_only.cmake).
 #pragma once
 #include <cstdint>
 
