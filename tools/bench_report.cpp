@@ -333,7 +333,10 @@ std::string format_csv(const std::vector<BenchResult>& results, const BenchCondi
         cell = csv_quote(it->get<std::string>());
       } else if (it->is_array()) {
         std::string joined;
-        for (const auto& x : *it) joined += (joined.empty() ? "" : " ") + x.dump();
+        for (const auto& x : *it) {
+          if (!joined.empty()) joined += ' ';
+          joined += x.dump();
+        }
         cell = csv_quote(joined);
       } else {
         cell = it->dump();

@@ -253,10 +253,13 @@ int run_bench(const BenchOptions& o) {
             reg->set_threads(int(nt));
             for (const auto& test : tests) {
               ++n_done;
-              if (o.progress)
+              if (o.progress) {
+                BenchResult named;
+                named.n_prompt = test.n_prompt;
+                named.n_gen = test.n_gen;
                 std::fprintf(stderr, "opal bench: benchmark %zu/%zu: %s %s t=%lld\n", n_done, n_total, filename.c_str(),
-                             BenchResult{.n_prompt = test.n_prompt, .n_gen = test.n_gen}.test_name().c_str(),
-                             (long long)nt);
+                             named.test_name().c_str(), (long long)nt);
+              }
               ContextParams cp;
               cp.n_ctx = test.n_prompt + test.n_gen;
               cp.n_batch = nb;

@@ -82,7 +82,9 @@ TEST(Conformance, RocketRepresentativeMatmulsMatchTheScalarReference) {
       ++pass;
       EXPECT_GE(r.c.m, 32) << r.line();
     }
-    if (r.status == ConformanceResult::Unsupported) EXPECT_FALSE(r.reason.empty());
+    if (r.status == ConformanceResult::Unsupported) {
+      EXPECT_FALSE(r.reason.empty());
+    }
   }
   EXPECT_GE(pass, 5);  // f32, f16, bf16, q4_0, q8_0 at M = 32
 }

@@ -48,12 +48,16 @@ void check_against_golden(const std::string& family, const std::string& type, co
     EXPECT_EQ(dtype_name(a.type), std::string(dtype_name(b.type))) << b.name;
     EXPECT_EQ(a.ne, b.ne) << b.name;
     const bool eq = a.nbytes == b.nbytes && std::memcmp(a.data, b.data, a.nbytes) == 0;
-    if (same_bytes) EXPECT_TRUE(eq) << b.name << " differs from llama.cpp's bytes";
+    if (same_bytes) {
+      EXPECT_TRUE(eq) << b.name << " differs from llama.cpp's bytes";
+    }
     identical += eq;
   }
   std::printf("%s %s: %d of %zu tensors byte-identical to llama.cpp\n", family.c_str(), type.c_str(), identical,
               ref.tensors().size());
-  if (same_bytes) EXPECT_EQ(test::read_bytes(out), test::read_bytes(test::golden_model(family + "-" + suffix)));
+  if (same_bytes) {
+    EXPECT_EQ(test::read_bytes(out), test::read_bytes(test::golden_model(family + "-" + suffix)));
+  }
 }
 
 }  // namespace

@@ -113,7 +113,9 @@ unsigned check_gemm(unsigned m, unsigned k, unsigned n, unsigned cores, unsigned
   for (const auto& s : weights.slices()) {
     auto& emu = static_cast<EmulatorDriver&>(*s.driver).emulator();
     EXPECT_FALSE(emu.tasks().empty());
-    if (!emu.tasks().empty()) EXPECT_TRUE(emu.tasks().back().int32_output);
+    if (!emu.tasks().empty()) {
+      EXPECT_TRUE(emu.tasks().back().int32_output);
+    }
   }
   // Running again gives the same result (scratch reuse, sentinels rewritten).
   std::vector<float> y2(y.size());
@@ -337,9 +339,15 @@ TEST(NpuGemm, DriverFaultsBecomeErrors) {
       ADD_FAILURE() << "no error for fault " << int(kind);
     } catch (const Error& e) {
       const std::string msg = e.what();
-      if (kind == FaultKind::JobDropped) EXPECT_NE(msg.find("did not write the output"), std::string::npos) << msg;
-      if (kind == FaultKind::SubmitFails) EXPECT_NE(msg.find("SUBMIT"), std::string::npos) << msg;
-      if (kind == FaultKind::PrepTimesOut) EXPECT_NE(msg.find("PREP_BO"), std::string::npos) << msg;
+      if (kind == FaultKind::JobDropped) {
+        EXPECT_NE(msg.find("did not write the output"), std::string::npos) << msg;
+      }
+      if (kind == FaultKind::SubmitFails) {
+        EXPECT_NE(msg.find("SUBMIT"), std::string::npos) << msg;
+      }
+      if (kind == FaultKind::PrepTimesOut) {
+        EXPECT_NE(msg.find("PREP_BO"), std::string::npos) << msg;
+      }
     }
     fd.armed = false;  // the same gemm works again once the fault is gone
     EXPECT_NO_THROW(gemm.run(p.x.data(), 64, y.data(), 32));

@@ -52,7 +52,9 @@ TEST_P(TokenizerVectors, RoundTrip) {
     std::string raw;
     for (int32_t id : vocab.tokenize(c.text, false, false)) raw += vocab.token_to_piece(id);
     const std::string want = vocab.add_space_prefix() ? " " + c.text : c.text;
-    if (!c.text.empty()) EXPECT_EQ(raw, want) << GetParam();
+    if (!c.text.empty()) {
+      EXPECT_EQ(raw, want) << GetParam();
+    }
     ++checked;
   }
   EXPECT_EQ(checked, cases.size());

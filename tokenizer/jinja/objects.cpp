@@ -17,7 +17,7 @@ namespace opal::jinja {
 std::string object_type_repr(const Value& v) {
   if (v.is_none()) return "'None'";
   if (v.is_namespace()) return "'jinja2.utils.Namespace object'";
-  return "'" + v.type_name() + " object'";
+  return fmt::format("'{} object'", v.type_name());
 }
 
 void fail_undefined(const Value& undefined) {

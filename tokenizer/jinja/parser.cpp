@@ -737,7 +737,8 @@ class Parser {
     std::string n = expect_name();
     while (is_op(".")) {
       advance();
-      n += "." + expect_name();
+      n += '.';
+      n += expect_name();
     }
     return n;
   }
