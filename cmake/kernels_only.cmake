@@ -31,6 +31,7 @@ target_compile_definitions(opal_kernels PUBLIC FMT_HEADER_ONLY)
 
 enable_testing()
 add_executable(check_kernels ${CMAKE_SOURCE_DIR}/tests/kernels_arm/check_kernels.cpp)
+target_include_directories(check_kernels PRIVATE ${CMAKE_SOURCE_DIR}/tests)  # tests/support helpers
 target_link_libraries(check_kernels PRIVATE opal_kernels pthread)
 target_link_options(check_kernels PRIVATE -static)  # qemu-aarch64 then needs no target libraries
 add_test(NAME neon_kernels COMMAND check_kernels)

@@ -18,7 +18,7 @@ class PlacementReportOn : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PlacementReportOn, NumbersAddUp) {
   auto reg = make_registry({"test-accel"}, 1);
-  auto model = Model::load(test::shared_path("golden/models/" + GetParam() + ".gguf"), *reg);
+  auto model = Model::load(test::golden_model(GetParam()), *reg);
   ContextParams cp;
   cp.n_ctx = 64;
   cp.n_batch = cp.n_ubatch = 16;
@@ -87,7 +87,7 @@ TEST(PlacementReport, GenericReasonGroupsLayers) {
 }
 
 TEST(PlacementReport, OpalOpsModelJson) {
-  const std::string model = test::shared_path("golden/models/tiny-llama-q8_0.gguf");
+  const std::string model = test::golden_model("tiny-llama-q8_0");
   std::string out;
   ASSERT_EQ(test::run_command("(" + test::opal_binary() + " ops -m " + model +
                                   " --backend test-accel -c 64 --prefill 8 -o json 2>/dev/null)",

@@ -68,7 +68,7 @@ Loaded load(std::unique_ptr<Device> accel) {
   Loaded s;
   s.reg = make_registry({}, 1);
   s.reg->add(std::move(accel));
-  s.model = Model::load(test::shared_path("golden/models/tiny-llama-q8_0.gguf"), *s.reg);
+  s.model = Model::load(test::golden_model("tiny-llama-q8_0"), *s.reg);
   ContextParams cp;
   cp.n_ctx = 32;
   s.ctx = std::make_unique<Context>(*s.model, cp);
@@ -123,7 +123,7 @@ TEST(Shadow, FindsAnInjectedFaultAndNamesTheNode) {
 
 TEST(Shadow, CpuOnlyRunsCompareNothing) {
   auto reg = make_registry({}, 1);
-  auto model = Model::load(test::shared_path("golden/models/tiny-llama-q8_0.gguf"), *reg);
+  auto model = Model::load(test::golden_model("tiny-llama-q8_0"), *reg);
   ContextParams cp;
   cp.n_ctx = 32;
   Context ctx(*model, cp);
@@ -137,7 +137,7 @@ TEST(Shadow, CpuOnlyRunsCompareNothing) {
 TEST(Shadow, CliReportsDivergenceFreeRun) {
   std::string out;
   ASSERT_EQ(test::run_command(test::opal_binary() + " run -m " +
-                                  test::shared_path("golden/models/tiny-llama-f16.gguf") +
+                                  test::golden_model("tiny-llama-f16") +
                                   " -p hello -n 4 --temp 0 -c 32 -t 1 --backend test-accel --shadow 2>&1",
                               &out),
             0)

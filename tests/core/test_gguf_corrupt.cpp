@@ -40,10 +40,6 @@ std::vector<Case> expected_cases() {
   return out;
 }
 
-std::vector<uint8_t> read_all(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 }  // namespace
 
@@ -96,14 +92,15 @@ TEST(GgufCorrupt, ScriptReproducesTheCommittedFiles) {
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(out)) {
     SCOPED_TRACE(e.path().filename().string());
-    EXPECT_TRUE(read_all(e.path().string()) == read_all(corpus_dir() + "/" + e.path().filename().string()));
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(test::read_bytes(e.path().string()) == test::read_bytes(corpus_dir() + "/" + name));
     ++n;
   }
   EXPECT_GE(n, 37);
 }
 
 TEST(GgufCorrupt, EveryTruncationOfTheBaseFileIsAnError) {
-  const auto base = read_all(corpus_dir() + "/base.gguf");
+  const auto base = test::read_bytes(corpus_dir() + "/base.gguf");
   for (size_t cut = 0; cut < base.size(); ++cut) {
     // The last tensor's padding is not part of its data: cuts inside it still parse.
     if (cut >= base.size() - 30) break;

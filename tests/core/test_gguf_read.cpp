@@ -9,13 +9,6 @@
 
 using namespace opal;
 
-namespace {
-std::vector<uint8_t> read_all(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-}  // namespace
-
 TEST(GgufRead, Stories260KHeader) {
   auto f = gguf::File::open(test::shared_path("models/stories260K.gguf"));
   EXPECT_EQ(f.version(), 3u);
@@ -56,7 +49,7 @@ TEST(GgufRead, FlatBlockTensorsAreMarked) {
 }
 
 TEST(GgufRead, TruncationAnywhereIsAnError) {
-  auto orig = read_all(test::shared_path("models/stories260K.gguf"));
+  auto orig = test::read_bytes(test::shared_path("models/stories260K.gguf"));
   for (size_t cut : {size_t(0), size_t(3), size_t(7), size_t(20), size_t(100), size_t(5000), size_t(14000),
                      orig.size() - 1}) {
     std::span<const uint8_t> part(orig.data(), cut);

@@ -21,10 +21,6 @@ using gguf::ValueType;
 
 namespace {
 
-std::vector<uint8_t> read_all(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 Value scalar(ValueType t, uint64_t u, int64_t i = 0) {
   Value v;
@@ -79,12 +75,7 @@ std::vector<uint8_t> hand_built(const std::vector<std::tuple<std::string, std::v
 }
 
 std::string error_of(std::span<const uint8_t> bytes) {
-  try {
-    gguf::File::parse(bytes, "mem");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return opal::test::error_of([&] { gguf::File::parse(bytes, "mem"); });
 }
 
 }  // namespace
@@ -312,7 +303,7 @@ TEST(GgufWrite, EverySharedV2V3FileRoundTripsByteForByte) {
     w.copy_metadata(f);
     for (const auto& t : f.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
     const auto bytes = w.to_bytes();
-    const auto orig = read_all(path);
+    const auto orig = test::read_bytes(path);
     ASSERT_EQ(bytes.size(), orig.size());
     EXPECT_TRUE(bytes == orig);
     ++n;

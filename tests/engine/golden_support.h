@@ -55,7 +55,7 @@ inline std::string golden_model_path(const std::string& stem) {
   for (const char* suffix : {"-kvf32", "-long"})
     if (s.size() > std::string(suffix).size() && s.ends_with(suffix)) s.resize(s.size() - std::string(suffix).size());
   if (s == "stories260K") return shared_path("models/stories260K.gguf");
-  return shared_path("golden/models/" + s + ".gguf");
+  return golden_model(s);
 }
 
 struct Comparison {

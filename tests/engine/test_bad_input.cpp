@@ -17,14 +17,15 @@
 namespace opal {
 namespace {
 
-std::string base_model() { return test::shared_path("golden/models/tiny-llama-f32.gguf"); }
+std::string base_model() { return test::golden_model("tiny-llama-f32"); }
 
 // Writes a copy of the base model with `edit` applied to the writer-to-be.
+// (Members default-initialized with {} so that a designated initializer may name just one.)
 struct Edit {
-  std::string drop;                  // tensor to leave out
-  std::string reshape;               // tensor to give a wrong shape (drops its last row)
-  std::string to_f16;                // tensor to store as f16
-  std::string arch;                  // new general.architecture
+  std::string drop{};                // tensor to leave out
+  std::string reshape{};             // tensor to give a wrong shape (drops its last row)
+  std::string to_f16{};              // tensor to store as f16
+  std::string arch{};                // new general.architecture
 };
 
 std::string write_variant(const Edit& e, const std::string& name) {
@@ -61,12 +62,7 @@ std::string write_variant(const Edit& e, const std::string& name) {
 
 std::string load_error(const std::string& path) {
   auto reg = make_registry({}, 1);
-  try {
-    Model::load(path, *reg);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { Model::load(path, *reg); });
 }
 
 TEST(BadInput, MissingTensorIsNamed) {
@@ -110,12 +106,7 @@ TEST_F(SmallContext, PromptLongerThanContext) {
   Context ctx(*model, cp);
   Batch b;
   for (int i = 0; i < 10; ++i) b.add(i + 1, i, 0, i == 9);
-  try {
-    ctx.decode(b);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("n_ctx = 8"), std::string::npos) << e.what();
-  }
+  test::expect_error([&] { ctx.decode(b); }, "n_ctx = 8");
   EXPECT_EQ(ctx.seq_pos_max(0), -1) << "a rejected batch must not touch the cache";
 }
 
@@ -129,12 +120,7 @@ TEST_F(SmallContext, FullContextThenReset) {
   const std::vector<float> first(ctx.logits(0), ctx.logits(0) + ctx.n_vocab());
   Batch one;
   one.add(5, 8, 0, true);
-  try {
-    ctx.decode(one);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("context is full"), std::string::npos) << e.what();
-  }
+  test::expect_error([&] { ctx.decode(one); }, "context is full");
   ctx.reset();
   EXPECT_EQ(ctx.seq_pos_max(0), -1);
   ctx.decode(b);

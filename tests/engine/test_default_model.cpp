@@ -26,19 +26,12 @@
 namespace opal {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << "cannot read " << path;
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 class DefaultModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ref_ = new nlohmann::json(nlohmann::json::parse(
-        read_text(test::source_dir() + "/tests/data/default_model/reference.json")));
+        test::read_file(test::source_dir() + "/tests/data/default_model/reference.json")));
     registry_ = make_registry({}, 1).release();
     model_ = Model::load(test::source_dir() + "/" + (*ref_)["model"].get<std::string>(), *registry_).release();
     vocab_ = new Vocab(Vocab::from_gguf(model_->gguf()));
@@ -89,7 +82,7 @@ TEST_F(DefaultModel, LoadsWithTheTrainedShape) {
 
 TEST_F(DefaultModel, TokenizesAsTheTrainingTokenizer) {
   EXPECT_EQ(vocab_->tokenize((*ref_)["prompt"].get<std::string>(), true, false), ids("prompt_ids"));
-  std::string text = read_text(test::source_dir() + "/" + (*ref_)["heldout_file"].get<std::string>());
+  std::string text = test::read_file(test::source_dir() + "/" + (*ref_)["heldout_file"].get<std::string>());
   while (!text.empty() && text.back() == '\n') text.pop_back();
   const std::vector<int32_t> held = vocab_->tokenize(text, true, false);
   EXPECT_EQ(int64_t(held.size()), (*ref_)["heldout_tokens"].get<int64_t>());
@@ -155,7 +148,7 @@ TEST_F(DefaultModel, GreedyContinuationMatchesTheReferenceAndIsStable) {
 }
 
 TEST_F(DefaultModel, HeldoutPerplexityStaysBelowTheBound) {
-  std::string text = read_text(test::source_dir() + "/" + (*ref_)["heldout_file"].get<std::string>());
+  std::string text = test::read_file(test::source_dir() + "/" + (*ref_)["heldout_file"].get<std::string>());
   while (!text.empty() && text.back() == '\n') text.pop_back();
   const std::vector<int32_t> tokens = vocab_->tokenize(text, true, false);
   const int64_t step = (*ref_)["context"].get<int64_t>() - 1;

@@ -46,12 +46,8 @@ TEST(Perplexity, TooFewTokensIsAClearError) {
   ContextParams cp;
   cp.n_ctx = 128;
   Context ctx(*model, cp);
-  try {
-    compute_perplexity(ctx, std::vector<int32_t>(100, 5), 128, 128, 1);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fewer than one chunk"), std::string::npos) << e.what();
-  }
+  test::expect_error([&] { compute_perplexity(ctx, std::vector<int32_t>(100, 5), 128, 128, 1); },
+                     "fewer than one chunk");
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ std::vector<float> run_prompt(const std::string& path, int32_t pos0) {
 }
 
 TEST(Yarn, FactorOneIsTheUnscaledModel) {
-  const std::string base = test::shared_path("golden/models/tiny-qwen3-f32.gguf");
+  const std::string base = test::golden_model("tiny-qwen3-f32");
   // Factor 1: interpolation equals extrapolation and the magnitude is 1, so
   // only the float rounding of the mix remains.
   const auto a = run_prompt(with_yarn(base, 1.0, 64, "yarn1"), 0), b = run_prompt(base, 0);
@@ -93,7 +93,7 @@ TEST(Yarn, FactorOneIsTheUnscaledModel) {
 }
 
 TEST(Yarn, FactorFourChangesLogitsAndKeepsThemFinite) {
-  const std::string base = test::shared_path("golden/models/tiny-qwen3-f32.gguf");
+  const std::string base = test::golden_model("tiny-qwen3-f32");
   const auto a = run_prompt(base, 0), b = run_prompt(with_yarn(base, 4.0, 16, "yarn4"), 0);
   double d = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -106,7 +106,7 @@ TEST(Yarn, FactorFourChangesLogitsAndKeepsThemFinite) {
 TEST(Yarn, KeyShiftIsExactUnderYarn) {
   // Keys shifted by seq_add equal keys computed at the new positions, with
   // the YaRN magnitude applied once (not twice).
-  const std::string path = with_yarn(test::shared_path("golden/models/tiny-qwen3-f32.gguf"), 4.0, 16, "yarnshift");
+  const std::string path = with_yarn(test::golden_model("tiny-qwen3-f32"), 4.0, 16, "yarnshift");
   auto reg = make_registry({}, 1);
   auto model = Model::load(path, *reg);
   ContextParams cp;
@@ -135,7 +135,7 @@ TEST(Yarn, KeyShiftIsExactUnderYarn) {
 }
 
 TEST(Yarn, UnknownScalingTypeIsAClearError) {
-  const std::string src = test::shared_path("golden/models/tiny-qwen3-f32.gguf");
+  const std::string src = test::golden_model("tiny-qwen3-f32");
   gguf::File f = gguf::File::open(src);
   gguf::Writer w;
   w.copy_metadata(f);

@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(Golden, AccelMatchesCpu, ::testing::Values("tiny-llama-
 TEST(Scheduler, SegmentsCopiesAndReasons) {
   TestAccelDevice* accel = nullptr;
   auto reg = cpu_and_accel(&accel);
-  auto model = Model::load(test::shared_path("golden/models/tiny-llama-q8_0.gguf"), *reg);
+  auto model = Model::load(test::golden_model("tiny-llama-q8_0"), *reg);
   ContextParams cp;
   cp.n_ctx = 64;
   Context ctx(*model, cp);
@@ -117,14 +117,16 @@ TEST(Scheduler, SegmentsCopiesAndReasons) {
   EXPECT_GT(sg.n_copies(), 0u);
   EXPECT_GT(sg.bytes_copied_per_run(), 0u);
   for (size_t i = 0; i < sg.segments().size(); ++i)
-    if (sg.segments()[i].device == accel) EXPECT_FALSE(sg.copies_before(i).empty());
+    if (sg.segments()[i].device == accel) {
+      EXPECT_FALSE(sg.copies_before(i).empty());
+    }
   EXPECT_GT(sg.compute_bytes().at("test_accel"), 0u);
 }
 
 TEST(Scheduler, UnsupportedWeightTypesFallBackToCpu) {
   TestAccelDevice* accel = nullptr;
   auto reg = cpu_and_accel(&accel);
-  auto model = Model::load(test::shared_path("golden/models/tiny-llama-q4_k_m.gguf"), *reg);
+  auto model = Model::load(test::golden_model("tiny-llama-q4_k_m"), *reg);
   const Placement& p = model->weight_placement().at(model->weight("blk.0.attn_q.weight"));
   EXPECT_EQ(p.device->role(), DeviceRole::Host);
   EXPECT_NE(p.reason.find("test_accel takes q8_0 and f16"), std::string::npos) << p.reason;
@@ -139,7 +141,7 @@ TEST(Scheduler, UnsupportedWeightTypesFallBackToCpu) {
 TEST(Scheduler, DecodeDoesNotReplanPerToken) {
   TestAccelDevice* accel = nullptr;
   auto reg = cpu_and_accel(&accel);
-  auto model = Model::load(test::shared_path("golden/models/tiny-llama-q8_0.gguf"), *reg);
+  auto model = Model::load(test::golden_model("tiny-llama-q8_0"), *reg);
   ContextParams cp;
   cp.n_ctx = 64;
   Context ctx(*model, cp);
@@ -170,13 +172,7 @@ TEST(Scheduler, NoDeviceSupportsNodeIsAClearError) {
   Tensor* x = g->new_leaf("x", DType::F32, {4, 1, 1, 1}, TensorRole::Input);
   Tensor* w = g->new_leaf("w", DType::F16, {4, 1, 1, 1}, TensorRole::Input);
   g->mark_output(g->mul(x, w));
-  try {
-    Scheduler(reg).schedule(std::move(owned));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not supported by any device"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("'w' f16"), std::string::npos) << e.what();
-  }
+  test::expect_error([&] { Scheduler(reg).schedule(std::move(owned)); }, {"not supported by any device", "'w' f16"});
 }
 
 }  // namespace

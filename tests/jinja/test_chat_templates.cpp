@@ -16,12 +16,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string slurp(const std::filesystem::path& p) { return opal::test::read_file(p.string()); }
 
 // The README's FIXED_NOW: 2024-07-26 00:00:00, naive local time.
 opal::jinja::RenderOptions fixed_now() {

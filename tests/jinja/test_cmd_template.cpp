@@ -14,12 +14,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string slurp(const fs::path& p) { return opal::test::read_file(p.string()); }
 
 void write_file(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);

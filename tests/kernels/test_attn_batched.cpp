@@ -13,6 +13,7 @@
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/ref/llama_order.h"
 #include "core/fp16.h"
+#include "support/isa_coverage.h"
 
 namespace opal::cpu {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 std::vector<const AttnKernels*> batched_kernels() {
   std::vector<const AttnKernels*> v;
   const Isa before = selected_isa();
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
     set_isa(isa);
     const AttnKernels* k = attn_kernels();
     if (k && k->dots_f16 && k->accumulate_f16 && k->softmax_exp && k->reduce_lanes && k->to_f16) v.push_back(k);

@@ -22,15 +22,15 @@
 #include "backends/cpu/kernels/ref/llama_order.h"
 #include "core/fp16.h"
 #include "core/quant.h"
+#include "support/isa_coverage.h"
+#include "support/kernel_call.h"
 
 namespace opal::cpu {
 namespace {
 
+// Announces the ISAs covered and fails on one $OPAL_REQUIRE_ISA names that the host lacks.
 std::vector<Isa> simd_isas() {
-  std::vector<Isa> v;
-  for (Isa i : supported_isas())
-    if (i != Isa::scalar) v.push_back(i);
-  return v;
+  return test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false);
 }
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -46,26 +46,10 @@ std::vector<uint8_t> weights(DType t, int64_t rows, int64_t k, std::mt19937& rng
 
 std::vector<float> gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w, DType t, int64_t rows, int64_t k,
                         const std::vector<float>& x, int64_t n_act, bool single_rows) {
-  const uint64_t arb = kern.act_row_bytes(k);
-  std::vector<uint8_t> act(arb * uint64_t(n_act));
-  for (int64_t a = 0; a < n_act; ++a) kern.convert_act(kern.act_type, x.data() + a * k, act.data() + a * arb, k);
-  std::vector<float> out(size_t(rows * n_act), -1.0f);
-  std::vector<float> scratch(size_t(std::max<int64_t>(kern.scratch_floats(k), 1)));
-  GemmArgs g;
-  g.w = w.data();
-  g.w_row_bytes = row_bytes(t, k);
-  g.k = k;
-  g.row_begin = 0;
-  g.row_end = rows;
-  g.act = act.data();
-  g.act_row_bytes = arb;
-  g.n_act = n_act;
-  g.out = out.data();
-  g.out_stride = rows;
-  g.scratch = scratch.data();
-  g.single_rows = single_rows;
-  kern.gemm(g);
-  return out;
+  test::GemmCall call;
+  call.fill = -1.0f;
+  call.single_rows = single_rows;
+  return test::run_gemm(kern, w, t, rows, k, test::convert_acts(kern, x.data(), n_act, k), n_act, call);
 }
 
 TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {

@@ -18,6 +18,8 @@
 #include "core/fp16.h"
 #include "core/quant.h"
 #include "core/quant/activation.h"
+#include "support/isa_coverage.h"
+#include "support/kernel_call.h"
 
 namespace opal::cpu {
 namespace {
@@ -25,12 +27,11 @@ namespace {
 const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                         DType::F16,  DType::BF16, DType::F32};
 
-std::vector<Isa> simd_isas() {
-  std::vector<Isa> v;
-  for (Isa i : supported_isas())
-    if (i != Isa::scalar) v.push_back(i);
-  return v;
+// Announces the ISAs covered and fails on one $OPAL_REQUIRE_ISA names that the host lacks.
+std::vector<Isa> host_isas(bool with_scalar) {
+  return test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, with_scalar);
 }
+std::vector<Isa> simd_isas() { return host_isas(false); }
 
 bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
@@ -76,9 +77,7 @@ std::vector<float> make_acts(int64_t n, int64_t k, std::mt19937& rng) {
 }
 
 std::vector<uint8_t> convert(const MatmulKernels& kern, const std::vector<float>& x, int64_t n, int64_t k) {
-  const uint64_t rb = kern.act_row_bytes(k);
-  std::vector<uint8_t> out(rb * uint64_t(n) + 1, 0xAB);
-  for (int64_t a = 0; a < n; ++a) kern.convert_act(kern.act_type, x.data() + a * k, out.data() + a * rb, k);
+  std::vector<uint8_t> out = test::convert_acts(kern, x.data(), n, k, 1);
   EXPECT_EQ(out.back(), 0xAB) << "convert_act wrote past its rows";
   return out;
 }
@@ -88,21 +87,11 @@ std::vector<uint8_t> convert(const MatmulKernels& kern, const std::vector<float>
 std::vector<float> run_gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w, DType t, int64_t rows, int64_t k,
                             const std::vector<uint8_t>& act, int64_t n_act) {
   const int64_t stride = rows + 3;
-  std::vector<float> out(size_t(stride * n_act), -12345.0f);
-  std::vector<float> scratch(size_t(std::max<int64_t>(kern.scratch_floats(k), 1)));
-  GemmArgs g;
-  g.w = w.data();
-  g.w_row_bytes = row_bytes(t, k);
-  g.k = k;
-  g.row_begin = 1;
-  g.row_end = rows;
-  g.act = act.data();
-  g.act_row_bytes = kern.act_row_bytes(k);
-  g.n_act = n_act;
-  g.out = out.data();
-  g.out_stride = stride;
-  g.scratch = scratch.data();
-  kern.gemm(g);
+  test::GemmCall call;
+  call.row_begin = 1;
+  call.out_stride = stride;
+  call.fill = -12345.0f;
+  const std::vector<float> out = test::run_gemm(kern, w, t, rows, k, act, n_act, call);
   for (int64_t a = 0; a < n_act; ++a) {
     EXPECT_EQ(out[size_t(a * stride)], -12345.0f) << "row 0 is outside the slice";
     for (int64_t r = rows; r < stride; ++r) EXPECT_EQ(out[size_t(a * stride + r)], -12345.0f) << "wrote past row_end";
@@ -253,7 +242,7 @@ TEST(RoundActivations, F16InHardwareEqualsTheSoftwareConversion) {
   std::normal_distribution<float> n(0.0f, 4.0f);
   for (int i = 0; i < 5000; ++i) x.push_back(n(rng) * std::ldexp(1.0f, int(rng() % 40) - 30));
   const Isa before = selected_isa();
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : host_isas(true)) {
     SCOPED_TRACE(isa_name(isa));
     set_isa(isa);
     for (int64_t len : {int64_t(x.size()), int64_t(13), int64_t(1)}) {

@@ -15,6 +15,8 @@
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "core/quant.h"
 #include "core/quant/activation.h"
+#include "support/isa_coverage.h"
+#include "support/kernel_call.h"
 
 using namespace opal;
 using namespace opal::cpu;
@@ -22,32 +24,6 @@ using namespace opal::cpu;
 namespace {
 
 int g_failures = 0;
-
-std::vector<uint8_t> convert(const MatmulKernels& kern, const std::vector<float>& x, int64_t n, int64_t k) {
-  const uint64_t rb = kern.act_row_bytes(k);
-  std::vector<uint8_t> out(rb * uint64_t(n));
-  for (int64_t a = 0; a < n; ++a) kern.convert_act(kern.act_type, x.data() + a * k, out.data() + a * rb, k);
-  return out;
-}
-
-std::vector<float> gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w, DType t, int64_t rows, int64_t k,
-                        const std::vector<uint8_t>& act, int64_t n_act) {
-  std::vector<float> out(size_t(rows * n_act), 0.0f), scratch(size_t(kern.scratch_floats(k) + 1));
-  GemmArgs g;
-  g.w = w.data();
-  g.w_row_bytes = row_bytes(t, k);
-  g.k = k;
-  g.row_begin = 0;
-  g.row_end = rows;
-  g.act = act.data();
-  g.act_row_bytes = kern.act_row_bytes(k);
-  g.n_act = n_act;
-  g.out = out.data();
-  g.out_stride = rows;
-  g.scratch = scratch.data();
-  kern.gemm(g);
-  return out;
-}
 
 void check(Isa isa, DType t, int64_t k, int64_t n_act) {
   const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
@@ -61,7 +37,8 @@ void check(Isa isa, DType t, int64_t k, int64_t n_act) {
   for (auto& v : x) v = 2.0f * nd(rng);
   std::vector<uint8_t> w(row_bytes(t, k) * uint64_t(rows));
   quantize_rows(t, wf.data(), w.data(), rows, k);
-  const auto act_ref = convert(*ref, x, n_act, k), act_fast = convert(*fast, x, n_act, k);
+  const auto act_ref = test::convert_acts(*ref, x.data(), n_act, k);
+  const auto act_fast = test::convert_acts(*fast, x.data(), n_act, k);
   bool ok = true;
   if (!is_float_type(fast->act_type)) {
     std::vector<uint8_t> q(row_bytes(fast->act_type, k) * uint64_t(n_act));
@@ -70,7 +47,8 @@ void check(Isa isa, DType t, int64_t k, int64_t n_act) {
     ok = q.size() == act_fast.size() && std::memcmp(q.data(), act_fast.data(), q.size()) == 0;
     if (!ok) std::printf("  activation bytes differ from quantize_activation_row\n");
   }
-  const auto out_ref = gemm(*ref, w, t, rows, k, act_ref, n_act), out_fast = gemm(*fast, w, t, rows, k, act_fast, n_act);
+  const auto out_ref = test::run_gemm(*ref, w, t, rows, k, act_ref, n_act);
+  const auto out_fast = test::run_gemm(*fast, w, t, rows, k, act_fast, n_act);
   std::vector<float> wrow(static_cast<size_t>(k));
   double worst = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -93,8 +71,11 @@ void check(Isa isa, DType t, int64_t k, int64_t n_act) {
 
 int main() {
   int isas = 0;
-  for (Isa isa : supported_isas()) {
-    if (isa == Isa::scalar) continue;
+  const auto on_missing = [](const std::string& m) {
+    std::printf("FAIL %s\n", m.c_str());
+    ++g_failures;
+  };
+  for (Isa isa : test::covered_isas(on_missing, false)) {
     ++isas;
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16, DType::F32})
       for (int64_t k : {32, 256, 4096, 4352})

@@ -13,11 +13,6 @@
 
 namespace opal::test {
 
-inline std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 inline std::vector<float> read_f32_file(const std::string& path) {
   const auto bytes = read_bytes(path);
   std::vector<float> v(bytes.size() / 4);
@@ -46,6 +41,5 @@ inline double rmse(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(s / double(a.size()));
 }
 
-inline std::string golden_model(const std::string& stem) { return shared_path("golden/models/" + stem + ".gguf"); }
 
 }  // namespace opal::test

@@ -14,8 +14,7 @@ GoldenCase load_case(const std::string& name) {
 bool read_golden_file(const GoldenCase& c, const std::string& file, std::vector<uint8_t>& out) {
   const std::string path = c.dir + "/" + file;
   if (!std::filesystem::exists(path)) return false;
-  std::ifstream f(path, std::ios::binary);
-  out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  out = opal::test::read_bytes(path);
   return true;
 }
 

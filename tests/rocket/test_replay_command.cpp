@@ -11,17 +11,13 @@
 namespace opal::rocket {
 namespace {
 
-std::vector<uint8_t> read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 TEST(RocketReplayFiles, WriteReplayFilesInTheGoldenFormats) {
   const GoldenCase c = test::load_case("gemm_M64_K512_N128");
   const std::string out = opal::test::temp_dir() + "/lib_replay";
   write_replay_files(replay_case(c, Policy::Mesa, 0x10000000), out);
   for (const char* file : {"regcmd.bin", "weights.bin", "biases.bin", "input.bin"})
-    EXPECT_EQ(read_all(out + "/" + file), read_all(c.dir + "/" + file)) << file;
+    EXPECT_EQ(opal::test::read_bytes(out + "/" + file), opal::test::read_bytes(c.dir + "/" + file)) << file;
 }
 
 }  // namespace

@@ -8,22 +8,13 @@
 #include "core/error.h"
 #include "sampling/sampler.h"
 #include "sampling_test_util.h"
+#include "support/test_support.h"
 
 using namespace opal;
 
 namespace {
 
-// Expects an opal::Error whose message contains `needle`.
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no opal::Error thrown; expected one mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message '" << e.what() << "' does not mention '" << needle << "'";
-  }
-}
+using opal::test::expect_error;
 
 void expect_param_error(void (*edit)(SamplerParams&), const std::string& needle) {
   SamplerParams p;

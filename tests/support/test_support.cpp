@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace opal::test {
 
@@ -23,6 +25,8 @@ std::string shared_path(const std::string& rel) {
                   << " (set OPAL_SHARED_DIR to the folder holding models/, golden/, tokenizer-vectors/)";
   return p;
 }
+
+std::string golden_model(const std::string& stem) { return shared_path("golden/models/" + stem + ".gguf"); }
 
 std::string opal_binary() { return OPAL_BINARY; }
 std::string source_dir() { return OPAL_SOURCE_DIR; }
@@ -46,6 +50,20 @@ void remove_temp_dir() {
   if (!g_temp_dir.empty()) std::filesystem::remove_all(g_temp_dir, ec);
 }
 }  // namespace
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << path;
+    return "";
+  }
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  const std::string s = read_file(path);
+  return {s.begin(), s.end()};
+}
 
 std::string temp_dir() {
   if (g_temp_dir.empty()) {

@@ -14,12 +14,6 @@
 namespace opal::test {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 const Vocab& spm() { return load_vocab(shared_path("tokenizer-vectors/ggml-vocab-llama-spm.gguf")); }
 const Vocab& llama3() { return load_vocab(shared_path("tokenizer-vectors/ggml-vocab-llama-bpe.gguf")); }
@@ -28,9 +22,9 @@ const Vocab& bert() { return load_vocab(shared_path("tokenizer-vectors/ggml-voca
 
 // llama.cpp's tokenization of story.txt by stories260K (golden/story.tokens.json).
 TEST(TokenizerModels, Stories260KStory) {
-  const auto golden = nlohmann::json::parse(slurp(shared_path("golden/story.tokens.json")));
+  const auto golden = nlohmann::json::parse(read_file(shared_path("golden/story.tokens.json")));
   const Vocab& v = load_vocab(shared_path("models/stories260K.gguf"));
-  const std::string text = slurp(shared_path("golden/story.txt"));
+  const std::string text = read_file(shared_path("golden/story.txt"));
   const auto want = golden["tokens"].get<std::vector<int32_t>>();
   ASSERT_EQ(want.size(), 577u);
   EXPECT_TRUE(golden["add_bos"].get<bool>());

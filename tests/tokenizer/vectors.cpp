@@ -9,16 +9,9 @@
 #include <sstream>
 
 #include "core/gguf.h"
+#include "support/test_support.h"
 
 namespace opal::test {
-namespace {
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-}  // namespace
 
 std::vector<VectorCase> read_vectors(const std::string& inp_path, const std::string& out_path) {
   const std::string inp = read_file(inp_path), out = read_file(out_path);

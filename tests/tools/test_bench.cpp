@@ -199,7 +199,7 @@ namespace {
 // `opal bench --backend rocket` runs the prompt's matmuls on the NPU emulator
 // and prints the performance model's RK3588 prediction beside the host figures.
 TEST(Bench, RocketBackendPrintsThePredictedNpuTime) {
-  const std::string m = opal::test::shared_path("golden/models/tiny-llama-q8_0.gguf");
+  const std::string m = opal::test::golden_model("tiny-llama-q8_0");
   const BenchRun r = bench("-m " + m + " -p 64 -n 2 -r 1 -t 1 --backend rocket --no-bw");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("CPU,rocket"), std::string::npos) << r.out;

@@ -89,12 +89,6 @@ uint64_t field(const std::string& out, const std::string& name) {
   return std::stoull(m[1]);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Parameters of a tied-embedding model, from the shape alone.
 uint64_t expected_params(const Shape& s) {
@@ -197,7 +191,8 @@ TEST(Synth, WeightsAreDeterministicFromTheSeed) {
   ASSERT_EQ(synth(common + "-s 7 -t 1 -o " + dir + "/a.gguf").status, 0);
   ASSERT_EQ(synth(common + "-s 7 -t 2 -o " + dir + "/b.gguf").status, 0);
   ASSERT_EQ(synth(common + "-s 8 -t 2 -o " + dir + "/c.gguf").status, 0);
-  const std::string a = read_file(dir + "/a.gguf"), b = read_file(dir + "/b.gguf"), c = read_file(dir + "/c.gguf");
+  const std::string a = opal::test::read_file(dir + "/a.gguf"), b = opal::test::read_file(dir + "/b.gguf"),
+                    c = opal::test::read_file(dir + "/c.gguf");
   ASSERT_GT(a.size(), 1000u);
   EXPECT_EQ(a, b) << "same seed, different thread count: bytes differ";
   ASSERT_EQ(a.size(), c.size());
