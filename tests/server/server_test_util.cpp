@@ -118,6 +118,26 @@ SseStream post_stream(const std::string& host, int port, const std::string& path
   return s;
 }
 
+std::thread stream_hi_chat(int port, std::string* raw, std::atomic<int>* chunks, int read_timeout_s) {
+  return std::thread([=] {
+    httplib::Client c("127.0.0.1", port);
+    if (read_timeout_s > 0) c.set_read_timeout(read_timeout_s, 0);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
+                    {"ignore_eos", true},
+                    {"stream", true}}
+                   .dump();
+    req.content_receiver = [=](const char* d, size_t n, uint64_t, uint64_t) {
+      raw->append(d, n);
+      ++*chunks;
+      return true;
+    };
+    c.send(req);
+  });
+}
+
 std::string chat_stream_text(const SseStream& s) {
   std::string text;
   for (const json& e : s.events) {

@@ -5,8 +5,10 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/server.h"
@@ -49,6 +51,11 @@ SseStream parse_sse(const std::string& body);
 // Streams a POST and parses the events as they arrive.
 SseStream post_stream(const std::string& host, int port, const std::string& path, const json& body,
                       int timeout_s = 60);
+
+// A streamed chat request ("Hi", ignore_eos) on a thread of its own: appends the
+// raw body to *raw and counts the chunks in *chunks until the server ends the
+// stream. read_timeout_s > 0 sets the client's read timeout.
+std::thread stream_hi_chat(int port, std::string* raw, std::atomic<int>* chunks, int read_timeout_s = 0);
 
 // Concatenated `delta.content` of a chat stream / `text` of a completions stream.
 std::string chat_stream_text(const SseStream& s);

@@ -100,22 +100,7 @@ TEST(ServerBatching, ShutdownEndsInFlightStreamsWithFinalEvent) {
   auto s = std::make_unique<LocalServer>(default_options(2, 2048));
   std::atomic<int> chunks{0};
   std::string raw;
-  std::thread client([&] {
-    httplib::Client c("127.0.0.1", s->port());
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/chat/completions";
-    req.body = json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
-                    {"ignore_eos", true},
-                    {"stream", true}}
-                   .dump();
-    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
-      raw.append(d, n);
-      ++chunks;
-      return true;
-    };
-    c.send(req);
-  });
+  std::thread client = stream_hi_chat(s->port(), &raw, &chunks);
   while (chunks.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   s.reset();  // shutdown + wait
   client.join();

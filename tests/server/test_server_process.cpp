@@ -18,23 +18,7 @@ TEST(ServeProcess, SigtermEndsStreamAndExitsZero) {
   ASSERT_TRUE(p.ready());
   std::atomic<int> chunks{0};
   std::string raw;
-  std::thread client([&] {
-    httplib::Client c("127.0.0.1", p.port());
-    c.set_read_timeout(60, 0);
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/chat/completions";
-    req.body = json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
-                    {"ignore_eos", true},
-                    {"stream", true}}
-                   .dump();
-    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
-      raw.append(d, n);
-      ++chunks;
-      return true;
-    };
-    c.send(req);
-  });
+  std::thread client = stream_hi_chat(p.port(), &raw, &chunks, 60);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (chunks.load() < 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
