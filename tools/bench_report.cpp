@@ -291,13 +291,18 @@ std::string format_markdown(const std::vector<BenchResult>& results, const Bench
     std::string s = "|";
     for (size_t i = 0; i < cells.size(); ++i) {
       const std::string pad(w[i] - width(cells[i]), ' ');
-      s += " " + (is_left(i) ? cells[i] + pad : pad + cells[i]) + " |";
+      s += ' ';
+      s += is_left(i) ? cells[i] + pad : pad + cells[i];
+      s += " |";
     }
     return s + "\n";
   };
   std::string out = line(head);
   out += "|";
-  for (size_t i = 0; i < head.size(); ++i) out += (is_left(i) ? " " + std::string(w[i], '-') + " |" : " " + std::string(w[i] - 1, '-') + ": |");
+  for (size_t i = 0; i < head.size(); ++i) {
+    out += ' ';
+    out += is_left(i) ? std::string(w[i], '-') + " |" : std::string(w[i] - 1, '-') + ": |";
+  }
   out += "\n";
   for (const auto& row : rows) out += line(row);
   out += fmt::format("\nbuild: {} (opal)\n", c.commit);

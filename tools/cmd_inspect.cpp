@@ -281,7 +281,7 @@ json report_json(const gguf::File& f, const InspectOptions& o) {
 
 std::string grouped(uint64_t n) {
   std::string s = std::to_string(n);
-  for (int k = int(s.size()) - 3; k > 0; k -= 3) s.insert(size_t(k), ",");
+  for (int k = int(s.size()) - 3; k > 0; k -= 3) s.insert(size_t(k), 1, ',');
   return s;
 }
 

@@ -2,6 +2,7 @@
 // models with the test accelerator: counts and shares add up and the bytes
 // copied are the scheduler's.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "backends/factory/backend_factory.h"
@@ -89,10 +90,9 @@ TEST(PlacementReport, GenericReasonGroupsLayers) {
 TEST(PlacementReport, OpalOpsModelJson) {
   const std::string model = test::golden_model("tiny-llama-q8_0");
   std::string out;
-  ASSERT_EQ(test::run_command("(" + test::opal_binary() + " ops -m " + model +
-                                  " --backend test-accel -c 64 --prefill 8 -o json 2>/dev/null)",
-                              &out),
-            0)
+  const std::string cmd = fmt::format("({} ops -m {} --backend test-accel -c 64 --prefill 8 -o json 2>/dev/null)",
+                                      test::opal_binary(), model);
+  ASSERT_EQ(test::run_command(cmd, &out), 0)
       << out;
   const nlohmann::json j = nlohmann::json::parse(out);
   for (const char* phase : {"prefill", "decode"}) {

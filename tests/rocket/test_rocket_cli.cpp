@@ -16,7 +16,10 @@ namespace {
 
 std::string tokens_of(const test::Golden& g) {
   std::string s;
-  for (int32_t t : g.prompt) s += (s.empty() ? "" : ",") + std::to_string(t);
+  for (int32_t t : g.prompt) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(t);
+  }
   return s;
 }
 
