@@ -56,7 +56,9 @@ TEST(LoadModes, SameBytesInEveryMode) {
     EXPECT_EQ(f->mode(), m);
     ASSERT_EQ(f->size(), ref->size()) << load_mode_name(m);
     EXPECT_EQ(std::memcmp(f->data(), ref->data(), ref->size()), 0) << load_mode_name(m);
-    if (m == LoadMode::Huge) EXPECT_EQ(reinterpret_cast<uintptr_t>(f->data()) % (2u << 20), 0u);
+    if (m == LoadMode::Huge) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(f->data()) % (2u << 20), 0u);
+    }
   }
 }
 
