@@ -33,7 +33,9 @@ std::vector<const AttnKernels*> batched_kernels() {
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 TEST(AttnBatched, DotsAndAccumulationEqualThePerCellForms) {
-  if (host_supports(Isa::avx512)) ASSERT_FALSE(batched_kernels().empty()) << "AVX-512 has the batched helpers";
+  if (host_supports(Isa::avx512)) {
+    ASSERT_FALSE(batched_kernels().empty()) << "AVX-512 has the batched helpers";
+  }
   std::mt19937 rng(21);
   std::normal_distribution<float> val(0.0f, 1.0f);
   for (const AttnKernels* k : batched_kernels()) {

@@ -199,7 +199,9 @@ TEST(KernelsDispatch, IsaNamesParseAndUnsupportedIsasAreRefused) {
   EXPECT_EQ(parse_isa("neon"), Isa::neon);
   EXPECT_THROW(parse_isa("sse9"), Error);
   EXPECT_TRUE(host_supports(Isa::scalar));
-  if (!std::getenv("OPAL_ISA")) EXPECT_EQ(selected_isa(), best_isa());
+  if (!std::getenv("OPAL_ISA")) {
+    EXPECT_EQ(selected_isa(), best_isa());
+  }
 #if defined(__x86_64__)
   EXPECT_FALSE(host_supports(Isa::neon));
   EXPECT_THROW(set_isa(Isa::neon), Error);

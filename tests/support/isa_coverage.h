@@ -34,15 +34,13 @@ inline std::string isa_list(const std::vector<cpu::Isa>& isas) {
   return s.empty() ? "none" : s;
 }
 
-// Every ISA the host supports (scalar first, unless with_scalar is false).
-template <class OnMissing>
-std::vector<cpu::Isa> covered_isas(OnMissing on_missing, bool with_scalar = true) {
-  const std::vector<cpu::Isa> supported = cpu::supported_isas();
-  static const bool announced = [&] {
+// Prints the banner, once per process.
+inline void announce_isa_coverage() {
+  static const bool announced = [] {
     std::vector<cpu::Isa> lacking;
     for (cpu::Isa i : architecture_isas())
       if (!cpu::host_supports(i)) lacking.push_back(i);
-    std::fprintf(stderr, "[ ISA      ] covered on this host: %s\n", isa_list(supported).c_str());
+    std::fprintf(stderr, "[ ISA      ] covered on this host: %s\n", isa_list(cpu::supported_isas()).c_str());
     if (!lacking.empty())
       std::fprintf(stderr,
                    "[ ISA      ] *** NOT COVERED: %s (this host lacks it; the kernels for it are not tested here;"
@@ -51,6 +49,12 @@ std::vector<cpu::Isa> covered_isas(OnMissing on_missing, bool with_scalar = true
     return true;
   }();
   (void)announced;
+}
+
+// Every ISA the host supports (scalar first, unless with_scalar is false).
+template <class OnMissing>
+std::vector<cpu::Isa> covered_isas(OnMissing on_missing, bool with_scalar = true) {
+  announce_isa_coverage();
   if (const char* req = std::getenv("OPAL_REQUIRE_ISA")) {
     std::string names = req;
     for (size_t pos = 0; pos <= names.size();) {
@@ -67,7 +71,7 @@ std::vector<cpu::Isa> covered_isas(OnMissing on_missing, bool with_scalar = true
     }
   }
   std::vector<cpu::Isa> out;
-  for (cpu::Isa i : supported)
+  for (cpu::Isa i : cpu::supported_isas())
     if (with_scalar || i != cpu::Isa::scalar) out.push_back(i);
   return out;
 }
