@@ -288,7 +288,10 @@ void Server::shutdown() {
   State& st = *st_;
   std::call_once(st.shutdown_once, [&st] {
     st.stopping = true;
-    if (st.engine) st.engine->shutdown();  // every request gets its final event
+    // Every request gets its final event. `ready` (set after load() made the
+    // engine) orders the read of `engine` after its write: a signal can call
+    // this while load() runs (TSan).
+    if (st.ready && st.engine) st.engine->shutdown();
     {
       std::unique_lock<std::mutex> lk(st.mu);  // let the streams write it
       st.cv.wait_for(lk, std::chrono::seconds(10), [&] { return st.in_flight == 0; });
