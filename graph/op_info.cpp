@@ -128,7 +128,7 @@ double convert_nmse(const Tensor& node) {
 
 using C = OpCaseType;
 constexpr OpInfo kOps[] = {
-    // op          name          src opt cost                    perf fields       tolerance        case dtype
+    // op           name          src opt cost                 perf fields       tolerance        case dtype
     {Op::None,      "NONE",       0, 0, no_cost,                no_fields,        f32_nmse,        C::None},
     {Op::View,      "VIEW",       1, 0, no_cost,                no_fields,        f32_nmse,        C::None},
     {Op::GetRows,   "GET_ROWS",   2, 0, get_rows_cost,          get_rows_fields,  exact_copy_nmse, C::Weight},
