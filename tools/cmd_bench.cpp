@@ -348,9 +348,11 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',');
   sub->add_option("-b,--batch-size", o->n_batch, fmt::format("{}, a list (default 2048)", context_help::kBatch))
       ->delimiter(',');
-  sub->add_option("--ub,--ubatch-size", o->n_ubatch, fmt::format("{}, a list (default 512)", context_help::kUbatch))
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch,
+                  fmt::format("{}, a list (default 512; llama.cpp: -ub)", context_help::kUbatch))
       ->delimiter(',');
-  sub->add_option("--ctk,--cache-type-k", o->type_k, fmt::format("{} (default f16)", context_help::kCacheType));
+  sub->add_option("--ctk,--cache-type-k", o->type_k,
+                  fmt::format("{} (default f16; llama.cpp: -ctk)", context_help::kCacheType));
   sub->add_option("--lm,--load-mode", o->load_modes,
                   std::string("Load modes: mmap, populate, read (none), lock (mlock), huge (default: ") +
                       load_mode_name(default_load_mode()) + ")")

@@ -78,6 +78,8 @@ void add_perplexity_command(CLI::App& app) {
   sub->add_option("-f,--file", o->file, "text file")->required();
   // -c is also the chunk size; -b is capped at -c and is also the ubatch size.
   add_context_options(sub, o->context, kCtxSizeFlag | kBatchFlag | kCacheTypeFlag | kThreadsFlag);
+  CLI::Option* ctx_size = sub->get_option("--ctx-size");
+  ctx_size->description(ctx_size->get_description() + "; also the chunk size");
   add_isa_option(sub);
   add_backend_option(sub, o->backend);
   add_perf_options(sub, o->perf);

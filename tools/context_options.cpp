@@ -30,9 +30,11 @@ void add_context_options(CLI::App* sub, ContextOptions& o, unsigned flags) {
   if (flags & kBatchFlag)
     sub->add_option("-b,--batch-size", o.n_batch, fmt::format("{} (default {})", kBatch, o.n_batch));
   if (flags & kUbatchFlag)
-    sub->add_option("--ub,--ubatch-size", o.n_ubatch, fmt::format("{} (default {})", kUbatch, o.n_ubatch));
+    sub->add_option("--ub,--ubatch-size", o.n_ubatch,
+                    fmt::format("{} (default {}; llama.cpp: -ub)", kUbatch, o.n_ubatch));
   if (flags & kCacheTypeFlag)
-    sub->add_option("--ctk,--cache-type-k", o.cache_type_k, fmt::format("{} (default {})", kCacheType, o.cache_type_k));
+    sub->add_option("--ctk,--cache-type-k", o.cache_type_k,
+                    fmt::format("{} (default {}; llama.cpp: -ctk)", kCacheType, o.cache_type_k));
   if (flags & kThreadsFlag)
     sub->add_option("-t,--threads", o.threads,
                     o.threads == 0 ? fmt::format("{} (default: all cores)", kThreads)

@@ -49,8 +49,8 @@ void add_context_options(CLI::App* sub, ContextOptions& o, unsigned flags = kAll
 namespace context_help {
 inline constexpr const char* kCtxSize = "context size in tokens";
 inline constexpr const char* kBatch = "logical batch size: most tokens one decode call takes";
-inline constexpr const char* kUbatch = "physical batch size: most tokens one graph run takes (llama.cpp: -ub)";
-inline constexpr const char* kCacheType = "KV cache type: f16, bf16 or f32 (llama.cpp: -ctk)";
+inline constexpr const char* kUbatch = "physical batch size: most tokens one graph run takes";
+inline constexpr const char* kCacheType = "KV cache type: f16, bf16 or f32";
 inline constexpr const char* kThreads = "compute threads";
 }  // namespace context_help
 
