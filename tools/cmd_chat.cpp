@@ -29,7 +29,6 @@
 #include "tools/commands.h"
 #include "tools/context_options.h"
 #include "tools/default_model.h"
-#include "tools/isa_option.h"
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 #include "tools/sampling_options.h"
@@ -247,11 +246,8 @@ void add_chat_command(CLI::App& app) {
   sub->add_flag("--cnv,--conversation", o->conversation, "conversation mode (always on; accepted for llama.cpp's -cnv)");
   sub->add_option("--chat-template-file", o->template_file, "Jinja chat template file (overrides the model's)");
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "most tokens per reply (-1 = until end of generation)");
-  add_context_options(sub, o->context);
-  add_isa_option(sub);
+  add_engine_options(sub, o->context, o->backend, o->perf);
   add_sampling_options(sub, o->sampling);
-  add_backend_option(sub, o->backend);
-  add_perf_options(sub, o->perf);
   set_action(sub, [o] { return run_chat(*o); });
 }
 

@@ -15,7 +15,6 @@
 #include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/context_options.h"
-#include "tools/isa_option.h"
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 
@@ -127,12 +126,9 @@ void add_logits_command(CLI::App& app) {
   add_load_options(sub, &o->load);
   sub->add_option("--tokens", o->tokens, "comma-separated token ids, fed as one batch")->required();
   sub->add_option("--greedy", o->greedy, "greedy tokens to decode one at a time after the prompt");
-  add_context_options(sub, o->context, kCacheTypeFlag | kThreadsFlag);
-  sub->add_option("--kv", o->context.cache_type_k, "same as --ctk (the golden scripts' spelling)");
-  add_isa_option(sub);
   sub->add_option("--out", o->out, "output prefix")->required();
-  add_backend_option(sub, o->backend);
-  add_perf_options(sub, o->perf);
+  add_engine_options(sub, o->context, o->backend, o->perf, kCacheTypeFlag | kThreadsFlag);
+  sub->add_option("--kv", o->context.cache_type_k, "same as --ctk (the golden scripts' spelling)");
   set_action(sub, [o] { return run_logits(*o); });
 }
 

@@ -16,7 +16,6 @@
 #include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/context_options.h"
-#include "tools/isa_option.h"
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 
@@ -77,12 +76,9 @@ void add_perplexity_command(CLI::App& app) {
   add_load_options(sub, &o->load);
   sub->add_option("-f,--file", o->file, "text file")->required();
   // -c is also the chunk size; -b is capped at -c and is also the ubatch size.
-  add_context_options(sub, o->context, kCtxSizeFlag | kBatchFlag | kCacheTypeFlag | kThreadsFlag);
+  add_engine_options(sub, o->context, o->backend, o->perf, kCtxSizeFlag | kBatchFlag | kCacheTypeFlag | kThreadsFlag);
   CLI::Option* ctx_size = sub->get_option("--ctx-size");
   ctx_size->description(ctx_size->get_description() + "; also the chunk size");
-  add_isa_option(sub);
-  add_backend_option(sub, o->backend);
-  add_perf_options(sub, o->perf);
   set_action(sub, [o] { return run_perplexity(*o); });
 }
 

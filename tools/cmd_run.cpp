@@ -19,7 +19,6 @@
 #include "tools/commands.h"
 #include "tools/context_options.h"
 #include "tools/default_model.h"
-#include "tools/isa_option.h"
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 #include "tools/sampling_options.h"
@@ -110,11 +109,8 @@ void add_run_command(CLI::App& app) {
   sub->add_option("-p,--prompt", o->prompt, "prompt text");
   sub->add_option("-f,--file", o->file, "read the prompt from a file");
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "tokens to generate (-1 = until end of generation)");
-  add_context_options(sub, o->context);
-  add_isa_option(sub);
+  add_engine_options(sub, o->context, o->backend, o->perf);
   add_sampling_options(sub, o->sampling);
-  add_backend_option(sub, o->backend);
-  add_perf_options(sub, o->perf);
   set_action(sub, [o] { return run_run(*o); });
 }
 

@@ -14,7 +14,6 @@
 #include "tools/commands.h"
 #include "tools/context_options.h"
 #include "tools/default_model.h"
-#include "tools/isa_option.h"
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 
@@ -81,12 +80,9 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--host", o->host, "bind address (127.0.0.1)");
   sub->add_option("--port", o->port, "listen port (8080; 0 = any free port)");
   sub->add_option("--np,--parallel", o->n_parallel, "parallel slots (1); llama.cpp's -np");
-  add_context_options(sub, so->context);
+  add_engine_options(sub, so->context, so->backend, so->perf);
   CLI::Option* ctx_size = sub->get_option("--ctx-size");
   ctx_size->description(ctx_size->get_description() + "; the total, split evenly over the slots");
-  add_isa_option(sub);
-  add_backend_option(sub, so->backend);
-  add_perf_options(sub, so->perf);
   sub->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (not for /health, /v1/models)");
   sub->add_option("-a,--alias", o->alias, "model id reported by /v1/models and in responses");
   sub->add_flag("--metrics", o->metrics, "enable GET /metrics (Prometheus text)");

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "tools/isa_option.h"
 
 namespace opal::tools {
 
@@ -39,6 +40,14 @@ void add_context_options(CLI::App* sub, ContextOptions& o, unsigned flags) {
     sub->add_option("-t,--threads", o.threads,
                     o.threads == 0 ? fmt::format("{} (default: all cores)", kThreads)
                                    : fmt::format("{} (default {})", kThreads, o.threads));
+}
+
+void add_engine_options(CLI::App* sub, ContextOptions& context, BackendOptions& backend, PerfOptions& perf,
+                        unsigned context_flags) {
+  add_context_options(sub, context, context_flags);
+  add_isa_option(sub);
+  add_backend_option(sub, backend);
+  add_perf_options(sub, perf);
 }
 
 }  // namespace opal::tools

@@ -6,7 +6,8 @@
 // take (`opal logits` sizes its context from --tokens):
 //
 //   ContextOptions ctx;                          // in the subcommand's options
-//   add_context_options(sub, ctx);               // when registering it
+//   add_context_options(sub, ctx);               // when registering it (or
+//                                                // add_engine_options: + --isa, --backend, perf)
 //   Context c(*model, ctx.params());             // in the action
 //
 // `opal bench` takes comma lists of the same flags and uses the help texts
@@ -18,6 +19,8 @@
 #include <string>
 
 #include "runtime/context.h"
+#include "tools/backend_options.h"
+#include "tools/perf_options.h"
 
 namespace opal::tools {
 
@@ -44,6 +47,11 @@ enum ContextFlag : unsigned {
 
 // Adds the flags to a subcommand; the help shows o's current values as defaults.
 void add_context_options(CLI::App* sub, ContextOptions& o, unsigned flags = kAllContextFlags);
+
+// Every flag of a subcommand that runs a model, besides its own and the load
+// flags: the context flags above, --isa, --backend and the perf flags.
+void add_engine_options(CLI::App* sub, ContextOptions& context, BackendOptions& backend, PerfOptions& perf,
+                        unsigned context_flags = kAllContextFlags);
 
 // The help texts (without the default), shared with `opal bench`'s list flags.
 namespace context_help {
