@@ -145,18 +145,22 @@ void SlotEngine::loop() {
     try {
       step();
     } catch (const std::exception& e) {  // never let the engine thread die: fail the running requests
-      for (auto& s : slots_) {
-        if (!s->task) continue;
-        Event ev;
-        ev.kind = Event::Kind::Error;
-        ev.error = e.what();
-        s->task->push(std::move(ev));
-        s->task.reset();
-        s->pending = -1;
-        s->seq.clear();
-        --n_busy_;
-      }
+      fail_running(e.what());
     }
+  }
+}
+
+void SlotEngine::fail_running(const std::string& error) {
+  for (auto& s : slots_) {
+    if (!s->task) continue;
+    Event ev;
+    ev.kind = Event::Kind::Error;
+    ev.error = error;
+    s->task->push(std::move(ev));
+    s->task.reset();
+    s->pending = -1;
+    s->seq.clear();
+    --n_busy_;
   }
 }
 
@@ -311,17 +315,7 @@ void SlotEngine::step() {
   try {
     ctx_.decode(batch_);
   } catch (const std::exception& e) {  // the cache is unchanged: forget what this batch added
-    for (auto& s : slots_) {
-      if (!s->task) continue;
-      Event ev;
-      ev.kind = Event::Kind::Error;
-      ev.error = e.what();
-      s->task->push(std::move(ev));
-      s->task.reset();
-      s->seq.clear();
-      s->pending = -1;
-      --n_busy_;
-    }
+    fail_running(e.what());
     return;
   }
   const auto t1 = Clock::now();

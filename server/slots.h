@@ -130,6 +130,9 @@ class SlotEngine {
   void assign(std::shared_ptr<Task> task);
   void finish(Slot& s, StopType why, const std::string& word = {});
   void release_text(Slot& s, Event& ev, bool final);
+  // Ends every running request with an Error event and forgets its slot's
+  // cached tokens (a failed batch may have recorded tokens the cache lacks).
+  void fail_running(const std::string& error);
   void step();
 
   Context& ctx_;
