@@ -32,9 +32,11 @@
 #include "core/quant/recipe.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "runtime/generation.h"
 #include "tools/backend_options.h"
 #include "tools/bench_report.h"
 #include "tools/commands.h"
+#include "tools/context_options.h"
 #include "tools/perf_options.h"
 #include "tools/isa_option.h"
 
@@ -120,14 +122,11 @@ std::string utc_now() {
 
 using Clock = std::chrono::steady_clock;
 
+// The prompt in n_batch chunks (runtime/generation.h), logits for the last token.
 void run_prompt(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_batch) {
-  Batch b;
-  for (size_t s = 0; s < tokens.size(); s += size_t(n_batch)) {
-    b.clear();
-    const size_t e = std::min(tokens.size(), s + size_t(n_batch));
-    for (size_t i = s; i < e; ++i) b.add(tokens[i], int32_t(i), 0, i + 1 == e);
-    ctx.decode(b);
-  }
+  PromptOptions po;
+  po.n_batch = n_batch;
+  decode_prompt(ctx, tokens, po);
 }
 
 void run_gen(Context& ctx, int64_t n_past, int64_t n_gen, std::mt19937& rng, int32_t n_vocab) {
@@ -323,10 +322,16 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-n,--n-gen", o->n_gen, "Generation lengths (default 128)")->delimiter(',');
   sub->add_option("--pg", o->pg, "Prompt + generation test PROMPT,GEN (repeatable; llama.cpp's -pg)");
   sub->add_option("-r,--repetitions", o->repetitions, "Timed repetitions per test (default 5)");
-  sub->add_option("-t,--threads", o->threads, "Thread counts (default: all cores)")->delimiter(',');
-  sub->add_option("-b,--batch-size", o->n_batch, "Logical batch sizes (default 2048)")->delimiter(',');
-  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Physical batch sizes (default 512; llama.cpp's -ub)")->delimiter(',');
-  sub->add_option("--ctk,--cache-type-k", o->type_k, "KV cache type: f16 (default), bf16, f32");
+  // The context flags of every subcommand (tools/context_options.h), as lists.
+  sub->add_option("-t,--threads", o->threads, fmt::format("{}, a list (default: all cores)", context_help::kThreads))
+      ->delimiter(',');
+  sub->add_option("-b,--batch-size", o->n_batch, fmt::format("{}, a list (default 2048)", context_help::kBatch))
+      ->delimiter(',');
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch,
+                  fmt::format("{}, a list (default 512; llama.cpp: -ub)", context_help::kUbatch))
+      ->delimiter(',');
+  sub->add_option("--ctk,--cache-type-k", o->type_k,
+                  fmt::format("{} (default f16; llama.cpp: -ctk)", context_help::kCacheType));
   sub->add_option("--lm,--load-mode", o->load_modes,
                   std::string("Load modes: mmap, populate, read (none), lock (mlock), huge (default: ") +
                       load_mode_name(default_load_mode()) + ")")
