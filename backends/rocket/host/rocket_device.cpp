@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "backends/rocket/driver/emulator/emulator_driver.h"
-#include "backends/rocket/host/hadamard.h"
 #include "backends/rocket/perf/perf_model.h"
+#include "backends/rocket/scheme/hadamard.h"
 #include "core/error.h"
 #include "core/quant.h"
 

@@ -37,7 +37,7 @@ struct RocketOptions {
   double timeout_s = 2.0;                    // PREP_BO deadline per submit (the kernel's job timeout is 0.5 s)
   int priority = 50;
   bool fallback_to_cpu = true;               // on a fault; false: the error propagates
-  bool rotate = true;                        // block-Hadamard rotation of K before int8 (host/hadamard.h)
+  bool rotate = true;                        // block-Hadamard rotation of K before int8 (scheme/hadamard.h)
   unsigned group = 0;                        // K channels per int8 scale (multiple of 32); 0 = one per row
   // int8 planes per operand: w16a16 (default: hi + lo planes for both, 3 int8
   // GEMMs per matmul, meets the q8_0 logit bar on every golden model), w8a16,
