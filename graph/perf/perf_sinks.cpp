@@ -1,3 +1,4 @@
+// The perf-log, trace and summary sinks (perf_sinks.h).
 #include "graph/perf/perf_sinks.h"
 
 #include <fmt/format.h>
@@ -52,11 +53,19 @@ double us(int64_t ns) { return double(ns) / 1000.0; }
 
 std::string perf_log_line(const PerfEvent& e) {
   const Tensor& t = *e.tensor;
-  return fmt::format(
+  std::string line = fmt::format(
       "OPAL_PERF|op={}|kernel={}|backend={}|tensor={}|shape={}|dtype={}|duration_us={:.3f}|start_us={:.3f}|end_us={:.3f}"
       "|flops={:.0f}|bytes={}{}",
       e.op, clean(e.kernel), clean(*e.backend), clean(t.name), compact_shape(t.ne), dtype_name(t.type),
       us(e.end_ns - e.start_ns), us(e.start_ns), us(e.end_ns), e.flops, e.bytes, op_keys(e));
+  // Phases, in the order run: phase_<name>_us = duration, phase_<name>_start_us = start.
+  for (size_t i = 0; i < e.n_phases; ++i) {
+    const PerfPhase& p = e.phases[i];
+    const std::string name = clean(p.name);
+    line += fmt::format("|phase_{}_us={:.3f}|phase_{}_start_us={:.3f}", name, us(p.end_ns - p.start_ns), name,
+                        us(p.start_ns));
+  }
+  return line;
 }
 
 PerfLogSink::PerfLogSink(const std::string& path) : path_(path) {
@@ -115,7 +124,20 @@ void TraceSink::on_event(const PerfEvent& e) {
   r.end_ns = e.end_ns;
   r.flops = e.flops;
   r.bytes = e.bytes;
+  const int track = r.track;
   records_.push_back(std::move(r));
+  // Phases: slices on the node's track inside its span, so viewers nest them under it.
+  for (size_t i = 0; i < e.n_phases; ++i) {
+    Record p;
+    p.phase = true;
+    p.name = e.phases[i].name;
+    p.kernel = t.name;  // the node the phase belongs to
+    p.op = e.op;
+    p.track = track;
+    p.start_ns = e.phases[i].start_ns;
+    p.end_ns = e.phases[i].end_ns;
+    records_.push_back(std::move(p));
+  }
 }
 
 void TraceSink::finish() {
@@ -128,6 +150,17 @@ void TraceSink::finish() {
         {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
   }
   for (const Record& r : records_) {
+    if (r.phase) {
+      events.push_back({{"name", r.name},
+                        {"cat", "phase"},
+                        {"ph", "X"},
+                        {"pid", 1},
+                        {"tid", r.track},
+                        {"ts", us(r.start_ns)},
+                        {"dur", us(r.end_ns - r.start_ns)},
+                        {"args", {{"node", r.kernel}, {"op", r.op}}}});
+      continue;
+    }
     events.push_back({{"name", r.name},
                       {"cat", r.op},
                       {"ph", "X"},

@@ -3,8 +3,10 @@
 //   PerfLogSink  one key=value line per event:
 //                OPAL_PERF|op=..|kernel=..|backend=..|tensor=..|shape=[..]|dtype=..|
 //                duration_us=..|start_us=..|end_us=..|flops=..|bytes=..[|op-specific keys]
+//                [|phase_<name>_us=..|phase_<name>_start_us=.. per phase]
 //   TraceSink    Chrome trace-event JSON (Perfetto, chrome://tracing): one
-//                track per backend and thread, one track per copy direction.
+//                track per backend and thread, one track per copy direction;
+//                a node's phases are slices nested inside its slice.
 //   SummarySink  time, FLOP/s and GB/s per op type and per backend, and the
 //                copies between backends; printed at finish().
 #pragma once
@@ -44,8 +46,9 @@ class TraceSink : public PerfSink {
 
  private:
   struct Record {
-    std::string name, kernel;  // short names fit the string's inline buffer
+    std::string name, kernel;  // short names fit the string's inline buffer; a phase: its name, its node
     const char* op = "";       // op_name(): static
+    bool phase = false;        // a phase inside the node before it (PerfEvent::phases)
     std::array<int64_t, kMaxDims> ne{};
     DType dtype = DType::F32;
     int track = 0;

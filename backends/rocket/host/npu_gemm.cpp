@@ -10,6 +10,7 @@
 #include "backends/rocket/lower/regcmd_builder.h"
 #include "backends/rocket/scheme/hadamard.h"
 #include "core/error.h"
+#include "graph/backend.h"
 
 namespace opal::rocket {
 namespace {
@@ -256,9 +257,15 @@ NpuGemm::~NpuGemm() {
   }
 }
 
-void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride) {
+void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride, bool timed) {
   const unsigned K = w_.k(), kp = w_.k_padded(), M = m_, Mp = m_padded_;
   info_ = {};
+  info_.timed = timed;
+  size_t phase = 0;
+  auto mark = [&] {
+    if (timed) info_.t_ns[phase++] = phase_clock_ns();
+  };
+  mark();
   // 1. Quantize the activations per row and pack them NC1HWC2.
   const unsigned G = w_.scale_groups(), x_planes = w_.scheme().input_planes;
   const size_t plane = size_t(Mp) * kp;
@@ -268,6 +275,7 @@ void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride) 
   for (unsigned g = 0; g < x_planes * kp / 16; ++g)
     for (unsigned r = 0; r < Mp; ++r)
       std::memcpy(&packed_[(size_t(g) * Mp + r) * 16], &xq_[(g * 16 / kp) * plane + size_t(r) * kp + g * 16 % kp], 16);
+  mark();
   // 2. Hand inputs and sentinels to each core, submit everything, then wait.
   for (SliceRun& c : runs_) {
     std::memcpy(c.input->cpu(), packed_.data(), packed_.size());
@@ -286,8 +294,10 @@ void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride) 
     info_.jobs += unsigned(c.jobs.size());
     for (const auto& j : c.jobs) info_.tasks += unsigned(j.tasks.size());
   }
+  mark();
   const int64_t deadline = deadline_after(timeout_s_);
   for (SliceRun& c : runs_) c.driver->prep_bo(c.output->info().handle, deadline);
+  mark();
   // 3. Check the sentinels, sum the K segments, dequantize.
   for (SliceRun& c : runs_) {
     const NpuWeights::Slice& s = w_.slices()[c.units.front().slice];
@@ -320,6 +330,7 @@ void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride) 
     for (unsigned r = 0; r < M; ++r)
       std::memcpy(y + int64_t(r) * y_stride + s.n0, &acc_[size_t(r) * s.n], size_t(s.n) * sizeof(float));
   }
+  mark();
 }
 
 }  // namespace opal::rocket

@@ -41,7 +41,9 @@
 // The shape of the scheme (precision and planes, K segments, N slices, the
 // rotation) is scheme/gemm_scheme.h, shared with the performance model.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -167,9 +169,19 @@ class ScratchPool {
   std::vector<Entry> entries_;
 };
 
+// The phases of one run(), in order: quantize + pack the activations on the
+// host; hand the inputs and output sentinels to each core and SUBMIT; wait
+// for the outputs (PREP_BO); check, sum and dequantize the int32 outputs.
+inline constexpr const char* kGemmPhases[] = {"prepare", "submit", "wait", "unpack"};
+inline constexpr size_t kGemmPhaseCount = std::size(kGemmPhases);
+
 // Work counted by the last run(), for the performance model and tests.
 struct GemmRunInfo {
   unsigned submits = 0, jobs = 0, tasks = 0;
+  // With run(..., timed = true): phase i of kGemmPhases ran from t_ns[i] to
+  // t_ns[i + 1], on the clock of RunHooks::node_phase (phase_clock_ns).
+  std::array<int64_t, kGemmPhaseCount + 1> t_ns{};
+  bool timed = false;
 };
 
 class NpuGemm {
@@ -182,7 +194,8 @@ class NpuGemm {
 
   // x: M rows of K floats (row stride x_stride floats); y: M rows, N floats
   // written at stride y_stride. Allocation-free. Throws opal::Error on a fault.
-  void run(const float* x, int64_t x_stride, float* y, int64_t y_stride);
+  // `timed`: record the phase boundaries in last_run().t_ns.
+  void run(const float* x, int64_t x_stride, float* y, int64_t y_stride, bool timed = false);
 
   unsigned m() const { return m_; }
   unsigned m_padded() const { return m_padded_; }

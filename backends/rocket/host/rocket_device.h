@@ -14,7 +14,9 @@
 //     (tiling + regcmd streams), then per run quantizes activations per row,
 //     submits, waits, dequantizes. A driver error, PREP timeout or untouched
 //     output sentinel makes that node fall back to the CPU kernel (counted,
-//     reported once on stderr). RunHooks are called around every node.
+//     reported once on stderr). RunHooks are called around every node, and
+//     with hooks each NPU node reports its phases (prepare, submit, wait,
+//     unpack: host/npu_gemm.h kGemmPhases) through RunHooks::node_phase.
 #pragma once
 #include <map>
 #include <memory>
@@ -113,8 +115,11 @@ class RocketDevice : public Device {
   RocketOptions& mutable_options() { return options_; }
   const std::vector<rocket::Driver*>& drivers() const { return driver_ptrs_; }
   RocketWeightBufferType& weights() { return weights_; }
-  const RocketStats& stats() const { return stats_; }
+  const RocketStats& rocket_stats() const { return stats_; }
   RocketStats& mutable_stats() { return stats_; }
+  // The counters above as generic DeviceStats (nodes_run = nodes_npu,
+  // predicted_s with the performance model's description), for tools.
+  DeviceStats stats() const override;
 
  private:
   friend class RocketExecutor;
