@@ -197,6 +197,13 @@ void SummarySink::on_event(const PerfEvent& e) {
   nodes_.add(e);
   slot(by_op_, e.op).add(e);
   slot(by_backend_, *e.backend).add(e);
+  for (size_t i = 0; i < e.n_phases; ++i) {
+    const std::string key = fmt::format("{} {}", *e.backend, e.phases[i].name);
+    if (!phases_.count(key)) phase_order_.push_back(key);
+    PerfTotals& t = slot(phases_, key);
+    ++t.count;
+    t.ns += e.phases[i].end_ns - e.phases[i].start_ns;
+  }
 }
 
 std::string SummarySink::text() const {
@@ -218,6 +225,10 @@ std::string SummarySink::text() const {
   if (!copies_.empty()) {
     s += "perf summary: copies between backends\n" + head;
     for (const auto& [name, t] : copies_) s += row(name, t, nodes_.ns);
+  }
+  if (!phases_.empty()) {  // time inside the nodes, % of all node time
+    s += "perf summary: phases inside nodes\n" + head;
+    for (const std::string& name : phase_order_) s += row(name, phases_.at(name), nodes_.ns);
   }
   return s;
 }

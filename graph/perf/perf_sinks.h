@@ -7,8 +7,9 @@
 //   TraceSink    Chrome trace-event JSON (Perfetto, chrome://tracing): one
 //                track per backend and thread, one track per copy direction;
 //                a node's phases are slices nested inside its slice.
-//   SummarySink  time, FLOP/s and GB/s per op type and per backend, and the
-//                copies between backends; printed at finish().
+//   SummarySink  time, FLOP/s and GB/s per op type and per backend, the
+//                copies between backends and the time of each node phase
+//                per backend; printed at finish().
 #pragma once
 #include <array>
 #include <cstdio>
@@ -86,13 +87,15 @@ class SummarySink : public PerfSink {
   const Table& by_op() const { return by_op_; }            // "MUL_MAT"
   const Table& by_backend() const { return by_backend_; }  // "cpu"
   const Table& copies() const { return copies_; }          // "cpu -> test_accel"
+  const Table& phases() const { return phases_; }          // "rocket wait" (count and ns only)
   const PerfTotals& nodes() const { return nodes_; }
   std::string text() const;
 
  private:
   PerfTotals& slot(std::map<std::string, PerfTotals, std::less<>>& m, std::string_view key);
   std::FILE* out_;
-  std::map<std::string, PerfTotals, std::less<>> by_op_, by_backend_, copies_;
+  std::map<std::string, PerfTotals, std::less<>> by_op_, by_backend_, copies_, phases_;
+  std::vector<std::string> phase_order_;  // phases_' keys in the order first seen (the order run)
   PerfTotals nodes_;
 };
 

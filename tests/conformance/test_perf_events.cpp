@@ -154,6 +154,7 @@ TEST(PerfEvents, LogTraceAndSummaryAgreeWithTheExecutedNodes) {
   EXPECT_EQ(ns_be, summary->nodes().ns);
   EXPECT_EQ(summary->by_op().at("MUL_MAT").count, 60u);
   EXPECT_NE(summary->text().find("GFLOP/s"), std::string::npos);
+  EXPECT_TRUE(summary->phases().empty()) << "the test accelerator and the CPU report no phases";
 }
 
 // Keeps the phases the recorder attaches to each node event.
@@ -191,6 +192,9 @@ TEST(PerfEvents, RocketNodesReportTheirPhasesInOrderInsideTheNode) {
   auto sink_owned = std::make_unique<PhaseSink>();
   PhaseSink* sink = sink_owned.get();
   rec.add_sink(std::move(sink_owned));
+  auto summary_owned = std::make_unique<SummarySink>(nullptr);
+  SummarySink* summary = summary_owned.get();
+  rec.add_sink(std::move(summary_owned));
   ctx.set_hooks(&rec);
   Batch b;
   for (int i = 0; i < 40; ++i) b.add(10 + i, i, 0, i == 39);  // M = 40 >= rocket's min batch
@@ -219,6 +223,19 @@ TEST(PerfEvents, RocketNodesReportTheirPhasesInOrderInsideTheNode) {
     EXPECT_LE(at, n.end_ns) << n.tensor;
   }
   EXPECT_GE(npu_nodes, 14u) << "the 40-token batch's matmuls (but the one-row output) run on the NPU";
+
+  // summary: per backend and phase, one count per NPU node, in the order run
+  const std::string text = summary->text();
+  size_t at_text = text.find("perf summary: phases inside nodes");
+  ASSERT_NE(at_text, std::string::npos) << text;
+  for (const std::string& p : want) {
+    ASSERT_TRUE(summary->phases().count("rocket " + p)) << p << "\n" << text;
+    EXPECT_EQ(summary->phases().at("rocket " + p).count, npu_nodes) << p;
+    const size_t row = text.find("rocket " + p, at_text);
+    EXPECT_NE(row, std::string::npos) << p << "\n" << text;
+    at_text = row;
+  }
+  EXPECT_EQ(summary->phases().size(), want.size());
 
   // perf log: phase_<name>_us and phase_<name>_start_us on the rocket lines, in order, inside the node
   std::ifstream f(dir + "/perf.log");
