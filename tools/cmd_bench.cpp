@@ -27,7 +27,6 @@
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "graph/registry.h"
-#include "backends/rocket/host/rocket_device.h"
 #include "core/error.h"
 #include "core/quant/recipe.h"
 #include "models/model.h"
@@ -201,7 +200,6 @@ int run_bench(const BenchOptions& o) {
   for (const auto& path : o.models) {
     for (LoadMode mode : modes) {
       auto reg = o.backend.make_registry(int(threads.front()));
-      auto* rocket_dev = dynamic_cast<RocketDevice*>(reg->find("rocket"));
       LoadOptions lo;
       lo.load_mode = mode;
       const auto t_load = Clock::now();
@@ -273,7 +271,9 @@ int run_bench(const BenchOptions& o) {
               r.n_gen = test.n_gen;
               r.test_time = utc_now();
               if (!o.backend.backends.empty()) r.backend = "CPU," + o.backend.backends;
-              const RocketStats rocket_before = rocket_dev ? rocket_dev->stats() : RocketStats{};
+              // Device counters before the timed runs, for the predicting devices' share.
+              std::vector<DeviceStats> stats_before;
+              for (const Device* d : reg->devices()) stats_before.push_back(d->stats());
               for (int rep = 0; rep < o.repetitions; ++rep) {
                 ctx.reset();
                 const auto t0 = Clock::now();
@@ -281,9 +281,19 @@ int run_bench(const BenchOptions& o) {
                 if (test.n_gen > 0) run_gen(ctx, test.n_prompt, test.n_gen, rng, n_vocab);
                 r.samples_ns.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
               }
-              if (rocket_dev) {
-                r.rocket_predicted_s = (rocket_dev->stats().predicted_s - rocket_before.predicted_s) / o.repetitions;
-                r.rocket_nodes = int64_t(rocket_dev->stats().nodes_npu - rocket_before.nodes_npu) / o.repetitions;
+              for (size_t i = 0; i < reg->devices().size(); ++i) {
+                const DeviceStats after = reg->devices()[i]->stats();
+                if (after.prediction.model.empty()) continue;
+                const DeviceStats& before = stats_before[i];
+                BenchResult::DevicePrediction p;
+                p.device = reg->devices()[i]->name();
+                p.model = after.prediction.model;
+                p.scope = after.prediction.scope;
+                p.nodes_label = after.prediction.nodes;
+                p.only_label = after.prediction.only;
+                p.predicted_s = (after.get("predicted_s") - before.get("predicted_s")) / o.repetitions;
+                p.nodes_run = int64_t(after.get("nodes_run") - before.get("nodes_run")) / o.repetitions;
+                r.predictions.push_back(std::move(p));
               }
               results.push_back(std::move(r));
             }
@@ -300,7 +310,7 @@ int run_bench(const BenchOptions& o) {
   if (o.output == "json") out = format_json(results, cond);
   if (o.output == "jsonl") out = format_jsonl(results, cond);
   std::fputs(out.c_str(), stdout);
-  if (o.output == "md") std::fputs(format_rocket_predictions(results).c_str(), stdout);
+  if (o.output == "md") std::fputs(format_device_predictions(results).c_str(), stdout);
   std::fflush(stdout);
   if (!o.plot.empty()) {
     std::ofstream f(o.plot, std::ios::binary);
