@@ -1,4 +1,4 @@
-// The backend interface, split by lifetime (DESIGN.md, "A backend is a small interface"):
+// The backend interface, split by lifetime (docs/architecture.md, "Backends"):
 //   Device      what a backend is and what it can run: name, memory, priority,
 //               role, supports(node) -> Support{ok, reason}.
 //   BufferType  how a backend owns bytes: allocates Buffers; uploads weights

@@ -20,7 +20,7 @@ void set_action(CLI::App* sub, Action action) { actions()[sub] = std::move(actio
 int main(int argc, char** argv) {
   using namespace opal::tools;
   CLI::App app{"Opal: run GGUF language models on CPUs and open accelerators"};
-  app.set_version_flag("--version", std::string("opal ") + git_commit());
+  app.set_version_flag("--version", std::string("opal ") + opal::git_commit());
   app.require_subcommand(1);
   app.fallthrough(false);
 

@@ -1,5 +1,5 @@
-// One observability stream for every backend (DESIGN.md, "One observability
-// stream"). Executors call RunHooks::before_node/after_node around each node
+// One observability stream for every backend (docs/perf-events.md).
+// Executors call RunHooks::before_node/after_node around each node
 // (or fused group) and the scheduler calls before_copy/after_copy around each
 // copy between devices; PerfRecorder turns those calls into PerfEvents
 //   {backend, op, kernel, tensor, shape, dtype, start, end, flops, bytes}
