@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "server/server_test_util.h"
+#include "support/test_support.h"
 
 namespace opal::test {
 namespace {
@@ -104,21 +105,23 @@ int run_lengths(int port, int first, int last, int step, int clients) {
 }
 
 TEST(ServerLoad, RssFlatUnderMixedPromptLengths) {
-  ServeProcess p("-m " + stories_model() + " --np 4 -c 4096 -t 1");
+  // The default model (opal-kjv: 256-token context, so 4 slots of 256 here):
+  // its batches need a few hundred KiB of compute memory each.
+  ServeProcess p("-m " + source_dir() + "/models/opal-kjv.gguf --np 4 -c 1024 -t 1");
   ASSERT_TRUE(p.ready()) << p.log();
+  constexpr int kLongest = 150;  // words: about 235 tokens, 4 at a time fill 512-token ubatches
   const long start = rss_kib(p.pid());
   ASSERT_GT(start, 0);
-  // Warm-up: one pass of 400 prompts of distinct lengths (1..400 words), 4 at
-  // a time: full 512-token ubatches, and the KV cache and HTTP workers in use.
-  ASSERT_EQ(run_lengths(p.port(), 1, 400, 1, 4), 0);
+  // Warm-up: one pass of prompts of every length from 1 to kLongest words, 4
+  // at a time: full ubatches, and the KV cache and HTTP workers in use.
+  ASSERT_EQ(run_lengths(p.port(), 1, kLongest, 1, 4), 0);
   const long warm = rss_kib(p.pid());
-  // Load: two more such passes. The slots' prompts interleave differently each
-  // time, so batches keep coming in shapes (tokens x outputs) not seen before.
-  ASSERT_EQ(run_lengths(p.port(), 1, 400, 1, 4), 0);
-  ASSERT_EQ(run_lengths(p.port(), 1, 400, 1, 4), 0);
+  // Load: three more such passes. The slots' prompts interleave differently
+  // each time, so batches keep coming in shapes (tokens x outputs) not seen before.
+  for (int pass = 0; pass < 3; ++pass) ASSERT_EQ(run_lengths(p.port(), 1, kLongest, 1, 4), 0);
   const long after = rss_kib(p.pid());
-  std::printf("opal serve VmRSS: start %ld KiB, after warm-up (400 mixed-length requests) %ld KiB, after 800 more "
-              "%ld KiB (+%ld KiB)\n", start, warm, after, after - warm);
+  std::printf("opal serve VmRSS: start %ld KiB, after warm-up (%d mixed-length requests) %ld KiB, after %d more "
+              "%ld KiB (+%ld KiB)\n", start, kLongest, warm, 3 * kLongest, after, after - warm);
   EXPECT_LE(after - warm, 2048) << "resident memory grew with the number of distinct batch shapes";
 }
 
