@@ -86,30 +86,9 @@ std::vector<int64_t> parse_int_list(const std::vector<std::string>& items, const
   return out;
 }
 
-// llama.cpp's names of the file types (llama_model_ftype_name).
+// llama.cpp's name of the file type (llama_model_ftype_name).
 std::string ftype_label(const gguf::File& f) {
-  const int64_t ft = f.get_int("general.file_type", -1);
-  switch (ft) {
-    case 0: return "all F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 3: return "Q4_1";
-    case 7: return "Q8_0";
-    case 8: return "Q5_0";
-    case 9: return "Q5_1";
-    case 10: return "Q2_K - Medium";
-    case 11: return "Q3_K - Small";
-    case 12: return "Q3_K - Medium";
-    case 13: return "Q3_K - Large";
-    case 14: return "Q4_K - Small";
-    case 15: return "Q4_K - Medium";
-    case 16: return "Q5_K - Small";
-    case 17: return "Q5_K - Medium";
-    case 18: return "Q6_K";
-    case 25: return "IQ4_NL - 4.5 bpw";
-    case 32: return "BF16";
-    default: break;
-  }
+  if (const char* name = quant::file_type_display_name(f.get_int("general.file_type", -1))) return name;
   // No (known) file type: name the most common weight type by bytes.
   std::map<DType, uint64_t> bytes;
   for (const auto& t : f.tensors()) bytes[t.type] += t.nbytes;

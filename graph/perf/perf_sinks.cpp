@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "graph/op_info.h"
 
 namespace opal {
 namespace {
@@ -30,20 +31,7 @@ std::string compact_shape(const std::array<int64_t, kMaxDims>& ne) {
 std::string op_keys(const PerfEvent& e) {
   const Tensor& t = *e.tensor;
   if (e.kind == PerfEventKind::Copy) return fmt::format("|from={}|to={}", *e.from, *e.backend);
-  switch (t.op) {
-    case Op::MulMat:
-    case Op::MulMatId:
-      return fmt::format("|wtype={}|k={}|n={}|m={}", dtype_name(t.src[0]->type), t.src[0]->ne[0], t.ne[0],
-                         t.n_rows());
-    case Op::Attention:
-      return fmt::format("|heads={}|kv_heads={}|tokens={}|cells={}", t.src[kAttnQ]->ne[1], t.iparams[0],
-                         t.src[kAttnQ]->ne[2], t.src[kAttnK]->ne[1]);
-    case Op::GetRows: return fmt::format("|table_type={}", dtype_name(t.src[0]->type));
-    case Op::KvStore: return fmt::format("|cache_type={}", dtype_name(t.src[0]->type));
-    case Op::Rope: return fmt::format("|n_rot={}|mode={}", t.iparams[0], t.iparams[1]);
-    case Op::TopK: return fmt::format("|k={}", t.iparams[0]);
-    default: return {};
-  }
+  return op_info(t.op).perf_fields(t);  // the op's own fields: a column of its row (graph/op_info.h)
 }
 
 double us(int64_t ns) { return double(ns) / 1000.0; }
