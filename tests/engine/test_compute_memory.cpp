@@ -2,7 +2,8 @@
 // worst-case graphs of its batch on the first decode, and every later batch
 // shape reuses them (no buffer allocated, whatever the shape); the graphs of a
 // bounded number of shapes stay cached; a shape that does not fit grows the
-// reserve once; a graph left in a grown arena refuses to run.
+// reserve once; a graph left in a grown arena refuses to run; the bytes other
+// graphs left in the shared buffers never reach a result.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -163,6 +164,43 @@ TEST(ComputeMemory, GraphInAGrownArenaRefusesToRun) {
   const uint64_t buffers = ScheduledGraph::compute_buffers_allocated();
   sched.schedule(graph_of(1024), &arena)->run();
   EXPECT_EQ(ScheduledGraph::compute_buffers_allocated(), buffers);
+}
+
+
+// A batch of several sequences, like the server's: seq s gets n_s tokens from position p_s.
+Batch multi_seq_batch(const std::vector<int>& lens, const std::vector<int>& starts, bool all_logits) {
+  Batch b;
+  for (size_t s = 0; s < lens.size(); ++s)
+    for (int i = 0; i < lens[s]; ++i)
+      b.add(1 + (int(s) * 31 + i * 7) % 200, starts[s] + i, int32_t(s), all_logits || i == lens[s] - 1);
+  return b;
+}
+
+TEST(ComputeMemory, StaleBytesInTheSharedBuffersDoNotLeakIntoResults) {
+  // The same batches in a fresh context and in one whose shared buffers hold
+  // the bytes of other graphs (every op must write what it later reads).
+  auto reg = make_registry({}, 1);
+  auto model = tiny_llama(*reg);
+  ContextParams cp;
+  cp.n_ctx = 256;
+  cp.n_ubatch = 32;
+  Context dirty(*model, cp);
+  for (int n : {32, 17, 5, 29}) {
+    dirty.decode(make_batch(n, 0, 1));
+    dirty.reset();
+  }
+  Context fresh(*model, cp);
+  const std::vector<Batch> steps = {multi_seq_batch({7, 5, 9}, {0, 0, 0}, false),
+                                    multi_seq_batch({1, 1, 1}, {7, 5, 9}, true),
+                                    multi_seq_batch({3, 1, 12}, {8, 6, 10}, false)};
+  for (size_t k = 0; k < steps.size(); ++k) {
+    fresh.decode(steps[k]);
+    dirty.decode(steps[k]);
+    ASSERT_EQ(fresh.n_outputs(), dirty.n_outputs());
+    for (int64_t i = 0; i < fresh.n_outputs(); ++i)
+      ASSERT_EQ(std::memcmp(fresh.logits(i), dirty.logits(i), size_t(fresh.n_vocab()) * sizeof(float)), 0)
+          << "step " << k << ", output " << i;
+  }
 }
 
 }  // namespace
