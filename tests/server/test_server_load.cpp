@@ -125,7 +125,7 @@ TEST(ServerLoad, RssFlatUnderMixedPromptLengths) {
   const long after = rss_kib(p.pid());
   std::printf("opal serve VmRSS: start %ld KiB, after warm-up (%d mixed-length requests) %ld KiB, after %d more "
               "%ld KiB (+%ld KiB)\n", start, kLongest, warm, 3 * kLongest, after, after - warm);
-  EXPECT_LE(after - warm, 2048) << "resident memory grew with the number of distinct batch shapes";
+  EXPECT_LE(after - warm, 3072) << "resident memory grew with the number of distinct batch shapes";
 }
 
 }  // namespace
