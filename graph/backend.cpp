@@ -1,10 +1,23 @@
+// Default behaviour of the backend interface (backend.h).
 #include "graph/backend.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
 
 namespace opal {
+
+int64_t phase_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double DeviceStats::get(std::string_view name) const {
+  for (const Value& v : values)
+    if (v.name == name) return v.value;
+  return 0;
+}
 
 uint64_t BufferType::weight_size(const Tensor& t) const { return t.nbytes(); }
 

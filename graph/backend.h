@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
@@ -103,6 +104,13 @@ class RunHooks {
   virtual ~RunHooks() = default;
   virtual void before_node(const Device& dev, const Tensor& node) {}
   virtual void after_node(const Device& dev, const Tensor& node, const char* kernel) {}
+  // Called between before_node and after_node of `node` for each phase of
+  // its execution an executor times (an accelerator's host pack, submit,
+  // device wait, unpack), in order. `phase` is a string literal; start_ns and
+  // end_ns are std::chrono::steady_clock nanoseconds since its epoch
+  // (phase_clock_ns()). Executors time phases only when they have hooks.
+  virtual void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns,
+                          int64_t end_ns) {}
   // Called by the scheduler around each copy between devices (CrossCopy in
   // scheduler.h), made at the start of the consuming device's segment.
   virtual void before_copy(const CrossCopy& copy, const Device& to) {}
@@ -128,6 +136,34 @@ struct DeviceMemory {
   uint64_t free = 0;
 };
 
+// The clock of RunHooks::node_phase: steady_clock nanoseconds since its epoch.
+int64_t phase_clock_ns();
+
+// A device's running counters (Device::stats()), named so that tools can
+// difference them around a run and print them without knowing the backend.
+// Common names: nodes_run (nodes the device ran itself), nodes_fallback
+// (nodes it handed to the host after a fault), plans_compiled, submits, and
+// predicted_s: the seconds a performance model predicts the work of
+// nodes_run takes on the hardware the device stands for (an emulated
+// accelerator), described by `prediction`.
+struct DeviceStats {
+  struct Value {
+    std::string name;
+    double value = 0;
+  };
+  // What predicted_s models; empty labels: the device predicts nothing.
+  struct Prediction {
+    std::string model;  // e.g. "RK3588 NPU, performance model: 3 cores at 1 GHz, docs/backends/rocket.md"
+    std::string scope;  // what it covers: "matmuls the NPU ran; everything else ... is not modelled"
+    std::string nodes;  // what nodes_run counts, as a column heading: "NPU matmuls"
+    std::string only;   // the rate of that work alone, as a column heading: "matmul-only"
+  };
+  std::vector<Value> values;
+  Prediction prediction;
+  // The value named `name`, or 0 when the device has no such counter.
+  double get(std::string_view name) const;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -147,6 +183,8 @@ class Device {
   // True if this device's kernels can read a tensor held in `buf`.
   virtual bool can_access(const Buffer& buf) const;
   virtual void set_threads(int n) {}
+  // Running counters since the device was made (DeviceStats); none by default.
+  virtual DeviceStats stats() const { return {}; }
 };
 
 }  // namespace opal

@@ -3,34 +3,11 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "graph/op_info.h"
 
 namespace opal {
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::None: return "NONE";
-    case Op::View: return "VIEW";
-    case Op::GetRows: return "GET_ROWS";
-    case Op::RmsNorm: return "RMS_NORM";
-    case Op::Mul: return "MUL";
-    case Op::Add: return "ADD";
-    case Op::Div: return "DIV";
-    case Op::Scale: return "SCALE";
-    case Op::SumRows: return "SUM_ROWS";
-    case Op::MulMat: return "MUL_MAT";
-    case Op::MulMatId: return "MUL_MAT_ID";
-    case Op::Rope: return "ROPE";
-    case Op::Attention: return "ATTENTION";
-    case Op::KvStore: return "KV_STORE";
-    case Op::Swiglu: return "SWIGLU";
-    case Op::Silu: return "SILU";
-    case Op::Softmax: return "SOFTMAX";
-    case Op::TopK: return "TOP_K";
-    case Op::Cpy: return "CPY";
-    case Op::Count: break;
-  }
-  return "?";
-}
+const char* op_name(Op op) { return size_t(op) < size_t(Op::Count) ? op_info(op).name : "?"; }
 
 std::array<uint64_t, kMaxDims> contiguous_strides(DType t, const std::array<int64_t, kMaxDims>& ne) {
   std::array<uint64_t, kMaxDims> nb{};
@@ -81,15 +58,25 @@ Tensor* Graph::external(Tensor* t) {
 }
 
 Tensor* Graph::new_node(Op op, DType type, std::array<int64_t, kMaxDims> ne, std::initializer_list<Tensor*> srcs) {
+  // The row's arity (graph/op_info.h): a builder passing other sources is a bug in this file.
+  const OpInfo& info = op_info(op);
+  const int n = int(srcs.size()), required = info.n_src - info.n_optional;
+  if (n < required || n > info.n_src)
+    fail("{}: {} sources given, the op takes {} to {}", info.name, n, required, info.n_src);
+  int i = 0;
+  for (Tensor* s : srcs) {
+    if (!s && i < required) fail("{}: required source {} is null", info.name, i);
+    ++i;
+  }
   Tensor& t = storage_.emplace_back();
   t.op = op;
   t.type = type;
   t.ne = ne;
   t.nb = contiguous_strides(type, ne);
   t.role = TensorRole::Compute;
-  int i = 0;
+  i = 0;
   for (Tensor* s : srcs) t.src[i++] = s;
-  t.name = fmt::format("{}#{}", op_name(op), nodes_.size());
+  t.name = fmt::format("{}#{}", info.name, nodes_.size());
   nodes_.push_back(&t);
   return &t;
 }

@@ -15,6 +15,21 @@ namespace opal {
 namespace {
 
 std::atomic<uint64_t> g_plans_built{0};
+std::atomic<uint64_t> g_compute_buffers{0};
+std::atomic<uint64_t> g_compute_bytes{0};
+
+// Every compute or input buffer the scheduler or an arena allocates, counted.
+std::unique_ptr<Buffer> allocate_compute(BufferType& type, uint64_t bytes) {
+  auto buf = type.allocate(bytes);
+  g_compute_buffers.fetch_add(1);
+  g_compute_bytes.fetch_add(bytes);
+  return buf;
+}
+
+std::string size_text(uint64_t bytes) {
+  if (bytes < (uint64_t(1) << 20)) return fmt::format("{:.1f} KiB", double(bytes) / 1024.0);
+  return fmt::format("{:.2f} MiB", double(bytes) / double(1 << 20));
+}
 
 // Runs an accelerator's faulted node on the host device: a one-node host plan,
 // compiled on the node's first fault and kept.
@@ -69,6 +84,43 @@ Device* device_of(const Registry& reg, const Tensor& t) {
 }
 
 uint64_t ScheduledGraph::plans_built() { return g_plans_built.load(); }
+uint64_t ScheduledGraph::compute_buffers_allocated() { return g_compute_buffers.load(); }
+uint64_t ScheduledGraph::compute_bytes_allocated() { return g_compute_bytes.load(); }
+
+void ComputeNeeds::merge(const ComputeNeeds& o) {
+  for (const auto& [d, bytes] : o.compute) compute[d] = std::max(compute[d], bytes);
+  inputs = std::max(inputs, o.inputs);
+  if (!input_type) input_type = o.input_type;
+}
+
+bool ComputeArena::reserve(const ComputeNeeds& needs) {
+  std::string what;
+  auto grow = [&](Entry& e, BufferType& type, uint64_t need, const std::string& name) {
+    need = std::max<uint64_t>(need, 64);
+    if (e.buffer && e.size >= need) return;
+    what += fmt::format("{}{}: {} -> {}", what.empty() ? "" : "; ", name, size_text(e.size), size_text(need));
+    ++generation_;  // graphs bound to the old buffer are stale from here on
+    e.buffer.reset();
+    e.size = 0;
+    e.buffer = allocate_compute(type, need);
+    e.size = need;
+  };
+  for (const auto& [d, bytes] : needs.compute) grow(compute_[d], d->compute_buffer_type(), bytes, d->name());
+  if (needs.inputs) {
+    if (!needs.input_type) fail("compute arena: no buffer type for the graph inputs");
+    grow(inputs_, *needs.input_type, needs.inputs, "inputs");
+  }
+  if (what.empty()) return false;
+  last_growth_ = what;
+  return true;
+}
+
+std::map<std::string, uint64_t> ComputeArena::reserved() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [d, e] : compute_) out[d->name()] += e.size;
+  if (inputs_.buffer) out["inputs"] = inputs_.size;
+  return out;
+}
 
 const Placement& ScheduledGraph::placement(const Tensor* node) const {
   auto it = placement_.find(node);
@@ -100,6 +152,8 @@ void ScheduledGraph::read(const Tensor* t, void* dst, uint64_t nbytes) const {
 }
 
 void ScheduledGraph::run(RunHooks* hooks) {
+  if (arena_ && arena_->generation() != arena_generation_)
+    fail("a graph scheduled into compute buffers that have grown since cannot run: schedule it again");
   for (size_t i = 0; i < segments_.size(); ++i) {
     for (const CrossCopy& c : copies_[i]) {
       if (hooks) hooks->before_copy(c, *segments_[i].device);
@@ -185,7 +239,18 @@ Placement Scheduler::place_node(const Tensor& node, const std::map<const Tensor*
        node.shape_string(), srcs, refusals);
 }
 
-std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph) const {
+struct Scheduler::MemoryPlan {
+  struct Slot {
+    uint64_t off = 0, size = 0;
+    Device* dev = nullptr;
+  };
+  std::map<const Tensor*, Slot> slots;              // computed tensors: offset in their device's buffer
+  std::vector<std::pair<Tensor*, uint64_t>> inputs;  // input leaves: offset in the inputs' buffer
+  std::vector<Tensor*> remapped_views;               // views re-pointed at a copy
+  ComputeNeeds needs;
+};
+
+std::unique_ptr<ScheduledGraph> Scheduler::place_and_plan(std::unique_ptr<Graph> graph, MemoryPlan& mp) const {
   auto sg = std::unique_ptr<ScheduledGraph>(new ScheduledGraph());
   sg->graph_ = std::move(graph);
   Graph& g = *sg->graph_;
@@ -232,7 +297,7 @@ std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph
            holder->weight_buffer_type().host_visible();
   };
   std::map<std::pair<const Tensor*, Device*>, Tensor*> copy_of;
-  std::vector<Tensor*> remapped_views;
+  std::vector<Tensor*>& remapped_views = mp.remapped_views;
   std::map<const Tensor*, size_t> copy_time;  // copy dst -> node index where it is made
   for (size_t si = 0; si < sg->segments_.size(); ++si) {
     Device* d = sg->segments_[si].device;
@@ -297,8 +362,8 @@ std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph
   for (const Tensor* o : g.outputs()) last_use[o->storage()] = kForever;
   // Views over other views keep their storage alive through last_use of the storage, handled by use().
 
-  struct Slot { uint64_t off = 0, size = 0; Device* dev = nullptr; };
-  std::map<const Tensor*, Slot> slots;
+  using Slot = MemoryPlan::Slot;
+  std::map<const Tensor*, Slot>& slots = mp.slots;
   std::map<Device*, OffsetAllocator> allocs;
   auto alloc_for = [&](Device* d) -> OffsetAllocator& {
     auto it = allocs.find(d);
@@ -331,33 +396,63 @@ std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph
     }
   }
   // inputs: host, never reused
-  uint64_t input_bytes = 0;
-  std::vector<std::pair<Tensor*, uint64_t>> inputs;
   for (Tensor* l : g.leaves())
     if (l->role == TensorRole::Input && !l->buffer) {
-      inputs.push_back({l, input_bytes});
-      input_bytes += align_to(l->nbytes(), 64);
+      mp.inputs.push_back({l, mp.needs.inputs});
+      mp.needs.inputs += align_to(l->nbytes(), 64);
     }
+  mp.needs.input_type = &host.compute_buffer_type();
   for (auto& [d, a] : allocs) {
-    auto buf = d->compute_buffer_type().allocate(std::max<uint64_t>(a.high_water(), 64));
-    uint8_t* base = static_cast<uint8_t*>(buf->base());
-    for (auto& [t, s] : slots)
-      if (s.dev == d) {
-        Tensor* tt = const_cast<Tensor*>(t);
-        tt->data = base + s.off;
-        tt->buffer = buf.get();
-      }
+    mp.needs.compute[d] = a.high_water();
     sg->compute_bytes_[d->name()] += a.high_water();
-    sg->buffers_.push_back(std::move(buf));
   }
-  if (input_bytes) {
-    auto buf = host.compute_buffer_type().allocate(input_bytes);
-    uint8_t* base = static_cast<uint8_t*>(buf->base());
-    for (auto& [t, off] : inputs) {
-      t->data = base + off;
-      t->buffer = buf.get();
+  uint64_t staging = 0;
+  for (const auto& cs : sg->copies_)
+    for (const auto& c : cs) staging = std::max(staging, c.src->nbytes());
+  sg->staging_.resize(staging);
+  return sg;
+}
+
+ComputeNeeds Scheduler::measure(std::unique_ptr<Graph> graph) const {
+  MemoryPlan mp;
+  place_and_plan(std::move(graph), mp);
+  return mp.needs;
+}
+
+std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph, ComputeArena* arena) const {
+  MemoryPlan mp;
+  auto sg = place_and_plan(std::move(graph), mp);
+  Graph& g = *sg->graph_;
+  const auto& nodes = g.nodes();
+
+  // ---- memory: the arena's buffers (grown if this plan does not fit), or the graph's own
+  std::map<Device*, Buffer*> buffers;
+  Buffer* input_buffer = nullptr;
+  if (arena) {
+    arena->reserve(mp.needs);
+    for (const auto& [d, bytes] : mp.needs.compute) buffers[d] = arena->compute_.at(d).buffer.get();
+    if (mp.needs.inputs) input_buffer = arena->inputs_.buffer.get();
+    sg->arena_ = arena;
+    sg->arena_generation_ = arena->generation();
+  } else {
+    for (const auto& [d, bytes] : mp.needs.compute) {
+      sg->buffers_.push_back(allocate_compute(d->compute_buffer_type(), std::max<uint64_t>(bytes, 64)));
+      buffers[d] = sg->buffers_.back().get();
     }
-    sg->buffers_.push_back(std::move(buf));
+    if (mp.needs.inputs) {
+      sg->buffers_.push_back(allocate_compute(*mp.needs.input_type, mp.needs.inputs));
+      input_buffer = sg->buffers_.back().get();
+    }
+  }
+  for (auto& [t, s] : mp.slots) {
+    Tensor* tt = const_cast<Tensor*>(t);
+    Buffer* buf = buffers.at(s.dev);
+    tt->data = static_cast<uint8_t*>(buf->base()) + s.off;
+    tt->buffer = buf;
+  }
+  for (auto& [t, off] : mp.inputs) {
+    t->data = static_cast<uint8_t*>(input_buffer->base()) + off;
+    t->buffer = input_buffer;
   }
   // views and in-place results
   for (Tensor* n : nodes)
@@ -365,14 +460,10 @@ std::unique_ptr<ScheduledGraph> Scheduler::schedule(std::unique_ptr<Graph> graph
       n->buffer = n->src[0]->buffer;
       n->data = n->src[0]->data ? static_cast<uint8_t*>(n->src[0]->data) + n->view_offset : nullptr;
     }
-  for (Tensor* v : remapped_views) {
+  for (Tensor* v : mp.remapped_views) {
     v->buffer = v->src[0]->buffer;
     v->data = static_cast<uint8_t*>(v->src[0]->data) + v->view_offset;
   }
-  uint64_t staging = 0;
-  for (const auto& cs : sg->copies_)
-    for (const auto& c : cs) staging = std::max(staging, c.src->nbytes());
-  sg->staging_.resize(staging);
 
   // ---- compile each segment once
   Device& host_dev = registry_.host();

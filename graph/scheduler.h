@@ -13,8 +13,10 @@
 // Memory: inputs get their own host bytes; every other computed tensor gets
 // an offset in its device's compute buffer, reusing the bytes of tensors
 // whose last reader has run (a first-fit plan over the node order). The plan
-// and each executor's compiled Plan are built once per ScheduledGraph, i.e.
-// once per shape bucket: running never allocates.
+// and each executor's compiled Plan are built once per ScheduledGraph: running
+// never allocates. The buffers are the graph's own, or a ComputeArena's:
+// reserved once from a worst-case graph (measure()) and shared by every graph
+// scheduled into it, as llama.cpp's ggml_backend_sched_reserve does.
 #pragma once
 #include <deque>
 #include <map>
@@ -40,9 +42,55 @@ struct CrossCopy {
   const Device* from = nullptr;  // the device holding src
 };
 
+class ComputeArena;
+
+// Bytes a graph's memory plan needs: per device (computed tensors) and for
+// the host-side inputs.
+struct ComputeNeeds {
+  std::map<Device*, uint64_t> compute;
+  uint64_t inputs = 0;
+  BufferType* input_type = nullptr;  // the host's compute buffer type
+  void merge(const ComputeNeeds& o);  // the larger of each
+};
+
+// Compute memory owned outside any one ScheduledGraph: one buffer per device
+// and one for the inputs, shared by every graph scheduled into the arena. The
+// graphs must run one at a time (a context runs one graph at a time). A graph
+// whose plan needs more than is reserved grows the buffer: the old one is
+// freed, so every graph scheduled into the arena before is stale (run() on it
+// throws); generation() changes whenever that happens.
+class ComputeArena {
+ public:
+  ComputeArena() = default;
+  ComputeArena(const ComputeArena&) = delete;
+  ComputeArena& operator=(const ComputeArena&) = delete;
+
+  // Allocates (or grows) the buffers to hold at least `needs`. Returns true if
+  // anything was allocated; last_growth() then says what.
+  bool reserve(const ComputeNeeds& needs);
+  bool empty() const { return compute_.empty() && !inputs_.buffer; }
+  // Bytes reserved per device name ("inputs" for the inputs' host buffer).
+  std::map<std::string, uint64_t> reserved() const;
+  uint64_t generation() const { return generation_; }
+  const std::string& last_growth() const { return last_growth_; }
+
+ private:
+  friend class Scheduler;
+  struct Entry {
+    std::unique_ptr<Buffer> buffer;
+    uint64_t size = 0;
+  };
+  std::map<Device*, Entry> compute_;
+  Entry inputs_;
+  BufferType* input_type_ = nullptr;
+  uint64_t generation_ = 0;
+  std::string last_growth_;
+};
+
 class ScheduledGraph {
  public:
-  // Runs every segment in order (copies first). Allocation-free.
+  // Runs every segment in order (copies first). Allocation-free. Throws
+  // opal::Error if the arena it was scheduled into has grown since.
   void run(RunHooks* hooks = nullptr);
 
   const Graph& graph() const { return *graph_; }
@@ -59,6 +107,11 @@ class ScheduledGraph {
   // Counts how many ScheduledGraphs (memory plans) were ever built in this
   // process; tests use it to prove decode does not re-plan per token.
   static uint64_t plans_built();
+  // Counts the compute and input buffers the scheduler (or an arena) ever
+  // allocated in this process, and their bytes; tests use them to prove that
+  // compute memory is reserved once, not per batch shape.
+  static uint64_t compute_buffers_allocated();
+  static uint64_t compute_bytes_allocated();
 
  private:
   friend class Scheduler;
@@ -69,7 +122,9 @@ class ScheduledGraph {
   std::vector<std::vector<CrossCopy>> copies_;
   std::vector<std::unique_ptr<Plan>> plans_;
   std::vector<std::unique_ptr<HostFallback>> fallbacks_;  // one per accelerator segment the host can read
-  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;  // empty when scheduled into an arena
+  const ComputeArena* arena_ = nullptr;
+  uint64_t arena_generation_ = 0;
   std::map<std::string, uint64_t> compute_bytes_;
   std::vector<uint8_t> staging_;  // for copies between two non-host buffers
 };
@@ -83,11 +138,19 @@ class Scheduler {
   std::map<const Tensor*, Placement> place_weights(const Graph& graph) const;
 
   // Places, splits, plans memory and compiles. Takes ownership of the graph.
-  std::unique_ptr<ScheduledGraph> schedule(std::unique_ptr<Graph> graph) const;
+  // With an arena, the graph's tensors live in the arena's buffers (grown
+  // first if the plan does not fit); without, the graph allocates its own.
+  std::unique_ptr<ScheduledGraph> schedule(std::unique_ptr<Graph> graph, ComputeArena* arena = nullptr) const;
+
+  // Places, splits and plans memory like schedule(), but allocates and
+  // compiles nothing: the bytes the graph needs, to reserve an arena with.
+  ComputeNeeds measure(std::unique_ptr<Graph> graph) const;
 
   Registry& registry() const { return registry_; }
 
  private:
+  struct MemoryPlan;
+  std::unique_ptr<ScheduledGraph> place_and_plan(std::unique_ptr<Graph> graph, MemoryPlan& plan) const;
   Placement place_node(const Tensor& node, const std::map<const Tensor*, Placement>& placed) const;
   Registry& registry_;
 };

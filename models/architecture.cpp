@@ -1,28 +1,48 @@
+// The architecture table: one row per GGUF `general.architecture`, each a
+// DecoderDesc (models/architecture.h) built by the one decoder in
+// models/decoder.cpp. Adding a variant of these families is adding a row;
+// docs/adding-an-architecture.md says what a family outside them needs.
 #include "models/architecture.h"
 
 #include "core/error.h"
+#include "models/decoder.h"
 
 namespace opal {
-
-// One entry per architecture file.
-extern const Architecture kArchLlama;
-extern const Architecture kArchQwen2;
-extern const Architecture kArchQwen3;
-extern const Architecture kArchQwen3Moe;
-
 namespace {
-const Architecture* const kArchitectures[] = {&kArchLlama, &kArchQwen2, &kArchQwen3, &kArchQwen3Moe};
+
+Architecture row(std::string name, DecoderDesc d) { return {std::move(name), d, declare_decoder, build_decoder}; }
+
+const std::vector<Architecture>& architectures() {
+  static const std::vector<Architecture> kRows = {
+      // Llama family (Llama 2, Llama 3.x with `rope_freqs` frequency factors, TinyLlama, SmolLM2, Mistral,
+      // stories*): pre-norm decoder, GQA attention with "normal" (interleaved-pair) RoPE — the converter
+      // permutes Q/K rows for it — and a SwiGLU FFN. Some converters emit Q/K/V biases: taken when present.
+      row("llama", {.rope_mode = RopeMode::Normal, .rope_freqs = Presence::Optional, .qkv_bias = Presence::Optional}),
+      // Qwen2: the llama layout with biases on Q, K and V, NeoX RoPE, often tied embeddings.
+      row("qwen2", {.rope_mode = RopeMode::Neox, .qkv_bias = Presence::Required}),
+      // Qwen3: per-head RMS norm of Q and K before RoPE (QK-norm), NeoX RoPE, head size from
+      // attention.key_length (128 even where n_embd / n_head is smaller), no biases, usually tied embeddings.
+      row("qwen3", {.rope_mode = RopeMode::Neox, .qk_norm = Presence::Required}),
+      // Qwen3-MoE: Qwen3 attention with a mixture-of-experts FFN: softmax router over expert_count experts,
+      // top expert_used_count, selected weights renormalised to sum 1, experts stored as merged 3-D tensors
+      // (ffn_{gate,up,down}_exps), outputs weighted and summed.
+      row("qwen3moe", {.rope_mode = RopeMode::Neox, .qk_norm = Presence::Required, .ffn = FfnKind::MoeSwiGlu,
+                       .moe_renormalize = true}),
+  };
+  return kRows;
 }
+
+}  // namespace
 
 std::vector<std::string> architecture_names() {
   std::vector<std::string> n;
-  for (const Architecture* a : kArchitectures) n.push_back(a->name);
+  for (const Architecture& a : architectures()) n.push_back(a.name);
   return n;
 }
 
 const Architecture& find_architecture(const std::string& name) {
-  for (const Architecture* a : kArchitectures)
-    if (a->name == name) return *a;
+  for (const Architecture& a : architectures())
+    if (a.name == name) return a;
   std::string known;
   for (const auto& n : architecture_names()) known += (known.empty() ? "" : ", ") + n;
   fail("unknown model architecture '{}' (supported: {})", name, known);

@@ -1,6 +1,11 @@
-// An architecture = a tensor declaration + a graph builder, one file each
-// (models/llama.cpp, qwen2.cpp, qwen3.cpp, qwen3moe.cpp), listed in the table
-// in models/architecture.cpp. Shared builders live in models/builders.h.
+// An architecture is a row of data: its GGUF name and a DecoderDesc that says
+// how its decoder differs from the others (RoPE mode, Q/K/V biases, QK-norm,
+// dense or MoE FFN, output head, and the seams the next families need: block
+// kind, per-layer attention kind, norm placement, embedding scaling). The
+// rows are the table in models/architecture.cpp; one declare function and one
+// build function (models/decoder.cpp) serve every row, so adding a variant is
+// adding a row. docs/adding-an-architecture.md says which fields are
+// implemented and what the unimplemented ones (Gemma 3/4, RWKV-7) will need.
 #pragma once
 #include <string>
 #include <vector>
@@ -32,12 +37,61 @@ struct BuildContext {
   int64_t n_tokens = 0;
 };
 
+// Whether a tensor the description names is in the file.
+enum class Presence : uint8_t { Absent, Optional, Required };
+
+// What one layer is. Attention: norm -> attention over the KV cache -> residual,
+// norm -> FFN -> residual. Recurrent (RWKV-7, not implemented): time mix and
+// channel mix over a per-sequence state instead of a KV cache.
+enum class BlockKind : uint8_t { Attention, Recurrent };
+
+// Which cells a layer's attention sees. Global: every earlier position of its
+// sequence. SlidingWindow (Gemma 3/4, not implemented): the last
+// hp window positions, with the layer's own RoPE base.
+enum class AttentionKind : uint8_t { Global, SlidingWindow };
+
+// Which layers are which kind. AllGlobal: every layer. SlidingThenGlobal
+// (Gemma 3, not implemented): sliding_period - 1 sliding layers, then one global.
+enum class AttentionPattern : uint8_t { AllGlobal, SlidingThenGlobal };
+
+// Where a block's norms sit. Pre: x + f(norm(x)) (llama). PreAndPost (Gemma,
+// not implemented): x + post_norm(f(norm(x))) for attention and FFN.
+enum class NormPlacement : uint8_t { Pre, PreAndPost };
+
+// The FFN. SwiGlu: down(silu(gate x) * up x). MoeSwiGlu: softmax router, top
+// expert_used_count experts, each a SwiGlu, weighted sum. GeluGated (Gemma,
+// not implemented): down(gelu(gate x) * up x).
+enum class FfnKind : uint8_t { SwiGlu, MoeSwiGlu, GeluGated };
+
+// The token embeddings' scale. None; SqrtEmbd (Gemma, not implemented): * sqrt(n_embd).
+enum class EmbedScale : uint8_t { None, SqrtEmbd };
+
+// The LM head. OwnOrTied: output.weight when present, else token_embd.weight.
+enum class OutputHead : uint8_t { OwnOrTied, Own, Tied };
+
+struct DecoderDesc {
+  RopeMode rope_mode = RopeMode::Normal;
+  Presence rope_freqs = Presence::Absent;  // rope_freqs.weight frequency factors (Llama 3)
+  Presence qkv_bias = Presence::Absent;    // blk.N.attn_{q,k,v}.bias
+  Presence qk_norm = Presence::Absent;     // blk.N.attn_{q,k}_norm: per-head RMS norm before RoPE
+  FfnKind ffn = FfnKind::SwiGlu;
+  bool moe_renormalize = true;  // MoeSwiGlu: the selected experts' weights renormalised to sum 1
+  OutputHead output = OutputHead::OwnOrTied;
+  // Seams for the next families; only the first value of each is implemented.
+  BlockKind block = BlockKind::Attention;
+  AttentionPattern attention = AttentionPattern::AllGlobal;
+  int sliding_period = 0;  // SlidingThenGlobal: every sliding_period-th layer is global
+  NormPlacement norms = NormPlacement::Pre;
+  EmbedScale embed_scale = EmbedScale::None;
+};
+
 struct Architecture {
   std::string name;
-  RopeMode rope_mode = RopeMode::Normal;
-  // Declares (and validates) every tensor the architecture reads.
-  void (*declare_tensors)(TensorTable& table, const HParams& hp) = nullptr;
-  // Builds the forward graph; returns the logits [n_vocab, n_out].
+  DecoderDesc decoder;
+  // Declares (and validates) every tensor the architecture reads. A row that
+  // names a seam that is not implemented fails here, naming it.
+  void (*declare_tensors)(const Architecture& arch, TensorTable& table, const HParams& hp) = nullptr;
+  // Builds the forward graph from c.model.arch(); returns the logits [n_vocab, n_out].
   Tensor* (*build)(BuildContext& ctx) = nullptr;
 };
 

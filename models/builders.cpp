@@ -13,7 +13,7 @@ Tensor* build_rms_norm(BuildContext& c, Tensor* x, Tensor* weight) {
   return c.g.mul(c.g.rms_norm(x, c.hp.rms_eps), weight);
 }
 
-Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionWeights& w) {
+Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionWeights& w, const RopeParams& rope) {
   Graph& g = c.g;
   const HParams& hp = c.hp;
   const int64_t T = c.n_tokens;
@@ -29,7 +29,6 @@ Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionW
   if (w.q_norm) q = build_rms_norm(c, q, w.q_norm);
   if (w.k_norm) k = build_rms_norm(c, k, w.k_norm);
   Tensor* freqs = c.model.weight("rope_freqs.weight");
-  const RopeParams rope = hp.rope_params();
   q = build_rope(g, q, c.in.positions, freqs, rope);
   k = build_rope(g, k, c.in.positions, freqs, rope);
   Tensor* ks = g.kv_store(c.in.k_cache[il], k, c.in.store_cells);
@@ -71,48 +70,36 @@ Tensor* build_moe(BuildContext& c, Tensor* x, const MoeWeights& w) {
   return out;
 }
 
-Tensor* build_decoder(BuildContext& c, const DecoderSpec& spec) {
-  Graph& g = c.g;
-  const Model& m = c.model;
-  Tensor* inp = g.named(g.get_rows(&m.require("token_embd.weight"), c.in.tokens), "embd");
-  for (int64_t il = 0; il < c.hp.n_layer; ++il) {
-    Tensor* cur = build_rms_norm(c, inp, &m.require(TT::layer(il, "attn_norm")));
-    cur = build_attention(c, il, cur, spec.attn(m, il));
-    Tensor* ffn_inp = g.add(cur, inp);
-    cur = build_rms_norm(c, ffn_inp, &m.require(TT::layer(il, "ffn_norm")));
-    cur = spec.ffn(c, il, cur);
-    inp = g.named(g.add(cur, ffn_inp), fmt::format("blk.{}.out", il));
+Tensor* declare_as(TensorTable& t, Presence p, const std::string& name, std::vector<int64_t> shape) {
+  switch (p) {
+    case Presence::Absent: return nullptr;
+    case Presence::Optional: return t.optional(name, std::move(shape));
+    case Presence::Required: return t.require(name, std::move(shape));
   }
-  Tensor* cur = inp;
-  if (c.in.out_ids) cur = g.get_rows(cur, c.in.out_ids);
-  cur = build_rms_norm(c, cur, &m.require("output_norm.weight"));
-  Tensor* head = m.weight("output.weight");
-  if (!head) head = &m.require("token_embd.weight");  // tied embeddings
-  return g.named(g.mul_mat(head, cur), "logits");
+  return nullptr;
 }
 
-void declare_common(TensorTable& t, const HParams& hp) {
+void declare_common(TensorTable& t, const HParams& hp, OutputHead head) {
   t.require("token_embd.weight", {hp.n_embd, hp.n_vocab});
   t.require("output_norm.weight", {hp.n_embd});
-  t.optional("output.weight", {hp.n_embd, hp.n_vocab});
+  const Presence own = head == OutputHead::Own        ? Presence::Required
+                       : head == OutputHead::OwnOrTied ? Presence::Optional
+                                                       : Presence::Absent;
+  declare_as(t, own, "output.weight", {hp.n_embd, hp.n_vocab});
 }
 
-void declare_attention(TensorTable& t, const HParams& hp, int64_t il, bool biases, bool qk_norm) {
+void declare_attention(TensorTable& t, const HParams& hp, int64_t il, Presence biases, Presence qk_norm) {
   const int64_t q = hp.n_head * hp.head_dim_k, k = hp.n_embd_k_gqa(), v = hp.n_embd_v_gqa();
   t.require(TT::layer(il, "attn_norm"), {hp.n_embd});
   t.require(TT::layer(il, "attn_q"), {hp.n_embd, q});
   t.require(TT::layer(il, "attn_k"), {hp.n_embd, k});
   t.require(TT::layer(il, "attn_v"), {hp.n_embd, v});
   t.require(TT::layer(il, "attn_output"), {hp.n_head * hp.head_dim_v, hp.n_embd});
-  if (biases) {
-    t.require(TT::layer(il, "attn_q", "bias"), {q});
-    t.require(TT::layer(il, "attn_k", "bias"), {k});
-    t.require(TT::layer(il, "attn_v", "bias"), {v});
-  }
-  if (qk_norm) {
-    t.require(TT::layer(il, "attn_q_norm"), {hp.head_dim_k});
-    t.require(TT::layer(il, "attn_k_norm"), {hp.head_dim_k});
-  }
+  declare_as(t, biases, TT::layer(il, "attn_q", "bias"), {q});
+  declare_as(t, biases, TT::layer(il, "attn_k", "bias"), {k});
+  declare_as(t, biases, TT::layer(il, "attn_v", "bias"), {v});
+  declare_as(t, qk_norm, TT::layer(il, "attn_q_norm"), {hp.head_dim_k});
+  declare_as(t, qk_norm, TT::layer(il, "attn_k_norm"), {hp.head_dim_k});
   t.require(TT::layer(il, "ffn_norm"), {hp.n_embd});
 }
 
@@ -150,6 +137,16 @@ AttentionWeights attention_weights(const Model& m, int64_t il) {
 FfnWeights ffn_weights(const Model& m, int64_t il) {
   return {&m.require(TT::layer(il, "ffn_gate")), &m.require(TT::layer(il, "ffn_up")),
           &m.require(TT::layer(il, "ffn_down"))};
+}
+
+MoeWeights moe_weights(const Model& m, int64_t il, bool normalize) {
+  MoeWeights w;
+  w.router = &m.require(TT::layer(il, "ffn_gate_inp"));
+  w.gate_exps = &m.require(TT::layer(il, "ffn_gate_exps"));
+  w.up_exps = &m.require(TT::layer(il, "ffn_up_exps"));
+  w.down_exps = &m.require(TT::layer(il, "ffn_down_exps"));
+  w.normalize = normalize;
+  return w;
 }
 
 }  // namespace opal

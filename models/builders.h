@@ -1,8 +1,7 @@
-// Shared graph builders used by every architecture file: RMS norm, attention
-// with RoPE and the KV cache, dense SwiGLU FFN, MoE FFN, and the decoder
-// skeleton (embeddings -> layers -> output norm -> lm head). An architecture
-// picks its weights and options; the order of operations follows llama.cpp's
-// so that numerics match its goldens.
+// The pieces of a decoder (models/decoder.cpp puts them together per the
+// architecture's DecoderDesc): RMS norm, attention with RoPE and the KV cache,
+// dense SwiGLU FFN, MoE FFN, and the declarations of their tensors. The order
+// of operations follows llama.cpp's so that numerics match its goldens.
 #pragma once
 #include "models/architecture.h"
 #include "models/model.h"
@@ -36,23 +35,21 @@ struct MoeWeights {
 };
 
 Tensor* build_rms_norm(BuildContext& c, Tensor* x, Tensor* weight);
-Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionWeights& w);
+// `rope` is the layer's RoPE (per layer: sliding-window layers may have their own base).
+Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionWeights& w, const RopeParams& rope);
 Tensor* build_ffn(BuildContext& c, Tensor* x, const FfnWeights& w);
 Tensor* build_moe(BuildContext& c, Tensor* x, const MoeWeights& w);
 
-// The decoder skeleton. `layer_attn` / `layer_ffn` give each layer's weights.
-struct DecoderSpec {
-  AttentionWeights (*attn)(const Model& m, int64_t il) = nullptr;
-  Tensor* (*ffn)(BuildContext& c, int64_t il, Tensor* x) = nullptr;
-};
-Tensor* build_decoder(BuildContext& c, const DecoderSpec& spec);
-
-// Declarations shared by the architectures.
-void declare_common(TensorTable& t, const HParams& hp);  // token_embd, output_norm, output (optional)
-void declare_attention(TensorTable& t, const HParams& hp, int64_t il, bool biases, bool qk_norm);
+// Declarations; `Presence::Absent` declares nothing, Optional takes the tensor when the file has it.
+Tensor* declare_as(TensorTable& t, Presence p, const std::string& name, std::vector<int64_t> shape);
+void declare_common(TensorTable& t, const HParams& hp, OutputHead head);  // token_embd, output_norm, output
+// attn_norm, attn_{q,k,v,output}, their biases and QK-norms as `biases` / `qk_norm` say, ffn_norm.
+void declare_attention(TensorTable& t, const HParams& hp, int64_t il, Presence biases, Presence qk_norm);
 void declare_ffn(TensorTable& t, const HParams& hp, int64_t il);
 void declare_moe(TensorTable& t, const HParams& hp, int64_t il);
+// The layer's weights; optional ones the file lacks (or the architecture does not declare) are null.
 AttentionWeights attention_weights(const Model& m, int64_t il);
 FfnWeights ffn_weights(const Model& m, int64_t il);
+MoeWeights moe_weights(const Model& m, int64_t il, bool normalize);
 
 }  // namespace opal

@@ -64,7 +64,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
   const std::string arch_name = f.get_string("general.architecture", "");
   if (arch_name.empty()) fail("{}: general.architecture is missing", path);
   m->arch_ = &find_architecture(arch_name);
-  m->hp_ = HParams::from_gguf(f, arch_name, m->arch_->rope_mode);
+  m->hp_ = HParams::from_gguf(f, arch_name, m->arch_->decoder.rope_mode);
   if (m->hp_.n_vocab <= 0) {
     const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
     if (!emb) fail("{}: tensor 'token_embd.weight' is missing", path);
@@ -72,7 +72,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
     m->hp_.n_vocab = emb->ne[1];
   }
   TensorTable table(*m, f);
-  m->arch_->declare_tensors(table, m->hp_);
+  m->arch_->declare_tensors(*m->arch_, table, m->hp_);
 
   // Decide where each weight lives, then give it bytes there.
   Scheduler sched(registry);

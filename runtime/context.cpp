@@ -14,6 +14,7 @@ struct Context::Bucket {
   GraphInputs in;
   std::unique_ptr<ScheduledGraph> sg;
   Tensor* logits = nullptr;
+  uint64_t last_used = 0;
 };
 
 Context::Context(const Model& model, const ContextParams& params) : model_(model), params_(params) {
@@ -22,6 +23,7 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
   if (params_.n_ctx > (int64_t(1) << 24)) fail("context size {} is too large", params_.n_ctx);
   if (params_.n_batch <= 0) fail("batch size must be positive, got {}", params_.n_batch);
   if (params_.n_ubatch <= 0) fail("ubatch size must be positive, got {}", params_.n_ubatch);
+  if (params_.n_graphs <= 0) fail("the graph cache must hold at least one shape, got n_graphs = {}", params_.n_graphs);
   params_.n_ubatch = std::min(params_.n_ubatch, params_.n_batch);
   if (params_.n_threads > 0) model.registry().set_threads(params_.n_threads);
   kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, model.registry().host().compute_buffer_type());
@@ -44,13 +46,8 @@ const float* Context::logits(int64_t i) const {
   return logits_.data() + size_t(i) * size_t(n_vocab());
 }
 
-Context::Bucket& Context::get_bucket(int64_t T, int64_t n_out) {
-  auto key = std::make_pair(T, n_out);
-  auto it = buckets_.find(key);
-  if (it != buckets_.end()) return *it->second;
-  auto b = std::make_unique<Bucket>();
+std::unique_ptr<Graph> Context::build_graph(int64_t T, int64_t n_out, GraphInputs& in, Tensor*& logits) const {
   auto g = std::make_unique<Graph>();
-  GraphInputs& in = b->in;
   in.tokens = g->new_leaf("inp_tokens", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
   in.positions = g->new_leaf("inp_pos", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
   in.token_info = g->new_leaf("inp_token_info", DType::I32, {2, T, 1, 1}, TensorRole::Input);
@@ -62,9 +59,54 @@ Context::Bucket& Context::get_bucket(int64_t T, int64_t n_out) {
     in.v_cache.push_back(g->external(kv_->v(il)));
   }
   BuildContext c{*g, model_, model_.hparams(), in, T};
-  b->logits = model_.arch().build(c);
-  g->mark_output(b->logits);
-  b->sg = Scheduler(model_.registry()).schedule(std::move(g));
+  logits = model_.arch().build(c);
+  g->mark_output(logits);
+  return g;
+}
+
+void Context::reserve() {
+  if (!arena_.empty()) return;
+  // The worst cases of the configured batch: a full ubatch with every logit,
+  // with all but one (the most output ids), and with one, and the 1-token
+  // decode graph (placement may differ by shape).
+  const int64_t U = std::min(params_.n_ubatch, params_.n_ctx);
+  const Scheduler sched(model_.registry());
+  ComputeNeeds needs;
+  for (const auto& [T, n_out] : {std::pair<int64_t, int64_t>{U, U}, {U, std::max<int64_t>(U - 1, 1)}, {U, 1}, {1, 1}}) {
+    GraphInputs in;
+    Tensor* logits = nullptr;
+    needs.merge(sched.measure(build_graph(T, n_out, in, logits)));
+  }
+  arena_.reserve(needs);
+}
+
+Context::Bucket& Context::get_bucket(int64_t T, int64_t n_out) {
+  if (T <= 0 || n_out <= 0 || n_out > T)
+    fail("no graph for {} tokens with {} outputs (want 1 <= outputs <= tokens)", T, n_out);
+  auto key = std::make_pair(T, n_out);
+  auto it = buckets_.find(key);
+  if (it != buckets_.end()) {
+    it->second->last_used = ++use_clock_;
+    return *it->second;
+  }
+  reserve();
+  if (buckets_.size() >= size_t(params_.n_graphs)) {  // evict the least recently used shape
+    auto lru = buckets_.begin();
+    for (auto b = buckets_.begin(); b != buckets_.end(); ++b)
+      if (b->second->last_used < lru->second->last_used) lru = b;
+    buckets_.erase(lru);
+  }
+  auto b = std::make_unique<Bucket>();
+  const uint64_t generation = arena_.generation();
+  b->sg = Scheduler(model_.registry()).schedule(build_graph(T, n_out, b->in, b->logits), &arena_);
+  if (arena_.generation() != generation) {  // the reserve grew: every other cached graph is stale
+    fmt::print(stderr,
+               "opal: compute memory reserved for n_ubatch = {} tokens is too small for a graph of {} tokens with {} "
+               "outputs; grown once ({})\n",
+               params_.n_ubatch, T, n_out, arena_.last_growth());
+    buckets_.clear();
+  }
+  b->last_used = ++use_clock_;
   return *buckets_.emplace(key, std::move(b)).first->second;
 }
 

@@ -3,9 +3,15 @@
 // decode(batch) evaluates a batch of tokens (any number of sequences, one
 // seq id per token), split into ubatches of at most n_ubatch tokens; it
 // returns nothing but makes the logits of the flagged tokens available in
-// batch order. Each ubatch size (and output count) is a shape bucket whose
-// graph and memory plan are built once and cached: decoding token after token
-// allocates nothing.
+// batch order. Compute memory is reserved once, on the first decode, from the
+// worst-case graphs of the configured batch (n_ubatch tokens with n_ubatch
+// outputs or one, and the 1-token decode graph); the graph of every ubatch
+// shape (tokens x outputs) is scheduled into those buffers. The built graphs
+// of the most recently used shapes (ContextParams::n_graphs) stay cached, so
+// decoding token after token allocates nothing and never re-plans, while a
+// server fed ever new shapes keeps a bounded footprint. A shape whose plan
+// does not fit the reserve (a bucket() asked for more than n_ubatch tokens)
+// grows it once, with a message on stderr, and drops the cached graphs.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -18,12 +24,15 @@
 
 namespace opal {
 
+struct GraphInputs;
+
 struct ContextParams {
   int64_t n_ctx = 0;       // 0 = the model's training context
   int64_t n_batch = 2048;  // most tokens one decode() call may take
   int64_t n_ubatch = 512;  // most tokens one graph run takes
   DType kv_type = DType::F16;
   int n_threads = 0;       // 0 = leave the registry's setting
+  int n_graphs = 8;        // most ubatch shapes whose built graphs stay cached (least recently used go)
 };
 
 struct Batch {
@@ -72,21 +81,30 @@ class Context {
   const ContextParams& params() const { return params_; }
   const Model& model() const { return model_; }
   KvCache& kv_cache() { return *kv_; }
-  // Number of shape buckets built so far (graphs + memory plans).
+  // Number of shape buckets whose graphs are cached now (at most n_graphs).
   size_t n_buckets() const { return buckets_.size(); }
-  // The scheduled graph of a bucket (for reports); builds it if needed.
+  // The scheduled graph of a bucket (for reports); builds it if needed. The
+  // reference is valid until the next bucket() or decode() call.
   ScheduledGraph& bucket(int64_t n_tokens, int64_t n_outputs);
+  // Reserves compute memory for the worst-case graphs (done by the first
+  // decode() or bucket() call; a no-op once reserved).
+  void reserve();
+  // Compute bytes reserved per device name ("inputs": the graph inputs); empty before reserve().
+  std::map<std::string, uint64_t> compute_reserved() const { return arena_.reserved(); }
   void set_hooks(RunHooks* hooks) { hooks_ = hooks; }
 
  private:
   struct Bucket;
   Bucket& get_bucket(int64_t n_tokens, int64_t n_outputs);
+  std::unique_ptr<Graph> build_graph(int64_t n_tokens, int64_t n_outputs, GraphInputs& in, Tensor*& logits) const;
   void run_ubatch(const Batch& b, size_t begin, size_t end, const std::vector<int32_t>& cells);
 
   const Model& model_;
   ContextParams params_;
   std::unique_ptr<KvCache> kv_;
+  ComputeArena arena_;  // declared before the buckets, whose tensors point into it
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Bucket>> buckets_;
+  uint64_t use_clock_ = 0;  // for least-recently-used eviction
   std::vector<float> logits_;
   int64_t n_outputs_ = 0;
   RunHooks* hooks_ = nullptr;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "runtime/generation.h"
 
 namespace opal {
 
@@ -21,18 +22,18 @@ PerplexityResult compute_perplexity(Context& ctx, const std::vector<int32_t>& to
   const int64_t first = n_ctx / 2;
   double nll = 0, nll2 = 0;
   std::vector<float> logits(size_t(n_ctx * nv));
-  Batch b;
+  PromptOptions po;
+  po.logits = PromptLogits::All;
+  po.n_batch = n_batch;
+  po.on_chunk = [&](size_t s, size_t e) {
+    for (size_t i = s; i < e; ++i)
+      std::copy(ctx.logits(int64_t(i - s)), ctx.logits(int64_t(i - s)) + nv, logits.begin() + int64_t(i) * nv);
+  };
   for (int64_t c = 0; c < r.n_chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + long(c * n_ctx), tokens.begin() + long((c + 1) * n_ctx));
     if (bos >= 0) chunk[0] = bos;
     ctx.reset();
-    for (int64_t s = 0; s < n_ctx; s += n_batch) {
-      b.clear();
-      const int64_t e = std::min(n_ctx, s + n_batch);
-      for (int64_t i = s; i < e; ++i) b.add(chunk[size_t(i)], int32_t(i), 0, true);
-      ctx.decode(b);
-      for (int64_t i = s; i < e; ++i) std::copy(ctx.logits(i - s), ctx.logits(i - s) + nv, logits.begin() + i * nv);
-    }
+    decode_prompt(ctx, chunk, po);
     for (int64_t j = first; j < n_ctx - 1; ++j) {
       const float* l = logits.data() + j * nv;
       float mx = l[0];

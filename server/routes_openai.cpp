@@ -57,6 +57,22 @@ json base_object(Server::State& st, const std::string& id, const char* object) {
   return j;
 }
 
+// The end of a stream: the last chunk (with the finish reason) plus timings,
+// the usage chunk when the client asked for it (stream_options.include_usage),
+// and the [DONE] line.
+std::string stream_end(Server::State& st, const std::string& id, const char* object, json last, const Event& ev,
+                       bool include_usage) {
+  last["timings"] = timings_json(ev.timings);
+  std::string out = sse(last);
+  if (include_usage) {
+    json u = base_object(st, id, object);
+    u["choices"] = json::array();
+    u["usage"] = usage_json(ev);
+    out += sse(u);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
 json legacy_logprobs(const Vocab& vocab, const std::vector<TokenOut>& tokens, size_t text_offset) {
   json tok = json::array(), lp = json::array(), top = json::array(), off = json::array();
   for (const TokenOut& t : tokens) {
@@ -133,18 +149,9 @@ void handle_chat(Server::State& st, const httplib::Request& req, httplib::Respon
     }
     if (!ev.text.empty() || (logprobs && !ev.tokens.empty()))
       out += sse(chunk(json{{"content", ev.text}}, nullptr, &ev.tokens));
-    if (ev.kind == Event::Kind::Done) {
-      json last = chunk(json::object(), finish_reason(ev), nullptr);
-      last["timings"] = timings_json(ev.timings);
-      out += sse(last);
-      if (include_usage) {
-        json u = base_object(st, id, "chat.completion.chunk");
-        u["choices"] = json::array();
-        u["usage"] = usage_json(ev);
-        out += sse(u);
-      }
-      out += "data: [DONE]\n\n";
-    }
+    if (ev.kind == Event::Kind::Done)
+      out += stream_end(st, id, "chat.completion.chunk", chunk(json::object(), finish_reason(ev), nullptr), ev,
+                        include_usage);
     return out;
   });
 }
@@ -193,15 +200,7 @@ void handle_completions(Server::State& st, const httplib::Request& req, httplib:
     if (ev.kind == Event::Kind::Done) {
       json last = chunk("", finish_reason(ev));
       last["choices"][0]["logprobs"] = nullptr;
-      last["timings"] = timings_json(ev.timings);
-      out += sse(last);
-      if (include_usage) {
-        json u = base_object(st, id, "text_completion");
-        u["choices"] = json::array();
-        u["usage"] = usage_json(ev);
-        out += sse(u);
-      }
-      out += "data: [DONE]\n\n";
+      out += stream_end(st, id, "text_completion", std::move(last), ev, include_usage);
     }
     return out;
   });

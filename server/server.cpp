@@ -251,7 +251,7 @@ int Server::start() {
 
 void Server::load() {
   State& st = *st_;
-  st.registry = make_registry({}, st.opts.threads);
+  st.registry = make_registry(parse_backend_list(st.opts.backends), st.opts.threads);
   st.model = Model::load(st.opts.model, *st.registry, st.opts.load);
   st.vocab.emplace(Vocab::from_gguf(st.model->gguf()));
 
@@ -278,7 +278,9 @@ void Server::load() {
   cp.n_ctx = per_slot * st.opts.n_parallel;
   cp.n_batch = st.opts.n_batch;
   cp.n_ubatch = st.opts.n_ubatch;
+  cp.kv_type = st.opts.kv_type;
   st.ctx = std::make_unique<Context>(*st.model, cp);
+  st.ctx->set_hooks(st.opts.hooks);
   st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics, EngineOptions{st.opts.n_parallel, per_slot});
   st.model_id = st.opts.alias.empty() ? st.opts.model : st.opts.alias;
   st.ready = true;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/generation.h"
 
 namespace opal::server {
 
@@ -33,10 +34,13 @@ void Task::push(Event e) {
 }
 
 struct SlotEngine::Slot {
+  Slot(Context& ctx, int i) : id(i), seq(ctx, i) {}
   int id = 0;
   std::shared_ptr<Task> task;   // null: idle
-  std::vector<int32_t> cache;   // tokens whose K/V sit in sequence `id` at positions 0..size-1
-  size_t prompt_pos = 0;        // next prompt token to evaluate
+  // The tokens whose K/V sit in sequence `id` (runtime/generation.h): the
+  // prompt is read while seq.size() < prompt.size(); then one token per step.
+  Sequence seq;
+  StopRules rules;              // the request's stop rules (stop strings are checked here)
   std::optional<Sampler> sampler;
   int32_t pending = -1;         // sampled token whose K/V is not computed yet
   std::string generated;
@@ -47,12 +51,6 @@ struct SlotEngine::Slot {
 };
 
 namespace {
-
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
 
 // Bytes at the end of `s` that start a UTF-8 character whose remaining bytes
 // have not arrived yet.
@@ -92,10 +90,7 @@ SlotEngine::SlotEngine(Context& ctx, const Vocab& vocab, Metrics& metrics, Engin
     : ctx_(ctx), vocab_(vocab), metrics_(metrics), opts_(opts) {
   if (opts_.n_slots < 1) fail("the number of slots (-np) must be at least 1, got {}", opts_.n_slots);
   if (opts_.n_ctx_slot < 2) fail("each slot needs a context of at least 2 tokens, got {}", opts_.n_ctx_slot);
-  for (int i = 0; i < opts_.n_slots; ++i) {
-    slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->id = i;
-  }
+  for (int i = 0; i < opts_.n_slots; ++i) slots_.push_back(std::make_unique<Slot>(ctx_, i));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -150,19 +145,22 @@ void SlotEngine::loop() {
     try {
       step();
     } catch (const std::exception& e) {  // never let the engine thread die: fail the running requests
-      for (auto& s : slots_) {
-        if (!s->task) continue;
-        Event ev;
-        ev.kind = Event::Kind::Error;
-        ev.error = e.what();
-        s->task->push(std::move(ev));
-        s->task.reset();
-        s->pending = -1;
-        ctx_.remove_seq(s->id);
-        s->cache.clear();
-        --n_busy_;
-      }
+      fail_running(e.what());
     }
+  }
+}
+
+void SlotEngine::fail_running(const std::string& error) {
+  for (auto& s : slots_) {
+    if (!s->task) continue;
+    Event ev;
+    ev.kind = Event::Kind::Error;
+    ev.error = error;
+    s->task->push(std::move(ev));
+    s->task.reset();
+    s->pending = -1;
+    s->seq.clear();
+    --n_busy_;
   }
 }
 
@@ -172,7 +170,7 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
   size_t best_lcp = 0;
   for (auto& s : slots_) {
     if (s->task) continue;
-    const size_t lcp = p.cache_prompt ? common_prefix(s->cache, p.prompt) : 0;
+    const size_t lcp = p.cache_prompt ? common_prefix(s->seq.tokens(), p.prompt) : 0;
     if (!best || lcp > best_lcp || (lcp == best_lcp && s->t_used < best->t_used)) {
       best = s.get();
       best_lcp = lcp;
@@ -196,11 +194,14 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
     task->push(std::move(ev));
     return;
   }
-  // Keep the common prefix, but always evaluate at least the last prompt token (its logits).
-  const size_t keep = std::min(best_lcp, p.prompt.size() - 1);
-  ctx_.seq_rm(s.id, int32_t(keep), -1);
-  s.cache.resize(keep);
-  s.prompt_pos = keep;
+  // Prefix reuse: keep the common prefix, but always evaluate at least the last prompt token (its logits).
+  size_t keep = 0;
+  if (p.cache_prompt) keep = s.seq.reuse_prefix(p.prompt);
+  else s.seq.truncate(0);
+  // The slot keeps one cell free: a token that would fill it ends the request.
+  s.rules.n_predict = p.n_predict;
+  s.rules.n_ctx = opts_.n_ctx_slot - 1;
+  s.rules.ignore_eog = p.ignore_eos;
   for (int32_t t : p.prompt) s.sampler->accept(t);
   s.task = std::move(task);
   s.pending = -1;
@@ -232,7 +233,7 @@ void SlotEngine::finish(Slot& s, StopType why, const std::string& word) {
   ev.stopping_word = word;
   ev.cancelled = why == StopType::None;
   ev.n_prompt = int64_t(s.task->params.prompt.size());
-  ev.n_past = int64_t(s.cache.size());
+  ev.n_past = s.seq.size();
   ev.slot = s.id;
   s.timings.predicted_n = s.n_decoded;
   if (s.n_decoded > 0) s.timings.predicted_ms = millis(now - s.t_prompt_done);
@@ -294,25 +295,18 @@ void SlotEngine::step() {
   std::vector<Slot*> prompt_slots;
   for (auto& s : slots_)
     if (s->task && s->pending >= 0) {
-      batch_.add(s->pending, int32_t(s->cache.size()), s->id, true);
-      s->cache.push_back(s->pending);
+      s->seq.add(batch_, s->pending, true);
       s->pending = -1;
       outputs.push_back(s.get());
     }
   const size_t n_batch = size_t(ctx_.params().n_batch);
   for (auto& s : slots_) {
-    if (!s->task || s->prompt_pos >= s->task->params.prompt.size() || batch_.size() >= n_batch) continue;
+    if (!s->task || s->seq.size() >= int64_t(s->task->params.prompt.size()) || batch_.size() >= n_batch) continue;
     const auto& prompt = s->task->params.prompt;
-    const size_t k = std::min(prompt.size() - s->prompt_pos, n_batch - batch_.size());
-    for (size_t i = 0; i < k; ++i) {
-      const size_t j = s->prompt_pos + i;
-      batch_.add(prompt[j], int32_t(j), s->id, j + 1 == prompt.size());
-      s->cache.push_back(prompt[j]);
-    }
-    s->prompt_pos += k;
+    const size_t k = s->seq.add_prompt_chunk(batch_, prompt, n_batch - batch_.size());
     s->timings.prompt_n += int64_t(k);
     prompt_slots.push_back(s.get());
-    if (s->prompt_pos == prompt.size()) outputs.push_back(s.get());
+    if (s->seq.size() == int64_t(prompt.size())) outputs.push_back(s.get());
   }
   if (batch_.size() == 0) return;
 
@@ -321,25 +315,14 @@ void SlotEngine::step() {
   try {
     ctx_.decode(batch_);
   } catch (const std::exception& e) {  // the cache is unchanged: forget what this batch added
-    for (auto& s : slots_) {
-      if (!s->task) continue;
-      Event ev;
-      ev.kind = Event::Kind::Error;
-      ev.error = e.what();
-      s->task->push(std::move(ev));
-      s->task.reset();
-      ctx_.remove_seq(s->id);
-      s->cache.clear();
-      s->pending = -1;
-      --n_busy_;
-    }
+    fail_running(e.what());
     return;
   }
   const auto t1 = Clock::now();
   metrics_.add_decode(int(outputs.size() + prompt_slots.size()));
   for (Slot* s : prompt_slots) {
     s->timings.prompt_ms += millis(t1 - t0);
-    if (s->prompt_pos == s->task->params.prompt.size())
+    if (s->seq.size() == int64_t(s->task->params.prompt.size()))
       metrics_.add_prompt(s->timings.prompt_n, s->timings.prompt_ms / 1000.0);
   }
 
@@ -347,7 +330,7 @@ void SlotEngine::step() {
   for (size_t i = 0; i < outputs.size(); ++i) {
     Slot& s = *outputs[i];
     const GenParams& p = s.task->params;
-    if (p.n_predict == 0) {  // prompt evaluation only
+    if (s.rules.before_sample(s.n_decoded)) {  // n_predict = 0: prompt evaluation only
       s.t_prompt_done = Clock::now();
       finish(s, StopType::Limit);
       continue;
@@ -368,7 +351,7 @@ void SlotEngine::step() {
     s.t_last = now;
     ++s.n_decoded;
 
-    if (!p.ignore_eos && vocab_.is_eog(tok)) {
+    if (s.rules.ends_generation(vocab_, tok)) {
       Event ev;
       release_text(s, ev, true);
       if (!ev.text.empty()) s.task->push(std::move(ev));
@@ -399,8 +382,7 @@ void SlotEngine::step() {
       finish(s, StopType::Word, word);
       continue;
     }
-    const bool limit = (p.n_predict >= 0 && s.n_decoded >= p.n_predict) ||
-                       int64_t(s.cache.size()) + 1 >= opts_.n_ctx_slot;
+    const bool limit = s.rules.after_token(s.n_decoded, s.seq.size()).has_value();  // n_predict or a full slot
     release_text(s, ev, limit);
     s.task->push(std::move(ev));
     if (limit) {

@@ -6,11 +6,13 @@
 //   2. move queued requests into free slots, picking the free slot whose
 //      cached tokens share the longest prefix with the prompt; that slot's
 //      cells after the common prefix are removed and only the rest of the
-//      prompt is evaluated (prefix reuse);
+//      prompt is evaluated (prefix reuse: runtime/generation.h's Sequence);
 //   3. build ONE batch: the last sampled token of every generating slot plus
 //      prompt chunks of slots still reading their prompt (up to n_batch);
 //   4. decode it, sample each slot that got logits, and push events (text
-//      pieces, then a final Done) onto that request's own queue.
+//      pieces, then a final Done) onto that request's own queue. The stop
+//      decisions are runtime/generation.h's StopRules (as in `opal run` and
+//      `opal chat`), plus the request's stop strings.
 // Requests join between steps; a finished slot is free for the next step.
 // Request threads only touch their Task (a mutex-protected event queue and a
 // cancel flag), never the Context.
@@ -128,6 +130,9 @@ class SlotEngine {
   void assign(std::shared_ptr<Task> task);
   void finish(Slot& s, StopType why, const std::string& word = {});
   void release_text(Slot& s, Event& ev, bool final);
+  // Ends every running request with an Error event and forgets its slot's
+  // cached tokens (a failed batch may have recorded tokens the cache lacks).
+  void fail_running(const std::string& error);
   void step();
 
   Context& ctx_;

@@ -396,17 +396,26 @@ std::string format_svg(const std::vector<BenchResult>& results, const BenchCondi
   return s;
 }
 
-std::string format_rocket_predictions(const std::vector<BenchResult>& results) {
+std::string format_device_predictions(const std::vector<BenchResult>& results) {
+  std::vector<std::string> devices;  // in order of first appearance
+  for (const auto& r : results)
+    for (const auto& p : r.predictions)
+      if (std::find(devices.begin(), devices.end(), p.device) == devices.end()) devices.push_back(p.device);
   std::string out;
-  for (const auto& r : results) {
-    if (r.rocket_nodes == 0 || r.rocket_predicted_s <= 0) continue;
-    if (out.empty())
-      out = "\nrocket (RK3588 NPU, performance model: 3 cores at 1 GHz, docs/backends/rocket.md): predicted time of the\n"
-            "matmuls the NPU ran; everything else (attention, norms, CPU fallbacks) is not modelled\n\n"
-            "| model | threads | test | NPU matmuls / run | predicted ms / run | matmul-only t/s |\n"
-            "| --- | ---: | --- | ---: | ---: | ---: |\n";
-    out += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |\n", r.model_type, r.n_threads, r.test_name(),
-                       r.rocket_nodes, r.rocket_predicted_s * 1e3, double(r.n_prompt + r.n_gen) / r.rocket_predicted_s);
+  for (const std::string& dev : devices) {
+    std::string table;
+    for (const auto& r : results)
+      for (const auto& p : r.predictions) {
+        if (p.device != dev || p.nodes_run == 0 || p.predicted_s <= 0) continue;
+        if (table.empty())
+          table = fmt::format("\n{} ({}): predicted time of the\n{}\n\n"
+                              "| model | threads | test | {} / run | predicted ms / run | {} t/s |\n"
+                              "| --- | ---: | --- | ---: | ---: | ---: |\n",
+                              p.device, p.model, p.scope, p.nodes_label, p.only_label);
+        table += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |\n", r.model_type, r.n_threads, r.test_name(),
+                             p.nodes_run, p.predicted_s * 1e3, double(r.n_prompt + r.n_gen) / p.predicted_s);
+      }
+    out += table;
   }
   return out;
 }

@@ -41,10 +41,17 @@ struct BenchResult {
   std::string test_time;  // ISO 8601, UTC
   // Samples (one per repetition), in nanoseconds.
   std::vector<uint64_t> samples_ns;
-  // With --backend rocket: the performance model's RK3588 seconds per
-  // repetition for the matmuls the NPU ran (0: none ran there).
-  double rocket_predicted_s = 0;
-  int64_t rocket_nodes = 0;  // NPU matmul nodes per repetition
+  // Per device whose stats predict the time of its work on the hardware it
+  // stands for (DeviceStats::prediction, graph/backend.h; e.g. --backend
+  // rocket: the performance model's RK3588 seconds for the matmuls the NPU
+  // ran), per repetition.
+  struct DevicePrediction {
+    std::string device;  // "rocket"
+    std::string model, scope, nodes_label, only_label;  // DeviceStats::Prediction
+    double predicted_s = 0;
+    int64_t nodes_run = 0;
+  };
+  std::vector<DevicePrediction> predictions;
 
   std::string test_name() const;  // pp512, tg128, pp512+tg128
   double avg_ns() const;
@@ -57,10 +64,10 @@ struct BenchResult {
   double achieved_gbps() const;
 };
 
-// With --backend rocket: per test, the RK3588 time the performance model
-// predicts for the matmuls the NPU ran and the tokens/s those matmuls alone
-// would allow (empty when no test ran a matmul there).
-std::string format_rocket_predictions(const std::vector<BenchResult>& results);
+// Per predicting device (e.g. --backend rocket) and test: the time its model
+// predicts for the nodes the device ran and the tokens/s that work alone
+// would allow (empty when no device predicted anything).
+std::string format_device_predictions(const std::vector<BenchResult>& results);
 
 BenchConditions probe_conditions();
 std::string read_loadavg();

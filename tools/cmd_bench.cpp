@@ -27,14 +27,15 @@
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "graph/registry.h"
-#include "backends/rocket/host/rocket_device.h"
 #include "core/error.h"
 #include "core/quant/recipe.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "runtime/generation.h"
 #include "tools/backend_options.h"
 #include "tools/bench_report.h"
 #include "tools/commands.h"
+#include "tools/context_options.h"
 #include "tools/perf_options.h"
 #include "tools/isa_option.h"
 
@@ -86,30 +87,9 @@ std::vector<int64_t> parse_int_list(const std::vector<std::string>& items, const
   return out;
 }
 
-// llama.cpp's names of the file types (llama_model_ftype_name).
+// llama.cpp's name of the file type (llama_model_ftype_name).
 std::string ftype_label(const gguf::File& f) {
-  const int64_t ft = f.get_int("general.file_type", -1);
-  switch (ft) {
-    case 0: return "all F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 3: return "Q4_1";
-    case 7: return "Q8_0";
-    case 8: return "Q5_0";
-    case 9: return "Q5_1";
-    case 10: return "Q2_K - Medium";
-    case 11: return "Q3_K - Small";
-    case 12: return "Q3_K - Medium";
-    case 13: return "Q3_K - Large";
-    case 14: return "Q4_K - Small";
-    case 15: return "Q4_K - Medium";
-    case 16: return "Q5_K - Small";
-    case 17: return "Q5_K - Medium";
-    case 18: return "Q6_K";
-    case 25: return "IQ4_NL - 4.5 bpw";
-    case 32: return "BF16";
-    default: break;
-  }
+  if (const char* name = quant::file_type_display_name(f.get_int("general.file_type", -1))) return name;
   // No (known) file type: name the most common weight type by bytes.
   std::map<DType, uint64_t> bytes;
   for (const auto& t : f.tensors()) bytes[t.type] += t.nbytes;
@@ -141,14 +121,11 @@ std::string utc_now() {
 
 using Clock = std::chrono::steady_clock;
 
+// The prompt in n_batch chunks (runtime/generation.h), logits for the last token.
 void run_prompt(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_batch) {
-  Batch b;
-  for (size_t s = 0; s < tokens.size(); s += size_t(n_batch)) {
-    b.clear();
-    const size_t e = std::min(tokens.size(), s + size_t(n_batch));
-    for (size_t i = s; i < e; ++i) b.add(tokens[i], int32_t(i), 0, i + 1 == e);
-    ctx.decode(b);
-  }
+  PromptOptions po;
+  po.n_batch = n_batch;
+  decode_prompt(ctx, tokens, po);
 }
 
 void run_gen(Context& ctx, int64_t n_past, int64_t n_gen, std::mt19937& rng, int32_t n_vocab) {
@@ -223,7 +200,6 @@ int run_bench(const BenchOptions& o) {
   for (const auto& path : o.models) {
     for (LoadMode mode : modes) {
       auto reg = o.backend.make_registry(int(threads.front()));
-      auto* rocket_dev = dynamic_cast<RocketDevice*>(reg->find("rocket"));
       LoadOptions lo;
       lo.load_mode = mode;
       const auto t_load = Clock::now();
@@ -298,7 +274,9 @@ int run_bench(const BenchOptions& o) {
               r.n_gen = test.n_gen;
               r.test_time = utc_now();
               if (!o.backend.backends.empty()) r.backend = "CPU," + o.backend.backends;
-              const RocketStats rocket_before = rocket_dev ? rocket_dev->stats() : RocketStats{};
+              // Device counters before the timed runs, for the predicting devices' share.
+              std::vector<DeviceStats> stats_before;
+              for (const Device* d : reg->devices()) stats_before.push_back(d->stats());
               for (int rep = 0; rep < o.repetitions; ++rep) {
                 ctx.reset();
                 const auto t0 = Clock::now();
@@ -306,9 +284,19 @@ int run_bench(const BenchOptions& o) {
                 if (test.n_gen > 0) run_gen(ctx, test.n_prompt, test.n_gen, rng, n_vocab);
                 r.samples_ns.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
               }
-              if (rocket_dev) {
-                r.rocket_predicted_s = (rocket_dev->stats().predicted_s - rocket_before.predicted_s) / o.repetitions;
-                r.rocket_nodes = int64_t(rocket_dev->stats().nodes_npu - rocket_before.nodes_npu) / o.repetitions;
+              for (size_t i = 0; i < reg->devices().size(); ++i) {
+                const DeviceStats after = reg->devices()[i]->stats();
+                if (after.prediction.model.empty()) continue;
+                const DeviceStats& before = stats_before[i];
+                BenchResult::DevicePrediction p;
+                p.device = reg->devices()[i]->name();
+                p.model = after.prediction.model;
+                p.scope = after.prediction.scope;
+                p.nodes_label = after.prediction.nodes;
+                p.only_label = after.prediction.only;
+                p.predicted_s = (after.get("predicted_s") - before.get("predicted_s")) / o.repetitions;
+                p.nodes_run = int64_t(after.get("nodes_run") - before.get("nodes_run")) / o.repetitions;
+                r.predictions.push_back(std::move(p));
               }
               results.push_back(std::move(r));
             }
@@ -325,7 +313,7 @@ int run_bench(const BenchOptions& o) {
   if (o.output == "json") out = format_json(results, cond);
   if (o.output == "jsonl") out = format_jsonl(results, cond);
   std::fputs(out.c_str(), stdout);
-  if (o.output == "md") std::fputs(format_rocket_predictions(results).c_str(), stdout);
+  if (o.output == "md") std::fputs(format_device_predictions(results).c_str(), stdout);
   std::fflush(stdout);
   if (!o.plot.empty()) {
     std::ofstream f(o.plot, std::ios::binary);
@@ -347,10 +335,16 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-n,--n-gen", o->n_gen, "Generation lengths (default 128)")->delimiter(',');
   sub->add_option("--pg", o->pg, "Prompt + generation test PROMPT,GEN (repeatable; llama.cpp's -pg)");
   sub->add_option("-r,--repetitions", o->repetitions, "Timed repetitions per test (default 5)");
-  sub->add_option("-t,--threads", o->threads, "Thread counts (default: all cores)")->delimiter(',');
-  sub->add_option("-b,--batch-size", o->n_batch, "Logical batch sizes (default 2048)")->delimiter(',');
-  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "Physical batch sizes (default 512; llama.cpp's -ub)")->delimiter(',');
-  sub->add_option("--ctk,--cache-type-k", o->type_k, "KV cache type: f16 (default), bf16, f32");
+  // The context flags of every subcommand (tools/context_options.h), as lists.
+  sub->add_option("-t,--threads", o->threads, fmt::format("{}, a list (default: all cores)", context_help::kThreads))
+      ->delimiter(',');
+  sub->add_option("-b,--batch-size", o->n_batch, fmt::format("{}, a list (default 2048)", context_help::kBatch))
+      ->delimiter(',');
+  sub->add_option("--ub,--ubatch-size", o->n_ubatch,
+                  fmt::format("{}, a list (default 512; llama.cpp: -ub)", context_help::kUbatch))
+      ->delimiter(',');
+  sub->add_option("--ctk,--cache-type-k", o->type_k,
+                  fmt::format("{} (default f16; llama.cpp: -ctk)", context_help::kCacheType));
   sub->add_option("--lm,--load-mode", o->load_modes,
                   std::string("Load modes: mmap, populate, read (none), lock (mlock), huge (default: ") +
                       load_mode_name(default_load_mode()) + ")")

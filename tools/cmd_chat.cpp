@@ -5,7 +5,8 @@
 //
 // Every turn renders the whole conversation with the model's chat template
 // (ChatML when the model has none, said once on stderr), tokenizes it, and
-// evaluates only the tokens after the longest prefix already in the KV cache.
+// evaluates only the tokens after the longest prefix already in the KV cache
+// (runtime/generation.h: ChatState keeps the conversation's tokens).
 // When the conversation outgrows the context, the oldest turns (never the
 // system prompt) are dropped and the rest re-evaluated.
 // Commands: /exit or /quit, /clear (forget the conversation), /help.
@@ -18,30 +19,32 @@
 #include <cstdio>
 #include <iostream>
 
-#include "graph/registry.h"
 #include "core/error.h"
+#include "graph/registry.h"
 #include "models/model.h"
-#include "runtime/context.h"
-#include "sampling/sampler.h"
+#include "runtime/generation.h"
 #include "tokenizer/jinja/chat.h"
 #include "tokenizer/vocab.h"
+#include "tools/backend_options.h"
 #include "tools/commands.h"
-#include "tools/load_options.h"
+#include "tools/context_options.h"
 #include "tools/default_model.h"
-#include "backends/factory/backend_factory.h"
+#include "tools/load_options.h"
+#include "tools/perf_options.h"
+#include "tools/sampling_options.h"
 
 namespace opal::tools {
 namespace {
 
 struct ChatOptions {
   LoadOptions load;  // --lm / --no-mmap / --mlock
-  std::string model, system_prompt, prompt, template_file, kv = "f16";
+  std::string model, system_prompt, prompt, template_file;
   bool single_turn = false, conversation = true;
   int n_predict = -1;
-  int64_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
-  int threads = 0;
-  SamplerParams sampling;
-  int64_t seed = -1;
+  ContextOptions context;    // -c -b --ub --ctk -t
+  SamplingOptions sampling;  // --temp --top-k ... --seed
+  BackendOptions backend;
+  PerfOptions perf;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -61,7 +64,7 @@ std::string read_file(const std::string& path) {
 class ChatSession {
  public:
   ChatSession(const ChatOptions& o, Context& ctx, const Vocab& vocab, const gguf::File& file)
-      : o_(o), ctx_(ctx), vocab_(vocab), sampler_(sampling_params(o), int32_t(ctx.n_vocab())) {
+      : o_(o), ctx_(ctx), vocab_(vocab), state_(ctx, o.sampling.params()) {
     if (!o.template_file.empty()) {
       template_ = jinja::Template::parse(read_file(o.template_file));
     } else {
@@ -80,9 +83,7 @@ class ChatSession {
   void clear() {
     messages_ = ordered_json::array();
     if (!o_.system_prompt.empty()) messages_.push_back({{"role", "system"}, {"content", o_.system_prompt}});
-    cached_.clear();
-    ctx_.reset();
-    sampler_.reset();
+    state_.clear();
   }
 
   // One user turn: prints the reply. Returns false when the turn could not be
@@ -113,12 +114,6 @@ class ChatSession {
   }
 
  private:
-  static SamplerParams sampling_params(const ChatOptions& o) {
-    SamplerParams p = o.sampling;
-    p.seed = o.seed < 0 ? kRandomSeed : uint32_t(o.seed);
-    return p;
-  }
-
   std::vector<int32_t> render() const {
     const std::string text = jinja::apply_chat_template(*template_, messages_, true, vars_);
     // The template writes BOS itself when it wants one; otherwise the
@@ -139,64 +134,38 @@ class ChatSession {
   }
 
   void evaluate(const std::vector<int32_t>& tokens) {
-    if (tokens.empty()) fail("the chat template rendered an empty prompt");
-    size_t common = 0;
-    while (common < cached_.size() && common < tokens.size() && cached_[common] == tokens[common]) ++common;
-    if (common == tokens.size()) --common;  // re-evaluate the last token to get its logits
-    ctx_.seq_rm(0, int32_t(common), -1);
-    cached_.resize(common);
     const auto t0 = Clock::now();
-    Batch b;
-    for (size_t s = common; s < tokens.size(); s += size_t(ctx_.params().n_batch)) {
-      b.clear();
-      const size_t e = std::min(tokens.size(), s + size_t(ctx_.params().n_batch));
-      for (size_t i = s; i < e; ++i) b.add(tokens[i], int32_t(i), 0, i + 1 == tokens.size());
-      ctx_.decode(b);
-    }
-    for (size_t i = common; i < tokens.size(); ++i) sampler_.accept(tokens[i]);
-    cached_ = tokens;
+    n_prompt_ += state_.prompt(tokens);  // only what follows the cached prefix
     prompt_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
-    n_prompt_ += int64_t(tokens.size() - common);
   }
 
   std::string generate() {
     const auto t0 = Clock::now();
     std::string reply;
-    int n = 0;
-    while (o_.n_predict < 0 || n < o_.n_predict) {
-      const int32_t tok = sampler_.sample(ctx_.logits(ctx_.n_outputs() - 1));
-      sampler_.accept(tok);
-      if (vocab_.is_eog(tok)) break;
-      const std::string piece = vocab_.token_to_piece(tok, false);
+    StopRules rules;
+    rules.n_predict = o_.n_predict;
+    const GenerateResult g = state_.reply(vocab_, rules, [&](int32_t, std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
       reply += piece;
-      ++n;
-      if (int64_t(cached_.size()) >= ctx_.n_ctx()) {
-        std::fprintf(stderr, "\n[context full: reply cut; older turns are dropped on the next message]");
-        break;
-      }
-      if (o_.n_predict >= 0 && n >= o_.n_predict) break;
-      Batch b;
-      b.add(tok, int32_t(cached_.size()), 0, true);
-      ctx_.decode(b);
-      cached_.push_back(tok);
-    }
+      return true;
+    });
+    if (g.reason == FinishReason::ContextFull)
+      std::fprintf(stderr, "\n[context full: reply cut; older turns are dropped on the next message]");
     std::fputs("\n", stdout);
     std::fflush(stdout);
     gen_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
-    n_gen_ += n;
+    n_gen_ += g.n_generated;
     return reply;
   }
 
   const ChatOptions& o_;
   Context& ctx_;
   const Vocab& vocab_;
-  Sampler sampler_;
+  ChatState state_;  // the conversation's tokens in the cache (sequence 0) and the sampler
   std::optional<jinja::Template> template_;
   ordered_json vars_, messages_;
   std::string bos_text_;
-  std::vector<int32_t> cached_;  // tokens whose K/V are in the cache (sequence 0)
   double prompt_s_ = 0, gen_s_ = 0;
   int64_t n_prompt_ = 0, n_gen_ = 0;
 };
@@ -221,17 +190,14 @@ bool read_message(std::string& out, bool interactive) {
 
 int run_chat(const ChatOptions& o_in) {
   ChatOptions o = o_in;
-  if (o.kv != "f16" && o.kv != "f32" && o.kv != "bf16") fail("-ctk must be f16, bf16 or f32, got '{}'", o.kv);
+  const ContextParams cp = o.context.params();  // checks -ctk before loading
   if (o.model.empty()) o.model = default_model_path();
-  auto reg = make_registry({}, o.threads);
+  auto reg = o.backend.make_registry(o.context.threads);
   auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
-  ContextParams cp;
-  cp.n_ctx = o.n_ctx;
-  cp.n_batch = o.n_batch;
-  cp.n_ubatch = o.n_ubatch;
-  cp.kv_type = *dtype_from_name(o.kv);
   Context ctx(*model, cp);
+  PerfSession perf(o.perf);
+  ctx.set_hooks(perf.hooks());
   ChatSession chat(o, ctx, vocab, model->gguf());
 
   const bool interactive = isatty(STDIN_FILENO) && !o.single_turn;
@@ -263,7 +229,8 @@ int run_chat(const ChatOptions& o_in) {
     fail("--single-turn needs a message: -p TEXT");
   }
   chat.print_summary();
-  return failures ? 1 : 0;
+  const int perf_status = perf.finish();
+  return failures ? 1 : perf_status;
 }
 
 }  // namespace
@@ -279,20 +246,8 @@ void add_chat_command(CLI::App& app) {
   sub->add_flag("--cnv,--conversation", o->conversation, "conversation mode (always on; accepted for llama.cpp's -cnv)");
   sub->add_option("--chat-template-file", o->template_file, "Jinja chat template file (overrides the model's)");
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "most tokens per reply (-1 = until end of generation)");
-  sub->add_option("-c,--ctx-size", o->n_ctx, "context size (0 = the model's)");
-  sub->add_option("-t,--threads", o->threads, "threads (default: all)");
-  sub->add_option("-b,--batch-size", o->n_batch, "logical batch size (2048)");
-  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "physical batch size (512; llama.cpp: -ub)");
-  sub->add_option("--ctk,--cache-type-k", o->kv, "KV cache type: f16 (default), bf16, f32 (llama.cpp: -ctk)");
-  sub->add_option("--temp", o->sampling.temp, "temperature (0.8; <= 0 greedy)");
-  sub->add_option("--top-k", o->sampling.top_k, "top-k (40; 0 off)");
-  sub->add_option("--top-p", o->sampling.top_p, "top-p (0.95; 1 off)");
-  sub->add_option("--min-p", o->sampling.min_p, "min-p (0.05; 0 off)");
-  sub->add_option("--repeat-penalty", o->sampling.repeat_penalty, "repetition penalty (1.0 = off)");
-  sub->add_option("--repeat-last-n", o->sampling.repeat_last_n, "tokens the penalties look back (64)");
-  sub->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty (0)");
-  sub->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty (0)");
-  sub->add_option("-s,--seed", o->seed, "RNG seed (-1 = random)");
+  add_engine_options(sub, o->context, o->backend, o->perf);
+  add_sampling_options(sub, o->sampling);
   set_action(sub, [o] { return run_chat(*o); });
 }
 

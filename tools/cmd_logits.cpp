@@ -1,4 +1,4 @@
-// `opal logits -m MODEL --tokens 1,2,3 [--greedy N] [--kv f16|f32] [-t N] --out PREFIX`:
+// `opal logits -m MODEL --tokens 1,2,3 [--greedy N] [--ctk f16|bf16|f32] [-t N] --out PREFIX`:
 // evaluates the token list as one batch (logits at every position), then
 // decodes N greedy tokens one at a time, and writes PREFIX.json,
 // PREFIX.prompt_logits.f32 and PREFIX.gen_logits.f32 in the format of
@@ -11,10 +11,10 @@
 #include "graph/registry.h"
 #include "core/error.h"
 #include "models/model.h"
-#include "runtime/context.h"
+#include "runtime/generation.h"
 #include "tools/backend_options.h"
 #include "tools/commands.h"
-#include "tools/isa_option.h"
+#include "tools/context_options.h"
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 
@@ -26,8 +26,7 @@ struct LogitsOptions {
   std::string model;
   std::string tokens;
   int greedy = 0;
-  std::string kv = "f16";
-  int threads = 1;
+  ContextOptions context{.threads = 1};  // --ctk (also --kv) and -t; the context is sized from --tokens
   std::string out;
   BackendOptions backend;
   PerfOptions perf;
@@ -71,24 +70,27 @@ void write_f32(const std::string& path, const std::vector<float>& v) {
 int run_logits(const LogitsOptions& o) {
   const std::vector<int32_t> tokens = parse_tokens(o.tokens);
   if (o.greedy < 0) fail("--greedy must be >= 0");
-  if (o.kv != "f16" && o.kv != "f32") fail("--kv must be f16 or f32, got '{}'", o.kv);
-  auto reg = o.backend.make_registry(o.threads);
-  auto model = Model::load(o.model, *reg, o.load);
-  ContextParams cp;
+  ContextParams cp = o.context.params();  // checks --ctk before loading
   cp.n_ctx = int64_t(tokens.size()) + o.greedy;
   cp.n_batch = cp.n_ubatch = int64_t(tokens.size());
-  cp.kv_type = o.kv == "f16" ? DType::F16 : DType::F32;
+  auto reg = o.backend.make_registry(o.context.threads);
+  auto model = Model::load(o.model, *reg, o.load);
   Context ctx(*model, cp);
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());
   const int64_t nv = ctx.n_vocab();
 
+  // One batch (n_batch = the token count), logits at every position.
+  std::vector<float> prompt(tokens.size() * size_t(nv));
+  PromptOptions po;
+  po.logits = PromptLogits::All;
+  po.on_chunk = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i)
+      std::copy(ctx.logits(int64_t(i - begin)), ctx.logits(int64_t(i - begin)) + nv, prompt.begin() + int64_t(i) * nv);
+  };
+  decode_prompt(ctx, tokens, po);
+
   Batch b;
-  for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], int32_t(i), 0, true);
-  ctx.decode(b);
-  std::vector<float> prompt(size_t(ctx.n_outputs()) * size_t(nv));
-  for (int64_t i = 0; i < ctx.n_outputs(); ++i)
-    std::copy(ctx.logits(i), ctx.logits(i) + nv, prompt.begin() + i * nv);
 
   std::vector<int32_t> greedy;
   std::vector<float> gen;
@@ -106,7 +108,7 @@ int run_logits(const LogitsOptions& o) {
   j["n_vocab"] = nv;
   j["prompt_tokens"] = tokens;
   j["greedy_tokens"] = greedy;
-  j["kv_type"] = o.kv;
+  j["kv_type"] = o.context.cache_type_k;
   std::ofstream jf(o.out + ".json");
   if (!jf) fail("cannot write '{}.json'", o.out);
   jf << j.dump() << "\n";
@@ -124,12 +126,9 @@ void add_logits_command(CLI::App& app) {
   add_load_options(sub, &o->load);
   sub->add_option("--tokens", o->tokens, "comma-separated token ids, fed as one batch")->required();
   sub->add_option("--greedy", o->greedy, "greedy tokens to decode one at a time after the prompt");
-  sub->add_option("--kv", o->kv, "KV cache type: f16 (default) or f32");
-  sub->add_option("-t,--threads", o->threads, "threads (default 1)");
-  add_isa_option(sub);
   sub->add_option("--out", o->out, "output prefix")->required();
-  add_backend_option(sub, o->backend);
-  add_perf_options(sub, o->perf);
+  add_engine_options(sub, o->context, o->backend, o->perf, kCacheTypeFlag | kThreadsFlag);
+  sub->add_option("--kv", o->context.cache_type_k, "same as --ctk (the golden scripts' spelling)");
   set_action(sub, [o] { return run_logits(*o); });
 }
 

@@ -15,7 +15,7 @@
 #include "tokenizer/vocab.h"
 #include "tools/backend_options.h"
 #include "tools/commands.h"
-#include "tools/isa_option.h"
+#include "tools/context_options.h"
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 
@@ -24,9 +24,8 @@ namespace {
 
 struct PerplexityOptions {
   LoadOptions load;  // --lm / --no-mmap / --mlock
-  std::string model, file, kv = "f16";
-  int64_t n_ctx = 512, n_batch = 2048;
-  int threads = 0;
+  std::string model, file;
+  ContextOptions context{.n_ctx = 512};  // -c is the chunk size; -b at most -c
   BackendOptions backend;
   PerfOptions perf;
 };
@@ -36,21 +35,19 @@ int run_perplexity(const PerplexityOptions& o) {
   if (!f) fail("cannot read '{}'", o.file);
   std::stringstream ss;
   ss << f.rdbuf();
-  if (o.n_ctx < 4) fail("-c must be at least 4, got {}", o.n_ctx);
-  if (o.kv != "f16" && o.kv != "f32") fail("-ctk must be f16 or f32, got '{}'", o.kv);
-  auto reg = o.backend.make_registry(o.threads);
+  const int64_t n_ctx = o.context.n_ctx;
+  if (n_ctx < 4) fail("-c must be at least 4, got {}", n_ctx);
+  ContextParams cp = o.context.params();  // checks -ctk before loading
+  cp.n_batch = cp.n_ubatch = std::min(o.context.n_batch, n_ctx);
+  auto reg = o.backend.make_registry(o.context.threads);
   auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   const std::vector<int32_t> tokens = vocab.tokenize(ss.str(), true, false);
-  ContextParams cp;
-  cp.n_ctx = o.n_ctx;
-  cp.n_batch = cp.n_ubatch = std::min(o.n_batch, o.n_ctx);
-  cp.kv_type = o.kv == "f16" ? DType::F16 : DType::F32;
   Context ctx(*model, cp);
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());
   std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld\n", tokens.size(),
-               static_cast<long long>(tokens.size() / size_t(o.n_ctx)), static_cast<long long>(o.n_ctx));
+               static_cast<long long>(tokens.size() / size_t(n_ctx)), static_cast<long long>(n_ctx));
   std::string line;
   auto progress = [&](int64_t done, int64_t total, double ppl) {
     const int width = 30;
@@ -62,7 +59,7 @@ int run_perplexity(const PerplexityOptions& o) {
     line += fmt::format("[{}]{:.4f},", done, ppl);
   };
   const PerplexityResult r =
-      compute_perplexity(ctx, tokens, o.n_ctx, cp.n_batch, vocab.add_bos() ? vocab.bos() : -1, progress);
+      compute_perplexity(ctx, tokens, n_ctx, cp.n_batch, vocab.add_bos() ? vocab.bos() : -1, progress);
   std::fprintf(stderr, "\n");
   if (!line.empty()) line.pop_back();
   std::printf("%s\n", line.c_str());
@@ -78,13 +75,10 @@ void add_perplexity_command(CLI::App& app) {
   sub->add_option("-m,--model", o->model, "GGUF model")->required();
   add_load_options(sub, &o->load);
   sub->add_option("-f,--file", o->file, "text file")->required();
-  sub->add_option("-c,--ctx-size", o->n_ctx, "chunk / context size (512)");
-  sub->add_option("-b,--batch-size", o->n_batch, "batch size (2048, at most -c)");
-  sub->add_option("-t,--threads", o->threads, "threads (default: all)");
-  add_isa_option(sub);
-  sub->add_option("--ctk,--cache-type-k", o->kv, "KV cache type: f16 (default) or f32");
-  add_backend_option(sub, o->backend);
-  add_perf_options(sub, o->perf);
+  // -c is also the chunk size; -b is capped at -c and is also the ubatch size.
+  add_engine_options(sub, o->context, o->backend, o->perf, kCtxSizeFlag | kBatchFlag | kCacheTypeFlag | kThreadsFlag);
+  CLI::Option* ctx_size = sub->get_option("--ctx-size");
+  ctx_size->description(ctx_size->get_description() + "; also the chunk size");
   set_action(sub, [o] { return run_perplexity(*o); });
 }
 

@@ -1,22 +1,43 @@
-// `opal serve [-m MODEL] [--host H] [--port P] [-np N] [-c N] [-t N] [--api-key KEY]
-//  [--metrics] [-a ALIAS] [--timeout S]`: the OpenAI / llama-server compatible
-// HTTP server (server/, docs/server.md). SIGTERM or SIGINT stop it gracefully:
-// no new requests, in-flight streams end with a final event, exit code 0.
+// `opal serve [-m MODEL] [--host H] [--port P] [-np N] [-c N] [-b N] [-ub N] [-ctk T]
+//  [-t N] [--backend NAME] [--perf-log FILE] [--api-key KEY] [--metrics] [-a ALIAS]
+//  [--timeout S]`: the OpenAI / llama-server compatible HTTP server (server/,
+// docs/server.md); the context flags are every subcommand's (tools/context_options.h).
+// SIGTERM or SIGINT stop it gracefully: no new requests, in-flight streams end
+// with a final event, exit code 0.
 #include <fmt/format.h>
 
 #include <csignal>
 #include <thread>
 
 #include "server/server.h"
-#include "tools/load_options.h"
+#include "tools/backend_options.h"
 #include "tools/commands.h"
+#include "tools/context_options.h"
 #include "tools/default_model.h"
+#include "tools/load_options.h"
+#include "tools/perf_options.h"
 
 namespace opal::tools {
 namespace {
 
-int run_serve(server::ServerOptions o) {
+struct ServeOptions {
+  server::ServerOptions server;
+  ContextOptions context;  // -c (total, split over the slots) -b --ub --ctk -t
+  BackendOptions backend;
+  PerfOptions perf;
+};
+
+int run_serve(const ServeOptions& so) {
+  server::ServerOptions o = so.server;
   if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
+  o.n_ctx = so.context.n_ctx;
+  o.n_batch = so.context.n_batch;
+  o.n_ubatch = so.context.n_ubatch;
+  o.kv_type = so.context.params().kv_type;  // checks --ctk
+  o.threads = so.context.threads;
+  o.backends = so.backend.backends;
+  PerfSession perf(so.perf);
+  o.hooks = perf.hooks();
   // Signals go to one waiting thread, not to whichever thread they hit.
   sigset_t set;
   sigemptyset(&set);
@@ -45,29 +66,29 @@ int run_serve(server::ServerOptions o) {
   fmt::print(stderr, "serve: ready: {} slot(s) on http://{}:{}\n", o.n_parallel, o.host, port);
   srv.wait();
   fmt::print(stderr, "serve: stopped\n");
-  return 0;
+  return perf.finish();
 }
 
 }  // namespace
 
 void add_serve_command(CLI::App& app) {
-  auto o = std::make_shared<server::ServerOptions>();
+  auto so = std::make_shared<ServeOptions>();
+  server::ServerOptions* o = &so->server;
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
   sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
   add_load_options(sub, &o->load);
   sub->add_option("--host", o->host, "bind address (127.0.0.1)");
   sub->add_option("--port", o->port, "listen port (8080; 0 = any free port)");
   sub->add_option("--np,--parallel", o->n_parallel, "parallel slots (1); llama.cpp's -np");
-  sub->add_option("-c,--ctx-size", o->n_ctx, "total context, split over the slots (0 = the model's)");
-  sub->add_option("-b,--batch-size", o->n_batch, "most tokens one batched decode takes (2048)");
-  sub->add_option("--ub,--ubatch-size", o->n_ubatch, "physical batch size (512)");
-  sub->add_option("-t,--threads", o->threads, "compute threads (default: all)");
+  add_engine_options(sub, so->context, so->backend, so->perf);
+  CLI::Option* ctx_size = sub->get_option("--ctx-size");
+  ctx_size->description(ctx_size->get_description() + "; the total, split evenly over the slots");
   sub->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (not for /health, /v1/models)");
   sub->add_option("-a,--alias", o->alias, "model id reported by /v1/models and in responses");
   sub->add_flag("--metrics", o->metrics, "enable GET /metrics (Prometheus text)");
   sub->add_option("--to,--timeout", o->timeout_s, "socket read/write timeout in seconds (600)");
   sub->add_option("--http-threads", o->http_threads, "HTTP worker threads (0 = max(64, 8 x slots))");
-  set_action(sub, [o] { return run_serve(*o); });
+  set_action(sub, [so] { return run_serve(*so); });
 }
 
 }  // namespace opal::tools

@@ -12,11 +12,8 @@ namespace {
 
 struct CpuPlan : Plan {
   std::vector<Tensor*> nodes;
-  std::vector<uint8_t*> unused;
-  uint8_t* work = nullptr;
-  uint64_t work_bytes = 0;
+  uint64_t work_bytes = 0;  // scratch its nodes need (the executor holds it)
   int n_threads = 1;
-  ~CpuPlan() override { std::free(work); }
 };
 
 int default_threads(int n) {
@@ -35,15 +32,22 @@ void CpuExecutor::set_threads(int n) {
   if (n != pool_->n_threads()) pool_ = std::make_unique<ThreadPool>(n);
 }
 
+void CpuExecutor::reserve_work(uint64_t bytes) {
+  if (bytes <= work_bytes_) return;
+  work_.reset();
+  work_bytes_ = 0;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  if (!p) throw std::bad_alloc();
+  work_.reset(p);
+  work_bytes_ = bytes;
+}
+
 std::unique_ptr<Plan> CpuExecutor::compile(const Segment& segment) {
   auto plan = std::make_unique<CpuPlan>();
   plan->nodes = segment.nodes;
   plan->n_threads = pool_->size();
   for (const Tensor* n : segment.nodes) plan->work_bytes = std::max(plan->work_bytes, cpu::work_size(*n, plan->n_threads));
-  if (plan->work_bytes) {
-    plan->work = static_cast<uint8_t*>(std::aligned_alloc(64, (plan->work_bytes + 63) / 64 * 64));
-    if (!plan->work) throw std::bad_alloc();
-  }
+  reserve_work(plan->work_bytes);
   return plan;
 }
 
@@ -53,13 +57,10 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
     plan.n_threads = pool_->size();
     uint64_t bytes = 0;
     for (const Tensor* n : plan.nodes) bytes = std::max(bytes, cpu::work_size(*n, plan.n_threads));
-    if (bytes > plan.work_bytes) {
-      std::free(plan.work);
-      plan.work = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-      plan.work_bytes = bytes;
-    }
+    plan.work_bytes = bytes;
+    reserve_work(bytes);
   }
-  cpu::OpContext ctx{*pool_, plan.work};
+  cpu::OpContext ctx{*pool_, work_.get()};
   for (const Tensor* n : plan.nodes) {
     if (n->op == Op::View) continue;
     if (hooks) hooks->before_node(dev_, *n);

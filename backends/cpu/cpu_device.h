@@ -1,6 +1,7 @@
 // The CPU backend: runs every op (scalar reference kernels, multithreaded
 // with a ThreadPool); the fallback device by role.
 #pragma once
+#include <cstdlib>
 #include <memory>
 
 #include "graph/backend.h"
@@ -18,8 +19,19 @@ class CpuExecutor : public Executor {
   int n_threads() const { return pool_->n_threads(); }
 
  private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  // Grows the scratch to at least `bytes` (never in run(), except once after a thread-count change).
+  void reserve_work(uint64_t bytes);
+
   const Device& dev_;
   std::unique_ptr<ThreadPool> pool_;
+  // One scratch for every plan (the pool runs one job at a time, so plans
+  // never run at once), sized for the largest plan compiled: plans of ever
+  // new shapes cost no allocation and fragment no heap.
+  std::unique_ptr<uint8_t, FreeDeleter> work_;
+  uint64_t work_bytes_ = 0;
 };
 
 class CpuDevice : public Device {

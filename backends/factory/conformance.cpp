@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/factory/backend_factory.h"
+#include "graph/op_info.h"
 #include "graph/perf/node_cost.h"
 #include "graph/scheduler.h"
 #include "backends/shadow/tolerance.h"
@@ -66,13 +67,9 @@ std::vector<float> output_f32(const Bench& b) {
   return f;
 }
 
+// A weight case's rows must be whole blocks of its dtype (graph/op_info.h, OpCaseType).
 bool dtype_can_be_made(const OpCase& c) {
-  switch (c.op) {
-    case Op::MulMat:
-    case Op::MulMatId:
-    case Op::GetRows: return c.k % block_size(c.dtype) == 0;
-    default: return true;
-  }
+  return op_info(c.op).case_type != OpCaseType::Weight || c.k % block_size(c.dtype) == 0;
 }
 
 void add_matmul_cases(std::vector<OpCase>& v, Op op, const std::vector<int64_t>& ms, const std::vector<int64_t>& ns,

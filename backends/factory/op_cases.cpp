@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/quant.h"
+#include "graph/op_info.h"
 
 namespace opal {
 namespace {
@@ -61,15 +62,14 @@ std::string OpCase::label() const {
 std::vector<Op> computing_ops() {
   std::vector<Op> v;
   for (int i = 0; i < int(Op::Count); ++i)
-    if (Op(i) != Op::None && Op(i) != Op::View) v.push_back(Op(i));
+    if (op_info(Op(i)).case_type != OpCaseType::None) v.push_back(Op(i));
   return v;
 }
 
 std::vector<DType> matrix_dtypes(Op op) {
-  switch (op) {
-    case Op::MulMat:
-    case Op::MulMatId:
-    case Op::GetRows: {
+  switch (op_info(op).case_type) {  // no default: a new kind of case dtype needs its list here
+    case OpCaseType::None: return {};
+    case OpCaseType::Weight: {
       std::vector<DType> v = {DType::F32, DType::F16, DType::BF16};
       for (uint32_t raw = 0; raw < 64; ++raw) {
         const DTypeTraits* t = dtype_traits_or_null(raw);
@@ -78,11 +78,11 @@ std::vector<DType> matrix_dtypes(Op op) {
       }
       return v;
     }
-    case Op::Attention:
-    case Op::KvStore:
-    case Op::Cpy: return {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
-    default: return {DType::F32, DType::F16};
+    case OpCaseType::Cache:
+    case OpCaseType::Output: return {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
+    case OpCaseType::Input: return {DType::F32, DType::F16};
   }
+  return {};
 }
 
 OpCase probe_case(Op op, DType dtype) {

@@ -1,27 +1,16 @@
+// NMSE comparison of a backend's output with the CPU reference; the
+// per-op limits are a column of the op-info table (graph/op_info.cpp).
 #include "backends/shadow/tolerance.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
+#include "graph/op_info.h"
 
 namespace opal {
 
-double max_nmse(const Tensor& node) {
-  switch (node.op) {
-    case Op::MulMat:
-    case Op::MulMatId: return 5e-4;
-    case Op::Attention: {
-      const DType k = node.src[kAttnK]->type;
-      return k == DType::F32 ? 1e-6 : 5e-4;
-    }
-    case Op::Cpy:
-    case Op::KvStore: return node.type == DType::F32 && node.src[0]->type == DType::F32 ? 1e-12 : 1e-5;
-    case Op::GetRows: return 1e-12;  // a copy of dequantized rows: exact
-    case Op::TopK: return 0;         // indices: exact
-    default: return 1e-7;
-  }
-}
+double max_nmse(const Tensor& node) { return op_info(node.op).max_nmse(node); }
 
 ErrorStats compare_outputs(const float* out, const float* ref, int64_t n) {
   ErrorStats s;

@@ -4,18 +4,8 @@
 // the scale of the values. Used by the shadow compare and by the conformance
 // test, so both judge a backend alike.
 //
-// Where the limits come from:
-//   - elementwise ops, norms, softmax, rope in f32: a few ulp of rounding and
-//     differently ordered sums: 1e-7 (ggml's default);
-//   - MUL_MAT / MUL_MAT_ID: activations are rounded to the weight type's
-//     vec_dot type (q8_0, q8_K, f16, bf16) on one side and possibly not on the
-//     other; a q8 rounding error is at most 1/254 of a block's max, so the
-//     relative error of a dot product stays below ~1e-2 and its square below
-//     1e-4; 5e-4 is ggml's limit for matmuls;
-//   - ATTENTION with an f16 cache rounds q and the probabilities to f16:
-//     5e-4; f32 cache: 1e-6;
-//   - CPY / KV_STORE to f16 or bf16: one rounding of the output type: bf16
-//     has 8 significant bits (relative error 2^-9, squared ~4e-6): 1e-5.
+// The limits are a column of each op's row in the op-info table
+// (graph/op_info.cpp, which says where each number comes from).
 #pragma once
 #include <cstdint>
 

@@ -29,6 +29,10 @@ struct FileTypeInfo {
   const char* summary;  // one line for --help
 };
 
+// llama.cpp's display name of a general.file_type value (llama_model_ftype_name:
+// "Q4_K - Medium", "IQ4_NL - 4.5 bpw", ...), or null for a value it does not name.
+const char* file_type_display_name(int64_t ft);
+
 // The file types `opal quantize` can produce.
 std::span<const FileTypeInfo> file_types();
 const FileTypeInfo& file_type_info(FileType t);

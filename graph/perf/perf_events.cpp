@@ -1,3 +1,4 @@
+// PerfRecorder and HookChain (perf_events.h).
 #include "graph/perf/perf_events.h"
 
 #include "graph/perf/node_cost.h"
@@ -5,7 +6,11 @@
 
 namespace opal {
 
-PerfRecorder::PerfRecorder() : t0_(Clock::now()) {}
+PerfRecorder::PerfRecorder()
+    : t0_(Clock::now()),
+      t0_epoch_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(t0_.time_since_epoch()).count()) {
+  phases_.reserve(16);
+}
 
 int64_t PerfRecorder::now_ns() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count();
@@ -33,7 +38,14 @@ void PerfRecorder::emit(const PerfEvent& e) {
   for (auto& s : sinks_) s->on_event(e);
 }
 
-void PerfRecorder::before_node(const Device&, const Tensor&) { start_ns_ = now_ns(); }
+void PerfRecorder::before_node(const Device&, const Tensor&) {
+  phases_.clear();
+  start_ns_ = now_ns();
+}
+
+void PerfRecorder::node_phase(const Device&, const Tensor&, const char* phase, int64_t start_ns, int64_t end_ns) {
+  phases_.push_back({phase ? phase : "", start_ns - t0_epoch_ns_, end_ns - t0_epoch_ns_});
+}
 
 void PerfRecorder::after_node(const Device& dev, const Tensor& node, const char* kernel) {
   const int64_t end = now_ns();
@@ -49,7 +61,10 @@ void PerfRecorder::after_node(const Device& dev, const Tensor& node, const char*
   e.end_ns = end;
   e.flops = cost.flops;
   e.bytes = cost.bytes;
+  e.phases = phases_.data();
+  e.n_phases = phases_.size();
   emit(e);
+  phases_.clear();
 }
 
 void PerfRecorder::before_copy(const CrossCopy&, const Device&) { start_ns_ = now_ns(); }
@@ -81,6 +96,10 @@ void HookChain::before_node(const Device& dev, const Tensor& node) {
 }
 void HookChain::after_node(const Device& dev, const Tensor& node, const char* kernel) {
   for (RunHooks* h : hooks_) h->after_node(dev, node, kernel);
+}
+void HookChain::node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns,
+                           int64_t end_ns) {
+  for (RunHooks* h : hooks_) h->node_phase(dev, node, phase, start_ns, end_ns);
 }
 void HookChain::before_copy(const CrossCopy& copy, const Device& to) {
   for (auto it = hooks_.rbegin(); it != hooks_.rend(); ++it) (*it)->before_copy(copy, to);

@@ -4,7 +4,8 @@
 // copy between devices; PerfRecorder turns those calls into PerfEvents
 //   {backend, op, kernel, tensor, shape, dtype, start, end, flops, bytes}
 // and hands each to its sinks (perf_sinks.h: perf-log lines, Chrome trace,
-// summary). Nothing here runs unless a recorder is installed with
+// summary). Phases an executor reports inside a node (RunHooks::node_phase:
+// an accelerator's pack, submit, wait, unpack) travel with the node's event. Nothing here runs unless a recorder is installed with
 // Context::set_hooks: with no hooks the executors skip the calls entirely.
 //
 // HookChain runs several RunHooks (e.g. the recorder and the shadow compare)
@@ -26,6 +27,13 @@ namespace opal {
 
 enum class PerfEventKind : uint8_t { Node, Copy };
 
+// One timed phase inside a node's span (RunHooks::node_phase).
+struct PerfPhase {
+  const char* name = "";  // a string literal of the executor
+  int64_t start_ns = 0;   // since the recorder was made
+  int64_t end_ns = 0;
+};
+
 struct PerfEvent {
   PerfEventKind kind = PerfEventKind::Node;
   const std::string* backend = nullptr;  // device name (for a copy: the destination)
@@ -38,6 +46,10 @@ struct PerfEvent {
   int64_t end_ns = 0;
   double flops = 0;
   uint64_t bytes = 0;
+  // The node's phases in the order reported (none for most kernels and for
+  // copies); valid during on_event only.
+  const PerfPhase* phases = nullptr;
+  size_t n_phases = 0;
 };
 
 class PerfSink {
@@ -54,6 +66,7 @@ class PerfRecorder : public RunHooks {
   void add_sink(std::unique_ptr<PerfSink> sink);
   void before_node(const Device& dev, const Tensor& node) override;
   void after_node(const Device& dev, const Tensor& node, const char* kernel) override;
+  void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) override;
   void before_copy(const CrossCopy& copy, const Device& to) override;
   void after_copy(const CrossCopy& copy, const Device& to) override;
   void finish();
@@ -67,7 +80,9 @@ class PerfRecorder : public RunHooks {
   void emit(const PerfEvent& e);
 
   Clock::time_point t0_;
+  int64_t t0_epoch_ns_ = 0;  // t0_ on the phase clock (phase_clock_ns)
   int64_t start_ns_ = 0;
+  std::vector<PerfPhase> phases_;  // of the node being run
   std::map<const Device*, std::string> names_;
   std::map<std::thread::id, int> threads_;
   std::vector<std::unique_ptr<PerfSink>> sinks_;
@@ -83,6 +98,7 @@ class HookChain : public RunHooks {
   RunHooks* only() const { return hooks_.size() == 1 ? hooks_[0] : nullptr; }
   void before_node(const Device& dev, const Tensor& node) override;
   void after_node(const Device& dev, const Tensor& node, const char* kernel) override;
+  void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) override;
   void before_copy(const CrossCopy& copy, const Device& to) override;
   void after_copy(const CrossCopy& copy, const Device& to) override;
 

@@ -1,3 +1,4 @@
+// The perf-log, trace and summary sinks (perf_sinks.h).
 #include "graph/perf/perf_sinks.h"
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "graph/op_info.h"
 
 namespace opal {
 namespace {
@@ -30,20 +32,7 @@ std::string compact_shape(const std::array<int64_t, kMaxDims>& ne) {
 std::string op_keys(const PerfEvent& e) {
   const Tensor& t = *e.tensor;
   if (e.kind == PerfEventKind::Copy) return fmt::format("|from={}|to={}", *e.from, *e.backend);
-  switch (t.op) {
-    case Op::MulMat:
-    case Op::MulMatId:
-      return fmt::format("|wtype={}|k={}|n={}|m={}", dtype_name(t.src[0]->type), t.src[0]->ne[0], t.ne[0],
-                         t.n_rows());
-    case Op::Attention:
-      return fmt::format("|heads={}|kv_heads={}|tokens={}|cells={}", t.src[kAttnQ]->ne[1], t.iparams[0],
-                         t.src[kAttnQ]->ne[2], t.src[kAttnK]->ne[1]);
-    case Op::GetRows: return fmt::format("|table_type={}", dtype_name(t.src[0]->type));
-    case Op::KvStore: return fmt::format("|cache_type={}", dtype_name(t.src[0]->type));
-    case Op::Rope: return fmt::format("|n_rot={}|mode={}", t.iparams[0], t.iparams[1]);
-    case Op::TopK: return fmt::format("|k={}", t.iparams[0]);
-    default: return {};
-  }
+  return op_info(t.op).perf_fields(t);  // the op's own fields: a column of its row (graph/op_info.h)
 }
 
 double us(int64_t ns) { return double(ns) / 1000.0; }
@@ -52,11 +41,19 @@ double us(int64_t ns) { return double(ns) / 1000.0; }
 
 std::string perf_log_line(const PerfEvent& e) {
   const Tensor& t = *e.tensor;
-  return fmt::format(
+  std::string line = fmt::format(
       "OPAL_PERF|op={}|kernel={}|backend={}|tensor={}|shape={}|dtype={}|duration_us={:.3f}|start_us={:.3f}|end_us={:.3f}"
       "|flops={:.0f}|bytes={}{}",
       e.op, clean(e.kernel), clean(*e.backend), clean(t.name), compact_shape(t.ne), dtype_name(t.type),
       us(e.end_ns - e.start_ns), us(e.start_ns), us(e.end_ns), e.flops, e.bytes, op_keys(e));
+  // Phases, in the order run: phase_<name>_us = duration, phase_<name>_start_us = start.
+  for (size_t i = 0; i < e.n_phases; ++i) {
+    const PerfPhase& p = e.phases[i];
+    const std::string name = clean(p.name);
+    line += fmt::format("|phase_{}_us={:.3f}|phase_{}_start_us={:.3f}", name, us(p.end_ns - p.start_ns), name,
+                        us(p.start_ns));
+  }
+  return line;
 }
 
 PerfLogSink::PerfLogSink(const std::string& path) : path_(path) {
@@ -115,7 +112,20 @@ void TraceSink::on_event(const PerfEvent& e) {
   r.end_ns = e.end_ns;
   r.flops = e.flops;
   r.bytes = e.bytes;
+  const int track = r.track;
   records_.push_back(std::move(r));
+  // Phases: slices on the node's track inside its span, so viewers nest them under it.
+  for (size_t i = 0; i < e.n_phases; ++i) {
+    Record p;
+    p.phase = true;
+    p.name = e.phases[i].name;
+    p.kernel = t.name;  // the node the phase belongs to
+    p.op = e.op;
+    p.track = track;
+    p.start_ns = e.phases[i].start_ns;
+    p.end_ns = e.phases[i].end_ns;
+    records_.push_back(std::move(p));
+  }
 }
 
 void TraceSink::finish() {
@@ -128,6 +138,17 @@ void TraceSink::finish() {
         {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
   }
   for (const Record& r : records_) {
+    if (r.phase) {
+      events.push_back({{"name", r.name},
+                        {"cat", "phase"},
+                        {"ph", "X"},
+                        {"pid", 1},
+                        {"tid", r.track},
+                        {"ts", us(r.start_ns)},
+                        {"dur", us(r.end_ns - r.start_ns)},
+                        {"args", {{"node", r.kernel}, {"op", r.op}}}});
+      continue;
+    }
     events.push_back({{"name", r.name},
                       {"cat", r.op},
                       {"ph", "X"},
@@ -164,6 +185,13 @@ void SummarySink::on_event(const PerfEvent& e) {
   nodes_.add(e);
   slot(by_op_, e.op).add(e);
   slot(by_backend_, *e.backend).add(e);
+  for (size_t i = 0; i < e.n_phases; ++i) {
+    const std::string key = fmt::format("{} {}", *e.backend, e.phases[i].name);
+    if (!phases_.count(key)) phase_order_.push_back(key);
+    PerfTotals& t = slot(phases_, key);
+    ++t.count;
+    t.ns += e.phases[i].end_ns - e.phases[i].start_ns;
+  }
 }
 
 std::string SummarySink::text() const {
@@ -185,6 +213,10 @@ std::string SummarySink::text() const {
   if (!copies_.empty()) {
     s += "perf summary: copies between backends\n" + head;
     for (const auto& [name, t] : copies_) s += row(name, t, nodes_.ns);
+  }
+  if (!phases_.empty()) {  // time inside the nodes, % of all node time
+    s += "perf summary: phases inside nodes\n" + head;
+    for (const std::string& name : phase_order_) s += row(name, phases_.at(name), nodes_.ns);
   }
   return s;
 }

@@ -3,10 +3,13 @@
 //   PerfLogSink  one key=value line per event:
 //                OPAL_PERF|op=..|kernel=..|backend=..|tensor=..|shape=[..]|dtype=..|
 //                duration_us=..|start_us=..|end_us=..|flops=..|bytes=..[|op-specific keys]
+//                [|phase_<name>_us=..|phase_<name>_start_us=.. per phase]
 //   TraceSink    Chrome trace-event JSON (Perfetto, chrome://tracing): one
-//                track per backend and thread, one track per copy direction.
-//   SummarySink  time, FLOP/s and GB/s per op type and per backend, and the
-//                copies between backends; printed at finish().
+//                track per backend and thread, one track per copy direction;
+//                a node's phases are slices nested inside its slice.
+//   SummarySink  time, FLOP/s and GB/s per op type and per backend, the
+//                copies between backends and the time of each node phase
+//                per backend; printed at finish().
 #pragma once
 #include <array>
 #include <cstdio>
@@ -44,8 +47,9 @@ class TraceSink : public PerfSink {
 
  private:
   struct Record {
-    std::string name, kernel;  // short names fit the string's inline buffer
+    std::string name, kernel;  // short names fit the string's inline buffer; a phase: its name, its node
     const char* op = "";       // op_name(): static
+    bool phase = false;        // a phase inside the node before it (PerfEvent::phases)
     std::array<int64_t, kMaxDims> ne{};
     DType dtype = DType::F32;
     int track = 0;
@@ -83,13 +87,15 @@ class SummarySink : public PerfSink {
   const Table& by_op() const { return by_op_; }            // "MUL_MAT"
   const Table& by_backend() const { return by_backend_; }  // "cpu"
   const Table& copies() const { return copies_; }          // "cpu -> test_accel"
+  const Table& phases() const { return phases_; }          // "rocket wait" (count and ns only)
   const PerfTotals& nodes() const { return nodes_; }
   std::string text() const;
 
  private:
   PerfTotals& slot(std::map<std::string, PerfTotals, std::less<>>& m, std::string_view key);
   std::FILE* out_;
-  std::map<std::string, PerfTotals, std::less<>> by_op_, by_backend_, copies_;
+  std::map<std::string, PerfTotals, std::less<>> by_op_, by_backend_, copies_, phases_;
+  std::vector<std::string> phase_order_;  // phases_' keys in the order first seen (the order run)
   PerfTotals nodes_;
 };
 

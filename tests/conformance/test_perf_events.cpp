@@ -1,7 +1,8 @@
 // The perf event stream and its sinks, on a golden tiny model split between
 // the CPU and the test accelerator: one perf-log line per executed node and
 // copy, a valid Chrome trace with a track per backend and for the copies,
-// and summary totals that agree with the events.
+// and summary totals that agree with the events; an accelerator's phases
+// inside its nodes (rocket on the NPU emulator).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -153,6 +154,135 @@ TEST(PerfEvents, LogTraceAndSummaryAgreeWithTheExecutedNodes) {
   EXPECT_EQ(ns_be, summary->nodes().ns);
   EXPECT_EQ(summary->by_op().at("MUL_MAT").count, 60u);
   EXPECT_NE(summary->text().find("GFLOP/s"), std::string::npos);
+  EXPECT_TRUE(summary->phases().empty()) << "the test accelerator and the CPU report no phases";
+}
+
+// Keeps the phases the recorder attaches to each node event.
+struct PhaseSink : PerfSink {
+  struct Node {
+    std::string backend, kernel, tensor;
+    int64_t start_ns = 0, end_ns = 0;
+    std::vector<PerfPhase> phases;
+  };
+  std::vector<Node> nodes;
+  void on_event(const PerfEvent& e) override {
+    if (e.kind != PerfEventKind::Node) {
+      EXPECT_EQ(e.n_phases, 0u);
+      return;
+    }
+    nodes.push_back({*e.backend, e.kernel, e.tensor->name, e.start_ns, e.end_ns,
+                     std::vector<PerfPhase>(e.phases, e.phases + e.n_phases)});
+  }
+};
+
+// An accelerator's phases (rocket on the NPU emulator: host prepare, submit,
+// device wait, unpack) reach the events, the perf-log line and the trace (as
+// slices nested in the node's), in order and inside the node's span; the
+// other kernels report none.
+TEST(PerfEvents, RocketNodesReportTheirPhasesInOrderInsideTheNode) {
+  auto reg = make_registry({"rocket"}, 1);
+  auto model = Model::load(test::shared_path("golden/models/tiny-llama-q8_0.gguf"), *reg);
+  ContextParams cp;
+  cp.n_ctx = 64;
+  Context ctx(*model, cp);
+  const std::string dir = test::temp_dir();
+  PerfRecorder rec;
+  rec.add_sink(std::make_unique<PerfLogSink>(dir + "/perf.log"));
+  rec.add_sink(std::make_unique<TraceSink>(dir + "/trace.json"));
+  auto sink_owned = std::make_unique<PhaseSink>();
+  PhaseSink* sink = sink_owned.get();
+  rec.add_sink(std::move(sink_owned));
+  auto summary_owned = std::make_unique<SummarySink>(nullptr);
+  SummarySink* summary = summary_owned.get();
+  rec.add_sink(std::move(summary_owned));
+  ctx.set_hooks(&rec);
+  Batch b;
+  for (int i = 0; i < 40; ++i) b.add(10 + i, i, 0, i == 39);  // M = 40 >= rocket's min batch
+  ctx.decode(b);
+  rec.finish();
+  ctx.set_hooks(nullptr);
+
+  const std::vector<std::string> want = {"prepare", "submit", "wait", "unpack"};
+  uint64_t npu_nodes = 0;
+  for (const auto& n : sink->nodes) {
+    if (n.backend == "rocket") EXPECT_EQ(n.kernel, "rocket-npu") << n.tensor << ": no fallback on the emulator";
+    if (n.kernel != "rocket-npu") {
+      EXPECT_TRUE(n.phases.empty()) << n.tensor << " on " << n.backend;
+      continue;
+    }
+    ++npu_nodes;
+    ASSERT_EQ(n.phases.size(), want.size()) << n.tensor;
+    int64_t at = n.start_ns;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const PerfPhase& p = n.phases[i];
+      EXPECT_EQ(p.name, want[i]) << n.tensor;
+      EXPECT_GE(p.start_ns, at) << n.tensor << " " << p.name;
+      EXPECT_LE(p.start_ns, p.end_ns) << n.tensor << " " << p.name;
+      at = p.end_ns;
+    }
+    EXPECT_LE(at, n.end_ns) << n.tensor;
+  }
+  EXPECT_GE(npu_nodes, 14u) << "the 40-token batch's matmuls (but the one-row output) run on the NPU";
+
+  // summary: per backend and phase, one count per NPU node, in the order run
+  const std::string text = summary->text();
+  size_t at_text = text.find("perf summary: phases inside nodes");
+  ASSERT_NE(at_text, std::string::npos) << text;
+  for (const std::string& p : want) {
+    ASSERT_TRUE(summary->phases().count("rocket " + p)) << p << "\n" << text;
+    EXPECT_EQ(summary->phases().at("rocket " + p).count, npu_nodes) << p;
+    const size_t row = text.find("rocket " + p, at_text);
+    EXPECT_NE(row, std::string::npos) << p << "\n" << text;
+    at_text = row;
+  }
+  EXPECT_EQ(summary->phases().size(), want.size());
+
+  // perf log: phase_<name>_us and phase_<name>_start_us on the rocket lines, in order, inside the node
+  std::ifstream f(dir + "/perf.log");
+  std::string line;
+  uint64_t phase_lines = 0;
+  while (std::getline(f, line)) {
+    auto kv = parse_line(line);
+    if (kv["kernel"] != "rocket-npu") {
+      EXPECT_EQ(line.find("|phase_"), std::string::npos) << line;
+      continue;
+    }
+    ++phase_lines;
+    double at = std::stod(kv["start_us"]);
+    for (const std::string& p : want) {
+      ASSERT_TRUE(kv.count("phase_" + p + "_us") && kv.count("phase_" + p + "_start_us")) << p << " in " << line;
+      const double start = std::stod(kv["phase_" + p + "_start_us"]), dur = std::stod(kv["phase_" + p + "_us"]);
+      EXPECT_GE(start, at - 2e-3) << p << " in " << line;
+      EXPECT_GE(dur, 0.0) << line;
+      at = start + dur;
+    }
+    EXPECT_LE(at, std::stod(kv["end_us"]) + 2e-3) << line;
+    EXPECT_LT(line.find("|phase_prepare_us="), line.find("|phase_unpack_us=")) << "phases in the order run";
+  }
+  EXPECT_EQ(phase_lines, npu_nodes);
+
+  // trace: each phase a slice on its node's track, inside the node's slice
+  std::ifstream tf(dir + "/trace.json");
+  const nlohmann::json trace = nlohmann::json::parse(tf);
+  std::map<std::string, std::vector<const nlohmann::json*>> nodes_by_name;
+  std::vector<const nlohmann::json*> phases;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "phase")
+      phases.push_back(&e);
+    else
+      nodes_by_name[e["name"].get<std::string>()].push_back(&e);
+  }
+  EXPECT_EQ(phases.size(), npu_nodes * want.size());
+  for (const nlohmann::json* p : phases) {
+    const double ts = (*p)["ts"].get<double>(), end = ts + (*p)["dur"].get<double>();
+    bool inside = false;
+    for (const nlohmann::json* n : nodes_by_name[(*p)["args"]["node"].get<std::string>()]) {
+      const double nts = (*n)["ts"].get<double>(), nend = nts + (*n)["dur"].get<double>();
+      inside |= (*n)["tid"] == (*p)["tid"] && ts >= nts - 2e-3 && end <= nend + 2e-3;
+    }
+    EXPECT_TRUE(inside) << p->dump();
+  }
 }
 
 TEST(PerfEvents, NoHooksMeansNoEvents) {

@@ -11,8 +11,8 @@
 #include <random>
 
 #include "backends/rocket/driver/emulator/emulator_driver.h"
-#include "backends/rocket/host/hadamard.h"
 #include "backends/rocket/host/npu_gemm.h"
+#include "backends/rocket/scheme/hadamard.h"
 #include "core/error.h"
 #include "rocket/fault_driver.h"
 

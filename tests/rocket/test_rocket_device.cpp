@@ -103,11 +103,20 @@ Accuracy measure_accuracy(const std::string& stem, RocketOptions o) {
   EXPECT_EQ(model->weight_placement().at(model->weight("blk.1.ffn_down.weight")).device, s.rocket);
   CountingHooks hooks;
   const Logits got = run_model(*model, toks, forced, &hooks);
-  EXPECT_GT(s.rocket->stats().nodes_npu, 0u);
-  EXPECT_EQ(s.rocket->stats().nodes_fallback, 0u) << s.rocket->stats().last_error;
+  EXPECT_GT(s.rocket->rocket_stats().nodes_npu, 0u);
+  EXPECT_EQ(s.rocket->rocket_stats().nodes_fallback, 0u) << s.rocket->rocket_stats().last_error;
   EXPECT_EQ(hooks.open_, 0);
   EXPECT_EQ(hooks.non_matmul, 0);
-  EXPECT_EQ(uint64_t(hooks.rocket_nodes), s.rocket->stats().nodes_npu);
+  EXPECT_EQ(uint64_t(hooks.rocket_nodes), s.rocket->rocket_stats().nodes_npu);
+  // The same counters through the generic Device interface, as `opal bench` reads them.
+  const DeviceStats generic = s.rocket->stats();
+  EXPECT_EQ(generic.get("nodes_run"), double(s.rocket->rocket_stats().nodes_npu));
+  EXPECT_EQ(generic.get("nodes_fallback"), 0.0);
+  EXPECT_EQ(generic.get("submits"), double(s.rocket->rocket_stats().submits));
+  EXPECT_GT(generic.get("predicted_s"), 0.0);
+  EXPECT_EQ(generic.get("predicted_s"), s.rocket->rocket_stats().predicted_s);
+  EXPECT_EQ(generic.get("no_such_counter"), 0.0);
+  EXPECT_FALSE(generic.prediction.model.empty());
   EXPECT_EQ(hooks.kernels, std::set<std::string>{"rocket-npu"});
 
   Accuracy acc;
@@ -195,10 +204,10 @@ TEST(RocketDevice, MinBatchSendsSmallBatchesToTheCpu) {
   EXPECT_EQ(q.device, s.rocket) << q.reason;
   CountingHooks hooks;
   run_model(*model, g.prompt, {}, &hooks);
-  const uint64_t after_prompt = s.rocket->stats().nodes_npu;
+  const uint64_t after_prompt = s.rocket->rocket_stats().nodes_npu;
   EXPECT_GE(after_prompt, 14u);  // 7 matmuls per layer x 2 layers (+ output)
   run_model(*model, {g.prompt[0]}, first(g.greedy, 2), &hooks);  // M = 1 everywhere
-  EXPECT_EQ(s.rocket->stats().nodes_npu, after_prompt);
+  EXPECT_EQ(s.rocket->rocket_stats().nodes_npu, after_prompt);
 
   // The reason users see.
   Tensor w, x, mm;
@@ -243,9 +252,9 @@ TEST(RocketDevice, SubmitFaultFallsBackToTheCpu) {
     CountingHooks hooks;
     const Logits got = run_model(*model, g.prompt, first(g.greedy, 1), &hooks);
     EXPECT_GT(fd->faults, 0u);
-    EXPECT_EQ(s.rocket->stats().nodes_npu, 0u);
-    EXPECT_GT(s.rocket->stats().nodes_fallback, 0u);
-    EXPECT_FALSE(s.rocket->stats().last_error.empty());
+    EXPECT_EQ(s.rocket->rocket_stats().nodes_npu, 0u);
+    EXPECT_GT(s.rocket->rocket_stats().nodes_fallback, 0u);
+    EXPECT_FALSE(s.rocket->rocket_stats().last_error.empty());
     EXPECT_EQ(hooks.kernels, std::set<std::string>{"rocket-cpu-fallback"});
     // The fallback is the CPU's own kernel on the GGUF bytes: the CPU's logits.
     EXPECT_EQ(got.prompt, want.prompt);

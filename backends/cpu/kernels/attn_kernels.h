@@ -1,6 +1,6 @@
 // Vector helpers for CPU attention over an f16 KV cache, per ISA (the
 // matmul kernels' dispatch: isa.h). Null under the scalar ISA, where
-// ops/attention.cpp uses the scalar forms of kernels/ref/llama_order.h.
+// ops/attention.cpp uses the scalar forms of kernels/llama_order.h.
 // Every helper returns exactly what its scalar form returns (llama.cpp's
 // summation orders), so the ISA never changes a result.
 #pragma once

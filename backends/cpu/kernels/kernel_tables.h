@@ -11,4 +11,9 @@ const MatmulKernels* avx2_matmul_kernels(DType weight_type);
 const MatmulKernels* avx512_matmul_kernels(DType weight_type);
 const MatmulKernels* neon_matmul_kernels(DType weight_type);
 
+// round_activations() in portable scalar code (ref/matmul_ref.cpp); the
+// dispatcher uses an ISA's hardware f16 rounding (the same values) instead
+// where the selected ISA has one.
+void ref_round_activations(DType act_type, const float* x, float* out, int64_t k);
+
 }  // namespace opal::cpu

@@ -1,6 +1,9 @@
 // matmul_kernels(): the selected ISA's entry for a weight type, falling back
-// per type to the next lower ISA (avx512 -> avx2 -> scalar, neon -> scalar).
+// per type to the next lower ISA (avx512 -> avx2 -> scalar, neon -> scalar);
+// round_activations(): the selected ISA's f16 rounding, else the reference's.
 #include "backends/cpu/kernels/kernel_tables.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 
 namespace opal::cpu {
 
@@ -24,5 +27,16 @@ const MatmulKernels* matmul_kernels(DType weight_type, Isa isa) {
 }
 
 const MatmulKernels* matmul_kernels(DType weight_type) { return matmul_kernels(weight_type, selected_isa()); }
+
+void round_activations(DType act_type, const float* x, float* out, int64_t k) {
+#if defined(__x86_64__) || defined(__i386__)
+  // The same round-to-nearest-even in hardware (F16C) when a SIMD ISA is selected.
+  if (act_type == DType::F16) {
+    if (selected_isa() == Isa::avx512) return avx512::round_f16(x, out, k);
+    if (selected_isa() == Isa::avx2) return avx2::round_f16(x, out, k);
+  }
+#endif
+  ref_round_activations(act_type, x, out, k);
+}
 
 }  // namespace opal::cpu

@@ -6,7 +6,7 @@
 // ATTENTION, per token t and query head h (kv head g = h / (Hq / Hkv)), in
 // the arithmetic of llama.cpp's non-flash-attention graph (K*Q with
 // ggml_mul_mat, ggml_soft_max_ext, V*P with ggml_mul_mat), so that the results
-// match its CPU backend bit for bit (kernels/ref/llama_order.h, docs/fidelity.md):
+// match its CPU backend bit for bit (kernels/llama_order.h, docs/fidelity.md):
 //   visible cells: same seq as the token, pos <= the token's pos (causal);
 //   q is rounded to the cache type (ggml converts the other MUL_MAT operand
 //   to the f16 cache type);
@@ -39,7 +39,7 @@
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
-#include "backends/cpu/kernels/ref/llama_order.h"
+#include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 

@@ -5,11 +5,11 @@
 // SILU and SWIGLU compute silu as llama.cpp's AVX-512 build does
 // (ggml_vec_silu_f32 / ggml_vec_swiglu_f32): ggml_v_silu's polynomial exp on
 // each row's whole 16-element chunks, the C library's expf on the tail
-// (kernels/ref/llama_order.h).
+// (kernels/llama_order.h).
 #include <cmath>
 
 #include "backends/cpu/kernels/convert.h"
-#include "backends/cpu/kernels/ref/llama_order.h"
+#include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 

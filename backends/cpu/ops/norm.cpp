@@ -1,10 +1,10 @@
 // Row reductions on f32: RMS_NORM (sum of squares in double, then
 // x * 1/sqrtf(mean + eps), as ggml), SOFTMAX (max-subtracted exp, sum in
 // double, multiply by 1/sum; exp and the sum's grouping as llama.cpp's
-// AVX-512 build, kernels/ref/llama_order.h), SUM_ROWS (double accumulation).
+// AVX-512 build, kernels/llama_order.h), SUM_ROWS (double accumulation).
 #include <cmath>
 
-#include "backends/cpu/kernels/ref/llama_order.h"
+#include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 

@@ -8,7 +8,7 @@
 //   activations per input row m: s_x[m] = max_k |X[m,k]| / 127, same rounding,
 //               at run time, packed NC1HWC2 (C2 = 16), rows padded to M' = align4(M).
 //   rotation    optionally both operands are first rotated along K by the same
-//               orthogonal block-Hadamard matrix (host/hadamard.h), which leaves
+//               orthogonal block-Hadamard matrix (scheme/hadamard.h), which leaves
 //               X W^T unchanged and makes per-row int8 more accurate.
 //   planes      each operand is one int8 plane (8-bit) or two ("16-bit"): the hi
 //               plane as above and a lo plane holding the rounding residual,
@@ -38,66 +38,26 @@
 // (input, output) that may be shared between gemms run one after another.
 // Faults: a driver error, a PREP timeout or an output sentinel left
 // untouched (SUBMIT swallows per-job errors) throw opal::Error.
+// The shape of the scheme (precision and planes, K segments, N slices, the
+// rotation) is scheme/gemm_scheme.h, shared with the performance model.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/rocket/driver/driver.h"
 #include "backends/rocket/lower/tiling.h"
+#include "backends/rocket/scheme/gemm_scheme.h"
 
 namespace opal::rocket {
-
-inline constexpr unsigned kMaxGemmRows = 2044;  // M' <= 2047 (11-bit DATAIN_HEIGHT), a multiple of 4
 
 // Symmetric per-row int8 quantization: returns the scale (0 for an all-zero
 // row, whose q are all 0); q[i] = clamp(round(x[i] / scale), -127, 127).
 // With `lo`, also the residual plane lo[i] = round((x[i] / scale - q[i]) * kLoPlaneScale).
 float quantize_row_int8(const float* x, int64_t n, int8_t* q, int8_t* lo = nullptr);
-
-// The weight of a lo plane relative to its hi plane: x ~= s (hi + lo / kLoPlaneScale).
-inline constexpr float kLoPlaneScale = 254.0f;
-
-// Operand precision on the int8 NPU: "8" = one int8 plane, "16" = a hi and a lo
-// int8 plane (~15 bits; see the scheme above). w16a16 runs 3 int8 GEMMs per
-// matmul, w8a16 / w16a8 2, w8a8 1. The backend default is w16a16: the only one
-// that keeps tiny-qwen3 within the q8_0 logit bar (docs/backends/rocket.md).
-enum class Precision { W8A8, W8A16, W16A8, W16A16 };
-inline constexpr Precision kDefaultPrecision = Precision::W16A16;
-const char* precision_name(Precision p);
-Precision parse_precision(const std::string& s);  // "w8a8", "w8a16", "w16a8", "w16a16"
-unsigned weight_planes(Precision p);
-unsigned input_planes(Precision p);
-
-// One int8 GEMM of a plane-split matmul: input plane x times weight plane w
-// (0 = hi, 1 = lo); its int32 result weighs kLoPlaneScale^-(x + w).
-struct PlaneTerm {
-  unsigned x = 0, w = 0;
-};
-// The products computed for the given plane counts, hi x hi first (lo x lo is dropped).
-std::vector<PlaneTerm> plane_terms(unsigned input_planes, unsigned weight_planes);
-
-struct KSegment {
-  unsigned k0 = 0, k = 0;  // channels [k0, k0 + k) of the padded K
-};
-// Cuts a padded K (a multiple of 32) into segments of at most max_k (a multiple of 32).
-std::vector<KSegment> split_k(unsigned k_padded, unsigned max_k = 8192);
-// Cuts N into `parts` ranges, each a multiple of 32 except the last; empty ranges are dropped.
-std::vector<std::pair<unsigned, unsigned>> split_n(unsigned n, unsigned parts);
-inline constexpr unsigned kMaxSliceN = 8192;  // output channels per convolution (13-bit DPU fields)
-
-// How both operands are quantized (weights at load, activations per run).
-struct QuantScheme {
-  unsigned rotation_block = 0;  // 0: no rotation; else a power of two dividing the padded K
-  unsigned group = 0;           // K channels per scale (a multiple of 32); 0: one scale per row
-  unsigned weight_planes = 1;   // int8 planes per operand: 1 or 2 (hi + lo)
-  unsigned input_planes = 1;
-};
-// The scheme for a K: rotation over the largest power-of-two block (if asked),
-// the group size rounded to a multiple of 32 (the last group may be shorter)
-// and the planes of each operand.
-QuantScheme make_scheme(unsigned k, bool rotate, unsigned group, Precision precision);
 
 // A weight quantized under a scheme: q [planes][n][k_padded] (zero padding),
 // scales [n][groups] with groups = split_k(k_padded, group or 8192); the lo
@@ -209,9 +169,19 @@ class ScratchPool {
   std::vector<Entry> entries_;
 };
 
+// The phases of one run(), in order: quantize + pack the activations on the
+// host; hand the inputs and output sentinels to each core and SUBMIT; wait
+// for the outputs (PREP_BO); check, sum and dequantize the int32 outputs.
+inline constexpr const char* kGemmPhases[] = {"prepare", "submit", "wait", "unpack"};
+inline constexpr size_t kGemmPhaseCount = std::size(kGemmPhases);
+
 // Work counted by the last run(), for the performance model and tests.
 struct GemmRunInfo {
   unsigned submits = 0, jobs = 0, tasks = 0;
+  // With run(..., timed = true): phase i of kGemmPhases ran from t_ns[i] to
+  // t_ns[i + 1], on the clock of RunHooks::node_phase (phase_clock_ns).
+  std::array<int64_t, kGemmPhaseCount + 1> t_ns{};
+  bool timed = false;
 };
 
 class NpuGemm {
@@ -224,7 +194,8 @@ class NpuGemm {
 
   // x: M rows of K floats (row stride x_stride floats); y: M rows, N floats
   // written at stride y_stride. Allocation-free. Throws opal::Error on a fault.
-  void run(const float* x, int64_t x_stride, float* y, int64_t y_stride);
+  // `timed`: record the phase boundaries in last_run().t_ns.
+  void run(const float* x, int64_t x_stride, float* y, int64_t y_stride, bool timed = false);
 
   unsigned m() const { return m_; }
   unsigned m_padded() const { return m_padded_; }

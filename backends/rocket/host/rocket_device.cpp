@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "backends/rocket/driver/emulator/emulator_driver.h"
-#include "backends/rocket/host/hadamard.h"
 #include "backends/rocket/perf/perf_model.h"
+#include "backends/rocket/scheme/hadamard.h"
 #include "core/error.h"
 #include "core/quant.h"
 
@@ -142,6 +142,22 @@ Support RocketDevice::supports_gemm(const Tensor& node, bool check_batch) const 
 
 Support RocketDevice::supports(const Tensor& node) const { return supports_gemm(node, true); }
 
+DeviceStats RocketDevice::stats() const {
+  DeviceStats d;
+  d.values = {{"nodes_run", double(stats_.nodes_npu)},
+              {"nodes_fallback", double(stats_.nodes_fallback)},
+              {"plans_compiled", double(stats_.plans_compiled)},
+              {"submits", double(stats_.submits)},
+              {"jobs", double(stats_.jobs)},
+              {"tasks", double(stats_.tasks)},
+              {"predicted_s", stats_.predicted_s}};
+  d.prediction.model = "RK3588 NPU, performance model: 3 cores at 1 GHz, docs/backends/rocket.md";
+  d.prediction.scope = "matmuls the NPU ran; everything else (attention, norms, CPU fallbacks) is not modelled";
+  d.prediction.nodes = "NPU matmuls";
+  d.prediction.only = "matmul-only";
+  return d;
+}
+
 Support RocketDevice::supports_weight(const Tensor& weight, const std::vector<const Tensor*>& consumers) const {
   if (consumers.empty()) return Support::no("no op reads it");
   if (drivers_.empty()) return Support::no("rocket has no NPU driver");
@@ -190,8 +206,12 @@ void RocketExecutor::run(Plan& plan, RunHooks* hooks) {
     if (rn.gemm) {
       try {
         const Tensor& x = *n.src[1];
-        rn.gemm->run(static_cast<const float*>(x.data), x.ne[0], static_cast<float*>(n.data), n.ne[0]);
+        rn.gemm->run(static_cast<const float*>(x.data), x.ne[0], static_cast<float*>(n.data), n.ne[0],
+                     hooks != nullptr);
         const rocket::GemmRunInfo& info = rn.gemm->last_run();
+        if (hooks && info.timed)
+          for (size_t i = 0; i < rocket::kGemmPhaseCount; ++i)
+            hooks->node_phase(dev_, n, rocket::kGemmPhases[i], info.t_ns[i], info.t_ns[i + 1]);
         st.submits += info.submits;
         st.jobs += info.jobs;
         st.tasks += info.tasks;

@@ -14,7 +14,9 @@
 //     (tiling + regcmd streams), then per run quantizes activations per row,
 //     submits, waits, dequantizes. A driver error, PREP timeout or untouched
 //     output sentinel makes that node fall back to the CPU kernel (counted,
-//     reported once on stderr). RunHooks are called around every node.
+//     reported once on stderr). RunHooks are called around every node, and
+//     with hooks each NPU node reports its phases (prepare, submit, wait,
+//     unpack: host/npu_gemm.h kGemmPhases) through RunHooks::node_phase.
 #pragma once
 #include <map>
 #include <memory>
@@ -37,7 +39,7 @@ struct RocketOptions {
   double timeout_s = 2.0;                    // PREP_BO deadline per submit (the kernel's job timeout is 0.5 s)
   int priority = 50;
   bool fallback_to_cpu = true;               // on a fault; false: the error propagates
-  bool rotate = true;                        // block-Hadamard rotation of K before int8 (host/hadamard.h)
+  bool rotate = true;                        // block-Hadamard rotation of K before int8 (scheme/hadamard.h)
   unsigned group = 0;                        // K channels per int8 scale (multiple of 32); 0 = one per row
   // int8 planes per operand: w16a16 (default: hi + lo planes for both, 3 int8
   // GEMMs per matmul, meets the q8_0 logit bar on every golden model), w8a16,
@@ -113,8 +115,11 @@ class RocketDevice : public Device {
   RocketOptions& mutable_options() { return options_; }
   const std::vector<rocket::Driver*>& drivers() const { return driver_ptrs_; }
   RocketWeightBufferType& weights() { return weights_; }
-  const RocketStats& stats() const { return stats_; }
+  const RocketStats& rocket_stats() const { return stats_; }
   RocketStats& mutable_stats() { return stats_; }
+  // The counters above as generic DeviceStats (nodes_run = nodes_npu,
+  // predicted_s with the performance model's description), for tools.
+  DeviceStats stats() const override;
 
  private:
   friend class RocketExecutor;

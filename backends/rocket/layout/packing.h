@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "backends/rocket/lower/conv_op.h"
+#include "backends/rocket/op/conv_op.h"
 
 namespace opal::rocket {
 

@@ -18,7 +18,7 @@
 #pragma once
 #include <vector>
 
-#include "backends/rocket/lower/conv_op.h"
+#include "backends/rocket/op/conv_op.h"
 
 namespace opal::rocket {
 

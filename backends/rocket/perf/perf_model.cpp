@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "backends/rocket/abi/job.h"
-#include "backends/rocket/host/npu_gemm.h"
+#include "backends/rocket/scheme/gemm_scheme.h"
 #include "core/error.h"
 
 namespace opal::rocket {

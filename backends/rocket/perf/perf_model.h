@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "backends/rocket/driver/emulator/npu_emulator.h"
-#include "backends/rocket/host/npu_gemm.h"
 #include "backends/rocket/lower/tiling.h"
+#include "backends/rocket/scheme/gemm_scheme.h"
 
 namespace opal::rocket {
 

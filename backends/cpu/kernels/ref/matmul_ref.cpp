@@ -1,9 +1,9 @@
 // Reference matmul kernels. The activations are kept as f32 values already
-// rounded through the vec_dot type (round_activations), so results carry the
+// rounded through the vec_dot type (ref_round_activations), so results carry the
 // same activation rounding as llama.cpp's.
 //
 // Summation orders, so that the reference gives llama.cpp's results bit for
-// bit where its arithmetic is known (kernels/ref/llama_order.h,
+// bit where its arithmetic is known (kernels/llama_order.h,
 // docs/fidelity.md); the SIMD kernels use the same orders:
 //   F32 / F16: tinyBLAS (one 16-lane FMA accumulator) for >= 2 activation
 //     rows and k % 16 == 0, else ggml_vec_dot_f32 / _f16 (4 x 16 lanes over
@@ -24,9 +24,7 @@
 
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/kernel_tables.h"
-#include "backends/cpu/kernels/ref/llama_order.h"
-#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
-#include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+#include "backends/cpu/kernels/llama_order.h"
 #include "core/quant.h"
 #include "core/quant/activation.h"
 #include "core/quant/blocks.h"
@@ -37,7 +35,7 @@ namespace {
 uint64_t ref_act_row_bytes(int64_t k) { return uint64_t(k) * sizeof(float); }
 
 void ref_convert_act(DType act_type, const float* x, uint8_t* dst, int64_t k) {
-  round_activations(act_type, x, reinterpret_cast<float*>(dst), k);
+  ref_round_activations(act_type, x, reinterpret_cast<float*>(dst), k);
 }
 
 int64_t ref_scratch_floats(int64_t k) { return k; }
@@ -186,15 +184,10 @@ DType activation_type_for(DType w) {
   }
 }
 
-void round_activations(DType act_type, const float* x, float* out, int64_t k) {
+void ref_round_activations(DType act_type, const float* x, float* out, int64_t k) {
   switch (act_type) {
     case DType::F32: std::memcpy(out, x, size_t(k) * 4); return;
     case DType::F16:
-      // The same round-to-nearest-even in hardware (F16C) when a SIMD ISA is selected.
-#if defined(__x86_64__) || defined(__i386__)
-      if (selected_isa() == Isa::avx512) return avx512::round_f16(x, out, k);
-      if (selected_isa() == Isa::avx2) return avx2::round_f16(x, out, k);
-#endif
       for (int64_t i = 0; i < k; ++i) out[i] = f16_to_f32(f32_to_f16(x[i]));
       return;
     case DType::BF16:

@@ -1,5 +1,5 @@
 // f16 KV-cache dot products and axpy for attention with AVX2 + F16C, in
-// llama.cpp's AVX-512 summation orders (kernels/ref/llama_order.h): each
+// llama.cpp's AVX-512 summation orders (kernels/llama_order.h): each
 // 16-lane accumulator is a pair of 8-lane registers (lanes 0-7, 8-15), and the
 // final reduction follows reduce_add16 exactly, so results equal the AVX-512
 // and scalar forms bit for bit.

@@ -1,6 +1,6 @@
 // F32, F16 and BF16 weights with AVX2 + FMA + F16C.
 // F32 and F16 reproduce llama.cpp's AVX-512 orders exactly as the reference
-// and x86_avx512/float_avx512.cpp do (kernels/ref/llama_order.h): each
+// and x86_avx512/float_avx512.cpp do (kernels/llama_order.h): each
 // 16-lane accumulator is a pair of 8-lane registers (lanes 0-7, 8-15) and the
 // final reductions follow reduce_add16. For >= 2 activation rows and
 // k % 16 == 0 one 16-lane accumulator per output (tinyBLAS; tiles of 2 x 2),
@@ -11,7 +11,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cstring>
 
-#include "backends/cpu/kernels/ref/llama_order.h"
+#include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -135,7 +135,7 @@ void gemm_llama_order(const GemmArgs& g) {
     drive<VecDotKernel<W>, 2, 1>(g);
 }
 
-// BF16 as llama.cpp's AVX512_BF16 build (vdpbf16ps, kernels/ref/llama_order.h),
+// BF16 as llama.cpp's AVX512_BF16 build (vdpbf16ps, kernels/llama_order.h),
 // as x86_avx512/float_avx512.cpp does it: a 16-lane accumulator is (lo, hi);
 // per 32 elements lane j adds the product of elements 2j+1, then of 2j.
 struct Bf16Pairs {

@@ -108,7 +108,7 @@ struct LegacyKernel {
   }
 };
 
-// Q4_0 in llama.cpp's repacked-Q4_0 order (kernels/ref/llama_order.h
+// Q4_0 in llama.cpp's repacked-Q4_0 order (kernels/llama_order.h
 // block_exact): each block's exact int32 sum, then one FMA by d_w * d_x.
 template <class T>
 struct BlockwiseKernel {

@@ -1,5 +1,5 @@
 // f16 KV-cache dot products and axpy for attention with AVX-512 (vcvtph2ps),
-// in llama.cpp's summation orders (kernels/ref/llama_order.h): one 16-lane
+// in llama.cpp's summation orders (kernels/llama_order.h): one 16-lane
 // FMA accumulator (tinyBLAS), or four over steps of 64 with a double tail
 // (ggml_vec_dot_f16). _mm512_reduce_add_ps is the reduce_add16 tree.
 // The block helpers work on K/V rows widened to f32 once for many query rows:

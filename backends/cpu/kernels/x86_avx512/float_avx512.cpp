@@ -3,7 +3,7 @@
 // reference keeps them, so each product w * x is exact in f32 for F16/BF16
 // weights; F16 weights are widened with vcvtph2ps, BF16 by a 16-bit shift.
 // F32 and F16 follow llama.cpp's orders exactly as the reference does
-// (kernels/ref/llama_order.h): for >= 2 activation rows and k % 16 == 0 one
+// (kernels/llama_order.h): for >= 2 activation rows and k % 16 == 0 one
 // 16-lane FMA accumulator per output (tinyBLAS; tiles of 4 weight rows x 4
 // activation rows), otherwise ggml_vec_dot's 4 accumulators over steps of 64
 // and a scalar tail (float for F32, double for F16; tiles of 4 x 1).
@@ -14,7 +14,7 @@
 
 #include <cstring>
 
-#include "backends/cpu/kernels/ref/llama_order.h"
+#include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 
@@ -123,7 +123,7 @@ void gemm_llama_order(const GemmArgs& g) {
     drive<VecDotKernel<W>, 4, 1>(g);
 }
 
-// BF16 as llama.cpp's AVX512_BF16 build (vdpbf16ps, kernels/ref/llama_order.h):
+// BF16 as llama.cpp's AVX512_BF16 build (vdpbf16ps, kernels/llama_order.h):
 // per 32 elements, lane j adds the product of elements 2j+1, then of 2j.
 // The bf16 pair of a weight dword splits exactly into two f32 values (shift /
 // mask), the f32 activations are split into even and odd elements by a

@@ -1,5 +1,5 @@
 // Block Walsh-Hadamard rotation with fixed signs (see hadamard.h).
-#include "backends/rocket/host/hadamard.h"
+#include "backends/rocket/scheme/hadamard.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // ConvOp construction and the subset of convolutions the builder supports.
-#include "backends/rocket/lower/conv_op.h"
+#include "backends/rocket/op/conv_op.h"
 
 #include <algorithm>
 

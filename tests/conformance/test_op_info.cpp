@@ -1,0 +1,124 @@
+// The op-info table (graph/op_info.h): one complete row per op that every
+// consumer reads — names, arity, costs, OPAL_PERF fields, tolerances and the
+// conformance case dtypes — with the numbers each consumer used before the
+// table existed pinned here, so a wrong row fails a test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "backends/factory/op_cases.h"
+#include "backends/shadow/tolerance.h"
+#include "core/error.h"
+#include "graph/op_info.h"
+#include "graph/perf/node_cost.h"
+
+namespace opal {
+namespace {
+
+Tensor* input(Graph& g, DType t, std::array<int64_t, 4> ne) { return g.new_leaf("x", t, ne, TensorRole::Input); }
+
+TEST(OpInfo, OneRowPerOpWithItsOwnName) {
+  std::set<std::string> names;
+  for (int i = 0; i < int(Op::Count); ++i) {
+    const OpInfo& r = op_info(Op(i));
+    EXPECT_EQ(r.op, Op(i));
+    EXPECT_STREQ(r.name, op_name(Op(i)));
+    EXPECT_TRUE(names.insert(r.name).second) << r.name;
+    EXPECT_LE(r.n_optional, r.n_src);
+  }
+  EXPECT_STREQ(op_name(Op::MulMat), "MUL_MAT");
+  EXPECT_STREQ(op_name(Op::Count), "?");
+  EXPECT_THROW(op_info(Op::Count), Error);
+}
+
+TEST(OpInfo, ArityMatchesTheBuilders) {
+  Graph g;
+  Tensor* x = input(g, DType::F32, {64, 2, 3, 1});
+  Tensor* pos = g.new_leaf("pos", DType::I32, {3, 1, 1, 1}, TensorRole::Input);
+  Tensor* r = g.rope(x, pos, nullptr, 64, RopeMode::Neox, 10000.0f, 1.0f);  // frequency factors are optional
+  EXPECT_EQ(op_info(Op::Rope).n_src, 3);
+  EXPECT_EQ(op_info(Op::Rope).n_optional, 1);
+  EXPECT_EQ(r->src[2], nullptr);
+  EXPECT_EQ(op_info(Op::Attention).n_src, 5);
+  EXPECT_EQ(op_info(Op::MulMatId).n_src, 3);
+  EXPECT_EQ(op_info(Op::Add).n_src, 2);
+  EXPECT_EQ(op_info(Op::None).n_src, 0);
+  for (const Tensor* n : g.nodes()) {
+    const OpInfo& info = op_info(n->op);
+    for (int i = info.n_src; i < kMaxSrc; ++i) EXPECT_EQ(n->src[i], nullptr) << n->name;
+  }
+}
+
+TEST(OpInfo, CostsAreTheCostModel) {
+  Graph g;
+  Tensor* w = g.new_leaf("w", DType::F32, {256, 64, 1, 1}, TensorRole::Weight);
+  Tensor* x = input(g, DType::F32, {256, 4, 1, 1});
+  Tensor* mm = g.mul_mat(w, x);
+  EXPECT_EQ(node_cost(*mm).flops, 2.0 * 256 * 64 * 4);
+  EXPECT_EQ(node_cost(*mm).bytes, uint64_t(256 * 64 * 4 + 256 * 4 * 4 + 64 * 4 * 4));
+  Tensor* n = g.rms_norm(x, 1e-5f);
+  EXPECT_EQ(node_cost(*n).flops, 4.0 * 256 * 4);
+  EXPECT_EQ(node_cost(*g.softmax(x)).flops, 5.0 * 256 * 4);
+  EXPECT_EQ(node_cost(*g.add(x, x)).flops, 256.0 * 4);
+  EXPECT_EQ(node_cost(*g.sum_rows(x)).flops, 256.0 * 4);
+  EXPECT_EQ(node_cost(*g.cpy(x, DType::F16)).flops, 0.0);
+  Tensor* v = g.reshape(x, {1024, 1, 1, 1});
+  EXPECT_EQ(node_cost(*v).flops, 0.0);
+  EXPECT_EQ(node_cost(*v).bytes, 0u);
+  // KV_STORE writes its T columns of the cache, not the whole cache.
+  Tensor* cache = g.new_leaf("cache", DType::F16, {256, 100, 1, 1}, TensorRole::Cache);
+  Tensor* cells = g.new_leaf("cells", DType::I32, {4, 1, 1, 1}, TensorRole::Input);
+  Tensor* st = g.kv_store(cache, x, cells);
+  EXPECT_EQ(node_cost(*st).bytes, uint64_t(256 * 4 * 4 + 4 * 4 + 256 * 4 * 2));
+}
+
+TEST(OpInfo, PerfFieldsAreTheRows) {
+  Graph g;
+  Tensor* w = g.new_leaf("w", DType::Q8_0, {256, 64, 1, 1}, TensorRole::Weight);
+  Tensor* x = input(g, DType::F32, {256, 4, 1, 1});
+  Tensor* mm = g.mul_mat(w, x);
+  EXPECT_EQ(op_info(Op::MulMat).perf_fields(*mm), "|wtype=q8_0|k=256|n=64|m=4");
+  EXPECT_EQ(op_info(Op::TopK).perf_fields(*g.top_k(x, 3)), "|k=3");
+  EXPECT_EQ(op_info(Op::Add).perf_fields(*g.add(x, x)), "");
+}
+
+TEST(OpInfo, TolerancesPerOpAndDtype) {
+  Graph g;
+  Tensor* x = input(g, DType::F32, {64, 4, 1, 1});
+  Tensor* w = g.new_leaf("w", DType::Q4_0, {64, 8, 1, 1}, TensorRole::Weight);
+  EXPECT_EQ(max_nmse(*g.mul_mat(w, x)), 5e-4);
+  EXPECT_EQ(max_nmse(*g.add(x, x)), 1e-7);
+  EXPECT_EQ(max_nmse(*g.rms_norm(x, 1e-5f)), 1e-7);
+  EXPECT_EQ(max_nmse(*g.top_k(x, 2)), 0.0);
+  EXPECT_EQ(max_nmse(*g.cpy(x, DType::F32)), 1e-12);
+  EXPECT_EQ(max_nmse(*g.cpy(x, DType::BF16)), 1e-5);
+  Tensor* ids = g.new_leaf("ids", DType::I32, {2, 1, 1, 1}, TensorRole::Input);
+  EXPECT_EQ(max_nmse(*g.get_rows(w, ids)), 1e-12);
+  for (DType cache : {DType::F32, DType::F16}) {
+    Tensor* q = input(g, DType::F32, {16, 4, 4, 1});
+    Tensor* k = g.new_leaf("k", cache, {32, 8, 1, 1}, TensorRole::Cache);
+    Tensor* v = g.new_leaf("v", cache, {32, 8, 1, 1}, TensorRole::Cache);
+    Tensor* tok = g.new_leaf("tok", DType::I32, {2, 4, 1, 1}, TensorRole::Input);
+    Tensor* cel = g.new_leaf("cel", DType::I32, {2, 8, 1, 1}, TensorRole::Input);
+    EXPECT_EQ(max_nmse(*g.attention(q, k, v, tok, cel, 2, 0.25f)), cache == DType::F32 ? 1e-6 : 5e-4);
+  }
+}
+
+TEST(OpInfo, CaseDtypesFollowTheRow) {
+  auto has = [](const std::vector<DType>& v, DType t) { return std::find(v.begin(), v.end(), t) != v.end(); };
+  EXPECT_TRUE(has(matrix_dtypes(Op::MulMat), DType::Q4_K));
+  EXPECT_TRUE(has(matrix_dtypes(Op::GetRows), DType::Q8_0));
+  EXPECT_FALSE(has(matrix_dtypes(Op::MulMat), DType::Q8_K));
+  EXPECT_EQ(matrix_dtypes(Op::Attention), (std::vector<DType>{DType::F32, DType::F16, DType::BF16, DType::Q8_0}));
+  EXPECT_EQ(matrix_dtypes(Op::Cpy), matrix_dtypes(Op::KvStore));
+  EXPECT_EQ(matrix_dtypes(Op::Softmax), (std::vector<DType>{DType::F32, DType::F16}));
+  EXPECT_TRUE(matrix_dtypes(Op::View).empty());
+  const std::vector<Op> ops = computing_ops();
+  EXPECT_EQ(ops.size(), size_t(Op::Count) - 2);  // all but NONE and VIEW
+  EXPECT_EQ(ops.front(), Op::GetRows);
+}
+
+}  // namespace
+}  // namespace opal

@@ -1,0 +1,68 @@
+// The context flags of every subcommand that runs a model, with one spelling
+// and one help text: `-c,--ctx-size`, `-b,--batch-size`, `--ub,--ubatch-size`
+// (llama.cpp's -ub), `--ctk,--cache-type-k` (llama.cpp's -ctk) and
+// `-t,--threads`. A subcommand sets its defaults in ContextOptions before
+// registering (they appear in the help) and may leave out flags it does not
+// take (`opal logits` sizes its context from --tokens):
+//
+//   ContextOptions ctx;                          // in the subcommand's options
+//   add_context_options(sub, ctx);               // when registering it (or
+//                                                // add_engine_options: + --isa, --backend, perf)
+//   Context c(*model, ctx.params());             // in the action
+//
+// `opal bench` takes comma lists of the same flags and uses the help texts
+// below with its own list parsing.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/context.h"
+#include "tools/backend_options.h"
+#include "tools/perf_options.h"
+
+namespace opal::tools {
+
+struct ContextOptions {
+  int64_t n_ctx = 0;        // 0: the model's training context
+  int64_t n_batch = 2048;
+  int64_t n_ubatch = 512;
+  std::string cache_type_k = "f16";
+  int threads = 0;          // 0: all cores
+  // The ContextParams these options name; throws opal::Error for an unknown
+  // cache type. Threads are not set: the registry gets them (make_registry).
+  ContextParams params() const;
+};
+
+// Which flags a subcommand takes.
+enum ContextFlag : unsigned {
+  kCtxSizeFlag = 1,
+  kBatchFlag = 2,
+  kUbatchFlag = 4,
+  kCacheTypeFlag = 8,
+  kThreadsFlag = 16,
+  kAllContextFlags = 31,
+};
+
+// Adds the flags to a subcommand; the help shows o's current values as defaults.
+void add_context_options(CLI::App* sub, ContextOptions& o, unsigned flags = kAllContextFlags);
+
+// Every flag of a subcommand that runs a model, besides its own and the load
+// flags: the context flags above, --isa, --backend and the perf flags.
+void add_engine_options(CLI::App* sub, ContextOptions& context, BackendOptions& backend, PerfOptions& perf,
+                        unsigned context_flags = kAllContextFlags);
+
+// The help texts (without the default), shared with `opal bench`'s list flags.
+namespace context_help {
+inline constexpr const char* kCtxSize = "context size in tokens";
+inline constexpr const char* kBatch = "logical batch size: most tokens one decode call takes";
+inline constexpr const char* kUbatch = "physical batch size: most tokens one graph run takes";
+inline constexpr const char* kCacheType = "KV cache type: f16, bf16 or f32";
+inline constexpr const char* kThreads = "compute threads";
+}  // namespace context_help
+
+// Checks a --ctk value: f16, bf16 or f32 (throws opal::Error naming the flag).
+DType parse_cache_type(const std::string& name);
+
+}  // namespace opal::tools
