@@ -205,7 +205,9 @@ TEST(PerfEvents, RocketNodesReportTheirPhasesInOrderInsideTheNode) {
   const std::vector<std::string> want = {"prepare", "submit", "wait", "unpack"};
   uint64_t npu_nodes = 0;
   for (const auto& n : sink->nodes) {
-    if (n.backend == "rocket") EXPECT_EQ(n.kernel, "rocket-npu") << n.tensor << ": no fallback on the emulator";
+    if (n.backend == "rocket") {
+      EXPECT_EQ(n.kernel, "rocket-npu") << n.tensor << ": no fallback on the emulator";
+    }
     if (n.kernel != "rocket-npu") {
       EXPECT_TRUE(n.phases.empty()) << n.tensor << " on " << n.backend;
       continue;

@@ -114,8 +114,9 @@ TEST(CliOptions, ContextFlagsHaveOneHelpText) {
     EXPECT_NE(help.find("compute threads"), std::string::npos) << cmd;
     EXPECT_NE(help.find("--backend"), std::string::npos) << cmd;
     EXPECT_NE(help.find("--perf-log"), std::string::npos) << cmd;
-    if (std::string(cmd) != "logits")
+    if (std::string(cmd) != "logits") {
       EXPECT_NE(help.find("logical batch size: most tokens one decode call takes"), std::string::npos) << cmd;
+    }
   }
   for (const char* cmd : {"run", "chat"}) {
     const std::string help = run(std::string(cmd) + " --help 2>&1");
@@ -128,7 +129,7 @@ TEST(CliOptions, ContextFlagsHaveOneHelpText) {
 TEST(CliOptions, BadCacheTypeIsTheSameErrorEverywhere) {
   const std::string model = test::shared_path("models/stories260K.gguf");
   const std::string out_prefix = test::temp_dir() + "/x";
-  for (const std::string args :
+  for (const std::string& args :
        {"run -m " + model + " -p x", "chat -m " + model + " --single-turn -p x",
         "perplexity -m " + model + " -f /dev/null", "logits -m " + model + " --tokens 1 --out " + out_prefix}) {
     int rc = 0;
