@@ -1,6 +1,7 @@
 // Server lifetime (bind, load, graceful shutdown), authentication, error
 // mapping, and the helpers that turn engine events into JSON and SSE frames.
 #include <fmt/format.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <random>
@@ -242,8 +243,20 @@ int Server::start() {
   register_native_routes(st);
   register_openai_routes(st);
 
+  // Debian's cpp-httplib binds with SO_REUSEPORT (a second server on the same
+  // port would start and split the traffic) and listens with a backlog of 5
+  // (a burst of clients overflows the accept queue: connections stall and
+  // fail). So: SO_REUSEADDR only, and the listening socket's backlog raised
+  // once bound (listen() again on a listening socket resizes its queue).
+  int listen_fd = -1;
+  http.set_socket_options([&listen_fd](int sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd = sock;
+  });
   st.port = st.opts.port == 0 ? http.bind_to_any_port(st.opts.host) : (http.bind_to_port(st.opts.host, st.opts.port) ? st.opts.port : -1);
   if (st.port < 0) fail("cannot listen on {}:{} (address in use or not available)", st.opts.host, st.opts.port);
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   st.listener = std::thread([&http] { http.listen_after_bind(); });
   for (int i = 0; i < 5000 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return st.port;

@@ -238,8 +238,7 @@ int run_chat(const ChatOptions& o_in) {
 void add_chat_command(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
   CLI::App* sub = app.add_subcommand("chat", "Chat with a model in the terminal (stdin lines are user turns)");
-  sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
-  add_load_options(sub, &o->load);
+  add_model_options(sub, &o->model, &o->load, ModelDefault::BuiltIn);
   sub->add_option("--sys,--system-prompt", o->system_prompt, "system prompt (llama.cpp: -sys)");
   sub->add_option("-p,--prompt", o->prompt, "first user message");
   sub->add_flag("--single-turn", o->single_turn, "answer -p and exit");

@@ -122,8 +122,7 @@ int run_logits(const LogitsOptions& o) {
 void add_logits_command(CLI::App& app) {
   auto o = std::make_shared<LogitsOptions>();
   CLI::App* sub = app.add_subcommand("logits", "Write prompt and greedy-decode logits in the golden-file format");
-  sub->add_option("-m,--model", o->model, "GGUF model")->required();
-  add_load_options(sub, &o->load);
+  add_model_options(sub, &o->model, &o->load, ModelDefault::Required);
   sub->add_option("--tokens", o->tokens, "comma-separated token ids, fed as one batch")->required();
   sub->add_option("--greedy", o->greedy, "greedy tokens to decode one at a time after the prompt");
   sub->add_option("--out", o->out, "output prefix")->required();

@@ -72,8 +72,7 @@ int run_perplexity(const PerplexityOptions& o) {
 void add_perplexity_command(CLI::App& app) {
   auto o = std::make_shared<PerplexityOptions>();
   CLI::App* sub = app.add_subcommand("perplexity", "Perplexity of a text file (llama.cpp's method)");
-  sub->add_option("-m,--model", o->model, "GGUF model")->required();
-  add_load_options(sub, &o->load);
+  add_model_options(sub, &o->model, &o->load, ModelDefault::Required);
   sub->add_option("-f,--file", o->file, "text file")->required();
   // -c is also the chunk size; -b is capped at -c and is also the ubatch size.
   add_engine_options(sub, o->context, o->backend, o->perf, kCtxSizeFlag | kBatchFlag | kCacheTypeFlag | kThreadsFlag);

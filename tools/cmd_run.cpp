@@ -104,8 +104,7 @@ int run_run(RunOptions o) {
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt");
-  sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
-  add_load_options(sub, &o->load);
+  add_model_options(sub, &o->model, &o->load, ModelDefault::BuiltIn);
   sub->add_option("-p,--prompt", o->prompt, "prompt text");
   sub->add_option("-f,--file", o->file, "read the prompt from a file");
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "tokens to generate (-1 = until end of generation)");

@@ -75,8 +75,7 @@ void add_serve_command(CLI::App& app) {
   auto so = std::make_shared<ServeOptions>();
   server::ServerOptions* o = &so->server;
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
-  sub->add_option("-m,--model", o->model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
-  add_load_options(sub, &o->load);
+  add_model_options(sub, &o->model, &o->load, ModelDefault::BuiltIn);
   sub->add_option("--host", o->host, "bind address (127.0.0.1)");
   sub->add_option("--port", o->port, "listen port (8080; 0 = any free port)");
   sub->add_option("--np,--parallel", o->n_parallel, "parallel slots (1); llama.cpp's -np");

@@ -22,4 +22,12 @@ void add_load_options(CLI::App* sub, LoadOptions* opts) {
                          "map, populate and lock the weights in memory (load mode lock)");
 }
 
+void add_model_options(CLI::App* sub, std::string* model, LoadOptions* load, ModelDefault dflt) {
+  if (dflt == ModelDefault::BuiltIn)
+    sub->add_option("-m,--model", *model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
+  else
+    sub->add_option("-m,--model", *model, "GGUF model")->required();
+  add_load_options(sub, load);
+}
+
 }  // namespace opal::tools

@@ -13,4 +13,11 @@ namespace opal::tools {
 // outlive the parse (keep it in the subcommand's options struct).
 void add_load_options(CLI::App* sub, LoadOptions* opts);
 
+// Which model a subcommand runs when -m is not given.
+enum class ModelDefault { BuiltIn, Required };
+
+// `-m,--model FILE` (with the built-in model as default, or required) plus the
+// load-mode flags: the model group of every subcommand that runs a model.
+void add_model_options(CLI::App* sub, std::string* model, LoadOptions* load, ModelDefault dflt);
+
 }  // namespace opal::tools

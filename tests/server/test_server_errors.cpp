@@ -2,6 +2,7 @@
 // server keeps serving afterwards.
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "server/server_test_util.h"
 
 namespace opal::test {
@@ -141,6 +142,24 @@ TEST(ServerAuth, ApiKey) {
   const auto r = s.post("/completion", body, {{"Authorization", "Bearer wrong"}});
   ASSERT_TRUE(r);
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "authentication_error");
+}
+
+// A second server on a port already taken fails to start, naming the address,
+// instead of sharing the port (SO_REUSEPORT) and splitting the traffic.
+TEST(ServerStart, PortInUseIsAnError) {
+  LocalServer first(default_options(1, 256));
+  server::ServerOptions o = default_options(1, 256);
+  o.port = first.port();
+  server::Server second(o);
+  try {
+    second.start();
+    ADD_FAILURE() << "a second server started on port " << first.port();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(first.port())), std::string::npos) << e.what();
+  }
+  second.shutdown();
+  second.wait();
+  EXPECT_EQ(first.get("/health")->status, 200);
 }
 
 }  // namespace
