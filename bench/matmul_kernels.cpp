@@ -29,7 +29,6 @@ namespace {
 using namespace opal;
 using namespace opal::cpu;
 
-
 // Quantized types: random bytes (speed does not depend on the values; the
 // scalar K-quant quantizers would take minutes for these sizes). Float types:
 // random normal values.
@@ -88,36 +87,36 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
   if (n_act == 1)
     state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   else
-    state.counters["GOP/s"] =
-        benchmark::Counter(2.0 * double(rows) * double(kK) * double(n_act) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["GOP/s"] = benchmark::Counter(2.0 * double(rows) * double(kK) * double(n_act) / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(k->name);
 }
 
 const int kRegistered = [] {
-  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                         DType::F16,  DType::BF16, DType::F32};
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K,
+                         DType::Q6_K, DType::F16,  DType::BF16, DType::F32};
   for (Isa isa : supported_isas())
     for (DType t : types) {
       const std::string suffix = std::string(isa_name(isa)) + "/" + dtype_name(t);
-      benchmark::RegisterBenchmark(("decode/" + suffix).c_str(),
-                                   [=](benchmark::State& s) { run(s, isa, t, 8192, 1, 0); })
-          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("decode/" + suffix).c_str(), [=](benchmark::State& s) {
+        run(s, isa, t, 8192, 1, 0);
+      })->Unit(benchmark::kMillisecond);
       if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0)  // SmolLM2's shape: many small matrices
-        benchmark::RegisterBenchmark(("decode-576/" + suffix).c_str(),
-                                     [=](benchmark::State& s) { run(s, isa, t, 576, 1, 0, 576); })
-            ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("decode-1024/" + suffix).c_str(),
-                                   [=](benchmark::State& s) { run(s, isa, t, 3072, 1, 0, 1024); })
-          ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("decode-2048/" + suffix).c_str(),
-                                   [=](benchmark::State& s) { run(s, isa, t, 8192, 1, 0, 2048); })
-          ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(),
-                                   [=](benchmark::State& s) { run(s, isa, t, 96, 1, 1); })
-          ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("prompt/" + suffix).c_str(),
-                                   [=](benchmark::State& s) { run(s, isa, t, 512, 64, 1); })
-          ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("decode-576/" + suffix).c_str(), [=](benchmark::State& s) {
+          run(s, isa, t, 576, 1, 0, 576);
+        })->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("decode-1024/" + suffix).c_str(), [=](benchmark::State& s) {
+        run(s, isa, t, 3072, 1, 0, 1024);
+      })->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("decode-2048/" + suffix).c_str(), [=](benchmark::State& s) {
+        run(s, isa, t, 8192, 1, 0, 2048);
+      })->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
+        run(s, isa, t, 96, 1, 1);
+      })->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("prompt/" + suffix).c_str(), [=](benchmark::State& s) {
+        run(s, isa, t, 512, 64, 1);
+      })->Unit(benchmark::kMillisecond);
     }
   return 0;
 }();

@@ -36,7 +36,7 @@ inline uint16_t f32_to_f16(float f) {
     return uint16_t(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0u));
   }
   if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to inf
-  if (absx < 0x38800000u) {                                   // result is subnormal or zero
+  if (absx < 0x38800000u) {                                  // result is subnormal or zero
     // value * 2^24 rounded to nearest even gives the subnormal mantissa
     const float a = std::bit_cast<float>(absx);
     const float scaled = a * 16777216.0f;  // exact (power of two)

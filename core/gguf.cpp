@@ -15,10 +15,17 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 // that cannot fit in the rest of the file before allocating anything).
 uint64_t min_encoded_size(ValueType t, uint32_t version) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64: return 8;
     case ValueType::STRING: return version == 1 ? 4 : 8;
     case ValueType::ARRAY: return 4 + (version == 1 ? 4 : 8);
   }
@@ -47,25 +54,32 @@ const char* value_type_name(ValueType t) {
 
 bool Value::is_integer() const {
   switch (type) {
-    case ValueType::U8: case ValueType::I8: case ValueType::U16: case ValueType::I16:
-    case ValueType::U32: case ValueType::I32: case ValueType::U64: case ValueType::I64:
-      return true;
-    default:
-      return false;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::U16:
+    case ValueType::I16:
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::U64:
+    case ValueType::I64: return true;
+    default: return false;
   }
 }
 
 int64_t Value::as_int(std::string_view what) const {
   switch (type) {
-    case ValueType::U8: case ValueType::U16: case ValueType::U32: case ValueType::BOOL:
-      return int64_t(u);
+    case ValueType::U8:
+    case ValueType::U16:
+    case ValueType::U32:
+    case ValueType::BOOL: return int64_t(u);
     case ValueType::U64:
       if (u > uint64_t(INT64_MAX)) fail("{}: value {} does not fit in int64", what, u);
       return int64_t(u);
-    case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64:
-      return i;
-    default:
-      fail("{}: expected an integer, found {}", what, value_type_name(type));
+    case ValueType::I8:
+    case ValueType::I16:
+    case ValueType::I32:
+    case ValueType::I64: return i;
+    default: fail("{}: expected an integer, found {}", what, value_type_name(type));
   }
 }
 
@@ -94,7 +108,8 @@ std::string Value::to_display(size_t max_items) const {
         if (c == '\n') c = ' ';
       return "\"" + s + "\"";
     }
-    case ValueType::F32: case ValueType::F64: return fmt::format("{:g}", f);
+    case ValueType::F32:
+    case ValueType::F64: return fmt::format("{:g}", f);
     case ValueType::BOOL: return u ? "true" : "false";
     case ValueType::ARRAY: {
       std::string s = fmt::format("[{} x {}]", array.size(), value_type_name(elem_type));
@@ -159,7 +174,8 @@ class Parser {
     const uint32_t version = u32({"the version"});
     if (version == 0x03000000 || version == 0x02000000 || version == 0x01000000)
       fail("{}: byte 4: version field 0x{:08x} looks big-endian; big-endian GGUF is not supported", name_, version);
-    if (version < 1 || version > 3) fail("{}: byte 4: unsupported GGUF version {} (1, 2 and 3 are read)", name_, version);
+    if (version < 1 || version > 3)
+      fail("{}: byte 4: unsupported GGUF version {} (1, 2 and 3 are read)", name_, version);
     f_.version_ = version;
     len_size_ = version == 1 ? 4 : 8;
     const uint64_t tensors_at = pos_;
@@ -184,8 +200,7 @@ class Parser {
     if (f_.kv_index_.count(kv.key)) fail("{}: byte {}: duplicate key '{}'", name_, kv.offset, kv.key);
     const uint64_t type_at = pos_;
     const uint32_t t = u32({"the value type of key", kv.key});
-    if (t > uint32_t(ValueType::F64))
-      fail("{}: byte {}: key '{}': unknown value type {}", name_, type_at, kv.key, t);
+    if (t > uint32_t(ValueType::F64)) fail("{}: byte {}: key '{}': unknown value type {}", name_, type_at, kv.key, t);
     value(kv.value, ValueType(t), kv.key, 0);
     f_.kv_index_.emplace(kv.key, f_.kvs_.size());
     f_.kvs_.push_back(std::move(kv));
@@ -199,10 +214,11 @@ class Parser {
       fail("{}: byte {}: key 'general.alignment': must be an integer, found {}", name_, kv.offset,
            value_type_name(kv.value.type));
     const bool negative = kv.value.i < 0;
-    const uint64_t al = negative ? 0 : (kv.value.type == ValueType::I8 || kv.value.type == ValueType::I16 ||
-                                        kv.value.type == ValueType::I32 || kv.value.type == ValueType::I64)
-                                           ? uint64_t(kv.value.i)
-                                           : kv.value.u;
+    const uint64_t al = negative ? 0
+                        : (kv.value.type == ValueType::I8 || kv.value.type == ValueType::I16 ||
+                           kv.value.type == ValueType::I32 || kv.value.type == ValueType::I64)
+                            ? uint64_t(kv.value.i)
+                            : kv.value.u;
     if (al == 0 || (al & (al - 1)) != 0 || al > kMaxAlignment)
       fail("{}: byte {}: key 'general.alignment': {} is not a power of two between 1 and {}", name_, kv.offset,
            kv.value.to_display(), kMaxAlignment);
@@ -214,8 +230,7 @@ class Parser {
     t.info_offset = pos_;
     t.name = str({"the name of tensor", {}, k}, kMaxTensorNameLength);
     if (t.name.empty()) fail("{}: byte {}: tensor {} has an empty name", name_, t.info_offset, k);
-    if (f_.tensor_index_.count(t.name))
-      fail("{}: byte {}: duplicate tensor name '{}'", name_, t.info_offset, t.name);
+    if (f_.tensor_index_.count(t.name)) fail("{}: byte {}: duplicate tensor name '{}'", name_, t.info_offset, t.name);
     const uint64_t dims_at = pos_;
     const uint32_t n_dims = u32({"the dimension count of tensor", t.name});
     if (n_dims > uint32_t(kMaxDims))
@@ -223,7 +238,8 @@ class Parser {
     uint64_t n_elem = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t at = pos_;
-      const uint64_t v = f_.version_ == 1 ? u32({"a dimension of tensor", t.name}) : u64({"a dimension of tensor", t.name});
+      const uint64_t v =
+          f_.version_ == 1 ? u32({"a dimension of tensor", t.name}) : u64({"a dimension of tensor", t.name});
       if (v > uint64_t(INT64_MAX))
         fail("{}: byte {}: tensor '{}': dimension {} is {} (negative as int64; overflows)", name_, at, t.name, d, v);
       auto m = checked_mul(n_elem, v);
@@ -268,9 +284,10 @@ class Parser {
     for (auto& t : f_.tensors_) {
       auto end = checked_add(t.offset, t.nbytes);
       if (!end || *end > data_size)
-        fail("{}: byte {}: tensor '{}': data at offset {} (+{} bytes) runs past the end of the file "
-             "(the data section has {} bytes)",
-             name_, t.info_offset, t.name, t.offset, t.nbytes, data_size);
+        fail(
+            "{}: byte {}: tensor '{}': data at offset {} (+{} bytes) runs past the end of the file "
+            "(the data section has {} bytes)",
+            name_, t.info_offset, t.name, t.offset, t.nbytes, data_size);
       t.data = p_ + f_.data_offset_ + t.offset;
     }
     std::vector<const TensorInfo*> by_offset;
@@ -386,12 +403,13 @@ class Parser {
     const uint64_t count_at = pos_;
     const uint64_t n = count({"the element count of array key", key});
     if (n > remaining() / min_encoded_size(v.elem_type, f_.version_))
-      fail("{}: byte {}: key '{}': array of {} {} cannot fit in the {} bytes left in the file", name_, count_at, key,
-           n, value_type_name(v.elem_type), remaining());
+      fail("{}: byte {}: key '{}': array of {} {} cannot fit in the {} bytes left in the file", name_, count_at, key, n,
+           value_type_name(v.elem_type), remaining());
     if (n > kMaxArrayElements - array_elements_)
-      fail("{}: byte {}: key '{}': array of {} elements takes the file past the limit of {} metadata array elements "
-           "in all",
-           name_, count_at, key, n, kMaxArrayElements);
+      fail(
+          "{}: byte {}: key '{}': array of {} elements takes the file past the limit of {} metadata array elements "
+          "in all",
+          name_, count_at, key, n, kMaxArrayElements);
     array_elements_ += n;
     v.array.resize(n);
     const Label what{"an element of array key", key};
@@ -473,6 +491,5 @@ std::string File::require_string(std::string_view key) const {
   if (!has(key)) fail("{}: required key '{}' is missing", path(), key);
   return get_string(key);
 }
-
 
 }  // namespace opal::gguf

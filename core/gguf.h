@@ -27,16 +27,27 @@
 namespace opal::gguf {
 
 enum class ValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 const char* value_type_name(ValueType t);
 
 // Limits on what a file may ask of the reader (see docs/gguf.md).
-inline constexpr int kMaxDims = 4;                     // GGML_MAX_DIMS
-inline constexpr int kMaxArrayDepth = 8;               // arrays of arrays of ...
-inline constexpr uint64_t kMaxKeyLength = 65535;       // spec: keys are at most 2^16-1 bytes
-inline constexpr uint64_t kMaxTensorNameLength = 64;   // spec: names are at most 64 bytes
+inline constexpr int kMaxDims = 4;                       // GGML_MAX_DIMS
+inline constexpr int kMaxArrayDepth = 8;                 // arrays of arrays of ...
+inline constexpr uint64_t kMaxKeyLength = 65535;         // spec: keys are at most 2^16-1 bytes
+inline constexpr uint64_t kMaxTensorNameLength = 64;     // spec: names are at most 64 bytes
 inline constexpr uint64_t kMaxArrayElements = 1u << 22;  // all metadata arrays together (~6x a 256k vocab)
 inline constexpr uint64_t kMaxAlignment = 1u << 30;
 
@@ -44,22 +55,56 @@ inline constexpr uint64_t kMaxAlignment = 1u << 30;
 // written back byte for byte.
 struct Value {
   ValueType type = ValueType::U32;
-  uint64_t u = 0;     // U8, U16, U32, U64, BOOL; for F32 read from a file, its raw bits
-                      // (so that NaN payloads survive a round trip)
-  int64_t i = 0;      // I8, I16, I32, I64
-  double f = 0;       // F32, F64 (F32 is stored exactly)
-  std::string str;    // STRING
+  uint64_t u = 0;                       // U8, U16, U32, U64, BOOL; for F32 read from a file, its raw bits
+                                        // (so that NaN payloads survive a round trip)
+  int64_t i = 0;                        // I8, I16, I32, I64
+  double f = 0;                         // F32, F64 (F32 is stored exactly)
+  std::string str;                      // STRING
   ValueType elem_type = ValueType::U8;  // ARRAY
   std::vector<Value> array;             // ARRAY (elements, possibly arrays)
 
-  static Value from_u32(uint32_t v) { Value x; x.type = ValueType::U32; x.u = v; return x; }
-  static Value from_u64(uint64_t v) { Value x; x.type = ValueType::U64; x.u = v; return x; }
-  static Value from_i32(int32_t v) { Value x; x.type = ValueType::I32; x.i = v; return x; }
-  static Value from_f32(float v) { Value x; x.type = ValueType::F32; x.f = v; return x; }
-  static Value from_bool(bool v) { Value x; x.type = ValueType::BOOL; x.u = v; return x; }
-  static Value from_string(std::string v) { Value x; x.type = ValueType::STRING; x.str = std::move(v); return x; }
+  static Value from_u32(uint32_t v) {
+    Value x;
+    x.type = ValueType::U32;
+    x.u = v;
+    return x;
+  }
+  static Value from_u64(uint64_t v) {
+    Value x;
+    x.type = ValueType::U64;
+    x.u = v;
+    return x;
+  }
+  static Value from_i32(int32_t v) {
+    Value x;
+    x.type = ValueType::I32;
+    x.i = v;
+    return x;
+  }
+  static Value from_f32(float v) {
+    Value x;
+    x.type = ValueType::F32;
+    x.f = v;
+    return x;
+  }
+  static Value from_bool(bool v) {
+    Value x;
+    x.type = ValueType::BOOL;
+    x.u = v;
+    return x;
+  }
+  static Value from_string(std::string v) {
+    Value x;
+    x.type = ValueType::STRING;
+    x.str = std::move(v);
+    return x;
+  }
   static Value from_array(ValueType elem, std::vector<Value> items) {
-    Value x; x.type = ValueType::ARRAY; x.elem_type = elem; x.array = std::move(items); return x;
+    Value x;
+    x.type = ValueType::ARRAY;
+    x.elem_type = elem;
+    x.array = std::move(items);
+    return x;
   }
 
   bool is_integer() const;
@@ -81,8 +126,8 @@ struct KeyValue {
 struct TensorInfo {
   std::string name;
   DType type = DType::F32;
-  std::vector<int64_t> ne;   // ne[0] is the fastest-varying (row) dimension
-  uint64_t offset = 0;       // relative to the data section
+  std::vector<int64_t> ne;  // ne[0] is the fastest-varying (row) dimension
+  uint64_t offset = 0;      // relative to the data section
   uint64_t nbytes = 0;
   uint64_t info_offset = 0;  // where its description starts in the file
   bool flat_blocks = false;  // rows are not whole blocks; see the header comment

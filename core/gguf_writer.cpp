@@ -29,12 +29,32 @@ void put_str(const Sink& s, const std::string& v) {
 
 void put_value(const Sink& s, const Value& v) {
   switch (v.type) {
-    case ValueType::U8: { uint8_t x = uint8_t(v.u); s(&x, 1); break; }
-    case ValueType::I8: { int8_t x = int8_t(v.i); s(&x, 1); break; }
-    case ValueType::U16: { uint16_t x = uint16_t(v.u); s(&x, 2); break; }
-    case ValueType::I16: { int16_t x = int16_t(v.i); s(&x, 2); break; }
+    case ValueType::U8: {
+      uint8_t x = uint8_t(v.u);
+      s(&x, 1);
+      break;
+    }
+    case ValueType::I8: {
+      int8_t x = int8_t(v.i);
+      s(&x, 1);
+      break;
+    }
+    case ValueType::U16: {
+      uint16_t x = uint16_t(v.u);
+      s(&x, 2);
+      break;
+    }
+    case ValueType::I16: {
+      int16_t x = int16_t(v.i);
+      s(&x, 2);
+      break;
+    }
     case ValueType::U32: put_u32(s, uint32_t(v.u)); break;
-    case ValueType::I32: { int32_t x = int32_t(v.i); s(&x, 4); break; }
+    case ValueType::I32: {
+      int32_t x = int32_t(v.i);
+      s(&x, 4);
+      break;
+    }
     case ValueType::U64: put_u64(s, v.u); break;
     case ValueType::I64: s(&v.i, 8); break;
     case ValueType::F32: {
@@ -49,24 +69,31 @@ void put_value(const Sink& s, const Value& v) {
       break;
     }
     case ValueType::F64: s(&v.f, 8); break;
-    case ValueType::BOOL: { uint8_t x = v.u ? 1 : 0; s(&x, 1); break; }
+    case ValueType::BOOL: {
+      uint8_t x = v.u ? 1 : 0;
+      s(&x, 1);
+      break;
+    }
     case ValueType::STRING: put_str(s, v.str); break;
     case ValueType::ARRAY:
       put_u32(s, uint32_t(v.elem_type));
       put_u64(s, v.array.size());
       for (const auto& e : v.array) {
-        if (e.type != v.elem_type) fail("gguf writer: array element of type {} in an array of {}",
-                                        value_type_name(e.type), value_type_name(v.elem_type));
+        if (e.type != v.elem_type)
+          fail("gguf writer: array element of type {} in an array of {}", value_type_name(e.type),
+               value_type_name(v.elem_type));
         put_value(s, e);
       }
       break;
   }
 }
 
-void emit(const Sink& s, uint32_t version, const std::vector<KeyValue>& kvs, uint64_t alignment,
-          const auto& tensors) {
+void emit(const Sink& s, uint32_t version, const std::vector<KeyValue>& kvs, uint64_t alignment, const auto& tensors) {
   uint64_t pos = 0;
-  const Sink counted = [&](const void* p, size_t n) { s(p, n); pos += n; };
+  const Sink counted = [&](const void* p, size_t n) {
+    s(p, n);
+    pos += n;
+  };
   put_u32(counted, kMagic);
   put_u32(counted, version);
   put_u64(counted, tensors.size());
@@ -194,11 +221,12 @@ void Writer::write(const std::string& path) const {
 std::vector<uint8_t> Writer::to_bytes() const {
   if (version_ < 2 || version_ > 3) fail("gguf writer: can only write versions 2 and 3, not {}", version_);
   std::vector<uint8_t> out;
-  emit([&](const void* p, size_t n) {
-         auto b = static_cast<const uint8_t*>(p);
-         out.insert(out.end(), b, b + n);
-       },
-       version_, kvs_, alignment(), tensors_);
+  emit(
+      [&](const void* p, size_t n) {
+        auto b = static_cast<const uint8_t*>(p);
+        out.insert(out.end(), b, b + n);
+      },
+      version_, kvs_, alignment(), tensors_);
   return out;
 }
 

@@ -48,7 +48,7 @@ class MappedFile {
   MappedFile() = default;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
-  void* map_ = nullptr;       // mapping to munmap (file or anonymous)
+  void* map_ = nullptr;  // mapping to munmap (file or anonymous)
   uint64_t map_bytes_ = 0;
   std::vector<uint8_t> owned_;
   std::string path_;

@@ -75,9 +75,9 @@ void round_trip(const gguf::File& f) {
   for (size_t k = 0; k < f.tensors().size(); ++k) {
     const auto& a = f.tensors()[k];
     const auto& b = g.tensors()[k];
-    check(a.name == b.name && a.type == b.type && a.ne == b.ne && a.nbytes == b.nbytes &&
-              a.flat_blocks == b.flat_blocks,
-          "round trip keeps tensor infos");
+    check(
+        a.name == b.name && a.type == b.type && a.ne == b.ne && a.nbytes == b.nbytes && a.flat_blocks == b.flat_blocks,
+        "round trip keeps tensor infos");
     check(a.nbytes == 0 || std::memcmp(a.data, b.data, a.nbytes) == 0, "round trip keeps tensor data");
   }
 }

@@ -109,8 +109,7 @@ class RunHooks {
   // device wait, unpack), in order. `phase` is a string literal; start_ns and
   // end_ns are std::chrono::steady_clock nanoseconds since its epoch
   // (phase_clock_ns()). Executors time phases only when they have hooks.
-  virtual void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns,
-                          int64_t end_ns) {}
+  virtual void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) {}
   // Called by the scheduler around each copy between devices (CrossCopy in
   // scheduler.h), made at the start of the consuming device's segment.
   virtual void before_copy(const CrossCopy& copy, const Device& to) {}

@@ -90,8 +90,7 @@ namespace {
 void require(bool ok, const char* op, const Tensor* a, const Tensor* b, const char* what) {
   if (!ok)
     fail("{}: {} ('{}' {} {}{}{})", op, what, a->name, a->shape_string(), dtype_name(a->type),
-         b ? fmt::format(", '{}' {} ", b->name, b->shape_string()) : std::string(),
-         b ? dtype_name(b->type) : "");
+         b ? fmt::format(", '{}' {} ", b->name, b->shape_string()) : std::string(), b ? dtype_name(b->type) : "");
 }
 bool broadcastable(const Tensor* a, const Tensor* b) {
   for (int i = 0; i < kMaxDims; ++i)
@@ -171,8 +170,7 @@ Tensor* Graph::kv_store(Tensor* cache, Tensor* x, Tensor* cells) {
   return t;
 }
 
-Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv,
-                         float scale) {
+Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale) {
   const int64_t dk = q->ne[0], hq = q->ne[1], T = q->ne[2];
   require(q->type == DType::F32 && q->is_contiguous(), "ATTENTION", q, nullptr, "q must be contiguous f32");
   require(n_head_kv > 0 && hq % n_head_kv == 0, "ATTENTION", q, nullptr, "n_head must be a multiple of n_head_kv");

@@ -101,7 +101,10 @@ struct Tensor {
   const Tensor* storage() const;
   Tensor* storage();
   std::string shape_string() const;  // "[256, 64]"
-  template <typename T> T* ptr() const { return static_cast<T*>(data); }
+  template <typename T>
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
 };
 
 // Contiguous strides for a shape of type t.
@@ -145,7 +148,7 @@ class Graph {
   // Names the last-built tensor (for reports and errors): "blk.3.attn_q".
   Tensor* named(Tensor* t, std::string name);
 
-  const std::vector<Tensor*>& nodes() const { return nodes_; }   // computed (incl. views), topological
+  const std::vector<Tensor*>& nodes() const { return nodes_; }  // computed (incl. views), topological
   const std::vector<Tensor*>& leaves() const { return leaves_; }
   void mark_output(Tensor* t) { outputs_.push_back(t); }
   const std::vector<Tensor*>& outputs() const { return outputs_; }

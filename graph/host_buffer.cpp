@@ -30,10 +30,8 @@ HostBuffer::HostBuffer(BufferType& type, const void* data, uint64_t size)
 
 HostBuffer::~HostBuffer() {
   if (!owned_) return;
-  if (mapped_)
-    ::munmap(data_, mapped_);
-  else
-    std::free(data_);
+  if (mapped_) ::munmap(data_, mapped_);
+  else std::free(data_);
 }
 
 void HostBuffer::write(uint64_t offset, const void* src, uint64_t n) {

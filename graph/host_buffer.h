@@ -12,7 +12,7 @@ namespace opal {
 
 class HostBuffer : public Buffer {
  public:
-  HostBuffer(BufferType& type, uint64_t size);                    // owns zeroed, 64-byte aligned memory (mmap when large)
+  HostBuffer(BufferType& type, uint64_t size);  // owns zeroed, 64-byte aligned memory (mmap when large)
   HostBuffer(BufferType& type, const void* data, uint64_t size);  // wraps (read-only use)
   ~HostBuffer() override;
   BufferType& type() const override { return type_; }

@@ -127,6 +127,8 @@ double convert_nmse(const Tensor& node) {
 // ---- the table
 
 using C = OpCaseType;
+// One aligned row per op: kept out of clang-format.
+// clang-format off
 constexpr OpInfo kOps[] = {
     // op           name          src opt cost                 perf fields       tolerance        case dtype
     {Op::None,      "NONE",       0, 0, no_cost,                no_fields,        f32_nmse,        C::None},
@@ -149,6 +151,7 @@ constexpr OpInfo kOps[] = {
     {Op::TopK,      "TOP_K",      1, 0, per_input_cost,         top_k_fields,     exact_nmse,      C::Input},
     {Op::Cpy,       "CPY",        1, 0, elementwise_cost<0>,    no_fields,        convert_nmse,    C::Output},
 };
+// clang-format on
 
 constexpr bool rows_complete_and_in_enum_order() {
   for (size_t i = 0; i < std::size(kOps); ++i) {

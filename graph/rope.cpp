@@ -6,8 +6,8 @@
 
 namespace opal {
 
-void yarn_corr_dims(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
-                    int32_t* low, int32_t* high) {
+void yarn_corr_dims(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow, int32_t* low,
+                    int32_t* high) {
   auto corr_dim = [&](float n_rotations) {
     return float(n_rot) * std::log(float(n_ctx_orig) / (n_rotations * 2.0f * std::numbers::pi_v<float>)) /
            (2.0f * std::log(freq_base));

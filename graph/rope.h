@@ -30,15 +30,15 @@ struct RopeParams {
   RopeMode mode = RopeMode::Normal;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
-  float ext_factor = 0.0f;   // YaRN: 1 when enabled
+  float ext_factor = 0.0f;  // YaRN: 1 when enabled
   float attn_factor = 1.0f;
   int32_t corr_low = 0, corr_high = 0;
   bool unit_magnitude = false;  // ignore mscale: a pure rotation (the key shift)
 };
 
 // ggml_rope_yarn_corr_dims: the YaRN correction range for these settings.
-void yarn_corr_dims(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
-                    int32_t* low, int32_t* high);
+void yarn_corr_dims(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow, int32_t* low,
+                    int32_t* high);
 
 // The parameters a ROPE node carries.
 RopeParams rope_params_of(const Tensor& rope_node);

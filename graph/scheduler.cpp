@@ -226,15 +226,15 @@ Placement Scheduler::place_node(const Tensor& node, const std::map<const Tensor*
   for (Device* d : registry_.devices()) {
     Support sup = d->supports(node);
     if (sup) {
-      if (d->role() == DeviceRole::Host)
-        return {d, refusals.empty() ? "host" : "host (fallback: " + refusals + ")"};
+      if (d->role() == DeviceRole::Host) return {d, refusals.empty() ? "host" : "host (fallback: " + refusals + ")"};
       return {d, fmt::format("highest-priority device supporting {}", op_name(node.op))};
     }
     refusals += fmt::format("{}{}: {}", refusals.empty() ? "" : "; ", d->name(), sup.reason);
   }
   std::string srcs;
   for (const Tensor* s : node.src)
-    if (s) srcs += fmt::format("{}'{}' {} {}", srcs.empty() ? "" : ", ", s->name, dtype_name(s->type), s->shape_string());
+    if (s)
+      srcs += fmt::format("{}'{}' {} {}", srcs.empty() ? "" : ", ", s->name, dtype_name(s->type), s->shape_string());
   fail("node '{}' ({} {}, reading {}) is not supported by any device: {}", node.name, op_name(node.op),
        node.shape_string(), srcs, refusals);
 }
@@ -244,7 +244,7 @@ struct Scheduler::MemoryPlan {
     uint64_t off = 0, size = 0;
     Device* dev = nullptr;
   };
-  std::map<const Tensor*, Slot> slots;              // computed tensors: offset in their device's buffer
+  std::map<const Tensor*, Slot> slots;               // computed tensors: offset in their device's buffer
   std::vector<std::pair<Tensor*, uint64_t>> inputs;  // input leaves: offset in the inputs' buffer
   std::vector<Tensor*> remapped_views;               // views re-pointed at a copy
   ComputeNeeds needs;

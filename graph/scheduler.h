@@ -37,8 +37,8 @@ struct Placement {
 // A copy of a source's bytes into a buffer the consuming device can read,
 // performed at the start of the consumer's segment.
 struct CrossCopy {
-  Tensor* src = nullptr;  // storage tensor (not a view)
-  Tensor* dst = nullptr;  // same shape, in the consumer device's compute buffer
+  Tensor* src = nullptr;         // storage tensor (not a view)
+  Tensor* dst = nullptr;         // same shape, in the consumer device's compute buffer
   const Device* from = nullptr;  // the device holding src
 };
 
@@ -49,7 +49,7 @@ class ComputeArena;
 struct ComputeNeeds {
   std::map<Device*, uint64_t> compute;
   uint64_t inputs = 0;
-  BufferType* input_type = nullptr;  // the host's compute buffer type
+  BufferType* input_type = nullptr;   // the host's compute buffer type
   void merge(const ComputeNeeds& o);  // the larger of each
 };
 
@@ -122,7 +122,7 @@ class ScheduledGraph {
   std::vector<std::vector<CrossCopy>> copies_;
   std::vector<std::unique_ptr<Plan>> plans_;
   std::vector<std::unique_ptr<HostFallback>> fallbacks_;  // one per accelerator segment the host can read
-  std::vector<std::unique_ptr<Buffer>> buffers_;  // empty when scheduled into an arena
+  std::vector<std::unique_ptr<Buffer>> buffers_;          // empty when scheduled into an arena
   const ComputeArena* arena_ = nullptr;
   uint64_t arena_generation_ = 0;
   std::map<std::string, uint64_t> compute_bytes_;

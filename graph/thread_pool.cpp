@@ -28,9 +28,7 @@ ThreadPool::ThreadPool(int n_threads, int chunks_per_thread)
 
 ThreadPool::~ThreadPool() {
   stop_.store(true);
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-  }
+  { std::lock_guard<std::mutex> lk(mu_); }
   cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
@@ -66,10 +64,8 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   // Chunks claimed by workers: spin a little, then yield the vCPU (the worker
   // may be waiting for it).
   for (int spins = 0; done_.load(std::memory_order_acquire) < n_chunks_; ++spins) {
-    if (spins < 4000)
-      cpu_relax();
-    else
-      std::this_thread::yield();
+    if (spins < 4000) cpu_relax();
+    else std::this_thread::yield();
   }
 }
 

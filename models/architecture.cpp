@@ -26,7 +26,9 @@ const std::vector<Architecture>& architectures() {
       // Qwen3-MoE: Qwen3 attention with a mixture-of-experts FFN: softmax router over expert_count experts,
       // top expert_used_count, selected weights renormalised to sum 1, experts stored as merged 3-D tensors
       // (ffn_{gate,up,down}_exps), outputs weighted and summed.
-      row("qwen3moe", {.rope_mode = RopeMode::Neox, .qk_norm = Presence::Required, .ffn = FfnKind::MoeSwiGlu,
+      row("qwen3moe", {.rope_mode = RopeMode::Neox,
+                       .qk_norm = Presence::Required,
+                       .ffn = FfnKind::MoeSwiGlu,
                        .moe_renormalize = true}),
   };
   return kRows;

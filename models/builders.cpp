@@ -48,15 +48,15 @@ Tensor* build_ffn(BuildContext& c, Tensor* x, const FfnWeights& w) {
 Tensor* build_moe(BuildContext& c, Tensor* x, const MoeWeights& w) {
   Graph& g = c.g;
   const int64_t T = c.n_tokens, E = c.hp.n_expert, K = c.hp.n_expert_used, D = c.hp.n_embd;
-  Tensor* probs = g.softmax(g.mul_mat(w.router, x));                    // [E, T]
-  Tensor* ids = g.top_k(probs, int(K));                                 // [K, T]
-  Tensor* weights = g.get_rows(g.reshape(probs, {1, E, T, 1}), ids);    // [1, K, T]
+  Tensor* probs = g.softmax(g.mul_mat(w.router, x));                  // [E, T]
+  Tensor* ids = g.top_k(probs, int(K));                               // [K, T]
+  Tensor* weights = g.get_rows(g.reshape(probs, {1, E, T, 1}), ids);  // [1, K, T]
   if (w.normalize) {
     Tensor* w2 = g.reshape(weights, {K, T, 1, 1});
     weights = g.reshape(g.div(w2, g.sum_rows(w2)), {1, K, T, 1});
   }
   Tensor* x3 = g.reshape(x, {D, 1, T, 1});
-  Tensor* up = g.mul_mat_id(w.up_exps, x3, ids);                        // [F, K, T]
+  Tensor* up = g.mul_mat_id(w.up_exps, x3, ids);  // [F, K, T]
   Tensor* gate = g.mul_mat_id(w.gate_exps, x3, ids);
   Tensor* experts = g.mul_mat_id(w.down_exps, g.swiglu(gate, up), ids);  // [D, K, T]
   experts = g.mul(experts, weights);
@@ -82,7 +82,7 @@ Tensor* declare_as(TensorTable& t, Presence p, const std::string& name, std::vec
 void declare_common(TensorTable& t, const HParams& hp, OutputHead head) {
   t.require("token_embd.weight", {hp.n_embd, hp.n_vocab});
   t.require("output_norm.weight", {hp.n_embd});
-  const Presence own = head == OutputHead::Own        ? Presence::Required
+  const Presence own = head == OutputHead::Own         ? Presence::Required
                        : head == OutputHead::OwnOrTied ? Presence::Optional
                                                        : Presence::Absent;
   declare_as(t, own, "output.weight", {hp.n_embd, hp.n_vocab});

@@ -32,8 +32,7 @@ Tensor* build_layer_ffn(BuildContext& c, const DecoderDesc& d, int64_t il, Tenso
 void require_implemented(const Architecture& a) {
   const DecoderDesc& d = a.decoder;
   auto no = [&](const char* what) {
-    fail("architecture '{}' needs {}, which is not implemented yet (see docs/adding-an-architecture.md)", a.name,
-         what);
+    fail("architecture '{}' needs {}, which is not implemented yet (see docs/adding-an-architecture.md)", a.name, what);
   };
   if (d.block != BlockKind::Attention) no("a recurrent block (time mix / channel mix over a per-sequence state)");
   if (d.attention != AttentionPattern::AllGlobal) no("sliding-window attention layers");

@@ -13,8 +13,7 @@ RopeParams HParams::rope_params() const {
   if (rope_yarn) {
     r.ext_factor = yarn_ext_factor;
     r.attn_factor = yarn_attn_factor;
-    yarn_corr_dims(r.n_rot, n_ctx_orig_yarn, rope_freq_base, yarn_beta_fast, yarn_beta_slow, &r.corr_low,
-                   &r.corr_high);
+    yarn_corr_dims(r.n_rot, n_ctx_orig_yarn, rope_freq_base, yarn_beta_fast, yarn_beta_slow, &r.corr_low, &r.corr_high);
   }
   return r;
 }
@@ -49,8 +48,7 @@ HParams HParams::from_gguf(const gguf::File& f, const std::string& arch, RopeMod
   if (h.head_dim_k <= 0 || h.head_dim_v <= 0 || h.head_dim_k > 4096 || h.head_dim_v > 4096)
     fail("{}: implausible head size (key {}, value {})", f.path(), h.head_dim_k, h.head_dim_v);
   if (h.n_rot <= 0 || h.n_rot > h.head_dim_k || h.n_rot % 2 != 0)
-    fail("{}: {}rope.dimension_count {} must be even and at most the head size {}", f.path(), p, h.n_rot,
-         h.head_dim_k);
+    fail("{}: {}rope.dimension_count {} must be even and at most the head size {}", f.path(), p, h.n_rot, h.head_dim_k);
   h.rope_freq_base = float(f.get_float(p + "rope.freq_base", 10000.0));
   const std::string scaling = f.get_string(p + "rope.scaling.type", "");
   double factor = f.get_float(p + "rope.scaling.factor", 0.0);

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "core/gguf.h"
 #include "graph/graph.h"
 #include "graph/rope.h"
-#include "core/gguf.h"
 
 namespace opal {
 
@@ -22,7 +22,7 @@ struct HParams {
   int64_t head_dim_k = 0;  // attention.key_length
   int64_t head_dim_v = 0;  // attention.value_length
   int64_t n_ff = 0;
-  int64_t n_rot = 0;       // rope.dimension_count
+  int64_t n_rot = 0;  // rope.dimension_count
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear and YaRN scaling)
   // YaRN (rope.scaling.type = yarn): see graph/rope.h.

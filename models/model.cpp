@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "graph/scheduler.h"
 #include "core/error.h"
 #include "core/quant.h"
+#include "graph/scheduler.h"
 #include "models/architecture.h"
 #include "models/tensor_table.h"
 
@@ -44,10 +44,10 @@ ProbeGraph probe_graph(const Model& m) {
   p.in.cell_info = g.new_leaf("cell_info", DType::I32, {2, n_cells, 1, 1}, TensorRole::Input);
   p.in.store_cells = g.new_leaf("store_cells", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
   for (int64_t il = 0; il < hp.n_layer; ++il) {
-    p.in.k_cache.push_back(g.new_leaf(fmt::format("cache_k.{}", il), DType::F16, {hp.n_embd_k_gqa(), n_cells, 1, 1},
-                                      TensorRole::Input));
-    p.in.v_cache.push_back(g.new_leaf(fmt::format("cache_v.{}", il), DType::F16, {hp.n_embd_v_gqa(), n_cells, 1, 1},
-                                      TensorRole::Input));
+    p.in.k_cache.push_back(
+        g.new_leaf(fmt::format("cache_k.{}", il), DType::F16, {hp.n_embd_k_gqa(), n_cells, 1, 1}, TensorRole::Input));
+    p.in.v_cache.push_back(
+        g.new_leaf(fmt::format("cache_v.{}", il), DType::F16, {hp.n_embd_v_gqa(), n_cells, 1, 1}, TensorRole::Input));
   }
   BuildContext c{g, m, hp, p.in, T};
   g.mark_output(m.arch().build(c));
@@ -109,8 +109,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
       const void* bytes = info->data;
       if (info->flat_blocks) {
         if (!can_dequantize(info->type))
-          fail("{}: tensor '{}' of type {} has rows that are not whole blocks and cannot be dequantized", path,
-               t->name, dtype_name(info->type));
+          fail("{}: tensor '{}' of type {} has rows that are not whole blocks and cannot be dequantized", path, t->name,
+               dtype_name(info->type));
         auto& v = m->dequantized_.emplace_back(size_t(info->n_elements()));
         dequantize_row(info->type, info->data, v.data(), info->n_elements());
         bytes = v.data();

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "core/gguf.h"
 #include "graph/registry.h"
 #include "graph/scheduler.h"
-#include "core/gguf.h"
 #include "models/hparams.h"
 
 namespace opal {

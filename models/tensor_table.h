@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
 #include "core/gguf.h"
+#include "graph/graph.h"
 
 namespace opal {
 

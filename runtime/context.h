@@ -31,8 +31,8 @@ struct ContextParams {
   int64_t n_batch = 2048;  // most tokens one decode() call may take
   int64_t n_ubatch = 512;  // most tokens one graph run takes
   DType kv_type = DType::F16;
-  int n_threads = 0;       // 0 = leave the registry's setting
-  int n_graphs = 8;        // most ubatch shapes whose built graphs stay cached (least recently used go)
+  int n_threads = 0;  // 0 = leave the registry's setting
+  int n_graphs = 8;   // most ubatch shapes whose built graphs stay cached (least recently used go)
 };
 
 struct Batch {
@@ -47,7 +47,12 @@ struct Batch {
     logits.push_back(want_logits ? 1 : 0);
   }
   size_t size() const { return tokens.size(); }
-  void clear() { tokens.clear(); pos.clear(); seq.clear(); logits.clear(); }
+  void clear() {
+    tokens.clear();
+    pos.clear();
+    seq.clear();
+    logits.clear();
+  }
 };
 
 class Context {
@@ -62,8 +67,8 @@ class Context {
   const float* logits(int64_t i) const;
   int64_t n_outputs() const { return n_outputs_; }
 
-  void reset();                    // empties the KV cache (all sequences)
-  void remove_seq(int32_t seq);    // frees one sequence's cells
+  void reset();                            // empties the KV cache (all sequences)
+  void remove_seq(int32_t seq);            // frees one sequence's cells
   int32_t seq_pos_max(int32_t seq) const;  // -1 if empty
   int32_t seq_pos_min(int32_t seq) const;  // -1 if empty
   // llama.cpp's memory operations (llama_memory_seq_*), on the KV cache:

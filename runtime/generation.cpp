@@ -89,9 +89,7 @@ std::optional<FinishReason> StopRules::before_sample(int64_t n_generated) const 
   return std::nullopt;
 }
 
-bool StopRules::ends_generation(const Vocab& vocab, int32_t token) const {
-  return !ignore_eog && vocab.is_eog(token);
-}
+bool StopRules::ends_generation(const Vocab& vocab, int32_t token) const { return !ignore_eog && vocab.is_eog(token); }
 
 std::optional<FinishReason> StopRules::after_token(int64_t n_generated, int64_t n_cached) const {
   if (n_cached >= n_ctx) return FinishReason::ContextFull;

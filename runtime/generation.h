@@ -33,10 +33,10 @@ namespace opal {
 enum class PromptLogits { None, Last, All };
 
 struct PromptOptions {
-  int32_t seq = 0;                          // sequence id of every token
-  int32_t pos0 = 0;                         // position of tokens[0]
+  int32_t seq = 0;   // sequence id of every token
+  int32_t pos0 = 0;  // position of tokens[0]
   PromptLogits logits = PromptLogits::Last;
-  int64_t n_batch = 0;                      // tokens per decode() call; 0: the context's n_batch
+  int64_t n_batch = 0;  // tokens per decode() call; 0: the context's n_batch
   // Called after each decoded chunk tokens[begin, end): with PromptLogits::All,
   // ctx.logits(i - begin) are the logits of tokens[i] until the next decode.
   std::function<void(size_t begin, size_t end)> on_chunk;

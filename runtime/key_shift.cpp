@@ -12,17 +12,37 @@ namespace {
 
 float load(DType t, const uint8_t* row, int64_t i) {
   switch (t) {
-    case DType::F32: { float v; std::memcpy(&v, row + 4 * i, 4); return v; }
-    case DType::F16: { uint16_t h; std::memcpy(&h, row + 2 * i, 2); return f16_to_f32(h); }
-    default: { uint16_t h; std::memcpy(&h, row + 2 * i, 2); return bf16_to_f32(h); }
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, row + 4 * i, 4);
+      return v;
+    }
+    case DType::F16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      return f16_to_f32(h);
+    }
+    default: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      return bf16_to_f32(h);
+    }
   }
 }
 
 void store(DType t, uint8_t* row, int64_t i, float v) {
   switch (t) {
     case DType::F32: std::memcpy(row + 4 * i, &v, 4); break;
-    case DType::F16: { const uint16_t h = f32_to_f16(v); std::memcpy(row + 2 * i, &h, 2); break; }
-    default: { const uint16_t h = f32_to_bf16(v); std::memcpy(row + 2 * i, &h, 2); break; }
+    case DType::F16: {
+      const uint16_t h = f32_to_f16(v);
+      std::memcpy(row + 2 * i, &h, 2);
+      break;
+    }
+    default: {
+      const uint16_t h = f32_to_bf16(v);
+      std::memcpy(row + 2 * i, &h, 2);
+      break;
+    }
   }
 }
 
@@ -36,10 +56,10 @@ void rotate_keys(KvCache& kv, const Model& model, const std::vector<int32_t>& ce
   if (const Tensor* ff = model.weight("rope_freqs.weight")) {
     if (ff->type != DType::F32 || ff->ne[0] < n_rot / 2) fail("rope_freqs.weight must be F32 [{}]", n_rot / 2);
     if (ff->buffer && !ff->buffer->type().host_visible())
-      ff->buffer->read(uint64_t(static_cast<const uint8_t*>(ff->data) - static_cast<const uint8_t*>(ff->buffer->base())),
-                       factors.data(), factors.size() * sizeof(float));
-    else
-      std::memcpy(factors.data(), ff->data, factors.size() * sizeof(float));
+      ff->buffer->read(
+          uint64_t(static_cast<const uint8_t*>(ff->data) - static_cast<const uint8_t*>(ff->buffer->base())),
+          factors.data(), factors.size() * sizeof(float));
+    else std::memcpy(factors.data(), ff->data, factors.size() * sizeof(float));
   }
   // The angles of a `delta` rotation (a pure rotation: no YaRN magnitude).
   std::vector<float> cs(static_cast<size_t>(n_rot));

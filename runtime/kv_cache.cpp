@@ -96,8 +96,8 @@ void KvCache::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
   for (int64_t c = 0; c < n_cells_ && to.size() < from.size(); ++c)
     if (info()[2 * c + 1] < 0) to.push_back(int32_t(c));
   if (to.size() < from.size())
-    fail("context is full: copying {} cells of sequence {} to sequence {} needs {} free cells, {} are free", from.size(),
-         src, dst, from.size(), to.size());
+    fail("context is full: copying {} cells of sequence {} to sequence {} needs {} free cells, {} are free",
+         from.size(), src, dst, from.size(), to.size());
   auto copy_rows = [&](Tensor& t) {
     for (size_t i = 0; i < from.size(); ++i)
       t.buffer->write(uint64_t(to[i]) * t.nb[1], static_cast<const uint8_t*>(t.data) + uint64_t(from[i]) * t.nb[1],

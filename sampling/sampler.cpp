@@ -181,8 +181,7 @@ struct Sampler::State {
         dense = nullptr;
         return true;
       }
-      default:
-        return false;
+      default: return false;
     }
   }
 
@@ -216,16 +215,13 @@ struct Sampler::State {
     const size_t min_keep = static_cast<size_t>(params.min_keep);
     switch (step) {
       case SamplerStep::penalties:
-      case SamplerStep::dry:
-        return;
+      case SamplerStep::dry: return;
       case SamplerStep::top_n_sigma: apply_top_n_sigma(set, params.top_n_sigma); return;
       case SamplerStep::top_k: apply_top_k(set, params.top_k, scratch); return;
       case SamplerStep::typical_p: apply_typical(set, params.typical_p, min_keep, scratch); return;
       case SamplerStep::top_p: apply_top_p(set, params.top_p, min_keep, scratch); return;
       case SamplerStep::min_p: apply_min_p(set, params.min_p, min_keep); return;
-      case SamplerStep::xtc:
-        apply_xtc(set, params.xtc_probability, params.xtc_threshold, min_keep, xtc_rng);
-        return;
+      case SamplerStep::xtc: apply_xtc(set, params.xtc_probability, params.xtc_threshold, min_keep, xtc_rng); return;
       case SamplerStep::temperature: apply_temperature(set, params.temp); return;
     }
   }
@@ -269,9 +265,9 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : s_(std::make_un
   s.greedy = params.temp <= 0.0f && s.first_temperature >= 0;
   bool has_penalty_step = false;
   for (SamplerStep st : s.steps) has_penalty_step |= st == SamplerStep::penalties;
-  s.penalties_active = has_penalty_step && params.repeat_last_n != 0 &&
-                       (params.repeat_penalty != 1.0f || params.frequency_penalty != 0.0f ||
-                        params.presence_penalty != 0.0f);
+  s.penalties_active =
+      has_penalty_step && params.repeat_last_n != 0 &&
+      (params.repeat_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f);
   if (s.penalties_active) {
     s.counts.assign(n_vocab, 0);
     s.active_pos.assign(n_vocab, -1);
@@ -381,8 +377,9 @@ std::vector<TokenProb> Sampler::top_probs(int n, ProbSource source) const {
     const size_t k = std::min<size_t>(static_cast<size_t>(n), s.raw.size());
     s.top_buffer.resize(std::max(s.top_buffer.size(), k));
     const float* raw = s.raw.data();
-    select_top(s.raw.size(), k, s.top_buffer.data(),
-               [raw](size_t i) { return Candidate{static_cast<int32_t>(i), raw[i], 0.0f}; });
+    select_top(s.raw.size(), k, s.top_buffer.data(), [raw](size_t i) {
+      return Candidate{static_cast<int32_t>(i), raw[i], 0.0f};
+    });
     const double lse = s.raw_log_sum_exp();
     out.reserve(k);
     for (size_t i = 0; i < k; ++i) {

@@ -31,23 +31,23 @@ inline constexpr uint32_t kRandomSeed = 0xFFFFFFFFu;
 std::vector<std::string> default_sampler_order();
 
 struct SamplerParams {
-  float temp = 0.8f;               // <= 0: greedy
-  int32_t top_k = 40;              // <= 0: off
-  float top_p = 0.95f;             // [0, 1]; 1: off
-  float min_p = 0.05f;             // [0, 1]; 0: off; relative to the top probability
-  float typical_p = 1.0f;          // [0, 1]; 1: off
-  float top_n_sigma = -1.0f;       // <= 0: off
-  float xtc_probability = 0.0f;    // [0, 1]; 0: off
-  float xtc_threshold = 0.1f;      // [0, 1]; > 0.5: off
-  int32_t min_keep = 0;            // top_p / min_p / typ_p / xtc keep at least this many
-  float repeat_penalty = 1.0f;     // > 0; 1: off
-  int32_t repeat_last_n = 64;      // 0: off; -1: every token accepted since reset()
-  float presence_penalty = 0.0f;   // subtracted once from every token in the window
-  float frequency_penalty = 0.0f;  // subtracted once per occurrence in the window
-  uint32_t seed = kRandomSeed;     // kRandomSeed (-1 on the CLI): random
+  float temp = 0.8f;                                         // <= 0: greedy
+  int32_t top_k = 40;                                        // <= 0: off
+  float top_p = 0.95f;                                       // [0, 1]; 1: off
+  float min_p = 0.05f;                                       // [0, 1]; 0: off; relative to the top probability
+  float typical_p = 1.0f;                                    // [0, 1]; 1: off
+  float top_n_sigma = -1.0f;                                 // <= 0: off
+  float xtc_probability = 0.0f;                              // [0, 1]; 0: off
+  float xtc_threshold = 0.1f;                                // [0, 1]; > 0.5: off
+  int32_t min_keep = 0;                                      // top_p / min_p / typ_p / xtc keep at least this many
+  float repeat_penalty = 1.0f;                               // > 0; 1: off
+  int32_t repeat_last_n = 64;                                // 0: off; -1: every token accepted since reset()
+  float presence_penalty = 0.0f;                             // subtracted once from every token in the window
+  float frequency_penalty = 0.0f;                            // subtracted once per occurrence in the window
+  uint32_t seed = kRandomSeed;                               // kRandomSeed (-1 on the CLI): random
   std::vector<std::string> order = default_sampler_order();  // llama.cpp --samplers names
-  int32_t n_probs = 0;             // how many top probabilities callers want (server/CLI)
-  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit; -inf bans)
+  int32_t n_probs = 0;                                       // how many top probabilities callers want (server/CLI)
+  std::vector<std::pair<int32_t, float>> logit_bias;         // (token, added to its logit; -inf bans)
 };
 
 // Throws opal::Error naming the field when a value is out of range, an order

@@ -21,17 +21,28 @@ struct NameEntry {
 // llama.cpp's canonical names map to themselves; the rest are the alternative
 // spellings its --samplers accepts.
 constexpr NameEntry kNames[] = {
-    {"penalties", "penalties"},     {"dry", "dry"},
-    {"top_n_sigma", "top_n_sigma"}, {"top_k", "top_k"},
-    {"typ_p", "typ_p"},             {"top_p", "top_p"},
-    {"min_p", "min_p"},             {"xtc", "xtc"},
-    {"temperature", "temperature"}, {"infill", "infill"},
-    {"adaptive_p", "adaptive_p"},   {"top-k", "top_k"},
-    {"top-p", "top_p"},             {"top-n-sigma", "top_n_sigma"},
-    {"nucleus", "top_p"},           {"typical-p", "typ_p"},
-    {"typical", "typ_p"},           {"typ-p", "typ_p"},
-    {"typ", "typ_p"},               {"min-p", "min_p"},
-    {"temp", "temperature"},        {"adaptive-p", "adaptive_p"},
+    {"penalties", "penalties"},
+    {"dry", "dry"},
+    {"top_n_sigma", "top_n_sigma"},
+    {"top_k", "top_k"},
+    {"typ_p", "typ_p"},
+    {"top_p", "top_p"},
+    {"min_p", "min_p"},
+    {"xtc", "xtc"},
+    {"temperature", "temperature"},
+    {"infill", "infill"},
+    {"adaptive_p", "adaptive_p"},
+    {"top-k", "top_k"},
+    {"top-p", "top_p"},
+    {"top-n-sigma", "top_n_sigma"},
+    {"nucleus", "top_p"},
+    {"typical-p", "typ_p"},
+    {"typical", "typ_p"},
+    {"typ-p", "typ_p"},
+    {"typ", "typ_p"},
+    {"min-p", "min_p"},
+    {"temp", "temperature"},
+    {"adaptive-p", "adaptive_p"},
 };
 
 struct LetterEntry {
@@ -39,21 +50,21 @@ struct LetterEntry {
   std::string_view canonical;
 };
 constexpr LetterEntry kLetters[] = {
-    {'d', "dry"},   {'k', "top_k"}, {'y', "typ_p"},       {'p', "top_p"},
-    {'s', "top_n_sigma"}, {'m', "min_p"}, {'t', "temperature"}, {'x', "xtc"},
-    {'i', "infill"}, {'e', "penalties"}, {'a', "adaptive_p"},
+    {'d', "dry"},         {'k', "top_k"}, {'y', "typ_p"},  {'p', "top_p"},     {'s', "top_n_sigma"}, {'m', "min_p"},
+    {'t', "temperature"}, {'x', "xtc"},   {'i', "infill"}, {'e', "penalties"}, {'a', "adaptive_p"},
 };
 
-const std::string_view kKnownList =
-    "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature";
+const std::string_view kKnownList = "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature";
 
 // Canonical name of a supported sampler, or an opal::Error.
 std::string canonical_name(std::string_view name) {
   for (const auto& e : kNames) {
     if (e.name == name) {
       if (e.canonical == "infill" || e.canonical == "adaptive_p") {
-        fail("sampling: sampler '{}' is a llama.cpp sampler that opal does not implement "
-             "(supported: {})", name, kKnownList);
+        fail(
+            "sampling: sampler '{}' is a llama.cpp sampler that opal does not implement "
+            "(supported: {})",
+            name, kKnownList);
       }
       return std::string(e.canonical);
     }
@@ -106,8 +117,10 @@ std::vector<std::string> parse_sampler_letters(std::string_view letters) {
       }
     }
     if (!found) {
-      fail("sampling: unknown sampler letter '{}' in '{}' (letters: e=penalties d=dry "
-           "s=top_n_sigma k=top_k y=typ_p p=top_p m=min_p x=xtc t=temperature)", c, letters);
+      fail(
+          "sampling: unknown sampler letter '{}' in '{}' (letters: e=penalties d=dry "
+          "s=top_n_sigma k=top_k y=typ_p p=top_p m=min_p x=xtc t=temperature)",
+          c, letters);
     }
   }
   return out;
@@ -162,8 +175,7 @@ void validate(const SamplerParams& p, int32_t n_vocab) {
     fail("sampling: repeat_penalty must be > 0 (1 = off), got {}", p.repeat_penalty);
   }
   if (p.repeat_last_n < -1) {
-    fail("sampling: repeat_last_n must be >= -1 (0 = off, -1 = whole sequence), got {}",
-         p.repeat_last_n);
+    fail("sampling: repeat_last_n must be >= -1 (0 = off, -1 = whole sequence), got {}", p.repeat_last_n);
   }
   check_finite("presence_penalty", p.presence_penalty);
   check_finite("frequency_penalty", p.frequency_penalty);

@@ -171,9 +171,8 @@ void apply_typical(CandidateSet& set, float p, size_t min_keep, StepScratch& scr
     score[i] = pi > 0.0f ? std::fabs(-std::log(pi) - entropy) : std::numeric_limits<float>::infinity();
     order[i] = static_cast<int32_t>(i);
   }
-  std::sort(order, order + set.size, [score](int32_t a, int32_t b) {
-    return score[a] < score[b] || (score[a] == score[b] && a < b);
-  });
+  std::sort(order, order + set.size,
+            [score](int32_t a, int32_t b) { return score[a] < score[b] || (score[a] == score[b] && a < b); });
   float cum = 0.0f;
   size_t keep = set.size;
   for (size_t i = 0; i < set.size; ++i) {
@@ -217,8 +216,7 @@ void apply_top_n_sigma(CandidateSet& set, float n) {
   softmax(set, true);
 }
 
-void apply_xtc(CandidateSet& set, float probability, float threshold, size_t min_keep,
-               std::mt19937& rng) {
+void apply_xtc(CandidateSet& set, float probability, float threshold, size_t min_keep, std::mt19937& rng) {
   if (probability <= 0.0f || threshold > 0.5f || set.size < 2) return;
   std::uniform_real_distribution<float> coin(0.0f, 1.0f);
   if (coin(rng) > probability) return;

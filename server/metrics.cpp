@@ -7,9 +7,7 @@
 namespace opal::server {
 namespace {
 
-std::vector<double> latency_buckets() {
-  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
-}
+std::vector<double> latency_buckets() { return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}; }
 std::vector<double> token_gap_buckets() {
   return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 }
@@ -41,7 +39,9 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 }
 
 Metrics::Metrics()
-    : ttft_(latency_buckets()), inter_token_(token_gap_buckets()), request_(latency_buckets()),
+    : ttft_(latency_buckets()),
+      inter_token_(token_gap_buckets()),
+      request_(latency_buckets()),
       queue_wait_(latency_buckets()) {}
 
 void Metrics::add_prompt(int64_t n, double s) {
@@ -116,7 +116,8 @@ std::string Metrics::render() const {
   scalar(out, "llamacpp:requests_processing", "gauge", "Number of requests processing.", double(processing_));
   scalar(out, "llamacpp:requests_deferred", "gauge", "Number of requests deferred.", double(deferred_));
   ttft_.render(out, "opal:time_to_first_token_seconds", "Time from request arrival to the first generated token.");
-  inter_token_.render(out, "opal:inter_token_latency_seconds", "Time between consecutive generated tokens of a request.");
+  inter_token_.render(out, "opal:inter_token_latency_seconds",
+                      "Time between consecutive generated tokens of a request.");
   request_.render(out, "opal:request_latency_seconds", "Time from request arrival to its last token.");
   queue_wait_.render(out, "opal:queue_wait_seconds", "Time a request waited for a free slot.");
   return out;

@@ -63,11 +63,12 @@ std::optional<int64_t> get_int(const json& o, const char* key, int64_t lo, int64
     x = u > uint64_t(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max() : int64_t(u);
   } else if (v->is_number_integer()) {
     x = v->get<int64_t>();
-  } else if (v->is_number_float() && std::isfinite(v->get<double>()) && std::trunc(v->get<double>()) == v->get<double>() &&
-             std::fabs(v->get<double>()) < 9e15) {
+  } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+             std::trunc(v->get<double>()) == v->get<double>() && std::fabs(v->get<double>()) < 9e15) {
     x = int64_t(v->get<double>());
   } else {
-    bad_request(fmt::format("'{}' must be an integer, got {}", key, v->is_number() ? "a fraction" : type_name(*v)), key);
+    bad_request(fmt::format("'{}' must be an integer, got {}", key, v->is_number() ? "a fraction" : type_name(*v)),
+                key);
   }
   if (x < lo || x > hi) bad_request(fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x), key);
   return x;
@@ -137,7 +138,8 @@ void read_sampling(const json& body, GenParams& gen, int32_t n_vocab) {
           tok = -1;
         }
       }
-      if (tok < 0 || tok >= n_vocab) bad_request(fmt::format("'logit_bias' token {} is out of range", id.dump()), "logit_bias");
+      if (tok < 0 || tok >= n_vocab)
+        bad_request(fmt::format("'logit_bias' token {} is out of range", id.dump()), "logit_bias");
       float v = 0;
       if (b.is_boolean() && !b.get<bool>()) v = -std::numeric_limits<float>::infinity();
       else if (b.is_number()) v = float(b.get<double>());
@@ -180,7 +182,8 @@ void check_token(const json& t, const Vocab& vocab, const char* param) {
 
 std::vector<int32_t> read_prompt(const json& value, const Vocab& vocab, const char* param) {
   if (value.is_string()) return vocab.tokenize(value.get<std::string>(), true, true);
-  if (!value.is_array()) bad_request(fmt::format("'{}' must be a string or an array, got {}", param, value.type_name()), param);
+  if (!value.is_array())
+    bad_request(fmt::format("'{}' must be a string or an array, got {}", param, value.type_name()), param);
   if (value.size() == 1 && (value[0].is_string() || value[0].is_array())) return read_prompt(value[0], vocab, param);
   std::vector<int32_t> out;
   bool first = true;
@@ -204,7 +207,8 @@ std::vector<int32_t> read_prompt(const json& value, const Vocab& vocab, const ch
 
 std::vector<int32_t> tokenize_chat_prompt(const std::string& text, const Vocab& vocab) {
   std::vector<int32_t> toks = vocab.tokenize(text, true, true);
-  if (toks.size() >= 2 && vocab.bos() >= 0 && toks[0] == vocab.bos() && toks[1] == vocab.bos()) toks.erase(toks.begin());
+  if (toks.size() >= 2 && vocab.bos() >= 0 && toks[0] == vocab.bos() && toks[1] == vocab.bos())
+    toks.erase(toks.begin());
   return toks;
 }
 
@@ -230,7 +234,8 @@ json normalize_messages(const json& body) {
     } else if (content->is_array()) {
       std::string text;
       for (const json& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
           bad_request(where + ".content parts must be {\"type\": \"text\", \"text\": ...} (only text is supported)",
                       where + ".content");
         if (!text.empty()) text += "\n";
@@ -238,8 +243,9 @@ json normalize_messages(const json& body) {
       }
       copy["content"] = text;
     } else if (!content->is_string()) {
-      bad_request(fmt::format("{}.content must be a string or an array of text parts, got {}", where, content->type_name()),
-                  where + ".content");
+      bad_request(
+          fmt::format("{}.content must be a string or an array of text parts, got {}", where, content->type_name()),
+          where + ".content");
     }
     out.push_back(std::move(copy));
   }
@@ -252,8 +258,8 @@ void check_context(size_t n_prompt, int32_t n_predict, int64_t n_ctx_slot, const
                             n_ctx_slot),
                 "prompt");
   if (n_predict > 0 && int64_t(n_prompt) + n_predict > n_ctx_slot)
-    bad_request(fmt::format("'{}' = {} plus the prompt's {} tokens exceeds a slot's context of {} tokens", predict_param,
-                            n_predict, n_prompt, n_ctx_slot),
+    bad_request(fmt::format("'{}' = {} plus the prompt's {} tokens exceeds a slot's context of {} tokens",
+                            predict_param, n_predict, n_prompt, n_ctx_slot),
                 predict_param);
 }
 

@@ -2,8 +2,8 @@
 // POST /completion, /tokenize, /detokenize, /apply-template.
 #include <fmt/format.h>
 
-#include "server/state.h"
 #include "core/version.h"
+#include "server/state.h"
 
 namespace opal::server {
 namespace {
@@ -175,8 +175,12 @@ void register_native_routes(Server::State& st) {
       n_params += t->n_elements();
       size += int64_t(t->nbytes());
     }
-    json meta{{"vocab_type", st.vocab->type_name()}, {"n_vocab", hp.n_vocab}, {"n_ctx_train", hp.n_ctx_train},
-              {"n_embd", hp.n_embd}, {"n_params", n_params}, {"size", size}};
+    json meta{{"vocab_type", st.vocab->type_name()},
+              {"n_vocab", hp.n_vocab},
+              {"n_ctx_train", hp.n_ctx_train},
+              {"n_embd", hp.n_embd},
+              {"n_params", n_params},
+              {"size", size}};
     json m{{"id", st.model_id}, {"object", "model"}, {"created", st.created}, {"owned_by", "llamacpp"}, {"meta", meta}};
     res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   };
@@ -185,7 +189,8 @@ void register_native_routes(Server::State& st) {
 
   st.http.Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
     if (!st.opts.metrics)
-      throw HttpError(501, "not_supported_error", "This server does not support metrics endpoint (start it with --metrics)");
+      throw HttpError(501, "not_supported_error",
+                      "This server does not support metrics endpoint (start it with --metrics)");
     res.set_content(st.metrics.render(), "text/plain; version=0.0.4");
   });
 
@@ -203,7 +208,8 @@ void register_native_routes(Server::State& st) {
 
   auto completion = [&st](const httplib::Request& req, httplib::Response& res) { handle_completion(st, req, res); };
   st.http.Post("/completion", completion);
-  st.http.Post("/tokenize", [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });
+  st.http.Post("/tokenize",
+               [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });
   st.http.Post("/detokenize",
                [&st](const httplib::Request& req, httplib::Response& res) { handle_detokenize(st, req, res); });
   st.http.Post("/apply-template",

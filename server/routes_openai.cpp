@@ -3,8 +3,8 @@
 // plus llama-server's `timings`.
 #include <fmt/format.h>
 
-#include "server/state.h"
 #include "core/version.h"
+#include "server/state.h"
 
 namespace opal::server {
 namespace {
@@ -190,7 +190,8 @@ void handle_completions(Server::State& st, const httplib::Request& req, httplib:
     auto chunk = [&](const std::string& text, json finish) {
       json j = base_object(st, id, "text_completion");
       json choice{{"text", text}, {"index", 0}};
-      choice["logprobs"] = logprobs && !ev.tokens.empty() ? legacy_logprobs(*st.vocab, ev.tokens, *offset) : json(nullptr);
+      choice["logprobs"] =
+          logprobs && !ev.tokens.empty() ? legacy_logprobs(*st.vocab, ev.tokens, *offset) : json(nullptr);
       choice["finish_reason"] = std::move(finish);
       j["choices"] = json::array({choice});
       return j;

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <random>
 
+#include "backends/factory/backend_factory.h"
 #include "core/error.h"
 #include "server/state.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal::server {
 
@@ -127,29 +127,29 @@ void stream_response(Server::State& st, httplib::Response& res, std::shared_ptr<
                      std::function<std::string(const Event&)> frame) {
   auto guard = std::make_shared<InFlight>(st, task);
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [guard, frame = std::move(frame)](size_t, httplib::DataSink& sink) {
-        Task& t = guard->task();
-        for (;;) {
-          Event ev;
-          if (!t.pop(ev, std::chrono::milliseconds(250))) {
-            if (!sink.is_writable()) {
-              t.cancel();
-              return false;
-            }
-            continue;
-          }
-          const std::string out = frame(ev);
-          if (!out.empty() && !sink.write(out.data(), out.size())) {
-            t.cancel();  // the client went away: free the slot
-            return false;
-          }
-          if (ev.kind != Event::Kind::Tokens) {
-            sink.done();
-            return true;
-          }
-        }
-      });
+  res.set_chunked_content_provider("text/event-stream",
+                                   [guard, frame = std::move(frame)](size_t, httplib::DataSink& sink) {
+                                     Task& t = guard->task();
+                                     for (;;) {
+                                       Event ev;
+                                       if (!t.pop(ev, std::chrono::milliseconds(250))) {
+                                         if (!sink.is_writable()) {
+                                           t.cancel();
+                                           return false;
+                                         }
+                                         continue;
+                                       }
+                                       const std::string out = frame(ev);
+                                       if (!out.empty() && !sink.write(out.data(), out.size())) {
+                                         t.cancel();  // the client went away: free the slot
+                                         return false;
+                                       }
+                                       if (ev.kind != Event::Kind::Tokens) {
+                                         sink.done();
+                                         return true;
+                                       }
+                                     }
+                                   });
 }
 
 // ---- state -------------------------------------------------------------------
@@ -166,7 +166,8 @@ std::string Server::State::render_chat(const json& messages, bool add_generation
 }
 
 std::shared_ptr<Task> Server::State::submit(GenParams gen) {
-  if (!ready || stopping) throw HttpError(503, "unavailable_error", stopping ? "the server is shutting down" : "Loading model");
+  if (!ready || stopping)
+    throw HttpError(503, "unavailable_error", stopping ? "the server is shutting down" : "Loading model");
   auto task = engine->submit(std::move(gen));
   if (!task) throw HttpError(503, "unavailable_error", "the server is shutting down");
   return task;
@@ -254,7 +255,8 @@ int Server::start() {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_fd = sock;
   });
-  st.port = st.opts.port == 0 ? http.bind_to_any_port(st.opts.host) : (http.bind_to_port(st.opts.host, st.opts.port) ? st.opts.port : -1);
+  st.port = st.opts.port == 0 ? http.bind_to_any_port(st.opts.host)
+                              : (http.bind_to_port(st.opts.host, st.opts.port) ? st.opts.port : -1);
   if (st.port < 0) fail("cannot listen on {}:{} (address in use or not available)", st.opts.host, st.opts.port);
   if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   st.listener = std::thread([&http] { http.listen_after_bind(); });

@@ -9,31 +9,31 @@
 //
 // Endpoints, flags and design: docs/server.md.
 #pragma once
-#include "models/model.h"
 #include <cstdint>
 #include <memory>
 #include <string>
+#include "models/model.h"
 
 namespace opal::server {
 
 struct ServerOptions {
-  std::string model;              // GGUF path
-  LoadOptions load;               // how the weights are loaded (--lm)
+  std::string model;  // GGUF path
+  LoadOptions load;   // how the weights are loaded (--lm)
   std::string host = "127.0.0.1";
-  int port = 8080;                // 0: any free port
-  int n_parallel = 1;             // slots (-np)
-  int64_t n_ctx = 0;              // total context, split evenly over the slots (0: the model's)
-  int64_t n_batch = 2048;         // most tokens one batched decode takes
+  int port = 8080;         // 0: any free port
+  int n_parallel = 1;      // slots (-np)
+  int64_t n_ctx = 0;       // total context, split evenly over the slots (0: the model's)
+  int64_t n_batch = 2048;  // most tokens one batched decode takes
   int64_t n_ubatch = 512;
-  DType kv_type = DType::F16;     // KV cache type (--ctk)
-  int threads = 0;                // compute threads (0: all)
-  std::string backends;           // devices besides the CPU, comma-separated (--backend)
-  RunHooks* hooks = nullptr;      // perf-event hooks on every decode (--perf-log, --trace...); not owned
-  std::string api_key;            // empty: no key needed
-  std::string alias;              // model id in /v1/models and responses (default: the model path)
-  bool metrics = false;           // enable GET /metrics
-  int timeout_s = 600;            // socket read/write timeout
-  int http_threads = 0;           // 0: max(64, 8 x slots)
+  DType kv_type = DType::F16;  // KV cache type (--ctk)
+  int threads = 0;             // compute threads (0: all)
+  std::string backends;        // devices besides the CPU, comma-separated (--backend)
+  RunHooks* hooks = nullptr;   // perf-event hooks on every decode (--perf-log, --trace...); not owned
+  std::string api_key;         // empty: no key needed
+  std::string alias;           // model id in /v1/models and responses (default: the model path)
+  bool metrics = false;        // enable GET /metrics
+  int timeout_s = 600;         // socket read/write timeout
+  int http_threads = 0;        // 0: max(64, 8 x slots)
 };
 
 class Server {

@@ -36,15 +36,15 @@ void Task::push(Event e) {
 struct SlotEngine::Slot {
   Slot(Context& ctx, int i) : id(i), seq(ctx, i) {}
   int id = 0;
-  std::shared_ptr<Task> task;   // null: idle
+  std::shared_ptr<Task> task;  // null: idle
   // The tokens whose K/V sit in sequence `id` (runtime/generation.h): the
   // prompt is read while seq.size() < prompt.size(); then one token per step.
   Sequence seq;
-  StopRules rules;              // the request's stop rules (stop strings are checked here)
+  StopRules rules;  // the request's stop rules (stop strings are checked here)
   std::optional<Sampler> sampler;
-  int32_t pending = -1;         // sampled token whose K/V is not computed yet
+  int32_t pending = -1;  // sampled token whose K/V is not computed yet
   std::string generated;
-  size_t sent = 0;              // bytes of `generated` already released
+  size_t sent = 0;  // bytes of `generated` already released
   int64_t n_decoded = 0;
   Timings timings;
   Clock::time_point t_assigned, t_prompt_done, t_last, t_used;
@@ -218,7 +218,8 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
 void SlotEngine::release_text(Slot& s, Event& ev, bool final) {
   size_t end = s.generated.size();
   if (!final) {
-    const size_t hold = std::max(partial_stop_tail(s.generated, s.task->params.stop), incomplete_utf8_tail(s.generated));
+    const size_t hold =
+        std::max(partial_stop_tail(s.generated, s.task->params.stop), incomplete_utf8_tail(s.generated));
     end = end - std::min(end - s.sent, hold);
   }
   if (end > s.sent) ev.text += s.generated.substr(s.sent, end - s.sent);

@@ -44,11 +44,11 @@ const char* stop_type_name(StopType t);
 struct GenParams {
   std::vector<int32_t> prompt;
   SamplerParams sampling;
-  int32_t n_predict = -1;        // -1: until end of generation or a full slot context
+  int32_t n_predict = -1;         // -1: until end of generation or a full slot context
   std::vector<std::string> stop;  // stop strings (not included in the output)
-  int n_probs = 0;               // top probabilities to report per token
-  bool want_logprobs = false;    // report the chosen token's logprob
-  bool cache_prompt = true;      // allow prefix reuse
+  int n_probs = 0;                // top probabilities to report per token
+  bool want_logprobs = false;     // report the chosen token's logprob
+  bool cache_prompt = true;       // allow prefix reuse
   bool ignore_eos = false;
 };
 
@@ -60,8 +60,8 @@ struct TokenOut {
 };
 
 struct Timings {
-  int64_t cache_n = 0;      // prompt tokens reused from the slot's cache
-  int64_t prompt_n = 0;     // prompt tokens evaluated
+  int64_t cache_n = 0;   // prompt tokens reused from the slot's cache
+  int64_t prompt_n = 0;  // prompt tokens evaluated
   double prompt_ms = 0;
   int64_t predicted_n = 0;  // tokens generated
   double predicted_ms = 0;
@@ -74,7 +74,7 @@ struct Event {
   // Done:
   StopType stop_type = StopType::None;
   std::string stopping_word;
-  bool cancelled = false;        // ended by shutdown
+  bool cancelled = false;  // ended by shutdown
   int64_t n_prompt = 0, n_past = 0;
   int slot = -1;
   Timings timings;

@@ -26,7 +26,7 @@ int32_t BpeMerges::intern(std::string_view text) {
 namespace {
 
 struct Symbol {
-  int32_t sym;   // interned symbol, -1 if the byte char is unknown to the merges
+  int32_t sym;  // interned symbol, -1 if the byte char is unknown to the merges
   int32_t prev, next;
   uint8_t byte;  // the first input byte (for unknown single-byte symbols)
   bool alive;
@@ -36,7 +36,7 @@ struct Candidate {
   int32_t rank;
   int32_t left, right;
   int32_t left_sym, right_sym;
-  int32_t result;  // the merged symbol
+  int32_t result;                             // the merged symbol
   bool operator<(const Candidate& o) const {  // the heap's top is the lowest rank, then leftmost
     return rank != o.rank ? rank > o.rank : left > o.left;
   }

@@ -134,7 +134,9 @@ struct Scanner {
   bool number(size_t p) const { return fl(p) & unicode::kNumber; }
   bool space(size_t p) const { return fl(p) & unicode::kWhitespace; }
   // [^\s\p{L}\p{N}] inside the piece
-  bool other(size_t p) const { return in(p) && !(fl(p) & (unicode::kWhitespace | unicode::kLetter | unicode::kNumber)); }
+  bool other(size_t p) const {
+    return in(p) && !(fl(p) & (unicode::kWhitespace | unicode::kLetter | unicode::kNumber));
+  }
   void emit(size_t e) {
     if (e > prev_end) out.push_back(e - prev_end);
     prev_end = e;
@@ -266,7 +268,8 @@ namespace {
 pcre2_code* compile(const std::string& expr, uint32_t options, std::string_view original) {
   int err = 0;
   PCRE2_SIZE err_off = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expr.data()), expr.size(), options, &err, &err_off, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expr.data()), expr.size(), options, &err, &err_off, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof(msg));
@@ -404,17 +407,14 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string>& words)
         size_t start = 0;
         for (size_t piece : offsets) {
           Scanner sc{cpts, start, start + piece, next, start};
-          if (step->kind == StepKind::Gpt2) sc.gpt2(); else sc.llama3();
+          if (step->kind == StepKind::Gpt2) sc.gpt2();
+          else sc.llama3();
           start += piece;
         }
         break;
       }
-      case StepKind::Collapsed:
-        run_pcre_step(step->code, false, collapsed, nullptr, nullptr, offsets, next);
-        break;
-      case StepKind::Wide:
-        run_pcre_step(step->code, true, wide, &byte_of_cpt, &cpt_of_byte, offsets, next);
-        break;
+      case StepKind::Collapsed: run_pcre_step(step->code, false, collapsed, nullptr, nullptr, offsets, next); break;
+      case StepKind::Wide: run_pcre_step(step->code, true, wide, &byte_of_cpt, &cpt_of_byte, offsets, next); break;
     }
     offsets.swap(next);
   }

@@ -15,7 +15,7 @@ struct PreTokenizerConfig {
   bool ignore_merges = false;  // a word that is a whole token is emitted directly
   bool add_bos = false;        // default of add_bos before the GGUF key overrides it
   bool add_sep = false;
-  bool no_bos = false;         // the pre-tokenizer disables the BOS id (chatglm)
+  bool no_bos = false;  // the pre-tokenizer disables the BOS id (chatglm)
 };
 
 // Throws opal::Error for an unknown pre-tokenizer name. "" means "default".

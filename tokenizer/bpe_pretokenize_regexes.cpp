@@ -50,8 +50,27 @@ const char* const kSeedCoder =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 enum class Group {
-  Default, Llama3, Dbrx, DeepseekLlm, DeepseekCoder, Deepseek3, Falcon, Starcoder, Gpt2, Qwen2, Qwen35,
-  Poro, Chatglm4, Viking, Tekken, Chameleon, Gpt4o, TinyAya, Superbpe, Bailing, SeedCoder,
+  Default,
+  Llama3,
+  Dbrx,
+  DeepseekLlm,
+  DeepseekCoder,
+  Deepseek3,
+  Falcon,
+  Starcoder,
+  Gpt2,
+  Qwen2,
+  Qwen35,
+  Poro,
+  Chatglm4,
+  Viking,
+  Tekken,
+  Chameleon,
+  Gpt4o,
+  TinyAya,
+  Superbpe,
+  Bailing,
+  SeedCoder,
 };
 
 struct Entry {
@@ -138,48 +157,31 @@ const std::map<std::string, Entry, std::less<>>& table() {
 
 std::vector<std::string> regexes_of(Group g) {
   switch (g) {
-    case Group::Default:
-      return {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"};
+    case Group::Default: return {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"};
     case Group::Llama3:
-    case Group::Dbrx:
-      return {kLlama3};
+    case Group::Dbrx: return {kLlama3};
     case Group::DeepseekLlm:
       return {"[\\r\\n]", kDeepseekLlmLetters, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", kCjk, R"(\p{N}+)"};
-    case Group::DeepseekCoder:
-      return {"[\\r\\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjk, R"(\p{N})"};
-    case Group::Deepseek3:
-      return {R"(\p{N}{1,3})", "[一-龥぀-ゟ゠-ヿ]+", kDeepseek3Main};
-    case Group::Falcon:
-      return {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"};
-    case Group::Starcoder:
-      return {R"(\p{N})", kGpt2};
-    case Group::Gpt2:
-      return {kGpt2};
-    case Group::Qwen2:
-      return {kQwen2};
-    case Group::Qwen35:
-      return {kQwen35};
-    case Group::Poro:
-      return {kPoro};
-    case Group::Chatglm4:
-      return {kLlama3};
-    case Group::Viking:
-      return {kPoro, R"(\p{N})"};
-    case Group::Tekken:
-      return {kTekken};
+    case Group::DeepseekCoder: return {"[\\r\\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjk, R"(\p{N})"};
+    case Group::Deepseek3: return {R"(\p{N}{1,3})", "[一-龥぀-ゟ゠-ヿ]+", kDeepseek3Main};
+    case Group::Falcon: return {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"};
+    case Group::Starcoder: return {R"(\p{N})", kGpt2};
+    case Group::Gpt2: return {kGpt2};
+    case Group::Qwen2: return {kQwen2};
+    case Group::Qwen35: return {kQwen35};
+    case Group::Poro: return {kPoro};
+    case Group::Chatglm4: return {kLlama3};
+    case Group::Viking: return {kPoro, R"(\p{N})"};
+    case Group::Tekken: return {kTekken};
     case Group::Chameleon:
-      return {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", R"(\p{N})",
+      return {"<sentinel:[0-9]+>",       "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
+              "([\\t\\n]|    |  )",      R"(\p{N})",
               R"([\p{P}!-/:-@\[-`{-~])", kGpt2};
-    case Group::Gpt4o:
-      return {kGpt4o};
-    case Group::TinyAya:
-      return {R"(\d{1,3}(?=(?:\d{3})*\b))", kTinyAya};
-    case Group::Superbpe:
-      return {R"(\p{N}+)", R"((?=(\d{3})+(?!\d)))"};
-    case Group::Bailing:
-      return {kBailing};
-    case Group::SeedCoder:
-      return {kSeedCoder};
+    case Group::Gpt4o: return {kGpt4o};
+    case Group::TinyAya: return {R"(\d{1,3}(?=(?:\d{3})*\b))", kTinyAya};
+    case Group::Superbpe: return {R"(\p{N}+)", R"((?=(\d{3})+(?!\d)))"};
+    case Group::Bailing: return {kBailing};
+    case Group::SeedCoder: return {kSeedCoder};
   }
   return {};
 }

@@ -28,8 +28,8 @@ const std::vector<uint16_t>& flag_table() {
 
 uint32_t lookup_pair(const unicode_data::CodepointPair* table, size_t n, uint32_t cpt) {
   const auto* end = table + n;
-  const auto* it = std::lower_bound(table, end, cpt,
-                                    [](const unicode_data::CodepointPair& p, uint32_t v) { return p.from < v; });
+  const auto* it =
+      std::lower_bound(table, end, cpt, [](const unicode_data::CodepointPair& p, uint32_t v) { return p.from < v; });
   return (it != end && it->from == cpt) ? it->to : cpt;
 }
 
@@ -38,7 +38,9 @@ struct ByteMap {
   std::array<std::string, 256> utf8;
   std::vector<int16_t> inverse;  // code point -> byte, for code points < 512
   ByteMap() : inverse(512, -1) {
-    auto printable = [](int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); };
+    auto printable = [](int b) {
+      return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    };
     uint32_t next = 256;
     for (int b = 0; b < 256; ++b) {
       cpt[b] = printable(b) ? uint32_t(b) : next++;

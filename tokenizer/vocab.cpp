@@ -98,7 +98,8 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
 
   if (v.type == VocabType::None) {
     if (const gguf::Value* t = f.find(kTokens); t && t->type == gguf::ValueType::ARRAY)
-      for (size_t i = 0; i < t->array.size(); ++i) v.tokens.push_back({"[UNUSED_" + std::to_string(i) + "]", 0, kAttrUnused});
+      for (size_t i = 0; i < t->array.size(); ++i)
+        v.tokens.push_back({"[UNUSED_" + std::to_string(i) + "]", 0, kAttrUnused});
     v.bos = v.eos = v.unk = -1;
     return Vocab(std::move(impl));
   }
@@ -194,8 +195,7 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
     const int64_t id = val->as_int(k.key);
     // -1 (often stored as u32 0xFFFFFFFF) means "none": keep the default, as llama.cpp.
     if (id < 0 || id == int64_t(UINT32_MAX)) continue;
-    if (id >= int64_t(n))
-      fail("{}: '{}' = {} is out of range (the vocabulary has {} tokens)", f.path(), k.key, id, n);
+    if (id >= int64_t(n)) fail("{}: '{}' = {} is out of range (the vocabulary has {} tokens)", f.path(), k.key, id, n);
     *k.id = int32_t(id);
   }
   v.add_bos = get_bool(f, "tokenizer.ggml.add_bos_token", v.add_bos);
@@ -218,16 +218,18 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
         return;
       }
   };
-  find_first(v.eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
-                     "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+  find_first(v.eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+                     "<EOT>", "_<EOT>", "[EOT]",
+                     "<\xEF\xBD\x9C"
+                     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
                      "<end_of_utterance>"});
   find_first(v.eom, {"<|eom_id|>"});
-  find_first(v.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xE2\x96\x81<PRE>",
-                         "<|code_prefix|>"});
-  find_first(v.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xE2\x96\x81<SUF>",
-                         "<|code_suffix|>"});
-  find_first(v.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xE2\x96\x81<MID>",
-                         "<|code_middle|>"});
+  find_first(v.fim_pre,
+             {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>"});
+  find_first(v.fim_suf,
+             {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>"});
+  find_first(v.fim_mid,
+             {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>"});
   find_first(v.fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
   find_first(v.fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
   find_first(v.fim_sep, {"<|file_sep|>"});
@@ -237,9 +239,26 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
   // End of generation.
   for (int32_t id : {v.fim_pad, v.fim_rep, v.fim_sep})
     if (id >= 0) v.eog.insert(id);
-  for (const char* t : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-                        "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-                        "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"}) {
+  for (const char* t : {"<|eot_id|>",
+                        "<|im_end|>",
+                        "<|end|>",
+                        "<|return|>",
+                        "<|call|>",
+                        "<|flush|>",
+                        "<|calls|>",
+                        "<end_of_turn>",
+                        "<|endoftext|>",
+                        "</s>",
+                        "<|eom_id|>",
+                        "<EOT>",
+                        "_<EOT>",
+                        "[EOT]",
+                        "[EOS]",
+                        "<|end_of_text|>",
+                        "<end_of_utterance>",
+                        "<eos>",
+                        "<turn|>",
+                        "<|tool_response>"}) {
     if (int32_t id = v.text_to_token(t); id >= 0) {
       v.eog.insert(id);
       mark_control(id);
@@ -251,8 +270,8 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
     if (id >= 0) v.eog.insert(id);
   {
     const int32_t end_id = v.text_to_token("<|end|>");
-    const bool has_return = v.text_to_token("<|return|>") >= 0, has_call = v.text_to_token("<|call|>") >= 0 ||
-                                                                        v.text_to_token("<|calls|>") >= 0;
+    const bool has_return = v.text_to_token("<|return|>") >= 0,
+               has_call = v.text_to_token("<|call|>") >= 0 || v.text_to_token("<|calls|>") >= 0;
     const bool has_flush = v.text_to_token("<|flush|>") >= 0;
     if (end_id >= 0 && ((has_return && has_call) || (has_call && has_flush))) {
       v.eog.erase(end_id);
@@ -299,9 +318,11 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   const std::string arch = f.get_string("general.architecture", "");
   auto set_attr = [&](const char* text, uint32_t bit, bool on) {
-    if (int32_t id = v.text_to_token(text); id >= 0) v.tokens[id].attr = on ? (v.tokens[id].attr | bit) : (v.tokens[id].attr & ~bit);
+    if (int32_t id = v.text_to_token(text); id >= 0)
+      v.tokens[id].attr = on ? (v.tokens[id].attr | bit) : (v.tokens[id].attr & ~bit);
   };
-  if (contains(v.pre, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) || contains(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
+  if (contains(v.pre, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) ||
+      contains(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
     set_attr("<mask>", kAttrLstrip, true);
   } else if (contains(name, {"phi-3", "phi3"})) {
     for (int32_t id : v.special_tokens) v.tokens[id].attr |= kAttrRstrip;

@@ -68,8 +68,7 @@ class Vocab {
   // added by SPM, optionally drops a leading BOS / trailing EOS (remove_special),
   // renders control tokens only when unparse_special, and cleans spaces for
   // vocabularies that ask for it. Throws opal::Error naming an id out of range.
-  std::string detokenize(std::span<const int32_t> ids, bool remove_special = false,
-                         bool unparse_special = true) const;
+  std::string detokenize(std::span<const int32_t> ids, bool remove_special = false, bool unparse_special = true) const;
 
   int32_t n_tokens() const;
   // Special ids, -1 if the vocabulary has none.
@@ -89,15 +88,15 @@ class Vocab {
   bool is_eog(int32_t id) const;      // end of generation (EOS, EOT, EOM, <|im_end|>, ...)
   bool is_control(int32_t id) const;  // false for ids out of range
   bool is_byte(int32_t id) const;
-  uint32_t token_attr(int32_t id) const;  // TokenAttr bits; throws for ids out of range
-  float token_score(int32_t id) const;    // throws for ids out of range
+  uint32_t token_attr(int32_t id) const;            // TokenAttr bits; throws for ids out of range
+  float token_score(int32_t id) const;              // throws for ids out of range
   const std::string& token_text(int32_t id) const;  // raw vocabulary text; throws for ids out of range
   // The id of a token with exactly this vocabulary text, or -1.
   int32_t find_token(std::string_view text) const;
   std::vector<int32_t> eog_ids() const;
 
   VocabType type() const;
-  std::string type_name() const;  // "SPM", "BPE", "WPM", "no vocab"
+  std::string type_name() const;          // "SPM", "BPE", "WPM", "no vocab"
   const std::string& model_name() const;  // tokenizer.ggml.model
   const std::string& pre_name() const;    // tokenizer.ggml.pre ("default" when absent)
 

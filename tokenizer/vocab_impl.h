@@ -38,7 +38,7 @@ struct BpeMerges {
     int32_t result;
   };
   std::unordered_map<uint64_t, Merge> merges;  // key: (uint64(left) << 32) | right
-  int32_t byte_sym[256];                        // symbol of each GPT-2 byte char, or -1
+  int32_t byte_sym[256];                       // symbol of each GPT-2 byte char, or -1
 
   static uint64_t key(int32_t l, int32_t r) { return (uint64_t(uint32_t(l)) << 32) | uint32_t(r); }
   int32_t intern(std::string_view text);
@@ -67,7 +67,7 @@ struct Vocab::Impl {
   bool wpm_strip_accents = true;
 
   std::set<int32_t> eog;
-  std::vector<int32_t> special_tokens;  // control/user-defined/unknown, longest text first
+  std::vector<int32_t> special_tokens;   // control/user-defined/unknown, longest text first
   std::vector<std::string> piece_cache;  // token_to_piece(id, special = true)
 
   // SPM: ASCII characters that occur in no token longer than one character, so no

@@ -69,7 +69,8 @@ std::vector<Fragment> partition(const Vocab::Impl& v, std::string_view text, boo
 
 std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bool parse_special) const {
   const Impl& v = *impl_;
-  if (v.type == VocabType::None) fail("cannot tokenize: this model has no vocabulary (tokenizer.ggml.model = '{}')", v.model);
+  if (v.type == VocabType::None)
+    fail("cannot tokenize: this model has no vocabulary (tokenizer.ggml.model = '{}')", v.model);
   std::vector<int32_t> out;
   std::vector<Fragment> frags;
   if (!text.empty()) frags = partition(v, text, parse_special);
@@ -115,8 +116,7 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
       if (add_special && v.sep >= 0) out.push_back(v.sep);
       break;
     }
-    case VocabType::None:
-      break;
+    case VocabType::None: break;
   }
   return out;
 }

@@ -243,8 +243,7 @@ std::string format_params(uint64_t params) {
   return fmt::format("{:.2f} K", double(params) / 1e3);
 }
 
-std::string format_markdown(const std::vector<BenchResult>& results, const BenchConditions& c,
-                            const BenchDefaults& d) {
+std::string format_markdown(const std::vector<BenchResult>& results, const BenchConditions& c, const BenchDefaults& d) {
   bool show_batch = false, show_ubatch = false, show_ctk = false;
   for (const auto& r : results) {
     show_batch |= r.n_batch != d.n_batch;
@@ -258,8 +257,8 @@ std::string format_markdown(const std::vector<BenchResult>& results, const Bench
   for (const char* h : {"lm", "test", "GB/s", "% bw", "t/s"}) head.push_back(h);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : results) {
-    std::vector<std::string> row = {r.model_type, format_size(r.model_size), format_params(r.model_n_params),
-                                    r.backend, std::to_string(r.n_threads)};
+    std::vector<std::string> row = {r.model_type, format_size(r.model_size), format_params(r.model_n_params), r.backend,
+                                    std::to_string(r.n_threads)};
     if (show_batch) row.push_back(std::to_string(r.n_batch));
     if (show_ubatch) row.push_back(std::to_string(r.n_ubatch));
     if (show_ctk) row.push_back(r.type_k);
@@ -314,7 +313,8 @@ std::string format_markdown(const std::vector<BenchResult>& results, const Bench
   out += fmt::format("- transparent huge pages: {}\n", c.thp);
   out += fmt::format("- kernel: {}\n", c.kernel);
   std::string bw;
-  for (const auto& [t, g] : c.bandwidth_gbps) bw += fmt::format("{}{:.1f} GB/s ({} threads)", bw.empty() ? "" : ", ", g, t);
+  for (const auto& [t, g] : c.bandwidth_gbps)
+    bw += fmt::format("{}{:.1f} GB/s ({} threads)", bw.empty() ? "" : ", ", g, t);
   out += fmt::format("- measured read bandwidth: {}\n", bw.empty() ? "not measured" : bw);
   out += fmt::format("- load average before / after: {} / {}\n", c.load_before, c.load_after);
   return out;
@@ -408,10 +408,11 @@ std::string format_device_predictions(const std::vector<BenchResult>& results) {
       for (const auto& p : r.predictions) {
         if (p.device != dev || p.nodes_run == 0 || p.predicted_s <= 0) continue;
         if (table.empty())
-          table = fmt::format("\n{} ({}): predicted time of the\n{}\n\n"
-                              "| model | threads | test | {} / run | predicted ms / run | {} t/s |\n"
-                              "| --- | ---: | --- | ---: | ---: | ---: |\n",
-                              p.device, p.model, p.scope, p.nodes_label, p.only_label);
+          table = fmt::format(
+              "\n{} ({}): predicted time of the\n{}\n\n"
+              "| model | threads | test | {} / run | predicted ms / run | {} t/s |\n"
+              "| --- | ---: | --- | ---: | ---: | ---: |\n",
+              p.device, p.model, p.scope, p.nodes_label, p.only_label);
         table += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |\n", r.model_type, r.n_threads, r.test_name(),
                              p.nodes_run, p.predicted_s * 1e3, double(r.n_prompt + r.n_gen) / p.predicted_s);
       }

@@ -14,14 +14,14 @@ namespace opal::tools {
 
 // What the machine looked like during the run.
 struct BenchConditions {
-  std::string cpu;         // /proc/cpuinfo model name
-  std::string isa;         // ISA the kernels use (e.g. "avx512 (vnni, bf16)" or "ref")
-  std::string kernels;     // matmul kernel per weight type of the models, e.g. "q4_0=avx512 f32=ref"
-  std::string governor;    // cpufreq governor, or "n/a"
-  std::string thp;         // transparent huge pages setting
-  std::string kernel;      // uname -r
-  std::string commit;      // Opal's git commit
-  std::string load_before, load_after;  // /proc/loadavg (1, 5, 15 min)
+  std::string cpu;                       // /proc/cpuinfo model name
+  std::string isa;                       // ISA the kernels use (e.g. "avx512 (vnni, bf16)" or "ref")
+  std::string kernels;                   // matmul kernel per weight type of the models, e.g. "q4_0=avx512 f32=ref"
+  std::string governor;                  // cpufreq governor, or "n/a"
+  std::string thp;                       // transparent huge pages setting
+  std::string kernel;                    // uname -r
+  std::string commit;                    // Opal's git commit
+  std::string load_before, load_after;   // /proc/loadavg (1, 5, 15 min)
   std::map<int, double> bandwidth_gbps;  // measured read bandwidth per thread count
 };
 
@@ -46,7 +46,7 @@ struct BenchResult {
   // rocket: the performance model's RK3588 seconds for the matmuls the NPU
   // ran), per repetition.
   struct DevicePrediction {
-    std::string device;  // "rocket"
+    std::string device;                                 // "rocket"
     std::string model, scope, nodes_label, only_label;  // DeviceStats::Prediction
     double predicted_s = 0;
     int64_t nodes_run = 0;
@@ -79,8 +79,7 @@ struct BenchDefaults {
   int64_t n_batch = 2048, n_ubatch = 512;
   std::string type_k = "f16";
 };
-std::string format_markdown(const std::vector<BenchResult>& results, const BenchConditions& c,
-                            const BenchDefaults& d);
+std::string format_markdown(const std::vector<BenchResult>& results, const BenchConditions& c, const BenchDefaults& d);
 std::string format_csv(const std::vector<BenchResult>& results, const BenchConditions& c);
 std::string format_json(const std::vector<BenchResult>& results, const BenchConditions& c);
 std::string format_jsonl(const std::vector<BenchResult>& results, const BenchConditions& c);

@@ -26,9 +26,9 @@
 
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
-#include "graph/registry.h"
 #include "core/error.h"
 #include "core/quant/recipe.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "runtime/generation.h"
@@ -36,14 +36,14 @@
 #include "tools/bench_report.h"
 #include "tools/commands.h"
 #include "tools/context_options.h"
-#include "tools/perf_options.h"
 #include "tools/isa_option.h"
+#include "tools/perf_options.h"
 
 namespace opal::tools {
 namespace {
 
 struct BenchOptions {
-  PerfOptions perf;  // --perf-log, --trace, --summary, --shadow
+  PerfOptions perf;        // --perf-log, --trace, --summary, --shadow
   BackendOptions backend;  // --backend
   std::vector<std::string> models;
   std::vector<std::string> n_prompt = {"512"}, n_gen = {"128"}, pg, threads, n_batch = {"2048"}, n_ubatch = {"512"};
@@ -156,10 +156,8 @@ int run_bench(const BenchOptions& o) {
   const auto batches = parse_int_list(o.n_batch, "-b", 1);
   const auto ubatches = parse_int_list(o.n_ubatch, "--ub", 1);
   std::vector<int64_t> threads;
-  if (o.threads.empty())
-    threads.push_back(int64_t(std::max(1u, std::thread::hardware_concurrency())));
-  else
-    threads = parse_int_list(o.threads, "-t", 1);
+  if (o.threads.empty()) threads.push_back(int64_t(std::max(1u, std::thread::hardware_concurrency())));
+  else threads = parse_int_list(o.threads, "-t", 1);
   for (int64_t t : threads)
     if (t > 1024) fail("-t {}: too many threads", t);
   std::vector<TestSpec> tests;
@@ -194,7 +192,8 @@ int run_bench(const BenchOptions& o) {
   RunHooks* hooks = perf_session.hooks();
 
   std::vector<BenchResult> results;
-  const size_t n_total = o.models.size() * modes.size() * batches.size() * ubatches.size() * threads.size() * tests.size();
+  const size_t n_total =
+      o.models.size() * modes.size() * batches.size() * ubatches.size() * threads.size() * tests.size();
   size_t n_done = 0;
   std::mt19937 rng(1234);
   for (const auto& path : o.models) {
@@ -205,7 +204,8 @@ int run_bench(const BenchOptions& o) {
       const auto t_load = Clock::now();
       auto model = Model::load(path, *reg, lo);
       const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
-      if (o.progress) std::fprintf(stderr, "opal bench: loaded %s (%s) in %.2f s\n", path.c_str(), load_mode_name(mode), load_s);
+      if (o.progress)
+        std::fprintf(stderr, "opal bench: loaded %s (%s) in %.2f s\n", path.c_str(), load_mode_name(mode), load_s);
       const gguf::File& g = model->gguf();
       uint64_t size = 0, n_params = 0, embd_bytes = 0;
       bool has_output = false;
@@ -220,8 +220,8 @@ int run_bench(const BenchOptions& o) {
         }
       }
       const std::string filename = path.substr(path.find_last_of('/') + 1);
-      const std::string type = fmt::format("{} {} {}", g.get_string("general.architecture", "?"),
-                                           size_label(g, n_params), ftype_label(g));
+      const std::string type =
+          fmt::format("{} {} {}", g.get_string("general.architecture", "?"), size_label(g, n_params), ftype_label(g));
       const int32_t n_vocab = int32_t(model->hparams().n_vocab);
       for (int64_t nb : batches)
         for (int64_t nub : ubatches)
@@ -282,7 +282,8 @@ int run_bench(const BenchOptions& o) {
                 const auto t0 = Clock::now();
                 if (test.n_prompt > 0) run_prompt(ctx, prompt, nb);
                 if (test.n_gen > 0) run_gen(ctx, test.n_prompt, test.n_gen, rng, n_vocab);
-                r.samples_ns.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+                r.samples_ns.push_back(
+                    uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
               }
               for (size_t i = 0; i < reg->devices().size(); ++i) {
                 const DeviceStats after = reg->devices()[i]->stats();
@@ -353,8 +354,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--mlock", o->mlock, "Map, populate and lock the weights (load mode lock)");
   sub->add_option("-o,--output", o->output, "Output format: md (default), csv, json, jsonl");
   sub->add_option("--plot", o->plot, "Also draw the results as an SVG bar chart into this file");
-  sub->add_option("--idle", o->idle_seconds,
-                  "Sleep this many seconds after the warm-up, before timing (reproduces the host paging idle memory out)");
+  sub->add_option(
+      "--idle", o->idle_seconds,
+      "Sleep this many seconds after the warm-up, before timing (reproduces the host paging idle memory out)");
   sub->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run");
   sub->add_flag("--no-bw", o->no_bw, "Do not measure the memory bandwidth (the % bw column shows -)");
   sub->add_flag("--progress", o->progress, "Print progress to stderr");

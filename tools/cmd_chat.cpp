@@ -202,7 +202,8 @@ int run_chat(const ChatOptions& o_in) {
 
   const bool interactive = isatty(STDIN_FILENO) && !o.single_turn;
   if (interactive)
-    std::fprintf(stderr, "opal chat: %s, n_ctx %lld. Type a message; /exit quits, /clear forgets, /help lists commands.\n",
+    std::fprintf(stderr,
+                 "opal chat: %s, n_ctx %lld. Type a message; /exit quits, /clear forgets, /help lists commands.\n",
                  o.model.c_str(), static_cast<long long>(ctx.n_ctx()));
   int failures = 0;
   if (!o.prompt.empty()) {
@@ -242,7 +243,8 @@ void add_chat_command(CLI::App& app) {
   sub->add_option("--sys,--system-prompt", o->system_prompt, "system prompt (llama.cpp: -sys)");
   sub->add_option("-p,--prompt", o->prompt, "first user message");
   sub->add_flag("--single-turn", o->single_turn, "answer -p and exit");
-  sub->add_flag("--cnv,--conversation", o->conversation, "conversation mode (always on; accepted for llama.cpp's -cnv)");
+  sub->add_flag("--cnv,--conversation", o->conversation,
+                "conversation mode (always on; accepted for llama.cpp's -cnv)");
   sub->add_option("--chat-template-file", o->template_file, "Jinja chat template file (overrides the model's)");
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "most tokens per reply (-1 = until end of generation)");
   add_engine_options(sub, o->context, o->backend, o->perf);

@@ -57,7 +57,8 @@ void add_conformance_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "conformance", "Every backend x op x dtype x shape against the scalar reference (like test-backend-ops)");
   sub->add_option("--mode", o->mode, "test (default), perf or support");
-  sub->add_option("--backend,--backends", o->backends, "backends, comma-separated (default: all). Known: " + backend_names());
+  sub->add_option("--backend,--backends", o->backends,
+                  "backends, comma-separated (default: all). Known: " + backend_names());
   sub->add_option("--op", o->op, "only this op (e.g. MUL_MAT)");
   sub->add_option("--dtype", o->dtype, "only this dtype (e.g. q8_0)");
   sub->add_option("--cases", o->cases, "case set: ci (default, small), full (M up to 512, K up to 8192), rocket");

@@ -12,8 +12,8 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
-#include "tools/commands.h"
 #include "core/quant/recipe.h"
+#include "tools/commands.h"
 
 namespace opal::tools {
 namespace {
@@ -31,11 +31,16 @@ constexpr size_t kArrayHead = 8;
 
 json scalar_json(const gguf::Value& v) {
   switch (v.type) {
-    case gguf::ValueType::U8: case gguf::ValueType::U16: case gguf::ValueType::U32: case gguf::ValueType::U64:
-      return v.u;
-    case gguf::ValueType::I8: case gguf::ValueType::I16: case gguf::ValueType::I32: case gguf::ValueType::I64:
-      return v.i;
-    case gguf::ValueType::F32: case gguf::ValueType::F64: return v.f;
+    case gguf::ValueType::U8:
+    case gguf::ValueType::U16:
+    case gguf::ValueType::U32:
+    case gguf::ValueType::U64: return v.u;
+    case gguf::ValueType::I8:
+    case gguf::ValueType::I16:
+    case gguf::ValueType::I32:
+    case gguf::ValueType::I64: return v.i;
+    case gguf::ValueType::F32:
+    case gguf::ValueType::F64: return v.f;
     case gguf::ValueType::BOOL: return v.u != 0;
     case gguf::ValueType::STRING: return v.str;
     case gguf::ValueType::ARRAY: break;
@@ -137,10 +142,8 @@ json tokenizer_json(const gguf::File& f) {
     }
     const int64_t id = kv.value.as_int(kv.key);
     json e = {{"id", id}};
-    if (id >= 0 && uint64_t(id) < n_vocab)
-      e["text"] = tokens->array[size_t(id)].str;
-    else
-      e["text"] = nullptr;  // e.g. 4294967295 (u32 -1): "none"
+    if (id >= 0 && uint64_t(id) < n_vocab) e["text"] = tokens->array[size_t(id)].str;
+    else e["text"] = nullptr;  // e.g. 4294967295 (u32 -1): "none"
     special[role] = e;
   }
   t["special"] = special;
@@ -187,8 +190,11 @@ json report_json(const gguf::File& f, const InspectOptions& o) {
   json j;
   j["file"] = o.path;
   j["file_size"] = f.file_size();
-  j["gguf"] = {{"version", f.version()}, {"alignment", f.alignment()}, {"data_offset", f.data_offset()},
-               {"metadata_keys", f.kvs().size()}, {"tensors", f.tensors().size()}};
+  j["gguf"] = {{"version", f.version()},
+               {"alignment", f.alignment()},
+               {"data_offset", f.data_offset()},
+               {"metadata_keys", f.kvs().size()},
+               {"tensors", f.tensors().size()}};
   j["general"] = general_json(f, o.all);
   const std::string arch = f.has("general.architecture") ? f.get_string("general.architecture") : "";
   j["hyperparameters"] = hparams_json(f, arch, o.all);
@@ -203,8 +209,13 @@ json report_json(const gguf::File& f, const InspectOptions& o) {
     n_bytes += t.nbytes;
     n_flat += t.flat_blocks;
     type_counts[dtype_name(t.type)]++;
-    ts.push_back({{"name", t.name}, {"type", dtype_name(t.type)}, {"shape", t.ne}, {"elements", t.n_elements()},
-                  {"bytes", t.nbytes}, {"offset", t.offset}, {"flat_blocks", t.flat_blocks}});
+    ts.push_back({{"name", t.name},
+                  {"type", dtype_name(t.type)},
+                  {"shape", t.ne},
+                  {"elements", t.n_elements()},
+                  {"bytes", t.nbytes},
+                  {"offset", t.offset},
+                  {"flat_blocks", t.flat_blocks}});
   }
   j["tensors"] = ts;
   json types = json::object();
@@ -288,13 +299,11 @@ void print_text(const json& j, bool all) {
                        : fmt::format("{} ({})", gen["file_type"].dump(), gen["file_type_name"].get<std::string>()));
   row("quantization version", text_of(gen["quantization_version"]));
   for (const auto& [k, v] : gen.items())
-    if (k != "name" && k != "architecture" && k != "file_type" && k != "file_type_name" &&
-        k != "quantization_version")
+    if (k != "name" && k != "architecture" && k != "file_type" && k != "file_type_name" && k != "quantization_version")
       row(k, text_of(v));
 
-  fmt::print("\nhyperparameters{}\n", gen["architecture"].is_null()
-                                          ? ""
-                                          : " (" + gen["architecture"].get<std::string>() + ".*)");
+  fmt::print("\nhyperparameters{}\n",
+             gen["architecture"].is_null() ? "" : " (" + gen["architecture"].get<std::string>() + ".*)");
   if (j["hyperparameters"].empty()) fmt::print("  (none)\n");
   for (const auto& [k, v] : j["hyperparameters"].items()) row(k, text_of(v));
 
@@ -309,8 +318,8 @@ void print_text(const json& j, bool all) {
     row("merges", t["merges"].is_null() ? "(none)" : grouped(t["merges"].get<uint64_t>()));
     row("scores", t["has_scores"].get<bool>() ? "yes" : "no");
     for (const auto& [role, e] : t["special"].items())
-      row(role + " token", fmt::format("{} {}", e["id"].dump(), e["text"].is_null() ? "(no such token)"
-                                                                                    : text_of(e["text"])));
+      row(role + " token",
+          fmt::format("{} {}", e["id"].dump(), e["text"].is_null() ? "(no such token)" : text_of(e["text"])));
     for (const auto& [k, v] : t["flags"].items()) row(k, text_of(v));
     row("control tokens", grouped(t["control_tokens"].get<uint64_t>()));
     row("user-defined tokens", grouped(t["user_defined_tokens"].get<uint64_t>()));
@@ -323,10 +332,9 @@ void print_text(const json& j, bool all) {
   const json& c = j["chat_template"];
   fmt::print("\nchat template\n");
   if (c["present"].get<bool>())
-    row("present", fmt::format("yes, {} bytes; first line: {}", grouped(c["length"].get<uint64_t>()),
-                               text_of(c["first_line"])));
-  else
-    row("present", "no");
+    row("present",
+        fmt::format("yes, {} bytes; first line: {}", grouped(c["length"].get<uint64_t>()), text_of(c["first_line"])));
+  else row("present", "no");
   if (!c["named"].empty()) row("named templates", text_of(c["named"]));
 
   fmt::print("\nother metadata{}\n", all ? "" : " (arrays shortened; --all shows them in full)");
@@ -349,8 +357,8 @@ void print_text(const json& j, bool all) {
     std::string shape = "[";
     for (const auto& d : tn["shape"]) shape += (shape.size() > 1 ? ", " : "") + d.dump();
     shape += "]";
-    fmt::print("  {:<44} {:<8} {:<26} {:>14}{}\n", tn["name"].get<std::string>(), tn["type"].get<std::string>(),
-               shape, grouped(tn["bytes"].get<uint64_t>()), tn["flat_blocks"].get<bool>() ? "  *flat blocks" : "");
+    fmt::print("  {:<44} {:<8} {:<26} {:>14}{}\n", tn["name"].get<std::string>(), tn["type"].get<std::string>(), shape,
+               grouped(tn["bytes"].get<uint64_t>()), tn["flat_blocks"].get<bool>() ? "  *flat blocks" : "");
   }
 
   const json& tot = j["totals"];
@@ -359,7 +367,8 @@ void print_text(const json& j, bool all) {
   row("tensor bytes", fmt::format("{} ({:.2f} MiB)", grouped(tot["bytes"].get<uint64_t>()), tot["mib"].get<double>()));
   row("bits per weight", fmt::format("{:.2f}", tot["bits_per_weight"].get<double>()));
   std::string types;
-  for (const auto& [k, n] : tot["types"].items()) types += fmt::format("{}{} x{}", types.empty() ? "" : ", ", k, n.get<uint64_t>());
+  for (const auto& [k, n] : tot["types"].items())
+    types += fmt::format("{}{} x{}", types.empty() ? "" : ", ", k, n.get<uint64_t>());
   row("tensor types", types.empty() ? "(none)" : types);
   for (const auto& n : j["notes"]) fmt::print("\nnote: {}\n", n.get<std::string>());
 }
@@ -367,10 +376,8 @@ void print_text(const json& j, bool all) {
 int run_inspect(const InspectOptions& o) {
   const gguf::File f = gguf::File::open(o.path);
   const json j = report_json(f, o);
-  if (o.json)
-    fmt::print("{}\n", j.dump(2, ' ', false, json::error_handler_t::replace));
-  else
-    print_text(j, o.all);
+  if (o.json) fmt::print("{}\n", j.dump(2, ' ', false, json::error_handler_t::replace));
+  else print_text(j, o.all);
   return 0;
 }
 

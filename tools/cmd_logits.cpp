@@ -8,8 +8,8 @@
 
 #include <fstream>
 
-#include "graph/registry.h"
 #include "core/error.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/generation.h"
 #include "tools/backend_options.h"

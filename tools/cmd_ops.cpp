@@ -14,8 +14,8 @@
 
 #include "backends/factory/backend_factory.h"
 #include "backends/factory/support_matrix.h"
-#include "graph/perf/placement_report.h"
 #include "core/error.h"
+#include "graph/perf/placement_report.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "tools/commands.h"
@@ -54,8 +54,12 @@ nlohmann::json to_json(const PlacementReport& r) {
   auto groups = [](const std::vector<PlacementGroup>& gs) {
     json a = json::array();
     for (const PlacementGroup& g : gs)
-      a.push_back({{"backend", g.backend}, {"op", g.op}, {"reason", g.reason}, {"nodes", g.nodes},
-                   {"flops", g.flops}, {"bytes", g.bytes}});
+      a.push_back({{"backend", g.backend},
+                   {"op", g.op},
+                   {"reason", g.reason},
+                   {"nodes", g.nodes},
+                   {"flops", g.flops},
+                   {"bytes", g.bytes}});
     return a;
   };
   j["placement"] = groups(r.groups);
@@ -82,8 +86,9 @@ std::string to_text(const PlacementReport& r) {
       s += fmt::format("| {} | {} | {:.4g} | {:.1f} % | {:.4g} | {} |\n", f.op, f.nodes, f.flops * 1e-9,
                        r.flops > 0 ? 100.0 * f.flops / r.flops : 0.0, double(f.bytes) * 1e-6, f.reason);
   }
-  s += fmt::format("\n### Copies between backends\n\n{} segment(s), {} copies, {} bytes per run = {:.1f} bytes per token\n",
-                   r.segments, r.copies, r.bytes_copied, r.bytes_copied_per_token);
+  s += fmt::format(
+      "\n### Copies between backends\n\n{} segment(s), {} copies, {} bytes per run = {:.1f} bytes per token\n",
+      r.segments, r.copies, r.bytes_copied, r.bytes_copied_per_token);
   return s;
 }
 
@@ -145,10 +150,11 @@ int run_ops(const OpsOptions& o) {
 void add_ops_command(CLI::App& app) {
   auto o = std::make_shared<OpsOptions>();
   CLI::App* sub = app.add_subcommand(
-      "ops", "Op support matrix per backend (docs/ops.md), or with -m where a model's nodes run, why, and at what cost");
-  sub->add_option("--backend,--backends", o->backends,
-                  "backends, comma-separated (matrix: default all; with -m the CPU is always added). Known: " +
-                      backend_names());
+      "ops",
+      "Op support matrix per backend (docs/ops.md), or with -m where a model's nodes run, why, and at what cost");
+  sub->add_option(
+      "--backend,--backends", o->backends,
+      "backends, comma-separated (matrix: default all; with -m the CPU is always added). Known: " + backend_names());
   sub->add_option("-o,--output", o->format, "md (default), csv (matrix) or json (with -m)");
   sub->add_option("-m,--model", o->model, "GGUF model: report its placement instead of the matrix");
   sub->add_option("-c,--ctx-size", o->n_ctx, "context size for the report (512)");

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "graph/registry.h"
 #include "core/error.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/perplexity.h"
 #include "tokenizer/vocab.h"

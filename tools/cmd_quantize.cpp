@@ -81,10 +81,8 @@ void quantize_threaded(DType type, const float* src, uint8_t* dst, int64_t n_row
         if (!error) error = std::current_exception();
       }
     };
-    if (c + 1 == n_chunks)
-      work();
-    else
-      workers.emplace_back(work);
+    if (c + 1 == n_chunks) work();
+    else workers.emplace_back(work);
   }
   for (auto& w : workers) w.join();
   if (error) std::rethrow_exception(error);
@@ -98,7 +96,8 @@ int run_quantize(const QuantizeOptions& o) {
   quant::RecipeOptions recipe;
   recipe.ftype = *ftype;
   recipe.pure = o.pure;
-  if (!o.output_tensor_type.empty()) recipe.output_type = parse_tensor_type(o.output_tensor_type, "--output-tensor-type");
+  if (!o.output_tensor_type.empty())
+    recipe.output_type = parse_tensor_type(o.output_tensor_type, "--output-tensor-type");
   if (!o.token_embedding_type.empty())
     recipe.token_embd_type = parse_tensor_type(o.token_embedding_type, "--token-embedding-type");
   const int n_threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -126,14 +125,15 @@ int run_quantize(const QuantizeOptions& o) {
     if (dtype_traits(t.type).quantized && !o.allow_requantize)
       fail("{}: tensor {} is already quantized ({}); pass --allow-requantize to quantize it again (quality drops)",
            o.input, t.name, dtype_name(t.type));
-    if (!can_dequantize(t.type)) fail("{}: tensor {} has type {}, which Opal cannot convert", o.input, t.name, dtype_name(t.type));
+    if (!can_dequantize(t.type))
+      fail("{}: tensor {} has type {}, which Opal cannot convert", o.input, t.name, dtype_name(t.type));
     if (!can_quantize(types[i])) fail("tensor {}: Opal cannot write type {}", t.name, dtype_name(types[i]));
   }
 
   gguf::Writer writer(3);  // as llama-quantize, whatever the input's version
   writer.copy_metadata(in);
-  for (const char* k : {"general.quantization_version", "general.file_type", "split.no", "split.count",
-                        "split.tensors.count"})
+  for (const char* k :
+       {"general.quantization_version", "general.file_type", "split.no", "split.count", "split.tensors.count"})
     writer.remove(k);
   writer.set("general.quantization_version", gguf::Value::from_u32(2));
   writer.set("general.file_type", gguf::Value::from_u32(uint32_t(*ftype)));
@@ -183,7 +183,8 @@ int run_quantize(const QuantizeOptions& o) {
 
 void add_quantize_command(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
-  CLI::App* sub = app.add_subcommand("quantize", "Convert a GGUF model's weights to a quantized type (as llama-quantize)");
+  CLI::App* sub =
+      app.add_subcommand("quantize", "Convert a GGUF model's weights to a quantized type (as llama-quantize)");
   sub->add_option("input", o->input, "Input GGUF file")->required();
   sub->add_option("output", o->output, "Output GGUF file")->required();
   sub->add_option("type", o->type, "Target: " + file_type_names() + "; also Q3_K, Q4_K, Q5_K (= _M)")->required();

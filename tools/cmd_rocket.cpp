@@ -12,8 +12,8 @@
 
 #include "backends/rocket/perf/perf_model.h"
 #include "backends/rocket/replay/golden_case.h"
-#include "core/gguf.h"
 #include "core/error.h"
+#include "core/gguf.h"
 #include "tools/commands.h"
 
 namespace opal::tools {
@@ -102,11 +102,12 @@ void print_prediction(const std::string& name, const std::vector<MatmulShape>& s
     for (const auto& [s, pr] : m.per_shape)
       fmt::print("  {:<14} K {:>5} N {:>6} x{:<3} {:>9.3f} ms  ({} tasks, {} jobs, {:.1f} MB DDR)\n", s.name, s.k, s.n,
                  s.count, pr.seconds * 1e3, pr.tasks, pr.jobs, pr.ddr_bytes / 1e6);
-  fmt::print("{:<16} pp{} {} schedule ({}), {} core(s) at {:.0f} MHz, DDR {:.0f} GB/s: {:8.1f} ms (NPU {:.1f} ms, "
-             "host {:.1f} ms) -> {:7.1f} tokens/s\n",
-             name, o.tokens, p.schedule, p.schedule == "fork" ? "w8a8" : precision_name(p.precision), p.cores,
-             p.clock_hz / 1e6, p.ddr_bytes_per_s / 1e9, m.total.seconds * 1e3,
-             m.total.npu_seconds * 1e3, m.total.host_seconds * 1e3, m.tokens_per_s);
+  fmt::print(
+      "{:<16} pp{} {} schedule ({}), {} core(s) at {:.0f} MHz, DDR {:.0f} GB/s: {:8.1f} ms (NPU {:.1f} ms, "
+      "host {:.1f} ms) -> {:7.1f} tokens/s\n",
+      name, o.tokens, p.schedule, p.schedule == "fork" ? "w8a8" : precision_name(p.precision), p.cores,
+      p.clock_hz / 1e6, p.ddr_bytes_per_s / 1e9, m.total.seconds * 1e3, m.total.npu_seconds * 1e3,
+      m.total.host_seconds * 1e3, m.tokens_per_s);
 }
 
 int run_predict(const PredictOptions& o) {

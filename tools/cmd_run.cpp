@@ -57,7 +57,7 @@ int run_run(RunOptions o) {
     ss << f.rdbuf();
     o.prompt = ss.str();
   }
-  const ContextParams cp = o.context.params();  // checks -ctk before loading
+  const ContextParams cp = o.context.params();          // checks -ctk before loading
   if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
   auto reg = o.backend.make_registry(o.context.threads);
   auto model = Model::load(o.model, *reg, o.load);
@@ -93,7 +93,8 @@ int run_run(RunOptions o) {
   const double pp_s = std::chrono::duration<double>(t1 - t0).count();
   const double tg_s = std::chrono::duration<double>(t2 - t1).count();
   const int n_gen = int(g.n_generated);
-  std::fprintf(stderr, "\nprompt: %zu tokens in %.3f s (%.2f t/s) | generation: %d tokens in %.3f s (%.2f t/s) | stop: %s\n",
+  std::fprintf(stderr,
+               "\nprompt: %zu tokens in %.3f s (%.2f t/s) | generation: %d tokens in %.3f s (%.2f t/s) | stop: %s\n",
                prompt.size(), pp_s, pp_s > 0 ? double(prompt.size()) / pp_s : 0.0, n_gen, tg_s,
                tg_s > 0 ? n_gen / tg_s : 0.0, stop_label(g.reason));
   return perf.finish();

@@ -46,10 +46,8 @@ void fill_rows(const SynthTensor& t, uint64_t tensor_index, uint64_t seed, int64
         case SynthTensor::Init::RopeFreqs: std::copy(rope_factors.begin(), rope_factors.end(), row.begin()); break;
       }
       uint8_t* out = dst + uint64_t(r - r0) * row_size;
-      if (t.type == DType::F32)
-        std::memcpy(out, row.data(), row_size);
-      else
-        quantize_rows(t.type, row.data(), out, 1, ne0);
+      if (t.type == DType::F32) std::memcpy(out, row.data(), row_size);
+      else quantize_rows(t.type, row.data(), out, 1, ne0);
     }
   };
   const int64_t n = r1 - r0;
@@ -151,7 +149,8 @@ void add_synth_command(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   std::string presets;
   for (const auto& p : synth_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
-  CLI::App* sub = app.add_subcommand("synth", "Write a random-weight GGUF model at a real model's shapes (for benchmarks)");
+  CLI::App* sub =
+      app.add_subcommand("synth", "Write a random-weight GGUF model at a real model's shapes (for benchmarks)");
   sub->add_option("--preset", o->preset, "Model shape: " + presets)->required();
   sub->add_option("--type", o->type, "Weight type: f16, q8_0, q4_0 (default), q4_k_m (llama.cpp's per-tensor mixture)");
   sub->add_option("-o,--output", o->output, "Output GGUF file");

@@ -49,8 +49,8 @@ std::time_t parse_now(const std::string& s) {
   std::tm tm{};
   int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
   const int n = std::sscanf(s.c_str(), "%d-%d-%d%*1[T ]%d:%d:%d", &y, &mo, &d, &h, &mi, &sec);
-  if (!(n == 3 || n >= 5) || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
-      sec < 0 || sec > 60)
+  if (!(n == 3 || n >= 5) || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 ||
+      sec > 60)
     fail("--now: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS, got '{}'", s);
   tm.tm_year = y - 1900;
   tm.tm_mon = mo - 1;
@@ -82,7 +82,8 @@ int run_template(const TemplateOptions& o) {
   if (o.bos_set) vars["bos_token"] = o.bos;
   if (o.eos_set) vars["eos_token"] = o.eos;
 
-  nlohmann::ordered_json messages = parse_json(read_file(o.messages_file, "--messages"), "--messages " + o.messages_file);
+  nlohmann::ordered_json messages =
+      parse_json(read_file(o.messages_file, "--messages"), "--messages " + o.messages_file);
   if (messages.is_object() && messages.contains("messages")) {
     // An OpenAI-style request body: take its messages (and tools).
     if (messages.contains("tools")) vars["tools"] = messages["tools"];
@@ -117,8 +118,12 @@ void add_template_command(CLI::App& app) {
       ->required();
   sub->add_flag("--add-generation-prompt", o->add_generation_prompt, "End with the assistant turn's opening");
   sub->add_option("--var", o->vars, "Template variable NAME=JSON (e.g. enable_thinking=false, tools=[...])");
-  sub->add_option("--bos", o->bos, "bos_token text (default: the model's)")->each([o](const std::string&) { o->bos_set = true; });
-  sub->add_option("--eos", o->eos, "eos_token text (default: the model's)")->each([o](const std::string&) { o->eos_set = true; });
+  sub->add_option("--bos", o->bos, "bos_token text (default: the model's)")->each([o](const std::string&) {
+    o->bos_set = true;
+  });
+  sub->add_option("--eos", o->eos, "eos_token text (default: the model's)")->each([o](const std::string&) {
+    o->eos_set = true;
+  });
   sub->add_option("--now", o->now, "Time strftime_now() formats: YYYY-MM-DD[THH:MM:SS] (default: now)");
   set_action(sub, [o] { return run_template(*o); });
 }

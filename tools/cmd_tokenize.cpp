@@ -88,7 +88,8 @@ void add_tokenize_command(CLI::App& app) {
   sub->add_flag("--ids", o->ids, "Print only the ids, as one JSON list on one line");
   sub->add_flag("--pieces", o->pieces, "Print only the pieces, as one JSON list of strings on one line");
   sub->add_flag("--no-bos", o->no_bos, "Do not add BOS/EOS even if the vocabulary asks for them");
-  sub->add_flag("--no-parse-special", o->no_parse_special, "Treat special-token text such as <|im_start|> as plain text");
+  sub->add_flag("--no-parse-special", o->no_parse_special,
+                "Treat special-token text such as <|im_start|> as plain text");
   set_action(sub, [o, p, f] {
     if (p->count() == 0 && f->count() == 0) fail("tokenize: give the text with -p TEXT or -f FILE");
     return run_tokenize(*o);

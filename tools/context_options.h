@@ -25,11 +25,11 @@
 namespace opal::tools {
 
 struct ContextOptions {
-  int64_t n_ctx = 0;        // 0: the model's training context
+  int64_t n_ctx = 0;  // 0: the model's training context
   int64_t n_batch = 2048;
   int64_t n_ubatch = 512;
   std::string cache_type_k = "f16";
-  int threads = 0;          // 0: all cores
+  int threads = 0;  // 0: all cores
   // The ContextParams these options name; throws opal::Error for an unknown
   // cache type. Threads are not set: the registry gets them (make_registry).
   ContextParams params() const;

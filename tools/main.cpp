@@ -3,9 +3,9 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "tools/commands.h"
 #include "tools/llama_flags.h"
-#include "core/version.h"
 
 namespace opal::tools {
 namespace {

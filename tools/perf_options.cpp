@@ -5,7 +5,8 @@
 namespace opal::tools {
 
 void add_perf_options(CLI::App* sub, PerfOptions& o) {
-  sub->add_option("--perf-log", o.perf_log, "write one OPAL_PERF line per executed kernel and copy to FILE ('-' = stderr)");
+  sub->add_option("--perf-log", o.perf_log,
+                  "write one OPAL_PERF line per executed kernel and copy to FILE ('-' = stderr)");
   sub->add_option("--trace", o.trace, "write a Chrome/Perfetto trace (JSON) of every kernel and copy to FILE");
   sub->add_flag("--summary", o.summary, "print time, FLOP/s and GB/s per op type and per backend at the end");
   sub->add_flag("--shadow", o.shadow,

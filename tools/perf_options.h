@@ -16,9 +16,9 @@
 #include <memory>
 #include <string>
 
+#include "backends/shadow/shadow_compare.h"
 #include "graph/perf/perf_events.h"
 #include "graph/perf/perf_sinks.h"
-#include "backends/shadow/shadow_compare.h"
 
 namespace opal::tools {
 

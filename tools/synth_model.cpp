@@ -233,8 +233,7 @@ void add_synth_metadata(gguf::Writer& w, const SynthPreset& p, quant::FileType f
   w.set(a + "rope.freq_base", f32(p.rope_base));
   w.set(a + "rope.dimension_count", u32(p.head_dim));
   w.set("general.file_type", u32(int(ftype)));
-  if (dtype_traits(quant::file_type_info(ftype).default_type).quantized)
-    w.set("general.quantization_version", u32(2));
+  if (dtype_traits(quant::file_type_info(ftype).default_type).quantized) w.set("general.quantization_version", u32(2));
 
   const SynthVocab v = make_synth_vocab(p.n_vocab);
   std::vector<Value> tokens, types, merges;

@@ -46,7 +46,8 @@ std::unique_ptr<Plan> CpuExecutor::compile(const Segment& segment) {
   auto plan = std::make_unique<CpuPlan>();
   plan->nodes = segment.nodes;
   plan->n_threads = pool_->size();
-  for (const Tensor* n : segment.nodes) plan->work_bytes = std::max(plan->work_bytes, cpu::work_size(*n, plan->n_threads));
+  for (const Tensor* n : segment.nodes)
+    plan->work_bytes = std::max(plan->work_bytes, cpu::work_size(*n, plan->n_threads));
   reserve_work(plan->work_bytes);
   return plan;
 }
@@ -71,7 +72,9 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
 
 CpuDevice::CpuDevice(int n_threads) : executor_(*this, n_threads) {}
 
-std::string CpuDevice::description() const { return fmt::format("CPU ({} threads, {} kernels)", n_threads(), cpu::isa_description()); }
+std::string CpuDevice::description() const {
+  return fmt::format("CPU ({} threads, {} kernels)", n_threads(), cpu::isa_description());
+}
 
 Support CpuDevice::supports(const Tensor& node) const { return cpu::supports(node); }
 

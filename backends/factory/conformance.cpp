@@ -6,11 +6,11 @@
 #include <cmath>
 
 #include "backends/factory/backend_factory.h"
+#include "backends/shadow/tolerance.h"
+#include "core/error.h"
 #include "graph/op_info.h"
 #include "graph/perf/node_cost.h"
 #include "graph/scheduler.h"
-#include "backends/shadow/tolerance.h"
-#include "core/error.h"
 #if __has_include("backends/cpu/kernels/isa.h")
 #include "backends/cpu/kernels/isa.h"
 #define OPAL_HAVE_CPU_ISA 1
@@ -117,7 +117,8 @@ std::vector<OpCase> conformance_cases(const std::string& set) {
   const std::vector<int64_t> ms = full ? std::vector<int64_t>{1, 7, 32, 128, 512} : std::vector<int64_t>{1, 7, 32};
   add_matmul_cases(v, Op::MulMat, ms, full ? std::vector<int64_t>{33, 4097} : std::vector<int64_t>{33},
                    full ? std::vector<int64_t>{1000, 4096, 8192} : std::vector<int64_t>{1000, 512});
-  add_matmul_cases(v, Op::MulMatId, full ? ms : std::vector<int64_t>{1, 7}, {33}, full ? std::vector<int64_t>{4096} : std::vector<int64_t>{256});
+  add_matmul_cases(v, Op::MulMatId, full ? ms : std::vector<int64_t>{1, 7}, {33},
+                   full ? std::vector<int64_t>{4096} : std::vector<int64_t>{256});
   for (DType dt : matrix_dtypes(Op::GetRows)) v.push_back({Op::GetRows, dt, 7, 50, 512});
   const std::vector<int64_t> ks = full ? std::vector<int64_t>{1, 1000, 4096, 8192} : std::vector<int64_t>{1000, 4096};
   for (Op op : {Op::RmsNorm, Op::Softmax, Op::SumRows, Op::Scale, Op::Silu, Op::Mul, Op::Add, Op::Div, Op::Swiglu})

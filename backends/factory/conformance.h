@@ -41,7 +41,7 @@ struct ConformanceResult {
   std::string backend;  // "cpu/avx2", "test-accel"
   OpCase c;
   enum Status { Pass, Fail, Unsupported, Skipped } status = Pass;
-  std::string reason;   // for Fail / Unsupported / Skipped
+  std::string reason;  // for Fail / Unsupported / Skipped
   double nmse = 0, tolerance = 0, max_abs = 0;
   double seconds = 0, gflops = 0, gbps = 0;  // perf mode
   std::string line() const;                  // one human-readable line

@@ -149,7 +149,9 @@ std::string SupportMatrix::csv() const {
   std::string s = "backend,op,dtype,supported,reason\n";
   for (const SupportCell& c : cells)
     s += fmt::format("{},{},{},{},{}\n", c.backend, c.op, c.dtype,
-                     c.state == SupportCell::Yes ? "yes" : c.state == SupportCell::No ? "no" : "n/a",
+                     c.state == SupportCell::Yes  ? "yes"
+                     : c.state == SupportCell::No ? "no"
+                                                  : "n/a",
                      csv_field(c.reason));
   return s;
 }

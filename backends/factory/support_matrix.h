@@ -12,7 +12,7 @@ struct SupportCell {
   std::string op;       // "MUL_MAT"
   std::string dtype;    // "q8_0"
   enum State { Yes, No, NotApplicable } state = Yes;
-  std::string reason;   // why not (or why the graph cannot express it)
+  std::string reason;  // why not (or why the graph cannot express it)
 };
 
 struct SupportMatrix {

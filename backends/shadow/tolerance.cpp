@@ -45,9 +45,24 @@ void tensor_to_f32(const Tensor& t, const void* data, float* dst) {
           float v = 0;
           switch (t.type) {
             case DType::F32: std::memcpy(&v, p, 4); break;
-            case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); v = f16_to_f32(h); break; }
-            case DType::BF16: { uint16_t h; std::memcpy(&h, p, 2); v = bf16_to_f32(h); break; }
-            case DType::I32: { int32_t x; std::memcpy(&x, p, 4); v = float(x); break; }
+            case DType::F16: {
+              uint16_t h;
+              std::memcpy(&h, p, 2);
+              v = f16_to_f32(h);
+              break;
+            }
+            case DType::BF16: {
+              uint16_t h;
+              std::memcpy(&h, p, 2);
+              v = bf16_to_f32(h);
+              break;
+            }
+            case DType::I32: {
+              int32_t x;
+              std::memcpy(&x, p, 4);
+              v = float(x);
+              break;
+            }
             default: v = NAN; break;  // quantized outputs do not occur
           }
           dst[o++] = v;

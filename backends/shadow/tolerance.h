@@ -18,7 +18,7 @@ double max_nmse(const Tensor& node);
 
 struct ErrorStats {
   double nmse = 0;
-  double max_abs = 0;  // max |out - ref|
+  double max_abs = 0;      // max |out - ref|
   int64_t first_bad = -1;  // index of the first non-finite mismatch, if any
 };
 

@@ -46,11 +46,8 @@ void quantize_activation_row(DType t, const float* x, void* dst, int64_t k) {
       for (int64_t i = 0; i < k / 32; ++i) b[i].s = f32_to_f16(quantize_block32(x + 32 * i, b[i]));
       return;
     }
-    case DType::Q8_K:
-      quantize_rows(DType::Q8_K, x, dst, 1, k);
-      return;
-    default:
-      fail("{} is not an activation type", dtype_name(t));
+    case DType::Q8_K: quantize_rows(DType::Q8_K, x, dst, 1, k); return;
+    default: fail("{} is not an activation type", dtype_name(t));
   }
 }
 

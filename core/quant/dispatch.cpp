@@ -61,7 +61,8 @@ bool can_quantize(DType t) {
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   const Kernels* k = find_kernels(t);
-  if (!k) fail("dequantize: no reference dequantizer for type {}", dtype_traits_or_null(uint32_t(t)) ? dtype_name(t) : "?");
+  if (!k)
+    fail("dequantize: no reference dequantizer for type {}", dtype_traits_or_null(uint32_t(t)) ? dtype_name(t) : "?");
   check_whole_blocks(t, n, "dequantize");
   k->dequantize(src, dst, n);
 }

@@ -31,10 +31,8 @@ int nearest_level(float x) {
   int lo = 0, hi = 15;
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (x < kIq4nlValues[mid])
-      hi = mid;
-    else
-      lo = mid;
+    if (x < kIq4nlValues[mid]) hi = mid;
+    else lo = mid;
   }
   return x - kIq4nlValues[hi - 1] < kIq4nlValues[hi] - x ? hi - 1 : hi;
 }

@@ -155,7 +155,7 @@ void dequantize_q6_K(const void* src, float* dst, int64_t n) {
     const float d = f16_to_f32(b.d);
     float* y = dst + i * kQK_K;
     for (int j = 0; j < kQK_K; ++j) {
-      const int g = j / 128, r = j % 128;  // 128-element half, position in it
+      const int g = j / 128, r = j % 128;   // 128-element half, position in it
       const int l = r % 32, part = r / 32;  // part 0..3: elements l, l+32, l+64, l+96
       const uint8_t lbyte = b.ql[g * 64 + l + 32 * (part & 1)];
       const int low = part < 2 ? (lbyte & 0xF) : (lbyte >> 4);
@@ -233,10 +233,8 @@ void quantize_q3_K(const float* src, void* dst, int64_t n) {
       const float iscale = -32.0f / max_scale;
       for (int j = 0; j < 16; ++j) {
         const int l = clamp_int(int(int8_t(nearest_int(iscale * scales[j]))), -32, 31) + 32;
-        if (j < 8)
-          b.scales[j] = uint8_t(l & 0xF);
-        else
-          b.scales[j - 8] |= uint8_t((l & 0xF) << 4);
+        if (j < 8) b.scales[j] = uint8_t(l & 0xF);
+        else b.scales[j - 8] |= uint8_t((l & 0xF) << 4);
         b.scales[j % 4 + 8] |= uint8_t((l >> 4) << (2 * (j / 4)));
       }
       b.d = f32_to_f16(1 / iscale);
@@ -294,7 +292,8 @@ void quantize_k4_style(const float* x, Block& b, uint8_t* L, int nmax, float rmi
     const float d = f16_to_f32(b.d) * float(sc);
     if (d == 0) continue;
     const float dm = f16_to_f32(b.dmin) * float(m);
-    for (int ii = 0; ii < 32; ++ii) L[32 * j + ii] = uint8_t(clamp_int(nearest_int((x[32 * j + ii] + dm) / d), 0, nmax));
+    for (int ii = 0; ii < 32; ++ii)
+      L[32 * j + ii] = uint8_t(clamp_int(nearest_int((x[32 * j + ii] + dm) / d), 0, nmax));
   }
 }
 
@@ -361,7 +360,8 @@ void quantize_q6_K(const float* src, void* dst, int64_t n) {
       for (int l = 0; l < 32; ++l) {
         b.ql[64 * g + l] = uint8_t((Lg[l] & 0xF) | ((Lg[l + 64] & 0xF) << 4));
         b.ql[64 * g + l + 32] = uint8_t((Lg[l + 32] & 0xF) | ((Lg[l + 96] & 0xF) << 4));
-        b.qh[32 * g + l] = uint8_t((Lg[l] >> 4) | ((Lg[l + 32] >> 4) << 2) | ((Lg[l + 64] >> 4) << 4) | ((Lg[l + 96] >> 4) << 6));
+        b.qh[32 * g + l] =
+            uint8_t((Lg[l] >> 4) | ((Lg[l + 32] >> 4) << 2) | ((Lg[l + 64] >> 4) << 4) | ((Lg[l + 96] >> 4) << 6));
       }
     }
     store_block(dst, i, b);

@@ -62,7 +62,20 @@ int block_index(const std::string& name) {
   return v;
 }
 
-enum class Category { TokenEmbd, AttnQ, AttnV, AttnK, AttnQkv, AttnKvB, AttnOutput, FfnUp, FfnGate, FfnDown, Output, Other };
+enum class Category {
+  TokenEmbd,
+  AttnQ,
+  AttnV,
+  AttnK,
+  AttnQkv,
+  AttnKvB,
+  AttnOutput,
+  FfnUp,
+  FfnGate,
+  FfnDown,
+  Output,
+  Other
+};
 
 Category categorize(const std::string& n) {
   if (n == "output.weight") return Category::Output;
@@ -91,15 +104,41 @@ bool allows_quantization(const TensorDesc& t) {
   if (n_dims(t.ne) < 2) return false;
   const std::string& n = t.name;
   if (n.size() < 6 || n.compare(n.size() - 6, 6, "weight") != 0) return false;
-  static constexpr std::string_view kNever[] = {
-      "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel", "per_layer_model_proj",
-      "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight", "indexer.q_proj.weight",
-      "time_mix_first.weight", "time_mix_w0.weight", "time_mix_w1.weight", "time_mix_w2.weight",
-      "time_mix_v0.weight", "time_mix_v1.weight", "time_mix_v2.weight", "time_mix_a0.weight", "time_mix_a1.weight",
-      "time_mix_a2.weight", "time_mix_g1.weight", "time_mix_g2.weight", "time_mix_decay_w1.weight",
-      "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight", "attn_rel_b.weight", ".position_embd",
-      "sam.pos_embd", "sam.neck.", "sam.net_", ".rel_pos", ".patch_embd", ".patch_merger", "a.rvq.codebook",
-      "mm.a.code_embd"};
+  static constexpr std::string_view kNever[] = {"_norm.weight",
+                                                "ffn_gate_inp.weight",
+                                                "ffn_gate_tid2eid.weight",
+                                                "altup",
+                                                "laurel",
+                                                "per_layer_model_proj",
+                                                "ssm_conv1d",
+                                                "shortconv.conv.weight",
+                                                "indexer.k_proj.weight",
+                                                "indexer.q_proj.weight",
+                                                "time_mix_first.weight",
+                                                "time_mix_w0.weight",
+                                                "time_mix_w1.weight",
+                                                "time_mix_w2.weight",
+                                                "time_mix_v0.weight",
+                                                "time_mix_v1.weight",
+                                                "time_mix_v2.weight",
+                                                "time_mix_a0.weight",
+                                                "time_mix_a1.weight",
+                                                "time_mix_a2.weight",
+                                                "time_mix_g1.weight",
+                                                "time_mix_g2.weight",
+                                                "time_mix_decay_w1.weight",
+                                                "time_mix_decay_w2.weight",
+                                                "time_mix_lerp_fused.weight",
+                                                "attn_rel_b.weight",
+                                                ".position_embd",
+                                                "sam.pos_embd",
+                                                "sam.neck.",
+                                                "sam.net_",
+                                                ".rel_pos",
+                                                ".patch_embd",
+                                                ".patch_merger",
+                                                "a.rvq.codebook",
+                                                "mm.a.code_embd"};
   for (auto part : kNever)
     if (contains(n, part)) return false;
   if (n == "position_embd.weight" || n == "token_types.weight") return false;
@@ -155,15 +194,14 @@ DType mixture_type(const ModelShape& m, Counters& c, const TensorDesc& t, Catego
     const int i_layer = layer_of(c.i_ffn_down), n_layer = c.n_layer;
     if (ft == F::MOSTLY_Q2_K) type = DType::Q3_K;
     else if (ft == F::MOSTLY_Q3_K_M)
-      type = i_layer < n_layer / 16                          ? DType::Q5_K
+      type = i_layer < n_layer / 16                       ? DType::Q5_K
              : !falcon || use_more_bits(i_layer, n_layer) ? DType::Q4_K
-                                                             : DType::Q3_K;
+                                                          : DType::Q3_K;
     else if (ft == F::MOSTLY_Q3_K_L) type = falcon ? DType::Q4_K : DType::Q5_K;
     else if (ft == F::MOSTLY_Q4_K_M) {
       if (falcon)
         type = i_layer < n_layer / 16 ? DType::Q6_K : use_more_bits(i_layer, n_layer) ? DType::Q5_K : DType::Q4_K;
-      else if (use_more_bits(i_layer, n_layer))
-        type = DType::Q6_K;
+      else if (use_more_bits(i_layer, n_layer)) type = DType::Q6_K;
     } else if (i_layer < n_layer / 8 && ft == F::MOSTLY_IQ4_NL) type = DType::Q5_K;
     else if (ft == F::MOSTLY_Q5_K_M && use_more_bits(i_layer, n_layer)) type = DType::Q6_K;
     else if (ft == F::MOSTLY_Q4_K_S && !falcon && i_layer < n_layer / 8) type = DType::Q5_K;

@@ -16,10 +16,24 @@ namespace opal::quant {
 
 // general.file_type values (llama.cpp's enum llama_ftype).
 enum class FileType : int {
-  ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, MOSTLY_Q4_1 = 3, MOSTLY_Q8_0 = 7, MOSTLY_Q5_0 = 8,
-  MOSTLY_Q5_1 = 9, MOSTLY_Q2_K = 10, MOSTLY_Q3_K_S = 11, MOSTLY_Q3_K_M = 12, MOSTLY_Q3_K_L = 13,
-  MOSTLY_Q4_K_S = 14, MOSTLY_Q4_K_M = 15, MOSTLY_Q5_K_S = 16, MOSTLY_Q5_K_M = 17, MOSTLY_Q6_K = 18,
-  MOSTLY_IQ4_NL = 25, MOSTLY_BF16 = 32,
+  ALL_F32 = 0,
+  MOSTLY_F16 = 1,
+  MOSTLY_Q4_0 = 2,
+  MOSTLY_Q4_1 = 3,
+  MOSTLY_Q8_0 = 7,
+  MOSTLY_Q5_0 = 8,
+  MOSTLY_Q5_1 = 9,
+  MOSTLY_Q2_K = 10,
+  MOSTLY_Q3_K_S = 11,
+  MOSTLY_Q3_K_M = 12,
+  MOSTLY_Q3_K_L = 13,
+  MOSTLY_Q4_K_S = 14,
+  MOSTLY_Q4_K_M = 15,
+  MOSTLY_Q5_K_S = 16,
+  MOSTLY_Q5_K_M = 17,
+  MOSTLY_Q6_K = 18,
+  MOSTLY_IQ4_NL = 25,
+  MOSTLY_BF16 = 32,
 };
 
 struct FileTypeInfo {
@@ -53,9 +67,9 @@ struct ModelShape {
 
 struct RecipeOptions {
   FileType ftype = FileType::MOSTLY_Q8_0;
-  bool pure = false;                      // every quantizable tensor gets the default type
-  std::optional<DType> output_type;       // --output-tensor-type
-  std::optional<DType> token_embd_type;   // --token-embedding-type
+  bool pure = false;                     // every quantizable tensor gets the default type
+  std::optional<DType> output_type;      // --output-tensor-type
+  std::optional<DType> token_embd_type;  // --token-embedding-type
 };
 
 struct TensorDesc {

@@ -110,8 +110,8 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse) {
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, uint8_t* Laux,
+                       float rmin, float rdelta, int nstep, bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = weights[0];
   float sum_x = sum_w * x[0];

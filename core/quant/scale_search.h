@@ -32,7 +32,7 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse);
 // from (max - min) / nmax, then tries nstep+1 scales (rmin + rdelta*k + nmax) /
 // (max - min), refitting scale and min by weighted least squares, keeping the
 // smallest weighted squared (or absolute, use_mad) error. min is clamped <= 0.
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, uint8_t* Laux,
+                       float rmin, float rdelta, int nstep, bool use_mad);
 
 }  // namespace opal::quant

@@ -97,8 +97,7 @@ void HookChain::before_node(const Device& dev, const Tensor& node) {
 void HookChain::after_node(const Device& dev, const Tensor& node, const char* kernel) {
   for (RunHooks* h : hooks_) h->after_node(dev, node, kernel);
 }
-void HookChain::node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns,
-                           int64_t end_ns) {
+void HookChain::node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) {
   for (RunHooks* h : hooks_) h->node_phase(dev, node, phase, start_ns, end_ns);
 }
 void HookChain::before_copy(const CrossCopy& copy, const Device& to) {

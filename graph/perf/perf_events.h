@@ -5,8 +5,8 @@
 //   {backend, op, kernel, tensor, shape, dtype, start, end, flops, bytes}
 // and hands each to its sinks (perf_sinks.h: perf-log lines, Chrome trace,
 // summary). Phases an executor reports inside a node (RunHooks::node_phase:
-// an accelerator's pack, submit, wait, unpack) travel with the node's event. Nothing here runs unless a recorder is installed with
-// Context::set_hooks: with no hooks the executors skip the calls entirely.
+// an accelerator's pack, submit, wait, unpack) travel with the node's event. Nothing here runs unless a recorder is
+// installed with Context::set_hooks: with no hooks the executors skip the calls entirely.
 //
 // HookChain runs several RunHooks (e.g. the recorder and the shadow compare)
 // as one: before_* in reverse order and after_* in order, so the first hook
@@ -40,9 +40,9 @@ struct PerfEvent {
   const std::string* from = nullptr;     // for a copy: the source device's name
   const char* op = "";                   // "MUL_MAT", ..., "COPY"
   const char* kernel = "";
-  const Tensor* tensor = nullptr;        // the node (for a copy: the destination tensor)
-  int thread = 0;                        // small index of the OS thread that ran it
-  int64_t start_ns = 0;                  // since the recorder was made
+  const Tensor* tensor = nullptr;  // the node (for a copy: the destination tensor)
+  int thread = 0;                  // small index of the OS thread that ran it
+  int64_t start_ns = 0;            // since the recorder was made
   int64_t end_ns = 0;
   double flops = 0;
   uint64_t bytes = 0;
@@ -92,7 +92,9 @@ class PerfRecorder : public RunHooks {
 
 class HookChain : public RunHooks {
  public:
-  void add(RunHooks* h) { if (h) hooks_.push_back(h); }
+  void add(RunHooks* h) {
+    if (h) hooks_.push_back(h);
+  }
   bool empty() const { return hooks_.empty(); }
   size_t size() const { return hooks_.size(); }
   RunHooks* only() const { return hooks_.size() == 1 ? hooks_[0] : nullptr; }

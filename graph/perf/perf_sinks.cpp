@@ -42,7 +42,8 @@ double us(int64_t ns) { return double(ns) / 1000.0; }
 std::string perf_log_line(const PerfEvent& e) {
   const Tensor& t = *e.tensor;
   std::string line = fmt::format(
-      "OPAL_PERF|op={}|kernel={}|backend={}|tensor={}|shape={}|dtype={}|duration_us={:.3f}|start_us={:.3f}|end_us={:.3f}"
+      "OPAL_PERF|op={}|kernel={}|backend={}|tensor={}|shape={}|dtype={}|duration_us={:.3f}|start_us={:.3f}|end_us={:."
+      "3f}"
       "|flops={:.0f}|bytes={}{}",
       e.op, clean(e.kernel), clean(*e.backend), clean(t.name), compact_shape(t.ne), dtype_name(t.type),
       us(e.end_ns - e.start_ns), us(e.start_ns), us(e.end_ns), e.flops, e.bytes, op_keys(e));
@@ -105,7 +106,10 @@ void TraceSink::on_event(const PerfEvent& e) {
   } else {
     auto it = node_tracks_.find({e.backend, e.thread});
     if (it == node_tracks_.end())
-      it = node_tracks_.emplace(std::make_pair(e.backend, e.thread), track_of(fmt::format("{} (thread {})", *e.backend, e.thread))).first;
+      it = node_tracks_
+               .emplace(std::make_pair(e.backend, e.thread),
+                        track_of(fmt::format("{} (thread {})", *e.backend, e.thread)))
+               .first;
     r.track = it->second;
   }
   r.start_ns = e.start_ns;
@@ -201,8 +205,8 @@ std::string SummarySink::text() const {
                        total_ns ? 100.0 * double(t.ns) / double(total_ns) : 0.0, s > 0 ? t.flops / s * 1e-9 : 0.0,
                        s > 0 ? double(t.bytes) / s * 1e-9 : 0.0);
   };
-  const std::string head = fmt::format("  {:<22} {:>8} {:>10} {:>7} {:>10} {:>9}\n", "", "count", "ms", "time",
-                                       "GFLOP/s", "GB/s");
+  const std::string head =
+      fmt::format("  {:<22} {:>8} {:>10} {:>7} {:>10} {:>9}\n", "", "count", "ms", "time", "GFLOP/s", "GB/s");
   std::string s = "perf summary: per op type\n" + head;
   std::vector<std::pair<std::string, PerfTotals>> ops(by_op_.begin(), by_op_.end());
   std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });

@@ -13,9 +13,9 @@
 #pragma once
 #include <array>
 #include <cstdio>
-#include <string_view>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/perf/perf_events.h"
@@ -60,7 +60,7 @@ class TraceSink : public PerfSink {
   int track_of(const std::string& label);
   std::string path_;
   std::vector<Record> records_;
-  std::map<std::string, int> tracks_;  // label -> tid
+  std::map<std::string, int> tracks_;                              // label -> tid
   std::map<std::pair<const std::string*, int>, int> node_tracks_;  // (backend, thread) -> tid
 };
 

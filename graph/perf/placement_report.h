@@ -32,20 +32,20 @@ struct BackendShare {
 };
 
 struct PlacementReport {
-  std::string phase;       // "prefill" / "decode"
+  std::string phase;  // "prefill" / "decode"
   int64_t n_tokens = 0;
-  uint64_t nodes = 0;      // computing nodes (views excluded)
+  uint64_t nodes = 0;  // computing nodes (views excluded)
   uint64_t views = 0;
   double flops = 0;
   uint64_t bytes = 0;
-  std::vector<BackendShare> backends;    // every device of the registry that got nodes, by priority
-  std::vector<PlacementGroup> groups;    // nodes by (backend, op, reason)
-  std::vector<PlacementGroup> fallbacks; // host nodes while an accelerator is present, by (op, reason)
+  std::vector<BackendShare> backends;     // every device of the registry that got nodes, by priority
+  std::vector<PlacementGroup> groups;     // nodes by (backend, op, reason)
+  std::vector<PlacementGroup> fallbacks;  // host nodes while an accelerator is present, by (op, reason)
   double fallback_flops = 0;
   uint64_t fallback_bytes = 0;
   uint64_t segments = 0;
   uint64_t copies = 0;
-  uint64_t bytes_copied = 0;             // per graph run (= scheduler's bytes_copied_per_run)
+  uint64_t bytes_copied = 0;  // per graph run (= scheduler's bytes_copied_per_run)
   double bytes_copied_per_token = 0;
 };
 

@@ -4,13 +4,13 @@
 
 #include <cstring>
 
-#include "graph/registry.h"
+#include "backends/factory/backend_factory.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {

@@ -94,8 +94,8 @@ TEST(PerfEvents, LogTraceAndSummaryAgreeWithTheExecutedNodes) {
   std::map<std::string, uint64_t> per_backend;
   while (std::getline(f, line)) {
     auto kv = parse_line(line);
-    for (const char* key : {"op", "kernel", "backend", "tensor", "shape", "dtype", "duration_us", "start_us", "end_us",
-                            "flops", "bytes"})
+    for (const char* key :
+         {"op", "kernel", "backend", "tensor", "shape", "dtype", "duration_us", "start_us", "end_us", "flops", "bytes"})
       ASSERT_TRUE(kv.count(key)) << key << " missing in " << line;
     const double start = std::stod(kv["start_us"]), end = std::stod(kv["end_us"]), dur = std::stod(kv["duration_us"]);
     EXPECT_LE(start, end);
@@ -270,10 +270,8 @@ TEST(PerfEvents, RocketNodesReportTheirPhasesInOrderInsideTheNode) {
   std::vector<const nlohmann::json*> phases;
   for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] != "X") continue;
-    if (e["cat"] == "phase")
-      phases.push_back(&e);
-    else
-      nodes_by_name[e["name"].get<std::string>()].push_back(&e);
+    if (e["cat"] == "phase") phases.push_back(&e);
+    else nodes_by_name[e["name"].get<std::string>()].push_back(&e);
   }
   EXPECT_EQ(phases.size(), npu_nodes * want.size());
   for (const nlohmann::json* p : phases) {
@@ -330,16 +328,15 @@ TEST(PerfEvents, CliSinksOnRunLogitsPerplexity) {
   EXPECT_TRUE(std::getline(lg, line));
   EXPECT_EQ(line.rfind("OPAL_PERF|", 0), 0u);
 
-  ASSERT_EQ(test::run_command(test::opal_binary() + " perplexity -m " +
-                                  test::shared_path("models/stories260K.gguf") + " -f " +
-                                  test::shared_path("golden/story.txt") + " -c 128 -t 1 --summary 2>&1",
+  ASSERT_EQ(test::run_command(test::opal_binary() + " perplexity -m " + test::shared_path("models/stories260K.gguf") +
+                                  " -f " + test::shared_path("golden/story.txt") + " -c 128 -t 1 --summary 2>&1",
                               &out),
             0)
       << out;
   EXPECT_NE(out.find("perf summary: per backend"), std::string::npos) << out;
   // a path that cannot be written is an error before anything runs
-  EXPECT_NE(test::run_command(test::opal_binary() + " run -m " + model + " -p hi -n 1 --perf-log /nonexistent/x.log 2>&1",
-                              &out),
+  EXPECT_NE(test::run_command(
+                test::opal_binary() + " run -m " + model + " -p hi -n 1 --perf-log /nonexistent/x.log 2>&1", &out),
             0);
   EXPECT_NE(out.find("--perf-log"), std::string::npos) << out;
 }

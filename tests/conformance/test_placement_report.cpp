@@ -1,8 +1,8 @@
 // The per-model placement report (`opal ops -m MODEL`) on the golden tiny
 // models with the test accelerator: counts and shares add up and the bytes
 // copied are the scheduler's.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "backends/factory/backend_factory.h"
@@ -92,8 +92,7 @@ TEST(PlacementReport, OpalOpsModelJson) {
   std::string out;
   const std::string cmd = fmt::format("({} ops -m {} --backend test-accel -c 64 --prefill 8 -o json 2>/dev/null)",
                                       test::opal_binary(), model);
-  ASSERT_EQ(test::run_command(cmd, &out), 0)
-      << out;
+  ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
   const nlohmann::json j = nlohmann::json::parse(out);
   for (const char* phase : {"prefill", "decode"}) {
     const auto& p = j[phase];

@@ -5,13 +5,13 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_device.h"
-#include "graph/registry.h"
+#include "backends/factory/backend_factory.h"
 #include "backends/shadow/shadow_compare.h"
 #include "backends/test_accel/test_accel.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -20,7 +20,8 @@ namespace {
 // named `victim`, one output value is off by `delta` (before anyone sees it).
 class FaultyAccel : public TestAccelDevice {
  public:
-  FaultyAccel(std::string victim, float delta) : inner_(TestAccelDevice::executor()), exec_(*this, std::move(victim), delta) {}
+  FaultyAccel(std::string victim, float delta)
+      : inner_(TestAccelDevice::executor()), exec_(*this, std::move(victim), delta) {}
   Executor& executor() override { return exec_; }
 
  private:
@@ -34,9 +35,11 @@ class FaultyAccel : public TestAccelDevice {
     void after_node(const Device& d, const Tensor& n, const char* k) override {
       if (n.name == victim) {
         float v;
-        n.buffer->read(uint64_t(static_cast<uint8_t*>(n.data) - static_cast<uint8_t*>(n.buffer->base())) + 4 * 5, &v, 4);
+        n.buffer->read(uint64_t(static_cast<uint8_t*>(n.data) - static_cast<uint8_t*>(n.buffer->base())) + 4 * 5, &v,
+                       4);
         v += delta;
-        n.buffer->write(uint64_t(static_cast<uint8_t*>(n.data) - static_cast<uint8_t*>(n.buffer->base())) + 4 * 5, &v, 4);
+        n.buffer->write(uint64_t(static_cast<uint8_t*>(n.data) - static_cast<uint8_t*>(n.buffer->base())) + 4 * 5, &v,
+                        4);
       }
       if (next) next->after_node(d, n, k);
     }
@@ -136,8 +139,7 @@ TEST(Shadow, CpuOnlyRunsCompareNothing) {
 
 TEST(Shadow, CliReportsDivergenceFreeRun) {
   std::string out;
-  ASSERT_EQ(test::run_command(test::opal_binary() + " run -m " +
-                                  test::golden_model("tiny-llama-f16") +
+  ASSERT_EQ(test::run_command(test::opal_binary() + " run -m " + test::golden_model("tiny-llama-f16") +
                                   " -p hello -n 4 --temp 0 -c 32 -t 1 --backend test-accel --shadow 2>&1",
                               &out),
             0)

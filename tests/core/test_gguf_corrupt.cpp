@@ -40,7 +40,6 @@ std::vector<Case> expected_cases() {
   return out;
 }
 
-
 }  // namespace
 
 TEST(GgufCorrupt, BaseFileIsValid) {

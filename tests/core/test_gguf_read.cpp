@@ -50,8 +50,8 @@ TEST(GgufRead, FlatBlockTensorsAreMarked) {
 
 TEST(GgufRead, TruncationAnywhereIsAnError) {
   auto orig = test::read_bytes(test::shared_path("models/stories260K.gguf"));
-  for (size_t cut : {size_t(0), size_t(3), size_t(7), size_t(20), size_t(100), size_t(5000), size_t(14000),
-                     orig.size() - 1}) {
+  for (size_t cut :
+       {size_t(0), size_t(3), size_t(7), size_t(20), size_t(100), size_t(5000), size_t(14000), orig.size() - 1}) {
     std::span<const uint8_t> part(orig.data(), cut);
     try {
       gguf::File::parse(part, "cut");

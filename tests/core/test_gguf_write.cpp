@@ -21,7 +21,6 @@ using gguf::ValueType;
 
 namespace {
 
-
 Value scalar(ValueType t, uint64_t u, int64_t i = 0) {
   Value v;
   v.type = t;
@@ -46,7 +45,8 @@ struct Bytes {
     return *this;
   }
   Bytes& str(std::string_view s, bool v1 = false) {
-    if (v1) put<uint32_t>(uint32_t(s.size())); else put<uint64_t>(s.size());
+    if (v1) put<uint32_t>(uint32_t(s.size()));
+    else put<uint64_t>(s.size());
     b.insert(b.end(), s.begin(), s.end());
     return *this;
   }
@@ -59,8 +59,8 @@ struct Bytes {
 
 // A v3 file with one u32 key and the given tensor infos (name, ne, type, offset)
 // followed by `data_bytes` bytes of data.
-std::vector<uint8_t> hand_built(const std::vector<std::tuple<std::string, std::vector<uint64_t>, uint32_t, uint64_t>>& ts,
-                                size_t data_bytes) {
+std::vector<uint8_t> hand_built(
+    const std::vector<std::tuple<std::string, std::vector<uint64_t>, uint32_t, uint64_t>>& ts, size_t data_bytes) {
   Bytes x;
   x.put<uint32_t>(0x46554747).put<uint32_t>(3).put<uint64_t>(ts.size()).put<uint64_t>(1);
   x.str("general.alignment").put<uint32_t>(4).put<uint32_t>(32);
@@ -102,7 +102,7 @@ TEST(GgufWrite, EveryValueTypeReadsBackExactly) {
   w.set("t.arr_f64", Value::from_array(ValueType::F64, {f64(1e300)}));
   w.set("t.arr_bool", Value::from_array(ValueType::BOOL, {Value::from_bool(false), Value::from_bool(true)}));
   w.set("t.arr_str", Value::from_array(ValueType::STRING, {Value::from_string("x"), Value::from_string(""),
-                                                            Value::from_string(std::string(300, 'y'))}));
+                                                           Value::from_string(std::string(300, 'y'))}));
   w.set("t.arr_empty", Value::from_array(ValueType::I64, {}));
   // [[[1, 2], []], [[3]]]: arrays of arrays of arrays of u32.
   auto u32s = [](std::vector<uint32_t> xs) {
@@ -110,9 +110,8 @@ TEST(GgufWrite, EveryValueTypeReadsBackExactly) {
     for (auto x : xs) v.push_back(Value::from_u32(x));
     return Value::from_array(ValueType::U32, v);
   };
-  w.set("t.nested", Value::from_array(ValueType::ARRAY,
-                                      {Value::from_array(ValueType::ARRAY, {u32s({1, 2}), u32s({})}),
-                                       Value::from_array(ValueType::ARRAY, {u32s({3})})}));
+  w.set("t.nested", Value::from_array(ValueType::ARRAY, {Value::from_array(ValueType::ARRAY, {u32s({1, 2}), u32s({})}),
+                                                         Value::from_array(ValueType::ARRAY, {u32s({3})})}));
   const auto bytes = w.to_bytes();
   const auto f = gguf::File::parse(bytes, "mem");
   EXPECT_EQ(f.version(), 3u);
@@ -171,8 +170,8 @@ TEST(GgufWrite, NanPayloadOfF32SurvivesARoundTrip) {
 }
 
 TEST(GgufWrite, TensorDataFollowsEveryAlignment) {
-  const std::vector<uint8_t> q8(34 * 3, 0x5a);      // 3 Q8_0 blocks
-  const std::vector<float> odd = {1, 2, 3};           // 12 bytes
+  const std::vector<uint8_t> q8(34 * 3, 0x5a);                                  // 3 Q8_0 blocks
+  const std::vector<float> odd = {1, 2, 3};                                     // 12 bytes
   const std::vector<uint16_t> half = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500};  // F16, 10 bytes
   for (uint32_t al : {1u, 2u, 8u, 32u, 64u, 4096u}) {
     SCOPED_TRACE(al);

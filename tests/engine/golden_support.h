@@ -81,7 +81,8 @@ inline Comparison compare_logits(const std::vector<float>& ours, const std::vect
   std::vector<std::pair<double, int64_t>> row_diff;
   for (int64_t r = 0; r < c.rows; ++r) {
     double d = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(double(ours[size_t(r * n_vocab + i)]) - ref[size_t(r * n_vocab + i)]));
+    for (int64_t i = 0; i < n_vocab; ++i)
+      d = std::max(d, std::fabs(double(ours[size_t(r * n_vocab + i)]) - ref[size_t(r * n_vocab + i)]));
     row_diff.push_back({d, r});
   }
   std::sort(row_diff.rbegin(), row_diff.rend());

@@ -5,14 +5,14 @@
 
 #include <vector>
 
-#include "graph/registry.h"
+#include "backends/factory/backend_factory.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/gguf.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -22,10 +22,10 @@ std::string base_model() { return test::golden_model("tiny-llama-f32"); }
 // Writes a copy of the base model with `edit` applied to the writer-to-be.
 // (Members default-initialized with {} so that a designated initializer may name just one.)
 struct Edit {
-  std::string drop{};                // tensor to leave out
-  std::string reshape{};             // tensor to give a wrong shape (drops its last row)
-  std::string to_f16{};              // tensor to store as f16
-  std::string arch{};                // new general.architecture
+  std::string drop{};     // tensor to leave out
+  std::string reshape{};  // tensor to give a wrong shape (drops its last row)
+  std::string to_f16{};   // tensor to store as f16
+  std::string arch{};     // new general.architecture
 };
 
 std::string write_variant(const Edit& e, const std::string& name) {

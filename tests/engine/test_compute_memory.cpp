@@ -166,7 +166,6 @@ TEST(ComputeMemory, GraphInAGrownArenaRefusesToRun) {
   EXPECT_EQ(ScheduledGraph::compute_buffers_allocated(), buffers);
 }
 
-
 // A batch of several sequences, like the server's: seq s gets n_s tokens from position p_s.
 Batch multi_seq_batch(const std::vector<int>& lens, const std::vector<int>& starts, bool all_logits) {
   Batch b;

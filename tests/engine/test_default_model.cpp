@@ -16,22 +16,21 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/factory/backend_factory.h"
 #include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
 #include "tokenizer/vocab.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
 
-
 class DefaultModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ref_ = new nlohmann::json(nlohmann::json::parse(
-        test::read_file(test::source_dir() + "/tests/data/default_model/reference.json")));
+    ref_ = new nlohmann::json(
+        nlohmann::json::parse(test::read_file(test::source_dir() + "/tests/data/default_model/reference.json")));
     registry_ = make_registry({}, 1).release();
     model_ = Model::load(test::source_dir() + "/" + (*ref_)["model"].get<std::string>(), *registry_).release();
     vocab_ = new Vocab(Vocab::from_gguf(model_->gguf()));
@@ -45,9 +44,7 @@ class DefaultModel : public ::testing::Test {
 
   static std::vector<int32_t> ids(const char* key) { return (*ref_)[key].get<std::vector<int32_t>>(); }
 
-  static int32_t argmax(const float* x, int64_t n) {
-    return int32_t(std::max_element(x, x + n) - x);
-  }
+  static int32_t argmax(const float* x, int64_t n) { return int32_t(std::max_element(x, x + n) - x); }
 
   static std::unique_ptr<Context> context(DType kv, int64_t n_ctx = 0) {
     ContextParams cp;

@@ -23,11 +23,11 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/isa.h"
-#include "graph/registry.h"
+#include "backends/factory/backend_factory.h"
 #include "golden_support.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -48,7 +48,8 @@ Tolerance tolerance_for(const std::string& stem) {
   // tiny-qwen3moe-q4_k_m at one decode step); one row per MoE file is exempt
   // from the tolerances (bit-identity, where expected, still covers it).
   const int moe_rows = has("moe") ? 1 : 0;
-  if (has("stories260K") || has("-f32") || has("-f16") || has("-bf16")) return {0.02, 0.9999, 1.0, true, false, moe_rows};
+  if (has("stories260K") || has("-f32") || has("-f16") || has("-bf16"))
+    return {0.02, 0.9999, 1.0, true, false, moe_rows};
   if (has("-q8_0")) return {0.15, 0.9995, 0.95, true, false, moe_rows};
   return {0.30, 0.995, 0.90, false, true, moe_rows};
 }
@@ -122,8 +123,8 @@ TEST_P(Fidelity, MatchesLlamaCpp) {
        {std::tuple{"prompt", &r.prompt, &g.prompt_logits}, std::tuple{"decode", &r.gen, &g.gen_logits}}) {
     const Comparison c = test::compare_logits(*ours, *ref, g.n_vocab, tol.rows_exempt);
     RecordProperty(std::string(what) + "_max_diff_over_std", std::to_string(c.max_diff_over_std));
-    std::printf("  %-24s %-6s max|d|/std %.5f  min cos %.7f  top-1 %.3f  bit-identical rows %lld/%lld\n",
-                stem.c_str(), what, c.max_diff_over_std, c.min_cosine, c.top1_agreement,
+    std::printf("  %-24s %-6s max|d|/std %.5f  min cos %.7f  top-1 %.3f  bit-identical rows %lld/%lld\n", stem.c_str(),
+                what, c.max_diff_over_std, c.min_cosine, c.top1_agreement,
                 static_cast<long long>(identical_rows(*ours, *ref, g.n_vocab)), static_cast<long long>(c.rows));
     EXPECT_LE(c.max_diff_over_std, tol.max_diff_over_std) << what;
     EXPECT_GE(c.min_cosine, tol.min_cosine) << what;
@@ -138,7 +139,8 @@ TEST_P(Fidelity, MatchesLlamaCpp) {
   // where llama.cpp's own gap between its token and ours is below twice the
   // largest prompt-logit difference we measured.
   double max_abs = 0;
-  for (size_t i = 0; i < r.prompt.size(); ++i) max_abs = std::max(max_abs, double(std::fabs(r.prompt[i] - g.prompt_logits[i])));
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    max_abs = std::max(max_abs, double(std::fabs(r.prompt[i] - g.prompt_logits[i])));
   int forks = 0, unexcused = 0;
   for (size_t i = 0; i < g.greedy.size(); ++i) {
     if (r.next_tokens[i] == g.greedy[i]) continue;
@@ -159,20 +161,21 @@ TEST_P(Fidelity, MatchesLlamaCpp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Golden, Fidelity,
-    ::testing::Values("stories260K", "stories260K-kvf32", "tiny-llama-f32", "tiny-llama-f32-kvf32",
-                      "tiny-llama-f32-long", "tiny-llama-f16", "tiny-llama-bf16", "tiny-llama-q8_0",
-                      "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-llama-q5_0", "tiny-llama-q5_1", "tiny-llama-q2_k",
-                      "tiny-llama-q3_k_m", "tiny-llama-q4_k_m", "tiny-llama-q5_k_m", "tiny-llama-q6_k",
-                      "tiny-qwen3-f32", "tiny-qwen3-f16", "tiny-qwen3-q8_0", "tiny-qwen3-q4_0", "tiny-qwen3-q4_k_m",
-                      "tiny-qwen3-q6_k", "tiny-qwen3moe-f32", "tiny-qwen3moe-q8_0", "tiny-qwen3moe-q4_k_m"),
-    [](const auto& info) {
-      std::string s = info.param;
-      for (char& ch : s)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Golden, Fidelity,
+                         ::testing::Values("stories260K", "stories260K-kvf32", "tiny-llama-f32", "tiny-llama-f32-kvf32",
+                                           "tiny-llama-f32-long", "tiny-llama-f16", "tiny-llama-bf16",
+                                           "tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-llama-q5_0",
+                                           "tiny-llama-q5_1", "tiny-llama-q2_k", "tiny-llama-q3_k_m",
+                                           "tiny-llama-q4_k_m", "tiny-llama-q5_k_m", "tiny-llama-q6_k",
+                                           "tiny-qwen3-f32", "tiny-qwen3-f16", "tiny-qwen3-q8_0", "tiny-qwen3-q4_0",
+                                           "tiny-qwen3-q4_k_m", "tiny-qwen3-q6_k", "tiny-qwen3moe-f32",
+                                           "tiny-qwen3moe-q8_0", "tiny-qwen3moe-q4_k_m"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace opal

@@ -5,12 +5,12 @@
 
 #include <cmath>
 
-#include "graph/registry.h"
+#include "backends/factory/backend_factory.h"
 #include "core/error.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -120,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(Models, KvOps,
                          ::testing::Values("models/stories260K.gguf", "golden/models/tiny-qwen3-f32.gguf"),
                          [](const auto& info) {
                            return info.param.find("qwen3") != std::string::npos ? std::string("qwen3_neox")
-                                                                                 : std::string("llama_normal");
+                                                                                : std::string("llama_normal");
                          });
 
 }  // namespace

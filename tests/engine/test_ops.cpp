@@ -2,18 +2,18 @@
 // inputs, run through the scheduler like a model graph (1 and 3 threads).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
-#include "graph/registry.h"
-#include "graph/scheduler.h"
+#include "backends/factory/backend_factory.h"
 #include "core/fp16.h"
 #include "core/quant.h"
-#include "backends/factory/backend_factory.h"
+#include "graph/registry.h"
+#include "graph/scheduler.h"
 #include "support/isa_coverage.h"
 
 namespace opal {
@@ -55,7 +55,9 @@ TEST_P(OpsThreads, RmsNormMulAdd) {
   Tensor* b = h.input(DType::F32, {64, 7, 1, 1}, "b");
   Tensor* out = h.g->add(h.g->mul(h.g->rms_norm(x, 1e-5f), w), b);
   auto sg = h.schedule(out);
-  h.fill(x); h.fill(w); h.fill(b);
+  h.fill(x);
+  h.fill(w);
+  h.fill(b);
   sg->run();
   for (int r = 0; r < 7; ++r) {
     double ss = 0;
@@ -75,7 +77,8 @@ TEST_P(OpsThreads, MulMatF32AndF16) {
     Tensor* x = h.input(DType::F32, {96, 5, 1, 1});
     Tensor* y = h.g->mul_mat(w, x);
     auto sg = h.schedule(y);
-    h.fill(w); h.fill(x);
+    h.fill(w);
+    h.fill(x);
     sg->run();
     for (int t = 0; t < 5; ++t)
       for (int n = 0; n < 33; ++n) {
@@ -126,9 +129,12 @@ TEST_P(OpsThreads, SoftmaxSwigluSiluScaleSumDiv) {
   Tensor* sw = h.g->swiglu(a, b);
   Tensor* sc = h.g->scale(h.g->silu(b), 0.5f);
   Tensor* dv = h.g->div(a, h.g->sum_rows(b));
-  h.g->mark_output(sm); h.g->mark_output(sw); h.g->mark_output(sc);
+  h.g->mark_output(sm);
+  h.g->mark_output(sw);
+  h.g->mark_output(sc);
   auto sg = h.schedule(dv);
-  h.fill(a, -3, 3); h.fill(b, 0.5, 2);
+  h.fill(a, -3, 3);
+  h.fill(b, 0.5, 2);
   sg->run();
   for (int r = 0; r < 3; ++r) {
     const float* x = a->ptr<float>() + r * 10;
@@ -189,7 +195,9 @@ TEST_P(OpsThreads, AttentionCausalGqaF32Cache) {
   Tensor* vs = h.g->kv_store(vc, v, store);
   Tensor* out = h.g->attention(q, ks, vs, tok, cell, Hkv, 0.3f);
   auto sg = h.schedule(out);
-  h.fill(q); h.fill(k); h.fill(v);
+  h.fill(q);
+  h.fill(k);
+  h.fill(v);
   // tokens go to cells in reverse order; two cells stay empty
   for (int t = 0; t < T; ++t) {
     store->ptr<int32_t>()[t] = T - 1 - t;
@@ -209,7 +217,8 @@ TEST_P(OpsThreads, AttentionCausalGqaF32Cache) {
       double mx = -1e30, sum = 0;
       for (int j = 0; j <= t; ++j) {
         double d = 0;
-        for (int i = 0; i < Dk; ++i) d += double(q->ptr<float>()[(t * Hq + hh) * Dk + i]) * k->ptr<float>()[j * Dk * Hkv + g * Dk + i];
+        for (int i = 0; i < Dk; ++i)
+          d += double(q->ptr<float>()[(t * Hq + hh) * Dk + i]) * k->ptr<float>()[j * Dk * Hkv + g * Dk + i];
         s[size_t(j)] = d * 0.3;
         mx = std::max(mx, s[size_t(j)]);
       }
@@ -235,7 +244,9 @@ TEST_P(OpsThreads, AttentionF16InterleavedSequencesSameBitsOnEveryIsa) {
   Tensor* cell = h.input(DType::I32, {2, cells, 1, 1}, "cell");
   Tensor* out = h.g->attention(q, kc, vc, tok, cell, Hkv, 0.125f);
   auto sg = h.schedule(out);
-  h.fill(q, -2, 2); h.fill(kc, -2, 2); h.fill(vc);
+  h.fill(q, -2, 2);
+  h.fill(kc, -2, 2);
+  h.fill(vc);
   // cached before this batch: seq 0 at 0..9, seq 2 at 0..2
   std::vector<std::pair<int32_t, int32_t>> live;  // (pos, seq) per used cell
   for (int32_t p = 0; p < 10; ++p) live.push_back({p, 0});
@@ -286,7 +297,9 @@ TEST_P(OpsThreads, TopKGetRowsMulMatId) {
   h.g->mark_output(ids);
   h.g->mark_output(sel);
   auto sg = h.schedule(y);
-  h.fill(logits); h.fill(experts); h.fill(x);
+  h.fill(logits);
+  h.fill(experts);
+  h.fill(x);
   sg->run();
   for (int t = 0; t < T; ++t) {
     std::vector<int> order(E);
@@ -298,7 +311,8 @@ TEST_P(OpsThreads, TopKGetRowsMulMatId) {
       EXPECT_EQ(sel->ptr<float>()[t * K + j], l[order[j]]);
       for (int f = 0; f < F; ++f) {
         double want = 0;
-        for (int d = 0; d < D; ++d) want += double(experts->ptr<float>()[(order[j] * F + f) * D + d]) * x->ptr<float>()[t * D + d];
+        for (int d = 0; d < D; ++d)
+          want += double(experts->ptr<float>()[(order[j] * F + f) * D + d]) * x->ptr<float>()[t * D + d];
         EXPECT_NEAR(y->ptr<float>()[(t * K + j) * F + f], want, 1e-5);
       }
     }

@@ -7,12 +7,12 @@
 
 #include <fstream>
 
-#include "graph/registry.h"
+#include "backends/factory/backend_factory.h"
 #include "core/error.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/perplexity.h"
 #include "support/test_support.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {

@@ -5,13 +5,13 @@
 #include <cmath>
 #include <numbers>
 
+#include "backends/factory/backend_factory.h"
+#include "core/gguf.h"
 #include "graph/registry.h"
 #include "graph/rope.h"
-#include "core/gguf.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {

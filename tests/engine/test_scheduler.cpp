@@ -3,16 +3,16 @@
 // weights in memory the CPU cannot read.
 #include <gtest/gtest.h>
 
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/kernels/isa.h"
-#include "graph/registry.h"
-#include "graph/scheduler.h"
+#include "backends/factory/backend_factory.h"
 #include "backends/test_accel/test_accel.h"
 #include "core/error.h"
-#include "backends/cpu/cpu_device.h"
 #include "golden_support.h"
+#include "graph/registry.h"
+#include "graph/scheduler.h"
 #include "models/model.h"
 #include "runtime/context.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {

@@ -54,7 +54,8 @@ CaseResult run_case(const std::string& source, const Json& c) {
   }
   if (c.contains("expected_error")) return {false, "expected an error, got render " + Json(out).dump()};
   const std::string want = c.at("expected_output").get<std::string>();
-  if (out != want) return {false, "render differs\n  expected: " + Json(want).dump() + "\n  got:      " + Json(out).dump()};
+  if (out != want)
+    return {false, "render differs\n  expected: " + Json(want).dump() + "\n  got:      " + Json(out).dump()};
   return {true, ""};
 }
 

@@ -43,10 +43,9 @@ CmdResult run_template(const std::string& args) {
   const fs::path out = dir / ("out" + std::to_string(counter) + ".bin");
   const fs::path err = dir / ("err" + std::to_string(counter++) + ".txt");
   std::string ignored;
-  const int status = opal::test::run_command(
-      "( " + quote(opal::test::opal_binary()) + " template " + args + " >" + quote(out.string()) + " 2>" +
-          quote(err.string()) + " )",
-      &ignored);
+  const int status = opal::test::run_command("( " + quote(opal::test::opal_binary()) + " template " + args + " >" +
+                                                 quote(out.string()) + " 2>" + quote(err.string()) + " )",
+                                             &ignored);
   return {status, slurp(out), slurp(err)};
 }
 
@@ -109,7 +108,8 @@ TEST(CmdTemplate, ModelWithoutTemplateUsesChatMLAndSaysSo) {
   const std::string model = opal::test::shared_path("models/stories260K.gguf");
   const fs::path messages = fs::path(opal::test::temp_dir()) / "chatml.json";
   write_file(messages, R"([{"role": "user", "content": "Hi"}])");
-  const CmdResult r = run_template("-m " + quote(model) + " --messages " + quote(messages.string()) + " --add-generation-prompt");
+  const CmdResult r =
+      run_template("-m " + quote(model) + " --messages " + quote(messages.string()) + " --add-generation-prompt");
   EXPECT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_bytes, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_NE(r.stderr_text.find("ChatML"), std::string::npos) << r.stderr_text;
@@ -124,7 +124,8 @@ TEST(CmdTemplate, BadInputFailsWithAClearMessage) {
   const fs::path bad = dir / "bad.json";
   write_file(bad, R"([{"role": "user", "content": "Hi"})");
 
-  CmdResult r = run_template("--template " + quote(tmpl.string()) + " --messages " + quote(good.string()) + " --var 'extra=\"!\"'");
+  CmdResult r = run_template("--template " + quote(tmpl.string()) + " --messages " + quote(good.string()) +
+                             " --var 'extra=\"!\"'");
   EXPECT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_bytes, "Hi!");
 
@@ -133,7 +134,8 @@ TEST(CmdTemplate, BadInputFailsWithAClearMessage) {
   EXPECT_NE(r.stderr_text.find("--messages"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("invalid JSON"), std::string::npos) << r.stderr_text;
 
-  r = run_template("--template " + quote(tmpl.string()) + " --messages " + quote(good.string()) + " --var extra=notjson");
+  r = run_template("--template " + quote(tmpl.string()) + " --messages " + quote(good.string()) +
+                   " --var extra=notjson");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.stderr_text.find("--var extra"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("invalid JSON"), std::string::npos) << r.stderr_text;

@@ -92,12 +92,14 @@ TEST(JinjaValues, NumbersPrintAsPython) {
 }
 
 TEST(JinjaOperators, TruthinessComparisonAndMembership) {
-  EXPECT_EQ(render("{{ not t }} {{ t and 'yes' }} {{ n or 'no' }} {{ n and 'x' }} {{ '' or none }}"), "False yes no 0 None");
+  EXPECT_EQ(render("{{ not t }} {{ t and 'yes' }} {{ n or 'no' }} {{ n and 'x' }} {{ '' or none }}"),
+            "False yes no 0 None");
   EXPECT_EQ(render("{{ 1 < 2 < 3 }} {{ 1 < 3 < 2 }} {{ [1,2] < [1,3] }} {{ 1 == 1.0 }} {{ true == 1 }}"),
             "True False True True True");
   EXPECT_EQ(render("{{ 'a' in 'cat' }} {{ 2 not in l }} {{ 'a' in d }} {{ {'a': [1]} == {'a': [1]} }}"),
             "True False True True");
-  EXPECT_EQ(render("{{ 'a' ~ 1 * 2 }} {{ 2 ** 3 ** 2 }} {{ 10 - 2 - 3 }} {{ -(l|length) }} {{ -2|abs }}"), "a2 64 5 -3 2");
+  EXPECT_EQ(render("{{ 'a' ~ 1 * 2 }} {{ 2 ** 3 ** 2 }} {{ 10 - 2 - 3 }} {{ -(l|length) }} {{ -2|abs }}"),
+            "a2 64 5 -3 2");
   EXPECT_EQ(render_error("{{ 'a' + 1 }}").message(), "can only concatenate str (not \"int\") to str");
 }
 
@@ -108,7 +110,8 @@ TEST(JinjaOperators, ConditionalExpression) {
 TEST(JinjaStrings, SlicingIndexingAndMethods) {
   EXPECT_EQ(render("{{ s[1:3] }} {{ s|length }} {{ s[::-1] }} {{ s.upper() }} {{ s[-2:] }} {{ s[::2] }} {{ s[1] }}"),
             "\u00e9l 5 oll\u00e9h H\u00c9LLO lo hlo \u00e9");
-  EXPECT_EQ(render("{{ l[::-1] }} {{ l[1:] }} {{ l[:-1] }} {{ l[-1] }} {{ l[5:1:-1] }}"), "[3, 2, 1] [2, 3] [1, 2] 3 [3]");
+  EXPECT_EQ(render("{{ l[::-1] }} {{ l[1:] }} {{ l[:-1] }} {{ l[-1] }} {{ l[5:1:-1] }}"),
+            "[3, 2, 1] [2, 3] [1, 2] 3 [3]");
   EXPECT_EQ(render("{{ ws|trim }}|{{ ws.strip() }}|{{ ws.split() }}|{{ ws.rstrip(' \\n') }}|"),
             "a b|a b|['a', 'b']| \u00a0a b\u3000|");
   EXPECT_EQ(render("{{ 'x</think>\\n\\nyy'.split('</think>')[-1].lstrip('\\n') }} {{ 'a,b,c'.rsplit(',', 1) }}"),
@@ -135,12 +138,15 @@ TEST(JinjaFilters, CommonFilters) {
             "123 1,2,3 ['a', 'b'] 2 6 3");
   EXPECT_EQ(render("{{ [3,1,2]|sort }} {{ ['b','A','a']|sort }} {{ [1,2]|reverse|list }} {{ 'abc'|reverse }}"),
             "[1, 2, 3] ['A', 'a', 'b'] [2, 1] cba");
-  EXPECT_EQ(render("{{ x|default('y') }} {{ x|default('y', true) }} {{ ''|d('y') }} {{ none|string }}"), "None y  None");
-  EXPECT_EQ(render("{{ '3'|int + 1 }} {{ '3.7'|int }} {{ 'x'|int(7) }} {{ '2.5'|float }} {{ 2.7|int }} {{ 2.5|round }}"),
-            "4 3 7 2.5 2 2.0");
+  EXPECT_EQ(render("{{ x|default('y') }} {{ x|default('y', true) }} {{ ''|d('y') }} {{ none|string }}"),
+            "None y  None");
+  EXPECT_EQ(
+      render("{{ '3'|int + 1 }} {{ '3.7'|int }} {{ 'x'|int(7) }} {{ '2.5'|float }} {{ 2.7|int }} {{ 2.5|round }}"),
+      "4 3 7 2.5 2 2.0");
   EXPECT_EQ(render("{{ []|first }}|{{ l|first }} {{ l|last }} {{ 'abc'|first }} {{ l|batch(2)|list }}"),
             "|1 3 a [[1, 2], [3]]");
-  EXPECT_EQ(render("{{ '<a&b>'|e }} {{ \"x\\ny\"|indent(2) }} {{ 'abc'|replace('b', 'x') }} {{ 'hello world foo'|truncate(9) }}"),
+  EXPECT_EQ(render("{{ '<a&b>'|e }} {{ \"x\\ny\"|indent(2) }} {{ 'abc'|replace('b', 'x') }} {{ 'hello world "
+                   "foo'|truncate(9) }}"),
             "&lt;a&amp;b&gt; x\n  y axc hello...");
   EXPECT_EQ(render("{% for k, v in d|dictsort %}{{ k }}={{ v }};{% endfor %}{{ d|items|list }}"),
             "a=1;b=[1, 2];[('a', 1), ('b', [1, 2])]");
@@ -149,7 +155,8 @@ TEST(JinjaFilters, CommonFilters) {
 TEST(JinjaFilters, SelectRejectMapAttribute) {
   EXPECT_EQ(render("{{ items|selectattr('role','equalto','user')|list }}"), "[{'role': 'user', 'content': 'hi'}]");
   EXPECT_EQ(render("{{ items|rejectattr('role','equalto','user')|map(attribute='content')|list }}"), "['yo']");
-  EXPECT_EQ(render("{{ items|map(attribute='x', default=0)|list }} {{ items|selectattr('x')|list|length }}"), "[0, 2] 1");
+  EXPECT_EQ(render("{{ items|map(attribute='x', default=0)|list }} {{ items|selectattr('x')|list|length }}"),
+            "[0, 2] 1");
   EXPECT_EQ(render("{{ ['a', 'code', 'b']|reject('equalto', 'code')|join(', ') }} {{ l|select('odd')|list }}"),
             "a, b [1, 3]");
 }
@@ -159,17 +166,22 @@ TEST(JinjaFilters, TojsonIsPythonJsonDumps) {
   EXPECT_EQ(render("{{ d|tojson(indent=4) }}"), "{\n    \"a\": 1,\n    \"b\": [\n        1,\n        2\n    ]\n}");
   EXPECT_EQ(render("{{ {'z':1,'a':{'q':[]}}|tojson(sort_keys=true) }} {{ {}|tojson(indent=2) }}"),
             "{\"a\": {\"q\": []}, \"z\": 1} {}");
-  EXPECT_EQ(render("{{ 'Z\u00fcrich\\n\"\\\\'|tojson }} {{ [1.0, 2, none, true]|tojson }} {{ s|tojson(ensure_ascii=true) }}"),
-            "\"Z\u00fcrich\\n\\\"\\\\\" [1.0, 2, null, true] \"h\\u00e9llo\"");
+  EXPECT_EQ(
+      render("{{ 'Z\u00fcrich\\n\"\\\\'|tojson }} {{ [1.0, 2, none, true]|tojson }} {{ s|tojson(ensure_ascii=true) }}"),
+      "\"Z\u00fcrich\\n\\\"\\\\\" [1.0, 2, null, true] \"h\\u00e9llo\"");
   EXPECT_EQ(render("{{ d|tojson(separators=(',',':')) }} {{ '<&>'|tojson }}"), "{\"a\":1,\"b\":[1,2]} \"<&>\"");
 }
 
 TEST(JinjaTests, BuiltinTests) {
-  EXPECT_EQ(render("{{ t is true }} {{ n is false }} {{ n is number }} {{ f is float }} {{ n is integer }} {{ t is boolean }}"),
-            "True False True True True True");
-  EXPECT_EQ(render("{{ l is iterable }} {{ s is iterable }} {{ d is mapping }} {{ l is sequence }} {{ x is none }} {{ s is string }}"),
+  EXPECT_EQ(
+      render(
+          "{{ t is true }} {{ n is false }} {{ n is number }} {{ f is float }} {{ n is integer }} {{ t is boolean }}"),
+      "True False True True True True");
+  EXPECT_EQ(render("{{ l is iterable }} {{ s is iterable }} {{ d is mapping }} {{ l is sequence }} {{ x is none }} {{ "
+                   "s is string }}"),
             "True True True True True True");
-  EXPECT_EQ(render("{{ 4 is divisibleby 2 }} {{ 3 is odd }} {{ 3 is even }} {{ 1 is in l }} {{ u is undefined }} {{ 3 is ge 2 }}"),
+  EXPECT_EQ(render("{{ 4 is divisibleby 2 }} {{ 3 is odd }} {{ 3 is even }} {{ 1 is in l }} {{ u is undefined }} {{ 3 "
+                   "is ge 2 }}"),
             "True True False True True True");
   EXPECT_EQ(render("{{ not u is defined }} {{ x is not none }} {{ d is not mapping }}"), "True False False");
 }
@@ -183,11 +195,14 @@ TEST(JinjaLoops, LoopVariables) {
   EXPECT_EQ(render("{% for i in l if i > 1 %}{{ loop.index }}:{{ i }}/{{ loop.length }};{% endfor %}"), "1:2/2;2:3/2;");
   EXPECT_EQ(render("{% for i in [] %}x{% else %}empty{% endfor %}"), "empty");
   EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}"), "a=1;b=[1, 2];");
-  EXPECT_EQ(render("{% for i in l %}{% if i == 2 %}{% continue %}{% endif %}{{ i }}{% if i == 3 %}{% break %}{% endif %}"
-                   "{% endfor %}"),
-            "13");
-  EXPECT_EQ(render("{% for x in l %}{% set o = loop %}{% for y in [1] %}{{ o.index }}{{ loop.index }}{% endfor %}{% endfor %}"),
-            "112131");
+  EXPECT_EQ(
+      render("{% for i in l %}{% if i == 2 %}{% continue %}{% endif %}{{ i }}{% if i == 3 %}{% break %}{% endif %}"
+             "{% endfor %}"),
+      "13");
+  EXPECT_EQ(
+      render(
+          "{% for x in l %}{% set o = loop %}{% for y in [1] %}{{ o.index }}{{ loop.index }}{% endfor %}{% endfor %}"),
+      "112131");
 }
 
 TEST(JinjaScoping, SetInsideLoopDoesNotLeakOrCarryOver) {

@@ -68,7 +68,8 @@ TEST(AttnBatched, DotsAndAccumulationEqualThePerCellForms) {
         k->accumulate_f16(p.data(), base, uint64_t(stride) * 2, cells.data(), n, lanes, dim, got.data());
         for (int64_t r = 0; r < n; ++r)
           k->axpy_f16(p[size_t(r)], cache.data() + cells[size_t(r)] * stride, want.data() + (r % lanes) * dim, dim);
-        for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "lanes " << lanes << " i " << i;
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_TRUE(same_bits(got[i], want[i])) << "lanes " << lanes << " i " << i;
       }
     }
   }
@@ -90,7 +91,8 @@ TEST(AttnBatched, SoftmaxExpEqualsTheScalarPolynomial) {
     std::vector<float> want = s;
     double want_sum = 0.0;
     for (size_t c = 0; c < want.size(); c += 16) {
-      for (size_t j = c; j < c + 16; ++j) want[j] = want[j] == -INFINITY ? 0.0f : llama_order::expf_avx512(want[j] - mx);
+      for (size_t j = c; j < c + 16; ++j)
+        want[j] = want[j] == -INFINITY ? 0.0f : llama_order::expf_avx512(want[j] - mx);
       want_sum += double(llama_order::reduce_add16(want.data() + c));
     }
     std::vector<float> got = s;
@@ -170,15 +172,16 @@ TEST(AttnBatched, BlockDotsEqualTheScalarTinyBlasOrder) {
           for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
           std::vector<float> got(size_t(m * ldo), -3.0f);
           std::vector<int64_t> rows(static_cast<size_t>(m));  // per query: n, or fewer
-          for (int64_t j = 0; j < m; ++j) rows[size_t(j)] = j % 3 == 1 ? n / 2 : j % 3 == 2 ? std::max<int64_t>(0, n - 3) : n;
+          for (int64_t j = 0; j < m; ++j)
+            rows[size_t(j)] = j % 3 == 1 ? n / 2 : j % 3 == 2 ? std::max<int64_t>(0, n - 3) : n;
           k->dots_f32_lanes16(wide.data(), ldk, rows.data(), q.data(), ldq, m, dk, got.data(), ldo);
           for (int64_t j = 0; j < m; ++j)
             for (int64_t r = 0; r < ldo; ++r) {
               const float* qj = q.data() + j * ldq;
               const bool live = r < rows[size_t(j)];
               const float want = live ? llama_order::dot_lanes16(wide.data() + r * ldk, qj, dk) : -3.0f;
-              ASSERT_TRUE(same_bits(got[size_t(j * ldo + r)], want)) << "dk " << dk << " n " << n << " m " << m
-                                                                     << " query " << j << " cell " << r;
+              ASSERT_TRUE(same_bits(got[size_t(j * ldo + r)], want))
+                  << "dk " << dk << " n " << n << " m " << m << " query " << j << " cell " << r;
               if (live) {  // and the per-cell f16 helper the block path replaces
                 ASSERT_TRUE(same_bits(want, k->dot_f16_lanes16(cache.data() + cells[size_t(r)] * stride, qj, dk)));
               }

@@ -18,8 +18,8 @@
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
-#include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/kernels/llama_order.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
 #include "core/fp16.h"
 #include "core/quant.h"
 #include "support/isa_coverage.h"

@@ -24,8 +24,8 @@
 namespace opal::cpu {
 namespace {
 
-const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                        DType::F16,  DType::BF16, DType::F32};
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K,
+                        DType::Q6_K, DType::F16,  DType::BF16, DType::F32};
 
 // Announces the ISAs covered and fails on one $OPAL_REQUIRE_ISA names that the host lacks.
 std::vector<Isa> host_isas(bool with_scalar) {
@@ -38,8 +38,11 @@ bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == D
 // Byte offsets of the f16 scale fields of a block (randomized blocks get sane scales there).
 std::vector<int> scale_offsets(DType t) {
   switch (t) {
-    case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: return {0};
-    case DType::Q4_K: case DType::Q5_K: return {0, 2};
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0: return {0};
+    case DType::Q4_K:
+    case DType::Q5_K: return {0, 2};
     case DType::Q6_K: return {208};
     default: return {};
   }
@@ -105,7 +108,8 @@ void compare(Isa isa, DType t, int64_t k, int64_t n_act, bool raw) {
   const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
   const MatmulKernels* fast = isa_matmul_kernels(t, isa);
   ASSERT_NE(ref, nullptr);
-  if (!fast && isa == Isa::neon && t != DType::Q8_0 && t != DType::Q4_0 && t != DType::Q4_K) return;  // reference on ARM
+  if (!fast && isa == Isa::neon && t != DType::Q8_0 && t != DType::Q4_0 && t != DType::Q4_K)
+    return;  // reference on ARM
   if (!fast) GTEST_FAIL() << "no " << isa_name(isa) << " kernel for " << dtype_name(t);
   EXPECT_EQ(fast->act_type, ref->act_type);
   std::mt19937 rng(uint32_t(k * 131 + n_act * 7 + int(t) + (raw ? 1000 : 0)));
@@ -238,8 +242,9 @@ TEST(KernelsDispatch, SelectionPicksTheIsaAndFallsBackPerType) {
 // round_activations(F16) takes vcvtps2ph under a SIMD ISA: the same bits as
 // the software conversion, ties, subnormals and overflow included.
 TEST(RoundActivations, F16InHardwareEqualsTheSoftwareConversion) {
-  std::vector<float> x = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 70000.0f, -70000.0f, 6.0e-8f, 3.0e-8f, 2.9e-8f,
-                          1.0e-5f, -1.0e-5f, 1.00048828125f, 1.00146484375f, 0.33333334f, INFINITY, -INFINITY};
+  std::vector<float> x = {0.0f,           -0.0f,          1.0f,        65504.0f, 65520.0f, 70000.0f,
+                          -70000.0f,      6.0e-8f,        3.0e-8f,     2.9e-8f,  1.0e-5f,  -1.0e-5f,
+                          1.00048828125f, 1.00146484375f, 0.33333334f, INFINITY, -INFINITY};
   std::mt19937 rng(5);
   std::normal_distribution<float> n(0.0f, 4.0f);
   for (int i = 0; i < 5000; ++i) x.push_back(n(rng) * std::ldexp(1.0f, int(rng() % 40) - 30));

@@ -43,7 +43,8 @@ void check(Isa isa, DType t, int64_t k, int64_t n_act) {
   if (!is_float_type(fast->act_type)) {
     std::vector<uint8_t> q(row_bytes(fast->act_type, k) * uint64_t(n_act));
     for (int64_t a = 0; a < n_act; ++a)
-      quantize_activation_row(fast->act_type, x.data() + a * k, q.data() + uint64_t(a) * row_bytes(fast->act_type, k), k);
+      quantize_activation_row(fast->act_type, x.data() + a * k, q.data() + uint64_t(a) * row_bytes(fast->act_type, k),
+                              k);
     ok = q.size() == act_fast.size() && std::memcmp(q.data(), act_fast.data(), q.size()) == 0;
     if (!ok) std::printf("  activation bytes differ from quantize_activation_row\n");
   }
@@ -77,7 +78,8 @@ int main() {
   };
   for (Isa isa : test::covered_isas(on_missing, false)) {
     ++isas;
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16, DType::F32})
+    for (DType t :
+         {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16, DType::F32})
       for (int64_t k : {32, 256, 4096, 4352})
         for (int64_t n_act : {1, 2, 7, 32}) {
           if (block_size(t) == 256 && k % 256 != 0) continue;

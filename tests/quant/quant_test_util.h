@@ -41,5 +41,4 @@ inline double rmse(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(s / double(a.size()));
 }
 
-
 }  // namespace opal::test

@@ -32,9 +32,9 @@ TEST(Dequant, BlockSizesMatchDtypeTable) {
 }
 
 TEST(Dequant, EveryReferenceTypeIsCovered) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                  DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
-                  DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType t :
+       {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS}) {
     EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
     EXPECT_EQ(can_quantize(t), t != DType::IQ4_XS) << dtype_name(t);
   }
@@ -73,8 +73,8 @@ TEST(Dequant, GoldenTensorsBitExact) {
           first_diff = i;
           break;
         }
-      EXPECT_EQ(first_diff, got.size()) << "first difference at element " << first_diff << ": got "
-                                        << got[first_diff] << ", llama.cpp " << expected[first_diff];
+      EXPECT_EQ(first_diff, got.size()) << "first difference at element " << first_diff << ": got " << got[first_diff]
+                                        << ", llama.cpp " << expected[first_diff];
       types_seen.insert(dtype_name(t->type));
       ++checked;
     }

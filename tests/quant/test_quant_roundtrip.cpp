@@ -45,10 +45,10 @@ TEST(QuantRoundTrip, ErrorShrinksWithBits) {
   struct Case {
     DType t;
     double max_rel;
-  } cases[] = {{DType::Q2_K, 0.45}, {DType::Q3_K, 0.25}, {DType::Q4_0, 0.14}, {DType::Q4_1, 0.13},
-               {DType::IQ4_NL, 0.12}, {DType::Q4_K, 0.12}, {DType::Q5_0, 0.07}, {DType::Q5_1, 0.07},
-               {DType::Q5_K, 0.06}, {DType::Q6_K, 0.03}, {DType::Q8_0, 0.008}, {DType::Q8_K, 0.009},
-               {DType::BF16, 0.003}, {DType::F16, 0.0003}};
+  } cases[] = {{DType::Q2_K, 0.45},   {DType::Q3_K, 0.25}, {DType::Q4_0, 0.14},  {DType::Q4_1, 0.13},
+               {DType::IQ4_NL, 0.12}, {DType::Q4_K, 0.12}, {DType::Q5_0, 0.07},  {DType::Q5_1, 0.07},
+               {DType::Q5_K, 0.06},   {DType::Q6_K, 0.03}, {DType::Q8_0, 0.008}, {DType::Q8_K, 0.009},
+               {DType::BF16, 0.003},  {DType::F16, 0.0003}};
   const double r = rms(x);
   for (const auto& c : cases) {
     const double rel = test::rmse(x, round_trip(c.t, x, 256)) / r;
@@ -104,8 +104,7 @@ TEST(QuantRoundTrip, Iq4xsHandBuiltBlock) {
     for (int j = 0; j < 16; ++j) b.qs[16 * ib + j] = uint8_t(idx[32 * ib + j] | idx[32 * ib + 16 + j] << 4);
   float y[256];
   dequantize_row(DType::IQ4_XS, &b, y, 256);
-  for (int j = 0; j < 256; ++j)
-    EXPECT_EQ(y[j], d * float(ls[j / 32] - 32) * float(quant::kIq4nlValues[idx[j]])) << j;
+  for (int j = 0; j < 256; ++j) EXPECT_EQ(y[j], d * float(ls[j / 32] - 32) * float(quant::kIq4nlValues[idx[j]])) << j;
 }
 
 // Q8_K (activations for the K-quant dot products): the abs-max element maps to
@@ -161,7 +160,7 @@ TEST(QuantRoundTrip, Q8_0HalfStep) {
 TEST(QuantRoundTrip, RejectsBadArguments) {
   std::vector<float> x(48, 1.0f);
   std::vector<uint8_t> out(1024);
-  EXPECT_THROW(quantize_rows(DType::Q4_0, x.data(), out.data(), 1, 48), Error);   // 48 % 32 != 0
+  EXPECT_THROW(quantize_rows(DType::Q4_0, x.data(), out.data(), 1, 48), Error);     // 48 % 32 != 0
   EXPECT_THROW(quantize_rows(DType::IQ4_XS, x.data(), out.data(), 0, 256), Error);  // no quantizer
   const float w[32] = {1};
   EXPECT_THROW(quantize_rows(DType::Q4_0, x.data(), out.data(), 1, 32, w), Error);  // imatrix not yet

@@ -102,8 +102,8 @@ TEST(QuantizeCli, ThreadCountDoesNotChangeOutput) {
 TEST(QuantizeCli, PureAndOverrides) {
   const std::string src = test::golden_model("tiny-llama-f32");
   const std::string out = tmp("pure.gguf");
-  const CmdResult r = run_opal("quantize " + src + " " + out +
-                         " Q4_K_M --pure --output-tensor-type q8_0 --token-embedding-type f16");
+  const CmdResult r =
+      run_opal("quantize " + src + " " + out + " Q4_K_M --pure --output-tensor-type q8_0 --token-embedding-type f16");
   ASSERT_EQ(r.rc, 0) << r.out;
   auto f = gguf::File::open(out);
   for (const auto& t : f.tensors()) {

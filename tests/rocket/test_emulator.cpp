@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "backends/rocket/abi/regcmd.h"
-#include "core/error.h"
 #include "backends/rocket/driver/emulator/emulator_driver.h"
+#include "core/error.h"
 #include "rocket/golden_support.h"
 
 namespace opal::rocket {
@@ -189,8 +189,8 @@ TEST(RocketEmulatorErrors, AddressOutsideEveryBuffer) {
 
 TEST(RocketEmulatorErrors, ShapeLimits) {
   SmallJob j;  // K beyond 8192 per task
-  j.set(abi::reg::CNA_DATA_SIZE1, abi::fld::DATA_SIZE1_DATAIN_CHANNEL(8208) |
-                                      abi::fld::DATA_SIZE1_DATAIN_CHANNEL_REAL(8207));
+  j.set(abi::reg::CNA_DATA_SIZE1,
+        abi::fld::DATA_SIZE1_DATAIN_CHANNEL(8208) | abi::fld::DATA_SIZE1_DATAIN_CHANNEL_REAL(8207));
   j.set(abi::reg::CNA_WEIGHT_SIZE1, 8208);
   expect_error(j.run(), {"task 0", "CNA_WEIGHT_SIZE1", "per-task limit"});
   SmallJob k;  // channel count not a multiple of 16

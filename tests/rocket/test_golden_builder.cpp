@@ -60,8 +60,8 @@ TEST_P(GoldenBuilder, RegcmdStreamMatchesMesaRelocatedByBufferAndOffset) {
         const uint32_t value = iova_of(r.bos, a.at("bo_role").get<std::string>()) + a.at("offset").get<uint32_t>();
         g = (g & ~(uint64_t(0xffffffff) << 16)) | (uint64_t(value) << 16);
       }
-      ASSERT_EQ(r.regcmd.entries[flat], g) << fmt::format("task {} entry {} ({})", t, e.at("i").get<int>(),
-                                                          e.at("name").get<std::string>());
+      ASSERT_EQ(r.regcmd.entries[flat], g)
+          << fmt::format("task {} entry {} ({})", t, e.at("i").get<int>(), e.at("name").get<std::string>());
       flat++;
     }
   }
@@ -72,15 +72,14 @@ TEST_P(GoldenBuilder, PackedBuffersMatchMesa) {
   const ReplayResult r = replay_case(c, Policy::Mesa, 0x10000000);
   const auto& bins = c.json.at("binaries");
   std::vector<uint8_t> golden;
-  if (read_golden_file(c, "weights.bin", golden))
-    EXPECT_EQ(r.compiled.weights, golden) << "weights.bin";
+  if (read_golden_file(c, "weights.bin", golden)) EXPECT_EQ(r.compiled.weights, golden) << "weights.bin";
   else  // omitted from the shared folder for size: compare the recorded digest
     EXPECT_EQ(sha256_hex(r.compiled.weights), bins.at("weights.bin").at("sha256").get<std::string>());
   EXPECT_EQ(r.compiled.weights.size(), bins.at("weights.bin").at("bytes").get<size_t>());
   ASSERT_TRUE(read_golden_file(c, "biases.bin", golden));
-  const std::vector<uint8_t> biases(reinterpret_cast<const uint8_t*>(r.compiled.biases.data()),
-                                    reinterpret_cast<const uint8_t*>(r.compiled.biases.data()) +
-                                        r.compiled.biases.size() * 4);
+  const std::vector<uint8_t> biases(
+      reinterpret_cast<const uint8_t*>(r.compiled.biases.data()),
+      reinterpret_cast<const uint8_t*>(r.compiled.biases.data()) + r.compiled.biases.size() * 4);
   EXPECT_EQ(biases, golden) << "biases.bin";
   ASSERT_TRUE(read_golden_file(c, "input.bin", golden));
   EXPECT_EQ(r.packed_input, golden) << "input.bin";

@@ -205,8 +205,8 @@ TEST(Split, KSegmentsAreMultiplesOf32AndAtMost8192) {
 }
 
 TEST(NpuGemm, MatchesTheSchemeOnUnalignedShapes) {
-  check_gemm(1, 64, 32, 1);    // decode-sized: M padded to 4
-  check_gemm(5, 100, 70, 1);   // K padded to 128, N not a multiple of 32
+  check_gemm(1, 64, 32, 1);   // decode-sized: M padded to 4
+  check_gemm(5, 100, 70, 1);  // K padded to 128, N not a multiple of 32
   check_gemm(33, 256, 96, 1);
 }
 
@@ -223,10 +223,10 @@ TEST(NpuGemm, SegmentsKAbove8192) {
 }
 
 TEST(NpuGemm, GroupScalesAndRotation) {
-  check_gemm(12, 256, 64, 1, 2, 128);         // two scale groups per row: two K segments
-  check_gemm(12, 300, 64, 2, 2, 64);          // K 300 -> 320: five groups, the last one short
-  check_gemm(8, 384, 40, 1, 1, 0, true);      // rotation over blocks of 128
-  check_gemm(8, 512, 40, 1, 2, 256, true);    // both
+  check_gemm(12, 256, 64, 1, 2, 128);       // two scale groups per row: two K segments
+  check_gemm(12, 300, 64, 2, 2, 64);        // K 300 -> 320: five groups, the last one short
+  check_gemm(8, 384, 40, 1, 1, 0, true);    // rotation over blocks of 128
+  check_gemm(8, 512, 40, 1, 2, 256, true);  // both
 }
 
 TEST(NpuGemm, PlaneProductsRunAsExtraInt8Gemms) {
@@ -299,7 +299,8 @@ TEST(Quantization, SchemeRowsMatchTheDefinition) {
   rotate_row(u.data(), 256, block);
   rotate_row(v.data(), 256, block);
   double dot2 = 0, nv2 = 0;
-  for (unsigned i = 0; i < 256; ++i) dot2 += double(u[i]) * v[i], nv2 += double(v[i]) * v[i], vmax = std::max(vmax, double(std::fabs(v[i])));
+  for (unsigned i = 0; i < 256; ++i)
+    dot2 += double(u[i]) * v[i], nv2 += double(v[i]) * v[i], vmax = std::max(vmax, double(std::fabs(v[i])));
   EXPECT_NEAR(dot2, dot, 1e-3 * std::sqrt(nv));
   EXPECT_NEAR(nv2, nv, 1e-4 * nv);
   EXPECT_LT(vmax, 10.0);  // the outlier of 40 is spread over the block

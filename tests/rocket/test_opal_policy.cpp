@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "backends/rocket/abi/regcmd.h"
-#include "core/error.h"
 #include "backends/rocket/driver/emulator/emulator_driver.h"
+#include "core/error.h"
 #include "rocket/golden_support.h"
 
 namespace opal::rocket {
@@ -35,8 +35,8 @@ void expect_rows_match(const EmulatedRun& run, const ReferenceOutput& ref, unsig
 }
 
 TEST(RocketOpalPolicy, SameStreamsAsMesaWhenWeightsAreResident) {
-  for (const char* name : {"gemm_M32_K64_N64", "gemm_M64_K512_N128", "conv3x3_56x56x128_to_128_same",
-                           "conv1x1_14x14x512_to_512"}) {
+  for (const char* name :
+       {"gemm_M32_K64_N64", "gemm_M64_K512_N128", "conv3x3_56x56x128_to_128_same", "conv1x1_14x14x512_to_512"}) {
     const GoldenCase c = load_case(name);
     const ReplayResult mesa = replay_case(c, Policy::Mesa, 0);
     const ReplayResult opal = replay_case(c, Policy::Opal, 0);

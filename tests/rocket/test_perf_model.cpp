@@ -29,41 +29,41 @@ CoreWork work_of(const std::vector<TaskSummary>& tasks) {
 
 TEST(RocketPerfModel, EmulatedTasksCostWhatTheTilingPredicts) {
   for (Precision precision : {Precision::W8A8, Precision::W16A16})
-  for (unsigned cores : {1u, 3u}) {
-    SCOPED_TRACE(testing::Message() << precision_name(precision) << " cores " << cores);
-    const unsigned m = 36, k = 2048, n = 384;
-    std::vector<std::unique_ptr<EmulatorDriver>> drivers;
-    std::vector<Driver*> ptrs;
-    for (unsigned i = 0; i < cores; ++i) {
-      drivers.push_back(std::make_unique<EmulatorDriver>());
-      ptrs.push_back(drivers.back().get());
-    }
-    std::mt19937 rng(3);
-    std::uniform_real_distribution<float> u(-1, 1);
-    const QuantizedMatrix q = quantize_matrix(n, k, make_scheme(k, false, 0, precision), [&](unsigned, float* d) {
-      for (unsigned i = 0; i < k; ++i) d[i] = u(rng);
-    });
-    NpuWeights w(ptrs, q);
-    ScratchPool scratch;
-    NpuGemm gemm(w, m, scratch, 1.0);
-    std::vector<float> x(size_t(m) * k, 0.5f), y(size_t(m) * n);
-    gemm.run(x.data(), k, y.data(), n);
+    for (unsigned cores : {1u, 3u}) {
+      SCOPED_TRACE(testing::Message() << precision_name(precision) << " cores " << cores);
+      const unsigned m = 36, k = 2048, n = 384;
+      std::vector<std::unique_ptr<EmulatorDriver>> drivers;
+      std::vector<Driver*> ptrs;
+      for (unsigned i = 0; i < cores; ++i) {
+        drivers.push_back(std::make_unique<EmulatorDriver>());
+        ptrs.push_back(drivers.back().get());
+      }
+      std::mt19937 rng(3);
+      std::uniform_real_distribution<float> u(-1, 1);
+      const QuantizedMatrix q = quantize_matrix(n, k, make_scheme(k, false, 0, precision), [&](unsigned, float* d) {
+        for (unsigned i = 0; i < k; ++i) d[i] = u(rng);
+      });
+      NpuWeights w(ptrs, q);
+      ScratchPool scratch;
+      NpuGemm gemm(w, m, scratch, 1.0);
+      std::vector<float> x(size_t(m) * k, 0.5f), y(size_t(m) * n);
+      gemm.run(x.data(), k, y.data(), n);
 
-    PerfParams p;
-    p.cores = cores;
-    p.precision = precision;
-    std::vector<CoreWork> emulated;
-    for (auto& d : drivers) emulated.push_back(work_of(d->emulator().tasks()));
-    const Prediction from_emulator = predict_work(emulated, 0, p);
-    const Prediction analytic = predict_gemm(m, k, n, p);
-    EXPECT_EQ(from_emulator.tasks, analytic.tasks);
-    EXPECT_EQ(from_emulator.tasks, gemm.last_run().tasks);
-    EXPECT_EQ(from_emulator.jobs, analytic.jobs);
-    EXPECT_EQ(from_emulator.mac_cycles, analytic.mac_cycles);
-    EXPECT_EQ(from_emulator.ddr_bytes, analytic.ddr_bytes);
-    EXPECT_DOUBLE_EQ(from_emulator.npu_seconds, analytic.npu_seconds);
-    EXPECT_GT(analytic.host_seconds, 0.0);
-  }
+      PerfParams p;
+      p.cores = cores;
+      p.precision = precision;
+      std::vector<CoreWork> emulated;
+      for (auto& d : drivers) emulated.push_back(work_of(d->emulator().tasks()));
+      const Prediction from_emulator = predict_work(emulated, 0, p);
+      const Prediction analytic = predict_gemm(m, k, n, p);
+      EXPECT_EQ(from_emulator.tasks, analytic.tasks);
+      EXPECT_EQ(from_emulator.tasks, gemm.last_run().tasks);
+      EXPECT_EQ(from_emulator.jobs, analytic.jobs);
+      EXPECT_EQ(from_emulator.mac_cycles, analytic.mac_cycles);
+      EXPECT_EQ(from_emulator.ddr_bytes, analytic.ddr_bytes);
+      EXPECT_DOUBLE_EQ(from_emulator.npu_seconds, analytic.npu_seconds);
+      EXPECT_GT(analytic.host_seconds, 0.0);
+    }
 }
 
 TEST(RocketPerfModel, CyclesAndBytesFollowFromTheShape) {

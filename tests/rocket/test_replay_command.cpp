@@ -11,7 +11,6 @@
 namespace opal::rocket {
 namespace {
 
-
 TEST(RocketReplayFiles, WriteReplayFilesInTheGoldenFormats) {
   const GoldenCase c = test::load_case("gemm_M64_K512_N128");
   const std::string out = opal::test::temp_dir() + "/lib_replay";

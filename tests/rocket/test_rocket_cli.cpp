@@ -44,8 +44,9 @@ TEST(RocketCli, BackendRocketRunsThePromptOnTheNpu) {
 
 TEST(RocketCli, DrmBackendExplainsWhyItIsUnavailable) {
   std::string out;
-  const std::string cmd = fmt::format("{} logits -m {} --tokens 1,2 --backend rocket:drm --out {}/x",
-                                      test::opal_binary(), test::golden_model_path("tiny-llama-q8_0"), test::temp_dir());
+  const std::string cmd =
+      fmt::format("{} logits -m {} --tokens 1,2 --backend rocket:drm --out {}/x", test::opal_binary(),
+                  test::golden_model_path("tiny-llama-q8_0"), test::temp_dir());
   EXPECT_NE(test::run_command(cmd, &out), 0);
   EXPECT_NE(out.find("drm_accel backend is unavailable"), std::string::npos) << out;
 }
@@ -56,9 +57,9 @@ TEST(RocketCli, Predict) {
       << out;
   EXPECT_NE(out.find("tokens/s"), std::string::npos) << out;
   EXPECT_NE(out.find("ffn_down"), std::string::npos) << out;
-  ASSERT_EQ(test::run_command(test::opal_binary() + " rocket predict -m " + test::golden_model_path("tiny-llama-q8_0"),
-                              &out),
-            0)
+  ASSERT_EQ(
+      test::run_command(test::opal_binary() + " rocket predict -m " + test::golden_model_path("tiny-llama-q8_0"), &out),
+      0)
       << out;
   EXPECT_NE(out.find("tokens/s"), std::string::npos) << out;
   // The default precision (w16a16: three int8 GEMMs per matmul) predicts fewer tokens/s than w8a8.

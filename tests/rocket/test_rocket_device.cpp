@@ -10,14 +10,14 @@
 #include <cmath>
 #include <set>
 
-#include "graph/registry.h"
+#include "backends/factory/backend_factory.h"
 #include "backends/rocket/host/rocket_device.h"
 #include "core/error.h"
 #include "engine/golden_support.h"
+#include "graph/registry.h"
 #include "models/model.h"
 #include "rocket/fault_driver.h"
 #include "runtime/context.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal {
 namespace {
@@ -38,7 +38,8 @@ Logits run_model(const Model& m, const std::vector<int32_t>& toks, const std::ve
   for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], int32_t(i), 0, true);
   ctx.decode(b);
   Logits l;
-  for (int64_t i = 0; i < ctx.n_outputs(); ++i) l.prompt.insert(l.prompt.end(), ctx.logits(i), ctx.logits(i) + ctx.n_vocab());
+  for (int64_t i = 0; i < ctx.n_outputs(); ++i)
+    l.prompt.insert(l.prompt.end(), ctx.logits(i), ctx.logits(i) + ctx.n_vocab());
   for (size_t i = 0; i < forced.size(); ++i) {
     b.clear();
     b.add(forced[i], int32_t(toks.size() + i), 0, true);
@@ -48,7 +49,9 @@ Logits run_model(const Model& m, const std::vector<int32_t>& toks, const std::ve
   return l;
 }
 
-std::vector<int32_t> first(const std::vector<int32_t>& v, size_t n) { return {v.begin(), v.begin() + std::min(n, v.size())}; }
+std::vector<int32_t> first(const std::vector<int32_t>& v, size_t n) {
+  return {v.begin(), v.begin() + std::min(n, v.size())};
+}
 
 struct RocketSetup {
   std::unique_ptr<Registry> reg;
@@ -143,12 +146,13 @@ Accuracy measure_accuracy(const std::string& stem, RocketOptions o) {
   acc.top1_near_tie = double(agree) / double(rows);
   // Against llama.cpp's own logits (teacher-forced prompt).
   acc.vs_llama_cpp = test::compare_logits(got.prompt, g.prompt_logits, g.n_vocab);
-  std::printf("  %-18s %-6s NPU vs CPU (%lld rows): max|d|/std %.4f  min cos %.6f  top-1 %.3f (near-tie rule %.3f)\n"
-              "  %-18s %-6s NPU vs llama.cpp prompt: max|d|/std %.4f  min cos %.6f  top-1 %.3f\n",
-              stem.c_str(), rocket::precision_name(o.precision), (long long)acc.vs_cpu.rows,
-              acc.vs_cpu.max_diff_over_std, acc.vs_cpu.min_cosine, acc.vs_cpu.top1_agreement, acc.top1_near_tie,
-              stem.c_str(), rocket::precision_name(o.precision), acc.vs_llama_cpp.max_diff_over_std,
-              acc.vs_llama_cpp.min_cosine, acc.vs_llama_cpp.top1_agreement);
+  std::printf(
+      "  %-18s %-6s NPU vs CPU (%lld rows): max|d|/std %.4f  min cos %.6f  top-1 %.3f (near-tie rule %.3f)\n"
+      "  %-18s %-6s NPU vs llama.cpp prompt: max|d|/std %.4f  min cos %.6f  top-1 %.3f\n",
+      stem.c_str(), rocket::precision_name(o.precision), (long long)acc.vs_cpu.rows, acc.vs_cpu.max_diff_over_std,
+      acc.vs_cpu.min_cosine, acc.vs_cpu.top1_agreement, acc.top1_near_tie, stem.c_str(),
+      rocket::precision_name(o.precision), acc.vs_llama_cpp.max_diff_over_std, acc.vs_llama_cpp.min_cosine,
+      acc.vs_llama_cpp.top1_agreement);
   return acc;
 }
 
@@ -205,7 +209,7 @@ TEST(RocketDevice, MinBatchSendsSmallBatchesToTheCpu) {
   CountingHooks hooks;
   run_model(*model, g.prompt, {}, &hooks);
   const uint64_t after_prompt = s.rocket->rocket_stats().nodes_npu;
-  EXPECT_GE(after_prompt, 14u);  // 7 matmuls per layer x 2 layers (+ output)
+  EXPECT_GE(after_prompt, 14u);                                  // 7 matmuls per layer x 2 layers (+ output)
   run_model(*model, {g.prompt[0]}, first(g.greedy, 2), &hooks);  // M = 1 everywhere
   EXPECT_EQ(s.rocket->rocket_stats().nodes_npu, after_prompt);
 
@@ -227,8 +231,7 @@ TEST(RocketDevice, MinBatchSendsSmallBatchesToTheCpu) {
   w.type = DType::Q6_K;
   x.ne[1] = 64;
   x.nb = contiguous_strides(DType::F32, x.ne);
-  EXPECT_NE(s.rocket->supports(mm).reason.find("weight type q6_K"), std::string::npos)
-      << s.rocket->supports(mm).reason;
+  EXPECT_NE(s.rocket->supports(mm).reason.find("weight type q6_K"), std::string::npos) << s.rocket->supports(mm).reason;
 }
 
 TEST(RocketDevice, SubmitFaultFallsBackToTheCpu) {

@@ -43,8 +43,8 @@ TEST(SamplerParams, DefaultsAreLlamaCpps) {
   EXPECT_FLOAT_EQ(p.frequency_penalty, 0.0f);
   EXPECT_EQ(p.seed, 0xFFFFFFFFu);
   EXPECT_EQ(p.n_probs, 0);
-  const std::vector<std::string> llama_order = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p",
-                                                "top_p", "min_p", "xtc", "temperature"};
+  const std::vector<std::string> llama_order = {"penalties", "dry",   "top_n_sigma", "top_k",      "typ_p",
+                                                "top_p",     "min_p", "xtc",         "temperature"};
   EXPECT_EQ(p.order, llama_order);
   EXPECT_EQ(default_sampler_order(), llama_order);
   EXPECT_NO_THROW(validate(p, 32000));

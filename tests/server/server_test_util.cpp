@@ -125,10 +125,11 @@ std::thread stream_hi_chat(int port, std::string* raw, std::atomic<int>* chunks,
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/chat/completions";
-    req.body = json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
-                    {"ignore_eos", true},
-                    {"stream", true}}
-                   .dump();
+    req.body = json{
+        {"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
+        {"ignore_eos", true},
+        {"stream",
+         true}}.dump();
     req.content_receiver = [=](const char* d, size_t n, uint64_t, uint64_t) {
       raw->append(d, n);
       ++*chunks;

@@ -49,8 +49,7 @@ struct SseStream {
 };
 SseStream parse_sse(const std::string& body);
 // Streams a POST and parses the events as they arrive.
-SseStream post_stream(const std::string& host, int port, const std::string& path, const json& body,
-                      int timeout_s = 60);
+SseStream post_stream(const std::string& host, int port, const std::string& path, const json& body, int timeout_s = 60);
 
 // A streamed chat request ("Hi", ignore_eos) on a thread of its own: appends the
 // raw body to *raw and counts the chunks in *chunks until the server ends the

@@ -3,13 +3,13 @@
 // Jinja renderer used directly.
 #include <gtest/gtest.h>
 
+#include "backends/factory/backend_factory.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "sampling/sampler.h"
 #include "server/server_test_util.h"
 #include "tokenizer/jinja/chat.h"
 #include "tokenizer/vocab.h"
-#include "backends/factory/backend_factory.h"
 
 namespace opal::test {
 namespace {
@@ -140,7 +140,8 @@ TEST_F(ServerApi, CompletionsLegacy) {
   EXPECT_EQ(s.events.front()["object"], "text_completion");
   EXPECT_EQ(chat_stream_text(s), text);
   // the native endpoint gives the same greedy text
-  const json n = parse(srv().post("/completion", {{"prompt", "Once upon a time"}, {"n_predict", 10}, {"temperature", 0}}));
+  const json n =
+      parse(srv().post("/completion", {{"prompt", "Once upon a time"}, {"n_predict", 10}, {"temperature", 0}}));
   EXPECT_EQ(n["content"], text);
   EXPECT_EQ(n["stop"], true);
   EXPECT_EQ(n["stop_type"], "limit");
@@ -185,8 +186,9 @@ TEST_F(ServerApi, GreedyMatchesEngine) {
     b.add(t, pos++, 0, true);
     ctx.decode(b);
   }
-  const json n = parse(srv().post("/completion", {{"prompt", "Lily and Ben went to the park"}, {"n_predict", 20},
-                                                  {"temperature", 0}, {"cache_prompt", false}}));
+  const json n = parse(srv().post(
+      "/completion",
+      {{"prompt", "Lily and Ben went to the park"}, {"n_predict", 20}, {"temperature", 0}, {"cache_prompt", false}}));
   EXPECT_EQ(n["tokens"].get<std::vector<int32_t>>(), expect);
 }
 
@@ -211,8 +213,8 @@ TEST_F(ServerApi, TokenizeDetokenizeRoundTrip) {
 }
 
 TEST_F(ServerApi, ApplyTemplateEqualsJinjaRender) {
-  const json messages = json::array({json{{"role", "system"}, {"content", "You are kind."}},
-                                     json{{"role", "user"}, {"content", "Hi!"}}});
+  const json messages =
+      json::array({json{{"role", "system"}, {"content", "You are kind."}}, json{{"role", "user"}, {"content", "Hi!"}}});
   const json r = parse(srv().post("/apply-template", {{"messages", messages}}));
   auto file = gguf::File::open(stories_model());
   const jinja::ModelChatTemplate tmpl = jinja::chat_template_from_gguf(file);
@@ -240,9 +242,9 @@ TEST_F(ServerApi, StopString) {
   EXPECT_EQ(n["stop_type"], "word");
   EXPECT_EQ(n["stopping_word"], word);
   // OpenAI shape, streamed: the text stops before the word; finish_reason stop
-  const SseStream s = post_stream("127.0.0.1", srv().port(), "/v1/completions",
-                                  {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0},
-                                   {"stop", word}, {"stream", true}});
+  const SseStream s = post_stream(
+      "127.0.0.1", srv().port(), "/v1/completions",
+      {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}, {"stop", word}, {"stream", true}});
   ASSERT_TRUE(s.well_formed) << s.error;
   EXPECT_EQ(chat_stream_text(s), full.substr(0, at));
   EXPECT_EQ(s.events.back()["choices"][0]["finish_reason"], "stop");
@@ -250,8 +252,13 @@ TEST_F(ServerApi, StopString) {
 
 TEST_F(ServerApi, SeedReproducibility) {
   auto sample = [&](int seed) {
-    return parse(srv().post("/completion", {{"prompt", "Once upon a time"}, {"n_predict", 24}, {"temperature", 1.0},
-                                            {"top_k", 0}, {"top_p", 1.0}, {"min_p", 0}, {"seed", seed}}))["content"]
+    return parse(srv().post("/completion", {{"prompt", "Once upon a time"},
+                                            {"n_predict", 24},
+                                            {"temperature", 1.0},
+                                            {"top_k", 0},
+                                            {"top_p", 1.0},
+                                            {"min_p", 0},
+                                            {"seed", seed}}))["content"]
         .get<std::string>();
   };
   const std::string a = sample(42), b = sample(42);
@@ -262,8 +269,9 @@ TEST_F(ServerApi, SeedReproducibility) {
 }
 
 TEST_F(ServerApi, LogprobsChat) {
-  const json j = parse(srv().post("/v1/chat/completions", {{"messages", kHello}, {"max_tokens", 3}, {"temperature", 0},
-                                                          {"logprobs", true}, {"top_logprobs", 2}}));
+  const json j = parse(srv().post(
+      "/v1/chat/completions",
+      {{"messages", kHello}, {"max_tokens", 3}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}}));
   const json& content = j["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 3u);
   for (const json& e : content) {

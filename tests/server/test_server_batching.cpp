@@ -29,14 +29,16 @@ TEST(ServerBatching, ConcurrentGreedyEqualsSequential) {
   const std::string before = s.get("/metrics")->body;
   std::vector<std::string> concurrent(4);
   std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { concurrent[size_t(i)] = completion(s, kPrompts[i], 24)["content"]; });
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] { concurrent[size_t(i)] = completion(s, kPrompts[i], 24)["content"]; });
   for (auto& t : threads) t.join();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(concurrent[size_t(i)], sequential[size_t(i)]) << kPrompts[i];
 
   // Shared decode steps happened: one request alone needs 24 decodes (prompt + 23 tokens),
   // so four in turn need 96; two slots decoding together need about half.
   const std::string after = s.get("/metrics")->body;
-  const double decodes = metric_value(after, "llamacpp:n_decode_total") - metric_value(before, "llamacpp:n_decode_total");
+  const double decodes =
+      metric_value(after, "llamacpp:n_decode_total") - metric_value(before, "llamacpp:n_decode_total");
   EXPECT_LE(decodes, 80);
   EXPECT_GT(metric_value(after, "llamacpp:n_busy_slots_per_decode"), 1.0);
 }
@@ -47,9 +49,9 @@ TEST(ServerBatching, StreamsInterleaveAcrossSlots) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&, i] {
-      streams[size_t(i)] = post_stream("127.0.0.1", s.port(), "/v1/completions",
-                                       {{"prompt", kPrompts[i]}, {"max_tokens", 20}, {"temperature", 0},
-                                        {"stream", true}, {"cache_prompt", false}});
+      streams[size_t(i)] = post_stream(
+          "127.0.0.1", s.port(), "/v1/completions",
+          {{"prompt", kPrompts[i]}, {"max_tokens", 20}, {"temperature", 0}, {"stream", true}, {"cache_prompt", false}});
     });
   for (auto& t : threads) t.join();
   for (int i = 0; i < 4; ++i) {

@@ -54,10 +54,12 @@ TEST_F(ServerErrors, WrongTypes) {
   expect_error(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"stream", "yes"}}), 400, "stream");
   expect_error(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"stop", 5}}), 400, "stop");
   expect_error(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"seed", 1.5}}), 400, "seed");
-  expect_error(srv().post("/v1/chat/completions", {{"messages", json::array({json{{"role", "wizard"}, {"content", "x"}}})}}),
-               400, "messages[0].role");
-  expect_error(srv().post("/v1/chat/completions", {{"messages", json::array({json{{"role", "user"}, {"content", 3}}})}}),
-               400, "messages[0].content");
+  expect_error(
+      srv().post("/v1/chat/completions", {{"messages", json::array({json{{"role", "wizard"}, {"content", "x"}}})}}),
+      400, "messages[0].role");
+  expect_error(
+      srv().post("/v1/chat/completions", {{"messages", json::array({json{{"role", "user"}, {"content", 3}}})}}), 400,
+      "messages[0].content");
   expect_error(srv().post("/v1/chat/completions", {{"messages", json::array()}}), 400, "messages");
   expect_error(srv().post("/v1/chat/completions", {{"max_tokens", 3}}), 400, "messages");
   expect_error(srv().post("/v1/completions", {{"prompt", json::object()}}), 400, "prompt");
@@ -70,15 +72,17 @@ TEST_F(ServerErrors, WrongTypes) {
 
 TEST_F(ServerErrors, UnsupportedFieldsThatMatter) {
   expect_error(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"n", 3}}), 400, "n");
-  expect_error(srv().post("/v1/chat/completions",
-                          {{"messages", kMsgs}, {"response_format", {{"type", "json_schema"}}}}),
-               400, "response_format");
-  expect_error(srv().post("/v1/chat/completions",
-                          {{"messages", json::array({json{{"role", "user"},
-                                                          {"content", json::array({json{{"type", "image_url"}}})}}})}}),
-               400, "messages[0].content");
+  expect_error(
+      srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"response_format", {{"type", "json_schema"}}}}), 400,
+      "response_format");
+  expect_error(
+      srv().post("/v1/chat/completions",
+                 {{"messages",
+                   json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "image_url"}}})}}})}}),
+      400, "messages[0].content");
   // unknown fields that do not matter are ignored, as OpenAI clients send many
-  auto r = srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"max_tokens", 2}, {"user", "x"}, {"metadata", {}}});
+  auto r =
+      srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"max_tokens", 2}, {"user", "x"}, {"metadata", {}}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
 }

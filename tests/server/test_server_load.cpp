@@ -36,12 +36,18 @@ TEST(ServerLoad, ConcurrentStreamingClients) {
     threads.emplace_back([&, c] {
       for (int r = 0; r < requests; ++r) {
         const bool chat = (c + r) % 2 == 0;
-        const json body = chat ? json{{"messages", json::array({json{{"role", "user"}, {"content", "Story " + std::to_string(c)}}})},
-                                      {"max_tokens", 16}, {"stream", true}, {"seed", c * 10 + r},
-                                      {"stream_options", {{"include_usage", true}}}}
-                               : json{{"prompt", "Once upon a time " + std::to_string(c)}, {"max_tokens", 16},
-                                      {"stream", true}, {"seed", c * 10 + r}};
-        const SseStream st = post_stream("127.0.0.1", s.port(), chat ? "/v1/chat/completions" : "/v1/completions", body, 120);
+        const json body =
+            chat ? json{{"messages", json::array({json{{"role", "user"}, {"content", "Story " + std::to_string(c)}}})},
+                        {"max_tokens", 16},
+                        {"stream", true},
+                        {"seed", c * 10 + r},
+                        {"stream_options", {{"include_usage", true}}}}
+                 : json{{"prompt", "Once upon a time " + std::to_string(c)},
+                        {"max_tokens", 16},
+                        {"stream", true},
+                        {"seed", c * 10 + r}};
+        const SseStream st =
+            post_stream("127.0.0.1", s.port(), chat ? "/v1/chat/completions" : "/v1/completions", body, 120);
         std::string why;
         if (!st.well_formed) why = st.error;
         else if (!st.done_marker) why = "no [DONE]";
@@ -123,8 +129,10 @@ TEST(ServerLoad, RssFlatUnderMixedPromptLengths) {
   // each time, so batches keep coming in shapes (tokens x outputs) not seen before.
   for (int pass = 0; pass < 3; ++pass) ASSERT_EQ(run_lengths(p.port(), 1, kLongest, 1, 4), 0);
   const long after = rss_kib(p.pid());
-  std::printf("opal serve VmRSS: start %ld KiB, after warm-up (%d mixed-length requests) %ld KiB, after %d more "
-              "%ld KiB (+%ld KiB)\n", start, kLongest, warm, 3 * kLongest, after, after - warm);
+  std::printf(
+      "opal serve VmRSS: start %ld KiB, after warm-up (%d mixed-length requests) %ld KiB, after %d more "
+      "%ld KiB (+%ld KiB)\n",
+      start, kLongest, warm, 3 * kLongest, after, after - warm);
   EXPECT_LE(after - warm, 3072) << "resident memory grew with the number of distinct batch shapes";
 }
 

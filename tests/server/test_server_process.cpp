@@ -41,11 +41,11 @@ TEST(ServeProcess, DefaultModelWhenNoDashM) {
   ASSERT_TRUE(m);
   const std::string id = json::parse(m->body)["data"][0]["id"];
   EXPECT_NE(id.find("opal-kjv.gguf"), std::string::npos) << id;
-  auto r = c.Post("/v1/chat/completions",
-                  json{{"messages", json::array({json{{"role", "user"}, {"content", "In the beginning"}}})},
-                       {"max_tokens", 8}}
-                      .dump(),
-                  "application/json");
+  auto r = c.Post(
+      "/v1/chat/completions",
+      json{{"messages", json::array({json{{"role", "user"}, {"content", "In the beginning"}}})}, {"max_tokens", 8}}
+          .dump(),
+      "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"].get<int>() <= 8, true);

@@ -29,8 +29,8 @@ struct GemmCall {
 
 // Runs kern.gemm over rows of w (type t, k elements each) and n_act activation
 // rows; returns the whole output (out_stride x n_act floats).
-inline std::vector<float> run_gemm(const cpu::MatmulKernels& kern, const std::vector<uint8_t>& w, DType t,
-                                   int64_t rows, int64_t k, const std::vector<uint8_t>& act, int64_t n_act,
+inline std::vector<float> run_gemm(const cpu::MatmulKernels& kern, const std::vector<uint8_t>& w, DType t, int64_t rows,
+                                   int64_t k, const std::vector<uint8_t>& act, int64_t n_act,
                                    const GemmCall& call = {}) {
   const int64_t stride = call.out_stride > 0 ? call.out_stride : rows;
   std::vector<float> out(size_t(stride * n_act), call.fill);

@@ -51,11 +51,14 @@ TEST(TokenizeCli, DefaultListingAndFile) {
   // Llama-3: BOS, "Hello", " world" (ids from PROVENANCE.md's llama-tokenize check).
   EXPECT_EQ(out, "128000 -> '<|begin_of_text|>'\n  9906 -> 'Hello'\n  1917 -> ' world'\n");
   out.clear();
-  ASSERT_EQ(run_command(opal_binary() + " tokenize -m " + model + " -p " + quote("<|eot_id|>") + " --ids --no-bos", &out), 0);
+  ASSERT_EQ(
+      run_command(opal_binary() + " tokenize -m " + model + " -p " + quote("<|eot_id|>") + " --ids --no-bos", &out), 0);
   EXPECT_EQ(out, "[128009]\n");
   out.clear();
   ASSERT_EQ(run_command(opal_binary() + " tokenize -m " + model + " -p " + quote("<|eot_id|>") +
-                            " --ids --no-bos --no-parse-special", &out), 0);
+                            " --ids --no-bos --no-parse-special",
+                        &out),
+            0);
   EXPECT_NE(out, "[128009]\n");
   EXPECT_EQ(out.front(), '[');
   out.clear();
@@ -71,7 +74,8 @@ TEST(TokenizeCli, Errors) {
   EXPECT_NE(run_command(opal_binary() + " tokenize -m /nonexistent.gguf -p hi", &out), 0);
   EXPECT_NE(out.find("nonexistent"), std::string::npos) << out;
   out.clear();
-  EXPECT_NE(run_command(opal_binary() + " tokenize -m " + shared_path("tokenizer-vectors/ggml-vocab-gpt-2.gguf"), &out), 0);
+  EXPECT_NE(run_command(opal_binary() + " tokenize -m " + shared_path("tokenizer-vectors/ggml-vocab-gpt-2.gguf"), &out),
+            0);
   EXPECT_NE(out.find("-p"), std::string::npos) << out;
 }
 

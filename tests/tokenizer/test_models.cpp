@@ -1,6 +1,6 @@
 // Tokenizers inside real model files, and edge cases of the Vocab API.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -14,7 +14,6 @@
 
 namespace opal::test {
 namespace {
-
 
 const Vocab& spm() { return load_vocab(shared_path("tokenizer-vectors/ggml-vocab-llama-spm.gguf")); }
 const Vocab& llama3() { return load_vocab(shared_path("tokenizer-vectors/ggml-vocab-llama-bpe.gguf")); }
@@ -106,8 +105,14 @@ TEST(TokenizerEdgeCases, EmptyText) {
 }
 
 TEST(TokenizerEdgeCases, InvalidUtf8) {
-  const std::string bad[] = {"\xff", "a\xc3", "\xe2\x82", "\xed\xa0\x80 x", "\xf8\x88\x80\x80\x80", "ok \x80\x80 ok",
-                             std::string("nul\0byte", 8), "\xf4\x90\x80\x80"};
+  const std::string bad[] = {"\xff",
+                             "a\xc3",
+                             "\xe2\x82",
+                             "\xed\xa0\x80 x",
+                             "\xf8\x88\x80\x80\x80",
+                             "ok \x80\x80 ok",
+                             std::string("nul\0byte", 8),
+                             "\xf4\x90\x80\x80"};
   for (const auto& s : bad) {
     // SPM keeps the bytes: byte fallback gives them back exactly.
     const auto ids = spm().tokenize(s, false, false);
@@ -192,20 +197,34 @@ TEST(TokenizerEdgeCases, BadMetadataIsAClearError) {
     SCOPED_TRACE(what);
     test::expect_error([&] { (void)vocab_with(base, edit); }, needle);
   };
-  expect_error("no model", [](gguf::Writer& w) { w.remove("tokenizer.ggml.model"); }, "tokenizer.ggml.model");
-  expect_error("unknown model", [](gguf::Writer& w) { w.set("tokenizer.ggml.model", gguf::Value::from_string("zzz")); }, "zzz");
-  expect_error("unknown pre", [](gguf::Writer& w) { w.set("tokenizer.ggml.pre", gguf::Value::from_string("nope")); }, "nope");
-  expect_error("no tokens", [](gguf::Writer& w) { w.remove("tokenizer.ggml.tokens"); }, "tokenizer.ggml.tokens");
-  expect_error("no merges", [](gguf::Writer& w) { w.remove("tokenizer.ggml.merges"); }, "tokenizer.ggml.merges");
-  expect_error("short types", [](gguf::Writer& w) {
-    w.set("tokenizer.ggml.token_type", gguf::Value::from_array(gguf::ValueType::I32, {gguf::Value::from_i32(1)}));
-  }, "tokenizer.ggml.token_type");
-  expect_error("bos out of range", [](gguf::Writer& w) { w.set("tokenizer.ggml.bos_token_id", gguf::Value::from_u32(999999)); }, "999999");
-  expect_error("duplicate", [](gguf::Writer& w) {
-    std::vector<gguf::Value> toks;
-    for (int i = 0; i < 50257; ++i) toks.push_back(gguf::Value::from_string(i < 2 ? std::string("dup") : fmt::format("t{}", i)));
-    w.set("tokenizer.ggml.tokens", gguf::Value::from_array(gguf::ValueType::STRING, std::move(toks)));
-  }, "duplicate");
+  expect_error(
+      "no model", [](gguf::Writer& w) { w.remove("tokenizer.ggml.model"); }, "tokenizer.ggml.model");
+  expect_error(
+      "unknown model", [](gguf::Writer& w) { w.set("tokenizer.ggml.model", gguf::Value::from_string("zzz")); }, "zzz");
+  expect_error(
+      "unknown pre", [](gguf::Writer& w) { w.set("tokenizer.ggml.pre", gguf::Value::from_string("nope")); }, "nope");
+  expect_error(
+      "no tokens", [](gguf::Writer& w) { w.remove("tokenizer.ggml.tokens"); }, "tokenizer.ggml.tokens");
+  expect_error(
+      "no merges", [](gguf::Writer& w) { w.remove("tokenizer.ggml.merges"); }, "tokenizer.ggml.merges");
+  expect_error(
+      "short types",
+      [](gguf::Writer& w) {
+        w.set("tokenizer.ggml.token_type", gguf::Value::from_array(gguf::ValueType::I32, {gguf::Value::from_i32(1)}));
+      },
+      "tokenizer.ggml.token_type");
+  expect_error(
+      "bos out of range", [](gguf::Writer& w) { w.set("tokenizer.ggml.bos_token_id", gguf::Value::from_u32(999999)); },
+      "999999");
+  expect_error(
+      "duplicate",
+      [](gguf::Writer& w) {
+        std::vector<gguf::Value> toks;
+        for (int i = 0; i < 50257; ++i)
+          toks.push_back(gguf::Value::from_string(i < 2 ? std::string("dup") : fmt::format("t{}", i)));
+        w.set("tokenizer.ggml.tokens", gguf::Value::from_array(gguf::ValueType::STRING, std::move(toks)));
+      },
+      "duplicate");
   // A missing pre-tokenizer is "default", as in llama.cpp.
   EXPECT_EQ(vocab_with(base, [](gguf::Writer& w) { w.remove("tokenizer.ggml.pre"); }).pre_name(), "default");
 }

@@ -87,7 +87,8 @@ TEST(TokenizerVectorsNoVocab, RunWhenVocabPresent) {
     ++run;
     const Vocab& vocab = load_vocab(gguf_path);
     for (const auto& c : read_vectors(p, gguf_path + ".out"))
-      EXPECT_EQ(ids_to_string(vocab.tokenize(c.text, false, false)), ids_to_string(c.ids)) << p << " '" << c.text << "'";
+      EXPECT_EQ(ids_to_string(vocab.tokenize(c.text, false, false)), ids_to_string(c.ids))
+          << p << " '" << c.text << "'";
   }
   EXPECT_GT(sets, 0u) << "no vector sets found in " << dir;
 }

@@ -70,7 +70,8 @@ TEST(Bench, MarkdownTable) {
     if (!line.empty() && line[0] == '|') table.push_back(line);
   ASSERT_EQ(table.size(), 2u + 4u) << r.out;  // header, rule, 2 threads x (pp16, tg8)
   const auto head = cells(table[0]);
-  const std::vector<std::string> want = {"model", "size", "params", "backend", "threads", "lm", "test", "GB/s", "% bw", "t/s"};
+  const std::vector<std::string> want = {"model", "size", "params", "backend", "threads",
+                                         "lm",    "test", "GB/s",   "% bw",    "t/s"};
   EXPECT_EQ(head, want);
   EXPECT_TRUE(std::regex_match(table[1], std::regex("\\|( :?-+:? \\|)+"))) << table[1];
   const std::regex ts("[0-9]+\\.[0-9]{2} ± [0-9]+\\.[0-9]{2}");
@@ -104,11 +105,34 @@ TEST(Bench, JsonSchemaAndStatistics) {
   ASSERT_EQ(j.size(), 3u);
   std::vector<std::string> names;
   for (const auto& x : j) {
-    for (const char* k : {"build_commit", "cpu_info", "backends", "model_filename", "model_type", "model_size",
-                          "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_prompt",
-                          "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns",
-                          "samples_ts", "load_mode", "load_time_s", "achieved_gbps", "measured_bandwidth_gbps", "bandwidth_pct",
-                          "isa", "governor"})
+    for (const char* k : {"build_commit",
+                          "cpu_info",
+                          "backends",
+                          "model_filename",
+                          "model_type",
+                          "model_size",
+                          "model_n_params",
+                          "n_batch",
+                          "n_ubatch",
+                          "n_threads",
+                          "type_k",
+                          "type_v",
+                          "n_prompt",
+                          "n_gen",
+                          "test_time",
+                          "avg_ns",
+                          "stddev_ns",
+                          "avg_ts",
+                          "stddev_ts",
+                          "samples_ns",
+                          "samples_ts",
+                          "load_mode",
+                          "load_time_s",
+                          "achieved_gbps",
+                          "measured_bandwidth_gbps",
+                          "bandwidth_pct",
+                          "isa",
+                          "governor"})
       EXPECT_TRUE(x.contains(k)) << k;
     names.push_back(x["test"]);
     ASSERT_EQ(x["samples_ns"].size(), 3u);
@@ -151,7 +175,8 @@ TEST(Bench, JsonlAndCsv) {
 
 TEST(Bench, LoadModesAndPlot) {
   const std::string svg = opal::test::temp_dir() + "/bench.svg";
-  const BenchRun r = bench("-m " + model() + " -p 0 -n 4 -r 1 -t 1 --no-bw --lm mmap,read,huge --mlock -o json --plot " + svg);
+  const BenchRun r =
+      bench("-m " + model() + " -p 0 -n 4 -r 1 -t 1 --no-bw --lm mmap,read,huge --mlock -o json --plot " + svg);
   ASSERT_EQ(r.status, 0) << r.out;
   const json j = json::parse(r.out);
   std::vector<std::string> modes;
@@ -215,4 +240,3 @@ TEST(Bench, RocketBackendPrintsThePredictedNpuTime) {
 }
 
 }  // namespace
-

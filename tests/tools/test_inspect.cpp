@@ -157,8 +157,7 @@ TEST(Inspect, AgreesWithTheSharedManifests) {
         if (v.is_number_float())
           EXPECT_NEAR(j["hyperparameters"][key].get<double>(), v.get<double>(), 1e-12 * std::abs(v.get<double>()))
               << key;
-        else
-          EXPECT_EQ(j["hyperparameters"][key], v) << key;
+        else EXPECT_EQ(j["hyperparameters"][key], v) << key;
       }
       std::map<std::string, uint64_t> types;
       for (const auto& [t, n] : j["totals"]["types"].items()) types[lower(t)] = n.get<uint64_t>();
@@ -185,10 +184,16 @@ TEST(Inspect, AgreesWithTheSharedManifests) {
 
 // The golden models were quantized by llama-quantize, whose file type matches the file name.
 TEST(Inspect, FileTypeNamesAreLlamaCpps) {
-  const std::map<std::string, std::string> want = {
-      {"q8_0", "Q8_0"},          {"q4_0", "Q4_0"},          {"q4_1", "Q4_1"},         {"q5_0", "Q5_0"},
-      {"q5_1", "Q5_1"},          {"q2_k", "Q2_K - Medium"}, {"q3_k_m", "Q3_K - Medium"}, {"q4_k_m", "Q4_K - Medium"},
-      {"q5_k_m", "Q5_K - Medium"}, {"q6_k", "Q6_K"}};
+  const std::map<std::string, std::string> want = {{"q8_0", "Q8_0"},
+                                                   {"q4_0", "Q4_0"},
+                                                   {"q4_1", "Q4_1"},
+                                                   {"q5_0", "Q5_0"},
+                                                   {"q5_1", "Q5_1"},
+                                                   {"q2_k", "Q2_K - Medium"},
+                                                   {"q3_k_m", "Q3_K - Medium"},
+                                                   {"q4_k_m", "Q4_K - Medium"},
+                                                   {"q5_k_m", "Q5_K - Medium"},
+                                                   {"q6_k", "Q6_K"}};
   int checked = 0;
   for (const auto& path : shared_ggufs()) {
     if (path.find("/golden/models/") == std::string::npos) continue;

@@ -17,13 +17,13 @@ std::string run(const std::string& args, int* status) {
 std::string text_of(const std::string& out) { return out.substr(0, out.find("prompt:")); }
 
 TEST(LoadOptions, EveryModeGivesTheSameGreedyText) {
-  const std::string base = "run -m " + test::shared_path("models/stories260K.gguf") +
-                           " -p 'Once upon a time' -n 12 --temp 0 -t 1";
+  const std::string base =
+      "run -m " + test::shared_path("models/stories260K.gguf") + " -p 'Once upon a time' -n 12 --temp 0 -t 1";
   int rc = 0;
   const std::string ref = run(base + " 2>/dev/null", &rc);
   ASSERT_EQ(rc, 0) << ref;
-  for (const char* flags : {"--lm mmap", "--lm populate", "--lm read", "--lm none", "--lm huge", "--no-mmap",
-                            "-lm read"}) {
+  for (const char* flags :
+       {"--lm mmap", "--lm populate", "--lm read", "--lm none", "--lm huge", "--no-mmap", "-lm read"}) {
     SCOPED_TRACE(flags);
     const std::string out = run(base + " " + flags + " 2>/dev/null", &rc);
     ASSERT_EQ(rc, 0) << out;
@@ -44,9 +44,9 @@ TEST(LoadOptions, UnknownModeNamesTheFlagAndTheChoices) {
 TEST(LoadOptions, PerplexityAndLogitsAcceptThem) {
   int rc = 0;
   const std::string story = test::shared_path("golden/story.txt");
-  const std::string out = run("perplexity -m " + test::shared_path("models/stories260K.gguf") + " -f " + story +
-                                  " -c 128 --no-mmap -t 1 2>&1",
-                              &rc);
+  const std::string out = run(
+      "perplexity -m " + test::shared_path("models/stories260K.gguf") + " -f " + story + " -c 128 --no-mmap -t 1 2>&1",
+      &rc);
   EXPECT_EQ(rc, 0) << out;
   const std::string out2 = run("logits -m " + test::shared_path("models/stories260K.gguf") +
                                    " --tokens 1,2,3 --lm read --out " + test::temp_dir() + "/lo 2>&1",

@@ -25,7 +25,7 @@ struct Shape {
 };
 
 struct Baselines {
-  std::map<std::string, Shape> shapes;                          // preset -> shape
+  std::map<std::string, Shape> shapes;                             // preset -> shape
   std::map<std::pair<std::string, std::string>, double> file_mib;  // (preset, type) -> file MiB
 };
 
@@ -88,7 +88,6 @@ uint64_t field(const std::string& out, const std::string& name) {
   if (!std::regex_search(out, m, std::regex(name + ": (\\d+)"))) return 0;
   return std::stoull(m[1]);
 }
-
 
 // Parameters of a tied-embedding model, from the shape alone.
 uint64_t expected_params(const Shape& s) {
@@ -225,10 +224,12 @@ TEST(Synth, ModelLoadsTokenizesAndRuns) {
   const std::string path = opal::test::temp_dir() + "/run.gguf";
   ASSERT_EQ(synth("--preset llama32-1b --type q4_0 --layers 1 --vocab 2000 -o " + path).status, 0);
   std::string out;
-  ASSERT_EQ(opal::test::run_command(opal::test::opal_binary() + " tokenize --ids -m " + path + " -p 'hello world'", &out), 0)
+  ASSERT_EQ(
+      opal::test::run_command(opal::test::opal_binary() + " tokenize --ids -m " + path + " -p 'hello world'", &out), 0)
       << out;
   EXPECT_NE(out.find('['), std::string::npos) << out;
-  ASSERT_EQ(opal::test::run_command(opal::test::opal_binary() + " run -m " + path + " -p 'hello' -n 4 --temp 0", &out), 0)
+  ASSERT_EQ(opal::test::run_command(opal::test::opal_binary() + " run -m " + path + " -p 'hello' -n 4 --temp 0", &out),
+            0)
       << out;
   EXPECT_NE(out.find("generation:"), std::string::npos) << out;
 }

@@ -31,11 +31,11 @@ struct Expr {
     Neg,
     Pos,
     Not,
-    Binary,     // name: + - * / // % ** ~
+    Binary,  // name: + - * / // % ** ~
     And,
     Or,
-    Compare,    // children[0] ops[0] children[1] ops[1] children[2] ...
-    Cond,       // children: then, condition, else (may be null)
+    Compare,  // children[0] ops[0] children[1] ops[1] children[2] ...
+    Cond,     // children: then, condition, else (may be null)
   };
   Type type;
   int line = 0, column = 0;

@@ -62,7 +62,9 @@ Value f_abs(const Value& v, CallArgs&) {
   eval_fail("TypeError", fmt::format("bad operand type for abs(): '{}'", v.type_name()));
 }
 
-Value f_attr(const Value& v, CallArgs& a) { return get_attribute(v, require_string_arg(a.get(0, "name"), "attr name")); }
+Value f_attr(const Value& v, CallArgs& a) {
+  return get_attribute(v, require_string_arg(a.get(0, "name"), "attr name"));
+}
 
 Value f_batch(const Value& v, CallArgs& a) {
   const int64_t n = a.get(0, "linecount").as_int();
@@ -198,8 +200,9 @@ Value f_groupby(const Value& v, CallArgs& a) {
     if (k.is_undefined() && !def.is_undefined()) k = def;
     return k;
   };
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const Value& x, const Value& y) { return less_than(sort_key(key_of(x), cs), sort_key(key_of(y), cs)); });
+  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+    return less_than(sort_key(key_of(x), cs), sort_key(key_of(y), cs));
+  });
   List groups;
   for (const auto& x : items) {
     Value k = key_of(x);
@@ -216,7 +219,8 @@ Value f_indent(const Value& v, CallArgs& a) {
   const bool blank = a.get(2, "blank", Value(false)).truthy();
   if (!v.is_string())
     eval_fail("TypeError", fmt::format("unsupported operand type(s) for +=: '{}' and 'str'", v.type_name()));
-  const std::string ind = width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
+  const std::string ind =
+      width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
   CallArgs none;
   List lines = call_value(string_method(v.to_str() + "\n", "splitlines"), none).items();
   std::string rv;
@@ -232,7 +236,8 @@ Value f_indent(const Value& v, CallArgs& a) {
 
 Value f_items(const Value& v, CallArgs&) {
   if (v.is_undefined()) return Value::list();
-  if (!v.is_dict()) eval_fail("TypeError", fmt::format("Can only get item pairs from a mapping, not {}", v.type_name()));
+  if (!v.is_dict())
+    eval_fail("TypeError", fmt::format("Can only get item pairs from a mapping, not {}", v.type_name()));
   List out;
   for (const auto& [k, val] : v.dict_ref().entries) out.push_back(Value::tuple({k, val}));
   return Value::list(std::move(out));
@@ -287,7 +292,9 @@ Value min_max(const Value& v, CallArgs& a, bool want_max) {
   const bool cs = a.get(0, "case_sensitive", Value(false)).truthy();
   const Value attr = a.get(1, "attribute", Value(nullptr));
   List items = iterate(v);
-  if (items.empty()) return Value::undefined(want_max ? "No aggregated item, sequence was empty." : "No aggregated item, sequence was empty.");
+  if (items.empty())
+    return Value::undefined(want_max ? "No aggregated item, sequence was empty."
+                                     : "No aggregated item, sequence was empty.");
   auto key = [&](const Value& x) { return sort_key(attr.is_none() ? x : lookup_attribute(x, attr.to_str()), cs); };
   Value best = items[0];
   for (size_t i = 1; i < items.size(); ++i) {
@@ -383,14 +390,17 @@ Value f_string(const Value& v, CallArgs&) { return Value(v.to_str()); }
 Value f_sum(const Value& v, CallArgs& a) {
   const Value attr = a.get(0, "attribute", Value(nullptr));
   Value total = a.get(1, "start", Value(int64_t(0)));
-  for (const auto& e : iterate(v)) total = binary_op("+", total, attr.is_none() ? e : lookup_attribute(e, attr.to_str()));
+  for (const auto& e : iterate(v))
+    total = binary_op("+", total, attr.is_none() ? e : lookup_attribute(e, attr.to_str()));
   return total;
 }
 
 Value f_title(const Value& v, CallArgs&) {
   // jinja2: split on runs of [-\s({[<], capitalise each piece.
   std::u32string u = unicode::decode(v.to_str());
-  auto is_sep = [](char32_t c) { return unicode::is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<'; };
+  auto is_sep = [](char32_t c) {
+    return unicode::is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+  };
   bool at_start = true;
   for (char32_t& c : u) {
     if (is_sep(c)) {
@@ -418,7 +428,8 @@ Value f_tojson(const Value& v, CallArgs& a) {
   if (!indent.is_none()) o.item_separator = ",";
   const Value seps = a.get(2, "separators", Value(nullptr));
   if (!seps.is_none()) {
-    if (!seps.is_sequence() || seps.items().size() != 2) eval_fail("ValueError", "separators must be a pair of strings");
+    if (!seps.is_sequence() || seps.items().size() != 2)
+      eval_fail("ValueError", "separators must be a pair of strings");
     o.item_separator = seps.items()[0].to_str();
     o.key_separator = seps.items()[1].to_str();
   }
@@ -475,18 +486,29 @@ Value f_wordcount(const Value& v, CallArgs&) {
 
 const std::map<std::string, FilterFn, std::less<>>& filters() {
   static const std::map<std::string, FilterFn, std::less<>> m = {
-      {"abs", f_abs},         {"attr", f_attr},           {"batch", f_batch},         {"capitalize", f_capitalize},
-      {"center", f_center},   {"count", f_length},        {"d", f_default},           {"default", f_default},
-      {"dictsort", f_dictsort}, {"e", f_escape},          {"escape", f_escape},       {"first", f_first},
-      {"float", f_float},     {"forceescape", f_escape},  {"format", f_format},       {"groupby", f_groupby},
-      {"indent", f_indent},   {"int", f_int},             {"items", f_items},         {"join", f_join},
-      {"last", f_last},       {"length", f_length},       {"list", f_list},           {"lower", f_lower},
-      {"map", f_map},         {"max", f_max},             {"min", f_min},             {"pprint", f_pprint},
-      {"reject", f_reject},   {"rejectattr", f_rejectattr}, {"replace", f_replace},   {"reverse", f_reverse},
-      {"round", f_round},     {"safe", f_safe},           {"select", f_select},       {"selectattr", f_selectattr},
-      {"sort", f_sort},       {"string", f_string},       {"sum", f_sum},             {"title", f_title},
-      {"tojson", f_tojson},   {"trim", f_trim},           {"truncate", f_truncate},   {"unique", f_unique},
-      {"upper", f_upper},     {"wordcount", f_wordcount},
+      {"abs", f_abs},           {"attr", f_attr},
+      {"batch", f_batch},       {"capitalize", f_capitalize},
+      {"center", f_center},     {"count", f_length},
+      {"d", f_default},         {"default", f_default},
+      {"dictsort", f_dictsort}, {"e", f_escape},
+      {"escape", f_escape},     {"first", f_first},
+      {"float", f_float},       {"forceescape", f_escape},
+      {"format", f_format},     {"groupby", f_groupby},
+      {"indent", f_indent},     {"int", f_int},
+      {"items", f_items},       {"join", f_join},
+      {"last", f_last},         {"length", f_length},
+      {"list", f_list},         {"lower", f_lower},
+      {"map", f_map},           {"max", f_max},
+      {"min", f_min},           {"pprint", f_pprint},
+      {"reject", f_reject},     {"rejectattr", f_rejectattr},
+      {"replace", f_replace},   {"reverse", f_reverse},
+      {"round", f_round},       {"safe", f_safe},
+      {"select", f_select},     {"selectattr", f_selectattr},
+      {"sort", f_sort},         {"string", f_string},
+      {"sum", f_sum},           {"title", f_title},
+      {"tojson", f_tojson},     {"trim", f_trim},
+      {"truncate", f_truncate}, {"unique", f_unique},
+      {"upper", f_upper},       {"wordcount", f_wordcount},
   };
   return m;
 }
@@ -556,16 +578,45 @@ bool t_test(const Value& v, CallArgs&) { return v.is_string() && has_test(v.str(
 
 const std::map<std::string, TestFn, std::less<>>& tests() {
   static const std::map<std::string, TestFn, std::less<>> m = {
-      {"boolean", t_boolean}, {"callable", t_callable}, {"defined", t_defined},   {"divisibleby", t_divisibleby},
-      {"eq", t_eq},           {"equalto", t_eq},        {"==", t_eq},             {"escaped", t_escaped},
-      {"even", t_even},       {"false", t_false},       {"filter", t_filter},     {"float", t_float},
-      {"ge", t_ge},           {">=", t_ge},             {"gt", t_gt},             {">", t_gt},
-      {"greaterthan", t_gt},  {"in", t_in},             {"integer", t_integer},   {"iterable", t_iterable},
-      {"le", t_le},           {"<=", t_le},             {"lower", t_lower},       {"lt", t_lt},
-      {"<", t_lt},            {"lessthan", t_lt},       {"mapping", t_mapping},   {"ne", t_ne},
-      {"!=", t_ne},           {"none", t_none},         {"number", t_number},     {"odd", t_odd},
-      {"sameas", t_sameas},   {"sequence", t_sequence}, {"string", t_string},     {"test", t_test},
-      {"true", t_true},       {"undefined", t_undefined}, {"upper", t_upper},
+      {"boolean", t_boolean},
+      {"callable", t_callable},
+      {"defined", t_defined},
+      {"divisibleby", t_divisibleby},
+      {"eq", t_eq},
+      {"equalto", t_eq},
+      {"==", t_eq},
+      {"escaped", t_escaped},
+      {"even", t_even},
+      {"false", t_false},
+      {"filter", t_filter},
+      {"float", t_float},
+      {"ge", t_ge},
+      {">=", t_ge},
+      {"gt", t_gt},
+      {">", t_gt},
+      {"greaterthan", t_gt},
+      {"in", t_in},
+      {"integer", t_integer},
+      {"iterable", t_iterable},
+      {"le", t_le},
+      {"<=", t_le},
+      {"lower", t_lower},
+      {"lt", t_lt},
+      {"<", t_lt},
+      {"lessthan", t_lt},
+      {"mapping", t_mapping},
+      {"ne", t_ne},
+      {"!=", t_ne},
+      {"none", t_none},
+      {"number", t_number},
+      {"odd", t_odd},
+      {"sameas", t_sameas},
+      {"sequence", t_sequence},
+      {"string", t_string},
+      {"test", t_test},
+      {"true", t_true},
+      {"undefined", t_undefined},
+      {"upper", t_upper},
   };
   return m;
 }

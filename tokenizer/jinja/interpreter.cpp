@@ -106,11 +106,13 @@ class Interpreter {
             if (a.positional.size() == 1) stop = num(a.positional[0]);
             else if (a.positional.size() >= 2) start = num(a.positional[0]), stop = num(a.positional[1]);
             if (a.positional.size() >= 3) step = num(a.positional[2]);
-            if (a.positional.empty() || a.positional.size() > 3) eval_fail("TypeError", "range expected 1 to 3 arguments");
+            if (a.positional.empty() || a.positional.size() > 3)
+              eval_fail("TypeError", "range expected 1 to 3 arguments");
             if (step == 0) eval_fail("ValueError", "range() arg 3 must not be zero");
             List out;
             for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-              if (int64_t(out.size()) >= kMaxRange) eval_fail("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+              if (int64_t(out.size()) >= kMaxRange)
+                eval_fail("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
               out.push_back(Value(i));
             }
             return Value::list(std::move(out));
@@ -151,7 +153,8 @@ class Interpreter {
     for (const auto& s : body) {
       Flow f = exec(*s, scope, out);
       if (f != Flow::Normal) return f;
-      if (out.size() > kMaxOutput) throw TemplateError("MemoryError", "rendered output exceeds 256 MiB", s->line, s->column);
+      if (out.size() > kMaxOutput)
+        throw TemplateError("MemoryError", "rendered output exceeds 256 MiB", s->line, s->column);
     }
     return Flow::Normal;
   }
@@ -231,9 +234,10 @@ class Interpreter {
     }
     List items = iterate(v);
     if (items.size() != t.names.size())
-      eval_fail("ValueError", items.size() > t.names.size()
-                                  ? fmt::format("too many values to unpack (expected {})", t.names.size())
-                                  : fmt::format("not enough values to unpack (expected {}, got {})", t.names.size(), items.size()));
+      eval_fail("ValueError",
+                items.size() > t.names.size()
+                    ? fmt::format("too many values to unpack (expected {})", t.names.size())
+                    : fmt::format("not enough values to unpack (expected {}, got {})", t.names.size(), items.size()));
     for (size_t i = 0; i < items.size(); ++i) scope.set(t.names[i], items[i]);
   }
 
@@ -243,7 +247,8 @@ class Interpreter {
       return;
     }
     const Value* ns = scope.find(t.names[0]);
-    if (!ns || !ns->is_namespace()) eval_fail("TemplateRuntimeError", "cannot assign attribute on non-namespace object");
+    if (!ns || !ns->is_namespace())
+      eval_fail("TemplateRuntimeError", "cannot assign attribute on non-namespace object");
     ns->dict_ref().set(Value(t.attribute), v);
   }
 
@@ -415,7 +420,8 @@ class Interpreter {
         Value v = eval(*e.children[0], scope);
         if (v.is_undefined()) fail_undefined(v);
         if (!v.is_number())
-          eval_fail("TypeError", fmt::format("bad operand type for unary {}: '{}'", e.type == Expr::Type::Neg ? '-' : '+', v.type_name()));
+          eval_fail("TypeError", fmt::format("bad operand type for unary {}: '{}'",
+                                             e.type == Expr::Type::Neg ? '-' : '+', v.type_name()));
         if (e.type == Expr::Type::Pos) return v.is_bool() ? Value(v.as_int()) : v;
         if (v.is_float()) return Value(-v.as_double());
         return Value(-v.as_int());

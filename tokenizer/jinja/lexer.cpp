@@ -41,9 +41,7 @@ size_t skip_spaces(std::string_view s, size_t p) {
 
 bool all_spaces(std::string_view s) { return skip_spaces(s, 0) == s.size(); }
 
-std::string rstrip_spaces(std::string_view s) {
-  return unicode::strip(s, nullptr, false, true);
-}
+std::string rstrip_spaces(std::string_view s) { return unicode::strip(s, nullptr, false, true); }
 
 class Lexer {
  public:
@@ -72,7 +70,8 @@ class Lexer {
       size_t t = pos;
       while (true) {
         t = s.find('{', t);
-        if (t == std::string_view::npos || (t + 1 < s.size() && (s[t + 1] == '{' || s[t + 1] == '%' || s[t + 1] == '#')))
+        if (t == std::string_view::npos ||
+            (t + 1 < s.size() && (s[t + 1] == '{' || s[t + 1] == '%' || s[t + 1] == '#')))
           break;
         ++t;
       }
@@ -151,7 +150,10 @@ class Lexer {
       char sign = 0;
       if (q < s.size() && (s[q] == '-' || s[q] == '+')) sign = s[q++];
       q = skip_spaces(s, q);
-      if (s.substr(q, 6) != "endraw") { search = b + 2; continue; }
+      if (s.substr(q, 6) != "endraw") {
+        search = b + 2;
+        continue;
+      }
       q = skip_spaces(s, q + 6);
       size_t endp;
       if (s.substr(q, 3) == "+%}") {

@@ -15,7 +15,7 @@ enum class TokenType {
   BlockBegin,  // {%
   BlockEnd,    // %}
   Name,
-  String,      // value is the decoded literal
+  String,  // value is the decoded literal
   Integer,
   Float,
   Operator,

@@ -87,9 +87,8 @@ Value list_method(const Value& obj, std::string_view name) {
     });
   if (name == "copy" && obj.kind() == Value::Kind::List)
     return Value::function("copy", [self](CallArgs&) { return Value::list(self.items()); });
-  if (obj.kind() == Value::Kind::List &&
-      (name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "remove" ||
-       name == "reverse" || name == "sort" || name == "clear"))
+  if (obj.kind() == Value::Kind::List && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
+                                          name == "remove" || name == "reverse" || name == "sort" || name == "clear"))
     return unsafe_method(obj, name);
   return Value();
 }
@@ -150,7 +149,8 @@ Value get_item(const Value& obj, const Value& key) {
     return Value::undefined(fmt::format("{} has no element {}", object_type_repr(obj), key.repr()));
   }
   if (key.is_string()) return get_attribute(obj, key.str());
-  if (key.is_undefined() && !obj.is_dict()) return Value::undefined(fmt::format("{} has no element Undefined", object_type_repr(obj)));
+  if (key.is_undefined() && !obj.is_dict())
+    return Value::undefined(fmt::format("{} has no element Undefined", object_type_repr(obj)));
   return Value::undefined(fmt::format("{} has no element {}", object_type_repr(obj), key.repr()));
 }
 
@@ -240,8 +240,7 @@ bool contains(const Value& container, const Value& item) {
         if (equals(e, item)) return true;
       return false;
     case Value::Kind::Dict: return container.dict_ref().find(item) != nullptr;
-    default:
-      eval_fail("TypeError", fmt::format("argument of type '{}' is not iterable", container.type_name()));
+    default: eval_fail("TypeError", fmt::format("argument of type '{}' is not iterable", container.type_name()));
   }
 }
 
@@ -251,15 +250,13 @@ namespace {
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if ((op == "+") && (a.is_string() || a.kind() == Value::Kind::List || a.kind() == Value::Kind::Tuple))
-    eval_fail("TypeError", fmt::format("can only concatenate {} (not \"{}\") to {}", a.type_name(), b.type_name(),
-                                       a.type_name()));
+    eval_fail("TypeError",
+              fmt::format("can only concatenate {} (not \"{}\") to {}", a.type_name(), b.type_name(), a.type_name()));
   eval_fail("TypeError",
             fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(), b.type_name()));
 }
 
-bool both_int(const Value& a, const Value& b) {
-  return (a.is_int() || a.is_bool()) && (b.is_int() || b.is_bool());
-}
+bool both_int(const Value& a, const Value& b) { return (a.is_int() || a.is_bool()) && (b.is_int() || b.is_bool()); }
 
 Value int_or_overflow(__int128 v) {
   if (v > std::numeric_limits<int64_t>::max() || v < std::numeric_limits<int64_t>::min())
@@ -322,7 +319,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
     if (!numbers) unsupported(op, a, b);
     if (both_int(a, b)) {
       const int64_t x = a.as_int(), y = b.as_int();
-      if (y == 0) eval_fail("ZeroDivisionError", op == "//" ? "integer division or modulo by zero" : "integer modulo by zero");
+      if (y == 0)
+        eval_fail("ZeroDivisionError", op == "//" ? "integer division or modulo by zero" : "integer modulo by zero");
       int64_t q = x / y, r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) {
         q -= 1;
@@ -394,7 +392,8 @@ std::string percent_format(const std::string& f, const Value& args) {
     if (i < f.size() && f[i] == '.') {
       precision = 0;
       ++i;
-      while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) precision = precision * 10 + (f[i++] - '0');
+      while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i])))
+        precision = precision * 10 + (f[i++] - '0');
     }
     if (i >= f.size()) eval_fail("ValueError", "incomplete format");
     const char conv = f[i];
@@ -421,7 +420,8 @@ std::string percent_format(const std::string& f, const Value& args) {
       case 'x':
       case 'X':
       case 'o': {
-        if (!arg.is_number()) eval_fail("TypeError", fmt::format("%{} format: a real number is required, not {}", conv, arg.type_name()));
+        if (!arg.is_number())
+          eval_fail("TypeError", fmt::format("%{} format: a real number is required, not {}", conv, arg.type_name()));
         const int64_t v = arg.is_float() ? int64_t(std::trunc(arg.as_double())) : arg.as_int();
         const uint64_t mag = v < 0 ? uint64_t(0) - uint64_t(v) : uint64_t(v);
         if (conv == 'x') body = fmt::format("{:x}", mag);
@@ -476,7 +476,8 @@ std::string percent_format(const std::string& f, const Value& args) {
     }
     out += body;
   }
-  if (!mapping && next < positional.size()) eval_fail("TypeError", "not all arguments converted during string formatting");
+  if (!mapping && next < positional.size())
+    eval_fail("TypeError", "not all arguments converted during string formatting");
   (void)used_mapping;
   return out;
 }

@@ -76,7 +76,8 @@ class Parser {
     return n;
   }
   void expect_block_end() {
-    if (cur().type != TokenType::BlockEnd) fail(fmt::format("expected token 'end of statement block', got {}", describe(cur())));
+    if (cur().type != TokenType::BlockEnd)
+      fail(fmt::format("expected token 'end of statement block', got {}", describe(cur())));
     advance();
   }
 
@@ -167,8 +168,9 @@ class Parser {
       s->body = body_until("endgeneration");
       return s;
     }
-    static const char* const known_end_tags[] = {"endif", "endfor", "endset", "endmacro", "endcall", "endfilter",
-                                                 "endwith", "endgeneration", "elif", "else", "endraw"};
+    static const char* const known_end_tags[] = {"endif",   "endfor",    "endset",  "endmacro",
+                                                 "endcall", "endfilter", "endwith", "endgeneration",
+                                                 "elif",    "else",      "endraw"};
     for (const char* e : known_end_tags)
       if (n == e) fail(fmt::format("Encountered unknown tag '{}'.", n));
     fail(fmt::format("Encountered unknown tag '{}'.", n));
@@ -250,8 +252,7 @@ class Parser {
       MacroParam p;
       p.name = expect_name();
       if (skip_op("=")) p.default_value = parse_expression(true);
-      else if (!params.empty() && params.back().default_value)
-        fail("non-default argument follows default argument");
+      else if (!params.empty() && params.back().default_value) fail("non-default argument follows default argument");
       params.push_back(std::move(p));
     }
     expect_op(")");
@@ -434,9 +435,8 @@ class Parser {
     ExprPtr cmp;
     while (true) {
       std::string op;
-      if (cur().type == TokenType::Operator &&
-          (cur().value == "==" || cur().value == "!=" || cur().value == "<" || cur().value == "<=" ||
-           cur().value == ">" || cur().value == ">=")) {
+      if (cur().type == TokenType::Operator && (cur().value == "==" || cur().value == "!=" || cur().value == "<" ||
+                                                cur().value == "<=" || cur().value == ">" || cur().value == ">=")) {
         op = cur().value;
         advance();
       } else if (is_name("in")) {

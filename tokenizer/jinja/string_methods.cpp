@@ -13,7 +13,9 @@
 namespace opal::jinja {
 namespace {
 
-int64_t cp_index(const std::string& s, size_t byte_pos) { return int64_t(unicode::length(std::string_view(s).substr(0, byte_pos))); }
+int64_t cp_index(const std::string& s, size_t byte_pos) {
+  return int64_t(unicode::length(std::string_view(s).substr(0, byte_pos)));
+}
 
 std::string require_str(const Value& v, std::string_view method) {
   if (v.is_string()) return v.str();
@@ -35,7 +37,8 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix, std::str
   return one(affix);
 }
 
-std::string pad(const std::string& s, int64_t width, const std::string& fill, int where /*-1 left, 0 center, 1 right*/) {
+std::string pad(const std::string& s, int64_t width, const std::string& fill,
+                int where /*-1 left, 0 center, 1 right*/) {
   const auto len = int64_t(unicode::length(s));
   if (width <= len) return s;
   const int64_t total = width - len;
@@ -202,14 +205,16 @@ std::string py_format_value(const Value& v, const std::string& spec) {
   if (i < spec.size() && spec[i] == '.') {
     precision = 0;
     ++i;
-    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) precision = precision * 10 + (spec[i++] - '0');
+    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])))
+      precision = precision * 10 + (spec[i++] - '0');
   }
   char type = i < spec.size() ? spec[i++] : 0;
   if (i != spec.size()) eval_fail("ValueError", fmt::format("Invalid format specifier '{}'", spec));
   std::string body;
   bool numeric = false;
   if (v.is_string() || (!v.is_number())) {
-    if (type && type != 's') eval_fail("ValueError", fmt::format("Unknown format code '{}' for object of type '{}'", type, v.type_name()));
+    if (type && type != 's')
+      eval_fail("ValueError", fmt::format("Unknown format code '{}' for object of type '{}'", type, v.type_name()));
     body = v.to_str();
     if (precision >= 0) {
       std::u32string u = unicode::decode(body);
@@ -222,7 +227,8 @@ std::string py_format_value(const Value& v, const std::string& spec) {
     if (sign) fspec += sign;
     if (alt) fspec += '#';
     if (precision >= 0) fspec += fmt::format(".{}", precision);
-    if (v.is_float() || type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == 'g' || type == 'G' || type == '%') {
+    if (v.is_float() || type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == 'g' || type == 'G' ||
+        type == '%') {
       double d = v.as_double();
       if (type == '%') {
         d *= 100;
@@ -310,11 +316,13 @@ std::string py_format(const std::string& f, const CallArgs& args) {
     std::string head = field.substr(0, end);
     Value v;
     if (head.empty()) {
-      if (auto_index >= args.positional.size()) eval_fail("IndexError", "Replacement index out of range for positional args tuple");
+      if (auto_index >= args.positional.size())
+        eval_fail("IndexError", "Replacement index out of range for positional args tuple");
       v = args.positional[auto_index++];
     } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
       const size_t idx = std::stoul(head);
-      if (idx >= args.positional.size()) eval_fail("IndexError", "Replacement index out of range for positional args tuple");
+      if (idx >= args.positional.size())
+        eval_fail("IndexError", "Replacement index out of range for positional args tuple");
       v = args.positional[idx];
     } else {
       bool found = false;
@@ -331,7 +339,8 @@ std::string py_format(const std::string& f, const CallArgs& args) {
         size_t rb = field.find(']', end);
         if (rb == std::string::npos) eval_fail("ValueError", "Missing ']' in format string");
         std::string key = field.substr(end + 1, rb - end - 1);
-        Value k = (!key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)) ? Value(int64_t(std::stoll(key))) : Value(key);
+        Value k = (!key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)) ? Value(int64_t(std::stoll(key)))
+                                                                                   : Value(key);
         v = get_item(v, k);
         end = rb + 1 < field.size() ? rb + 1 : std::string::npos;
       }
@@ -345,7 +354,9 @@ std::string py_format(const std::string& f, const CallArgs& args) {
 
 Value string_method(const std::string& s, std::string_view name) {
   using A = CallArgs;
-  auto fn = [&](auto body) { return Value::function(std::string(name), [s, body](A& a) -> Value { return body(s, a); }); };
+  auto fn = [&](auto body) {
+    return Value::function(std::string(name), [s, body](A& a) -> Value { return body(s, a); });
+  };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const bool left = name != "rstrip", right = name != "lstrip";
     return fn([left, right](const std::string& s, A& a) {
@@ -395,7 +406,8 @@ Value string_method(const std::string& s, std::string_view name) {
                               a.get(2, "count", Value(int64_t(-1))).as_int()));
     });
   if (name == "upper") return fn([](const std::string& s, A&) { return Value(unicode::upper(s)); });
-  if (name == "lower" || name == "casefold") return fn([](const std::string& s, A&) { return Value(unicode::lower(s)); });
+  if (name == "lower" || name == "casefold")
+    return fn([](const std::string& s, A&) { return Value(unicode::lower(s)); });
   if (name == "title") return fn([](const std::string& s, A&) { return Value(py_title(s)); });
   if (name == "capitalize") return fn([](const std::string& s, A&) { return Value(py_capitalize(s)); });
   if (name == "swapcase")

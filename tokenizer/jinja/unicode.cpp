@@ -15,17 +15,32 @@ std::u32string decode(std::string_view s) {
     const auto b0 = static_cast<unsigned char>(s[i]);
     int len = 0;
     char32_t c = 0;
-    if (b0 < 0x80) { out.push_back(b0); ++i; continue; }
-    if ((b0 & 0xE0) == 0xC0) { len = 2; c = b0 & 0x1F; }
-    else if ((b0 & 0xF0) == 0xE0) { len = 3; c = b0 & 0x0F; }
-    else if ((b0 & 0xF8) == 0xF0) { len = 4; c = b0 & 0x07; }
+    if (b0 < 0x80) {
+      out.push_back(b0);
+      ++i;
+      continue;
+    }
+    if ((b0 & 0xE0) == 0xC0) {
+      len = 2;
+      c = b0 & 0x1F;
+    } else if ((b0 & 0xF0) == 0xE0) {
+      len = 3;
+      c = b0 & 0x0F;
+    } else if ((b0 & 0xF8) == 0xF0) {
+      len = 4;
+      c = b0 & 0x07;
+    }
     bool ok = len > 0 && i + size_t(len) <= n;
     for (int k = 1; ok && k < len; ++k) {
       const auto b = static_cast<unsigned char>(s[i + size_t(k)]);
       if ((b & 0xC0) != 0x80) ok = false;
       c = (c << 6) | (b & 0x3F);
     }
-    if (!ok) { out.push_back(b0); ++i; continue; }
+    if (!ok) {
+      out.push_back(b0);
+      ++i;
+      continue;
+    }
     out.push_back(c);
     i += size_t(len);
   }
@@ -145,7 +160,9 @@ char32_t to_lower(char32_t c) {
 
 bool is_upper(char32_t c) { return to_lower(c) != c; }
 bool is_lower(char32_t c) { return to_upper(c) != c || c == 0xDF; }
-bool is_digit(char32_t c) { return (c >= '0' && c <= '9') || (c >= 0xFF10 && c <= 0xFF19) || (c >= 0x660 && c <= 0x669); }
+bool is_digit(char32_t c) {
+  return (c >= '0' && c <= '9') || (c >= 0xFF10 && c <= 0xFF19) || (c >= 0x660 && c <= 0x669);
+}
 bool is_alpha(char32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
   if (is_upper(c) || is_lower(c)) return true;
@@ -159,7 +176,10 @@ std::string upper(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (char32_t c : decode(s)) {
-    if (c == 0xDF) { out += "SS"; continue; }
+    if (c == 0xDF) {
+      out += "SS";
+      continue;
+    }
     append_utf8(out, to_upper(c));
   }
   return out;

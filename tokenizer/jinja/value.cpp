@@ -347,8 +347,7 @@ bool less_than(const Value& a, const Value& b) {
     }
     return x.size() < y.size();
   }
-  if (a.is_undefined() || b.is_undefined())
-    eval_fail("UndefinedError", a.is_undefined() ? a.str() : b.str());
+  if (a.is_undefined() || b.is_undefined()) eval_fail("UndefinedError", a.is_undefined() ? a.str() : b.str());
   eval_fail("TypeError",
             fmt::format("'<' not supported between instances of '{}' and '{}'", a.type_name(), b.type_name()));
 }
@@ -419,7 +418,10 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int level)
     case Value::Kind::List:
     case Value::Kind::Tuple: {
       const auto& items = v.items();
-      if (items.empty()) { out += "[]"; return; }
+      if (items.empty()) {
+        out += "[]";
+        return;
+      }
       out.push_back('[');
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += o.item_separator;
@@ -432,11 +434,15 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int level)
     }
     case Value::Kind::Dict: {
       const auto& d = v.dict_ref();
-      if (d.size() == 0) { out += "{}"; return; }
+      if (d.size() == 0) {
+        out += "{}";
+        return;
+      }
       std::vector<std::pair<std::string, const Value*>> entries;
       for (const auto& [k, val] : d.entries) entries.emplace_back(json_key(k), &val);
       if (o.sort_keys)
-        std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
       out.push_back('{');
       for (size_t i = 0; i < entries.size(); ++i) {
         if (i) out += o.item_separator;
@@ -449,8 +455,7 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int level)
       out.push_back('}');
       return;
     }
-    default:
-      eval_fail("TypeError", fmt::format("Object of type {} is not JSON serializable", v.type_name()));
+    default: eval_fail("TypeError", fmt::format("Object of type {} is not JSON serializable", v.type_name()));
   }
 }
 

@@ -75,9 +75,9 @@ class Value {
 
   // Python semantics.
   bool truthy() const;
-  std::string to_str() const;   // str(x); Undefined prints as ''
-  std::string repr() const;     // repr(x)
-  std::string type_name() const;  // 'dict object', 'str object', ... as jinja2 names them in errors
+  std::string to_str() const;              // str(x); Undefined prints as ''
+  std::string repr() const;                // repr(x)
+  std::string type_name() const;           // 'dict object', 'str object', ... as jinja2 names them in errors
   nlohmann::ordered_json to_json() const;  // throws opal::Error for values JSON cannot hold
 
  private:
@@ -118,7 +118,7 @@ std::string python_float_repr(double v);
 std::string python_string_repr(std::string_view s);
 
 struct JsonDumpOptions {
-  int indent = -1;  // < 0: no indent
+  int indent = -1;            // < 0: no indent
   std::string indent_string;  // used when indent given as a string
   bool use_indent_string = false;
   std::string item_separator = ", ";

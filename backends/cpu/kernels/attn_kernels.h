@@ -62,7 +62,11 @@ struct AttnKernels {
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.
 const AttnKernels* attn_kernels();
 
-namespace avx2 { extern const AttnKernels kAttnKernels; }
-namespace avx512 { extern const AttnKernels kAttnKernels; }
+namespace avx2 {
+extern const AttnKernels kAttnKernels;
+}
+namespace avx512 {
+extern const AttnKernels kAttnKernels;
+}
 
 }  // namespace opal::cpu

@@ -17,8 +17,8 @@ namespace opal::cpu {
 namespace {
 
 struct HostFeatures {
-  bool avx2 = false;     // AVX2 + FMA + F16C, OS saves ymm
-  bool avx512 = false;   // F, BW, VL, DQ, OS saves zmm and opmask
+  bool avx2 = false;    // AVX2 + FMA + F16C, OS saves ymm
+  bool avx512 = false;  // F, BW, VL, DQ, OS saves zmm and opmask
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
   bool neon = false;
@@ -48,7 +48,7 @@ HostFeatures detect() {
   f.avx512_bf16 = f.avx512 && (a1 & (1u << 5));
 #elif defined(__aarch64__)
   const unsigned long hw = getauxval(AT_HWCAP);
-  f.neon = hw & (1ul << 1);  // HWCAP_ASIMD
+  f.neon = hw & (1ul << 1);      // HWCAP_ASIMD
   f.dotprod = hw & (1ul << 20);  // HWCAP_ASIMDDP
 #endif
   return f;
@@ -99,7 +99,8 @@ bool host_supports(Isa isa) {
     case Isa::avx2: return host().avx2;
     case Isa::avx512: return host().avx512_vnni;  // the AVX-512 kernels use VNNI
 #else
-    case Isa::avx2: case Isa::avx512: return false;
+    case Isa::avx2:
+    case Isa::avx512: return false;
 #endif
 #if defined(__aarch64__)
     case Isa::neon: return host().neon && host().dotprod;  // the NEON kernels use sdot

@@ -48,15 +48,15 @@ inline float load_f32(const uint8_t* p) {
 }
 
 // Byte offsets inside the blocks (core/quant/blocks.h).
-constexpr int kQ8_0Bytes = 34;       // d f16 | qs[32]
-constexpr int kQ4_0Bytes = 18;       // d f16 | qs[16]
-constexpr int kQ8_KBytes = 292;      // d f32 | qs[256] | bsums[16] i16
+constexpr int kQ8_0Bytes = 34;   // d f16 | qs[32]
+constexpr int kQ4_0Bytes = 18;   // d f16 | qs[16]
+constexpr int kQ8_KBytes = 292;  // d f32 | qs[256] | bsums[16] i16
 constexpr int kQ8_KQs = 4, kQ8_KBsums = 260;
-constexpr int kQ4_KBytes = 144;      // d, dmin f16 | scales[12] | qs[128]
+constexpr int kQ4_KBytes = 144;  // d, dmin f16 | scales[12] | qs[128]
 constexpr int kQ4_KScales = 4, kQ4_KQs = 16;
-constexpr int kQ5_KBytes = 176;      // d, dmin | scales[12] | qh[32] | qs[128]
+constexpr int kQ5_KBytes = 176;  // d, dmin | scales[12] | qh[32] | qs[128]
 constexpr int kQ5_KScales = 4, kQ5_KQh = 16, kQ5_KQs = 48;
-constexpr int kQ6_KBytes = 210;      // ql[128] | qh[64] | scales[16] i8 | d f16
+constexpr int kQ6_KBytes = 210;  // ql[128] | qh[64] | scales[16] i8 | d f16
 constexpr int kQ6_KQh = 128, kQ6_KScales = 192, kQ6_KD = 208;
 
 }  // namespace

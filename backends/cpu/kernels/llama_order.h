@@ -156,9 +156,9 @@ inline float expf_avx512(float x) {
   const float n = z - r;
   const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
   const float u = b * b;
-  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  const float j =
+      std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+               std::fma(0x1.ffffecp-1f, b, 1.0f));
   if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
   if (std::isnan(n)) return n;
   return scale_pow2(j, int(n));  // vscalefps: j * 2^n, n already integral
@@ -169,9 +169,7 @@ inline float silu_libm(float x) { return x / (1.0f + std::exp(-x)); }
 
 // ggml_vec_silu_f32 / the SiLU of ggml_vec_swiglu_f32 on a row of n: the
 // polynomial on whole 16-lane chunks, the C library's expf on the tail.
-inline float silu_at(float x, int64_t i, int64_t n) {
-  return i < (n & ~int64_t(15)) ? silu_avx512(x) : silu_libm(x);
-}
+inline float silu_at(float x, int64_t i, int64_t n) { return i < (n & ~int64_t(15)) ? silu_avx512(x) : silu_libm(x); }
 
 }  // namespace
 }  // namespace opal::cpu::llama_order

@@ -27,9 +27,9 @@ struct GemmArgs {
   const uint8_t* act = nullptr;  // n_act converted activation rows
   uint64_t act_row_bytes = 0;
   int64_t n_act = 0;
-  float* out = nullptr;        // out[a * out_stride + row]
-  int64_t out_stride = 0;      // in floats
-  float* scratch = nullptr;    // at least scratch_floats(k) floats, private to the thread
+  float* out = nullptr;      // out[a * out_stride + row]
+  int64_t out_stride = 0;    // in floats
+  float* scratch = nullptr;  // at least scratch_floats(k) floats, private to the thread
   // Every activation row is a separate dot product in llama.cpp (MUL_MAT_ID,
   // which never takes tinyBLAS): the kernels then use the one-row (ggml_vec_dot)
   // summation order even for n_act >= 2.

@@ -49,10 +49,8 @@ struct RowsInLanesDriver {
       const int n = int(g.row_end - r);
       K::repack(g, r, n, packed);
       const uint16_t last = n % 16 == 0 ? uint16_t(0xFFFF) : uint16_t((1u << (n % 16)) - 1);
-      if (n > 16)
-        slice<2>(g, packed, r, last);
-      else
-        slice<1>(g, packed, r, last);
+      if (n > 16) slice<2>(g, packed, r, last);
+      else slice<1>(g, packed, r, last);
     }
   }
 };

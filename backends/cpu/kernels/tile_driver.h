@@ -40,10 +40,8 @@ void drive(const opal::cpu::GemmArgs& g) {
 // batches, DW x 1 for decode.
 template <class Kernel, int RW, int RA, int DW>
 void gemm_entry(const opal::cpu::GemmArgs& g) {
-  if (g.n_act == 1)
-    drive<Kernel, DW, 1>(g);
-  else
-    drive<Kernel, RW, RA>(g);
+  if (g.n_act == 1) drive<Kernel, DW, 1>(g);
+  else drive<Kernel, RW, RA>(g);
 }
 
 inline int64_t no_scratch(int64_t) { return 0; }

@@ -38,8 +38,8 @@
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/convert.h"
-#include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/kernels/llama_order.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 
@@ -259,10 +259,8 @@ void compute_kv_store(const Tensor& node, const OpContext& ctx) {
       if (c < 0 || c >= cache.ne[1]) continue;  // validated by the runtime
       const float* src = static_cast<const float*>(x.data) + t * E;
       uint8_t* dst = static_cast<uint8_t*>(cache.data) + uint64_t(c) * cache.nb[1];
-      if (simd && simd->to_f16)
-        simd->to_f16(src, reinterpret_cast<uint16_t*>(dst), E);
-      else
-        row_from_f32(cache.type, src, dst, E);
+      if (simd && simd->to_f16) simd->to_f16(src, reinterpret_cast<uint16_t*>(dst), E);
+      else row_from_f32(cache.type, src, dst, E);
     }
   };
   if (T <= 4) return store(0, T);  // decode: not worth waking the pool
@@ -315,8 +313,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   }
   if (!sorted)
     std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
-  if (kq_lanes16 && simd && simd->widen_f16 && simd->dots_f32_lanes16 && simd->attend_v_lanes16 &&
-      simd->scale_max && simd->scale_round_f16 && simd->softmax_exp)
+  if (kq_lanes16 && simd && simd->widen_f16 && simd->dots_f32_lanes16 && simd->attend_v_lanes16 && simd->scale_max &&
+      simd->scale_round_f16 && simd->softmax_exp)
     return attention_blocks(node, ctx, order, n_order, *simd);
 
   ctx.pool.run([&](int ith, int nth) {
@@ -332,8 +330,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const int64_t t = pair / hq, h = pair % hq, g = h / group;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
       const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, h, t, 0));
-      if (round_k)
-        round_activations(k.type, qsrc, qv, dk);
+      if (round_k) round_activations(k.type, qsrc, qv, dk);
       else
         for (int64_t i = 0; i < dk; ++i) qv[i] = qsrc[i];
       float mx = -INFINITY;

@@ -59,8 +59,7 @@ Support supports(const Tensor& node) {
                       node.src[kAttnV]->nb[0] == uint64_t(type_size(node.src[kAttnV]->type)) &&
                       i32(node.src[kAttnTokens]) && i32(node.src[kAttnCells]),
                   "needs f32 q and an f32/f16/bf16 cache");
-    case Op::KvStore:
-      return need(cache_type(a->type) && node.src[1]->type == DType::F32, "cache must be f32/f16/bf16");
+    case Op::KvStore: return need(cache_type(a->type) && node.src[1]->type == DType::F32, "cache must be f32/f16/bf16");
     case Op::TopK: return need(rows_f32(a) && a->ne[0] <= 1024, "input must be f32 rows of at most 1024");
     case Op::Count: break;
   }

@@ -90,7 +90,9 @@ void compute_elementwise(const Tensor& node, const OpContext& ctx) {
       unary(node, ctx, [s](float x, int64_t, int64_t) { return x * s; });
       return;
     }
-    case Op::Silu: unary(node, ctx, [](float x, int64_t i, int64_t n) { return llama_order::silu_at(x, i, n); }); return;
+    case Op::Silu:
+      unary(node, ctx, [](float x, int64_t i, int64_t n) { return llama_order::silu_at(x, i, n); });
+      return;
     case Op::Cpy: cpy(node, ctx); return;
     default: break;
   }

@@ -55,7 +55,8 @@ void convert_all(const MatmulKernels& k, const Tensor& x, uint8_t* act, uint64_t
   // would cost more than the conversion.
   if (x.n_rows() * x.ne[0] <= 16384 || ctx.pool.n_threads() == 1) {
     for (int64_t r = 0; r < x.n_rows(); ++r)
-      k.convert_act(k.act_type, reinterpret_cast<const float*>(row_ptr_flat(x, r)), act + uint64_t(r) * act_row, x.ne[0]);
+      k.convert_act(k.act_type, reinterpret_cast<const float*>(row_ptr_flat(x, r)), act + uint64_t(r) * act_row,
+                    x.ne[0]);
     return;
   }
   ctx.pool.run([&](int ith, int nth) {

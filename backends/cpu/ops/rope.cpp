@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "backends/cpu/ops/ops.h"
-#include "graph/rope.h"
 #include "backends/cpu/ops/row_iter.h"
+#include "graph/rope.h"
 
 namespace opal::cpu {
 

@@ -20,7 +20,8 @@ void compute_top_k(const Tensor& node, const OpContext& ctx) {
       const float* v = reinterpret_cast<const float*>(row_ptr_flat(x, r));
       int32_t* out = reinterpret_cast<int32_t*>(row_ptr_flat(node, r));
       std::iota(idx, idx + n, 0);
-      std::partial_sort(idx, idx + k, idx + n, [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+      std::partial_sort(idx, idx + k, idx + n,
+                        [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
       std::copy(idx, idx + k, out);
     }
   });

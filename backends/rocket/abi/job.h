@@ -26,7 +26,7 @@ inline constexpr unsigned kCbufBanks = 12;
 inline constexpr unsigned kCbufBankBytes = 32 * 1024;
 inline constexpr unsigned kCbufEntryBytes = 128;
 inline constexpr unsigned kCbufEntriesPerBank = kCbufBankBytes / kCbufEntryBytes;  // 256
-inline constexpr unsigned kFeatureAtomBytes = 16;   // C2 of NC1HWC2 for int8
+inline constexpr unsigned kFeatureAtomBytes = 16;                                  // C2 of NC1HWC2 for int8
 inline constexpr unsigned kWeightAtomKernels = 32;  // int8 weights: 32 kernels x 32 channels blocks
 inline constexpr unsigned kMaxReduction = 8192;     // K per task (kw*kh*C), vendor limit for int8
 

@@ -30,9 +30,7 @@ constexpr uint64_t encode_entry(uint16_t target, uint16_t offset, uint32_t value
 constexpr uint64_t encode_entry(Block b, uint16_t offset, uint32_t value) {
   return encode_entry(target_of(b), offset, value);
 }
-constexpr RegcmdEntry decode_entry(uint64_t e) {
-  return {uint16_t(e >> 48), uint32_t(e >> 16), uint16_t(e & 0xffff)};
-}
+constexpr RegcmdEntry decode_entry(uint64_t e) { return {uint16_t(e >> 48), uint32_t(e >> 16), uint16_t(e & 0xffff)}; }
 
 // The fixed raw entries of the tail.
 inline constexpr uint64_t kTailPreOpEnable = 0x0041000000000000ull;

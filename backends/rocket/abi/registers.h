@@ -21,9 +21,7 @@ const char* block_name(Block b);
 struct Field {
   uint8_t low;
   uint8_t high;
-  constexpr uint32_t mask() const {
-    return high - low == 31 ? 0xffffffffu : (((1u << (high - low + 1)) - 1u) << low);
-  }
+  constexpr uint32_t mask() const { return high - low == 31 ? 0xffffffffu : (((1u << (high - low + 1)) - 1u) << low); }
   // Packs v into the field, truncating to its width (as Mesa's generated packers do).
   constexpr uint32_t operator()(uint32_t v) const { return (v << low) & mask(); }
   constexpr uint32_t get(uint32_t reg) const { return (reg & mask()) >> low; }

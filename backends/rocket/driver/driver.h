@@ -19,8 +19,8 @@ namespace opal::rocket {
 
 struct BoInfo {
   uint32_t handle = 0;
-  uint32_t iova = 0;   // NPU address, valid for this driver only
-  uint64_t size = 0;   // bytes (page-rounded)
+  uint32_t iova = 0;  // NPU address, valid for this driver only
+  uint64_t size = 0;  // bytes (page-rounded)
 };
 
 class Driver {
@@ -45,9 +45,9 @@ class Driver {
 int64_t deadline_after(double seconds);
 
 struct DriverOptions {
-  std::string kind = "emulator";           // "emulator" or "drm_accel"
+  std::string kind = "emulator";             // "emulator" or "drm_accel"
   std::string device = "/dev/accel/accel0";  // drm_accel: the accel node
-  unsigned cores = 3;                      // drm_accel: one fd per core to use (1..3)
+  unsigned cores = 3;                        // drm_accel: one fd per core to use (1..3)
 };
 
 // Opens `options.cores` drivers (emulator: one). Throws opal::Error when the

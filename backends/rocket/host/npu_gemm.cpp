@@ -71,8 +71,13 @@ void quantize_operand_row(const float* x, unsigned k, const QuantScheme& scheme,
 }
 
 NpuWeights::NpuWeights(const std::vector<Driver*>& drivers, const QuantizedMatrix& m)
-    : k_(m.k), k_padded_(m.k_padded), n_(m.n), scale_groups_(m.scale_groups()), scheme_(m.scheme),
-      segments_(m.groups), scales_(m.scales) {
+    : k_(m.k),
+      k_padded_(m.k_padded),
+      n_(m.n),
+      scale_groups_(m.scale_groups()),
+      scheme_(m.scheme),
+      segments_(m.groups),
+      scales_(m.scales) {
   if (drivers.empty()) fail("rocket: no NPU driver to hold weights");
   const unsigned planes = m.planes();
   if (planes < 1 || planes > 2 || m.q.size() != size_t(n_) * k_padded_ * planes ||
@@ -270,8 +275,8 @@ void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride, 
   const unsigned G = w_.scale_groups(), x_planes = w_.scheme().input_planes;
   const size_t plane = size_t(Mp) * kp;
   for (unsigned r = 0; r < M; ++r)
-    quantize_operand_row(x + int64_t(r) * x_stride, K, w_.scheme(), w_.segments(), xrow_.data(),
-                         &xq_[size_t(r) * kp], &xscale_[size_t(r) * G], x_planes, plane);
+    quantize_operand_row(x + int64_t(r) * x_stride, K, w_.scheme(), w_.segments(), xrow_.data(), &xq_[size_t(r) * kp],
+                         &xscale_[size_t(r) * G], x_planes, plane);
   for (unsigned g = 0; g < x_planes * kp / 16; ++g)
     for (unsigned r = 0; r < Mp; ++r)
       std::memcpy(&packed_[(size_t(g) * Mp + r) * 16], &xq_[(g * 16 / kp) * plane + size_t(r) * kp + g * 16 % kp], 16);
@@ -308,9 +313,10 @@ void NpuGemm::run(const float* x, int64_t x_stride, float* y, int64_t y_stride, 
       std::memcpy(&first, out, 4);
       std::memcpy(&last, out + output_index(M - 1, s.n - 1, Mp), 4);
       if (first == kSentinel || last == kSentinel)
-        fail("rocket: {} did not write the output of a {}x{}x{} GEMM (K segment {}): the job was rejected or "
-             "the NPU hung (SUBMIT does not report per-job errors)",
-             c.driver->name(), M, K, s.n, u.segment);
+        fail(
+            "rocket: {} did not write the output of a {}x{}x{} GEMM (K segment {}): the job was rejected or "
+            "the NPU hung (SUBMIT does not report per-job errors)",
+            c.driver->name(), M, K, s.n, u.segment);
       // One scale group per segment, or a single group shared by every segment.
       const unsigned g_scale = G == 1 ? 0 : unsigned(u.segment);
       const float* sw = w_.scales().data() + size_t(s.n0) * G + g_scale;

@@ -67,7 +67,7 @@ struct QuantizedMatrix {
   QuantScheme scheme;
   std::vector<KSegment> groups;  // the K segments; each has its own scales when scheme.group > 0
   std::vector<int8_t> q;
-  std::vector<float> scales;     // [n][scale_groups()]
+  std::vector<float> scales;  // [n][scale_groups()]
   unsigned scale_groups() const { return scheme.group ? unsigned(groups.size()) : 1u; }
   unsigned planes() const { return scheme.weight_planes; }
 };
@@ -86,8 +86,8 @@ class NpuWeights {
  public:
   struct Slice {
     Driver* driver = nullptr;
-    unsigned slot = 0;                 // index among this driver's slices
-    unsigned n0 = 0, n = 0;            // output rows [n0, n0 + n)
+    unsigned slot = 0;       // index among this driver's slices
+    unsigned n0 = 0, n = 0;  // output rows [n0, n0 + n)
     BoInfo bo;
     std::vector<uint32_t> seg_offset;  // byte offset of each (K segment, plane)'s blocks: [segment * planes + plane]
   };
@@ -224,11 +224,11 @@ class NpuGemm {
   std::vector<SliceRun> runs_;
   std::vector<TilePlan> plans_;
   std::vector<PlaneTerm> terms_;
-  std::vector<int8_t> xq_;     // quantized activations [planes][M'][K']
-  std::vector<float> xrow_;    // one activation row, padded and rotated
-  std::vector<float> xscale_;  // [M][scale groups]
+  std::vector<int8_t> xq_;       // quantized activations [planes][M'][K']
+  std::vector<float> xrow_;      // one activation row, padded and rotated
+  std::vector<float> xscale_;    // [M][scale groups]
   std::vector<uint8_t> packed_;  // NC1HWC2 input
-  std::vector<float> acc_;     // [M][slice n] dequantized partial sums
+  std::vector<float> acc_;       // [M][slice n] dequantized partial sums
   GemmRunInfo info_;
 };
 

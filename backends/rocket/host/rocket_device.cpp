@@ -51,14 +51,16 @@ struct RocketPlan : Plan {
 
 Support rocket_drm_available(const std::string& device) {
 #ifdef __linux__
-  struct stat st{};
+  struct stat st {};
   if (stat("/dev/accel", &st) != 0)
-    return Support::no("no /dev/accel: the kernel has no DRM accel subsystem or no accel driver bound (Linux >= 6.18 "
-                       "with CONFIG_DRM_ACCEL_ROCKET and the NPU nodes enabled in the device tree)");
+    return Support::no(
+        "no /dev/accel: the kernel has no DRM accel subsystem or no accel driver bound (Linux >= 6.18 "
+        "with CONFIG_DRM_ACCEL_ROCKET and the NPU nodes enabled in the device tree)");
   if (stat(device.c_str(), &st) != 0)
-    return Support::no(fmt::format("{} does not exist: the rocket driver is not loaded (modprobe rocket) or the "
-                                   "rknn-core nodes are disabled in the device tree",
-                                   device));
+    return Support::no(
+        fmt::format("{} does not exist: the rocket driver is not loaded (modprobe rocket) or the "
+                    "rknn-core nodes are disabled in the device tree",
+                    device));
   if (!S_ISCHR(st.st_mode)) return Support::no(fmt::format("{} is not a character device", device));
   const int fd = open(device.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0)
@@ -84,12 +86,13 @@ void RocketWeightBufferType::upload_weight(Tensor& t, const void* host_bytes, Bu
   const int64_t K = t.ne[0], N = t.ne[1];
   if (K <= 0 || N <= 0 || K > (int64_t(1) << 24) || N > (int64_t(1) << 24)) return;
   // Requantize (after the optional rotation): scale = max|w| / 127 per row or per group.
-  const rocket::QuantScheme scheme = rocket::make_scheme(unsigned(K), dev_.options().rotate, dev_.options().group,
-                                                           dev_.options().precision);
+  const rocket::QuantScheme scheme =
+      rocket::make_scheme(unsigned(K), dev_.options().rotate, dev_.options().group, dev_.options().precision);
   const uint64_t rb = row_bytes(t.type, K);
-  const rocket::QuantizedMatrix qm = rocket::quantize_matrix(unsigned(N), unsigned(K), scheme, [&](unsigned r, float* dst) {
-    dequantize_row(t.type, static_cast<const uint8_t*>(host_bytes) + uint64_t(r) * rb, dst, K);
-  });
+  const rocket::QuantizedMatrix qm =
+      rocket::quantize_matrix(unsigned(N), unsigned(K), scheme, [&](unsigned r, float* dst) {
+        dequantize_row(t.type, static_cast<const uint8_t*>(host_bytes) + uint64_t(r) * rb, dst, K);
+      });
   auto w = std::make_unique<rocket::NpuWeights>(dev_.drivers(), qm);
   npu_bytes_ += w->npu_bytes();
   npu_[&t] = w.get();
@@ -124,8 +127,8 @@ Support RocketDevice::supports_gemm(const Tensor& node, bool check_batch) const 
   const Tensor* x = node.src[1];
   if (!w->is_leaf() || w->role != TensorRole::Weight) return Support::no("rocket multiplies by weights only");
   if (!accepted_type(w->type))
-    return Support::no(fmt::format("weight type {}: rocket requantizes q8_0, q4_0, f16, bf16 and f32 to int8",
-                                   dtype_name(w->type)));
+    return Support::no(
+        fmt::format("weight type {}: rocket requantizes q8_0, q4_0, f16, bf16 and f32 to int8", dtype_name(w->type)));
   if (w->ne[2] != 1 || w->ne[3] != 1 || x->ne[2] != 1 || x->ne[3] != 1) return Support::no("rocket: 2-D only");
   if (x->type != DType::F32 || !x->is_contiguous()) return Support::no("rocket: activations must be contiguous f32");
   if (!node.is_contiguous()) return Support::no("rocket: the output must be contiguous");

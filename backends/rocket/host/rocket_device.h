@@ -23,11 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "graph/backend.h"
-#include "graph/host_buffer.h"
 #include "backends/rocket/driver/driver.h"
 #include "backends/rocket/driver/emulator/npu_emulator.h"
 #include "backends/rocket/host/npu_gemm.h"
+#include "graph/backend.h"
+#include "graph/host_buffer.h"
 
 namespace opal {
 
@@ -38,14 +38,14 @@ struct RocketOptions {
   int64_t min_batch = 32;                    // fewer activation rows (M) -> the CPU runs the node
   double timeout_s = 2.0;                    // PREP_BO deadline per submit (the kernel's job timeout is 0.5 s)
   int priority = 50;
-  bool fallback_to_cpu = true;               // on a fault; false: the error propagates
-  bool rotate = true;                        // block-Hadamard rotation of K before int8 (scheme/hadamard.h)
-  unsigned group = 0;                        // K channels per int8 scale (multiple of 32); 0 = one per row
+  bool fallback_to_cpu = true;  // on a fault; false: the error propagates
+  bool rotate = true;           // block-Hadamard rotation of K before int8 (scheme/hadamard.h)
+  unsigned group = 0;           // K channels per int8 scale (multiple of 32); 0 = one per row
   // int8 planes per operand: w16a16 (default: hi + lo planes for both, 3 int8
   // GEMMs per matmul, meets the q8_0 logit bar on every golden model), w8a16,
   // w16a8 (2 GEMMs), w8a8 (1 GEMM, fastest; tiny-qwen3 misses the bar).
   rocket::Precision precision = rocket::kDefaultPrecision;
-  rocket::EmulatorOptions emulator;          // emulator numerics / strictness
+  rocket::EmulatorOptions emulator;  // emulator numerics / strictness
 };
 
 // Whether the real driver can be used here; the reason names what is missing.

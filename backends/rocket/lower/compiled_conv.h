@@ -20,7 +20,7 @@ struct CompiledConv {
   OutCvt out_cvt;
   std::vector<uint8_t> weights;  // packed (written part of the weights BO)
   std::vector<int32_t> biases;
-  BufferSizes sizes;             // BO sizes as Mesa allocates them
+  BufferSizes sizes;  // BO sizes as Mesa allocates them
   uint32_t regcmd_size = 0;
 };
 

@@ -147,8 +147,8 @@ std::vector<uint64_t> build_task_stream(const TaskStreamParams& p, size_t index)
   emit(reg::DPU_DATA_CUBE_NOTCH_ADDR, 0);
   emit(reg::DPU_DATA_CUBE_CHANNEL,
        fld::DATA_CUBE_CHANNEL_ORIG_CHANNEL(t.kernels - 1) | fld::DATA_CUBE_CHANNEL_CHANNEL(out_channels - 1));
-  emit(reg::DPU_BS_CFG, fld::BS_CFG_ALU_ALGO(2) | fld::BS_CFG_ALU_SRC(1) | fld::BS_CFG_RELU_BYPASS(1) |
-                            fld::BS_CFG_MUL_BYPASS(1));
+  emit(reg::DPU_BS_CFG,
+       fld::BS_CFG_ALU_ALGO(2) | fld::BS_CFG_ALU_SRC(1) | fld::BS_CFG_RELU_BYPASS(1) | fld::BS_CFG_MUL_BYPASS(1));
   emit(reg::DPU_BS_ALU_CFG, 0);
   emit(reg::DPU_BS_MUL_CFG, 0);
   emit(reg::DPU_BS_RELUX_CMP_VALUE, 0);
@@ -159,8 +159,8 @@ std::vector<uint64_t> build_task_stream(const TaskStreamParams& p, size_t index)
   emit(reg::DPU_BS_OW_OP, fld::BS_OW_OP_OW_OP(uint32_t(0x80 - int(w_zp))));
   emit(reg::DPU_WDMA_SIZE_0, fld::WDMA_SIZE_0_CHANNEL(out_channels - 1));
   emit(reg::DPU_WDMA_SIZE_1, fld::WDMA_SIZE_1_HEIGHT(t.out_height - 1) | fld::WDMA_SIZE_1_WIDTH(t.out_width - 1));
-  emit(reg::DPU_BN_CFG, fld::BN_CFG_RELU_BYPASS(1) | fld::BN_CFG_MUL_BYPASS(1) | fld::BN_CFG_ALU_BYPASS(1) |
-                            fld::BN_CFG_BYPASS(1));
+  emit(reg::DPU_BN_CFG,
+       fld::BN_CFG_RELU_BYPASS(1) | fld::BN_CFG_MUL_BYPASS(1) | fld::BN_CFG_ALU_BYPASS(1) | fld::BN_CFG_BYPASS(1));
   emit(reg::DPU_BN_ALU_CFG, 0);
   emit(reg::DPU_BN_MUL_CFG, 0);
   emit(reg::DPU_BN_RELUX_CMP_VALUE, 0);
@@ -197,10 +197,8 @@ std::vector<uint64_t> build_task_stream(const TaskStreamParams& p, size_t index)
   emit(reg::RDMA_EW_SURF_NOTCH, 0);
 
   // Tail: next-task address slot (a no-op for a single-task op), amount, op_en.
-  if (plan.tasks.size() == 1)
-    emit.raw(0);
-  else
-    emit(reg::PC_BASE_ADDRESS, 0);
+  if (plan.tasks.size() == 1) emit.raw(0);
+  else emit(reg::PC_BASE_ADDRESS, 0);
   emit(reg::PC_REGISTER_AMOUNTS, 0);
   emit.raw(kTailPreOpEnable);
   emit.raw(encode_entry(kTailOpEnableTarget, reg::PC_OPERATION_ENABLE, kMesaOpEnableMask));

@@ -45,10 +45,10 @@ struct TaskStreamParams {
 std::vector<uint64_t> build_task_stream(const TaskStreamParams& p, size_t index);
 
 struct RegcmdBuffer {
-  std::vector<uint8_t> bytes;      // the whole regcmd BO content
-  std::vector<uint32_t> offsets;   // byte offset of each task's stream
-  std::vector<uint32_t> counts;    // entries of each task
-  std::vector<uint64_t> entries;   // every task's entries concatenated (golden regcmd.bin form)
+  std::vector<uint8_t> bytes;     // the whole regcmd BO content
+  std::vector<uint32_t> offsets;  // byte offset of each task's stream
+  std::vector<uint32_t> counts;   // entries of each task
+  std::vector<uint64_t> entries;  // every task's entries concatenated (golden regcmd.bin form)
 };
 
 // Size of the regcmd buffer for these streams (each task 64-byte aligned).

@@ -81,8 +81,7 @@ std::vector<TaskTile> split_rows(const ConvOp& op, const RowSplitInput& in) {
     row = t.top_row + kh - 1;
     tasks.push_back(t);
   }
-  if (tasks.back().top_row >= op.in_height || tasks.back().bottom_row >= op.in_height + pad.bottom)
-    tasks.pop_back();
+  if (tasks.back().top_row >= op.in_height || tasks.back().bottom_row >= op.in_height + pad.bottom) tasks.pop_back();
 
   for (size_t i = 1; i < tasks.size(); i++) {
     TaskTile& prev = tasks[i - 1];

@@ -20,8 +20,8 @@ ConvOp ConvOp::gemm(unsigned m, unsigned k, unsigned n, const QuantParams& q) {
   return op;
 }
 
-ConvOp ConvOp::conv(unsigned width, unsigned height, unsigned in_channels, unsigned out_channels,
-                    unsigned kernel, unsigned stride, bool padding_same, const QuantParams& q) {
+ConvOp ConvOp::conv(unsigned width, unsigned height, unsigned in_channels, unsigned out_channels, unsigned kernel,
+                    unsigned stride, bool padding_same, const QuantParams& q) {
   ConvOp op;
   op.in_width = width;
   op.in_height = height;
@@ -44,19 +44,19 @@ ConvOp ConvOp::conv(unsigned width, unsigned height, unsigned in_channels, unsig
 }
 
 void ConvOp::validate() const {
-  if (in_width == 0 || in_height == 0 || in_channels == 0 || out_channels == 0 || out_width == 0 ||
-      out_height == 0)
+  if (in_width == 0 || in_height == 0 || in_channels == 0 || out_channels == 0 || out_width == 0 || out_height == 0)
     fail("rocket: empty convolution ({}x{}x{} -> {} channels)", in_width, in_height, in_channels, out_channels);
   if (in_channels % 16 != 0)
-    fail("rocket: {} input channels: Opal's builder needs a multiple of 16 (Mesa's weight packing is "
-         "inconsistent with WEIGHT_BYTES_PER_KERNEL otherwise)",
-         in_channels);
-  if (in_channels < 2)
-    fail("rocket: single-channel input (Mesa's image path) is not supported by Opal's builder");
+    fail(
+        "rocket: {} input channels: Opal's builder needs a multiple of 16 (Mesa's weight packing is "
+        "inconsistent with WEIGHT_BYTES_PER_KERNEL otherwise)",
+        in_channels);
+  if (in_channels < 2) fail("rocket: single-channel input (Mesa's image path) is not supported by Opal's builder");
   if (in_width != 1 && in_width != in_height)
-    fail("rocket: input {}x{}: only square images or width 1 (GEMM) are supported; Mesa transposes "
-         "non-square images between packing and unpacking",
-         in_width, in_height);
+    fail(
+        "rocket: input {}x{}: only square images or width 1 (GEMM) are supported; Mesa transposes "
+        "non-square images between packing and unpacking",
+        in_width, in_height);
   if (kernel_width != kernel_height) fail("rocket: non-square kernel {}x{}", kernel_width, kernel_height);
   if (stride < 1 || stride > 7) fail("rocket: stride {} outside 1..7 (CNA_CONV_CON3 field)", stride);
   if (in_width > 2047 || in_height > 2047)

@@ -33,8 +33,8 @@ struct ConvOp {
   // GEMM as a 1x1 convolution over a 1 x M image with K channels.
   static ConvOp gemm(unsigned m, unsigned k, unsigned n, const QuantParams& q);
   // A square-kernel convolution with TFLite VALID or SAME padding.
-  static ConvOp conv(unsigned width, unsigned height, unsigned in_channels, unsigned out_channels,
-                     unsigned kernel, unsigned stride, bool padding_same, const QuantParams& q);
+  static ConvOp conv(unsigned width, unsigned height, unsigned in_channels, unsigned out_channels, unsigned kernel,
+                     unsigned stride, bool padding_same, const QuantParams& q);
 
   // Throws opal::Error naming the unsupported property (single-channel input,
   // non-square images, strides > 7, K beyond the per-task limit, ...).

@@ -24,13 +24,13 @@
 namespace opal::rocket {
 
 struct PerfParams {
-  double clock_hz = 1.0e9;          // NPU clock: 200 MHz mainline default, 1 GHz vendor BSP
-  unsigned cores = 3;               // drivers (fds) the N dimension is split over
-  double ddr_bytes_per_s = 20e9;    // sustained DDR bandwidth the NPU gets
-  double mac_efficiency = 0.8;      // achieved / peak MAC rate inside a task
-  double task_overhead_s = 20e-6;   // per task: regcmd fetch, IRQ, threaded handler
-  double job_overhead_s = 40e-6;    // per job: drm_sched, IOMMU attach, runtime PM
-  double host_bytes_per_s = 6e9;    // host quantize/pack/unpack rate (fitted, docs/backends/rocket.md)
+  double clock_hz = 1.0e9;         // NPU clock: 200 MHz mainline default, 1 GHz vendor BSP
+  unsigned cores = 3;              // drivers (fds) the N dimension is split over
+  double ddr_bytes_per_s = 20e9;   // sustained DDR bandwidth the NPU gets
+  double mac_efficiency = 0.8;     // achieved / peak MAC rate inside a task
+  double task_overhead_s = 20e-6;  // per task: regcmd fetch, IRQ, threaded handler
+  double job_overhead_s = 40e-6;   // per job: drm_sched, IOMMU attach, runtime PM
+  double host_bytes_per_s = 6e9;   // host quantize/pack/unpack rate (fitted, docs/backends/rocket.md)
   // "opal": Opal's tiling (resident weights, WEIGHT_REUSE, large row tiles);
   // "fork": the int8 llama.cpp fork's (16-row tiles, weights reloaded per task).
   std::string schedule = "opal";

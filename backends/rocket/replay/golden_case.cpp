@@ -94,8 +94,8 @@ GoldenCase load_golden_case(const std::string& case_json_path) {
     const auto& hd = j.at("host_data");
     const size_t in_bytes = size_t(op.in_width) * op.in_height * op.in_channels;
     const size_t w_bytes = size_t(op.out_channels) * op.taps() * op.in_channels;
-    for (auto [key, dst, n] : {std::tuple{"input_uint8", &c.host_input, in_bytes},
-                               std::tuple{"weights_uint8", &c.host_weights, w_bytes}}) {
+    for (auto [key, dst, n] :
+         {std::tuple{"input_uint8", &c.host_input, in_bytes}, std::tuple{"weights_uint8", &c.host_weights, w_bytes}}) {
       const auto draws = xorshift32_draws(parse_hex(hd.at(key).at("seed"), key), n);
       dst->resize(n);
       for (size_t i = 0; i < n; i++) (*dst)[i] = uint8_t(draws[i] >> 24);
@@ -159,8 +159,7 @@ EmulatedRun run_case_on_emulator(const GoldenCase& c, Policy policy, const Emula
     const BoInfo bo = space.create_at(b.iova, b.size);
     uint8_t* p = space.data(bo.handle);
     if (b.role == "weights") std::copy(r.compiled.weights.begin(), r.compiled.weights.end(), p);
-    if (b.role == "biases")
-      std::memcpy(p, r.compiled.biases.data(), r.compiled.biases.size() * 4);
+    if (b.role == "biases") std::memcpy(p, r.compiled.biases.data(), r.compiled.biases.size() * 4);
     if (b.role == "input") std::copy(r.packed_input.begin(), r.packed_input.end(), p);
     if (b.role == "regcmd") std::copy(r.regcmd.bytes.begin(), r.regcmd.bytes.end(), p);
     if (b.role == "output") output_handle = bo.handle;
@@ -206,8 +205,8 @@ ReferenceOutput reference_output(const GoldenCase& c, Rounding rounding) {
             const int16_t* wv = &w[((size_t(n) * KW + ky) * KH + kx) * C];
             for (unsigned k = 0; k < C; k++) acc += int32_t(xv[k]) * wv[k];
           }
-        const int64_t sum = round_shift(acc, truncate, Rounding::HalfAwayFromZero) +
-                            int64_t(c.host_bias[n]) / (int64_t(1) << truncate);
+        const int64_t sum =
+            round_shift(acc, truncate, Rounding::HalfAwayFromZero) + int64_t(c.host_bias[n]) / (int64_t(1) << truncate);
         const size_t i = (size_t(r) * cols + col) * N + n;
         ref.accumulators[i] = int32_t(sum);
         ref.output[i] = out_cvt_int8(sum, cvt.scale, cvt.shift, int32_t(cvt.offset), rounding);

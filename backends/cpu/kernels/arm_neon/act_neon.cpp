@@ -58,8 +58,10 @@ void convert_q8_K(DType, const float* x, uint8_t* dst, int64_t k) {
     for (int i = 0; i < 16; ++i) {
       int32x4_t s = vdupq_n_s32(0);
       for (int j = 0; j < 4; j += 2) {
-        const int32x4_t a = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 16 * i + 4 * j), iscale)), vdupq_n_s32(127));
-        const int32x4_t c = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 16 * i + 4 * j + 4), iscale)), vdupq_n_s32(127));
+        const int32x4_t a =
+            vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 16 * i + 4 * j), iscale)), vdupq_n_s32(127));
+        const int32x4_t c =
+            vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 16 * i + 4 * j + 4), iscale)), vdupq_n_s32(127));
         s = vaddq_s32(s, vaddq_s32(a, c));
         vst1_s8(q + 16 * i + 4 * j, vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(c))));
       }

@@ -108,9 +108,11 @@ struct Q4KKernel {
         const int16x8_t bs32 = vpaddq_s16(bs0, bs1);  // sums of 32 quants, per sub-block
         for (int i = 0; i < RW; ++i) {
           const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn[i])));
-          const int32x4_t mm = vmlal_s16(vmull_s16(vget_low_s16(bs32), vget_low_s16(m)), vget_high_s16(bs32), vget_high_s16(m));
+          const int32x4_t mm =
+              vmlal_s16(vmull_s16(vget_low_s16(bs32), vget_low_s16(m)), vget_high_s16(bs32), vget_high_s16(m));
           const uint8_t* wb = w[i] + b * kQ4_KBytes;
-          sum[i][a] += load_f16(wb) * xd * float(vaddvq_s32(isum[i][a])) - load_f16(wb + 2) * xd * float(vaddvq_s32(mm));
+          sum[i][a] +=
+              load_f16(wb) * xd * float(vaddvq_s32(isum[i][a])) - load_f16(wb + 2) * xd * float(vaddvq_s32(mm));
         }
       }
     }

@@ -66,7 +66,7 @@ void ref_gemm_float(DType wt, const GemmArgs& a) {
         a.out[t * a.out_stride + r] = batched && a.k % 32 == 0 ? llama_order::dot_bf16_lanes32(wrow, x, a.k)
                                                                : llama_order::dot_vec_bf16(wrow, x, a.k);
       else
-        a.out[t * a.out_stride + r] = lanes16             ? llama_order::dot_lanes16(wrow, x, a.k)
+        a.out[t * a.out_stride + r] = lanes16            ? llama_order::dot_lanes16(wrow, x, a.k)
                                       : wt == DType::F32 ? llama_order::dot_vec_f32(wrow, x, a.k)
                                                          : llama_order::dot_vec_f16(wrow, x, a.k);
     }
@@ -98,8 +98,8 @@ void block_lanes(const int8_t* wq, const int8_t* xq, float d, float* acc) {
 template <DType W>
 void ref_gemm_q8_lanes(const GemmArgs& a) {
   const int64_t nb = a.k / 32;
-  int8_t* xq = reinterpret_cast<int8_t*>(a.scratch);                           // k ints
-  float* xd = reinterpret_cast<float*>(a.scratch) + (a.k + 3) / 4;             // nb scales
+  int8_t* xq = reinterpret_cast<int8_t*>(a.scratch);                // k ints
+  float* xd = reinterpret_cast<float*>(a.scratch) + (a.k + 3) / 4;  // nb scales
   for (int64_t t = 0; t < a.n_act; ++t) {
     const float* x = reinterpret_cast<const float*>(a.act + uint64_t(t) * a.act_row_bytes);
     for (int64_t b = 0; b < nb; ++b) q8_block_of(x + 32 * b, xq + 32 * b, xd + b);
@@ -132,8 +132,7 @@ void ref_gemm_q8_lanes(const GemmArgs& a) {
         }
         if constexpr (W == DType::Q4_0)
           acc[0] = llama_order::block_exact(wq, xq + 32 * b, f16_to_f32(wd) * xd[b], acc[0]);
-        else
-          block_lanes(wq, xq + 32 * b, f16_to_f32(wd) * xd[b], acc);
+        else block_lanes(wq, xq + 32 * b, f16_to_f32(wd) * xd[b], acc);
       }
       a.out[t * a.out_stride + r] = W == DType::Q4_0 ? acc[0] : llama_order::hsum8(acc);
     }
@@ -142,12 +141,9 @@ void ref_gemm_q8_lanes(const GemmArgs& a) {
 
 template <DType W>
 void ref_gemm_t(const GemmArgs& a) {
-  if constexpr (W == DType::F32 || W == DType::F16 || W == DType::BF16)
-    ref_gemm_float(W, a);
-  else if constexpr (W == DType::Q8_0 || W == DType::Q4_0 || W == DType::Q5_0)
-    ref_gemm_q8_lanes<W>(a);
-  else
-    ref_gemm(W, a);
+  if constexpr (W == DType::F32 || W == DType::F16 || W == DType::BF16) ref_gemm_float(W, a);
+  else if constexpr (W == DType::Q8_0 || W == DType::Q4_0 || W == DType::Q5_0) ref_gemm_q8_lanes<W>(a);
+  else ref_gemm(W, a);
 }
 
 template <DType W>
@@ -164,9 +160,9 @@ MatmulKernels make_ref() {
 }
 
 const MatmulKernels kRefTable[] = {
-    make_ref<DType::F32>(),  make_ref<DType::F16>(),  make_ref<DType::BF16>(),  make_ref<DType::Q4_0>(),
-    make_ref<DType::Q4_1>(), make_ref<DType::Q5_0>(), make_ref<DType::Q5_1>(),  make_ref<DType::Q8_0>(),
-    make_ref<DType::Q2_K>(), make_ref<DType::Q3_K>(), make_ref<DType::Q4_K>(),  make_ref<DType::Q5_K>(),
+    make_ref<DType::F32>(),  make_ref<DType::F16>(),    make_ref<DType::BF16>(),   make_ref<DType::Q4_0>(),
+    make_ref<DType::Q4_1>(), make_ref<DType::Q5_0>(),   make_ref<DType::Q5_1>(),   make_ref<DType::Q8_0>(),
+    make_ref<DType::Q2_K>(), make_ref<DType::Q3_K>(),   make_ref<DType::Q4_K>(),   make_ref<DType::Q5_K>(),
     make_ref<DType::Q6_K>(), make_ref<DType::IQ4_NL>(), make_ref<DType::IQ4_XS>(),
 };
 
@@ -176,9 +172,17 @@ DType activation_type_for(DType w) {
   switch (w) {
     case DType::F16: return DType::F16;
     case DType::BF16: return DType::BF16;
-    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: case DType::IQ4_NL: return DType::Q8_0;
-    case DType::Q4_1: case DType::Q5_1: return DType::Q8_1;
-    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0:
+    case DType::IQ4_NL: return DType::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1: return DType::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
     case DType::IQ4_XS: return DType::Q8_K;
     default: return DType::F32;
   }
@@ -234,10 +238,8 @@ float reference_dot(DType weight_type, const float* w, const float* x, int64_t k
         float wd, xd;
         block_ints_of(w + b, qmax, wq, &wd);
         q8_block_of(x + b, xq, &xd);
-        if (weight_type == DType::Q4_0)
-          acc[0] = llama_order::block_exact(wq, xq, wd * xd, acc[0]);
-        else
-          block_lanes(wq, xq, wd * xd, acc);
+        if (weight_type == DType::Q4_0) acc[0] = llama_order::block_exact(wq, xq, wd * xd, acc[0]);
+        else block_lanes(wq, xq, wd * xd, acc);
       }
       return weight_type == DType::Q4_0 ? acc[0] : llama_order::hsum8(acc);
     }

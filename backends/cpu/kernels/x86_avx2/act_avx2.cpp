@@ -39,7 +39,8 @@ void convert_q8_K(DType, const float* x, uint8_t* dst, int64_t k) {
     }
     float max = 0.0f;
     for (int i = 0; i < 32; ++i) {  // the first element whose |x| is amax, with its sign
-      const int hit = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + 8 * i)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+      const int hit =
+          _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + 8 * i)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
       if (hit) {
         max = x[8 * i + __builtin_ctz(unsigned(hit))];
         break;
@@ -66,9 +67,9 @@ void convert_q8_K(DType, const float* x, uint8_t* dst, int64_t k) {
 void round_f16(const float* x, float* out, int64_t k) {
   int64_t i = 0;
   for (; i + 8 <= k; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
-  for (; i < k; ++i)
-    out[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+  for (; i < k; ++i) out[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 }  // namespace opal::cpu::avx2

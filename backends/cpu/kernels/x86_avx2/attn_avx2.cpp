@@ -16,9 +16,9 @@ __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinter
 
 // reduce_add16 of the 16 lanes (lo = lanes 0-7, hi = lanes 8-15).
 float reduce16(__m256 lo, __m256 hi) {
-  const __m256 t = _mm256_add_ps(lo, hi);                                          // t[i] = a[i] + a[i+8]
+  const __m256 t = _mm256_add_ps(lo, hi);                                         // t[i] = a[i] + a[i+8]
   __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));  // u[i] = t[i] + t[i+4]
-  u = _mm_add_ps(u, _mm_movehl_ps(u, u));                                          // u0+u2, u1+u3
+  u = _mm_add_ps(u, _mm_movehl_ps(u, u));                                         // u0+u2, u1+u3
   u = _mm_add_ss(u, _mm_movehdup_ps(u));
   return _mm_cvtss_f32(u);
 }
@@ -55,8 +55,8 @@ void axpy_f16(float p, const uint16_t* v, float* acc, int64_t n) {
 
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx2", dot_f16_lanes16, dot_f16_vec, axpy_f16, nullptr, nullptr, nullptr,
-                                  nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+const AttnKernels kAttnKernels = {"avx2",  dot_f16_lanes16, dot_f16_vec, axpy_f16, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr,         nullptr,     nullptr,  nullptr, nullptr, nullptr};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -129,10 +129,8 @@ struct VecDotKernel {
 
 template <class W>
 void gemm_llama_order(const GemmArgs& g) {
-  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0)
-    drive<Lanes16Kernel<W>, 2, 2>(g);
-  else
-    drive<VecDotKernel<W>, 2, 1>(g);
+  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0) drive<Lanes16Kernel<W>, 2, 2>(g);
+  else drive<VecDotKernel<W>, 2, 1>(g);
 }
 
 // BF16 as llama.cpp's AVX512_BF16 build (vdpbf16ps, kernels/llama_order.h),
@@ -211,10 +209,8 @@ struct Bf16VecDotKernel {
 void gemm_f32(const GemmArgs& g) { gemm_llama_order<F32Weights>(g); }
 void gemm_f16(const GemmArgs& g) { gemm_llama_order<F16Weights>(g); }
 void gemm_bf16(const GemmArgs& g) {
-  if (g.n_act >= 2 && !g.single_rows && g.k % 32 == 0)
-    drive<Bf16Lanes32Kernel, 2, 1>(g);
-  else
-    drive<Bf16VecDotKernel, 2, 1>(g);
+  if (g.n_act >= 2 && !g.single_rows && g.k % 32 == 0) drive<Bf16Lanes32Kernel, 2, 1>(g);
+  else drive<Bf16VecDotKernel, 2, 1>(g);
 }
 
 }  // namespace opal::cpu::avx2

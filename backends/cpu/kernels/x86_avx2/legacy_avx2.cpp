@@ -26,8 +26,12 @@ namespace {
 
 struct Q4_0Weights {
   static constexpr int kBytes = kQ4_0Bytes;
-  struct Act { __m256i x, c16; };
-  struct W { __m256i q; };
+  struct Act {
+    __m256i x, c16;
+  };
+  struct W {
+    __m256i q;
+  };
   static Act act(__m256i x) { return {x, _mm256_maddubs_epi16(_mm256_set1_epi8(8), x)}; }
   static W load(const uint8_t* blk) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
@@ -41,8 +45,12 @@ struct Q4_0Weights {
 // Q5_0: the nibbles as Q4_0 plus bit j of qh as bit 4 of element j; q - 16.
 struct Q5_0Weights {
   static constexpr int kBytes = 22;
-  struct Act { __m256i x, c16; };
-  struct W { __m256i q; };
+  struct Act {
+    __m256i x, c16;
+  };
+  struct W {
+    __m256i q;
+  };
   static Act act(__m256i x) { return {x, _mm256_maddubs_epi16(_mm256_set1_epi8(16), x)}; }
   static W load(const uint8_t* blk) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
@@ -50,8 +58,8 @@ struct Q5_0Weights {
     int32_t h;
     std::memcpy(&h, blk + 2, 4);
     // byte i <- byte i/8 of qh, tested against bit i%8.
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(h), _mm256_setr_epi64x(0, 0x0101010101010101ll,
-                                                                                      0x0202020202020202ll, 0x0303030303030303ll));
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(h), _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
     const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
     return {_mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)))};
@@ -63,8 +71,12 @@ struct Q5_0Weights {
 
 struct Q8_0Weights {
   static constexpr int kBytes = kQ8_0Bytes;
-  struct Act { __m256i x; };
-  struct W { __m256i q, abs; };
+  struct Act {
+    __m256i x;
+  };
+  struct W {
+    __m256i q, abs;
+  };
   static Act act(__m256i x) { return {x}; }
   static W load(const uint8_t* blk) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));

@@ -18,7 +18,7 @@ void round_act(DType act_type, const float* x, uint8_t* dst, int64_t k) {
 }
 
 constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*row_bytes)(int64_t),
-                    void (*convert)(DType, const float*, uint8_t*, int64_t), void (*gemm)(const GemmArgs&)) {
+                              void (*convert)(DType, const float*, uint8_t*, int64_t), void (*gemm)(const GemmArgs&)) {
   MatmulKernels k;
   k.weight_type = w;
   k.act_type = act;

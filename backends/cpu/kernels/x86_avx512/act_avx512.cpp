@@ -20,7 +20,9 @@
 namespace opal::cpu::avx512 {
 namespace {
 
-__m512 abs_ps(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff))); }
+__m512 abs_ps(__m512 v) {
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+}
 
 }  // namespace
 
@@ -33,8 +35,10 @@ void convert_q8_0(DType, const float* x, uint8_t* dst, int64_t k) {
     const uint16_t dh = uint16_t(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));  // as f32_to_f16
     std::memcpy(dst, &dh, 2);
     const __m512 idv = _mm512_set1_ps(id);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, idv))));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 18), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, idv))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2),
+                     _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, idv))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 18),
+                     _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, idv))));
   }
 }
 

@@ -144,7 +144,8 @@ void reduce_lanes(const float* acc, int64_t lanes, int64_t used, int64_t dv, flo
     };
     __m512 t[16];
     for (int l = 0; l < 16; ++l)
-      t[l] = lanes == 16 ? at(l) : _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l)));
+      t[l] =
+          lanes == 16 ? at(l) : _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l)));
     for (int l = 0; l < 8; ++l) t[l] = _mm512_add_ps(t[l], t[l + 8]);
     for (int l = 0; l < 4; ++l) t[l] = _mm512_add_ps(t[l], t[l + 4]);
     _mm512_mask_storeu_ps(out + i, m, _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3])));
@@ -271,7 +272,8 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
       const float* vr = v + l * lane_rows * ldv + i0;  // the lane's rows in order
       for (; r < lo; r += 16, vr += ldv) {
         __m512 x[4];
-        for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+        for (int d = 0; d < 4; ++d)
+          x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
         for (int j = 0; j < MQ; ++j) {
           const __m512 pj = _mm512_set1_ps(p[j * ldp + r]);
           for (int d = 0; d < 4; ++d) a[j][d] = _mm512_fmadd_ps(x[d], pj, a[j][d]);
@@ -279,7 +281,8 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
       }
       for (; r < hi; r += 16, vr += ldv) {
         __m512 x[4];
-        for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+        for (int d = 0; d < 4; ++d)
+          x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
         for (int j = 0; j < MQ; ++j) {
           const __mmask16 live = r < nv[j] ? __mmask16(0xFFFF) : __mmask16(0);
           const __m512 pj = _mm512_set1_ps(r < nv[j] ? p[j * ldp + r] : 0.0f);
@@ -297,10 +300,8 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
           t[q] = _mm512_add_ps(_mm512_load_ps(lanes[q][j] + 16 * d), _mm512_load_ps(lanes[q + 8][j] + 16 * d));
         for (int q = 0; q < 4; ++q) t[q] = _mm512_add_ps(t[q], t[q + 4]);
         const __m512 res = _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3]));
-        if (kFull)
-          _mm512_storeu_ps(out[j] + i0 + 16 * d, res);
-        else
-          _mm512_mask_storeu_ps(out[j] + i0 + 16 * d, mk[d], res);
+        if (kFull) _mm512_storeu_ps(out[j] + i0 + 16 * d, res);
+        else _mm512_mask_storeu_ps(out[j] + i0 + 16 * d, mk[d], res);
       }
   }
 }
@@ -313,7 +314,8 @@ void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t
                          full ? attend_v_tile<2, true> : attend_v_tile<2, false>,
                          full ? attend_v_tile<3, true> : attend_v_tile<3, false>,
                          full ? attend_v_tile<4, true> : attend_v_tile<4, false>};
-  for (int64_t j = 0; j < m; j += 4) tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
+  for (int64_t j = 0; j < m; j += 4)
+    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
 }
 
 // s *= scale, and std::max's fold from -inf (NaN skipped: vmaxps returns
@@ -348,9 +350,9 @@ void scale_round_f16(float* s, int64_t n, float inv) {
 
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512",      dot_f16_lanes16, dot_f16_vec,  axpy_f16,         dots_f16,
-                                  accumulate_f16, softmax_exp,    reduce_lanes, to_f16,           widen_f16,
-                                  dots_f32_lanes16, attend_v_lanes16, scale_max, scale_round_f16};
+const AttnKernels kAttnKernels = {"avx512",         dot_f16_lanes16,  dot_f16_vec,  axpy_f16,       dots_f16,
+                                  accumulate_f16,   softmax_exp,      reduce_lanes, to_f16,         widen_f16,
+                                  dots_f32_lanes16, attend_v_lanes16, scale_max,    scale_round_f16};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86

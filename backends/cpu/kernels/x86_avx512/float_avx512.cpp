@@ -95,7 +95,8 @@ struct VecDotKernel {
         for (int j = 0; j < 4; ++j) xv[j] = _mm512_loadu_ps(x + e + 16 * j);
         for (int i = 0; i < RW; ++i)
           for (int j = 0; j < 4; ++j)
-            acc[i][j] = _mm512_fmadd_ps(W::load(w[i] + (e + 16 * j) * W::kElemBytes, __mmask16(0xFFFF)), xv[j], acc[i][j]);
+            acc[i][j] =
+                _mm512_fmadd_ps(W::load(w[i] + (e + 16 * j) * W::kElemBytes, __mmask16(0xFFFF)), xv[j], acc[i][j]);
       }
       for (int i = 0; i < RW; ++i) {
         const float head = _mm512_reduce_add_ps(
@@ -117,10 +118,8 @@ struct VecDotKernel {
 // llama.cpp takes tinyBLAS for >= 2 activation rows when k % 16 == 0, else ggml_vec_dot.
 template <class W>
 void gemm_llama_order(const GemmArgs& g) {
-  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0)
-    drive<FloatKernel<W>, 4, 4>(g);
-  else
-    drive<VecDotKernel<W>, 4, 1>(g);
+  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0) drive<FloatKernel<W>, 4, 4>(g);
+  else drive<VecDotKernel<W>, 4, 1>(g);
 }
 
 // BF16 as llama.cpp's AVX512_BF16 build (vdpbf16ps, kernels/llama_order.h):
@@ -130,7 +129,9 @@ void gemm_llama_order(const GemmArgs& g) {
 // permute, and two FMAs per chunk reproduce the instruction without it.
 struct Bf16Pairs {
   static __m512 even_w(__m512i d) { return _mm512_castsi512_ps(_mm512_slli_epi32(d, 16)); }
-  static __m512 odd_w(__m512i d) { return _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int(0xFFFF0000u)))); }
+  static __m512 odd_w(__m512i d) {
+    return _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int(0xFFFF0000u))));
+  }
   static void split_x(const float* x, __m512* even, __m512* odd) {
     const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -200,10 +201,8 @@ struct Bf16VecDotKernel {
 void gemm_f32(const GemmArgs& g) { gemm_llama_order<F32Weights>(g); }
 void gemm_f16(const GemmArgs& g) { gemm_llama_order<F16Weights>(g); }
 void gemm_bf16(const GemmArgs& g) {
-  if (g.n_act >= 2 && !g.single_rows && g.k % 32 == 0)
-    drive<Bf16Lanes32Kernel, 4, 4>(g);
-  else
-    drive<Bf16VecDotKernel, 4, 1>(g);
+  if (g.n_act >= 2 && !g.single_rows && g.k % 32 == 0) drive<Bf16Lanes32Kernel, 4, 4>(g);
+  else drive<Bf16VecDotKernel, 4, 1>(g);
 }
 
 }  // namespace opal::cpu::avx512

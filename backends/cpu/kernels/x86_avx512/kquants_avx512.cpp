@@ -120,12 +120,14 @@ struct Q45KKernel {
           const uint8_t* wb = w[i] + b * kBytes;
           __m512i q = nibbles64(wb + kQs + 32 * j);
           if constexpr (kFive) {
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ5_KQh)));
+            const __m512i qh =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ5_KQh)));
             const __m512i bit = _mm512_mask_blend_epi8(kUpper32, _mm512_set1_epi8(char(1 << (2 * j))),
                                                        _mm512_set1_epi8(char(1 << (2 * j + 1))));
             q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, _mm512_set1_epi8(16));
           }
-          for (int a = 0; a < RA; ++a) isum[i][a] = _mm512_dpwssd_epi32(isum[i][a], _mm512_maddubs_epi16(q, xq[a]), sc[i][j]);
+          for (int a = 0; a < RA; ++a)
+            isum[i][a] = _mm512_dpwssd_epi32(isum[i][a], _mm512_maddubs_epi16(q, xq[a]), sc[i][j]);
         }
       }
       for (int a = 0; a < RA; ++a) {
@@ -186,10 +188,13 @@ struct Q6KKernel {
         for (int i = 0; i < RW; ++i) {
           const uint8_t* wb = w[i] + b * kQ6_KBytes;
           const __m512i ql = _mm512_loadu_si512(wb + 64 * half);
-          const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ6_KQh + 32 * half)));
-          const __m512i hA = _mm512_mask_srli_epi16(qh, kUpper16, qh, 2);                 // bits 0-1 | 2-3
-          const __m512i hB = _mm512_mask_srli_epi16(_mm512_srli_epi16(qh, 4), kUpper16, _mm512_srli_epi16(qh, 4), 2);  // 4-5 | 6-7
-          const __m512i qA = _mm512_or_si512(_mm512_and_si512(ql, lo4), _mm512_slli_epi16(_mm512_and_si512(hA, lo2), 4));
+          const __m512i qh =
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ6_KQh + 32 * half)));
+          const __m512i hA = _mm512_mask_srli_epi16(qh, kUpper16, qh, 2);  // bits 0-1 | 2-3
+          const __m512i hB =
+              _mm512_mask_srli_epi16(_mm512_srli_epi16(qh, 4), kUpper16, _mm512_srli_epi16(qh, 4), 2);  // 4-5 | 6-7
+          const __m512i qA =
+              _mm512_or_si512(_mm512_and_si512(ql, lo4), _mm512_slli_epi16(_mm512_and_si512(hA, lo2), 4));
           const __m512i qB = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
                                              _mm512_slli_epi16(_mm512_and_si512(hB, lo2), 4));
           const __m512i s512 = _mm512_broadcast_i64x4(sc16[i]);
@@ -222,8 +227,8 @@ struct Q6KKernel {
 // quant group `first` of the packed u8 quants x the activation quants at x_q),
 // with the 32 rows' int32 scales at `scales`.
 template <int RV, int RA, int kGroups>
-[[gnu::always_inline]] inline void add_scaled_sub_block(__m512i (&itot)[RV][RA], const uint8_t* quants, const uint8_t* scales, int first,
-                          const uint8_t* const* x_q) {
+[[gnu::always_inline]] inline void add_scaled_sub_block(__m512i (&itot)[RV][RA], const uint8_t* quants,
+                                                        const uint8_t* scales, int first, const uint8_t* const* x_q) {
   __m512i isub[RV][RA];
   for (int v = 0; v < RV; ++v)
     for (int a = 0; a < RA; ++a) isub[v][a] = _mm512_setzero_si512();
@@ -333,8 +338,9 @@ struct Q4KRowsInLanes {
         // The 8 sub-block sums of 32 quants as int16 pairs (S_2t, S_2t+1).
         const __m256i s32 = _mm256_madd_epi16(load_bsums(xb), _mm256_set1_epi16(1));
         const __m256i s16 = _mm256_packs_epi32(s32, s32);  // per 128-bit half: S0-3 (S4-7) twice
-        const __m512i pair[4] = {_mm512_set1_epi32(_mm256_extract_epi32(s16, 0)), _mm512_set1_epi32(_mm256_extract_epi32(s16, 1)),
-                                 _mm512_set1_epi32(_mm256_extract_epi32(s16, 4)), _mm512_set1_epi32(_mm256_extract_epi32(s16, 5))};
+        const __m512i pair[4] = {
+            _mm512_set1_epi32(_mm256_extract_epi32(s16, 0)), _mm512_set1_epi32(_mm256_extract_epi32(s16, 1)),
+            _mm512_set1_epi32(_mm256_extract_epi32(s16, 4)), _mm512_set1_epi32(_mm256_extract_epi32(s16, 5))};
         const __m512 xd = _mm512_set1_ps(load_f32(xb));
         for (int v = 0; v < RV; ++v) {
           __m512i msum = _mm512_setzero_si512();
@@ -349,7 +355,6 @@ struct Q4KRowsInLanes {
     }
     store_rows_in_lanes<RV, RA>(g, facc, row, act, last);
   }
-
 };
 
 // Q6_K batches, the same scheme on 16 sub-blocks of 16: per super-block
@@ -390,15 +395,18 @@ struct Q6KRowsInLanes {
         d[r] = load_f16(wb + kQ6_KD);
         const int8_t* s8 = reinterpret_cast<const int8_t*>(wb + kQ6_KScales);
         for (int s = 0; s < 16; ++s) sc[s * kSlice + r] = s8[s];
-        for (int t = 0; t < 8; ++t) pairs[t * kSlice + r] = uint32_t(uint16_t(s8[2 * t])) | uint32_t(uint16_t(s8[2 * t + 1])) << 16;
+        for (int t = 0; t < 8; ++t)
+          pairs[t * kSlice + r] = uint32_t(uint16_t(s8[2 * t])) | uint32_t(uint16_t(s8[2 * t + 1])) << 16;
         for (int half = 0; half < 2; ++half) {  // as Q6KKernel: elements 128h + 0..63 (qA) and 64..127 (qB)
           const __m512i ql = _mm512_loadu_si512(wb + 64 * half);
-          const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ6_KQh + 32 * half)));
+          const __m512i qh =
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + kQ6_KQh + 32 * half)));
           const __m512i hA = _mm512_mask_srli_epi16(qh, kUpper16, qh, 2);
           const __m512i hB = _mm512_mask_srli_epi16(_mm512_srli_epi16(qh, 4), kUpper16, _mm512_srli_epi16(qh, 4), 2);
-          _mm512_store_si512(&tmp[r][32 * half], _mm512_or_si512(_mm512_and_si512(ql, lo4), _mm512_slli_epi16(_mm512_and_si512(hA, lo2), 4)));
+          _mm512_store_si512(&tmp[r][32 * half], _mm512_or_si512(_mm512_and_si512(ql, lo4),
+                                                                 _mm512_slli_epi16(_mm512_and_si512(hA, lo2), 4)));
           _mm512_store_si512(&tmp[r][32 * half + 16], _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
-                                                                       _mm512_slli_epi16(_mm512_and_si512(hB, lo2), 4)));
+                                                                      _mm512_slli_epi16(_mm512_and_si512(hB, lo2), 4)));
         }
       }
       const __m512i index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
@@ -427,7 +435,8 @@ struct Q6KRowsInLanes {
           for (int t = 0; t < 8; ++t) {
             int32_t two;
             std::memcpy(&two, bs + 4 * t, 4);
-            c = _mm512_dpwssd_epi32(c, _mm512_loadu_si512(pb + kPairsAt + (t * kSlice + 16 * v) * 4), _mm512_set1_epi32(two));
+            c = _mm512_dpwssd_epi32(c, _mm512_loadu_si512(pb + kPairsAt + (t * kSlice + 16 * v) * 4),
+                                    _mm512_set1_epi32(two));
           }
           itot[v][a] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c, 5));
         }
@@ -446,24 +455,19 @@ struct Q6KRowsInLanes {
     }
     store_rows_in_lanes<RV, RA>(g, facc, row, act, last);
   }
-
 };
 
 }  // namespace
 
 void gemm_q4_K(const GemmArgs& g) {
-  if (g.n_act >= 2 && Q4KRowsInLanes::applies(g))
-    RowsInLanesDriver<Q4KRowsInLanes>::run(g);
-  else
-    gemm_entry<Q45KKernel<false>, 2, 4, 4>(g);
+  if (g.n_act >= 2 && Q4KRowsInLanes::applies(g)) RowsInLanesDriver<Q4KRowsInLanes>::run(g);
+  else gemm_entry<Q45KKernel<false>, 2, 4, 4>(g);
 }
 int64_t q4_K_scratch_floats(int64_t k) { return k / 256 * Q4KRowsInLanes::kBlockBytes / 4; }
 void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 4, 4>(g); }
 void gemm_q6_K(const GemmArgs& g) {
-  if (g.n_act >= 2 && Q6KRowsInLanes::applies(g))
-    RowsInLanesDriver<Q6KRowsInLanes>::run(g);
-  else
-    gemm_entry<Q6KKernel, 2, 4, 4>(g);
+  if (g.n_act >= 2 && Q6KRowsInLanes::applies(g)) RowsInLanesDriver<Q6KRowsInLanes>::run(g);
+  else gemm_entry<Q6KKernel, 2, 4, 4>(g);
 }
 int64_t q6_K_scratch_floats(int64_t k) { return k / 256 * Q6KRowsInLanes::kBlockBytes / 4; }
 

@@ -114,23 +114,24 @@ struct LegacyKernel {
 
 // Two rows' quants of block b as 64 unsigned bytes (row0 | row1).
 __m512i pair_quants(Q8_0Weights, const uint8_t* b0, const uint8_t* b1) {
-  const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2))),
-                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)), 1);
+  const __m512i q =
+      _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2))),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)), 1);
   return _mm512_xor_si512(q, _mm512_set1_epi8(char(0x80)));
 }
 
 // [r0 | r1] packed nibbles (16 bytes each at qs) -> [lo r0 | hi r0 | lo r1 | hi r1],
 // i.e. each row's elements 0-15 then 16-31 as in Q4_0Weights::quants.
 __m512i pair_nibbles(const uint8_t* qs0, const uint8_t* qs1) {
-  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)), 1);
-  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);  // [lo0 lo1 hi0 hi1] after masking
+  const __m256i v =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)), 1);
+  const __m512i z =
+      _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);  // [lo0 lo1 hi0 hi1] after masking
   return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
 }
 
-__m512i pair_quants(Q4_0Weights, const uint8_t* b0, const uint8_t* b1) {
-  return pair_nibbles(b0 + 2, b1 + 2);
-}
+__m512i pair_quants(Q4_0Weights, const uint8_t* b0, const uint8_t* b1) { return pair_nibbles(b0 + 2, b1 + 2); }
 
 __m512i pair_quants(Q5_0Weights, const uint8_t* b0, const uint8_t* b1) {
   const __mmask64 high = __mmask64(Q5_0Weights::high_bits(b0)) | (__mmask64(Q5_0Weights::high_bits(b1)) << 32);
@@ -174,13 +175,15 @@ struct LegacyDecode {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* xb = g.act + b * kQ8_0Bytes;
       const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
-      const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
+      const __m512i neg =
+          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
       const uint64_t off = uint64_t(b) * W::kBytes;
       const __m128i h =
-          kBlockwise ? _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[2] + off), f16_bits(w[4] + off), f16_bits(w[6] + off),
-                                      f16_bits(w[1] + off), f16_bits(w[3] + off), f16_bits(w[5] + off), f16_bits(w[7] + off))
-                     : _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
-                                      f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off));
+          kBlockwise
+              ? _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[2] + off), f16_bits(w[4] + off), f16_bits(w[6] + off),
+                               f16_bits(w[1] + off), f16_bits(w[3] + off), f16_bits(w[5] + off), f16_bits(w[7] + off))
+              : _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
+                               f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off));
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
       const __m512 d512 = _mm512_castps256_ps512(d);
       // The 8 rows 16 on are one contiguous span: a share of its lines per
@@ -189,7 +192,8 @@ struct LegacyDecode {
         _mm_prefetch(reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64), _MM_HINT_T0);
       if constexpr (kBlockwise) {
         __m512i s[4];
-        for (int j = 0; j < 4; ++j) s[j] = _mm512_dpbusd_epi32(neg, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off), xq);
+        for (int j = 0; j < 4; ++j)
+          s[j] = _mm512_dpbusd_epi32(neg, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off), xq);
         acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums8(s)), _mm512_castps256_ps512(d), acc[0]);
         continue;
       }
@@ -235,7 +239,8 @@ struct LegacyDecode {
       const uint8_t* xb = g.act + b * kQ8_0Bytes;
       const uint8_t* wb = w + b * W::kBytes;
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
-      const __m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, xq));
+      const __m256i neg =
+          _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, xq));
       const __m256i s = _mm256_dpbusd_epi32(neg, W::quants(wb), xq);
       const int32_t sum = _mm512_reduce_add_epi32(_mm512_zextsi256_si512(s));
       acc = std::fma(float(sum), load_f16(wb) * load_f16(xb), acc);
@@ -252,10 +257,8 @@ struct LegacyDecode {
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
     for (; r + 8 <= g.row_end; r += 8) rows8(g, r);
     for (; r < g.row_end; ++r) {
-      if constexpr (kBlockwise)
-        row1_blockwise(g, r);
-      else
-        LegacyKernel<W>::template tile<1, 1>(g, r, 0);
+      if constexpr (kBlockwise) row1_blockwise(g, r);
+      else LegacyKernel<W>::template tile<1, 1>(g, r, 0);
     }
   }
 };
@@ -289,15 +292,14 @@ struct Q4_0Decode {
       const uint8_t* xb = g.act + b * kQ8_0Bytes;
       const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
       const __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
-      const __m512i neg = _mm512_sub_epi32(
-          _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off8, xlo), off8, xhi));
+      const __m512i neg =
+          _mm512_sub_epi32(_mm512_setzero_si512(),
+                           _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off8, xlo), off8, xhi));
       const uint64_t off = uint64_t(b) * kQ4_0Bytes;
       for (int l = 0; l < lines_per_step; ++l) {
         const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
-        if (to_l2)
-          _mm_prefetch(p, _MM_HINT_T1);
-        else
-          _mm_prefetch(p, _MM_HINT_T0);
+        if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+        else _mm_prefetch(p, _MM_HINT_T0);
       }
       __m512i s[4];
       for (int j = 0; j < 4; ++j) {
@@ -316,10 +318,11 @@ struct Q4_0Decode {
       const uint8_t* d1 = base[1] + off;
       const uint8_t* d2 = base[2] + off;
       const uint8_t* d3 = base[3] + off;
-      const __m256i h = _mm256_setr_epi16(
-          f16_bits(d0), f16_bits(d1), f16_bits(d2), f16_bits(d3), f16_bits(d0 + rbs[1]), f16_bits(d1 + rbs[1]),
-          f16_bits(d2 + rbs[1]), f16_bits(d3 + rbs[1]), f16_bits(d0 + rbs[2]), f16_bits(d1 + rbs[2]), f16_bits(d2 + rbs[2]),
-          f16_bits(d3 + rbs[2]), f16_bits(d0 + rbs[3]), f16_bits(d1 + rbs[3]), f16_bits(d2 + rbs[3]), f16_bits(d3 + rbs[3]));
+      const __m256i h =
+          _mm256_setr_epi16(f16_bits(d0), f16_bits(d1), f16_bits(d2), f16_bits(d3), f16_bits(d0 + rbs[1]),
+                            f16_bits(d1 + rbs[1]), f16_bits(d2 + rbs[1]), f16_bits(d3 + rbs[1]), f16_bits(d0 + rbs[2]),
+                            f16_bits(d1 + rbs[2]), f16_bits(d2 + rbs[2]), f16_bits(d3 + rbs[2]), f16_bits(d0 + rbs[3]),
+                            f16_bits(d1 + rbs[3]), f16_bits(d2 + rbs[3]), f16_bits(d3 + rbs[3]));
       const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(load_f16(xb)));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), d, acc);
     }
@@ -384,8 +387,8 @@ struct LegacyPrompt {
         const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q256), q256, 1);
         const __m512 wd = _mm512_set1_ps(load_f16(wb));
         for (int p = 0; p < RP; ++p)
-          acc[i][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg[p], q, xq[p])), _mm512_mul_ps(wd, xd[p]),
-                                      acc[i][p]);
+          acc[i][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg[p], q, xq[p])),
+                                      _mm512_mul_ps(wd, xd[p]), acc[i][p]);
       }
     }
     for (int i = 0; i < RW; ++i)
@@ -441,9 +444,7 @@ struct RowsInLanes {
   static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
   static constexpr int kActs = 4;
 
-  static bool applies(const GemmArgs& g) {
-    return g.n_act >= kRowsInLanesMinActs && g.scratch != nullptr;
-  }
+  static bool applies(const GemmArgs& g) { return g.n_act >= kRowsInLanesMinActs && g.scratch != nullptr; }
 
   // rows (1 to 32) weight rows from row into packed, zero rows after them up
   // to a multiple of 16.
@@ -502,7 +503,8 @@ struct RowsInLanes {
         for (int a = 0; a < RA; ++a) {
           float xd;
           std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
-          facc[v][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[v][a]), _mm512_mul_ps(wd, _mm512_set1_ps(xd)), facc[v][a]);
+          facc[v][a] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[v][a]), _mm512_mul_ps(wd, _mm512_set1_ps(xd)), facc[v][a]);
         }
       }
     }
@@ -520,28 +522,21 @@ struct RowsInLanes {
 // batch size (decode and small batches row by row, larger ones RowsInLanes).
 void gemm_q4_0(const GemmArgs& g) {
   using W = Q4_0Weights;
-  if (g.n_act == 1)
-    Q4_0Decode::run(g);
-  else if (RowsInLanes<W>::applies(g))
-    RowsInLanesDriver<RowsInLanes<W>>::run(g);
-  else
-    Q4_0Decode::run_each(g);
+  if (g.n_act == 1) Q4_0Decode::run(g);
+  else if (RowsInLanes<W>::applies(g)) RowsInLanesDriver<RowsInLanes<W>>::run(g);
+  else Q4_0Decode::run_each(g);
 }
 
 // Q5_0 and Q8_0: llama.cpp's x86 vec_dot / tinyBLAS 8-lane order (no
 // repacking there; the Q8_0 goldens are bit-identical with it).
 void gemm_q5_0(const GemmArgs& g) {
-  if (g.n_act == 1)
-    LegacyDecode<Q5_0Weights>::run(g);
-  else
-    LegacyPrompt<Q5_0Weights>::run(g);
+  if (g.n_act == 1) LegacyDecode<Q5_0Weights>::run(g);
+  else LegacyPrompt<Q5_0Weights>::run(g);
 }
 
 void gemm_q8_0(const GemmArgs& g) {
-  if (g.n_act == 1)
-    LegacyDecode<Q8_0Weights>::run(g);
-  else
-    LegacyPrompt<Q8_0Weights>::run(g);
+  if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
+  else LegacyPrompt<Q8_0Weights>::run(g);
 }
 
 uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }

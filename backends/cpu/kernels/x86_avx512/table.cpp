@@ -18,7 +18,7 @@ void round_act(DType act_type, const float* x, uint8_t* dst, int64_t k) {
 }
 
 constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*row_bytes)(int64_t),
-                    void (*convert)(DType, const float*, uint8_t*, int64_t), void (*gemm)(const GemmArgs&)) {
+                              void (*convert)(DType, const float*, uint8_t*, int64_t), void (*gemm)(const GemmArgs&)) {
   MatmulKernels k;
   k.weight_type = w;
   k.act_type = act;
@@ -44,11 +44,13 @@ constexpr MatmulKernels kTable[] = {
                  avx512::legacy_scratch_floats),
     entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q5_0),
     entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q8_0),
-    with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
-                 avx512::q4_K_scratch_floats),
+    with_scratch(
+        entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
+        avx512::q4_K_scratch_floats),
     entry(DType::Q5_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q5_K),
-    with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q6_K),
-                 avx512::q6_K_scratch_floats),
+    with_scratch(
+        entry(DType::Q6_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q6_K),
+        avx512::q6_K_scratch_floats),
     entry(DType::F32, DType::F32, "avx512", f32_row_bytes, round_act, avx512::gemm_f32),
     entry(DType::F16, DType::F16, "avx512", f32_row_bytes, round_act, avx512::gemm_f16),
     entry(DType::BF16, DType::BF16, "avx512", f32_row_bytes, round_act, avx512::gemm_bf16),

@@ -82,9 +82,10 @@ void EmulatorDriver::fini_bo(uint32_t handle) {
 void EmulatorDriver::submit(std::span<const abi::JobDesc> jobs) {
   for (const auto& [h, owned] : cpu_owned_)
     if (owned)
-      fail("rocket: SUBMIT while BO {} is mapped for CPU writes without FINI_BO (the NPU would read stale "
-           "cache lines)",
-           h);
+      fail(
+          "rocket: SUBMIT while BO {} is mapped for CPU writes without FINI_BO (the NPU would read stale "
+          "cache lines)",
+          h);
   for (const abi::JobDesc& job : jobs) {
     for (uint32_t h : job.in_bo_handles) space_.info(h);
     for (uint32_t h : job.out_bo_handles) space_.info(h);

@@ -86,8 +86,7 @@ class TaskRunner {
       const RegcmdEntry e = decode_entry(entries[i]);
       const RegisterInfo* r = find_register(e.offset);
       if (!r)
-        error("entry {}: unknown register 0x{:04x} (target 0x{:04x}, value 0x{:08x})", i, e.offset, e.target,
-              e.value);
+        error("entry {}: unknown register 0x{:04x} (target 0x{:04x}, value 0x{:08x})", i, e.offset, e.target, e.value);
       if (e.target != target_of(r->block))
         error("entry {}: register {} belongs to {} (target 0x{:04x}) but the entry targets 0x{:04x}", i, r->name,
               block_name(r->block), target_of(r->block), e.target);
@@ -97,16 +96,16 @@ class TaskRunner {
 
   void check_tail(const std::vector<uint64_t>& entries) {
     const size_t n = entries.size();
-    if (n < kTailEntries + 1)
-      error("{} regcmd entries: no room for a task body and the 4-entry PC tail", n);
+    if (n < kTailEntries + 1) error("{} regcmd entries: no room for a task body and the 4-entry PC tail", n);
     const RegcmdEntry op_en = decode_entry(entries[n - 1]);
     const bool tail_ok = op_en.target == kTailOpEnableTarget && op_en.offset == reg::PC_OPERATION_ENABLE &&
                          entries[n - 2] == kTailPreOpEnable &&
                          decode_entry(entries[n - 3]).target == target_of(Block::PC) &&
                          decode_entry(entries[n - 3]).offset == reg::PC_REGISTER_AMOUNTS;
     if (!tail_ok)
-      error("regcmd does not end in the PC tail (PC_BASE_ADDRESS, PC_REGISTER_AMOUNTS, 0x0041..., "
-            "PC_OPERATION_ENABLE): the PC never sets OPERATION_ENABLE and the job times out");
+      error(
+          "regcmd does not end in the PC tail (PC_BASE_ADDRESS, PC_REGISTER_AMOUNTS, 0x0041..., "
+          "PC_OPERATION_ENABLE): the PC never sets OPERATION_ENABLE and the job times out");
     const RegcmdEntry next = decode_entry(entries[n - 4]);
     if (entries[n - 4] != 0 && !(next.target == target_of(Block::PC) && next.offset == reg::PC_BASE_ADDRESS))
       error("tail entry {} is neither 0 nor PC_BASE_ADDRESS", n - 4);
@@ -118,10 +117,10 @@ class TaskRunner {
 
   Decoded decode(const RegisterFile& regs, const TaskSummary* prev) {
     using namespace reg;
-    for (uint16_t r : {CNA_DATA_SIZE0, CNA_DATA_SIZE1, CNA_WEIGHT_SIZE0, CNA_WEIGHT_SIZE1, CNA_WEIGHT_SIZE2,
-                       CNA_CBUF_CON0, CNA_FEATURE_DATA_ADDR, CNA_DCOMP_ADDR0, CNA_DMA_CON1, CNA_DMA_CON2,
-                       CORE_DATAOUT_SIZE_0, CORE_DATAOUT_SIZE_1, DPU_DST_BASE_ADDR, DPU_DST_SURF_STRIDE,
-                       DPU_DATA_CUBE_CHANNEL, DPU_OUT_CVT_SCALE})
+    for (uint16_t r :
+         {CNA_DATA_SIZE0, CNA_DATA_SIZE1, CNA_WEIGHT_SIZE0, CNA_WEIGHT_SIZE1, CNA_WEIGHT_SIZE2, CNA_CBUF_CON0,
+          CNA_FEATURE_DATA_ADDR, CNA_DCOMP_ADDR0, CNA_DMA_CON1, CNA_DMA_CON2, CORE_DATAOUT_SIZE_0, CORE_DATAOUT_SIZE_1,
+          DPU_DST_BASE_ADDR, DPU_DST_SURF_STRIDE, DPU_DATA_CUBE_CHANNEL, DPU_OUT_CVT_SCALE})
       if (!regs.written(r)) error("{} was never written", register_name(r));
     Decoded d{};
     const uint32_t con1 = regs[CNA_CONV_CON1];
@@ -169,28 +168,29 @@ class TaskRunner {
     d.weight_banks = fld::CBUF_CON0_WEIGHT_BANK.get(cbuf);
     d.weight_reuse = fld::CBUF_CON0_WEIGHT_REUSE.get(cbuf);
     if (d.data_banks + d.weight_banks > kCbufBanks)
-      error("CNA_CBUF_CON0: DATA_BANK {} + WEIGHT_BANK {} = {} exceeds the {} CBUF banks", d.data_banks,
-            d.weight_banks, d.data_banks + d.weight_banks, kCbufBanks);
+      error("CNA_CBUF_CON0: DATA_BANK {} + WEIGHT_BANK {} = {} exceeds the {} CBUF banks", d.data_banks, d.weight_banks,
+            d.data_banks + d.weight_banks, kCbufBanks);
     if (d.data_banks == 0 || d.weight_banks == 0)
-      error("CNA_CBUF_CON0: DATA_BANK {} / WEIGHT_BANK {}: both need at least one bank", d.data_banks,
-            d.weight_banks);
+      error("CNA_CBUF_CON0: DATA_BANK {} / WEIGHT_BANK {}: both need at least one bank", d.data_banks, d.weight_banks);
     const uint64_t entries = uint64_t(cbuf_entries_per_row(d.in_w, d.channels_real)) * d.in_h;
     if (entries > uint64_t(d.data_banks) * kCbufEntriesPerBank)
-      error("CNA_CBUF_CON0: DATA_BANK {} holds {} entries but the input ({} rows x {} entries, CNA_DATA_SIZE0) "
-            "needs {} (CBUF bank overflow)",
-            d.data_banks, d.data_banks * kCbufEntriesPerBank, d.in_h, cbuf_entries_per_row(d.in_w, d.channels_real),
-            entries);
+      error(
+          "CNA_CBUF_CON0: DATA_BANK {} holds {} entries but the input ({} rows x {} entries, CNA_DATA_SIZE0) "
+          "needs {} (CBUF bank overflow)",
+          d.data_banks, d.data_banks * kCbufEntriesPerBank, d.in_h, cbuf_entries_per_row(d.in_w, d.channels_real),
+          entries);
     if (opt_.require_resident_weights && d.weight_bytes > d.weight_banks * kCbufBankBytes)
-      error("CNA_WEIGHT_SIZE0: {} bytes of weights exceed CNA_CBUF_CON0.WEIGHT_BANK {} x 32 KiB (CBUF bank "
-            "overflow; resident weights required)",
-            d.weight_bytes, d.weight_banks);
+      error(
+          "CNA_WEIGHT_SIZE0: {} bytes of weights exceed CNA_CBUF_CON0.WEIGHT_BANK {} x 32 KiB (CBUF bank "
+          "overflow; resident weights required)",
+          d.weight_bytes, d.weight_banks);
     if (d.weight_reuse) {
-      if (!prev)
-        error("CNA_CBUF_CON0.WEIGHT_REUSE is set on the first task of a job: the CBUF holds no weights yet");
+      if (!prev) error("CNA_CBUF_CON0.WEIGHT_REUSE is set on the first task of a job: the CBUF holds no weights yet");
       if (prev->weight_bytes != d.weight_bytes || prev->kernels != d.kernels || prev->weight_banks != d.weight_banks ||
           prev_weight_addr_ != regs[CNA_DCOMP_ADDR0])
-        error("CNA_CBUF_CON0.WEIGHT_REUSE is set but the weights (CNA_DCOMP_ADDR0 / CNA_WEIGHT_SIZE0 / "
-              "WEIGHT_BANK) differ from the previous task's");
+        error(
+            "CNA_CBUF_CON0.WEIGHT_REUSE is set but the weights (CNA_DCOMP_ADDR0 / CNA_WEIGHT_SIZE0 / "
+            "WEIGHT_BANK) differ from the previous task's");
     }
 
     const uint32_t pad0 = regs[CNA_PAD_CON0];
@@ -222,9 +222,10 @@ class TaskRunner {
     const int64_t bottom = int64_t(d.out_h - 1) * d.stride_y + d.kh - (int64_t(d.pad_top) + d.in_h);
     const int64_t right = int64_t(d.out_w - 1) * d.stride_x + d.kw - (int64_t(d.pad_left) + d.in_w);
     if (bottom > int64_t(d.kh) - 1 || right > int64_t(d.kw) - 1)
-      error("CORE_DATAOUT_SIZE_0: a {}x{} output needs {} rows / {} columns of implicit padding past the {}x{} "
-            "input (shape limit)",
-            d.out_w, d.out_h, bottom, right, d.in_w, d.in_h);
+      error(
+          "CORE_DATAOUT_SIZE_0: a {}x{} output needs {} rows / {} columns of implicit padding past the {}x{} "
+          "input (shape limit)",
+          d.out_w, d.out_h, bottom, right, d.in_w, d.in_h);
 
     d.input_addr = regs[CNA_FEATURE_DATA_ADDR];
     d.weight_addr = regs[CNA_DCOMP_ADDR0];
@@ -266,8 +267,8 @@ class TaskRunner {
     d.int32_out = out_prec == uint32_t(Precision::Int32);
     d.out_surface_pitch = uint64_t(fld::DST_SURF_STRIDE_STRIDE.get(regs[DPU_DST_SURF_STRIDE])) * 16;
     if (d.out_surface_pitch < uint64_t(d.out_w) * d.out_h * 16)
-      error("DPU_DST_SURF_STRIDE: {} atoms per surface, fewer than the {}x{} output", d.out_surface_pitch / 16,
-            d.out_w, d.out_h);
+      error("DPU_DST_SURF_STRIDE: {} atoms per surface, fewer than the {}x{} output", d.out_surface_pitch / 16, d.out_w,
+            d.out_h);
 
     const uint32_t bs = regs[DPU_BS_CFG];
     const bool bs_bypass = fld::BS_CFG_BYPASS.get(bs) || fld::BS_CFG_ALU_BYPASS.get(bs);
@@ -289,9 +290,10 @@ class TaskRunner {
     const uint32_t scale = regs[DPU_OUT_CVT_SCALE], shift = regs[DPU_OUT_CVT_SHIFT];
     if (fld::OUT_CVT_SCALE_FP32TOFP16_EN.get(scale) || fld::OUT_CVT_SHIFT_CVT_TYPE.get(shift) ||
         fld::OUT_CVT_SHIFT_CVT_ROUND.get(shift) || fld::OUT_CVT_SHIFT_MINUS_EXP.get(shift))
-      error("DPU_OUT_CVT_SCALE/SHIFT 0x{:08x}/0x{:08x}: fp16 conversion, CVT_TYPE, CVT_ROUND and MINUS_EXP are "
-            "not emulated",
-            scale, shift);
+      error(
+          "DPU_OUT_CVT_SCALE/SHIFT 0x{:08x}/0x{:08x}: fp16 conversion, CVT_TYPE, CVT_ROUND and MINUS_EXP are "
+          "not emulated",
+          scale, shift);
     d.cvt_scale = fld::OUT_CVT_SCALE_SCALE.get(scale);
     d.cvt_shift = fld::OUT_CVT_SHIFT_SHIFT.get(shift);
     d.cvt_offset = int32_t(regs[DPU_OUT_CVT_OFFSET]);
@@ -307,8 +309,7 @@ class TaskRunner {
                              uint64_t(d.in_w) * kFeatureAtomBytes;
     const uint8_t* in = mem_.resolve(d.input_addr, in_span);
     if (!in)
-      error("CNA_FEATURE_DATA_ADDR 0x{:08x} + {} bytes lies outside every buffer (IOMMU fault)", d.input_addr,
-            in_span);
+      error("CNA_FEATURE_DATA_ADDR 0x{:08x} + {} bytes lies outside every buffer (IOMMU fault)", d.input_addr, in_span);
     std::vector<int8_t> x(size_t(d.in_h) * d.in_w * C);
     for (unsigned r = 0; r < d.in_h; r++)
       for (unsigned c = 0; c < d.in_w; c++)
@@ -387,7 +388,8 @@ class TaskRunner {
             const uint32_t v = uint32_t(with_bias);
             for (int b = 0; b < 4; b++) dst[(n % 4) * 4 + b] = uint8_t(v >> (8 * b));
           } else {
-            dst[n % 16] = uint8_t(out_cvt_int8(with_bias, d.cvt_scale, d.cvt_shift, d.cvt_offset, opt_.out_cvt_rounding));
+            dst[n % 16] =
+                uint8_t(out_cvt_int8(with_bias, d.cvt_scale, d.cvt_shift, d.cvt_offset, opt_.out_cvt_rounding));
           }
         }
       }
