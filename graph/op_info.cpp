@@ -153,10 +153,14 @@ constexpr OpInfo kOps[] = {
 };
 // clang-format on
 
+// The function columns are not compared with null here (GCC under
+// -fsanitize=undefined does not fold such comparisons in a constant
+// expression); a row that leaves them out fails -Wmissing-field-initializers
+// under -Werror, and tests/conformance/test_op_info.cpp checks them.
 constexpr bool rows_complete_and_in_enum_order() {
   for (size_t i = 0; i < std::size(kOps); ++i) {
     const OpInfo& r = kOps[i];
-    if (r.op != Op(i) || !r.name || !r.name[0] || !r.cost || !r.perf_fields || !r.max_nmse) return false;
+    if (r.op != Op(i) || !r.name || !r.name[0]) return false;
     if (r.n_src < 0 || r.n_src > kMaxSrc || r.n_optional < 0 || r.n_optional > r.n_src) return false;
   }
   return true;

@@ -27,6 +27,7 @@ TEST(OpInfo, OneRowPerOpWithItsOwnName) {
     EXPECT_STREQ(r.name, op_name(Op(i)));
     EXPECT_TRUE(names.insert(r.name).second) << r.name;
     EXPECT_LE(r.n_optional, r.n_src);
+    EXPECT_TRUE(r.cost && r.perf_fields && r.max_nmse) << r.name << ": a function column is empty";
   }
   EXPECT_STREQ(op_name(Op::MulMat), "MUL_MAT");
   EXPECT_STREQ(op_name(Op::Count), "?");
