@@ -18,6 +18,7 @@ ALLOWED = {
     "graph": ["core"],
     "backends/cpu": ["core", "graph"],
     "backends/rocket": ["core", "graph"],
+    "backends/et": ["core", "graph"],
     "backends/test_accel": ["core", "graph", "backends/cpu"],
     "backends/shadow": ["core", "graph", "backends/cpu"],
     "backends/factory": ["core", "graph", "backends"],
@@ -26,7 +27,7 @@ ALLOWED = {
     "server": ["core", "graph", "models", "runtime", "sampling", "tokenizer", "backends/factory"],
 }
 # Folders whose subfolders must not include each other in a cycle.
-CYCLE_ROOTS = ["backends/rocket", "backends/cpu", "graph", "tokenizer", "runtime", "server", "models"]
+CYCLE_ROOTS = ["backends/rocket", "backends/et", "backends/cpu", "graph", "tokenizer", "runtime", "server", "models"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
