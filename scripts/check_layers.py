@@ -18,6 +18,9 @@ ALLOWED = {
     "graph": ["core"],
     "backends/cpu": ["core", "graph"],
     "backends/rocket": ["core", "graph"],
+    # ET-SoC-1 device code (C for RV64, cross-compiled) and the host/device contract it shares.
+    "backends/et/kernels": ["backends/et/abi"],
+    "backends/et/abi": [],
     "backends/test_accel": ["core", "graph", "backends/cpu"],
     "backends/shadow": ["core", "graph", "backends/cpu"],
     "backends/factory": ["core", "graph", "backends"],
