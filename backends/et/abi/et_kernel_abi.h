@@ -306,16 +306,26 @@ typedef struct EtGetRowsArgs {
 ET_STATIC_ASSERT(sizeof(EtGetRowsArgs) == 256, "EtGetRowsArgs size");
 
 /* ROPE (Op::Rope): src F32 [D, H, T], pos I32 [T], freq_factors F32 [n_rot/2] (addr 0: none),
- * dst F32 [D, H, T]. mode 0 = normal (pairs 2i, 2i+1), 2 = NeoX (pairs i, i + n_rot/2).
- * theta = pos * freq_scale * freq_base^(-2i/n_rot) / ff[i]; dims >= n_rot are copied. */
+ * dst F32 [D, H, T]. mode 0 = normal (pairs 2i, 2i+1), 2 = NeoX (pairs i, i + n_rot/2); dims
+ * >= n_rot are copied. The angles follow graph/rope.h (rope_cos_sin) step by step, with the
+ * values the host computes once (graph/rope.h RopeParams):
+ *   theta_scale = powf(freq_base, -2.0f / n_rot) (as rope_cos_sin computes it);
+ *   mscale = attn_factor, times (1 + 0.1 ln(1/freq_scale)) when ext_factor != 0, 1 for a key shift;
+ *   theta_extrap(i) = pos * theta_scale^i (iterated in float), te = theta_extrap / ff[i],
+ *   theta = freq_scale * te, YaRN-mixed with te when ext_factor != 0 (corr_low / corr_high).
+ * Division and sin/cos come from et_math.h (1 ulp / 1.2e-7 absolute). */
 typedef struct EtRopeArgs {
   EtArgsHeader h;
   EtTensor src, pos, freq_factors, dst;
   int32_t n_rot;
   int32_t mode;
-  float freq_base;
+  float theta_scale;
   float freq_scale;
-  uint32_t reserved[12];
+  float ext_factor;
+  float mscale;
+  int32_t corr_low;
+  int32_t corr_high;
+  uint32_t reserved[8];
 } EtRopeArgs;
 ET_STATIC_ASSERT(sizeof(EtRopeArgs) == 384, "EtRopeArgs size");
 
@@ -341,8 +351,10 @@ typedef struct EtKvStoreArgs {
 } EtKvStoreArgs;
 ET_STATIC_ASSERT(sizeof(EtKvStoreArgs) == 256, "EtKvStoreArgs size");
 
-/* Test only. TEST_MATH: dst[i] = fn(src[i]) for n floats with the et_math.h helper `fn`
- * (EtTestMathFn), scalar (packed = 0) or 8-lane (packed = 1). */
+/* Test only. TEST_MATH: dst[i, r] = fn(src[i, r]) (src, src2, dst F32 [n, rows], n % 16 == 0)
+ * with the et_math.h helper `fn` (EtTestMathFn), scalar (packed = 0) or 8-lane (packed = 1);
+ * fn = ET_MATH_FN_COUNT runs every case in one launch: row r < 9 scalar function r, rows 9, 10,
+ * 11 packed exp, reciprocal, silu. */
 enum EtTestMathFn {
   ET_MATH_RECIP = 0,
   ET_MATH_RSQRT = 1,
