@@ -18,7 +18,10 @@ ALLOWED = {
     "graph": ["core"],
     "backends/cpu": ["core", "graph"],
     "backends/rocket": ["core", "graph"],
-    "backends/et": ["core", "graph"],
+    "backends/et": ["core", "graph", "backends/et/abi", "backends/et/kernels"],
+    # ET-SoC-1 device code (C for RV64, cross-compiled) and the host/device contract it shares.
+    "backends/et/kernels": ["backends/et/abi"],
+    "backends/et/abi": [],
     "backends/test_accel": ["core", "graph", "backends/cpu"],
     "backends/shadow": ["core", "graph", "backends/cpu"],
     "backends/factory": ["core", "graph", "backends"],
