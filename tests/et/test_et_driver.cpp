@@ -261,3 +261,53 @@ TEST_F(EtSysemuDriver, MisuseIsAnErrorNotACrash) {
   expect_error([&] { drv_->load_code("x86_kernel", bad); }, {"'x86_kernel'", "not RISC-V"});
 }
 #endif
+
+// The ABI path: the boot stub (backends/et/kernels/boot) and the "test" image's fault kernel.
+#include "backends/et/abi/et_kernel_abi.h"
+#include "backends/et/kernels/et_kernel_images.h"
+
+class EtSysemuAbi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_driver("sysemu")) GTEST_SKIP() << "this build has no sysemu driver (no sw-sysemu at configure time)";
+    if (et_kernel_image("test").empty()) GTEST_SKIP() << "no ET kernel images: " << et_kernels_unavailable_reason();
+    DriverOptions o;
+    o.harts = HartSet{0x1, 0xF, 2};
+    drv_ = open_driver(o);
+    code_ = drv_->load_code("test", et_kernel_image("test"));
+  }
+  LaunchResult fault(uint32_t rank, uint32_t mode, uint32_t status = 0, uint32_t detail = 0) {
+    EtTestFaultArgs a{};
+    a.h.abi_version = ET_ABI_VERSION;
+    a.h.kernel_id = ET_K_TEST_FAULT;
+    a.h.shire_mask = 0x1;
+    a.h.minion_mask = 0xF;
+    a.h.threads = 2;
+    a.h.blob_bytes = sizeof a;
+    a.rank = rank;
+    a.mode = mode;
+    a.status = status;
+    a.detail = detail;
+    std::vector<uint8_t> b(sizeof a);
+    std::memcpy(b.data(), &a, sizeof a);
+    return drv_->run({code_, "test_fault", HartSet{0x1, 0xF, 2}, b, 5000000});
+  }
+  std::unique_ptr<Driver> drv_;
+  CodeId code_ = 0;
+};
+
+TEST_F(EtSysemuAbi, HartRecordsNameTheFailingHartStatusAndTrap) {
+  LaunchResult r = fault(5, 0, ET_STATUS_BAD_SHAPE, 2);
+  EXPECT_EQ(r.status, LaunchStatus::KernelFailed) << r.describe();
+  EXPECT_EQ(r.hart, 5);
+  EXPECT_EQ(r.device_status, unsigned(ET_STATUS_BAD_SHAPE));
+  EXPECT_EQ(r.device_detail, 2u);
+  EXPECT_NE(r.describe().find("shape or strides not handled"), std::string::npos) << r.describe();
+  LaunchResult t = fault(2, 1);
+  EXPECT_EQ(t.status, LaunchStatus::Trap) << t.describe();
+  EXPECT_EQ(t.hart, 2);
+  EXPECT_EQ(t.mcause, uint64_t(ET_MCAUSE_NOT_IMPLEMENTED));
+  LaunchResult ok = fault(99, 0);  // no hart has rank 99: all pass
+  EXPECT_TRUE(ok.ok()) << ok.describe();
+  EXPECT_GT(ok.kernel_cycles, 0u);
+}

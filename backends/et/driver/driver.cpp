@@ -3,6 +3,7 @@
 
 #include <bit>
 
+#include "backends/et/abi/et_kernel_abi.h"
 #include "backends/et/driver/fake/fake_driver.h"
 #include "core/error.h"
 #ifdef OPAL_ET_HAVE_SYSEMU
@@ -52,6 +53,20 @@ static const char* mcause_name(uint64_t c) {
   }
 }
 
+static const char* device_status_name(uint32_t s) {
+  switch (s) {
+    case ET_STATUS_BAD_ABI: return "argument blob of another ABI version";
+    case ET_STATUS_NO_KERNEL: return "kernel id not in the image";
+    case ET_STATUS_BAD_TYPE: return "tensor type not handled";
+    case ET_STATUS_BAD_SHAPE: return "shape or strides not handled";
+    case ET_STATUS_BAD_INDEX: return "index out of range";
+    case ET_STATUS_BAD_ALIGN: return "misaligned address";
+    case ET_STATUS_TRAP: return "trap";
+    case ET_STATUS_BAD_LAUNCH: return "bad launch record";
+    default: return "kernel-specific";
+  }
+}
+
 std::string LaunchResult::describe() const {
   std::string s = fmt::format("kernel '{}': ", kernel);
   switch (status) {
@@ -60,7 +75,12 @@ std::string LaunchResult::describe() const {
       s += fmt::format("trap on {}: mcause {} ({}), mepc {:#x}, mtval {:#x}", hart_name(hart), mcause,
                        mcause_name(mcause), mepc, mtval);
       break;
-    case LaunchStatus::KernelFailed: s += fmt::format("{} reported failure", hart_name(hart)); break;
+    case LaunchStatus::KernelFailed:
+      s += fmt::format("{} reported failure", hart_name(hart));
+      if (device_status)
+        s +=
+            fmt::format(": status {} ({}), detail {}", device_status, device_status_name(device_status), device_detail);
+      break;
     case LaunchStatus::Timeout:
       s += fmt::format("ran past its cycle budget after {} cycles ({} still running, pc {:#x})", cycles,
                        hart_name(hart), pc);

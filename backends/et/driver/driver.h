@@ -61,14 +61,16 @@ const char* status_name(LaunchStatus s);
 struct LaunchResult {
   LaunchStatus status = LaunchStatus::Ok;
   std::string kernel;
-  int hart = -1;                             // the failing hart (shire * 64 + minion * 2 + thread), -1 unknown
-  uint64_t mcause = 0, mepc = 0, mtval = 0;  // valid for Trap
-  uint64_t pc = 0;                           // Coherence: the accessing instruction
-  uint64_t address = 0;                      // Coherence: the 64-byte line
-  uint64_t cycles = 0;                       // emulated cycles of the launch (sysemu), 0 unknown
-  unsigned harts = 0;                        // harts the launch ran on
-  double wall_s = 0;                         // host wall-clock seconds of the launch
-  std::string message;                       // the device's own words (emulator log, runtime error)
+  int hart = -1;                                  // the failing hart (shire * 64 + minion * 2 + thread), -1 unknown
+  uint64_t mcause = 0, mepc = 0, mtval = 0;       // valid for Trap
+  uint64_t pc = 0;                                // Coherence: the accessing instruction
+  uint64_t address = 0;                           // Coherence: the 64-byte line
+  uint64_t cycles = 0;                            // emulated cycles of the launch (sysemu), 0 unknown
+  uint64_t kernel_cycles = 0;                     // the slowest hart's cycles in the kernel (boot stub records)
+  uint32_t device_status = 0, device_detail = 0;  // KernelFailed: the kernel's status code and detail
+  unsigned harts = 0;                             // harts the launch ran on
+  double wall_s = 0;                              // host wall-clock seconds of the launch
+  std::string message;                            // the device's own words (emulator log, runtime error)
   bool ok() const { return status == LaunchStatus::Ok; }
   // One line: "kernel 'add_f32': trap on hart 3 (mcause 30: instruction ET-SoC-1 does not implement, mepc 0x...)".
   std::string describe() const;

@@ -49,9 +49,11 @@
 #include <system.h>
 // clang-format on
 
+#include "backends/et/abi/et_kernel_abi.h"
 #include "backends/et/driver/driver.h"
 #include "backends/et/driver/elf_image.h"
 #include "backends/et/driver/sysemu/sysemu_driver.h"
+#include "backends/et/kernels/et_kernel_images.h"
 #include "core/error.h"
 #include "graph/offset_allocator.h"
 
@@ -120,9 +122,12 @@ class Chip final : private api_communicate {
     }
   }
 
-  // Runs `harts` from `entry` until every one passed, one failed, the budget
-  // ran out or the emulator reported a fatal error.
-  LaunchResult run(const LaunchRequest& rq, uint64_t entry, uint64_t args, uint64_t env) {
+  // Runs `harts` from `entry` (M-mode) with a0/a1 set until every one passed,
+  // one failed, the budget ran out or the emulator reported a fatal error.
+  // `self_booting`: a bare-metal image with its own boot code, whose failing
+  // hart is the one that wrote FAIL (and trapped, if mcause changed); for
+  // images under the boot stub the driver reads the hart records instead.
+  LaunchResult run(const LaunchRequest& rq, uint64_t entry, uint64_t a0, uint64_t a1, bool self_booting) {
     LaunchResult r;
     r.kernel = rq.kernel;
     r.harts = rq.harts.count();
@@ -132,8 +137,8 @@ class Chip final : private api_communicate {
     for_each_hart(rq.harts, [&](bemu::Hart& h) {
       h.pc = entry;
       h.set_prv(bemu::Privilege::M);
-      h.xregs[10] = args;
-      h.xregs[11] = env;
+      h.xregs[10] = a0;
+      h.xregs[11] = a1;
       h.validation0 = 0;
       h.mcause = kNoTrap;
       h.start_running();
@@ -161,37 +166,33 @@ class Chip final : private api_communicate {
     failed_ = true;
     r.message = trim_log(log);
     if (!thrown.empty()) r.message += (r.message.empty() ? "" : "; ") + std::string("emulator threw: ") + thrown;
-    // The hart that signalled failure or trapped, if any.
-    std::optional<unsigned> bad, trapped;
-    for_each_hart_id(rq.harts, [&](unsigned id, bemu::Hart& h) {
-      if (!trapped && h.mcause != kNoTrap) trapped = id;
-      if (!bad && h.validation0 == kFail) bad = id;
-    });
     static const std::regex hazard(
         R"(\((Coherency [A-Za-z ]+)\)\s*pc=([0-9a-fA-F]+), addr=([0-9a-fA-F]+).*shire_id=(\d+), minion_id=(\d+), thread_id=(\d+))");
     std::smatch m;
+    std::optional<unsigned> bad, trapped, busy;
+    for_each_hart_id(rq.harts, [&](unsigned id, bemu::Hart& h) {
+      if (!trapped && h.mcause != kNoTrap) trapped = id;
+      if (!bad && h.validation0 == kFail) bad = id;
+      if (!busy && !h.is_unavailable() && h.validation0 != kFail) busy = id;
+    });
     if (std::regex_search(log, m, hazard)) {
       r.status = LaunchStatus::Coherence;
       r.pc = std::stoull(m[2].str(), nullptr, 16);
       r.address = std::stoull(m[3].str(), nullptr, 16);
       r.hart = std::stoi(m[4].str()) * 64 + std::stoi(m[5].str()) * 2 + std::stoi(m[6].str());
-    } else if (trapped) {
+    } else if (timed_out_) {
+      r.status = LaunchStatus::Timeout;
+      if (busy) {
+        r.hart = int(*busy);
+        r.pc = hart(*busy).pc;
+      }
+    } else if (self_booting && trapped) {
       auto& h = hart(*trapped);
       r.status = LaunchStatus::Trap;
       r.hart = int(*trapped);
       r.mcause = h.mcause;
       r.mepc = h.mepc;
       r.mtval = h.mtval;
-    } else if (timed_out_) {
-      r.status = LaunchStatus::Timeout;
-      std::optional<unsigned> busy;
-      for_each_hart_id(rq.harts, [&](unsigned id, bemu::Hart& h) {
-        if (!busy && !h.is_unavailable()) busy = id;
-      });
-      if (busy) {
-        r.hart = int(*busy);
-        r.pc = hart(*busy).pc;
-      }
     } else if (bad) {
       r.status = LaunchStatus::KernelFailed;
       r.hart = int(*bad);
@@ -331,15 +332,41 @@ class SysemuDriver final : public Driver {
     for (const LaunchRequest& rq : q) {
       if (chip_->failed()) replace_chip();
       const Code& code = code_[rq.code];
+      const bool self_booting = code.entry == ET_BOOT_ENTRY;
+      if (!self_booting && !boot_loaded_) {
+        std::span<const uint8_t> boot = et_kernel_image("boot");
+        if (boot.empty())
+          fail("et sysemu: launch of '{}': no boot image (the ET kernels were not built: {})", rq.kernel,
+               et_kernels_unavailable_reason());
+        chip_->load_elf("boot", boot);
+        boot_loaded_ = true;
+      }
       if (resident_ != rq.code) {
         chip_->load_elf(code.name, code.image);
         resident_ = rq.code;
+        if (self_booting) boot_loaded_ = false;  // it overwrote the boot image
       }
       chip_->write(args_, rq.args.data(), rq.args.size());
-      uint64_t env[8] = {1, rq.harts.shire_mask, 1000, 0, 0, 0, 0, 0};  // version, shire mask, MHz
-      chip_->write(env_, env, sizeof env);
       auto t0 = std::chrono::steady_clock::now();
-      last = chip_->run(rq, code.entry, args_, env_);
+      if (self_booting) {
+        uint64_t env[8] = {ET_ABI_VERSION, rq.harts.shire_mask, 1000, 0, 0, 0, 0, 0};
+        chip_->write(env_, env, sizeof env);
+        last = chip_->run(rq, code.entry, args_, env_, true);
+      } else {
+        EtLaunch l{};
+        l.magic = ET_LAUNCH_MAGIC;
+        l.abi_version = ET_ABI_VERSION;
+        l.entry_pc = code.entry;
+        l.args = args_;
+        l.launch_id = ++launch_id_;
+        l.shire_mask = rq.harts.shire_mask;
+        l.minion_mask = rq.harts.minion_mask;
+        l.threads = rq.harts.threads;
+        l.freq_mhz = 1000;
+        chip_->write(ET_LAUNCH_ADDR, &l, sizeof l);
+        last = chip_->run(rq, ET_BOOT_ENTRY, args_, 0, false);
+        read_records(rq, l.launch_id, last);
+      }
       last.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!last.ok()) {
         if (opts_.echo_log) fmt::print(stderr, "et sysemu: {}\n", last.describe());
@@ -405,6 +432,52 @@ class SysemuDriver final : public Driver {
     }
     chip_ = std::move(fresh);
     resident_ = ~0u;
+    boot_loaded_ = false;
+  }
+
+  // The boot stub's per-hart records (et_kernel_abi.h, EtHartRecord) say
+  // which hart failed and how; a hart without a record of this launch never
+  // finished it.
+  void read_records(const LaunchRequest& rq, uint64_t launch_id, LaunchResult& r) {
+    if (r.status == LaunchStatus::Coherence) return;  // the emulator's report is the better one
+    std::vector<EtHartRecord> recs(ET_MAX_HARTS);
+    chip_->read(ET_HART_RECORD_ADDR, recs.data(), recs.size() * sizeof(EtHartRecord));
+    uint64_t kernel_cycles = 0;
+    const EtHartRecord* first_bad = nullptr;
+    int missing = -1;
+    for (unsigned s = 0; s < 32; s++) {
+      if (!((rq.harts.shire_mask >> s) & 1)) continue;
+      for (unsigned m = 0; m < 32; m++) {
+        if (!((rq.harts.minion_mask >> m) & 1)) continue;
+        for (unsigned t = 0; t < rq.harts.threads; t++) {
+          const EtHartRecord& e = recs[s * 64 + m * 2 + t];
+          if (e.launch_id != launch_id || e.status == ET_STATUS_NOT_RUN) {
+            if (missing < 0) missing = int(s * 64 + m * 2 + t);
+            continue;
+          }
+          kernel_cycles = std::max(kernel_cycles, e.cycles);
+          if (e.status != ET_STATUS_OK && !first_bad) first_bad = &e;
+        }
+      }
+    }
+    r.kernel_cycles = kernel_cycles;
+    if (first_bad) {
+      r.hart = int(first_bad->hart);
+      if (first_bad->status == ET_STATUS_TRAP) {
+        r.status = LaunchStatus::Trap;
+        r.mcause = first_bad->mcause;
+        r.mepc = first_bad->mepc;
+        r.mtval = first_bad->mtval;
+      } else {
+        r.status = LaunchStatus::KernelFailed;
+        r.device_status = first_bad->status;
+        r.device_detail = first_bad->detail;
+      }
+    } else if (r.ok() && missing >= 0) {
+      r.status = LaunchStatus::DeviceError;
+      r.hart = missing;
+      r.message = "the hart left no record of this launch (boot stub and driver disagree?)";
+    }
   }
 
   DriverOptions opts_;
@@ -415,6 +488,8 @@ class SysemuDriver final : public Driver {
   std::vector<Code> code_;
   std::vector<LaunchRequest> queue_;
   CodeId resident_ = ~0u;
+  bool boot_loaded_ = false;
+  uint64_t launch_id_ = 0;
   DevAddr args_ = 0, env_ = 0;
 };
 
