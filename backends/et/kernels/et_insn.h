@@ -74,16 +74,13 @@
 /* Horizontal sum of the 8 lanes of `v` into scalar lane 0 of `dst` (tmp clobbered): pairs via
  * fswizz within each half, then the two halves through an x register. Order: ((l0+l1)+(l2+l3))
  * + ((l4+l5)+(l6+l7)). */
-#define ETI_HSUM8(dst, v, tmp, xtmp)                                             \
-  ETI_FSWIZZ_SWAP1(tmp, v)                                                       \
-  ".insn r 0x7B, 0, 0x00, " #v ", " #v ", " #tmp                                 \
-  "\n\t" ETI_FSWIZZ_SWAP2(tmp, v) ".insn r 0x7B, 0, 0x00, " #v ", " #v ", " #tmp \
-                                  "\n\t"                                         \
-                                  ".insn r 0x7B, 2, 0x70, " #xtmp ", " #v        \
-                                  ", x4\n\t"                                     \
-                                  "fmv.w.x " #tmp ", " #xtmp                     \
-                                  "\n\t"                                         \
-                                  "fadd.s " #dst ", " #v ", " #tmp "\n\t"
+// clang-format off
+#define ETI_HSUM8(dst, v, tmp, xtmp)                                                     \
+  ETI_FSWIZZ_SWAP1(tmp, v) ETI_FADD(v, v, tmp) ETI_FSWIZZ_SWAP2(tmp, v) ETI_FADD(v, v, tmp) \
+  ".insn r 0x7B, 2, 0x70, %[" #xtmp "], " #v ", x4\n\t"                                  \
+  "fmv.w.x " #tmp ", %[" #xtmp "]\n\t"                                                   \
+  "fadd.s " #dst ", " #v ", " #tmp "\n\t"
+// clang-format on
 
 /* ---- masks ---------------------------------------------------------------------------------- */
 /* mova.m.x rs1: m0..m7 = the 8 bytes of rs1 (m0 = bits 7:0) */
