@@ -298,7 +298,7 @@ typedef struct EtMulMatIdArgs {
 ET_STATIC_ASSERT(sizeof(EtMulMatIdArgs) == 320, "EtMulMatIdArgs size");
 
 /* GET_ROWS (Op::GetRows): table [K, R, B] (F32/F16/Q8_0/Q4_0/Q4_K), ids I32 [n, B] -> dst F32
- * [K, n, B]; an id outside [0, R) fails with ET_STATUS_BAD_INDEX (detail = position). */
+ * [K, n, B]; an id outside [0, R) gives a row of zeros (as the CPU op). */
 typedef struct EtGetRowsArgs {
   EtArgsHeader h;
   EtTensor table, ids, dst;
@@ -344,7 +344,8 @@ typedef struct EtAttentionArgs {
 ET_STATIC_ASSERT(sizeof(EtAttentionArgs) == 512, "EtAttentionArgs size");
 
 /* KV_STORE (Op::KvStore): cache [E, n_cells] (F16 / F32), src F32 [E, T], cells I32 [T]:
- * cache[:, cells[t]] = convert(src[:, t]); a cell outside [0, n_cells) -> ET_STATUS_BAD_INDEX. */
+ * cache[:, cells[t]] = convert(src[:, t]); a cell outside [0, n_cells) is skipped (as the CPU op).
+ * E * element size must be a multiple of 64 bytes (whole lines per cell). */
 typedef struct EtKvStoreArgs {
   EtArgsHeader h;
   EtTensor cache, src, cells;

@@ -27,6 +27,8 @@
 #define ETI_FGB(fd, fs1, rs2) ".insn r 0x0B, 1, 0x24, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
 #define ETI_FGH(fd, fs1, rs2) ".insn r 0x0B, 1, 0x28, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
 #define ETI_FGW(fd, fs1, rs2) ".insn r 0x0B, 1, 0x30, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
+/* Scatter: the low halfword of lane e of `val` to rs2 + fs1.i32[e] (fsch.ps). */
+#define ETI_FSCH(val, fs1, rs2) ".insn r 0x0B, 1, 0x68, " #val ", " #fs1 ", %[" #rs2 "]\n\t"
 
 /* ---- packed float (custom-3, 0x7B; funct3 = rounding mode, 0 = RNE) ------------------------ */
 #define ETI_FADD(fd, a, b) ".insn r 0x7B, 0, 0x00, " #fd ", " #a ", " #b "\n\t"
