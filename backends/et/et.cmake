@@ -1,0 +1,57 @@
+# The ET-SoC-1 backend's host side (opal_et, declared in CMakeLists.txt): the
+# optional drivers, found at configure time (docs/backends/et.md).
+#   sysemu: sw-sysemu's static library and full header tree, from
+#           OPAL_ET_SYSEMU_DIR (default: the shared dir's et-sysemu, which CI
+#           uses) or an et-platform install under /opt/et.
+#   etrt:   et-platform's runtime (CMake package `runtime`) under /opt/et.
+# Without them opal_et builds with the fake driver only and says so here and
+# at run time (`opal ops --backend et`).
+set(OPAL_ET_SYSEMU_DIR "${OPAL_SHARED_DIR}/et-sysemu" CACHE PATH "sw-sysemu build (bin/ lib/ include/) for the ET backend")
+set(OPAL_ET_SYSEMU_FOUND OFF)
+foreach(dir ${OPAL_ET_SYSEMU_DIR} /opt/et)
+  if(EXISTS ${dir}/lib/libsw-sysemu.a AND EXISTS ${dir}/include/sw-sysemu/sys_emu/sys_emu.h)
+    get_filename_component(OPAL_ET_SYSEMU_ROOT ${dir} REALPATH)
+    set(OPAL_ET_SYSEMU_FOUND ON)
+    break()
+  endif()
+endforeach()
+if(OPAL_ET_SYSEMU_FOUND)
+  message(STATUS "ET backend: sysemu driver with ${OPAL_ET_SYSEMU_ROOT}/lib/libsw-sysemu.a")
+  add_library(opal_et_sysemu STATIC IMPORTED)
+  set_target_properties(opal_et_sysemu PROPERTIES IMPORTED_LOCATION ${OPAL_ET_SYSEMU_ROOT}/lib/libsw-sysemu.a)
+  target_sources(opal_et PRIVATE ${CMAKE_SOURCE_DIR}/backends/et/driver/sysemu/sysemu_driver.cpp)
+  # The emulator's headers (C++17, class layouts depend on SYS_EMU) only for its driver.
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/backends/et/driver/sysemu/sysemu_driver.cpp PROPERTIES
+    COMPILE_DEFINITIONS SYS_EMU
+    INCLUDE_DIRECTORIES "${OPAL_ET_SYSEMU_ROOT}/include/sw-sysemu;${OPAL_ET_SYSEMU_ROOT}/include/sw-sysemu/sys_emu"
+    COMPILE_OPTIONS "-isystem;${OPAL_ET_SYSEMU_ROOT}/include/sw-sysemu;-isystem;${OPAL_ET_SYSEMU_ROOT}/include/sw-sysemu/sys_emu")
+  target_compile_definitions(opal_et PRIVATE OPAL_ET_HAVE_SYSEMU OPAL_ET_SYSEMU_DIR="${OPAL_ET_SYSEMU_ROOT}")
+  target_link_libraries(opal_et PUBLIC opal_et_sysemu)
+else()
+  message(STATUS "ET backend: no sw-sysemu in ${OPAL_ET_SYSEMU_DIR} or /opt/et: built without the sysemu driver")
+endif()
+
+find_package(runtime CONFIG QUIET PATHS /opt/et NO_DEFAULT_PATH)
+if(runtime_FOUND)
+  message(STATUS "ET backend: etrt driver with the et-platform runtime in /opt/et")
+  target_sources(opal_et PRIVATE ${CMAKE_SOURCE_DIR}/backends/et/driver/etrt/etrt_driver.cpp)
+  target_compile_definitions(opal_et PRIVATE OPAL_ET_HAVE_ETRT)
+  target_link_libraries(opal_et PUBLIC runtime::etrt_static)
+else()
+  message(STATUS "ET backend: no et-platform runtime under /opt/et: built without the etrt driver (no card)")
+endif()
+
+# The driver tests' own kernels (tests/et/kernels): a probe ELF per test
+# case mode, built with Debian's cross GCC when it is installed.
+find_program(OPAL_ET_TEST_CC riscv64-unknown-elf-gcc)
+if(OPAL_BUILD_TESTS AND OPAL_ET_TEST_CC)
+  set(k ${CMAKE_SOURCE_DIR}/tests/et/kernels)
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/et_test_kernels/driver_probe.elf
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/et_test_kernels
+    COMMAND ${OPAL_ET_TEST_CC} -march=rv64imf -mabi=lp64f -mcmodel=medany -ffreestanding -nostdlib -fno-builtin
+            -fno-zero-initialized-in-bss -O2 -Wall -T ${k}/link.ld -o ${CMAKE_BINARY_DIR}/et_test_kernels/driver_probe.elf
+            ${k}/boot.S ${k}/driver_probe.c
+    DEPENDS ${k}/boot.S ${k}/driver_probe.c ${k}/link.ld
+    COMMENT "ET test kernel driver_probe.elf")
+  add_custom_target(opal_et_test_kernels DEPENDS ${CMAKE_BINARY_DIR}/et_test_kernels/driver_probe.elf)
+endif()
