@@ -1,4 +1,5 @@
-/* matmul.c - MUL_MAT: f32 activations x weights in F32, F16, Q8_0, Q4_0 or Q4_K (GGUF blocks).
+/* matmul.c - MUL_MAT and MUL_MAT_ID: f32 activations x weights in F32, F16, Q8_0, Q4_0 or Q4_K
+ * (GGUF blocks).
  *
  * dst[n, t, b] = dot(w row n of batch b / (B'/B), x row t of batch b), as the CPU reference
  * (backends/cpu/kernels/ref/matmul_ref.cpp) defines it, activations rounded the same way:
@@ -17,6 +18,10 @@
  * all activation rows of the batch: a weight row comes from memory once and is re-read from
  * the cache for the other activation rows. Quantized activations (Q8_0 / Q8_K) are made per
  * hart into a stack buffer, in chunks of activation rows that fit (ET_MM_SCRATCH bytes).
+ * MUL_MAT_ID (experts [K, N, E], x [K, S, T], ids I32 [n_used, T] -> dst [N, n_used, T]): for
+ * every (slot j, token t) the same dot products with expert ids[j, t] and x row (j % S, t),
+ * each hart over its 16-row groups of N; an id outside [0, E) gives zeros (as the CPU). The
+ * x row is quantized once per (j, t) per hart; expert weights are re-read per (j, t).
  * Constraints (else ET_STATUS_BAD_SHAPE / BAD_TYPE, the host keeps the node on the CPU):
  * K % 8 == 0 (F32/F16), K % 32 (Q8_0/Q4_0), K % 256 (Q4_K); x and dst rows contiguous and
  * 32-byte aligned; K <= 16384.
@@ -287,6 +292,57 @@ static int64_t mul_mat(const void* args, uint32_t want) {
   return ET_STATUS_OK;
 }
 
+static float dot_row(uint32_t want, const uint8_t* wr, const float* xr, const uint8_t* scratch, int64_t K) {
+  const int8_t* q = (const int8_t*)scratch;
+  const float* sd = (const float*)(scratch + K);
+  switch (want) {
+    case ET_TYPE_F32: return dot_f32((const float*)wr, xr, K);
+    case ET_TYPE_F16: return dot_f16((const uint16_t*)wr, xr, K);
+    case ET_TYPE_Q8_0: return dot_q8_0(wr, q, sd, K);
+    case ET_TYPE_Q4_0: return dot_q4_0(wr, q, sd, K);
+    default: return dot_q4_k(wr, q, sd, sd + K / 256, K);
+  }
+}
+
+static int64_t mul_mat_id(const void* args, uint32_t want) {
+  const EtMulMatIdArgs* p = (const EtMulMatIdArgs*)args;
+  const EtTensor *w = &p->w, *x = &p->x, *ids = &p->ids, *d = &p->dst;
+  if (w->type != want) return et_fail(ET_STATUS_BAD_TYPE, 0);
+  if (x->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 1);
+  if (ids->type != ET_TYPE_I32) return et_fail(ET_STATUS_BAD_TYPE, 2);
+  if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 3);
+  const int64_t K = w->ne[0], N = w->ne[1], E = w->ne[2], n_used = ids->ne[0], T = ids->ne[1], S = x->ne[1];
+  const int64_t kb = want == ET_TYPE_Q4_K ? 256 : (want == ET_TYPE_F32 || want == ET_TYPE_F16) ? 8 : 32;
+  if (K % kb != 0 || K > 16384 || x->ne[0] != K || x->ne[2] != T || S <= 0) return et_fail(ET_STATUS_BAD_SHAPE, 1);
+  if (d->ne[0] != N || d->ne[1] != n_used || d->ne[2] != T) return et_fail(ET_STATUS_BAD_SHAPE, 3);
+  if (x->nb[0] != 4 || d->nb[0] != 4 || (x->addr | x->nb[1] | x->nb[2]) % 32 != 0)
+    return et_fail(ET_STATUS_BAD_ALIGN, 1);
+  uint8_t scratch[ET_MM_SCRATCH] __attribute__((aligned(64)));
+  const int quant = want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0 || want == ET_TYPE_Q4_K;
+  if (K + 4 * (K / 32) + 4 * (K / 256) > ET_MM_SCRATCH) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  int64_t n0, n1;
+  et_split(et_spmd(&p->h), N, 16, &n0, &n1);
+  if (n0 >= n1) return ET_STATUS_OK;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < n_used; ++j) {
+      const int32_t e = *(const int32_t*)(uintptr_t)(ids->addr + j * ids->nb[0] + t * ids->nb[1]);
+      float* out = (float*)(uintptr_t)(d->addr + j * d->nb[1] + t * d->nb[2]);
+      if (e < 0 || e >= E) {
+        for (int64_t n = n0; n < n1; ++n) out[n] = 0.0f;
+        continue;
+      }
+      const float* xr = (const float*)(uintptr_t)(x->addr + (j % S) * x->nb[1] + t * x->nb[2]);
+      if (quant) {
+        if (want == ET_TYPE_Q4_K)
+          quantize_q8_k(xr, K, (int8_t*)scratch, (float*)(scratch + K), (float*)(scratch + K) + K / 256);
+        else quantize_q8_0(xr, K, (int8_t*)scratch, (float*)(scratch + K));
+      }
+      const uint8_t* we = (const uint8_t*)(uintptr_t)w->addr + (uint64_t)e * w->nb[2];
+      for (int64_t n = n0; n < n1; ++n) out[n] = dot_row(want, we + n * w->nb[1], xr, scratch, K);
+    }
+  return ET_STATUS_OK;
+}
+
 static int64_t mul_mat_f32(const void* a, const EtEnv* e) {
   (void)e;
   return mul_mat(a, ET_TYPE_F32);
@@ -312,3 +368,29 @@ ET_KERNEL(ET_K_MUL_MAT_F16, mul_mat_f16);
 ET_KERNEL(ET_K_MUL_MAT_Q8_0, mul_mat_q8_0);
 ET_KERNEL(ET_K_MUL_MAT_Q4_0, mul_mat_q4_0);
 ET_KERNEL(ET_K_MUL_MAT_Q4_K, mul_mat_q4_k);
+
+static int64_t mul_mat_id_f32(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_F32);
+}
+static int64_t mul_mat_id_f16(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_F16);
+}
+static int64_t mul_mat_id_q8_0(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_Q8_0);
+}
+static int64_t mul_mat_id_q4_0(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_Q4_0);
+}
+static int64_t mul_mat_id_q4_k(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_Q4_K);
+}
+ET_KERNEL(ET_K_MUL_MAT_ID_F32, mul_mat_id_f32);
+ET_KERNEL(ET_K_MUL_MAT_ID_F16, mul_mat_id_f16);
+ET_KERNEL(ET_K_MUL_MAT_ID_Q8_0, mul_mat_id_q8_0);
+ET_KERNEL(ET_K_MUL_MAT_ID_Q4_0, mul_mat_id_q4_0);
+ET_KERNEL(ET_K_MUL_MAT_ID_Q4_K, mul_mat_id_q4_k);
