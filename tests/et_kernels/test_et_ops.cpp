@@ -48,19 +48,23 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
 // ---- RMS_NORM: the CPU sums squares in double, the device in 8 fp32 lanes: relative error
 // (n/8 + 16) * 2^-24 from the sum (halved by the square root) plus 2 ulp of rsqrt and the
 // final product: 2 * (n/8 + 16) * 2^-24 relative.
-TEST(EtOps, RmsNorm) {
-  const int64_t n = 1024, rows = 5;
+void check_rms_norm(int64_t n, int64_t rows, uint32_t minions, bool scratch) {
   auto x = randn(size_t(n * rows), 1, 3.0f);
   EtDevice dev;
-  dev.minion_mask = 0x3;
+  dev.minion_mask = minions;
   EtRmsNormArgs a{};
   a.h = dev.header(ET_K_RMS_NORM_F32, sizeof(a));
+  if (scratch) {  // zeroed by the allocation: the split-row path (global atomics)
+    a.h.scratch_bytes = 64ull * (2 * dev.harts() + 1);
+    a.h.scratch = dev.alloc(a.h.scratch_bytes);
+  }
   a.src = et_tensor(dev.upload(x), ET_TYPE_F32, n, rows);
   a.dst = et_tensor(dev.alloc(uint64_t(n * rows) * 4), ET_TYPE_F32, n, rows);
   a.eps = 1e-6f;
   EtRunResult r = dev.run("norm", a);
   ASSERT_TRUE(r.passed) << r.log;
-  std::printf("rms_norm n=%lld rows=%lld: %llu cycles\n", (long long)n, (long long)rows, (unsigned long long)r.cycles);
+  std::printf("rms_norm n=%lld rows=%lld harts=%u%s: %llu cycles\n", (long long)n, (long long)rows, dev.harts(),
+              scratch ? " (split rows)" : "", (unsigned long long)r.cycles);
   auto out = dev.download<float>(a.dst.addr, size_t(n * rows));
   std::vector<float> want(x.size());
   Tensor src = host_tensor(DType::F32, x.data(), n, rows), node = host_tensor(DType::F32, want.data(), n, rows);
@@ -71,6 +75,8 @@ TEST(EtOps, RmsNorm) {
   const double rel = 2.0 * double(n / 8 + 16) * std::ldexp(1.0, -24);
   for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], rel * std::fabs(want[i]) + 1e-30) << i;
 }
+TEST(EtOps, RmsNorm) { check_rms_norm(1024, 5, 0x3, false); }
+TEST(EtOps, RmsNormRowsSplitOverHartsWithGlobalAtomics) { check_rms_norm(4096, 3, 0xFF, true); }
 
 // ---- SILU / SWIGLU: et_math.h's silu is within 2e-7 relative (test_et_math.cpp), the CPU's
 // (llama.cpp's polynomial exp) within a few ulp: 1e-6 relative, plus the product's rounding.

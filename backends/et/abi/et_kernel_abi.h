@@ -220,9 +220,11 @@ static inline const char* et_kernel_name(uint32_t id) {
 
 /* ---- argument blobs ------------------------------------------------------------------------ */
 /* Every blob starts with this header. The masks must equal the launch's (kernels derive their
- * rank and the hart count from them). scratch: optional device memory for the kernel's own
- * use (reductions, barriers), scratch_bytes per hart in rank order, 64-byte aligned; 0 when
- * the kernel needs none (every kernel in ABI version 1). */
+ * rank and the hart count from them). scratch / scratch_bytes: optional device memory for
+ * cross-hart reductions and barriers (64-byte aligned, ZEROED by the host before each launch
+ * that passes it); 0 = none. Only RMS_NORM uses it in ABI version 1: with fewer rows than
+ * harts and scratch_bytes >= 64 * (2 * harts + 1) it splits each row over all harts (global
+ * atomics, see norm.c); without scratch it runs one hart per row. */
 typedef struct EtArgsHeader {
   uint32_t abi_version; /* ET_ABI_VERSION */
   uint32_t kernel_id;   /* EtKernelId     */

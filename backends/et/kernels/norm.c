@@ -6,6 +6,13 @@
  * (relative ~ n/8 * 2^-24 worst case) plus 2 ulp of rsqrt.
  * SPMD: rows over the harts in groups that start on 64-byte lines; rows contiguous (nb[0] = 4),
  * ne[0] % 8 == 0 (else ET_STATUS_BAD_SHAPE).
+ * Fewer rows than harts (decode: one row) and a scratch area in the header (host-zeroed,
+ * >= 64 * (2 * harts + 1) bytes: the counter line, then two sets of one line per hart, used by
+ * alternate rows so that row r + 1's stores cannot overwrite partials still being read): every row is split over all
+ * harts in 16-element pieces; each hart stores its partial sum of squares with a global store (amoswapg.w, past the
+ * caches), arrives at a global counter (amoaddg.w; it only grows: row r is done at (r + 1) * harts arrivals, so no
+ * reset within the launch), spins on it with global reads (amoorg.w), sums the partials in rank order (global reads: no
+ * stale cache line) and scales its own piece.
  */
 #include "backends/et/kernels/et_math.h"
 #include "backends/et/kernels/et_runtime.h"
@@ -52,8 +59,33 @@ static int64_t rms_norm_f32(const void* args, const EtEnv* env) {
   if (n % 8 != 0 || a->nb[0] != 4 || d->nb[0] != 4) return et_fail(ET_STATUS_BAD_SHAPE, 0);
   if ((a->addr | d->addr | a->nb[1] | d->nb[1]) % 32 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 0);
   const float inv_n = et_recipf((float)(int32_t)n);
+  const EtSpmd sp = et_spmd(&p->h);
+  const int64_t rows = ne1 * ne2 * a->ne[3];
+  if (rows < sp.n && p->h.scratch && p->h.scratch_bytes >= 64ull * (2 * sp.n + 1)) {
+    volatile uint32_t* counter = (volatile uint32_t*)(uintptr_t)p->h.scratch;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+      const float* x = (const float*)(uintptr_t)(a->addr + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3]);
+      float* y = (float*)(uintptr_t)(d->addr + i1 * d->nb[1] + i2 * d->nb[2] + i3 * d->nb[3]);
+      int64_t c0, c1;
+      et_split(sp, n, 16, &c0, &c1);
+      const float part = c1 > c0 ? sum_squares(x + c0, c1 - c0) : 0.0f;
+      const uint64_t slots = p->h.scratch + 64ull * (1 + (uint64_t)(r % 2) * sp.n); /* two sets: row r+1 may start */
+      et_amoswapg_w((volatile uint32_t*)(uintptr_t)(slots + 64ull * sp.rank), et_f32_bits(part));
+      et_fence();
+      et_amoaddg_w(counter, 1);
+      const uint32_t target = (uint32_t)((r + 1) * sp.n);
+      while (et_amoorg_w(counter, 0) < target) {
+      }
+      float sum = 0.0f;
+      for (uint32_t h = 0; h < sp.n; ++h)
+        sum += et_bits_f32(et_amoorg_w((volatile uint32_t*)(uintptr_t)(slots + 64ull * h), 0));
+      if (c1 > c0) scale_row(y + c0, x + c0, et_rsqrtf(sum * inv_n + p->eps), c1 - c0);
+    }
+    return ET_STATUS_OK;
+  }
   int64_t r0, r1;
-  et_split(et_spmd(&p->h), ne1 * ne2 * a->ne[3], row_grain(n), &r0, &r1);
+  et_split(sp, rows, row_grain(n), &r0, &r1);
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
     const float* x = (const float*)(uintptr_t)(a->addr + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3]);
