@@ -27,7 +27,8 @@
 #define ETI_FGB(fd, fs1, rs2) ".insn r 0x0B, 1, 0x24, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
 #define ETI_FGH(fd, fs1, rs2) ".insn r 0x0B, 1, 0x28, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
 #define ETI_FGW(fd, fs1, rs2) ".insn r 0x0B, 1, 0x30, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
-/* Scatter: the low halfword of lane e of `val` to rs2 + fs1.i32[e] (fsch.ps). */
+/* Scatter: the low byte (fscb.ps) / halfword (fsch.ps) of lane e of `val` to rs2 + fs1.i32[e]. */
+#define ETI_FSCB(val, fs1, rs2) ".insn r 0x0B, 1, 0x64, " #val ", " #fs1 ", %[" #rs2 "]\n\t"
 #define ETI_FSCH(val, fs1, rs2) ".insn r 0x0B, 1, 0x68, " #val ", " #fs1 ", %[" #rs2 "]\n\t"
 
 /* ---- packed float (custom-3, 0x7B; funct3 = rounding mode, 0 = RNE) ------------------------ */

@@ -150,18 +150,44 @@ static int32_t round_even(float x) {
   return (int32_t)(et_f32_bits(x + magic) - et_f32_bits(magic));
 }
 
-/* Q8_0 activation row: q[K], d[K/32] (d rounded through f16, as the CPU's quantizer stores it). */
+/* Q8_0 activation row: q[K], d[K/32] (d rounded through f16, as the CPU's quantizer stores it).
+ * Per 32-block: amax in 8 lanes (|x| by clearing the sign bit, fmax.ps, then across the lanes),
+ * q = round-to-nearest-even(x * 127/amax) (fcvt.pw.ps) scattered as bytes (fscb.ps). */
+static const uint32_t k_absmask = 0x7fffffffu;
+
+static float block_amax(const float* x) {
+  float r;
+  int64_t t;
+  __asm__ volatile(ETI_FBC(ft7, 0, m) ETI_FLW(ft0, 0, x) ETI_FAND_PI(ft0, ft0, ft7) ETI_FLW(ft1, 32, x)
+                       ETI_FAND_PI(ft1, ft1, ft7) ETI_FMAX(ft0, ft0, ft1) ETI_FLW(ft1, 64, x) ETI_FAND_PI(ft1, ft1, ft7)
+                           ETI_FMAX(ft0, ft0, ft1) ETI_FLW(ft1, 96, x) ETI_FAND_PI(ft1, ft1, ft7) ETI_FMAX(ft0, ft0, ft1)
+                               ETI_FSWIZZ_SWAP1(ft1, ft0) ETI_FMAX(ft0, ft0, ft1) ETI_FSWIZZ_SWAP2(ft1, ft0)
+                                   ETI_FMAX(ft0, ft0, ft1) ETI_FMVS_X(t, ft0, 4) "fmv.w.x ft1, %[t]\n\t"
+                                                                                "fmax.s %[r], ft0, ft1\n\t"
+                   : [r] "=f"(r), [t] "=&r"(t)
+                   : [x] "r"(x), [m] "r"(&k_absmask)
+                   : "ft0", "ft1", "ft7", "memory");
+  return r;
+}
+
+static void block_round_store(int8_t* q, const float* x, float id) {
+  __asm__ volatile(ETI_FBC(ft7, 0, i) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o)
+                       ETI_FLW(ft0, 0, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft8, q)
+                           ETI_FLW(ft0, 32, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0)
+                               ETI_FSCB(ft0, ft9, q) ETI_FLW(ft0, 64, x) ETI_FMUL(ft0, ft0, ft7)
+                                   ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft10, q) ETI_FLW(ft0, 96, x)
+                                       ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft11, q)
+                   :
+                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(k_off8)
+                   : "ft0", "ft7", "ft8", "ft9", "ft10", "ft11", "memory");
+}
+
 static void quantize_q8_0(const float* x, int64_t k, int8_t* q, float* d) {
   for (int64_t b = 0; b < k / 32; ++b) {
-    const float* xb = x + 32 * b;
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) {
-      float a = fabs_bits(xb[i]);
-      if (a > amax) amax = a;
-    }
-    float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
+    const float amax = block_amax(x + 32 * b);
+    const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
     d[b] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
-    for (int i = 0; i < 32; ++i) q[32 * b + i] = (int8_t)round_even(xb[i] * id);
+    block_round_store(q + 32 * b, x + 32 * b, id);
   }
 }
 
