@@ -3,22 +3,14 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <regex>
+#include <map>
 #include <span>
-#include <sstream>
 
 #include "backends/et/kernels/et_kernel_images.h"
-#include "support/test_support.h"
+#include "core/error.h"
 
 namespace opal::et_test {
 namespace {
-
-void write_file(const std::string& path, const void* data, size_t bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(static_cast<const char*>(data), std::streamsize(bytes));
-}
 
 uint64_t block_bytes(uint32_t type, int64_t* block) {
   switch (type) {
@@ -34,31 +26,43 @@ uint64_t block_bytes(uint32_t type, int64_t* block) {
 
 }  // namespace
 
-std::string sysemu_path() {
-  std::string p = test::shared_dir() + "/et-sysemu/bin/sys_emu";
-  if (!std::filesystem::exists(p)) {
-    ADD_FAILURE() << "the ET emulator is missing: " << p << " (set OPAL_SHARED_DIR to the folder holding et-sysemu/)";
-    return "";
+et::Driver* sysemu_driver() {
+  static std::unique_ptr<et::Driver> drv;
+  static std::string why;
+  if (!drv && why.empty()) {
+    try {
+      et::DriverOptions o;
+      o.kind = "sysemu";
+      o.harts = et::HartSet{0x1, 0xFFFFFFFF, 2};
+      o.mem_check = true;
+      drv = et::open_driver(o);
+    } catch (const Error& e) {
+      why = e.what();
+    }
   }
-  return p;
+  if (!drv) ADD_FAILURE() << "the ET emulator driver is unavailable: " << why;
+  return drv.get();
+}
+
+EtDevice::~EtDevice() {
+  if (et::Driver* d = sysemu_driver())
+    for (uint64_t a : allocs_) d->free(a);
 }
 
 uint64_t EtDevice::alloc(uint64_t bytes) {
-  uint64_t off = (heap_.size() + 63) / 64 * 64;
-  heap_.resize(off + (bytes + 63) / 64 * 64, 0);
-  return ET_HEAP_BASE + off;
+  et::Driver* d = sysemu_driver();
+  if (!d) return ET_HEAP_BASE;
+  uint64_t a = d->alloc((bytes + 63) / 64 * 64, 64);
+  allocs_.push_back(a);
+  return a;
 }
 
 void EtDevice::write(uint64_t addr, const void* src, uint64_t bytes) {
-  ASSERT_GE(addr, ET_HEAP_BASE);
-  ASSERT_LE(addr - ET_HEAP_BASE + bytes, heap_.size());
-  std::memcpy(heap_.data() + (addr - ET_HEAP_BASE), src, bytes);
+  if (et::Driver* d = sysemu_driver()) d->copy_in(addr, src, bytes);
 }
 
 void EtDevice::read(uint64_t addr, void* dst, uint64_t bytes) const {
-  ASSERT_GE(addr, ET_HEAP_BASE);
-  ASSERT_LE(addr - ET_HEAP_BASE + bytes, heap_.size());
-  std::memcpy(dst, heap_.data() + (addr - ET_HEAP_BASE), bytes);
+  if (et::Driver* d = sysemu_driver()) d->copy_out(addr, dst, bytes);
 }
 
 EtArgsHeader EtDevice::header(uint32_t kernel_id, uint32_t blob_bytes) const {
@@ -74,57 +78,28 @@ EtArgsHeader EtDevice::header(uint32_t kernel_id, uint32_t blob_bytes) const {
 
 EtRunResult EtDevice::run(const std::string& image, const void* blob, uint64_t blob_bytes) {
   EtRunResult r;
-  const std::string emu = sysemu_path();
-  if (emu.empty()) return r;
-  std::span<const uint8_t> boot = et::et_kernel_image("boot"), kern = et::et_kernel_image(image);
-  if (boot.empty() || kern.empty()) {
+  et::Driver* d = sysemu_driver();
+  if (!d) return r;
+  std::span<const uint8_t> kern = et::et_kernel_image(image);
+  if (kern.empty()) {
     ADD_FAILURE() << "no ET kernel image '" << image << "' (" << et::et_kernels_unavailable_reason() << ")";
     return r;
   }
-  const uint64_t args = alloc(blob_bytes);
-  write(args, blob, blob_bytes);
-
-  const std::string dir = test::temp_dir();
-  write_file(dir + "/boot.elf", boot.data(), boot.size());
-  write_file(dir + "/kernel.elf", kern.data(), kern.size());
-  write_file(dir + "/heap.bin", heap_.data(), heap_.size());
-  EtLaunch l{};
-  l.magic = ET_LAUNCH_MAGIC;
-  l.abi_version = ET_ABI_VERSION;
-  l.entry_pc = ET_KERNEL_ENTRY;
-  l.args = args;
-  l.launch_id = ++launch_id_;
-  l.shire_mask = shire_mask;
-  l.minion_mask = minion_mask;
-  l.threads = threads;
-  l.freq_mhz = 1000;
-  write_file(dir + "/launch.bin", &l, sizeof(l));
-
-  std::ostringstream cmd;
-  cmd << emu << " -elf_load " << dir << "/boot.elf -elf_load " << dir << "/kernel.elf"
-      << " -reset_pc 0x" << std::hex << ET_BOOT_ENTRY << " -shires 0x" << shire_mask << " -minions 0x" << minion_mask
-      << std::dec << (threads == 1 ? " -single_thread" : "") << " -max_cycles " << max_cycles
-      << (mem_check ? " -mem_check" : "") << " -file_load 0x" << std::hex << ET_LAUNCH_ADDR << "," << dir
-      << "/launch.bin -file_load 0x" << ET_HEAP_BASE << "," << dir << "/heap.bin -dump_addr 0x" << ET_HEAP_BASE
-      << std::dec << " -dump_size " << heap_.size() << " -dump_file " << dir << "/dump.bin 2>&1";
-  std::string out;
-  r.exit_status = test::run_command(cmd.str(), &out);
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find(" INFO ") == std::string::npos) r.log += line + "\n";
-  std::smatch m;
-  static const std::regex kCycles(R"(\((\d+) cycles)");
-  if (std::regex_search(out, m, kCycles)) r.cycles = std::stoull(m[1]);
-  r.passed = r.exit_status == 0;
-  if (r.passed) {
-    std::vector<uint8_t> dump = test::read_bytes(dir + "/dump.bin");
-    if (dump.size() != heap_.size()) {
-      ADD_FAILURE() << "sys_emu dumped " << dump.size() << " bytes, expected " << heap_.size();
-      r.passed = false;
-    } else {
-      heap_ = std::move(dump);
-    }
-  }
+  static std::map<std::string, et::CodeId> loaded;
+  auto it = loaded.find(image);
+  if (it == loaded.end()) it = loaded.emplace(image, d->load_code(image, kern)).first;
+  et::LaunchRequest rq;
+  rq.code = it->second;
+  const auto* h = static_cast<const EtArgsHeader*>(blob);
+  const char* name = blob_bytes >= sizeof(EtArgsHeader) ? et_kernel_name(h->kernel_id) : nullptr;
+  rq.kernel = name ? name : image;
+  rq.harts = et::HartSet{shire_mask, minion_mask, threads};
+  rq.args.assign(static_cast<const uint8_t*>(blob), static_cast<const uint8_t*>(blob) + blob_bytes);
+  rq.cycle_budget = max_cycles;
+  r.launch = d->run(rq);
+  r.passed = r.launch.ok();
+  r.cycles = r.launch.cycles;
+  r.log = r.launch.describe() + "\n" + r.launch.message;
   return r;
 }
 

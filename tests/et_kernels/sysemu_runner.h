@@ -1,7 +1,7 @@
-// sysemu_runner.h - runs Opal's ET kernel images on AI Foundry's sys_emu executable
-// (../shared/et-sysemu/bin/sys_emu) for the kernel tests: the boot image plus a kernel image,
-// a device heap image preloaded at ET_HEAP_BASE, the EtLaunch record, and the heap dumped back
-// after the run. The coherence checker (-mem_check) is on unless a test turns it off.
+// sysemu_runner.h - runs Opal's ET kernel images for the kernel tests on AI Foundry's emulator
+// linked in process, through the ET backend's driver seam (backends/et/driver: the sysemu
+// driver, one emulated chip per test binary, shire 0, relaunched per test; the boot image and
+// hart records as et_kernel_abi.h says). The coherence checker is on.
 #pragma once
 
 #include <cstdint>
@@ -10,28 +10,33 @@
 #include <vector>
 
 #include "backends/et/abi/et_kernel_abi.h"
+#include "backends/et/driver/driver.h"
 
 namespace opal::et_test {
 
-// The sys_emu executable; "" (and a test failure naming the path and OPAL_SHARED_DIR) if absent.
-std::string sysemu_path();
+// The process's sysemu driver (shire 0, 32 minions, 2 threads, coherence checker on); null, with
+// a test failure naming why (no sw-sysemu at configure time, OPAL_SHARED_DIR), if it cannot open.
+et::Driver* sysemu_driver();
 
 struct EtRunResult {
-  int exit_status = -1;
-  bool passed = false;  // every hart signalled PASS
-  uint64_t cycles = 0;  // emulated cycles of the whole run (boot stub included)
-  std::string log;      // the emulator's output, INFO lines dropped
+  bool passed = false;      // every hart returned ET_STATUS_OK
+  uint64_t cycles = 0;      // emulated cycles of the launch (boot stub included)
+  et::LaunchResult launch;  // the driver's account (status, hart, mcause, kernel status, ...)
+  std::string log;          // launch.describe() and the device's message
 };
 
 class EtDevice {
  public:
+  EtDevice() = default;
+  EtDevice(const EtDevice&) = delete;
+  EtDevice& operator=(const EtDevice&) = delete;
+  ~EtDevice();
   uint64_t shire_mask = 0x1;
   uint32_t minion_mask = 0x1;
   uint32_t threads = 2;
-  bool mem_check = true;
   uint64_t max_cycles = 20000000;
 
-  // Device memory from the heap (64-byte aligned, zero-filled padding).
+  // Device memory (64-byte aligned, zeroed), freed with the EtDevice.
   uint64_t alloc(uint64_t bytes);
   void write(uint64_t addr, const void* src, uint64_t bytes);
   void read(uint64_t addr, void* dst, uint64_t bytes) const;
@@ -52,7 +57,7 @@ class EtDevice {
   EtArgsHeader header(uint32_t kernel_id, uint32_t blob_bytes) const;
   uint32_t harts() const { return et_hart_count(shire_mask, minion_mask, threads); }
 
-  // Copies the blob to the heap and runs kernel image `image` (an et_kernel_image name).
+  // Runs kernel image `image` (an et_kernel_image name) with this argument blob.
   EtRunResult run(const std::string& image, const void* blob, uint64_t blob_bytes);
   template <typename Args>
   EtRunResult run(const std::string& image, const Args& args) {
@@ -60,8 +65,7 @@ class EtDevice {
   }
 
  private:
-  std::vector<uint8_t> heap_;
-  uint64_t launch_id_ = 0;
+  std::vector<uint64_t> allocs_;
 };
 
 // A contiguous tensor descriptor (nb from the type's block size).

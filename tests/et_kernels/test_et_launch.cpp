@@ -1,6 +1,7 @@
-// test_et_launch.cpp - the launch contract on sys_emu: the embedded images, a kernel's failure
-// status, a trap on an instruction ET-SoC-1 lacks, an access fault and an unknown kernel id
-// each stop the run with a line naming the hart, the status and (for traps) mcause/mepc.
+// test_et_launch.cpp - the launch contract on the emulator: the embedded images, a kernel's
+// failure status, a trap on an instruction ET-SoC-1 lacks, an access fault and an unknown kernel
+// id each end the launch with the failing hart, the status and (for traps) mcause, read by the
+// driver from the boot stub's hart records.
 #include <gtest/gtest.h>
 
 #include "backends/et/kernels/et_kernel_images.h"
@@ -35,19 +36,26 @@ EtRunResult run_fault(uint32_t mode, uint32_t rank) {
 TEST(EtLaunch, KernelFailureNamesHartAndStatus) {
   EtRunResult r = run_fault(0, 2);  // rank 2 = shire 0, minion 1, thread 0 = hart 2
   EXPECT_FALSE(r.passed);
-  EXPECT_NE(r.log.find("et-fail: hart 0x2 status 0x4 detail 0x2a"), std::string::npos) << r.log;
+  EXPECT_EQ(r.launch.status, et::LaunchStatus::KernelFailed) << r.log;
+  EXPECT_EQ(r.launch.hart, 2) << r.log;
+  EXPECT_EQ(r.launch.device_status, uint32_t(ET_STATUS_BAD_SHAPE)) << r.log;
+  EXPECT_EQ(r.launch.device_detail, 42u) << r.log;
 }
 
 TEST(EtLaunch, UnimplementedInstructionTraps) {
   EtRunResult r = run_fault(1, 3);  // fence.i: mcause 30 like fdiv.s
   EXPECT_FALSE(r.passed);
-  EXPECT_NE(r.log.find("et-fail: hart 0x3 status 0x7 detail 0x0 mcause 0x1e"), std::string::npos) << r.log;
+  EXPECT_EQ(r.launch.status, et::LaunchStatus::Trap) << r.log;
+  EXPECT_EQ(r.launch.hart, 3) << r.log;
+  EXPECT_EQ(r.launch.mcause, uint64_t(ET_MCAUSE_NOT_IMPLEMENTED)) << r.log;
 }
 
 TEST(EtLaunch, AccessFaultTraps) {
   EtRunResult r = run_fault(2, 0);  // load from the M-mode-only region: mcause 5
   EXPECT_FALSE(r.passed);
-  EXPECT_NE(r.log.find("et-fail: hart 0x0 status 0x7 detail 0x0 mcause 0x5"), std::string::npos) << r.log;
+  EXPECT_EQ(r.launch.status, et::LaunchStatus::Trap) << r.log;
+  EXPECT_EQ(r.launch.hart, 0) << r.log;
+  EXPECT_EQ(r.launch.mcause, 5u) << r.log;
 }
 
 TEST(EtLaunch, UnknownKernelIdFails) {
@@ -56,7 +64,8 @@ TEST(EtLaunch, UnknownKernelIdFails) {
   a.h = dev.header(ET_K_ATTENTION_F16, sizeof(a));  // not in the "elementwise" image
   EtRunResult r = dev.run("elementwise", a);
   EXPECT_FALSE(r.passed);
-  EXPECT_NE(r.log.find("status 0x2 detail 0x32"), std::string::npos) << r.log;
+  EXPECT_EQ(r.launch.device_status, uint32_t(ET_STATUS_NO_KERNEL)) << r.log;
+  EXPECT_EQ(r.launch.device_detail, uint32_t(ET_K_ATTENTION_F16)) << r.log;
 }
 
 TEST(EtLaunch, AllHartsOfAShireRun) {

@@ -220,9 +220,11 @@ static inline const char* et_kernel_name(uint32_t id) {
 
 /* ---- argument blobs ------------------------------------------------------------------------ */
 /* Every blob starts with this header. The masks must equal the launch's (kernels derive their
- * rank and the hart count from them). scratch: optional device memory for the kernel's own
- * use (reductions, barriers), scratch_bytes per hart in rank order, 64-byte aligned; 0 when
- * the kernel needs none (every kernel in ABI version 1). */
+ * rank and the hart count from them). scratch / scratch_bytes: optional device memory for
+ * cross-hart reductions and barriers (64-byte aligned, ZEROED by the host before each launch
+ * that passes it); 0 = none. Only RMS_NORM uses it in ABI version 1: with fewer rows than
+ * harts and scratch_bytes >= 64 * (2 * harts + 1) it splits each row over all harts (global
+ * atomics, see norm.c); without scratch it runs one hart per row. */
 typedef struct EtArgsHeader {
   uint32_t abi_version; /* ET_ABI_VERSION */
   uint32_t kernel_id;   /* EtKernelId     */
@@ -298,7 +300,7 @@ typedef struct EtMulMatIdArgs {
 ET_STATIC_ASSERT(sizeof(EtMulMatIdArgs) == 320, "EtMulMatIdArgs size");
 
 /* GET_ROWS (Op::GetRows): table [K, R, B] (F32/F16/Q8_0/Q4_0/Q4_K), ids I32 [n, B] -> dst F32
- * [K, n, B]; an id outside [0, R) fails with ET_STATUS_BAD_INDEX (detail = position). */
+ * [K, n, B]; an id outside [0, R) gives a row of zeros (as the CPU op). */
 typedef struct EtGetRowsArgs {
   EtArgsHeader h;
   EtTensor table, ids, dst;
@@ -344,7 +346,8 @@ typedef struct EtAttentionArgs {
 ET_STATIC_ASSERT(sizeof(EtAttentionArgs) == 512, "EtAttentionArgs size");
 
 /* KV_STORE (Op::KvStore): cache [E, n_cells] (F16 / F32), src F32 [E, T], cells I32 [T]:
- * cache[:, cells[t]] = convert(src[:, t]); a cell outside [0, n_cells) -> ET_STATUS_BAD_INDEX. */
+ * cache[:, cells[t]] = convert(src[:, t]); a cell outside [0, n_cells) is skipped (as the CPU op).
+ * E * element size must be a multiple of 64 bytes (whole lines per cell). */
 typedef struct EtKvStoreArgs {
   EtArgsHeader h;
   EtTensor cache, src, cells;

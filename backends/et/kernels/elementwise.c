@@ -1,4 +1,4 @@
-/* elementwise.c - ADD, MUL (F32, broadcasting src1).
+/* elementwise.c - ADD, MUL (F32, broadcasting src1), SILU and SWIGLU (F32, same shapes).
  *
  * Layout: rows of ne[0] contiguous floats (nb[0] = 4); the other dims by stride. b broadcasts:
  * b index = dst index mod b.ne in each dim (graph Op::Add / Op::Mul).
@@ -6,7 +6,11 @@
  * a 64-byte line (so two minions never write one line); within a row 8 lanes at a time
  * (flw.ps / fadd.ps or fmul.ps / fsw.ps), b either a full row or one value broadcast (fbc.ps),
  * the tail (ne[0] % 8) in scalar code.
+ * SILU: x * sigmoid(x); SWIGLU: silu(a) * b; sigmoid = 1/(1 + e^-x) with et_math.h's exp and
+ * reciprocal (et_silu8: 8 lanes; the same steps in scalar code for the tail). The CPU uses
+ * llama.cpp's polynomial exp: results differ by a few ulp (et_math.h bounds: silu 2e-7 rel.).
  */
+#include "backends/et/kernels/et_math.h"
 #include "backends/et/kernels/et_runtime.h"
 
 static int64_t row_grain(int64_t ne0) {
@@ -92,3 +96,42 @@ static int64_t mul_f32(const void* args, const EtEnv* env) {
 }
 ET_KERNEL(ET_K_ADD_F32, add_f32);
 ET_KERNEL(ET_K_MUL_F32, mul_f32);
+
+/* SILU (b absent) and SWIGLU (dst = silu(a) * b). */
+static int64_t glu(const EtArgsHeader* h, const EtTensor* a, const EtTensor* b, const EtTensor* d) {
+  const int gated = b != 0;
+  if (a->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 0);
+  if (gated && b->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 1);
+  if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 2);
+  for (int i = 0; i < 4; ++i) {
+    if (d->ne[i] != a->ne[i]) return et_fail(ET_STATUS_BAD_SHAPE, 2);
+    if (gated && b->ne[i] != a->ne[i]) return et_fail(ET_STATUS_BAD_SHAPE, 1);
+  }
+  if (a->nb[0] != 4 || d->nb[0] != 4 || (gated && b->nb[0] != 4)) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  const int64_t ne0 = d->ne[0], ne1 = d->ne[1], ne2 = d->ne[2];
+  int64_t r0, r1;
+  et_split(et_spmd(h), ne1 * ne2 * d->ne[3], row_grain(ne0), &r0, &r1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+    const float* ar = (const float*)row_of(a, i1, i2, i3);
+    const float* br = gated ? (const float*)row_of(b, i1, i2, i3) : 0;
+    float* dr = (float*)row_of(d, i1, i2, i3);
+    int64_t i = 0;
+    for (; i + 8 <= ne0; i += 8) et_silu8(dr + i, ar + i, br ? br + i : 0);
+    for (; i < ne0; ++i) dr[i] = gated ? et_siluf(ar[i]) * br[i] : et_siluf(ar[i]);
+  }
+  return ET_STATUS_OK;
+}
+
+static int64_t silu_f32(const void* args, const EtEnv* env) {
+  (void)env;
+  const EtUnaryArgs* p = (const EtUnaryArgs*)args;
+  return glu(&p->h, &p->src, 0, &p->dst);
+}
+static int64_t swiglu_f32(const void* args, const EtEnv* env) {
+  (void)env;
+  const EtSwigluArgs* p = (const EtSwigluArgs*)args;
+  return glu(&p->h, &p->a, &p->b, &p->dst);
+}
+ET_KERNEL(ET_K_SILU_F32, silu_f32);
+ET_KERNEL(ET_K_SWIGLU_F32, swiglu_f32);

@@ -27,6 +27,9 @@
 #define ETI_FGB(fd, fs1, rs2) ".insn r 0x0B, 1, 0x24, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
 #define ETI_FGH(fd, fs1, rs2) ".insn r 0x0B, 1, 0x28, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
 #define ETI_FGW(fd, fs1, rs2) ".insn r 0x0B, 1, 0x30, " #fd ", " #fs1 ", %[" #rs2 "]\n\t"
+/* Scatter: the low byte (fscb.ps) / halfword (fsch.ps) of lane e of `val` to rs2 + fs1.i32[e]. */
+#define ETI_FSCB(val, fs1, rs2) ".insn r 0x0B, 1, 0x64, " #val ", " #fs1 ", %[" #rs2 "]\n\t"
+#define ETI_FSCH(val, fs1, rs2) ".insn r 0x0B, 1, 0x68, " #val ", " #fs1 ", %[" #rs2 "]\n\t"
 
 /* ---- packed float (custom-3, 0x7B; funct3 = rounding mode, 0 = RNE) ------------------------ */
 #define ETI_FADD(fd, a, b) ".insn r 0x7B, 0, 0x00, " #fd ", " #a ", " #b "\n\t"
@@ -74,16 +77,13 @@
 /* Horizontal sum of the 8 lanes of `v` into scalar lane 0 of `dst` (tmp clobbered): pairs via
  * fswizz within each half, then the two halves through an x register. Order: ((l0+l1)+(l2+l3))
  * + ((l4+l5)+(l6+l7)). */
-#define ETI_HSUM8(dst, v, tmp, xtmp)                                             \
-  ETI_FSWIZZ_SWAP1(tmp, v)                                                       \
-  ".insn r 0x7B, 0, 0x00, " #v ", " #v ", " #tmp                                 \
-  "\n\t" ETI_FSWIZZ_SWAP2(tmp, v) ".insn r 0x7B, 0, 0x00, " #v ", " #v ", " #tmp \
-                                  "\n\t"                                         \
-                                  ".insn r 0x7B, 2, 0x70, " #xtmp ", " #v        \
-                                  ", x4\n\t"                                     \
-                                  "fmv.w.x " #tmp ", " #xtmp                     \
-                                  "\n\t"                                         \
-                                  "fadd.s " #dst ", " #v ", " #tmp "\n\t"
+// clang-format off
+#define ETI_HSUM8(dst, v, tmp, xtmp)                                                     \
+  ETI_FSWIZZ_SWAP1(tmp, v) ETI_FADD(v, v, tmp) ETI_FSWIZZ_SWAP2(tmp, v) ETI_FADD(v, v, tmp) \
+  ".insn r 0x7B, 2, 0x70, %[" #xtmp "], " #v ", x4\n\t"                                  \
+  "fmv.w.x " #tmp ", %[" #xtmp "]\n\t"                                                   \
+  "fadd.s " #dst ", " #v ", " #tmp "\n\t"
+// clang-format on
 
 /* ---- masks ---------------------------------------------------------------------------------- */
 /* mova.m.x rs1: m0..m7 = the 8 bytes of rs1 (m0 = bits 7:0) */

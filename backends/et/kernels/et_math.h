@@ -179,28 +179,44 @@ static const union {
                    {.f = 1.0f},          {.u = 127u},          {.f = -80.0f},         {.f = 80.0f},
                    {.u = 0x7EF311C3u},   {.u = 0x7fffffffu},   {.u = 0x80000000u}};
 
+// clang-format off
 /* e^ft0 -> ft6 (ft0 clamped in place; ft1-ft6 clobbered). The steps of et_expf. */
-#define ETM_EXP_FT0_TO_FT6                                                                                            \
-  ETI_FBC(ft1, 0, k)                                                                                                  \
-  ETI_FMAX(ft0, ft0, ft1) ETI_FBC(ft1, 4, k) ETI_FMIN(ft0, ft0, ft1) ETI_FBC(ft1, 8, k) ETI_FBC(ft2, 12, k)           \
-      ETI_FMADD(ft3, ft0, ft1, ft2) ETI_FSUB(ft4, ft3, ft2) ETI_FBC(ft1, 16, k) ETI_FNMSUB(ft5, ft4, ft1, ft0)        \
-          ETI_FBC(ft1, 20, k) ETI_FNMSUB(ft5, ft4, ft1, ft5) ETI_FBC(ft6, 24, k) ETI_FBC(ft1, 28, k)                  \
-              ETI_FMADD(ft6, ft6, ft5, ft1) ETI_FBC(ft1, 32, k) ETI_FMADD(ft6, ft6, ft5, ft1) ETI_FBC(ft1, 36, k)     \
-                  ETI_FMADD(ft6, ft6, ft5, ft1) ETI_FBC(ft1, 40, k) ETI_FMADD(ft6, ft6, ft5, ft1) ETI_FBC(ft1, 44, k) \
-                      ETI_FMADD(ft6, ft6, ft5, ft1) ETI_FBC(ft1, 48, k) ETI_FMADD(ft6, ft6, ft5, ft1)                 \
-                          ETI_FMADD(ft6, ft6, ft5, ft1) ETI_FSUB_PI(ft3, ft3, ft2) ETI_FSRLI_PI(ft4, ft3, 31)         \
-                              ETI_FADD_PI(ft4, ft3, ft4) ETI_FSRAI_PI(ft4, ft4, 1) ETI_FSUB_PI(ft3, ft3, ft4)         \
-                                  ETI_FBC(ft1, 52, k) ETI_FADD_PI(ft4, ft4, ft1) ETI_FSLLI_PI(ft4, ft4, 23)           \
-                                      ETI_FADD_PI(ft3, ft3, ft1) ETI_FSLLI_PI(ft3, ft3, 23) ETI_FMUL(ft6, ft6, ft4)   \
-                                          ETI_FMUL(ft6, ft6, ft3)
+#define ETM_EXP_FT0_TO_FT6                                                  \
+  ETI_FBC(ft1, 0, k) ETI_FMAX(ft0, ft0, ft1)           /* clamp low  */     \
+  ETI_FBC(ft1, 4, k) ETI_FMIN(ft0, ft0, ft1)           /* clamp high */     \
+  ETI_FBC(ft1, 8, k) ETI_FBC(ft2, 12, k)                                    \
+  ETI_FMADD(ft3, ft0, ft1, ft2)                        /* t = x log2e + M */ \
+  ETI_FSUB(ft4, ft3, ft2)                              /* n */              \
+  ETI_FBC(ft1, 16, k) ETI_FNMSUB(ft5, ft4, ft1, ft0)   /* r = x - n hi */   \
+  ETI_FBC(ft1, 20, k) ETI_FNMSUB(ft5, ft4, ft1, ft5)   /* r -= n lo */      \
+  ETI_FBC(ft6, 24, k)                                  /* p = 1/5040 */     \
+  ETI_FBC(ft1, 28, k) ETI_FMADD(ft6, ft6, ft5, ft1)                         \
+  ETI_FBC(ft1, 32, k) ETI_FMADD(ft6, ft6, ft5, ft1)                         \
+  ETI_FBC(ft1, 36, k) ETI_FMADD(ft6, ft6, ft5, ft1)                         \
+  ETI_FBC(ft1, 40, k) ETI_FMADD(ft6, ft6, ft5, ft1)                         \
+  ETI_FBC(ft1, 44, k) ETI_FMADD(ft6, ft6, ft5, ft1)                         \
+  ETI_FBC(ft1, 48, k) ETI_FMADD(ft6, ft6, ft5, ft1)                         \
+  ETI_FMADD(ft6, ft6, ft5, ft1)                        /* p */              \
+  ETI_FSUB_PI(ft3, ft3, ft2)                           /* ni */             \
+  ETI_FSRLI_PI(ft4, ft3, 31) ETI_FADD_PI(ft4, ft3, ft4)                     \
+  ETI_FSRAI_PI(ft4, ft4, 1)                            /* n1 = ni / 2 */    \
+  ETI_FSUB_PI(ft3, ft3, ft4)                           /* n2 = ni - n1 */   \
+  ETI_FBC(ft1, 52, k)                                                       \
+  ETI_FADD_PI(ft4, ft4, ft1) ETI_FSLLI_PI(ft4, ft4, 23) /* 2^n1 */          \
+  ETI_FADD_PI(ft3, ft3, ft1) ETI_FSLLI_PI(ft3, ft3, 23) /* 2^n2 */          \
+  ETI_FMUL(ft6, ft6, ft4) ETI_FMUL(ft6, ft6, ft3)
 
 /* 1/ft0 -> ft3 (ft1, ft2, ft4, ft5 clobbered). The steps of et_recipf. */
-#define ETM_RECIP_FT0_TO_FT3                                                                                      \
-  ETI_FBC(ft1, 68, k)                                                                                             \
-  ETI_FAND_PI(ft2, ft0, ft1) ETI_FBC(ft1, 72, k) ETI_FAND_PI(ft4, ft0, ft1) ETI_FBC(ft1, 64, k)                   \
-      ETI_FSUB_PI(ft3, ft1, ft2) ETI_FBC(ft1, 48, k) ETI_FNMSUB(ft5, ft2, ft3, ft1) ETI_FMADD(ft3, ft3, ft5, ft3) \
-          ETI_FNMSUB(ft5, ft2, ft3, ft1) ETI_FMADD(ft3, ft3, ft5, ft3) ETI_FNMSUB(ft5, ft2, ft3, ft1)             \
-              ETI_FMADD(ft3, ft3, ft5, ft3) ETI_FOR_PI(ft3, ft3, ft4)
+#define ETM_RECIP_FT0_TO_FT3                                               \
+  ETI_FBC(ft1, 68, k) ETI_FAND_PI(ft2, ft0, ft1)       /* |x| */           \
+  ETI_FBC(ft1, 72, k) ETI_FAND_PI(ft4, ft0, ft1)       /* sign */          \
+  ETI_FBC(ft1, 64, k) ETI_FSUB_PI(ft3, ft1, ft2)       /* seed */          \
+  ETI_FBC(ft1, 48, k)                                                      \
+  ETI_FNMSUB(ft5, ft2, ft3, ft1) ETI_FMADD(ft3, ft3, ft5, ft3)             \
+  ETI_FNMSUB(ft5, ft2, ft3, ft1) ETI_FMADD(ft3, ft3, ft5, ft3)             \
+  ETI_FNMSUB(ft5, ft2, ft3, ft1) ETI_FMADD(ft3, ft3, ft5, ft3)             \
+  ETI_FOR_PI(ft3, ft3, ft4)
+// clang-format on
 
 #define ETM_CLOBBERS "ft0", "ft1", "ft2", "ft3", "ft4", "ft5", "ft6", "ft7", "ft8", "memory"
 

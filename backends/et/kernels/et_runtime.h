@@ -75,4 +75,24 @@ static inline float et_bits_f32(uint32_t u) {
   return v.f;
 }
 
+/* f32 -> f16 bits, round to nearest even (overflow to inf, subnormals kept). */
+static inline uint16_t et_f32_to_f16(float f) {
+  uint32_t x = et_f32_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
+  if (ax < 0x38800000u) {                                   /* f16 subnormal or zero */
+    if (ax < 0x33000000u) return (uint16_t)sign;            /* < 2^-25: rounds to 0 */
+    uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; /* value = m * 2^(e-150); f16 units of 2^-24 -> shift 126 - e */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) ++q;
+    return (uint16_t)(sign | q);
+  }
+  uint32_t r = ax + 0xfffu + ((ax >> 13) & 1); /* round the 13 dropped bits to nearest even */
+  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+/* Stores a float to a scalar result register out of an asm block: see the kernels. */
+
 #endif /* OPAL_ET_RUNTIME_H */

@@ -1,0 +1,422 @@
+/* matmul.c - MUL_MAT and MUL_MAT_ID: f32 activations x weights in F32, F16, Q8_0, Q4_0 or Q4_K
+ * (GGUF blocks).
+ *
+ * dst[n, t, b] = dot(w row n of batch b / (B'/B), x row t of batch b), as the CPU reference
+ * (backends/cpu/kernels/ref/matmul_ref.cpp) defines it, activations rounded the same way:
+ *   F32: x as is; F16: x rounded to f16 (llama.cpp's vec_dot type), 8 lanes (fgh.ps +
+ *   fcvt.ps.f16 for the weights, fcvt.f16.ps + fcvt.ps.f16 to round x);
+ *   Q8_0 / Q4_0: x quantized to Q8_0 per 32-block (d = amax/127 rounded to f16, q =
+ *   round(x*127/amax)), then per block the exact integer dot in int32 lanes (fgb.ps gathers
+ *   of the int8 / nibble quants, fmul.pi, fadd.pi) and acc = fma(d_w*d_x, lanes, acc) in 8
+ *   float lanes, summed at the end; Q4_0 nibbles: lo = q & 15 - 8 pairs x[0..15], hi = q >> 4
+ *   - 8 pairs x[16..31];
+ *   Q4_K: x quantized to Q8_K per 256-block (iscale = -127/max, q = round(iscale*x), d =
+ *   1/iscale); per 32-sub-block the exact integer dot and the sum of the x quants, then
+ *   acc += d_x*(d*sc*isum - dmin*m*xsum) (6-bit scales and mins as ggml packs them).
+ * Work split (SPMD): the N weight rows over the harts in groups of 16 (so each hart writes
+ * whole 64-byte lines of every dst row); each hart walks its weight rows once and, for each,
+ * all activation rows of the batch: a weight row comes from memory once and is re-read from
+ * the cache for the other activation rows. Quantized activations (Q8_0 / Q8_K) are made per
+ * hart into a stack buffer, in chunks of activation rows that fit (ET_MM_SCRATCH bytes).
+ * MUL_MAT_ID (experts [K, N, E], x [K, S, T], ids I32 [n_used, T] -> dst [N, n_used, T]): for
+ * every (slot j, token t) the same dot products with expert ids[j, t] and x row (j % S, t),
+ * each hart over its 16-row groups of N; an id outside [0, E) gives zeros (as the CPU). The
+ * x row is quantized once per (j, t) per hart; expert weights are re-read per (j, t).
+ * Constraints (else ET_STATUS_BAD_SHAPE / BAD_TYPE, the host keeps the node on the CPU):
+ * K % 8 == 0 (F32/F16), K % 32 (Q8_0/Q4_0), K % 256 (Q4_K); x and dst rows contiguous and
+ * 32-byte aligned; K <= 16384.
+ */
+#include "backends/et/kernels/et_math.h"
+#include "backends/et/kernels/et_runtime.h"
+
+#define ET_MM_SCRATCH (40 * 1024)
+
+/* Gather offsets: lanes 0..7 = {0..7} + 8j (bytes), and 2-byte steps for f16. */
+static const int32_t k_off8[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                   16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+static const int32_t k_off16[8] = {0, 2, 4, 6, 8, 10, 12, 14};
+static const int32_t k_nib[2] = {15, 8};
+
+#define MM_CLOBBERS                                                                                                 \
+  "ft0", "ft1", "ft2", "ft3", "ft4", "ft5", "ft6", "ft7", "ft8", "ft9", "ft10", "ft11", "fa0", "fa1", "fa2", "fa3", \
+      "fa4", "fa5", "fa6", "fa7", "memory"
+
+/* Sum of the 8 lanes of ft0 -> %[r] (ft1, %[t] clobbered). */
+#define MM_HSUM_FT0 ETI_HSUM8(ft2, ft0, ft1, t) "fmv.s %[r], ft2\n\t"
+
+static float dot_f32(const float* w, const float* x, int64_t k) {
+  float r;
+  int64_t n = k / 8, t;
+  __asm__ volatile(ETI_FBCX(ft0, z) "1:\n\t" ETI_FLW(ft1, 0, w) ETI_FLW(ft2, 0, x) ETI_FMADD(
+                       ft0, ft1, ft2, ft0) "addi %[w], %[w], 32\n\taddi %[x], %[x], 32\n\taddi %[n], %[n], -1\n\t"
+                                           "bnez %[n], 1b\n\t" MM_HSUM_FT0
+                   : [w] "+r"(w), [x] "+r"(x), [n] "+r"(n), [r] "=f"(r), [t] "=&r"(t)
+                   : [z] "r"(0)
+                   : MM_CLOBBERS);
+  return r;
+}
+
+static float dot_f16(const uint16_t* w, const float* x, int64_t k) {
+  float r;
+  int64_t n = k / 8, t;
+  __asm__ volatile(ETI_FBCX(ft0, z) ETI_FLW(ft11, 0, o) "1:\n\t" ETI_FGH(ft1, ft11, w) ETI_FCVT_PS_F16(ft1, ft1)
+                       ETI_FLW(ft2, 0, x) ETI_FCVT_F16_PS(ft2, ft2) ETI_FCVT_PS_F16(ft2, ft2) ETI_FMADD(ft0, ft1, ft2, ft0)
+                           "addi %[w], %[w], 16\n\taddi %[x], %[x], 32\n\taddi %[n], %[n], -1\n\t"
+                           "bnez %[n], 1b\n\t" MM_HSUM_FT0
+                   : [w] "+r"(w), [x] "+r"(x), [n] "+r"(n), [r] "=f"(r), [t] "=&r"(t)
+                   : [z] "r"(0), [o] "r"(k_off16)
+                   : MM_CLOBBERS);
+  return r;
+}
+
+/* Q8_0 weights (34-byte blocks) x Q8_0 activations (xq: K int8, xd: K/32 float scales). */
+static float dot_q8_0(const uint8_t* w, const int8_t* xq, const float* xd, int64_t k) {
+  float r;
+  int64_t n = k / 32, t;
+  __asm__ volatile(
+      ETI_FBCX(ft0, z) ETI_FBCX(ft7, z) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o)
+          ETI_FLW(ft11, 96, o) "1:\n\taddi %[t], %[w], 2\n\t" ETI_FGB(ft1, ft8, t) ETI_FGB(ft2, ft8, q)
+              ETI_FMUL_PI(ft1, ft1, ft2) ETI_FGB(ft2, ft9, t) ETI_FGB(ft3, ft9, q) ETI_FMUL_PI(ft2, ft2, ft3)
+                  ETI_FADD_PI(ft1, ft1, ft2) ETI_FGB(ft2, ft10, t) ETI_FGB(ft3, ft10, q) ETI_FMUL_PI(ft2, ft2, ft3)
+                      ETI_FADD_PI(ft1, ft1, ft2) ETI_FGB(ft2, ft11, t) ETI_FGB(ft3, ft11, q)
+                          ETI_FMUL_PI(ft2, ft2, ft3) ETI_FADD_PI(ft1, ft1, ft2) ETI_FCVT_PS_PW(ft1, ft1)
+                              ETI_FGH(ft2, ft7, w) ETI_FCVT_PS_F16(ft2, ft2) ETI_FBC(ft3, 0, d) ETI_FMUL(ft2, ft2, ft3)
+                                  ETI_FMADD(ft0, ft2, ft1, ft0) "addi %[w], %[w], 34\n\taddi %[q], %[q], 32\n\t"
+                                                                "addi %[d], %[d], 4\n\taddi %[n], %[n], -1\n\t"
+                                                                "bnez %[n], 1b\n\t" MM_HSUM_FT0
+      : [w] "+r"(w), [q] "+r"(xq), [d] "+r"(xd), [n] "+r"(n), [r] "=f"(r), [t] "=&r"(t)
+      : [z] "r"(0), [o] "r"(k_off8)
+      : MM_CLOBBERS);
+  return r;
+}
+
+/* Q4_0 weights (18-byte blocks) x Q8_0 activations. */
+static float dot_q4_0(const uint8_t* w, const int8_t* xq, const float* xd, int64_t k) {
+  float r;
+  int64_t n = k / 32, t;
+  __asm__ volatile(
+      ETI_FBCX(ft0, z) ETI_FBCX(ft7, z) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o)
+          ETI_FLW(ft11, 96, o) ETI_FBC(fa6, 0, m) ETI_FBC(fa7, 4, m) "1:\n\taddi %[t], %[w], 2\n\t" ETI_FGB(
+              fa0, ft8, t) ETI_FGB(fa1, ft9, t) ETI_FAND_PI(fa2, fa0, fa6) ETI_FSUB_PI(fa2, fa2, fa7)
+              ETI_FSRLI_PI(fa0, fa0, 4) ETI_FAND_PI(fa0, fa0, fa6) ETI_FSUB_PI(fa0, fa0, fa7) ETI_FAND_PI(fa3, fa1, fa6)
+                  ETI_FSUB_PI(fa3, fa3, fa7) ETI_FSRLI_PI(fa1, fa1, 4) ETI_FAND_PI(fa1, fa1, fa6)
+                      ETI_FSUB_PI(fa1, fa1, fa7) ETI_FGB(ft3, ft8, q) ETI_FMUL_PI(ft1, fa2, ft3) ETI_FGB(ft3, ft9, q)
+                          ETI_FMUL_PI(ft2, fa3, ft3) ETI_FADD_PI(ft1, ft1, ft2) ETI_FGB(ft3, ft10, q)
+                              ETI_FMUL_PI(ft2, fa0, ft3) ETI_FADD_PI(ft1, ft1, ft2) ETI_FGB(ft3, ft11, q)
+                                  ETI_FMUL_PI(ft2, fa1, ft3) ETI_FADD_PI(ft1, ft1, ft2) ETI_FCVT_PS_PW(ft1, ft1)
+                                      ETI_FGH(ft2, ft7, w) ETI_FCVT_PS_F16(ft2, ft2) ETI_FBC(ft3, 0, d)
+                                          ETI_FMUL(ft2, ft2, ft3) ETI_FMADD(ft0, ft2, ft1, ft0)
+                                              "addi %[w], %[w], 18\n\taddi %[q], %[q], 32\n\t"
+                                              "addi %[d], %[d], 4\n\taddi %[n], %[n], -1\n\t"
+                                              "bnez %[n], 1b\n\t" MM_HSUM_FT0
+      : [w] "+r"(w), [q] "+r"(xq), [d] "+r"(xd), [n] "+r"(n), [r] "=f"(r), [t] "=&r"(t)
+      : [z] "r"(0), [o] "r"(k_off8), [m] "r"(k_nib)
+      : MM_CLOBBERS);
+  return r;
+}
+
+/* Integer dots of one Q4_K quant group (32 bytes of nibbles at qs) with two 32-blocks of x
+ * quants: lo nibbles . xq[0..31] -> *lo, hi nibbles . xq[32..63] -> *hi (exact, as floats). */
+static void dot_q4_k_pair(const uint8_t* qs, const int8_t* xq, float* lo, float* hi) {
+  int64_t t;
+  const int8_t* xh = xq + 32;
+  __asm__ volatile(ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o) ETI_FBC(fa6, 0, m)
+                       ETI_FGB(fa0, ft8, w) ETI_FGB(fa1, ft9, w) ETI_FGB(fa2, ft10, w) ETI_FGB(fa3, ft11, w)
+                   /* lo nibbles x xq[0..31] */
+                   ETI_FAND_PI(ft1, fa0, fa6) ETI_FGB(ft3, ft8, q) ETI_FMUL_PI(ft0, ft1, ft3) ETI_FAND_PI(ft1, fa1, fa6)
+                       ETI_FGB(ft3, ft9, q) ETI_FMUL_PI(ft1, ft1, ft3) ETI_FADD_PI(ft0, ft0, ft1)
+                           ETI_FAND_PI(ft1, fa2, fa6) ETI_FGB(ft3, ft10, q) ETI_FMUL_PI(ft1, ft1, ft3)
+                               ETI_FADD_PI(ft0, ft0, ft1) ETI_FAND_PI(ft1, fa3, fa6) ETI_FGB(ft3, ft11, q)
+                                   ETI_FMUL_PI(ft1, ft1, ft3) ETI_FADD_PI(ft0, ft0, ft1) ETI_FCVT_PS_PW(ft0, ft0)
+                                       ETI_HSUM8(ft2, ft0, ft1, t) "fmv.s %[lo], ft2\n\t"
+                   /* hi nibbles x xq[32..63] */
+                   ETI_FSRLI_PI(ft1, fa0, 4) ETI_FAND_PI(ft1, ft1, fa6) ETI_FGB(ft3, ft8, h) ETI_FMUL_PI(ft0, ft1, ft3)
+                       ETI_FSRLI_PI(ft1, fa1, 4) ETI_FAND_PI(ft1, ft1, fa6) ETI_FGB(ft3, ft9, h)
+                           ETI_FMUL_PI(ft1, ft1, ft3) ETI_FADD_PI(ft0, ft0, ft1) ETI_FSRLI_PI(ft1, fa2, 4)
+                               ETI_FAND_PI(ft1, ft1, fa6) ETI_FGB(ft3, ft10, h) ETI_FMUL_PI(ft1, ft1, ft3)
+                                   ETI_FADD_PI(ft0, ft0, ft1) ETI_FSRLI_PI(ft1, fa3, 4) ETI_FAND_PI(ft1, ft1, fa6)
+                                       ETI_FGB(ft3, ft11, h) ETI_FMUL_PI(ft1, ft1, ft3) ETI_FADD_PI(ft0, ft0, ft1)
+                                           ETI_FCVT_PS_PW(ft0, ft0) ETI_HSUM8(ft2, ft0, ft1, t) "fmv.s %[hi], ft2\n\t"
+                   : [lo] "=&f"(*lo), [hi] "=&f"(*hi), [t] "=&r"(t)
+                   : [w] "r"(qs), [q] "r"(xq), [h] "r"(xh), [o] "r"(k_off8), [m] "r"(k_nib)
+                   : MM_CLOBBERS);
+}
+
+static float fabs_bits(float x) { return et_bits_f32(et_f32_bits(x) & 0x7fffffffu); }
+
+/* Round half to even of a float in [-2^22, 2^22] (magic-number addition). */
+static int32_t round_even(float x) {
+  const float magic = 12582912.0f;
+  return (int32_t)(et_f32_bits(x + magic) - et_f32_bits(magic));
+}
+
+/* Q8_0 activation row: q[K], d[K/32] (d rounded through f16, as the CPU's quantizer stores it).
+ * Per 32-block: amax in 8 lanes (|x| by clearing the sign bit, fmax.ps, then across the lanes),
+ * q = round-to-nearest-even(x * 127/amax) (fcvt.pw.ps) scattered as bytes (fscb.ps). */
+static const uint32_t k_absmask = 0x7fffffffu;
+
+static float block_amax(const float* x) {
+  float r;
+  int64_t t;
+  __asm__ volatile(ETI_FBC(ft7, 0, m) ETI_FLW(ft0, 0, x) ETI_FAND_PI(ft0, ft0, ft7) ETI_FLW(ft1, 32, x)
+                       ETI_FAND_PI(ft1, ft1, ft7) ETI_FMAX(ft0, ft0, ft1) ETI_FLW(ft1, 64, x) ETI_FAND_PI(ft1, ft1, ft7)
+                           ETI_FMAX(ft0, ft0, ft1) ETI_FLW(ft1, 96, x) ETI_FAND_PI(ft1, ft1, ft7) ETI_FMAX(ft0, ft0, ft1)
+                               ETI_FSWIZZ_SWAP1(ft1, ft0) ETI_FMAX(ft0, ft0, ft1) ETI_FSWIZZ_SWAP2(ft1, ft0)
+                                   ETI_FMAX(ft0, ft0, ft1) ETI_FMVS_X(t, ft0, 4) "fmv.w.x ft1, %[t]\n\t"
+                                                                                "fmax.s %[r], ft0, ft1\n\t"
+                   : [r] "=f"(r), [t] "=&r"(t)
+                   : [x] "r"(x), [m] "r"(&k_absmask)
+                   : "ft0", "ft1", "ft7", "memory");
+  return r;
+}
+
+static void block_round_store(int8_t* q, const float* x, float id) {
+  __asm__ volatile(ETI_FBC(ft7, 0, i) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o)
+                       ETI_FLW(ft0, 0, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft8, q)
+                           ETI_FLW(ft0, 32, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0)
+                               ETI_FSCB(ft0, ft9, q) ETI_FLW(ft0, 64, x) ETI_FMUL(ft0, ft0, ft7)
+                                   ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft10, q) ETI_FLW(ft0, 96, x)
+                                       ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft11, q)
+                   :
+                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(k_off8)
+                   : "ft0", "ft7", "ft8", "ft9", "ft10", "ft11", "memory");
+}
+
+static void quantize_q8_0(const float* x, int64_t k, int8_t* q, float* d) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float amax = block_amax(x + 32 * b);
+    const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
+    d[b] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
+    block_round_store(q + 32 * b, x + 32 * b, id);
+  }
+}
+
+/* Q8_K activation row: q[K], d[K/256], xsum[K/32] (sum of each 32 quants). */
+static void quantize_q8_k(const float* x, int64_t k, int8_t* q, float* d, float* xsum) {
+  for (int64_t b = 0; b < k / 256; ++b) {
+    const float* xb = x + 256 * b;
+    float amax = 0.0f, mx = 0.0f;
+    for (int i = 0; i < 256; ++i) {
+      float a = fabs_bits(xb[i]);
+      if (a > amax) {
+        amax = a;
+        mx = xb[i];
+      }
+    }
+    if (amax == 0.0f) {
+      d[b] = 0.0f;
+      for (int i = 0; i < 256; ++i) q[256 * b + i] = 0;
+      for (int j = 0; j < 8; ++j) xsum[8 * b + j] = 0.0f;
+      continue;
+    }
+    float iscale = et_divf(-127.0f, mx);
+    for (int j = 0; j < 8; ++j) {
+      int32_t s = 0;
+      for (int i = 0; i < 32; ++i) {
+        int32_t v = round_even(iscale * xb[32 * j + i]);
+        if (v > 127) v = 127;
+        q[256 * b + 32 * j + i] = (int8_t)v;
+        s += v;
+      }
+      xsum[8 * b + j] = (float)s;
+    }
+    d[b] = et_recipf(iscale);
+  }
+}
+
+static void scale_min_k4(int j, const uint8_t* q, float* sc, float* m) {
+  if (j < 4) {
+    *sc = (float)(q[j] & 63);
+    *m = (float)(q[j + 4] & 63);
+  } else {
+    *sc = (float)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = (float)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+static float dot_q4_k(const uint8_t* w, const int8_t* xq, const float* xd, const float* xsum, int64_t k) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / 256; ++b, w += 144) {
+    const float d = et_f16_to_f32((uint16_t)(w[0] | (w[1] << 8)));
+    const float dmin = et_f16_to_f32((uint16_t)(w[2] | (w[3] << 8)));
+    const uint8_t* scales = w + 4;
+    const uint8_t* qs = w + 16;
+    float sumb = 0.0f;
+    for (int p = 0; p < 4; ++p) {
+      float lo, hi, sc0, m0, sc1, m1;
+      dot_q4_k_pair(qs + 32 * p, xq + 256 * b + 64 * p, &lo, &hi);
+      scale_min_k4(2 * p, scales, &sc0, &m0);
+      scale_min_k4(2 * p + 1, scales, &sc1, &m1);
+      sumb += d * sc0 * lo - dmin * m0 * xsum[8 * b + 2 * p];
+      sumb += d * sc1 * hi - dmin * m1 * xsum[8 * b + 2 * p + 1];
+    }
+    acc += xd[b] * sumb;
+  }
+  return acc;
+}
+
+static int64_t mul_mat(const void* args, uint32_t want) {
+  const EtMulMatArgs* p = (const EtMulMatArgs*)args;
+  const EtTensor *w = &p->w, *x = &p->x, *d = &p->dst;
+  if (w->type != want) return et_fail(ET_STATUS_BAD_TYPE, 0);
+  if (x->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 1);
+  if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 2);
+  const int64_t K = w->ne[0], N = w->ne[1], T = x->ne[1];
+  const int64_t kb = want == ET_TYPE_Q4_K ? 256 : (want == ET_TYPE_F32 || want == ET_TYPE_F16) ? 8 : 32;
+  if (K % kb != 0 || K > 16384 || x->ne[0] != K) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  if (d->ne[0] != N || d->ne[1] != T || d->ne[2] != x->ne[2] || d->ne[3] != x->ne[3])
+    return et_fail(ET_STATUS_BAD_SHAPE, 2);
+  if (w->ne[2] <= 0 || w->ne[3] <= 0 || x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0)
+    return et_fail(ET_STATUS_BAD_SHAPE, 1);
+  if (x->nb[0] != 4 || d->nb[0] != 4 || (x->addr | x->nb[1]) % 32 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 1);
+  const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+
+  /* Stack scratch for quantized activation rows. */
+  uint8_t scratch[ET_MM_SCRATCH] __attribute__((aligned(64)));
+  const int quant = want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0 || want == ET_TYPE_Q4_K;
+  const int64_t row_scratch = want == ET_TYPE_Q4_K ? K + 4 * (K / 256) + 4 * (K / 32) : K + 4 * (K / 32);
+  const int64_t row_stride = (row_scratch + 63) / 64 * 64;
+  const int64_t chunk = quant ? ET_MM_SCRATCH / row_stride : T;
+  if (chunk < 1) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+
+  int64_t n0, n1;
+  et_split(et_spmd(&p->h), N, 16, &n0, &n1);
+  if (n0 >= n1) return ET_STATUS_OK;
+  for (int64_t i3 = 0; i3 < x->ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < x->ne[2]; ++i2) {
+      const uint8_t* wb = (const uint8_t*)(uintptr_t)w->addr + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
+      const uint8_t* xb = (const uint8_t*)(uintptr_t)x->addr + i2 * x->nb[2] + i3 * x->nb[3];
+      uint8_t* db = (uint8_t*)(uintptr_t)d->addr + i2 * d->nb[2] + i3 * d->nb[3];
+      for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+        const int64_t t1 = t0 + chunk < T ? t0 + chunk : T;
+        for (int64_t t = t0; quant && t < t1; ++t) {
+          int8_t* q = (int8_t*)(scratch + (t - t0) * row_stride);
+          float* sd = (float*)(scratch + (t - t0) * row_stride + K);
+          const float* xr = (const float*)(xb + t * x->nb[1]);
+          if (want == ET_TYPE_Q4_K) quantize_q8_k(xr, K, q, sd, sd + K / 256);
+          else quantize_q8_0(xr, K, q, sd);
+        }
+        for (int64_t n = n0; n < n1; ++n) {
+          const uint8_t* wr = wb + n * w->nb[1];
+          for (int64_t t = t0; t < t1; ++t) {
+            const float* xr = (const float*)(xb + t * x->nb[1]);
+            const int8_t* q = (const int8_t*)(scratch + (t - t0) * row_stride);
+            const float* sd = (const float*)(scratch + (t - t0) * row_stride + K);
+            float v;
+            switch (want) {
+              case ET_TYPE_F32: v = dot_f32((const float*)wr, xr, K); break;
+              case ET_TYPE_F16: v = dot_f16((const uint16_t*)wr, xr, K); break;
+              case ET_TYPE_Q8_0: v = dot_q8_0(wr, q, sd, K); break;
+              case ET_TYPE_Q4_0: v = dot_q4_0(wr, q, sd, K); break;
+              default: v = dot_q4_k(wr, q, sd, sd + K / 256, K); break;
+            }
+            ((float*)(db + t * d->nb[1]))[n] = v;
+          }
+        }
+      }
+    }
+  return ET_STATUS_OK;
+}
+
+static float dot_row(uint32_t want, const uint8_t* wr, const float* xr, const uint8_t* scratch, int64_t K) {
+  const int8_t* q = (const int8_t*)scratch;
+  const float* sd = (const float*)(scratch + K);
+  switch (want) {
+    case ET_TYPE_F32: return dot_f32((const float*)wr, xr, K);
+    case ET_TYPE_F16: return dot_f16((const uint16_t*)wr, xr, K);
+    case ET_TYPE_Q8_0: return dot_q8_0(wr, q, sd, K);
+    case ET_TYPE_Q4_0: return dot_q4_0(wr, q, sd, K);
+    default: return dot_q4_k(wr, q, sd, sd + K / 256, K);
+  }
+}
+
+static int64_t mul_mat_id(const void* args, uint32_t want) {
+  const EtMulMatIdArgs* p = (const EtMulMatIdArgs*)args;
+  const EtTensor *w = &p->w, *x = &p->x, *ids = &p->ids, *d = &p->dst;
+  if (w->type != want) return et_fail(ET_STATUS_BAD_TYPE, 0);
+  if (x->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 1);
+  if (ids->type != ET_TYPE_I32) return et_fail(ET_STATUS_BAD_TYPE, 2);
+  if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 3);
+  const int64_t K = w->ne[0], N = w->ne[1], E = w->ne[2], n_used = ids->ne[0], T = ids->ne[1], S = x->ne[1];
+  const int64_t kb = want == ET_TYPE_Q4_K ? 256 : (want == ET_TYPE_F32 || want == ET_TYPE_F16) ? 8 : 32;
+  if (K % kb != 0 || K > 16384 || x->ne[0] != K || x->ne[2] != T || S <= 0) return et_fail(ET_STATUS_BAD_SHAPE, 1);
+  if (d->ne[0] != N || d->ne[1] != n_used || d->ne[2] != T) return et_fail(ET_STATUS_BAD_SHAPE, 3);
+  if (x->nb[0] != 4 || d->nb[0] != 4 || (x->addr | x->nb[1] | x->nb[2]) % 32 != 0)
+    return et_fail(ET_STATUS_BAD_ALIGN, 1);
+  uint8_t scratch[ET_MM_SCRATCH] __attribute__((aligned(64)));
+  const int quant = want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0 || want == ET_TYPE_Q4_K;
+  if (K + 4 * (K / 32) + 4 * (K / 256) > ET_MM_SCRATCH) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  int64_t n0, n1;
+  et_split(et_spmd(&p->h), N, 16, &n0, &n1);
+  if (n0 >= n1) return ET_STATUS_OK;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < n_used; ++j) {
+      const int32_t e = *(const int32_t*)(uintptr_t)(ids->addr + j * ids->nb[0] + t * ids->nb[1]);
+      float* out = (float*)(uintptr_t)(d->addr + j * d->nb[1] + t * d->nb[2]);
+      if (e < 0 || e >= E) {
+        for (int64_t n = n0; n < n1; ++n) out[n] = 0.0f;
+        continue;
+      }
+      const float* xr = (const float*)(uintptr_t)(x->addr + (j % S) * x->nb[1] + t * x->nb[2]);
+      if (quant) {
+        if (want == ET_TYPE_Q4_K)
+          quantize_q8_k(xr, K, (int8_t*)scratch, (float*)(scratch + K), (float*)(scratch + K) + K / 256);
+        else quantize_q8_0(xr, K, (int8_t*)scratch, (float*)(scratch + K));
+      }
+      const uint8_t* we = (const uint8_t*)(uintptr_t)w->addr + (uint64_t)e * w->nb[2];
+      for (int64_t n = n0; n < n1; ++n) out[n] = dot_row(want, we + n * w->nb[1], xr, scratch, K);
+    }
+  return ET_STATUS_OK;
+}
+
+static int64_t mul_mat_f32(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat(a, ET_TYPE_F32);
+}
+static int64_t mul_mat_f16(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat(a, ET_TYPE_F16);
+}
+static int64_t mul_mat_q8_0(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat(a, ET_TYPE_Q8_0);
+}
+static int64_t mul_mat_q4_0(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat(a, ET_TYPE_Q4_0);
+}
+static int64_t mul_mat_q4_k(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat(a, ET_TYPE_Q4_K);
+}
+ET_KERNEL(ET_K_MUL_MAT_F32, mul_mat_f32);
+ET_KERNEL(ET_K_MUL_MAT_F16, mul_mat_f16);
+ET_KERNEL(ET_K_MUL_MAT_Q8_0, mul_mat_q8_0);
+ET_KERNEL(ET_K_MUL_MAT_Q4_0, mul_mat_q4_0);
+ET_KERNEL(ET_K_MUL_MAT_Q4_K, mul_mat_q4_k);
+
+static int64_t mul_mat_id_f32(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_F32);
+}
+static int64_t mul_mat_id_f16(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_F16);
+}
+static int64_t mul_mat_id_q8_0(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_Q8_0);
+}
+static int64_t mul_mat_id_q4_0(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_Q4_0);
+}
+static int64_t mul_mat_id_q4_k(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_Q4_K);
+}
+ET_KERNEL(ET_K_MUL_MAT_ID_F32, mul_mat_id_f32);
+ET_KERNEL(ET_K_MUL_MAT_ID_F16, mul_mat_id_f16);
+ET_KERNEL(ET_K_MUL_MAT_ID_Q8_0, mul_mat_id_q8_0);
+ET_KERNEL(ET_K_MUL_MAT_ID_Q4_0, mul_mat_id_q4_0);
+ET_KERNEL(ET_K_MUL_MAT_ID_Q4_K, mul_mat_id_q4_k);
