@@ -59,10 +59,13 @@ struct EtPlan : Plan {
   et::Driver* driver = nullptr;
   DevAddr staging = 0;
   uint64_t staging_bytes = 0;
+  DevAddr scratch = 0;  // zeroed before each launch that uses it (lower.h scratch_bytes)
+  uint64_t scratch_bytes = 0;
   std::vector<EtNode> nodes;
   HostFallback* fallback = nullptr;
   ~EtPlan() override {
     if (staging) driver->free(staging);
+    if (scratch) driver->free(scratch);
   }
 };
 
@@ -269,9 +272,12 @@ std::unique_ptr<Plan> EtExecutor::compile(const Segment& segment) {
       }
     }
     p->staging_bytes = std::max(p->staging_bytes, en.staging);
+    if (en.kernel)
+      p->scratch_bytes = std::max(p->scratch_bytes, et::scratch_bytes(*n, en.kernel, dev_.options().harts));
     p->nodes.push_back(std::move(en));
   }
   if (p->staging_bytes) p->staging = dev_.driver().alloc(p->staging_bytes);
+  if (p->scratch_bytes) p->scratch = dev_.driver().alloc(p->scratch_bytes);
   ++dev_.mutable_stats().plans_compiled;
   return p;
 }
@@ -310,7 +316,14 @@ void EtExecutor::run(Plan& plan, RunHooks* hooks) {
             if (d >= rg.lo && d < rg.lo + rg.bytes) return p.staging + rg.dev_off + uint64_t(d - rg.lo);
           fail("et: tensor '{}' of '{}' is neither resident nor staged", t.name, n.name);
         };
-        et::KernelCall call = et::build_call(n, en.kernel, dev_.options().harts, addr);
+        DevAddr scratch = 0;
+        if (uint64_t sb = et::scratch_bytes(n, en.kernel, dev_.options().harts)) {
+          static const std::vector<uint8_t> zeros(1 << 16);
+          for (uint64_t done = 0; done < sb; done += zeros.size())
+            drv.copy_in(p.scratch + done, zeros.data(), std::min<uint64_t>(zeros.size(), sb - done));
+          scratch = p.scratch;
+        }
+        et::KernelCall call = et::build_call(n, en.kernel, dev_.options().harts, addr, scratch);
         kernel = call.name;
         et::LaunchRequest rq;
         rq.code = dev_.code();

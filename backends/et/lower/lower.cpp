@@ -64,7 +64,9 @@ EtTensor desc(const Tensor* t, const DeviceAddressOf& addr) {
 }
 
 template <class Args>
-std::vector<uint8_t> blob(Args& a, uint32_t kernel_id, const HartSet& h) {
+std::vector<uint8_t> blob(Args& a, uint32_t kernel_id, const HartSet& h, DevAddr scratch, uint64_t scratch_bytes) {
+  a.h.scratch = scratch;
+  a.h.scratch_bytes = scratch ? scratch_bytes : 0;
   a.h.abi_version = ET_ABI_VERSION;
   a.h.kernel_id = kernel_id;
   a.h.shire_mask = h.shire_mask;
@@ -158,6 +160,10 @@ KernelChoice choose_kernel(const Tensor& n) {
         return no(fmt::format("cache type {}: ET stores into f16 or f32 caches", dtype_name(s0->type)));
       if (!(r = check_f32(n, {s1})).empty()) return no(r);
       if (s2->type != DType::I32) return no("cell indices are not i32");
+      if (row_bytes(s0->type, s0->ne[0]) % 64 != 0)
+        return no(fmt::format("cache rows of {} bytes: ET stores whole 64-byte lines per cell",
+                              row_bytes(s0->type, s0->ne[0])));
+      if (!rows_contiguous(*s0)) return no("cache rows not contiguous");
       return {s0->type == DType::F16 ? uint32_t(ET_K_KV_STORE_F16) : uint32_t(ET_K_KV_STORE_F32), {}};
     default: return no(fmt::format("no ET kernel for {}", op_name(n.op)));
   }
@@ -172,7 +178,14 @@ std::vector<const Tensor*> kernel_sources(const Tensor& n) {
 
 bool writes_in_place(const Tensor& n) { return n.op == Op::KvStore; }
 
-KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const DeviceAddressOf& addr) {
+uint64_t scratch_bytes(const Tensor& n, uint32_t kid, const HartSet& h) {
+  // RMS_NORM splits a row over every hart when there are fewer rows than harts (norm.c).
+  if (kid == ET_K_RMS_NORM_F32 && n.n_rows() < int64_t(h.count())) return 64 * (2 * uint64_t(h.count()) + 1);
+  return 0;
+}
+
+KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const DeviceAddressOf& addr, DevAddr scratch) {
+  const uint64_t sbytes = scratch_bytes(n, kid, h);
   KernelCall c;
   c.kernel_id = kid;
   c.name = et_kernel_name(kid) ? et_kernel_name(kid) : "?";
@@ -187,14 +200,14 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       a.a = desc(s0, addr);
       a.b = desc(s1, addr);
       a.dst = desc(&n, addr);
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     case Op::Silu: {
       EtUnaryArgs a{};
       a.src = desc(s0, addr);
       a.dst = desc(&n, addr);
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     case Op::RmsNorm: {
@@ -202,7 +215,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       a.src = desc(s0, addr);
       a.dst = desc(&n, addr);
       a.eps = n.fparams[0];
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     case Op::MulMat: {
@@ -210,7 +223,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       a.w = desc(s0, addr);
       a.x = desc(s1, addr);
       a.dst = desc(&n, addr);
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     case Op::MulMatId: {
@@ -219,7 +232,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       a.x = desc(s1, addr);
       a.ids = desc(s2, addr);
       a.dst = desc(&n, addr);
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     case Op::GetRows: {
@@ -227,7 +240,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       a.table = desc(s0, addr);
       a.ids = desc(s1, addr);
       a.dst = desc(&n, addr);
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     case Op::Rope: {
@@ -249,7 +262,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       a.mscale = mscale;
       a.corr_low = p.corr_low;
       a.corr_high = p.corr_high;
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     case Op::Attention: {
@@ -262,7 +275,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       a.dst = desc(&n, addr);
       a.n_head_kv = n.iparams[0];
       a.scale = n.fparams[0];
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     case Op::KvStore: {
@@ -270,7 +283,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       a.cache = desc(s0, addr);
       a.src = desc(s1, addr);
       a.cells = desc(s2, addr);
-      c.args = blob(a, kid, h);
+      c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
     default: fail("et: no ET kernel for {} ('{}')", op_name(n.op), n.name);

@@ -35,8 +35,14 @@ struct KernelCall {
   std::vector<uint8_t> args;
 };
 
-// The launch of `node` with kernel `kernel_id` on `harts`.
-KernelCall build_call(const Tensor& node, uint32_t kernel_id, const HartSet& harts, const DeviceAddressOf& addr);
+// Device scratch (zeroed before the launch) the kernel of `node` can use on
+// `harts`, in bytes; 0 = none (EtArgsHeader.scratch).
+uint64_t scratch_bytes(const Tensor& node, uint32_t kernel_id, const HartSet& harts);
+
+// The launch of `node` with kernel `kernel_id` on `harts`; `scratch` (0 or
+// scratch_bytes() of zeroed device memory) goes into the header.
+KernelCall build_call(const Tensor& node, uint32_t kernel_id, const HartSet& harts, const DeviceAddressOf& addr,
+                      DevAddr scratch = 0);
 
 // The tensors a node's kernel reads (its sources, in ABI order) and whether
 // it writes its output in place into source 0's bytes (KV_STORE).
