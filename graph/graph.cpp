@@ -201,6 +201,60 @@ Tensor* Graph::top_k(Tensor* x, int k) {
 }
 Tensor* Graph::cpy(Tensor* x, DType type) { return new_node(Op::Cpy, type, x->ne, {x}); }
 
+const char* unary_fn_name(UnaryFn f) {
+  switch (f) {
+    case UnaryFn::Sigmoid: return "sigmoid";
+    case UnaryFn::Tanh: return "tanh";
+    case UnaryFn::Exp: return "exp";
+    case UnaryFn::ReluSqr: return "relu_sqr";
+  }
+  return "?";
+}
+
+Tensor* Graph::norm(Tensor* x, float eps) {
+  require(x->type == DType::F32, "NORM", x, nullptr, "input must be f32");
+  Tensor* t = new_node(Op::Norm, DType::F32, x->ne, {x});
+  t->fparams[0] = eps;
+  return t;
+}
+
+Tensor* Graph::unary(Tensor* x, UnaryFn f) {
+  require(x->type == DType::F32, "UNARY", x, nullptr, "input must be f32");
+  require(int32_t(f) >= 0 && int32_t(f) <= int32_t(UnaryFn::ReluSqr), "UNARY", x, nullptr, "unknown function");
+  Tensor* t = new_node(Op::Unary, DType::F32, x->ne, {x});
+  t->iparams[0] = int32_t(f);
+  return t;
+}
+
+Tensor* Graph::l2_norm(Tensor* x, float eps) {
+  require(x->type == DType::F32, "L2_NORM", x, nullptr, "input must be f32");
+  Tensor* t = new_node(Op::L2Norm, DType::F32, x->ne, {x});
+  t->fparams[0] = eps;
+  return t;
+}
+
+Tensor* Graph::token_shift(Tensor* x, Tensor* state, Tensor* slots) {
+  require(x->type == DType::F32 && x->is_contiguous() && x->ne[2] == 1 && x->ne[3] == 1, "TOKEN_SHIFT", x, nullptr,
+          "x must be contiguous f32 [C, T]");
+  require(state->type == DType::F32 && state->ne[0] == x->ne[0] && state->is_contiguous() && state->ne[2] == 1,
+          "TOKEN_SHIFT", x, state, "state must be contiguous f32 [C, n_slots]");
+  require(slots->type == DType::I32 && slots->ne[0] == x->ne[1] && slots->n_elements() == x->ne[1], "TOKEN_SHIFT", x,
+          slots, "needs one i32 slot per token");
+  return new_node(Op::TokenShift, DType::F32, x->ne, {x, state, slots});
+}
+
+Tensor* Graph::wkv7(Tensor* r, Tensor* w, Tensor* k, Tensor* v, Tensor* a, Tensor* b, Tensor* state, Tensor* slots) {
+  const int64_t S = r->ne[0], H = r->ne[1], T = r->ne[2];
+  for (Tensor* x : {r, w, k, v, a, b})
+    require(x->type == DType::F32 && x->is_contiguous() && x->ne == r->ne, "RWKV_WKV7", r, x,
+            "r, w, k, v, a, b must be contiguous f32 of the same shape [S, H, T]");
+  require(state->type == DType::F32 && state->is_contiguous() && state->ne[0] == S * S * H && state->ne[2] == 1,
+          "RWKV_WKV7", r, state, "state must be contiguous f32 [S*S*H, n_slots]");
+  require(slots->type == DType::I32 && slots->ne[0] == T && slots->n_elements() == T, "RWKV_WKV7", r, slots,
+          "needs one i32 slot per token");
+  return new_node(Op::Wkv7, DType::F32, {S * H, T, 1, 1}, {r, w, k, v, a, b, state, slots});
+}
+
 Tensor* Graph::reshape(Tensor* x, std::array<int64_t, kMaxDims> ne) {
   require(x->is_contiguous(), "RESHAPE", x, nullptr, "source must be contiguous");
   const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];

@@ -47,6 +47,15 @@ enum class Op : uint8_t {
   Softmax,    // softmax over ne[0] of each row, F32
   TopK,       // src0 F32 [N, T] -> I32 [k, T]: indices of the k largest, descending; iparams[0] = k
   Cpy,        // src0 (any layout, F32/F16/BF16) -> this tensor's dtype, contiguous
+  // RWKV-7 (issue 17):
+  Norm,        // layer norm without weight (ggml_norm): rows of ne[0], F32; fparams[0] = eps.
+               //   y = (x - mean) / sqrt(var + eps); GROUP_NORM is this over a [group, n_groups * T] reshape
+  Unary,       // y = f(x), F32; iparams[0] = UnaryFn: sigmoid, tanh, exp, relu^2
+  L2Norm,      // rows of ne[0], F32; fparams[0] = eps. y = x / max(sqrt(sum(x^2)), eps)
+  TokenShift,  // src0 x F32 [C, T], src1 state F32 [C, n_slots] (Cache), src2 slot I32 [T] -> F32 [C, T]:
+               //   y[:, t] = x[:, t'] for the last t' < t with slot[t'] == slot[t], else state[:, slot[t]];
+               //   then state[:, s] = x[:, last t of slot s] (the state is updated in place)
+  Wkv7,        // RWKV-7 time mix recurrence, see Wkv7Src; output F32 [S*H, T]; the state is updated in place
   Count
 };
 const char* op_name(Op op);
@@ -63,6 +72,17 @@ enum class RopeMode : int32_t { Normal = 0, Neox = 2 };  // ggml's numbering
 // the two products, as llama.cpp's (non flash-attention) path does.
 enum AttentionSrc { kAttnQ = 0, kAttnK = 1, kAttnV = 2, kAttnTokens = 3, kAttnCells = 4 };
 
+// Sources of a Wkv7 node: r, w, k, v, a, b F32 [S, H, T] contiguous; state F32
+// [S*S*H, n_slots] (Cache; per slot, per head h a row-major S x S matrix
+// St[i][j], i the value index, j the key index); slot I32 [T]. Tokens run in
+// order; token t of slot s, per head:
+//   sa_i = sum_j a_j St[i][j];  St[i][j] = St[i][j] w_j + v_i k_j + sa_i b_j;  y_i = sum_j St[i][j] r_j.
+enum Wkv7Src { kWkvR = 0, kWkvW, kWkvK, kWkvV, kWkvA, kWkvB, kWkvState, kWkvSlot };
+
+// Functions of a Unary node (iparams[0]).
+enum class UnaryFn : int32_t { Sigmoid = 0, Tanh = 1, Exp = 2, ReluSqr = 3 };
+const char* unary_fn_name(UnaryFn f);
+
 enum class TensorRole : uint8_t {
   Compute,  // produced by a node; memory planned by the scheduler
   Input,    // written by the runtime before each run (token ids, positions, ...)
@@ -71,7 +91,7 @@ enum class TensorRole : uint8_t {
 };
 
 constexpr int kMaxDims = 4;
-constexpr int kMaxSrc = 6;
+constexpr int kMaxSrc = 8;
 
 struct Tensor {
   std::string name;
@@ -141,6 +161,12 @@ class Graph {
   Tensor* softmax(Tensor* x);
   Tensor* top_k(Tensor* x, int k);
   Tensor* cpy(Tensor* x, DType type);
+  // RWKV-7 (issue 17).
+  Tensor* norm(Tensor* x, float eps);
+  Tensor* unary(Tensor* x, UnaryFn f);
+  Tensor* l2_norm(Tensor* x, float eps);
+  Tensor* token_shift(Tensor* x, Tensor* state, Tensor* slots);
+  Tensor* wkv7(Tensor* r, Tensor* w, Tensor* k, Tensor* v, Tensor* a, Tensor* b, Tensor* state, Tensor* slots);
   // Views: reshape needs a contiguous source; view() takes explicit strides.
   Tensor* reshape(Tensor* x, std::array<int64_t, kMaxDims> ne);
   Tensor* view(Tensor* x, std::array<int64_t, kMaxDims> ne, std::array<uint64_t, kMaxDims> nb, uint64_t offset);

@@ -24,6 +24,17 @@
 //     has 8 significant bits (relative error 2^-9, squared ~4e-6): 1e-5;
 //     f32 to f32: exact (1e-12);
 //   - GET_ROWS copies dequantized rows: exact (1e-12); TOP_K indices: exact (0).
+//
+// RWKV-7 ops (issue 17): NORM 5 FLOPs per element (mean, subtract, square,
+// sum, scale), L2_NORM 3 (square, sum, scale), UNARY 4 (sigmoid's exp, add,
+// divide; tanh, exp and relu^2 counted alike), TOKEN_SHIFT a copy (0 FLOPs; it
+// reads x and writes y, and touches one state column per slot), RWKV_WKV7
+// 10 * S FLOPs per output element (per key index: a multiply-add for sa,
+// three multiplies and two adds for the state, a multiply-add for y) and its
+// bytes the inputs, the state of the slots it reads and writes, and y.
+// Tolerances: NORM, L2_NORM, UNARY as the f32 row ops (1e-7); TOKEN_SHIFT
+// copies (1e-12); RWKV_WKV7 sums S products per token over a recurrence whose
+// rounding compounds over the tokens: 1e-6.
 #include "graph/op_info.h"
 
 #include <fmt/format.h>
@@ -84,6 +95,19 @@ NodeCost attention_cost(const Tensor& node) {
           src_bytes(node) + node.nbytes()};
 }
 
+NodeCost token_shift_cost(const Tensor& node) {  // x, y, the slots, and at most one state column per token
+  const uint64_t col = node.src[1]->nb[1];
+  return {0, 2 * node.nbytes() + node.src[2]->nbytes() + 2 * col * uint64_t(node.ne[1])};
+}
+
+NodeCost wkv7_cost(const Tensor& node) {
+  const Tensor& r = *node.src[kWkvR];
+  const uint64_t state_col = node.src[kWkvState]->nb[1];
+  const uint64_t inputs = 6 * r.nbytes() + node.src[kWkvSlot]->nbytes();
+  return {10.0 * double(r.ne[0]) * double(node.n_elements()),
+          inputs + node.nbytes() + 2 * state_col * uint64_t(std::min<int64_t>(r.ne[2], node.src[kWkvState]->ne[1]))};
+}
+
 NodeCost get_rows_cost(const Tensor& node) {  // reads only the selected rows of the table
   const Tensor& table = *node.src[0];
   const uint64_t row = table.ne[1] ? table.nb[1] : 0;
@@ -112,6 +136,10 @@ std::string get_rows_fields(const Tensor& t) { return fmt::format("|table_type={
 std::string kv_store_fields(const Tensor& t) { return fmt::format("|cache_type={}", dtype_name(t.src[0]->type)); }
 std::string rope_fields(const Tensor& t) { return fmt::format("|n_rot={}|mode={}", t.iparams[0], t.iparams[1]); }
 std::string top_k_fields(const Tensor& t) { return fmt::format("|k={}", t.iparams[0]); }
+std::string unary_fields(const Tensor& t) { return fmt::format("|fn={}", unary_fn_name(UnaryFn(t.iparams[0]))); }
+std::string wkv7_fields(const Tensor& t) {
+  return fmt::format("|heads={}|head_size={}|tokens={}", t.src[kWkvR]->ne[1], t.src[kWkvR]->ne[0], t.ne[1]);
+}
 
 // ---- tolerances
 
@@ -119,6 +147,7 @@ double f32_nmse(const Tensor&) { return 1e-7; }
 double mul_mat_nmse(const Tensor&) { return 5e-4; }
 double exact_copy_nmse(const Tensor&) { return 1e-12; }
 double exact_nmse(const Tensor&) { return 0; }
+double wkv7_nmse(const Tensor&) { return 1e-6; }
 double attention_nmse(const Tensor& node) { return node.src[kAttnK]->type == DType::F32 ? 1e-6 : 5e-4; }
 double convert_nmse(const Tensor& node) {
   return node.type == DType::F32 && node.src[0]->type == DType::F32 ? 1e-12 : 1e-5;
@@ -150,6 +179,12 @@ constexpr OpInfo kOps[] = {
     {Op::Softmax,   "SOFTMAX",    1, 0, elementwise_cost<5>,    no_fields,        f32_nmse,        C::Input},
     {Op::TopK,      "TOP_K",      1, 0, per_input_cost,         top_k_fields,     exact_nmse,      C::Input},
     {Op::Cpy,       "CPY",        1, 0, elementwise_cost<0>,    no_fields,        convert_nmse,    C::Output},
+    // RWKV-7 (issue 17)
+    {Op::Norm,      "NORM",       1, 0, elementwise_cost<5>,    no_fields,        f32_nmse,        C::Input},
+    {Op::Unary,     "UNARY",      1, 0, elementwise_cost<4>,    unary_fields,     f32_nmse,        C::Input},
+    {Op::L2Norm,    "L2_NORM",    1, 0, elementwise_cost<3>,    no_fields,        f32_nmse,        C::Input},
+    {Op::TokenShift,"TOKEN_SHIFT",3, 0, token_shift_cost,       no_fields,        exact_copy_nmse, C::Input},
+    {Op::Wkv7,      "RWKV_WKV7",  8, 0, wkv7_cost,              wkv7_fields,      wkv7_nmse,       C::Input},
 };
 // clang-format on
 

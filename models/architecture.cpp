@@ -10,7 +10,9 @@
 namespace opal {
 namespace {
 
-Architecture row(std::string name, DecoderDesc d) { return {std::move(name), d, declare_decoder, build_decoder}; }
+Architecture row(std::string name, DecoderDesc d) {
+  return {std::move(name), d, declare_decoder, build_decoder, nullptr};
+}
 
 const std::vector<Architecture>& architectures() {
   static const std::vector<Architecture> kRows = {
@@ -30,6 +32,8 @@ const std::vector<Architecture>& architectures() {
                        .qk_norm = Presence::Required,
                        .ffn = FfnKind::MoeSwiGlu,
                        .moe_renormalize = true}),
+      // RWKV-7 (issue 17): a recurrent block over a per-sequence state, its own declare/build (models/rwkv7.cpp).
+      rwkv7_architecture(),
   };
   return kRows;
 }

@@ -27,6 +27,11 @@ struct GraphInputs {
   Tensor* store_cells = nullptr;          // I32 [T]: the cache cell each token is written to
   Tensor* out_ids = nullptr;              // I32 [n_out]: rows whose logits are wanted, null = all
   std::vector<Tensor*> k_cache, v_cache;  // per layer [E, n_cells]
+  // Recurrent models: per layer the token-shift states of the time mix and the
+  // channel mix (F32 [n_embd, n_slots]) and the WKV state (F32 [n_embd * head
+  // size, n_slots]), and the state slot of each token (I32 [T]).
+  std::vector<Tensor*> shift_att, shift_ffn, wkv_state;
+  Tensor* state_slots = nullptr;
 };
 
 struct BuildContext {
@@ -41,8 +46,8 @@ struct BuildContext {
 enum class Presence : uint8_t { Absent, Optional, Required };
 
 // What one layer is. Attention: norm -> attention over the KV cache -> residual,
-// norm -> FFN -> residual. Recurrent (RWKV-7, not implemented): time mix and
-// channel mix over a per-sequence state instead of a KV cache.
+// norm -> FFN -> residual. Recurrent (RWKV-7, models/rwkv7.cpp, its own row
+// functions): time mix and channel mix over a per-sequence state instead of a KV cache.
 enum class BlockKind : uint8_t { Attention, Recurrent };
 
 // Which cells a layer's attention sees. Global: every earlier position of its
@@ -93,10 +98,14 @@ struct Architecture {
   void (*declare_tensors)(const Architecture& arch, TensorTable& table, const HParams& hp) = nullptr;
   // Builds the forward graph from c.model.arch(); returns the logits [n_vocab, n_out].
   Tensor* (*build)(BuildContext& ctx) = nullptr;
+  // Reads the hyperparameters; null: HParams::from_gguf (attention models).
+  HParams (*read_hparams)(const gguf::File& f, const std::string& arch) = nullptr;
 };
 
 // Throws opal::Error naming the architecture and listing the known ones.
 const Architecture& find_architecture(const std::string& name);
+// The RWKV-7 row (models/rwkv7.cpp).
+Architecture rwkv7_architecture();
 std::vector<std::string> architecture_names();
 
 }  // namespace opal

@@ -37,6 +37,15 @@ struct HParams {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   bool expert_weights_norm = true;
+  // Recurrent models (RWKV-7, models/rwkv7.cpp): a per-sequence state instead of a KV cache.
+  bool recurrent = false;
+  int64_t wkv_head_size = 0;                                             // wkv.head_size
+  int64_t lora_decay = 0, lora_iclr = 0, lora_value = 0, lora_gate = 0;  // attention.*_lora_rank
+  float norm_eps = 1e-5f;                                                // attention.layer_norm_epsilon (LayerNorm)
+  int64_t n_wkv_head() const { return wkv_head_size > 0 ? n_embd / wkv_head_size : 0; }
+  // f32 values of one sequence's state per layer: token-shift (2 * n_embd) and WKV (n_embd * head size).
+  int64_t n_state_shift() const { return n_embd; }
+  int64_t n_state_wkv() const { return n_embd * wkv_head_size; }
 
   // The ROPE settings of this model (graph/rope.h).
   RopeParams rope_params() const;

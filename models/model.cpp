@@ -43,7 +43,18 @@ ProbeGraph probe_graph(const Model& m) {
   p.in.token_info = g.new_leaf("token_info", DType::I32, {2, T, 1, 1}, TensorRole::Input);
   p.in.cell_info = g.new_leaf("cell_info", DType::I32, {2, n_cells, 1, 1}, TensorRole::Input);
   p.in.store_cells = g.new_leaf("store_cells", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
+  if (hp.recurrent) {
+    p.in.state_slots = g.new_leaf("state_slots", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      auto state = [&](const char* what, int64_t e) {
+        return g.new_leaf(fmt::format("{}.{}", what, il), DType::F32, {e, 1, 1, 1}, TensorRole::Input);
+      };
+      p.in.shift_att.push_back(state("state_shift_att", hp.n_state_shift()));
+      p.in.shift_ffn.push_back(state("state_shift_ffn", hp.n_state_shift()));
+      p.in.wkv_state.push_back(state("state_wkv", hp.n_state_wkv()));
+    }
+  }
+  for (int64_t il = 0; il < hp.n_layer && !hp.recurrent; ++il) {
     p.in.k_cache.push_back(
         g.new_leaf(fmt::format("cache_k.{}", il), DType::F16, {hp.n_embd_k_gqa(), n_cells, 1, 1}, TensorRole::Input));
     p.in.v_cache.push_back(
@@ -64,7 +75,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
   const std::string arch_name = f.get_string("general.architecture", "");
   if (arch_name.empty()) fail("{}: general.architecture is missing", path);
   m->arch_ = &find_architecture(arch_name);
-  m->hp_ = HParams::from_gguf(f, arch_name, m->arch_->decoder.rope_mode);
+  m->hp_ = m->arch_->read_hparams ? m->arch_->read_hparams(f, arch_name)
+                                  : HParams::from_gguf(f, arch_name, m->arch_->decoder.rope_mode);
   if (m->hp_.n_vocab <= 0) {
     const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
     if (!emb) fail("{}: tensor 'token_embd.weight' is missing", path);

@@ -26,17 +26,43 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
   if (params_.n_graphs <= 0) fail("the graph cache must hold at least one shape, got n_graphs = {}", params_.n_graphs);
   params_.n_ubatch = std::min(params_.n_ubatch, params_.n_batch);
   if (params_.n_threads > 0) model.registry().set_threads(params_.n_threads);
-  kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, model.registry().host().compute_buffer_type());
+  if (hp.recurrent)  // fixed-size state per sequence, kept in f32 whatever kv_type says (as llama.cpp)
+    state_ = std::make_unique<RecurrentState>(hp, params_.n_seq_max, model.registry().host().compute_buffer_type());
+  else
+    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, model.registry().host().compute_buffer_type());
 }
 
 Context::~Context() = default;
 
-void Context::reset() { kv_->clear(); }
-void Context::remove_seq(int32_t seq) { kv_->remove_seq(seq); }
-int32_t Context::seq_pos_max(int32_t seq) const { return kv_->seq_pos_max(seq); }
-int32_t Context::seq_pos_min(int32_t seq) const { return kv_->seq_pos_min(seq); }
+void Context::reset() { state_ ? state_->clear() : kv_->clear(); }
+void Context::remove_seq(int32_t seq) { state_ ? state_->seq_rm(seq, -1, -1) : kv_->remove_seq(seq); }
+int32_t Context::seq_pos_max(int32_t seq) const { return state_ ? state_->seq_pos_max(seq) : kv_->seq_pos_max(seq); }
+int32_t Context::seq_pos_min(int32_t seq) const { return state_ ? state_->seq_pos_min(seq) : kv_->seq_pos_min(seq); }
+void Context::seq_rm(int32_t seq, int32_t p0, int32_t p1) {
+  state_ ? state_->seq_rm(seq, p0, p1) : kv_->seq_rm(seq, p0, p1);
+}
+void Context::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  state_ ? state_->seq_cp(src, dst, p0, p1) : kv_->seq_cp(src, dst, p0, p1);
+}
+void Context::seq_keep(int32_t seq) { state_ ? state_->seq_keep(seq) : kv_->seq_keep(seq); }
+int32_t Context::seq_reusable_prefix(int32_t seq, int32_t n) const {
+  return state_ ? state_->reusable_prefix(seq, n) : n;
+}
+
+KvCache& Context::kv_cache() {
+  if (!kv_) fail("{}: a recurrent model has no KV cache (its state is per sequence)", model_.hparams().arch);
+  return *kv_;
+}
+RecurrentState& Context::recurrent_state() {
+  if (!state_) fail("{}: an attention model has no recurrent state", model_.hparams().arch);
+  return *state_;
+}
 
 void Context::seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
+  if (state_) {
+    state_->seq_add(seq, p0, p1, delta);
+    return;
+  }
   const std::vector<int32_t> moved = kv_->seq_add(seq, p0, p1, delta);
   if (!moved.empty()) rotate_keys(*kv_, model_, moved, delta);
 }
@@ -52,9 +78,18 @@ std::unique_ptr<Graph> Context::build_graph(int64_t T, int64_t n_out, GraphInput
   in.positions = g->new_leaf("inp_pos", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
   in.token_info = g->new_leaf("inp_token_info", DType::I32, {2, T, 1, 1}, TensorRole::Input);
   in.store_cells = g->new_leaf("inp_store_cells", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
-  in.cell_info = g->external(kv_->cell_info());
   if (n_out < T) in.out_ids = g->new_leaf("inp_out_ids", DType::I32, {n_out, 1, 1, 1}, TensorRole::Input);
-  for (int64_t il = 0; il < model_.hparams().n_layer; ++il) {
+  if (state_) {
+    in.state_slots = g->new_leaf("inp_state_slots", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+    for (int64_t il = 0; il < model_.hparams().n_layer; ++il) {
+      in.shift_att.push_back(g->external(state_->shift_att(il)));
+      in.shift_ffn.push_back(g->external(state_->shift_ffn(il)));
+      in.wkv_state.push_back(g->external(state_->wkv(il)));
+    }
+  } else {
+    in.cell_info = g->external(kv_->cell_info());
+  }
+  for (int64_t il = 0; il < model_.hparams().n_layer && kv_; ++il) {
     in.k_cache.push_back(g->external(kv_->k(il)));
     in.v_cache.push_back(g->external(kv_->v(il)));
   }
@@ -69,7 +104,7 @@ void Context::reserve() {
   // The worst cases of the configured batch: a full ubatch with every logit,
   // with all but one (the most output ids), and with one, and the 1-token
   // decode graph (placement may differ by shape).
-  const int64_t U = std::min(params_.n_ubatch, params_.n_ctx);
+  const int64_t U = state_ ? params_.n_ubatch : std::min(params_.n_ubatch, params_.n_ctx);
   const Scheduler sched(model_.registry());
   ComputeNeeds needs;
   for (const auto& [T, n_out] : {std::pair<int64_t, int64_t>{U, U}, {U, std::max<int64_t>(U - 1, 1)}, {U, 1}, {1, 1}}) {
@@ -127,7 +162,16 @@ void Context::decode(const Batch& batch) {
   }
   if (int64_t(n) > params_.n_ctx)
     fail("the prompt/batch has {} tokens but the context holds only n_ctx = {}", n, params_.n_ctx);
-  std::vector<int32_t> cells = kv_->reserve(batch.pos, batch.seq);  // throws if full: nothing changed yet
+  std::vector<int32_t> cells;
+  if (state_) {  // a recurrent model's context is its positions: n_ctx of them per sequence
+    for (size_t i = 0; i < n; ++i)
+      if (batch.pos[i] >= params_.n_ctx)
+        fail("context is full: position {} of sequence {} (batch index {}) is past n_ctx = {} (raise -c or reset)",
+             batch.pos[i], batch.seq[i], i, params_.n_ctx);
+    cells = state_->prepare(batch.pos, batch.seq);  // the state slot of each token; throws before any change
+  } else {
+    cells = kv_->reserve(batch.pos, batch.seq);  // throws if full: nothing changed yet
+  }
 
   int64_t n_out = 0;
   for (uint8_t f : batch.logits) n_out += f != 0;
@@ -152,7 +196,7 @@ void Context::run_ubatch(const Batch& batch, size_t begin, size_t end, const std
   std::vector<int32_t> pos(batch.pos.begin() + long(begin), batch.pos.begin() + long(end));
   std::vector<int32_t> seq(batch.seq.begin() + long(begin), batch.seq.begin() + long(end));
   std::vector<int32_t> ucells(cells.begin() + long(begin), cells.begin() + long(end));
-  kv_->commit(ucells, pos, seq);
+  if (kv_) kv_->commit(ucells, pos, seq);
 
   std::memcpy(b.in.tokens->data, batch.tokens.data() + begin, size_t(T) * 4);
   std::memcpy(b.in.positions->data, pos.data(), size_t(T) * 4);
@@ -162,9 +206,11 @@ void Context::run_ubatch(const Batch& batch, size_t begin, size_t end, const std
     ti[2 * t + 1] = seq[size_t(t)];
   }
   std::memcpy(b.in.store_cells->data, ucells.data(), size_t(T) * 4);
+  if (b.in.state_slots) std::memcpy(b.in.state_slots->data, ucells.data(), size_t(T) * 4);
   if (b.in.out_ids) std::memcpy(b.in.out_ids->data, out_rows.data(), out_rows.size() * 4);
 
   b.sg->run(hooks_);
+  if (state_) state_->commit(pos, seq, 0, pos.size());
 
   if (none) return;
   const size_t nv = size_t(n_vocab());

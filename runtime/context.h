@@ -21,6 +21,7 @@
 #include "graph/scheduler.h"
 #include "models/model.h"
 #include "runtime/kv_cache.h"
+#include "runtime/recurrent_state.h"
 
 namespace opal {
 
@@ -33,6 +34,7 @@ struct ContextParams {
   DType kv_type = DType::F16;
   int n_threads = 0;  // 0 = leave the registry's setting
   int n_graphs = 8;   // most ubatch shapes whose built graphs stay cached (least recently used go)
+  int n_seq_max = 8;  // recurrent models: most sequences with a live state (state slots)
 };
 
 struct Batch {
@@ -76,16 +78,25 @@ class Context {
   // copy [p0, p1) of src into dst, drop all but seq, and shift positions
   // [p0, p1) of seq by delta, re-rotating the cached keys so that attention
   // sees them as if computed at their new positions (context shift).
-  void seq_rm(int32_t seq, int32_t p0, int32_t p1) { kv_->seq_rm(seq, p0, p1); }
-  void seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) { kv_->seq_cp(src, dst, p0, p1); }
-  void seq_keep(int32_t seq) { kv_->seq_keep(seq); }
+  // For a recurrent model these act on the per-sequence state instead
+  // (runtime/recurrent_state.h: what each means for a state, and which throw).
+  void seq_rm(int32_t seq, int32_t p0, int32_t p1);
+  void seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1);
+  void seq_keep(int32_t seq);
   void seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta);
+  // The most of seq's first n positions that seq_rm(seq, m, -1) can keep: n
+  // with a KV cache; for a recurrent state a checkpoint's length (or 0).
+  int32_t seq_reusable_prefix(int32_t seq, int32_t n) const;
+  bool recurrent() const { return state_ != nullptr; }
 
   int64_t n_ctx() const { return params_.n_ctx; }
   int64_t n_vocab() const { return model_.hparams().n_vocab; }
   const ContextParams& params() const { return params_; }
   const Model& model() const { return model_; }
-  KvCache& kv_cache() { return *kv_; }
+  // The KV cache; throws for a recurrent model, which has none.
+  KvCache& kv_cache();
+  // The recurrent state; throws for an attention model.
+  RecurrentState& recurrent_state();
   // Number of shape buckets whose graphs are cached now (at most n_graphs).
   size_t n_buckets() const { return buckets_.size(); }
   // The scheduled graph of a bucket (for reports); builds it if needed. The
@@ -106,8 +117,9 @@ class Context {
 
   const Model& model_;
   ContextParams params_;
-  std::unique_ptr<KvCache> kv_;
-  ComputeArena arena_;  // declared before the buckets, whose tensors point into it
+  std::unique_ptr<KvCache> kv_;            // attention models
+  std::unique_ptr<RecurrentState> state_;  // recurrent models
+  ComputeArena arena_;                     // declared before the buckets, whose tensors point into it
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Bucket>> buckets_;
   uint64_t use_clock_ = 0;  // for least-recently-used eviction
   std::vector<float> logits_;

@@ -36,6 +36,12 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
 size_t Sequence::reuse_prefix(std::span<const int32_t> prompt) {
   size_t keep = common_prefix(tokens_, prompt);
   if (!prompt.empty() && keep >= prompt.size()) keep = prompt.size() - 1;  // re-evaluate the last token
+  // A recurrent state restarts from a checkpoint at or before the common prefix (or from nothing).
+  keep = size_t(std::max<int32_t>(0, ctx_->seq_reusable_prefix(id_, int32_t(keep))));
+  if (keep == 0 && !tokens_.empty() && ctx_->recurrent()) {
+    clear();
+    return 0;
+  }
   truncate(keep);
   return keep;
 }

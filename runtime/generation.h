@@ -66,7 +66,8 @@ class Sequence {
   // Prefix reuse: keeps the longest common prefix of the cached tokens and
   // `prompt`, but never the whole prompt (its last token is evaluated again
   // for its logits); removes the rest from the KV cache. Returns the number of
-  // tokens kept: the caller evaluates prompt[kept..].
+  // tokens kept: the caller evaluates prompt[kept..]. A recurrent model keeps
+  // the longest prefix it has a state checkpoint for (Context::seq_reusable_prefix).
   size_t reuse_prefix(std::span<const int32_t> prompt);
   // Keeps the first n tokens, removes the rest from the cache (seq_rm).
   void truncate(size_t n);

@@ -90,8 +90,12 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
     v.add_bos = pre_cfg.add_bos;
     v.add_sep = pre_cfg.add_sep;
     if (pre_cfg.no_bos) v.bos = -1;
+  } else if (v.model == "rwkv") {
+    v.type = VocabType::Rwkv;  // no default special ids; the file's keys set them (BOS = EOS = 0, EOT = 261)
+    v.add_space_prefix = false, v.clean_spaces = false, v.add_bos = false, v.add_eos = false;
   } else {
-    fail("{}: unknown tokenizer model tokenizer.ggml.model = '{}' (supported: llama, gpt2, bert)", f.path(), v.model);
+    fail("{}: unknown tokenizer model tokenizer.ggml.model = '{}' (supported: llama, gpt2, bert, rwkv)", f.path(),
+         v.model);
   }
   if (v.pre.empty()) v.pre = "default";
   v.add_space_prefix = get_bool(f, "tokenizer.ggml.add_space_prefix", v.add_space_prefix);
@@ -292,8 +296,14 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
           if (c < 128) v.spm_isolated[c] = false;
   }
 
+  if (v.type == VocabType::Rwkv) v.build_rwkv();
+
   // Newline token.
-  if (v.type == VocabType::Spm) {
+  if (v.type == VocabType::Rwkv) {
+    std::vector<int32_t> ids;
+    v.tokenize_rwkv("\n", ids);
+    v.nl = ids.empty() ? v.pad : ids[0];
+  } else if (v.type == VocabType::Spm) {
     const int32_t id = v.byte_to_token_spm('\n');
     v.nl = id >= 0 ? id : v.pad;
   } else if (v.type == VocabType::Wpm) {
@@ -372,6 +382,7 @@ std::string Vocab::type_name() const {
     case VocabType::Spm: return "SPM";
     case VocabType::Bpe: return "BPE";
     case VocabType::Wpm: return "WPM";
+    case VocabType::Rwkv: return "RWKV";
     case VocabType::None: return "no vocab";
   }
   return "unknown";

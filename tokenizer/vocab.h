@@ -6,6 +6,7 @@
 //   "gpt2"   byte-level BPE (merges ranks, GPT-2 byte<->unicode map) with the
 //            pre-tokenizer chosen by `tokenizer.ggml.pre`
 //   "bert"   WordPiece (lowercasing, accent stripping, ▁-prefixed word starts)
+//   "rwkv"   RWKV world: greedy longest match over raw bytes (escaped token texts)
 //   "none" / "no_vocab": a vocabulary without tokens (tokenize() throws)
 //
 // Special tokens: control, user-defined and unknown tokens are split out of the
@@ -43,7 +44,7 @@ enum TokenAttr : uint32_t {
   kAttrSingleWord = 1u << 9,
 };
 
-enum class VocabType { None, Spm, Bpe, Wpm };
+enum class VocabType { None, Spm, Bpe, Wpm, Rwkv };
 
 class Vocab {
  public:
@@ -96,7 +97,7 @@ class Vocab {
   std::vector<int32_t> eog_ids() const;
 
   VocabType type() const;
-  std::string type_name() const;          // "SPM", "BPE", "WPM", "no vocab"
+  std::string type_name() const;          // "SPM", "BPE", "WPM", "RWKV", "no vocab"
   const std::string& model_name() const;  // tokenizer.ggml.model
   const std::string& pre_name() const;    // tokenizer.ggml.pre ("default" when absent)
 

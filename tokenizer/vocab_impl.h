@@ -44,6 +44,19 @@ struct BpeMerges {
   int32_t intern(std::string_view text);
 };
 
+// RWKV world tokenizer (rwkv.cpp): a byte trie over the unescaped token texts.
+struct RwkvTrie {
+  struct Node {
+    int32_t value = -1;                                 // token id ending here, or -1
+    std::vector<std::pair<uint8_t, int32_t>> children;  // sorted by byte
+  };
+  std::vector<Node> nodes;                          // nodes[0] is the root
+  int32_t child(int32_t node, uint8_t byte) const;  // -1 if none
+  void insert(std::string_view bytes, int32_t id);
+};
+// A token text written as a Python bytes literal without b'' -> its raw bytes.
+std::string rwkv_unescape(std::string_view escaped);
+
 struct Vocab::Impl {
   VocabType type = VocabType::Spm;
   std::string model;  // tokenizer.ggml.model
@@ -75,6 +88,8 @@ struct Vocab::Impl {
   bool spm_isolated[128] = {};
 
   BpeMerges bpe;
+  RwkvTrie rwkv_trie;                   // RWKV: the trie of rwkv_bytes
+  std::vector<std::string> rwkv_bytes;  // RWKV: each token's unescaped bytes
   std::unique_ptr<PreTokenizer> pretokenizer;
 
   int32_t text_to_token(std::string_view text) const {
@@ -89,6 +104,8 @@ struct Vocab::Impl {
   void merge_spm(std::string_view text, std::vector<int32_t>& out) const;
   void tokenize_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void tokenize_wpm(std::string_view text, std::vector<int32_t>& out) const;
+  void tokenize_rwkv(std::string_view text, std::vector<int32_t>& out) const;
+  void build_rwkv();
   int32_t byte_to_token_spm(uint8_t b) const;
 };
 

@@ -116,6 +116,15 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
       if (add_special && v.sep >= 0) out.push_back(v.sep);
       break;
     }
+    case VocabType::Rwkv: {
+      if (add_special && v.add_bos) out.push_back(v.bos);
+      for (const Fragment& fr : frags) {
+        if (fr.token >= 0) out.push_back(fr.token);
+        else v.tokenize_rwkv(text.substr(fr.offset, fr.length), out);
+      }
+      if (add_special && v.add_eos) out.push_back(v.eos);
+      break;
+    }
     case VocabType::None: break;
   }
   return out;
@@ -124,6 +133,7 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
 std::string Vocab::Impl::compute_piece(int32_t id, bool special) const {
   const TokenData& t = tokens[id];
   if (!special && (t.attr & (kAttrUnknown | kAttrControl))) return "";
+  if (type == VocabType::Rwkv) return rwkv_bytes[size_t(id)];  // every token: its unescaped bytes
   if (t.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return t.text;
   if (t.attr & kAttrNormal) {
     if (type == VocabType::Bpe && !escape_whitespaces) {

@@ -90,6 +90,12 @@ const std::vector<SynthPreset>& synth_presets() {
     l.n_embd = 2048, l.n_layer = 16, l.n_head = 32, l.n_head_kv = 8, l.head_dim = 64, l.n_ff = 8192;
     l.n_vocab = 128256, l.n_ctx_train = 131072, l.rope_base = 500000.0, l.rms_eps = 1e-5, l.llama3_rope = true;
     v.push_back(l);
+    SynthPreset r;  // RWKV-7 "Goose" 0.1B (rwkv7-g1 0.1b) as convert_hf_to_gguf.py writes it
+    r.name = "rwkv7-0.1b", r.arch = "rwkv7", r.model_name = "RWKV7 0.1B (synthetic)", r.size_label = "0.1B";
+    r.n_embd = 768, r.n_layer = 12, r.n_ff = 3072, r.n_vocab = 65536, r.n_ctx_train = 1048576, r.rms_eps = 1e-5;
+    r.wkv_head_size = 64, r.lora_decay = 64, r.lora_iclr = 64, r.lora_value = 32, r.lora_gate = 128;
+    r.add_bos = false;
+    v.push_back(r);
     return v;
   }();
   return presets;
@@ -125,11 +131,12 @@ uint64_t SynthTensor::bytes() const { return uint64_t(n_elements() / block_size(
 std::vector<SynthTensor> synth_tensors(const SynthPreset& p, quant::FileType ftype) {
   std::vector<SynthTensor> t;
   using Init = SynthTensor::Init;
+  if (p.arch == "rwkv7") t = rwkv7_synth_tensor_list(p);
   const int64_t q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim;
-  t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}, DType::F32, Init::Random});
-  t.push_back({"output_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
+  if (p.arch != "rwkv7") t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}, DType::F32, Init::Random});
+  if (p.arch != "rwkv7") t.push_back({"output_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
   if (p.llama3_rope) t.push_back({"rope_freqs.weight", {p.head_dim / 2}, DType::F32, Init::RopeFreqs});
-  for (int64_t i = 0; i < p.n_layer; ++i) {
+  for (int64_t i = 0; i < p.n_layer && p.arch != "rwkv7"; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     t.push_back({b + "attn_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
     t.push_back({b + "attn_q.weight", {p.n_embd, q_dim}, DType::F32, Init::Random});
@@ -215,6 +222,7 @@ SynthVocab make_synth_vocab(int64_t n_vocab) {
 }
 
 void add_synth_metadata(gguf::Writer& w, const SynthPreset& p, quant::FileType ftype) {
+  if (p.arch == "rwkv7") return add_rwkv7_synth_metadata(w, p, ftype);
   const std::string a = p.arch + ".";
   w.set("general.architecture", Value::from_string(p.arch));
   w.set("general.type", Value::from_string("model"));

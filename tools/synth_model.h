@@ -37,6 +37,8 @@ struct SynthPreset {
   bool qk_norm = false;      // qwen3: attn_q_norm / attn_k_norm
   bool llama3_rope = false;  // rope_freqs from Llama-3 scaling (factor 32, low 1, high 4, original 8192)
   bool add_bos = true;
+  // rwkv7 (tools/synth_rwkv7.cpp): WKV head size and LoRA ranks.
+  int64_t wkv_head_size = 0, lora_decay = 0, lora_iclr = 0, lora_value = 0, lora_gate = 0;
 };
 
 const std::vector<SynthPreset>& synth_presets();
@@ -72,6 +74,11 @@ struct SynthVocab {
   int32_t bos = 0, eos = 0;
 };
 SynthVocab make_synth_vocab(int64_t n_vocab);
+
+// rwkv7 (tools/synth_rwkv7.cpp): its tensors in llama.cpp's order (all F32
+// before the recipe), its metadata and an RWKV world vocabulary of the real size.
+std::vector<SynthTensor> rwkv7_synth_tensor_list(const SynthPreset& p);
+void add_rwkv7_synth_metadata(gguf::Writer& w, const SynthPreset& p, quant::FileType ftype);
 
 // Deterministic weights: row `row` of tensor number `tensor_index`, ne0 values.
 void synth_random_row(uint64_t seed, uint64_t tensor_index, int64_t row, float* out, int64_t n);

@@ -56,6 +56,7 @@ std::vector<uint8_t> weight_bytes(const Tensor& t, std::mt19937& rng) {
 std::string OpCase::label() const {
   std::string s = fmt::format("{} {} m={} n={} k={}", op_name(op), dtype_name(dtype), m, n, k);
   if (op == Op::Rope) s += variant ? " neox" : " normal";
+  if (op == Op::Unary) s += std::string(" ") + unary_fn_name(UnaryFn(variant));
   return s;
 }
 
@@ -90,8 +91,8 @@ OpCase probe_case(Op op, DType dtype) {
   c.op = op;
   c.dtype = dtype;
   c.m = 32;  // a prompt batch: accelerators may decline single tokens (their reason says so)
-  c.n = op == Op::Rope || op == Op::Attention ? 4 : 64;
-  c.k = op == Op::Rope || op == Op::Attention ? 64 : 256;
+  c.n = op == Op::Rope || op == Op::Attention || op == Op::Wkv7 ? 4 : 64;
+  c.k = op == Op::Rope || op == Op::Attention || op == Op::Wkv7 ? 64 : 256;
   return c;
 }
 
@@ -188,6 +189,31 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
     }
     case Op::TopK: out = g.top_k(input("x", c.dtype, {k, m, 1, 1}), int(std::min<int64_t>(8, k))); break;
     case Op::Cpy: out = g.cpy(input("x", DType::F32, {k, m, 1, 1}, -8, 8), c.dtype); break;
+    // RWKV-7: tokens alternate between two state slots (two sequences in one batch).
+    case Op::Norm: out = g.norm(input("x", c.dtype, {k, m, 1, 1}, -2, 3), 1e-5f); break;
+    case Op::L2Norm: out = g.l2_norm(input("x", c.dtype, {k, m, 1, 1}), 1e-12f); break;
+    case Op::Unary: out = g.unary(input("x", c.dtype, {k, m, 1, 1}, -4, 4), UnaryFn(c.variant)); break;
+    case Op::TokenShift: {
+      Tensor* slots = ints("slots", {m, 1, 1, 1}, [](int32_t* p, int64_t cnt) {
+        for (int64_t i = 0; i < cnt; ++i) p[i] = int32_t(i % 2);
+      });
+      out = g.token_shift(input("x", c.dtype, {k, m, 1, 1}), input("state", DType::F32, {k, 2, 1, 1}), slots);
+      break;
+    }
+    case Op::Wkv7: {  // S = k, H = n, T = m; decays in (0.5, 1), small a and b as after RWKV-7's L2 norm
+      auto in = [&](const char* name, float lo, float hi) { return input(name, DType::F32, {k, n, m, 1}, lo, hi); };
+      Tensor* r = input("r", c.dtype, {k, n, m, 1});  // the case's dtype: f16 is declined
+      Tensor* w = in("w", 0.5f, 1);
+      Tensor* kk = in("k", -1, 1);
+      Tensor* v = in("v", -1, 1);
+      Tensor* a = in("a", -0.1f, 0.1f);
+      Tensor* bb = in("b", -0.1f, 0.1f);
+      Tensor* slots = ints("slots", {m, 1, 1, 1}, [](int32_t* p, int64_t cnt) {
+        for (int64_t i = 0; i < cnt; ++i) p[i] = int32_t(i % 2);
+      });
+      out = g.wkv7(r, w, kk, v, a, bb, input("state", DType::F32, {k * k * n, 2, 1, 1}), slots);
+      break;
+    }
     case Op::None:
     case Op::View:
     case Op::Count: fail("op {} computes nothing", op_name(c.op));

@@ -121,5 +121,33 @@ TEST(OpInfo, CaseDtypesFollowTheRow) {
   EXPECT_EQ(ops.front(), Op::GetRows);
 }
 
+// The RWKV-7 rows (issue 17): arity, cost, fields, tolerance.
+TEST(OpInfo, RwkvRows) {
+  Graph g;
+  Tensor* x = input(g, DType::F32, {256, 4, 1, 1});
+  EXPECT_EQ(node_cost(*g.norm(x, 1e-5f)).flops, 5.0 * 256 * 4);
+  EXPECT_EQ(node_cost(*g.l2_norm(x, 1e-12f)).flops, 3.0 * 256 * 4);
+  Tensor* u = g.unary(x, UnaryFn::Tanh);
+  EXPECT_EQ(node_cost(*u).flops, 4.0 * 256 * 4);
+  EXPECT_EQ(op_info(Op::Unary).perf_fields(*u), "|fn=tanh");
+  EXPECT_EQ(max_nmse(*u), 1e-7);
+  Tensor* state = g.new_leaf("state", DType::F32, {256, 3, 1, 1}, TensorRole::Cache);
+  Tensor* slots = g.new_leaf("slots", DType::I32, {4, 1, 1, 1}, TensorRole::Input);
+  Tensor* ts = g.token_shift(x, state, slots);
+  EXPECT_EQ(op_info(Op::TokenShift).n_src, 3);
+  EXPECT_EQ(node_cost(*ts).flops, 0.0);
+  EXPECT_EQ(node_cost(*ts).bytes, uint64_t(2 * 256 * 4 * 4 + 4 * 4 + 2 * 256 * 4 * 4));
+  EXPECT_EQ(max_nmse(*ts), 1e-12);
+  Tensor* r = input(g, DType::F32, {64, 4, 4, 1});
+  Tensor* ws = g.new_leaf("wkv", DType::F32, {64 * 64 * 4, 2, 1, 1}, TensorRole::Cache);
+  Tensor* y = g.wkv7(r, r, r, r, r, r, ws, slots);
+  EXPECT_EQ(op_info(Op::Wkv7).n_src, 8);
+  EXPECT_EQ(y->ne, (std::array<int64_t, 4>{256, 4, 1, 1}));
+  EXPECT_EQ(node_cost(*y).flops, 10.0 * 64 * 256 * 4);
+  EXPECT_EQ(node_cost(*y).bytes, uint64_t(6 * 64 * 4 * 4 * 4 + 4 * 4 + 256 * 4 * 4 + 2 * 64 * 64 * 4 * 4 * 2));
+  EXPECT_EQ(op_info(Op::Wkv7).perf_fields(*y), "|heads=4|head_size=64|tokens=4");
+  EXPECT_EQ(max_nmse(*y), 1e-6);
+}
+
 }  // namespace
 }  // namespace opal

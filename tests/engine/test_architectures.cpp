@@ -23,7 +23,7 @@ namespace opal {
 namespace {
 
 TEST(Architectures, TheRows) {
-  EXPECT_EQ(architecture_names(), (std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3moe"}));
+  EXPECT_EQ(architecture_names(), (std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3moe", "rwkv7"}));
   const DecoderDesc& llama = find_architecture("llama").decoder;
   EXPECT_EQ(llama.rope_mode, RopeMode::Normal);
   EXPECT_EQ(llama.rope_freqs, Presence::Optional);
@@ -39,8 +39,16 @@ TEST(Architectures, TheRows) {
   const DecoderDesc& moe = find_architecture("qwen3moe").decoder;
   EXPECT_EQ(moe.ffn, FfnKind::MoeSwiGlu);
   EXPECT_TRUE(moe.moe_renormalize);
+  // RWKV-7: a recurrent block with its own row functions (models/rwkv7.cpp), untied output.
+  const Architecture& rwkv7 = find_architecture("rwkv7");
+  EXPECT_EQ(rwkv7.decoder.block, BlockKind::Recurrent);
+  EXPECT_EQ(rwkv7.decoder.output, OutputHead::Own);
+  EXPECT_NE(rwkv7.build, &build_decoder);
+  EXPECT_NE(rwkv7.read_hparams, nullptr);
   for (const std::string& n : architecture_names()) {
+    if (n == "rwkv7") continue;
     const Architecture& a = find_architecture(n);
+    EXPECT_EQ(a.read_hparams, nullptr) << n;
     EXPECT_EQ(a.decoder.output, OutputHead::OwnOrTied) << n;
     EXPECT_NO_THROW(require_implemented(a)) << n;
     EXPECT_EQ(a.build, &build_decoder) << n;
@@ -49,7 +57,7 @@ TEST(Architectures, TheRows) {
 }
 
 void expect_rejected(const DecoderDesc& d, const std::string& what) {
-  const Architecture a{"future", d, declare_decoder, build_decoder};
+  const Architecture a{"future", d, declare_decoder, build_decoder, nullptr};
   try {
     require_implemented(a);
     ADD_FAILURE() << "accepted a row needing " << what;

@@ -61,6 +61,13 @@ Support supports(const Tensor& node) {
                   "needs f32 q and an f32/f16/bf16 cache");
     case Op::KvStore: return need(cache_type(a->type) && node.src[1]->type == DType::F32, "cache must be f32/f16/bf16");
     case Op::TopK: return need(rows_f32(a) && a->ne[0] <= 1024, "input must be f32 rows of at most 1024");
+    case Op::Norm:
+    case Op::L2Norm:
+    case Op::Unary: return need(rows_f32(a), "input must be f32 rows");
+    case Op::TokenShift:
+      return need(a->is_contiguous() && node.src[1]->is_contiguous() && i32(node.src[2]),
+                  "needs contiguous x and state and i32 slots");
+    case Op::Wkv7: return need(i32(node.src[kWkvSlot]), "needs i32 slots");
     case Op::Count: break;
   }
   return Support::no("unknown op");
@@ -96,6 +103,11 @@ void compute(const Tensor& node, const OpContext& ctx) {
     case Op::Attention: compute_attention(node, ctx); return;
     case Op::KvStore: compute_kv_store(node, ctx); return;
     case Op::TopK: compute_top_k(node, ctx); return;
+    case Op::Norm:
+    case Op::L2Norm:
+    case Op::Unary: compute_rwkv_rows(node, ctx); return;
+    case Op::TokenShift: compute_token_shift(node, ctx); return;
+    case Op::Wkv7: compute_wkv7(node, ctx); return;
     case Op::Count: return;
   }
 }

@@ -35,5 +35,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx);
 uint64_t attention_work_size(const Tensor& node, int n_threads);
 void compute_kv_store(const Tensor& node, const OpContext& ctx);
 void compute_top_k(const Tensor& node, const OpContext& ctx);
+// RWKV-7 (ops/rwkv.cpp).
+void compute_rwkv_rows(const Tensor& node, const OpContext& ctx);  // Norm L2Norm Unary
+void compute_token_shift(const Tensor& node, const OpContext& ctx);
+void compute_wkv7(const Tensor& node, const OpContext& ctx);
 
 }  // namespace opal::cpu

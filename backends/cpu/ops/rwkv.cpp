@@ -1,0 +1,162 @@
+// The ops RWKV-7 brought (issue 17), on f32 rows:
+//   NORM         layer norm without weight, as ggml_norm: mean and variance
+//                summed in double, y = (x - mean) * 1/sqrtf(var + eps);
+//   L2_NORM      as ggml_l2_norm: sum of squares in double,
+//                y = x * 1/max(sqrtf(sum), eps);
+//   UNARY        sigmoid 1/(1+expf(-x)), tanhf, expf, relu(x)^2 (ggml_relu then ggml_sqr);
+//   TOKEN_SHIFT  y[:, t] = x of the previous token of the same state slot, or
+//                the slot's state column for a slot's first token; then each
+//                slot's column = x of its last token. Threads split the
+//                channels, so each reads and writes only its own part of the state;
+//   RWKV_WKV7    the RWKV-7 recurrence (graph/graph.h, Wkv7Src), per head a
+//                row-major S x S state per slot, updated in place token after
+//                token. Threads split the heads. The inner loops over the key
+//                index j are plain f32 loops the compiler vectorizes; sums run
+//                in float in index order (ggml's SIMD path groups them by
+//                lanes: the difference is a few ulp per token).
+// Rows, threads: NORM / L2_NORM / UNARY split the rows of the output.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/ops/ops.h"
+#include "backends/cpu/ops/row_iter.h"
+
+namespace opal::cpu {
+namespace {
+
+void rows_op(const Tensor& node, const OpContext& ctx) {
+  const Tensor& a = *node.src[0];
+  const int64_t n = a.ne[0];
+  const float eps = node.fparams[0];
+  const UnaryFn fn = UnaryFn(node.iparams[0]);
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = reinterpret_cast<const float*>(row_ptr_flat(a, r));
+      float* y = reinterpret_cast<float*>(row_ptr_flat(node, r));
+      switch (node.op) {
+        case Op::Norm: {
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; ++i) sum += double(x[i]);
+          const float mean = float(sum / double(n));
+          double sum2 = 0.0;
+          for (int64_t i = 0; i < n; ++i) {
+            const float d = x[i] - mean;
+            y[i] = d;
+            sum2 += double(d * d);
+          }
+          const float var = float(sum2 / double(n));
+          const float s = 1.0f / std::sqrt(var + eps);
+          for (int64_t i = 0; i < n; ++i) y[i] *= s;
+          break;
+        }
+        case Op::L2Norm: {
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+          const float s = 1.0f / std::max(std::sqrt(float(sum)), eps);
+          for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+          break;
+        }
+        case Op::Unary:
+          switch (fn) {
+            case UnaryFn::Sigmoid:
+              for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+              break;
+            case UnaryFn::Tanh:
+              for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+              break;
+            case UnaryFn::Exp:
+              for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+              break;
+            case UnaryFn::ReluSqr:
+              for (int64_t i = 0; i < n; ++i) {
+                const float v = x[i] > 0.0f ? x[i] : 0.0f;
+                y[i] = v * v;
+              }
+              break;
+          }
+          break;
+        default: break;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void compute_rwkv_rows(const Tensor& node, const OpContext& ctx) { rows_op(node, ctx); }
+
+void compute_token_shift(const Tensor& node, const OpContext& ctx) {
+  const Tensor& x = *node.src[0];
+  const Tensor& state = *node.src[1];
+  const int32_t* slot = static_cast<const int32_t*>(node.src[2]->data);
+  const int64_t C = x.ne[0], T = x.ne[1];
+  const float* px = static_cast<const float*>(x.data);
+  float* ps = static_cast<float*>(state.data);
+  float* py = static_cast<float*>(node.data);
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t c0, c1;
+    split_range(C, ith, nth, &c0, &c1);
+    if (c0 >= c1) return;
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t prev = t - 1;
+      while (prev >= 0 && slot[prev] != slot[t]) --prev;
+      const float* src = prev >= 0 ? px + prev * C : ps + int64_t(slot[t]) * C;
+      std::copy(src + c0, src + c1, py + t * C + c0);
+    }
+    for (int64_t t = 0; t < T; ++t) {  // the last token of each slot becomes its state
+      int64_t later = t + 1;
+      while (later < T && slot[later] != slot[t]) ++later;
+      if (later < T) continue;
+      std::copy(px + t * C + c0, px + t * C + c1, ps + int64_t(slot[t]) * C + c0);
+    }
+  });
+}
+
+void compute_wkv7(const Tensor& node, const OpContext& ctx) {
+  const Tensor& rt = *node.src[kWkvR];
+  const int64_t S = rt.ne[0], H = rt.ne[1], T = rt.ne[2];
+  const float* r = static_cast<const float*>(rt.data);
+  const float* w = static_cast<const float*>(node.src[kWkvW]->data);
+  const float* k = static_cast<const float*>(node.src[kWkvK]->data);
+  const float* v = static_cast<const float*>(node.src[kWkvV]->data);
+  const float* a = static_cast<const float*>(node.src[kWkvA]->data);
+  const float* b = static_cast<const float*>(node.src[kWkvB]->data);
+  float* state = static_cast<float*>(node.src[kWkvState]->data);
+  const int32_t* slot = static_cast<const int32_t*>(node.src[kWkvSlot]->data);
+  float* y = static_cast<float*>(node.data);
+  const int64_t slot_stride = S * S * H;
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t h0, h1;
+    split_range(H, ith, nth, &h0, &h1);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = h0; h < h1; ++h) {
+        const int64_t off = (t * H + h) * S;
+        const float* __restrict rr = r + off;
+        const float* __restrict ww = w + off;
+        const float* __restrict kk = k + off;
+        const float* __restrict vv = v + off;
+        const float* __restrict aa = a + off;
+        const float* __restrict bb = b + off;
+        float* __restrict st = state + int64_t(slot[t]) * slot_stride + h * S * S;
+        float* __restrict out = y + off;
+        for (int64_t i = 0; i < S; ++i) {
+          float* __restrict row = st + i * S;
+          float sa = 0.0f;
+          for (int64_t j = 0; j < S; ++j) sa += aa[j] * row[j];
+          const float vi = vv[i];
+          float acc = 0.0f;
+          for (int64_t j = 0; j < S; ++j) {
+            const float s = row[j] * ww[j] + vi * kk[j] + sa * bb[j];
+            row[j] = s;
+            acc += s * rr[j];
+          }
+          out[i] = acc;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace opal::cpu

@@ -1,0 +1,164 @@
+// The ops RWKV-7 brought (NORM, L2_NORM, UNARY, TOKEN_SHIFT, RWKV_WKV7)
+// against straightforward double-precision math on random inputs, run through
+// the scheduler like a model graph (1 and 3 threads), with several sequences
+// (state slots) interleaved in one batch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backends/factory/backend_factory.h"
+#include "core/error.h"
+#include "graph/registry.h"
+#include "graph/scheduler.h"
+
+namespace opal {
+namespace {
+
+struct Harness {
+  std::unique_ptr<Registry> reg;
+  std::unique_ptr<Graph> g = std::make_unique<Graph>();
+  std::mt19937 rng{7};
+  explicit Harness(int threads) : reg(make_registry({}, threads)) {}
+  Tensor* input(DType t, std::array<int64_t, 4> ne, const std::string& name) {
+    return g->new_leaf(name, t, ne, TensorRole::Input);
+  }
+  std::unique_ptr<ScheduledGraph> schedule(std::vector<Tensor*> outs) {
+    for (Tensor* o : outs) g->mark_output(o);
+    return Scheduler(*reg).schedule(std::move(g));
+  }
+  void fill(Tensor* t, float lo = -1, float hi = 1) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    for (int64_t i = 0; i < t->n_elements(); ++i) t->ptr<float>()[i] = d(rng);
+  }
+};
+
+class RwkvOps : public ::testing::TestWithParam<int> {};
+
+TEST_P(RwkvOps, NormL2NormUnary) {
+  Harness h(GetParam());
+  const int64_t n = 64, rows = 7;
+  Tensor* x = h.input(DType::F32, {n, rows, 1, 1}, "x");
+  Tensor* ln = h.g->norm(x, 1e-5f);
+  Tensor* l2 = h.g->l2_norm(x, 1e-12f);
+  std::vector<Tensor*> un;
+  for (int f = 0; f <= int(UnaryFn::ReluSqr); ++f) un.push_back(h.g->unary(x, UnaryFn(f)));
+  std::vector<Tensor*> outs = {ln, l2};
+  outs.insert(outs.end(), un.begin(), un.end());
+  auto sg = h.schedule(outs);
+  h.fill(x, -3, 4);
+  std::fill(x->ptr<float>() + n, x->ptr<float>() + 2 * n, 0.0f);  // a zero row: L2 norm divides by eps
+  sg->run();
+  const float* px = x->ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, ss = 0;
+    for (int64_t i = 0; i < n; ++i) mean += px[r * n + i];
+    mean /= double(n);
+    double var = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      var += (px[r * n + i] - mean) * (px[r * n + i] - mean);
+      ss += double(px[r * n + i]) * px[r * n + i];
+    }
+    var /= double(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = px[r * n + i];
+      EXPECT_NEAR(ln->ptr<float>()[r * n + i], (v - mean) / std::sqrt(var + 1e-5), 2e-5);
+      EXPECT_NEAR(l2->ptr<float>()[r * n + i], v / std::max(std::sqrt(ss), 1e-12), 1e-6);
+      EXPECT_NEAR(un[0]->ptr<float>()[r * n + i], 1.0 / (1.0 + std::exp(-v)), 1e-6);
+      EXPECT_NEAR(un[1]->ptr<float>()[r * n + i], std::tanh(v), 1e-6);
+      EXPECT_NEAR(un[2]->ptr<float>()[r * n + i], std::exp(v), 1e-6 * std::exp(v));
+      EXPECT_NEAR(un[3]->ptr<float>()[r * n + i], v > 0 ? v * v : 0.0, 1e-5);
+    }
+  }
+}
+
+TEST_P(RwkvOps, TokenShiftInterleavedSequences) {
+  Harness h(GetParam());
+  const int64_t C = 37, T = 6, slots_n = 3;
+  Tensor* x = h.input(DType::F32, {C, T, 1, 1}, "x");
+  Tensor* state = h.input(DType::F32, {C, slots_n, 1, 1}, "state");
+  Tensor* slots = h.input(DType::I32, {T, 1, 1, 1}, "slots");
+  Tensor* y = h.g->token_shift(x, state, slots);
+  auto sg = h.schedule({y});
+  h.fill(x);
+  h.fill(state);
+  const int32_t sl[T] = {0, 1, 0, 2, 1, 0};
+  std::memcpy(slots->data, sl, sizeof sl);
+  const std::vector<float> s0(state->ptr<float>(), state->ptr<float>() + C * slots_n);
+  sg->run();
+  const float* px = x->ptr<float>();
+  const int prev[T] = {-1, -1, 0, -1, 1, 2};  // previous token of the same slot
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      const float want = prev[t] >= 0 ? px[prev[t] * C + c] : s0[size_t(sl[t] * C + c)];
+      ASSERT_EQ(y->ptr<float>()[t * C + c], want) << t << " " << c;
+    }
+  const int last[slots_n] = {5, 4, 3};  // the last token of each slot becomes its state
+  for (int64_t s = 0; s < slots_n; ++s)
+    for (int64_t c = 0; c < C; ++c) ASSERT_EQ(state->ptr<float>()[s * C + c], px[last[s] * C + c]);
+}
+
+// The recurrence in double, token after token, with the state of each slot.
+TEST_P(RwkvOps, Wkv7MatchesDoubleRecurrence) {
+  Harness h(GetParam());
+  const int64_t S = 16, H = 3, T = 7, NS = 2;
+  std::array<Tensor*, 6> in{};
+  const char* names[6] = {"r", "w", "k", "v", "a", "b"};
+  for (int i = 0; i < 6; ++i) in[size_t(i)] = h.input(DType::F32, {S, H, T, 1}, names[i]);
+  Tensor* state = h.input(DType::F32, {S * S * H, NS, 1, 1}, "state");
+  Tensor* slots = h.input(DType::I32, {T, 1, 1, 1}, "slots");
+  Tensor* y = h.g->wkv7(in[0], in[1], in[2], in[3], in[4], in[5], state, slots);
+  auto sg = h.schedule({y});
+  h.fill(in[0]);
+  h.fill(in[1], 0.5f, 1.0f);
+  h.fill(in[2]);
+  h.fill(in[3]);
+  h.fill(in[4], -0.2f, 0.2f);
+  h.fill(in[5], -0.2f, 0.2f);
+  h.fill(state);
+  const int32_t sl[T] = {1, 0, 0, 1, 1, 0, 1};
+  std::memcpy(slots->data, sl, sizeof sl);
+  std::vector<double> st(state->ptr<float>(), state->ptr<float>() + S * S * H * NS);
+  sg->run();
+  auto at = [&](int i, int64_t t, int64_t hh, int64_t j) {
+    return double(in[size_t(i)]->ptr<float>()[(t * H + hh) * S + j]);
+  };
+  double max_err = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t hh = 0; hh < H; ++hh) {
+      double* m = st.data() + sl[t] * S * S * H + hh * S * S;
+      for (int64_t i = 0; i < S; ++i) {
+        double sa = 0, acc = 0;
+        for (int64_t j = 0; j < S; ++j) sa += at(4, t, hh, j) * m[i * S + j];
+        for (int64_t j = 0; j < S; ++j) {
+          m[i * S + j] = m[i * S + j] * at(1, t, hh, j) + at(3, t, hh, i) * at(2, t, hh, j) + sa * at(5, t, hh, j);
+          acc += m[i * S + j] * at(0, t, hh, j);
+        }
+        const double got = y->ptr<float>()[(t * H + hh) * S + i];
+        max_err = std::max(max_err, std::abs(got - acc));
+        ASSERT_NEAR(got, acc, 1e-4 * (1 + std::abs(acc))) << "t " << t << " head " << hh << " i " << i;
+      }
+    }
+  for (size_t i = 0; i < st.size(); ++i) ASSERT_NEAR(state->ptr<float>()[i], st[i], 1e-4 * (1 + std::abs(st[i]))) << i;
+  EXPECT_LT(max_err, 1e-4);
+}
+
+TEST(RwkvOpsShapes, BadShapesAreClearErrors) {
+  Graph g;
+  Tensor* x = g.new_leaf("x", DType::F32, {8, 4, 1, 1}, TensorRole::Input);
+  Tensor* st = g.new_leaf("st", DType::F32, {9, 2, 1, 1}, TensorRole::Input);
+  Tensor* sl = g.new_leaf("sl", DType::I32, {4, 1, 1, 1}, TensorRole::Input);
+  EXPECT_THROW(g.token_shift(x, st, sl), Error);
+  Tensor* r = g.new_leaf("r", DType::F32, {4, 2, 4, 1}, TensorRole::Input);
+  Tensor* bad = g.new_leaf("bad", DType::F32, {4, 2, 3, 1}, TensorRole::Input);
+  Tensor* ws = g.new_leaf("ws", DType::F32, {32, 1, 1, 1}, TensorRole::Input);
+  EXPECT_THROW(g.wkv7(r, r, r, bad, r, r, ws, sl), Error);
+  EXPECT_THROW(g.unary(x, UnaryFn(9)), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, RwkvOps, ::testing::Values(1, 3));
+
+}  // namespace
+}  // namespace opal
