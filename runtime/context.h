@@ -33,6 +33,10 @@ struct ContextParams {
   DType kv_type = DType::F16;
   int n_threads = 0;  // 0 = leave the registry's setting
   int n_graphs = 8;   // most ubatch shapes whose built graphs stay cached (least recently used go)
+  // Sliding-window layers (Gemma): their own cache of window * n_seq_max + n_ubatch cells (rounded up to 256,
+  // at most n_ctx), as llama.cpp's; swa_full gives them n_ctx cells like the other layers (llama.cpp --swa-full).
+  bool swa_full = false;
+  int n_seq_max = 1;  // most sequences decoded at once (the server's slots)
 };
 
 struct Batch {
@@ -70,15 +74,20 @@ class Context {
   void reset();                            // empties the KV cache (all sequences)
   void remove_seq(int32_t seq);            // frees one sequence's cells
   int32_t seq_pos_max(int32_t seq) const;  // -1 if empty
-  int32_t seq_pos_min(int32_t seq) const;  // -1 if empty
+  // -1 if empty. With a sliding-window cache, its smallest position (as llama.cpp's iswa cache): positions
+  // below it may be gone from the sliding layers.
+  int32_t seq_pos_min(int32_t seq) const;
+  // Whether `seq` can go on from position `pos` after its cells at >= pos are removed: every sliding
+  // layer still holds the window before pos (llama.cpp's server re-processes the prompt otherwise).
+  bool seq_can_resume(int32_t seq, int32_t pos) const;
   // llama.cpp's memory operations (llama_memory_seq_*), on the KV cache:
   // remove [p0, p1) of seq (seq < 0: every sequence; p1 < 0: to the end),
   // copy [p0, p1) of src into dst, drop all but seq, and shift positions
   // [p0, p1) of seq by delta, re-rotating the cached keys so that attention
   // sees them as if computed at their new positions (context shift).
-  void seq_rm(int32_t seq, int32_t p0, int32_t p1) { kv_->seq_rm(seq, p0, p1); }
-  void seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) { kv_->seq_cp(src, dst, p0, p1); }
-  void seq_keep(int32_t seq) { kv_->seq_keep(seq); }
+  void seq_rm(int32_t seq, int32_t p0, int32_t p1);
+  void seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1);
+  void seq_keep(int32_t seq);
   void seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta);
 
   int64_t n_ctx() const { return params_.n_ctx; }
@@ -86,6 +95,8 @@ class Context {
   const ContextParams& params() const { return params_; }
   const Model& model() const { return model_; }
   KvCache& kv_cache() { return *kv_; }
+  KvCache* swa_kv_cache() { return kv_swa_.get(); }  // null: no sliding layers, or swa_full
+  uint64_t kv_bytes() const { return kv_->bytes() + (kv_swa_ ? kv_swa_->bytes() : 0); }
   // Number of shape buckets whose graphs are cached now (at most n_graphs).
   size_t n_buckets() const { return buckets_.size(); }
   // The scheduled graph of a bucket (for reports); builds it if needed. The
@@ -107,7 +118,8 @@ class Context {
   const Model& model_;
   ContextParams params_;
   std::unique_ptr<KvCache> kv_;
-  ComputeArena arena_;  // declared before the buckets, whose tensors point into it
+  std::unique_ptr<KvCache> kv_swa_;  // the sliding-window layers' cache, if separate
+  ComputeArena arena_;               // declared before the buckets, whose tensors point into it
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Bucket>> buckets_;
   uint64_t use_clock_ = 0;  // for least-recently-used eviction
   std::vector<float> logits_;

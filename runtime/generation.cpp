@@ -36,6 +36,9 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
 size_t Sequence::reuse_prefix(std::span<const int32_t> prompt) {
   size_t keep = common_prefix(tokens_, prompt);
   if (!prompt.empty() && keep >= prompt.size()) keep = prompt.size() - 1;  // re-evaluate the last token
+  // Sliding-window layers may have dropped the window before `keep`: then the whole prompt is decoded again
+  // (llama.cpp's server does the same).
+  if (keep > 0 && !ctx_->seq_can_resume(id_, int32_t(keep))) keep = 0;
   truncate(keep);
   return keep;
 }
