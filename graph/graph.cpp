@@ -170,7 +170,8 @@ Tensor* Graph::kv_store(Tensor* cache, Tensor* x, Tensor* cells) {
   return t;
 }
 
-Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale) {
+Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale,
+                         int window) {
   const int64_t dk = q->ne[0], hq = q->ne[1], T = q->ne[2];
   require(q->type == DType::F32 && q->is_contiguous(), "ATTENTION", q, nullptr, "q must be contiguous f32");
   require(n_head_kv > 0 && hq % n_head_kv == 0, "ATTENTION", q, nullptr, "n_head must be a multiple of n_head_kv");
@@ -182,7 +183,9 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor
           "cell info must be i32 [2, n_cells]");
   const int64_t dv = v->ne[0] / n_head_kv;
   Tensor* t = new_node(Op::Attention, DType::F32, {dv * hq, T, 1, 1}, {q, k, v, tokens, cells});
+  require(window >= 0, "ATTENTION", q, nullptr, "the sliding window must not be negative");
   t->iparams[0] = n_head_kv;
+  t->iparams[1] = window;
   t->fparams[0] = scale;
   return t;
 }
@@ -200,6 +203,12 @@ Tensor* Graph::top_k(Tensor* x, int k) {
   return t;
 }
 Tensor* Graph::cpy(Tensor* x, DType type) { return new_node(Op::Cpy, type, x->ne, {x}); }
+Tensor* Graph::gelu(Tensor* x) { return new_node(Op::Gelu, DType::F32, x->ne, {x}); }
+Tensor* Graph::geglu(Tensor* gate, Tensor* up) {
+  require(gate->ne == up->ne, "GEGLU", gate, up, "shapes differ");
+  return new_node(Op::Geglu, DType::F32, gate->ne, {gate, up});
+}
+Tensor* Graph::tanh(Tensor* x) { return new_node(Op::Tanh, DType::F32, x->ne, {x}); }
 
 const char* unary_fn_name(UnaryFn f) {
   switch (f) {

@@ -56,6 +56,10 @@ enum class Op : uint8_t {
                //   y[:, t] = x[:, t'] for the last t' < t with slot[t'] == slot[t], else state[:, slot[t]];
                //   then state[:, s] = x[:, last t of slot s] (the state is updated in place)
   Wkv7,        // RWKV-7 time mix recurrence, see Wkv7Src; output F32 [S*H, T]; the state is updated in place
+  // Gemma (issue 17).
+  Gelu,   // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), through llama.cpp's f16 table
+  Geglu,  // gelu_tanh(src0) * src1, F32, same shape (GELU as Gelu)
+  Tanh,   // tanh(x), F32 (Gemma's final logit soft-cap: c * tanh(x / c))
   Count
 };
 const char* op_name(Op op);
@@ -66,7 +70,8 @@ enum class RopeMode : int32_t { Normal = 0, Neox = 2 };  // ggml's numbering
 // v cache [Dv*Hkv, n_cells] (both usually KvStore results, which orders the
 // stores before the read); tokens I32 [2, T] = (pos, seq) per token;
 // cells I32 [2, n_cells] = (pos, seq) per cache cell, seq -1 for an empty cell.
-// Token t attends to every cell with the same seq and pos <= its pos.
+// Token t attends to every cell with the same seq and pos <= its pos; with a
+// sliding window W = iparams[1] > 0, only those with pos_token - pos_cell < W.
 // iparams[0] = Hkv; fparams[0] = scale (usually 1/sqrt(Dk)). Output F32 [Dv*Hq, T].
 // With an F16 cache, q and the softmax probabilities are rounded to f16 before
 // the two products, as llama.cpp's (non flash-attention) path does.
@@ -155,7 +160,9 @@ class Graph {
   Tensor* rope(Tensor* x, Tensor* pos, Tensor* freq_factors, int n_rot, RopeMode mode, float freq_base,
                float freq_scale);
   Tensor* kv_store(Tensor* cache, Tensor* x, Tensor* cells);
-  Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale);
+  // window > 0: sliding-window attention (see AttentionSrc).
+  Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale,
+                    int window = 0);
   Tensor* swiglu(Tensor* gate, Tensor* up);
   Tensor* silu(Tensor* x);
   Tensor* softmax(Tensor* x);
@@ -167,6 +174,9 @@ class Graph {
   Tensor* l2_norm(Tensor* x, float eps);
   Tensor* token_shift(Tensor* x, Tensor* state, Tensor* slots);
   Tensor* wkv7(Tensor* r, Tensor* w, Tensor* k, Tensor* v, Tensor* a, Tensor* b, Tensor* state, Tensor* slots);
+  Tensor* gelu(Tensor* x);
+  Tensor* geglu(Tensor* gate, Tensor* up);
+  Tensor* tanh(Tensor* x);
   // Views: reshape needs a contiguous source; view() takes explicit strides.
   Tensor* reshape(Tensor* x, std::array<int64_t, kMaxDims> ne);
   Tensor* view(Tensor* x, std::array<int64_t, kMaxDims> ne, std::array<uint64_t, kMaxDims> nb, uint64_t offset);

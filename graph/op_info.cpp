@@ -35,6 +35,13 @@
 // Tolerances: NORM, L2_NORM, UNARY as the f32 row ops (1e-7); TOKEN_SHIFT
 // copies (1e-12); RWKV_WKV7 sums S products per token over a recurrence whose
 // rounding compounds over the tokens: 1e-6.
+//   - GELU / GEGLU: llama.cpp's CPU backend reads GELU from an f16 table (the
+//     input rounded to f16, the result rounded to f16: relative error up to
+//     2^-11 each, squared ~5e-7); a backend that computes the tanh form in f32
+//     differs by that much from the reference: 1e-5.
+// GELU costs 8 FLOPs per element (x^3, two multiply-adds, tanh counted as 4,
+// the final product), GEGLU one more (the product with the up projection),
+// TANH 4.
 #include "graph/op_info.h"
 
 #include <fmt/format.h>
@@ -129,8 +136,10 @@ std::string mul_mat_fields(const Tensor& t) {
   return fmt::format("|wtype={}|k={}|n={}|m={}", dtype_name(t.src[0]->type), t.src[0]->ne[0], t.ne[0], t.n_rows());
 }
 std::string attention_fields(const Tensor& t) {
-  return fmt::format("|heads={}|kv_heads={}|tokens={}|cells={}", t.src[kAttnQ]->ne[1], t.iparams[0],
-                     t.src[kAttnQ]->ne[2], t.src[kAttnK]->ne[1]);
+  std::string s = fmt::format("|heads={}|kv_heads={}|tokens={}|cells={}", t.src[kAttnQ]->ne[1], t.iparams[0],
+                              t.src[kAttnQ]->ne[2], t.src[kAttnK]->ne[1]);
+  if (t.iparams[1] > 0) s += fmt::format("|window={}", t.iparams[1]);
+  return s;
 }
 std::string get_rows_fields(const Tensor& t) { return fmt::format("|table_type={}", dtype_name(t.src[0]->type)); }
 std::string kv_store_fields(const Tensor& t) { return fmt::format("|cache_type={}", dtype_name(t.src[0]->type)); }
@@ -148,6 +157,7 @@ double mul_mat_nmse(const Tensor&) { return 5e-4; }
 double exact_copy_nmse(const Tensor&) { return 1e-12; }
 double exact_nmse(const Tensor&) { return 0; }
 double wkv7_nmse(const Tensor&) { return 1e-6; }
+double gelu_nmse(const Tensor&) { return 1e-5; }
 double attention_nmse(const Tensor& node) { return node.src[kAttnK]->type == DType::F32 ? 1e-6 : 5e-4; }
 double convert_nmse(const Tensor& node) {
   return node.type == DType::F32 && node.src[0]->type == DType::F32 ? 1e-12 : 1e-5;
@@ -185,6 +195,10 @@ constexpr OpInfo kOps[] = {
     {Op::L2Norm,    "L2_NORM",    1, 0, elementwise_cost<3>,    no_fields,        f32_nmse,        C::Input},
     {Op::TokenShift,"TOKEN_SHIFT",3, 0, token_shift_cost,       no_fields,        exact_copy_nmse, C::Input},
     {Op::Wkv7,      "RWKV_WKV7",  8, 0, wkv7_cost,              wkv7_fields,      wkv7_nmse,       C::Input},
+    // Gemma (issue 17)
+    {Op::Gelu,      "GELU",       1, 0, elementwise_cost<8>,    no_fields,        gelu_nmse,       C::Input},
+    {Op::Geglu,     "GEGLU",      2, 0, elementwise_cost<9>,    no_fields,        gelu_nmse,       C::Input},
+    {Op::Tanh,      "TANH",       1, 0, elementwise_cost<4>,    no_fields,        f32_nmse,        C::Input},
 };
 // clang-format on
 

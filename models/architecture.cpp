@@ -34,6 +34,21 @@ const std::vector<Architecture>& architectures() {
                        .moe_renormalize = true}),
       // RWKV-7 (issue 17): a recurrent block over a per-sequence state, its own declare/build (models/rwkv7.cpp).
       rwkv7_architecture(),
+      // Gemma 3 (1B-27B): QK-norm and NeoX RoPE as qwen3, plus RMS norms after attention and after the FFN
+      // (before each residual add), embeddings * sqrt(n_embd), a GELU(tanh)-gated FFN, q scaled by
+      // 1/sqrt(head_dim) before attention, tied output; sliding-window layers in the file's pattern (period 6
+      // when absent) with RoPE base 10000 and no scaling, global layers with rope.freq_base and its scaling.
+      // Logits soft-capped only when final_logit_softcapping is present.
+      row("gemma3", {.rope_mode = RopeMode::Neox,
+                     .qk_norm = Presence::Required,
+                     .ffn = FfnKind::GeluGated,
+                     .output = OutputHead::OwnOrTied,
+                     .attention = AttentionPattern::SlidingThenGlobal,
+                     .sliding_period = 6,
+                     .rope_base_swa = 10000.0f,
+                     .norms = NormPlacement::PreAndPost,
+                     .embed_scale = EmbedScale::SqrtEmbd,
+                     .attn_scale = AttentionScale::ScaleQ}),
   };
   return kRows;
 }

@@ -32,6 +32,11 @@ struct GraphInputs {
   // size, n_slots]), and the state slot of each token (I32 [T]).
   std::vector<Tensor*> shift_att, shift_ffn, wkv_state;
   Tensor* state_slots = nullptr;
+  std::vector<Tensor*> k_cache, v_cache;  // per layer [E, n_cells] (a sliding layer's in the sliding cache)
+  // A separate cache for sliding-window layers (null: they use the one above): its cell info and the cells
+  // the ubatch's tokens are written to.
+  Tensor* swa_cell_info = nullptr;
+  Tensor* swa_store_cells = nullptr;
 };
 
 struct BuildContext {
@@ -51,25 +56,41 @@ enum class Presence : uint8_t { Absent, Optional, Required };
 enum class BlockKind : uint8_t { Attention, Recurrent };
 
 // Which cells a layer's attention sees. Global: every earlier position of its
-// sequence. SlidingWindow (Gemma 3/4, not implemented): the last
-// hp window positions, with the layer's own RoPE base.
+// sequence. SlidingWindow (Gemma 3/4): the last hp.n_swa positions, with the
+// sliding layers' own RoPE base.
 enum class AttentionKind : uint8_t { Global, SlidingWindow };
 
 // Which layers are which kind. AllGlobal: every layer. SlidingThenGlobal
-// (Gemma 3, not implemented): sliding_period - 1 sliding layers, then one global.
+// (Gemma 3/4): as the GGUF's attention.sliding_window_pattern says
+// (hp.swa_layers; absent: sliding_period - 1 sliding layers, then one global).
 enum class AttentionPattern : uint8_t { AllGlobal, SlidingThenGlobal };
 
-// Where a block's norms sit. Pre: x + f(norm(x)) (llama). PreAndPost (Gemma,
-// not implemented): x + post_norm(f(norm(x))) for attention and FFN.
+// Where a block's norms sit. Pre: x + f(norm(x)) (llama). PreAndPost (Gemma):
+// x + post_norm(f(norm(x))) for attention and FFN.
 enum class NormPlacement : uint8_t { Pre, PreAndPost };
 
 // The FFN. SwiGlu: down(silu(gate x) * up x). MoeSwiGlu: softmax router, top
-// expert_used_count experts, each a SwiGlu, weighted sum. GeluGated (Gemma,
-// not implemented): down(gelu(gate x) * up x).
+// expert_used_count experts, each a SwiGlu, weighted sum. GeluGated (Gemma):
+// down(gelu_tanh(gate x) * up x).
 enum class FfnKind : uint8_t { SwiGlu, MoeSwiGlu, GeluGated };
 
-// The token embeddings' scale. None; SqrtEmbd (Gemma, not implemented): * sqrt(n_embd).
+// The token embeddings' scale. None; SqrtEmbd (Gemma): * sqrtf(n_embd) in f32.
 enum class EmbedScale : uint8_t { None, SqrtEmbd };
+
+// How attention scores are scaled. InvSqrtHeadDim: softmax(q.k / sqrt(head_dim)) inside the attention op.
+// ScaleQ (Gemma 3): q is scaled by 1/sqrt(head_dim) (1/sqrt(n_embd / n_head) for the 62-layer 27B) by a
+// SCALE node before the attention op, whose scale is 1, as llama.cpp's graph does.
+enum class AttentionScale : uint8_t { InvSqrtHeadDim, ScaleQ };
+
+// What one layer's attention is: its kind, window, RoPE and scales (layer_attention()).
+struct LayerAttention {
+  AttentionKind kind = AttentionKind::Global;
+  RopeParams rope;
+  bool freq_factors = true;  // rope_freqs.weight applies (global layers; sliding layers never take it)
+  int window = 0;            // SlidingWindow: a query at p sees keys at p - window + 1 .. p
+  float q_scale = 0.0f;      // > 0: q *= q_scale before the attention op
+  float kq_scale = 1.0f;     // the attention op's scale
+};
 
 // The LM head. OwnOrTied: output.weight when present, else token_embd.weight.
 enum class OutputHead : uint8_t { OwnOrTied, Own, Tied };
@@ -82,12 +103,17 @@ struct DecoderDesc {
   FfnKind ffn = FfnKind::SwiGlu;
   bool moe_renormalize = true;  // MoeSwiGlu: the selected experts' weights renormalised to sum 1
   OutputHead output = OutputHead::OwnOrTied;
-  // Seams for the next families; only the first value of each is implemented.
+  // Seams for the next families (docs/adding-an-architecture.md says which are implemented).
   BlockKind block = BlockKind::Attention;
   AttentionPattern attention = AttentionPattern::AllGlobal;
-  int sliding_period = 0;  // SlidingThenGlobal: every sliding_period-th layer is global
+  int sliding_period = 0;  // SlidingThenGlobal: the pattern's period when the GGUF does not say
+  // SlidingThenGlobal: > 0 fixes the sliding layers' RoPE base (and no scaling) whatever the file says
+  // (llama.cpp's gemma3: 10000); 0 takes rope.freq_base_swa.
+  float rope_base_swa = 0.0f;
   NormPlacement norms = NormPlacement::Pre;
   EmbedScale embed_scale = EmbedScale::None;
+  AttentionScale attn_scale = AttentionScale::InvSqrtHeadDim;
+  float default_logit_softcap = 0.0f;  // final_logit_softcapping when the key is absent
 };
 
 struct Architecture {

@@ -13,7 +13,8 @@ Tensor* build_rms_norm(BuildContext& c, Tensor* x, Tensor* weight) {
   return c.g.mul(c.g.rms_norm(x, c.hp.rms_eps), weight);
 }
 
-Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionWeights& w, const RopeParams& rope) {
+Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionWeights& w, const LayerAttention& la) {
+  const RopeParams& rope = la.rope;
   Graph& g = c.g;
   const HParams& hp = c.hp;
   const int64_t T = c.n_tokens;
@@ -28,13 +29,16 @@ Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionW
   k = g.reshape(k, {hp.head_dim_k, hp.n_head_kv, T, 1});
   if (w.q_norm) q = build_rms_norm(c, q, w.q_norm);
   if (w.k_norm) k = build_rms_norm(c, k, w.k_norm);
-  Tensor* freqs = c.model.weight("rope_freqs.weight");
+  Tensor* freqs = la.freq_factors ? c.model.weight("rope_freqs.weight") : nullptr;
   q = build_rope(g, q, c.in.positions, freqs, rope);
   k = build_rope(g, k, c.in.positions, freqs, rope);
-  Tensor* ks = g.kv_store(c.in.k_cache[il], k, c.in.store_cells);
-  Tensor* vs = g.kv_store(c.in.v_cache[il], v, c.in.store_cells);
-  Tensor* a = g.attention(q, ks, vs, c.in.token_info, c.in.cell_info, int(hp.n_head_kv),
-                          1.0f / std::sqrt(float(hp.head_dim_k)));
+  if (la.q_scale > 0.0f) q = g.scale(q, la.q_scale);
+  const bool own_cache = la.kind == AttentionKind::SlidingWindow && c.in.swa_cell_info;  // the sliding cache
+  Tensor* cells = own_cache ? c.in.swa_store_cells : c.in.store_cells;
+  Tensor* ks = g.kv_store(c.in.k_cache[il], k, cells);
+  Tensor* vs = g.kv_store(c.in.v_cache[il], v, cells);
+  Tensor* a = g.attention(q, ks, vs, c.in.token_info, own_cache ? c.in.swa_cell_info : c.in.cell_info,
+                          int(hp.n_head_kv), la.kq_scale, la.window);
   g.named(a, fmt::format("blk.{}.attn", il));
   return g.named(g.mul_mat(w.wo, a), fmt::format("blk.{}.attn_out", il));
 }
@@ -43,6 +47,12 @@ Tensor* build_ffn(BuildContext& c, Tensor* x, const FfnWeights& w) {
   Tensor* gate = c.g.mul_mat(w.gate, x);
   Tensor* up = c.g.mul_mat(w.up, x);
   return c.g.mul_mat(w.down, c.g.swiglu(gate, up));
+}
+
+Tensor* build_ffn_geglu(BuildContext& c, Tensor* x, const FfnWeights& w) {
+  Tensor* gate = c.g.mul_mat(w.gate, x);
+  Tensor* up = c.g.mul_mat(w.up, x);
+  return c.g.mul_mat(w.down, c.g.geglu(gate, up));
 }
 
 Tensor* build_moe(BuildContext& c, Tensor* x, const MoeWeights& w) {
@@ -101,6 +111,11 @@ void declare_attention(TensorTable& t, const HParams& hp, int64_t il, Presence b
   declare_as(t, qk_norm, TT::layer(il, "attn_q_norm"), {hp.head_dim_k});
   declare_as(t, qk_norm, TT::layer(il, "attn_k_norm"), {hp.head_dim_k});
   t.require(TT::layer(il, "ffn_norm"), {hp.n_embd});
+}
+
+void declare_post_norms(TensorTable& t, const HParams& hp, int64_t il) {
+  t.require(TT::layer(il, "post_attention_norm"), {hp.n_embd});
+  t.require(TT::layer(il, "post_ffw_norm"), {hp.n_embd});
 }
 
 void declare_ffn(TensorTable& t, const HParams& hp, int64_t il) {

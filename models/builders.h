@@ -35,8 +35,10 @@ struct MoeWeights {
 };
 
 Tensor* build_rms_norm(BuildContext& c, Tensor* x, Tensor* weight);
-// `rope` is the layer's RoPE (per layer: sliding-window layers may have their own base).
-Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionWeights& w, const RopeParams& rope);
+// `la` is the layer's attention (per layer: sliding-window layers have a window and may have their own RoPE).
+Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionWeights& w, const LayerAttention& la);
+// down(gelu_tanh(gate x) * up x) (Gemma).
+Tensor* build_ffn_geglu(BuildContext& c, Tensor* x, const FfnWeights& w);
 Tensor* build_ffn(BuildContext& c, Tensor* x, const FfnWeights& w);
 Tensor* build_moe(BuildContext& c, Tensor* x, const MoeWeights& w);
 
@@ -45,6 +47,8 @@ Tensor* declare_as(TensorTable& t, Presence p, const std::string& name, std::vec
 void declare_common(TensorTable& t, const HParams& hp, OutputHead head);  // token_embd, output_norm, output
 // attn_norm, attn_{q,k,v,output}, their biases and QK-norms as `biases` / `qk_norm` say, ffn_norm.
 void declare_attention(TensorTable& t, const HParams& hp, int64_t il, Presence biases, Presence qk_norm);
+// Gemma's blk.N.post_attention_norm and blk.N.post_ffw_norm.
+void declare_post_norms(TensorTable& t, const HParams& hp, int64_t il);
 void declare_ffn(TensorTable& t, const HParams& hp, int64_t il);
 void declare_moe(TensorTable& t, const HParams& hp, int64_t il);
 // The layer's weights; optional ones the file lacks (or the architecture does not declare) are null.

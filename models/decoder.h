@@ -22,11 +22,7 @@ void require_implemented(const Architecture& arch);
 // The forward graph of c.model.arch(); returns the logits [n_vocab, n_out].
 Tensor* build_decoder(BuildContext& c);
 
-// What layer il's attention is: its kind and its RoPE.
-struct LayerAttention {
-  AttentionKind kind = AttentionKind::Global;
-  RopeParams rope;
-};
+// What layer il's attention is: its kind, window, RoPE and scales.
 LayerAttention layer_attention(const DecoderDesc& d, const HParams& hp, int64_t il);
 
 }  // namespace opal

@@ -1,5 +1,7 @@
 #include "models/hparams.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace opal {
@@ -19,6 +21,40 @@ RopeParams HParams::rope_params() const {
 }
 
 HParams HParams::from_gguf(const gguf::File& f, const std::string& arch, RopeMode rope_mode) {
+  return from_gguf(f, arch, rope_mode, Defaults{});
+}
+
+namespace {
+
+// attention.sliding_window and its pattern, as llama.cpp reads them: no
+// window (or 0) means no sliding layers; the pattern is a period P (layer il
+// slides iff il % P < P - 1; absent: the architecture's default) or one bool
+// per layer (true = sliding).
+void read_sliding_window(const gguf::File& f, const std::string& p, int64_t default_period, HParams& h) {
+  h.n_swa = f.get_int(p + "attention.sliding_window", 0);
+  if (h.n_swa < 0 || h.n_swa > (int64_t(1) << 24))
+    fail("{}: {}attention.sliding_window {} is out of range", f.path(), p, h.n_swa);
+  h.final_logit_softcap = float(f.get_float(p + "final_logit_softcapping", h.final_logit_softcap));
+  if (!(h.final_logit_softcap >= 0.0f)) fail("{}: {}final_logit_softcapping must not be negative", f.path(), p);
+  if (h.n_swa == 0) return;
+  h.swa_layers.assign(size_t(h.n_layer), 0);
+  const std::string key = p + "attention.sliding_window_pattern";
+  const gguf::Value* v = f.find(key);
+  if (v && v->type == gguf::ValueType::ARRAY) {
+    if (int64_t(v->array.size()) != h.n_layer)
+      fail("{}: {} has {} values, expected one per layer ({})", f.path(), key, v->array.size(), h.n_layer);
+    for (size_t i = 0; i < v->array.size(); ++i) h.swa_layers[i] = v->array[i].as_bool(key) ? 1 : 0;
+    return;
+  }
+  const int64_t period = v ? v->as_int(key) : default_period;
+  if (period < 0 || period > h.n_layer + 1) fail("{}: {} {} is out of range", f.path(), key, period);
+  // llama.cpp's set_swa_pattern: period 0 makes every layer sliding.
+  for (int64_t il = 0; il < h.n_layer; ++il) h.swa_layers[size_t(il)] = period == 0 || il % period < period - 1;
+}
+
+}  // namespace
+
+HParams HParams::from_gguf(const gguf::File& f, const std::string& arch, RopeMode rope_mode, const Defaults& defaults) {
   HParams h;
   h.arch = arch;
   const std::string p = arch + ".";
@@ -29,7 +65,19 @@ HParams HParams::from_gguf(const gguf::File& f, const std::string& arch, RopeMod
   h.n_layer = req("block_count");
   h.n_head = req("attention.head_count");
   h.n_head_kv = opt("attention.head_count_kv", h.n_head);
-  h.n_ff = opt("feed_forward_length", 0);
+  if (const gguf::Value* ff = f.find(p + "feed_forward_length"); ff && ff->type == gguf::ValueType::ARRAY) {
+    if (int64_t(ff->array.size()) != h.n_layer)
+      fail("{}: {}feed_forward_length has {} values, expected one per layer ({})", f.path(), p, ff->array.size(),
+           h.n_layer);
+    for (const gguf::Value& x : ff->array) {
+      h.n_ff_layers.push_back(x.as_int(p + "feed_forward_length"));
+      if (h.n_ff_layers.back() <= 0 || h.n_ff_layers.back() > (int64_t(1) << 20))
+        fail("{}: {}feed_forward_length {} is out of range", f.path(), p, h.n_ff_layers.back());
+      h.n_ff = std::max(h.n_ff, h.n_ff_layers.back());
+    }
+  } else {
+    h.n_ff = opt("feed_forward_length", 0);
+  }
   h.n_vocab = opt("vocab_size", 0);
   if (h.n_embd <= 0 || h.n_layer <= 0 || h.n_head <= 0 || h.n_head_kv <= 0)
     fail("{}: {}embedding_length, block_count and head counts must be positive", f.path(), p);
@@ -69,6 +117,24 @@ HParams HParams::from_gguf(const gguf::File& f, const std::string& arch, RopeMod
   } else if (!scaling.empty() && scaling != "none") {
     fail("{}: rope scaling type '{}' is not supported (supported: none, linear, yarn)", f.path(), scaling);
   }
+  h.head_dim_k_swa = opt("attention.key_length_swa", h.head_dim_k);
+  h.head_dim_v_swa = opt("attention.value_length_swa", h.head_dim_v);
+  h.n_rot_swa = opt("rope.dimension_count_swa", std::min(h.n_rot, h.head_dim_k_swa));
+  if (h.head_dim_k_swa <= 0 || h.head_dim_v_swa <= 0 || h.head_dim_k_swa > 4096 || h.head_dim_v_swa > 4096 ||
+      h.n_rot_swa <= 0 || h.n_rot_swa > h.head_dim_k_swa || h.n_rot_swa % 2 != 0)
+    fail("{}: implausible sliding-window head sizes (key {}, value {}, rope {})", f.path(), h.head_dim_k_swa,
+         h.head_dim_v_swa, h.n_rot_swa);
+  h.n_shared_kv_layers = opt("attention.shared_kv_layers", 0);
+  if (h.n_shared_kv_layers < 0 || h.n_shared_kv_layers >= h.n_layer)
+    fail("{}: {}attention.shared_kv_layers {} must be below block_count {}", f.path(), p, h.n_shared_kv_layers,
+         h.n_layer);
+  h.n_embd_per_layer = opt("embedding_length_per_layer_input", 0);
+  if (h.n_embd_per_layer < 0 || h.n_embd_per_layer > kLimit)
+    fail("{}: {}embedding_length_per_layer_input {} is out of range", f.path(), p, h.n_embd_per_layer);
+  h.rope_freq_base_swa = float(f.get_float(p + "rope.freq_base_swa", h.rope_freq_base));
+  h.rope_freq_scale_swa = h.rope_freq_scale;
+  h.final_logit_softcap = defaults.final_logit_softcap;
+  read_sliding_window(f, p, defaults.swa_period, h);
   h.rms_eps = float(f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   h.rope_mode = rope_mode;
   h.n_expert = opt("expert_count", 0);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/gguf.h"
 #include "graph/graph.h"
@@ -46,16 +47,47 @@ struct HParams {
   // f32 values of one sequence's state per layer: token-shift (2 * n_embd) and WKV (n_embd * head size).
   int64_t n_state_shift() const { return n_embd; }
   int64_t n_state_wkv() const { return n_embd * wkv_head_size; }
+  // Sliding-window attention (Gemma 3/4): attention.sliding_window (0 = none) and which layers use it
+  // (attention.sliding_window_pattern: a period P, layer il sliding iff il % P < P - 1, or a bool per layer).
+  int64_t n_swa = 0;
+  std::vector<uint8_t> swa_layers;      // per layer, 1 = sliding window; empty = no sliding layers
+  float rope_freq_base_swa = 10000.0f;  // rope.freq_base_swa (default: rope.freq_base)
+  float rope_freq_scale_swa = 1.0f;     // sliding layers' scale (default: the global one)
+  float final_logit_softcap = 0.0f;     // final_logit_softcapping: logits = c tanh(logits / c); 0 = none
+  // Gemma 4: sliding layers' own head and RoPE sizes (attention.key_length_swa, value_length_swa,
+  // rope.dimension_count_swa; default: the global ones), the FFN size per layer (feed_forward_length as an
+  // array; empty: n_ff everywhere), the last shared_kv_layers layers reusing earlier layers' K/V, and the
+  // per-layer input embedding size (embedding_length_per_layer_input).
+  int64_t head_dim_k_swa = 0, head_dim_v_swa = 0, n_rot_swa = 0;
+  std::vector<int64_t> n_ff_layers;
+  int64_t n_shared_kv_layers = 0;
+  int64_t n_embd_per_layer = 0;
 
   // The ROPE settings of this model (graph/rope.h).
   RopeParams rope_params() const;
+  bool is_swa(int64_t il) const { return il >= 0 && size_t(il) < swa_layers.size() && swa_layers[size_t(il)]; }
 
   int64_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
   int64_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
+  // Per layer (sliding layers may differ: Gemma 4).
+  int64_t head_dim_k_at(int64_t il) const { return is_swa(il) ? head_dim_k_swa : head_dim_k; }
+  int64_t head_dim_v_at(int64_t il) const { return is_swa(il) ? head_dim_v_swa : head_dim_v; }
+  int64_t n_rot_at(int64_t il) const { return is_swa(il) ? n_rot_swa : n_rot; }
+  int64_t n_embd_k_gqa(int64_t il) const { return head_dim_k_at(il) * n_head_kv; }
+  int64_t n_embd_v_gqa(int64_t il) const { return head_dim_v_at(il) * n_head_kv; }
+  int64_t n_ff_at(int64_t il) const { return n_ff_layers.empty() ? n_ff : n_ff_layers[size_t(il)]; }
+  // Whether layer il writes its own K/V (Gemma 4: the last n_shared_kv_layers layers read earlier ones').
+  bool has_kv(int64_t il) const { return il < n_layer - n_shared_kv_layers; }
 
   // Reads and validates (positive sizes, n_head divisible by n_head_kv, ...).
   // n_vocab comes from the token embedding when vocab_size is absent (set by the loader).
+  // defaults: what llama.cpp assumes for this architecture when a key is absent.
+  struct Defaults {
+    int64_t swa_period = 0;            // sliding_window_pattern absent (Gemma 3: 6)
+    float final_logit_softcap = 0.0f;  // final_logit_softcapping absent (Gemma 4: 30)
+  };
   static HParams from_gguf(const gguf::File& f, const std::string& arch, RopeMode rope_mode);
+  static HParams from_gguf(const gguf::File& f, const std::string& arch, RopeMode rope_mode, const Defaults& defaults);
 };
 
 }  // namespace opal

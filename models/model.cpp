@@ -55,10 +55,15 @@ ProbeGraph probe_graph(const Model& m) {
     }
   }
   for (int64_t il = 0; il < hp.n_layer && !hp.recurrent; ++il) {
+    if (!hp.has_kv(il)) {  // reads an earlier layer's K/V (Gemma 4)
+      p.in.k_cache.push_back(nullptr);
+      p.in.v_cache.push_back(nullptr);
+      continue;
+    }
     p.in.k_cache.push_back(
-        g.new_leaf(fmt::format("cache_k.{}", il), DType::F16, {hp.n_embd_k_gqa(), n_cells, 1, 1}, TensorRole::Input));
+        g.new_leaf(fmt::format("cache_k.{}", il), DType::F16, {hp.n_embd_k_gqa(il), n_cells, 1, 1}, TensorRole::Input));
     p.in.v_cache.push_back(
-        g.new_leaf(fmt::format("cache_v.{}", il), DType::F16, {hp.n_embd_v_gqa(), n_cells, 1, 1}, TensorRole::Input));
+        g.new_leaf(fmt::format("cache_v.{}", il), DType::F16, {hp.n_embd_v_gqa(il), n_cells, 1, 1}, TensorRole::Input));
   }
   BuildContext c{g, m, hp, p.in, T};
   g.mark_output(m.arch().build(c));
@@ -75,8 +80,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
   const std::string arch_name = f.get_string("general.architecture", "");
   if (arch_name.empty()) fail("{}: general.architecture is missing", path);
   m->arch_ = &find_architecture(arch_name);
-  m->hp_ = m->arch_->read_hparams ? m->arch_->read_hparams(f, arch_name)
-                                  : HParams::from_gguf(f, arch_name, m->arch_->decoder.rope_mode);
+  const DecoderDesc& desc = m->arch_->decoder;
+  m->hp_ =
+      m->arch_->read_hparams
+          ? m->arch_->read_hparams(f, arch_name)
+          : HParams::from_gguf(f, arch_name, desc.rope_mode,
+                               {.swa_period = desc.sliding_period, .final_logit_softcap = desc.default_logit_softcap});
   if (m->hp_.n_vocab <= 0) {
     const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
     if (!emb) fail("{}: tensor 'token_embd.weight' is missing", path);

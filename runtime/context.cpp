@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -26,25 +27,70 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
   if (params_.n_graphs <= 0) fail("the graph cache must hold at least one shape, got n_graphs = {}", params_.n_graphs);
   params_.n_ubatch = std::min(params_.n_ubatch, params_.n_batch);
   if (params_.n_threads > 0) model.registry().set_threads(params_.n_threads);
-  if (hp.recurrent)  // fixed-size state per sequence, kept in f32 whatever kv_type says (as llama.cpp)
-    state_ = std::make_unique<RecurrentState>(hp, params_.n_seq_max, model.registry().host().compute_buffer_type());
-  else
-    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, model.registry().host().compute_buffer_type());
+  if (params_.n_seq_max <= 0) fail("n_seq_max must be positive, got {}", params_.n_seq_max);
+  BufferType& bt = model.registry().host().compute_buffer_type();
+  if (hp.recurrent) {  // fixed-size state per sequence, kept in f32 whatever kv_type says (as llama.cpp)
+    state_ = std::make_unique<RecurrentState>(hp, params_.n_seq_max, bt);
+    return;
+  }
+  std::vector<uint8_t> swa = hp.swa_layers, global(size_t(hp.n_layer), 1);
+  bool any_swa = false;
+  for (size_t il = 0; il < swa.size(); ++il) {
+    any_swa = any_swa || swa[il];
+    global[il] = !swa[il];
+  }
+  // llama.cpp's llama_kv_cache_iswa: min(n_ctx, pad(n_swa * n_seq_max + n_ubatch, 256)) cells for sliding layers.
+  const int64_t n_swa_cells = std::min(
+      params_.n_ctx, (hp.n_swa * params_.n_seq_max + std::min(params_.n_ubatch, params_.n_ctx) + 255) / 256 * 256);
+  if (any_swa && !params_.swa_full && n_swa_cells < params_.n_ctx) {
+    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, bt, global);
+    kv_swa_ = std::make_unique<KvCache>(hp, n_swa_cells, params_.kv_type, bt, swa, hp.n_swa);
+  } else {
+    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, bt);
+  }
 }
 
 Context::~Context() = default;
 
-void Context::reset() { state_ ? state_->clear() : kv_->clear(); }
-void Context::remove_seq(int32_t seq) { state_ ? state_->seq_rm(seq, -1, -1) : kv_->remove_seq(seq); }
+void Context::reset() {
+  if (state_) return state_->clear();
+  kv_->clear();
+  if (kv_swa_) kv_swa_->clear();
+}
+void Context::remove_seq(int32_t seq) {
+  if (state_) return state_->seq_rm(seq, -1, -1);
+  kv_->remove_seq(seq);
+  if (kv_swa_) kv_swa_->remove_seq(seq);
+}
 int32_t Context::seq_pos_max(int32_t seq) const { return state_ ? state_->seq_pos_max(seq) : kv_->seq_pos_max(seq); }
-int32_t Context::seq_pos_min(int32_t seq) const { return state_ ? state_->seq_pos_min(seq) : kv_->seq_pos_min(seq); }
+int32_t Context::seq_pos_min(int32_t seq) const {
+  if (state_) return state_->seq_pos_min(seq);
+  const int32_t m = kv_->seq_pos_min(seq);
+  return kv_swa_ && m >= 0 ? std::max(m, kv_swa_->seq_pos_min(seq)) : m;
+}
+
+bool Context::seq_can_resume(int32_t seq, int32_t pos) const {
+  if (!kv_swa_ || pos <= 0) return true;
+  for (int64_t p = std::max<int64_t>(0, int64_t(pos) - kv_swa_->window() + 1); p < pos; ++p)
+    if (!kv_swa_->has_cell(seq, int32_t(p))) return false;
+  return true;
+}
+
 void Context::seq_rm(int32_t seq, int32_t p0, int32_t p1) {
-  state_ ? state_->seq_rm(seq, p0, p1) : kv_->seq_rm(seq, p0, p1);
+  if (state_) return state_->seq_rm(seq, p0, p1);
+  kv_->seq_rm(seq, p0, p1);
+  if (kv_swa_) kv_swa_->seq_rm(seq, p0, p1);
 }
 void Context::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
-  state_ ? state_->seq_cp(src, dst, p0, p1) : kv_->seq_cp(src, dst, p0, p1);
+  if (state_) return state_->seq_cp(src, dst, p0, p1);
+  kv_->seq_cp(src, dst, p0, p1);
+  if (kv_swa_) kv_swa_->seq_cp(src, dst, p0, p1);
 }
-void Context::seq_keep(int32_t seq) { state_ ? state_->seq_keep(seq) : kv_->seq_keep(seq); }
+void Context::seq_keep(int32_t seq) {
+  if (state_) return state_->seq_keep(seq);
+  kv_->seq_keep(seq);
+  if (kv_swa_) kv_swa_->seq_keep(seq);
+}
 int32_t Context::seq_reusable_prefix(int32_t seq, int32_t n) const {
   return state_ ? state_->reusable_prefix(seq, n) : n;
 }
@@ -59,12 +105,12 @@ RecurrentState& Context::recurrent_state() {
 }
 
 void Context::seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
-  if (state_) {
-    state_->seq_add(seq, p0, p1, delta);
-    return;
+  if (state_) return state_->seq_add(seq, p0, p1, delta);
+  for (KvCache* kv : {kv_.get(), kv_swa_.get()}) {
+    if (!kv) continue;
+    const std::vector<int32_t> moved = kv->seq_add(seq, p0, p1, delta);
+    if (!moved.empty()) rotate_keys(*kv, model_, moved, delta);
   }
-  const std::vector<int32_t> moved = kv_->seq_add(seq, p0, p1, delta);
-  if (!moved.empty()) rotate_keys(*kv_, model_, moved, delta);
 }
 
 const float* Context::logits(int64_t i) const {
@@ -88,10 +134,16 @@ std::unique_ptr<Graph> Context::build_graph(int64_t T, int64_t n_out, GraphInput
     }
   } else {
     in.cell_info = g->external(kv_->cell_info());
+    if (kv_swa_) {
+      in.swa_store_cells = g->new_leaf("inp_swa_store_cells", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
+      in.swa_cell_info = g->external(kv_swa_->cell_info());
+    }
   }
   for (int64_t il = 0; il < model_.hparams().n_layer && kv_; ++il) {
-    in.k_cache.push_back(g->external(kv_->k(il)));
-    in.v_cache.push_back(g->external(kv_->v(il)));
+    KvCache& kv = kv_swa_ && kv_swa_->has_layer(il) ? *kv_swa_ : *kv_;
+    const bool own = kv.has_layer(il);  // a layer without K/V of its own (Gemma 4) reads an earlier layer's
+    in.k_cache.push_back(own ? g->external(kv.k(il)) : nullptr);
+    in.v_cache.push_back(own ? g->external(kv.v(il)) : nullptr);
   }
   BuildContext c{*g, model_, model_.hparams(), in, T};
   logits = model_.arch().build(c);
@@ -207,6 +259,11 @@ void Context::run_ubatch(const Batch& batch, size_t begin, size_t end, const std
   }
   std::memcpy(b.in.store_cells->data, ucells.data(), size_t(T) * 4);
   if (b.in.state_slots) std::memcpy(b.in.state_slots->data, ucells.data(), size_t(T) * 4);
+  if (kv_swa_) {  // the sliding layers' cells, found per ubatch (cells out of the window are reused)
+    const std::vector<int32_t> swa_cells = kv_swa_->reserve(pos, seq);
+    kv_swa_->commit(swa_cells, pos, seq);
+    std::memcpy(b.in.swa_store_cells->data, swa_cells.data(), size_t(T) * 4);
+  }
   if (b.in.out_ids) std::memcpy(b.in.out_ids->data, out_rows.data(), out_rows.size() * 4);
 
   b.sg->run(hooks_);

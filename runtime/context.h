@@ -34,7 +34,12 @@ struct ContextParams {
   DType kv_type = DType::F16;
   int n_threads = 0;  // 0 = leave the registry's setting
   int n_graphs = 8;   // most ubatch shapes whose built graphs stay cached (least recently used go)
-  int n_seq_max = 8;  // recurrent models: most sequences with a live state (state slots)
+  // Sliding-window layers (Gemma): their own cache of window * n_seq_max + n_ubatch cells (rounded up to 256,
+  // at most n_ctx), as llama.cpp's; swa_full gives them n_ctx cells like the other layers (llama.cpp --swa-full).
+  bool swa_full = false;
+  // Most sequences decoded at once (the server's slots): the sliding cache keeps a window for each, a recurrent
+  // model (RWKV-7) has one state slot for each.
+  int n_seq_max = 1;
 };
 
 struct Batch {
@@ -72,7 +77,12 @@ class Context {
   void reset();                            // empties the KV cache (all sequences)
   void remove_seq(int32_t seq);            // frees one sequence's cells
   int32_t seq_pos_max(int32_t seq) const;  // -1 if empty
-  int32_t seq_pos_min(int32_t seq) const;  // -1 if empty
+  // -1 if empty. With a sliding-window cache, its smallest position (as llama.cpp's iswa cache): positions
+  // below it may be gone from the sliding layers.
+  int32_t seq_pos_min(int32_t seq) const;
+  // Whether `seq` can go on from position `pos` after its cells at >= pos are removed: every sliding
+  // layer still holds the window before pos (llama.cpp's server re-processes the prompt otherwise).
+  bool seq_can_resume(int32_t seq, int32_t pos) const;
   // llama.cpp's memory operations (llama_memory_seq_*), on the KV cache:
   // remove [p0, p1) of seq (seq < 0: every sequence; p1 < 0: to the end),
   // copy [p0, p1) of src into dst, drop all but seq, and shift positions
@@ -95,6 +105,8 @@ class Context {
   const Model& model() const { return model_; }
   // The KV cache; throws for a recurrent model, which has none.
   KvCache& kv_cache();
+  KvCache* swa_kv_cache() { return kv_swa_.get(); }  // null: no sliding layers, or swa_full
+  uint64_t kv_bytes() const { return kv_ ? kv_->bytes() + (kv_swa_ ? kv_swa_->bytes() : 0) : 0; }
   // The recurrent state; throws for an attention model.
   RecurrentState& recurrent_state();
   // Number of shape buckets whose graphs are cached now (at most n_graphs).
@@ -118,6 +130,7 @@ class Context {
   const Model& model_;
   ContextParams params_;
   std::unique_ptr<KvCache> kv_;            // attention models
+  std::unique_ptr<KvCache> kv_swa_;        // the sliding-window layers' cache, if separate
   std::unique_ptr<RecurrentState> state_;  // recurrent models
   ComputeArena arena_;                     // declared before the buckets, whose tensors point into it
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Bucket>> buckets_;

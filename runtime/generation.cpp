@@ -42,6 +42,9 @@ size_t Sequence::reuse_prefix(std::span<const int32_t> prompt) {
     clear();
     return 0;
   }
+  // Sliding-window layers may have dropped the window before `keep`: then the whole prompt is decoded again
+  // (llama.cpp's server does the same).
+  if (keep > 0 && !ctx_->seq_can_resume(id_, int32_t(keep))) keep = 0;
   truncate(keep);
   return keep;
 }

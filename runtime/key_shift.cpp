@@ -1,11 +1,13 @@
 #include "runtime/key_shift.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/fp16.h"
 #include "graph/rope.h"
+#include "models/decoder.h"
 
 namespace opal {
 namespace {
@@ -50,24 +52,28 @@ void store(DType t, uint8_t* row, int64_t i, float v) {
 
 void rotate_keys(KvCache& kv, const Model& model, const std::vector<int32_t>& cells, int32_t delta) {
   const HParams& hp = model.hparams();
-  const int64_t n_rot = hp.n_rot, hd = hp.head_dim_k;
-  if (n_rot <= 0) return;
-  std::vector<float> factors(size_t(n_rot / 2), 1.0f);
+  const int64_t n_rot_max = std::max(hp.n_rot, hp.n_rot_swa);
+  if (n_rot_max <= 0) return;
+  std::vector<float> factors(size_t(hp.n_rot / 2), 1.0f), ones(size_t(n_rot_max / 2), 1.0f);
   if (const Tensor* ff = model.weight("rope_freqs.weight")) {
-    if (ff->type != DType::F32 || ff->ne[0] < n_rot / 2) fail("rope_freqs.weight must be F32 [{}]", n_rot / 2);
+    if (ff->type != DType::F32 || ff->ne[0] < hp.n_rot / 2) fail("rope_freqs.weight must be F32 [{}]", hp.n_rot / 2);
     if (ff->buffer && !ff->buffer->type().host_visible())
       ff->buffer->read(
           uint64_t(static_cast<const uint8_t*>(ff->data) - static_cast<const uint8_t*>(ff->buffer->base())),
           factors.data(), factors.size() * sizeof(float));
     else std::memcpy(factors.data(), ff->data, factors.size() * sizeof(float));
   }
-  // The angles of a `delta` rotation (a pure rotation: no YaRN magnitude).
-  std::vector<float> cs(static_cast<size_t>(n_rot));
-  RopeParams rp = hp.rope_params();
-  rp.unit_magnitude = true;
-  rope_cos_sin(rp, float(delta), factors.data(), cs.data());
+  // The angles of a `delta` rotation (a pure rotation: no YaRN magnitude), per layer: sliding-window layers
+  // may have their own RoPE base, size and no frequency factors (Gemma).
+  std::vector<float> cs(static_cast<size_t>(n_rot_max));
   const bool neox = hp.rope_mode == RopeMode::Neox;
   for (int64_t il = 0; il < hp.n_layer; ++il) {
+    if (!kv.has_layer(il)) continue;  // in the other cache, or no K/V of its own
+    const LayerAttention la = layer_attention(model.arch().decoder, hp, il);
+    RopeParams rp = la.rope;
+    rp.unit_magnitude = true;
+    const int64_t n_rot = rp.n_rot, hd = hp.head_dim_k_at(il);
+    rope_cos_sin(rp, float(delta), la.freq_factors ? factors.data() : ones.data(), cs.data());
     Tensor& k = *kv.k(il);
     for (int32_t c : cells) {
       uint8_t* row = static_cast<uint8_t*>(k.data) + uint64_t(c) * k.nb[1];

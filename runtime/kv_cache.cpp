@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace opal {
 
-KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& bt) : n_cells_(n_cells), type_(type) {
+KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& bt, std::vector<uint8_t> layers,
+                 int64_t window)
+    : n_cells_(n_cells), type_(type), window_(window) {
   if (type != DType::F16 && type != DType::F32 && type != DType::BF16)
     fail("KV cache type {} is not supported (use f16, bf16 or f32)", dtype_name(type));
   if (n_cells <= 0) fail("context size must be positive, got {}", n_cells);
@@ -23,8 +27,10 @@ KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& bt)
     t.data = t.buffer->base();
   };
   for (int64_t il = 0; il < hp.n_layer; ++il) {
-    init(k_[size_t(il)], fmt::format("cache_k.{}", il), hp.n_embd_k_gqa());
-    init(v_[size_t(il)], fmt::format("cache_v.{}", il), hp.n_embd_v_gqa());
+    if (!layers.empty() && !layers[size_t(il)]) continue;  // held by another cache
+    if (!hp.has_kv(il)) continue;                          // reads an earlier layer's K/V (Gemma 4)
+    init(k_[size_t(il)], fmt::format("cache_k.{}", il), hp.n_embd_k_gqa(il));
+    init(v_[size_t(il)], fmt::format("cache_v.{}", il), hp.n_embd_v_gqa(il));
   }
   cell_info_.name = "kv_cells";
   cell_info_.type = DType::I32;
@@ -44,6 +50,13 @@ void KvCache::clear() {
   }
 }
 
+uint64_t KvCache::bytes() const {
+  uint64_t b = 0;
+  for (size_t il = 0; il < k_.size(); ++il)
+    if (k_[il].data) b += k_[il].nbytes() + v_[il].nbytes();
+  return b;
+}
+
 int64_t KvCache::n_free() const {
   int64_t n = 0;
   for (int64_t c = 0; c < n_cells_; ++c) n += info()[2 * c + 1] < 0;
@@ -53,11 +66,35 @@ int64_t KvCache::n_free() const {
 std::vector<int32_t> KvCache::reserve(const std::vector<int32_t>& pos, const std::vector<int32_t>& seq) {
   std::vector<int32_t> cells;
   cells.reserve(pos.size());
+  // Sliding window: a cell out of the window of its sequence's next position is free too.
+  std::vector<std::pair<int32_t, int32_t>> pos_max;  // (seq, pos_max) of the sequences in the cache
+  if (window_ > 0)
+    for (int64_t c = 0; c < n_cells_; ++c) {
+      const int32_t s = info()[2 * c + 1];
+      if (s < 0) continue;
+      auto it = std::find_if(pos_max.begin(), pos_max.end(), [s](const auto& e) { return e.first == s; });
+      if (it == pos_max.end()) pos_max.push_back({s, info()[2 * c]});
+      else it->second = std::max(it->second, info()[2 * c]);
+    }
+  auto free_cell = [&](int64_t c) {
+    const int32_t s = info()[2 * c + 1];
+    if (s < 0) return true;
+    if (window_ <= 0) return false;
+    for (const auto& [ps, pm] : pos_max)
+      if (ps == s) return int64_t(pm) + 1 - int64_t(info()[2 * c]) >= window_;
+    return false;
+  };
   for (int64_t c = 0; c < n_cells_ && cells.size() < pos.size(); ++c)
-    if (info()[2 * c + 1] < 0) cells.push_back(int32_t(c));
-  if (cells.size() < pos.size())
+    if (free_cell(c)) cells.push_back(int32_t(c));
+  if (cells.size() < pos.size()) {
+    if (window_ > 0)
+      fail(
+          "the sliding-window KV cache is full: {} cells, the ubatch needs {} (the cache holds window {} + ubatch "
+          "cells per sequence; fewer parallel sequences or a smaller ubatch)",
+          n_cells_, pos.size(), window_);
     fail("context is full: n_ctx = {}, {} cells in use, the batch needs {} more (raise -c or reset)", n_cells_,
          n_cells_ - n_free(), pos.size());
+  }
   return cells;
 }
 

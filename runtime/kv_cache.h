@@ -3,6 +3,14 @@
 // metadata (pos, seq). Cells are handed out first-free; a sequence's cells
 // need not be contiguous. The metadata is kept in an I32 [2, n_cells] tensor
 // that the attention op reads directly.
+//
+// A cache may hold only some layers (`layers`): a model with sliding-window
+// layers (Gemma) gets one cache of n_ctx cells for its global layers and one
+// of about window + ubatch cells for its sliding layers (llama.cpp's
+// llama_kv_cache_iswa, unless --swa-full). In a sliding cache (window W > 0)
+// a cell whose position p is out of every future query's window (p <=
+// pos_max(seq) + 1 - W) is free for reuse when cells are reserved, as in
+// llama.cpp's find_slot; the cell keeps its data until then.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,12 +23,17 @@ namespace opal {
 
 class KvCache {
  public:
-  KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& buffer_type);
+  // layers: which layers this cache holds (empty: all); window: > 0 for a sliding-window cache.
+  KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& buffer_type, std::vector<uint8_t> layers = {},
+          int64_t window = 0);
 
   int64_t n_cells() const { return n_cells_; }
   DType type() const { return type_; }
   Tensor* k(int64_t layer) { return &k_[layer]; }
   Tensor* v(int64_t layer) { return &v_[layer]; }
+  bool has_layer(int64_t layer) const { return k_[size_t(layer)].data != nullptr; }
+  int64_t window() const { return window_; }
+  uint64_t bytes() const;  // K and V bytes of the layers it holds
   Tensor* cell_info() { return &cell_info_; }
 
   int64_t n_free() const;
@@ -51,6 +64,7 @@ class KvCache {
   const int32_t* info() const { return static_cast<const int32_t*>(cell_info_.data); }
   int64_t n_cells_;
   DType type_;
+  int64_t window_ = 0;
   std::vector<Tensor> k_, v_;
   Tensor cell_info_;
   std::vector<std::unique_ptr<Buffer>> buffers_;

@@ -294,7 +294,7 @@ void Server::load() {
   cp.n_batch = st.opts.n_batch;
   cp.n_ubatch = st.opts.n_ubatch;
   cp.kv_type = st.opts.kv_type;
-  cp.n_seq_max = int(st.opts.n_parallel);  // recurrent models: one state per slot
+  cp.n_seq_max = int(st.opts.n_parallel);  // one recurrent state / one sliding window per slot
   st.ctx = std::make_unique<Context>(*st.model, cp);
   st.ctx->set_hooks(st.opts.hooks);
   st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics, EngineOptions{st.opts.n_parallel, per_slot});

@@ -6,6 +6,12 @@
 // are interned strings (BpeMerges::sym_text), so a merge lookup is one hash probe on
 // two integers. A final symbol that is not a token falls back to the tokens of its
 // single bytes, as llama.cpp does.
+// Gemma 4 (bpe_raw_utf8): the symbols are the word's UTF-8 characters as they
+// are (no GPT-2 mapping), a word made of newlines that is itself a token is
+// emitted whole, and a final symbol that is not a token becomes the <0xXX>
+// byte tokens of its bytes.
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "tokenizer/unicode.h"
@@ -49,10 +55,24 @@ void Vocab::Impl::tokenize_bpe(std::string_view text, std::vector<int32_t>& out)
   pretokenizer->split(text, words);
 
   std::vector<Symbol> symbols;
-  std::vector<Candidate> heap;  // max-heap by Candidate::operator<
+  std::vector<std::pair<size_t, size_t>> raw_chars;  // bpe_raw_utf8: each symbol's first character in the word
+  std::vector<Candidate> heap;                       // max-heap by Candidate::operator<
   std::string encoded;
+  auto byte_tokens = [&](std::string_view t) {
+    for (char ch : t) {
+      const int32_t b = text_to_token(fmt::format("<0x{:02X}>", uint8_t(ch)));
+      if (b >= 0) out.push_back(b);
+      else if (unk >= 0) out.push_back(unk);
+    }
+  };
   for (const std::string& word : words) {
     if (word.empty()) continue;
+    if (bpe_raw_utf8 && word.find_first_not_of('\n') == std::string::npos) {
+      if (const int32_t id = text_to_token(word); id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+    }
     if (ignore_merges) {
       encoded.clear();
       for (unsigned char b : word) encoded += unicode::byte_to_utf8(b);
@@ -63,9 +83,25 @@ void Vocab::Impl::tokenize_bpe(std::string_view text, std::vector<int32_t>& out)
       }
     }
     symbols.clear();
-    for (size_t i = 0; i < word.size(); ++i) {
-      const uint8_t b = uint8_t(word[i]);
-      symbols.push_back({bpe.byte_sym[b], int32_t(i) - 1, i + 1 < word.size() ? int32_t(i + 1) : -1, b, true});
+    raw_chars.clear();
+    if (bpe_raw_utf8) {                              // one symbol per UTF-8 character
+      std::vector<std::pair<size_t, size_t>> chars;  // (offset, length)
+      for (size_t i = 0; i < word.size();) {
+        const size_t len = std::min(word.size() - i, unicode::utf8_len(word[i]));
+        chars.push_back({i, len});
+        i += len;
+      }
+      for (size_t j = 0; j < chars.size(); ++j) {
+        auto it = bpe.sym_of_text.find(std::string_view(word).substr(chars[j].first, chars[j].second));
+        symbols.push_back({it == bpe.sym_of_text.end() ? -1 : it->second, int32_t(j) - 1,
+                           j + 1 < chars.size() ? int32_t(j + 1) : -1, uint8_t(word[chars[j].first]), true});
+        raw_chars.push_back(chars[j]);
+      }
+    } else {
+      for (size_t i = 0; i < word.size(); ++i) {
+        const uint8_t b = uint8_t(word[i]);
+        symbols.push_back({bpe.byte_sym[b], int32_t(i) - 1, i + 1 < word.size() ? int32_t(i + 1) : -1, b, true});
+      }
     }
     heap.clear();
     auto try_pair = [&](int32_t l, int32_t r) {
@@ -97,6 +133,11 @@ void Vocab::Impl::tokenize_bpe(std::string_view text, std::vector<int32_t>& out)
       const int32_t id = s.sym >= 0 ? bpe.sym_token[s.sym] : -1;
       if (id >= 0) {
         out.push_back(id);
+        continue;
+      }
+      if (bpe_raw_utf8) {  // byte fallback: the <0xXX> tokens of the symbol's bytes
+        if (s.sym >= 0) byte_tokens(bpe.sym_text[s.sym]);
+        else byte_tokens(std::string_view(word).substr(raw_chars[size_t(i)].first, raw_chars[size_t(i)].second));
         continue;
       }
       // Not a token: each byte of the symbol's (encoded) text on its own, if that is a token.

@@ -93,9 +93,18 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
   } else if (v.model == "rwkv") {
     v.type = VocabType::Rwkv;  // no default special ids; the file's keys set them (BOS = EOS = 0, EOT = 261)
     v.add_space_prefix = false, v.clean_spaces = false, v.add_bos = false, v.add_eos = false;
+  } else if (v.model == "gemma4") {
+    // Gemma 4: BPE with merges over raw UTF-8, "▁" for spaces, the pre-split [^\n]+|[\n]+, byte fallback;
+    // llama.cpp always adds BOS for it.
+    v.type = VocabType::Bpe;
+    v.bpe_raw_utf8 = true;
+    v.bos = 2, v.eos = 1, v.unk = 3, v.pad = 0;
+    pre_cfg.regexes = {"[^\n]+|[\n]+"};
+    pre_cfg.clean_spaces = false;
+    v.add_space_prefix = false, v.escape_whitespaces = true, v.clean_spaces = false, v.add_bos = true;
   } else {
-    fail("{}: unknown tokenizer model tokenizer.ggml.model = '{}' (supported: llama, gpt2, bert, rwkv)", f.path(),
-         v.model);
+    fail("{}: unknown tokenizer model tokenizer.ggml.model = '{}' (supported: llama, gpt2, bert, rwkv, gemma4)",
+         f.path(), v.model);
   }
   if (v.pre.empty()) v.pre = "default";
   v.add_space_prefix = get_bool(f, "tokenizer.ggml.add_space_prefix", v.add_space_prefix);
@@ -203,6 +212,7 @@ Vocab Vocab::from_gguf(const gguf::File& f) {
     *k.id = int32_t(id);
   }
   v.add_bos = get_bool(f, "tokenizer.ggml.add_bos_token", v.add_bos);
+  if (v.bpe_raw_utf8) v.add_bos = true;  // llama.cpp forces BOS for gemma4
   v.add_eos = get_bool(f, "tokenizer.ggml.add_eos_token", v.add_eos);
   v.add_sep = get_bool(f, "tokenizer.ggml.add_sep_token", v.add_sep);
   if (v.add_bos && v.bos < 0) fail("{}: tokenizer.ggml.add_bos_token is true, but there is no BOS token id", f.path());

@@ -76,6 +76,9 @@ struct Vocab::Impl {
   bool ignore_merges = false;
   bool clean_spaces = false;
   bool escape_whitespaces = true;
+  // Gemma 4 ("gemma4"): BPE over raw UTF-8 characters (no GPT-2 byte mapping), spaces as "▁", symbols
+  // without a token fall back to <0xXX> byte tokens, a newline run that is a token is emitted whole.
+  bool bpe_raw_utf8 = false;
   bool wpm_lowercase = true;
   bool wpm_strip_accents = true;
 

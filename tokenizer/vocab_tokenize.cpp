@@ -100,9 +100,20 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
     }
     case VocabType::Bpe: {
       if (add_special && v.add_bos) out.push_back(v.bos);
+      std::string escaped;
       for (const Fragment& fr : frags) {
-        if (fr.token >= 0) out.push_back(fr.token);
-        else v.tokenize_bpe(text.substr(fr.offset, fr.length), out);
+        if (fr.token >= 0) {
+          out.push_back(fr.token);
+        } else if (v.bpe_raw_utf8 && v.escape_whitespaces) {  // gemma4: spaces become "▁" before the pre-split
+          escaped.clear();
+          for (char c : text.substr(fr.offset, fr.length)) {
+            if (c == ' ') escaped += "\xE2\x96\x81";
+            else escaped += c;
+          }
+          v.tokenize_bpe(escaped, out);
+        } else {
+          v.tokenize_bpe(text.substr(fr.offset, fr.length), out);
+        }
       }
       if (add_special && v.add_eos) out.push_back(v.eos);
       break;

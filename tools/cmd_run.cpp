@@ -63,6 +63,13 @@ int run_run(RunOptions o) {
   auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   Context ctx(*model, cp);
+  if (const KvCache* swa = ctx.swa_kv_cache())
+    std::fprintf(stderr, "opal: KV cache %.2f MiB (%lld cells; sliding-window layers: %lld cells)\n",
+                 double(ctx.kv_bytes()) / 1048576.0, static_cast<long long>(ctx.n_ctx()),
+                 static_cast<long long>(swa->n_cells()));
+  else
+    std::fprintf(stderr, "opal: KV cache %.2f MiB (%lld cells)\n", double(ctx.kv_bytes()) / 1048576.0,
+                 static_cast<long long>(ctx.n_ctx()));
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());
   Sampler sampler(o.sampling.params(), int32_t(ctx.n_vocab()));

@@ -81,7 +81,7 @@ int run_synth(const SynthOptions& o) {
   SynthPreset p = find_synth_preset(o.preset);
   const quant::FileType ftype = synth_file_type(o.type);
   if (o.layers < 0 || o.layers > 1024) fail("--layers {}: expected 1 to 1024", o.layers);
-  if (o.layers > 0) p.n_layer = o.layers;
+  if (o.layers > 0) p.n_layer = o.layers, p.shared_kv_layers = 0;  // a cut-down Gemma 4 shares no K/V
   if (o.vocab != 0) {
     if (o.vocab < 258 || o.vocab > (1 << 20)) fail("--vocab {}: expected 258 to {}", o.vocab, 1 << 20);
     p.n_vocab = o.vocab;
@@ -118,7 +118,7 @@ int run_synth(const SynthOptions& o) {
 
   gguf::Writer w(3);
   add_synth_metadata(w, p, ftype);
-  const auto rope_factors = llama3_rope_factors(p.head_dim, p.rope_base);
+  const auto rope_factors = synth_rope_factors(p);
   const bool tty = isatty(2);
   uint64_t written = 0;
   std::mutex progress_mutex;

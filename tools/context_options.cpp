@@ -19,6 +19,7 @@ ContextParams ContextOptions::params() const {
   cp.n_batch = n_batch;
   cp.n_ubatch = n_ubatch;
   cp.kv_type = parse_cache_type(cache_type_k);
+  cp.swa_full = swa_full;
   return cp;
 }
 
@@ -36,6 +37,9 @@ void add_context_options(CLI::App* sub, ContextOptions& o, unsigned flags) {
   if (flags & kCacheTypeFlag)
     sub->add_option("--ctk,--cache-type-k", o.cache_type_k,
                     fmt::format("{} (default {}; llama.cpp: -ctk)", kCacheType, o.cache_type_k));
+  if (flags & kCacheTypeFlag)
+    sub->add_flag("--swa-full", o.swa_full,
+                  "sliding-window layers keep the whole context, not just their window (llama.cpp: --swa-full)");
   if (flags & kThreadsFlag)
     sub->add_option("-t,--threads", o.threads,
                     o.threads == 0 ? fmt::format("{} (default: all cores)", kThreads)

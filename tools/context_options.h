@@ -29,7 +29,8 @@ struct ContextOptions {
   int64_t n_batch = 2048;
   int64_t n_ubatch = 512;
   std::string cache_type_k = "f16";
-  int threads = 0;  // 0: all cores
+  bool swa_full = false;  // sliding-window layers keep n_ctx cells (llama.cpp --swa-full)
+  int threads = 0;        // 0: all cores
   // The ContextParams these options name; throws opal::Error for an unknown
   // cache type. Threads are not set: the registry gets them (make_registry).
   ContextParams params() const;

@@ -96,6 +96,27 @@ const std::vector<SynthPreset>& synth_presets() {
     r.wkv_head_size = 64, r.lora_decay = 64, r.lora_iclr = 64, r.lora_value = 32, r.lora_gate = 128;
     r.add_bos = false;
     v.push_back(r);
+    // Gemma 3 1B as convert_hf_to_gguf.py writes google/gemma-3-1b-it: 26 layers (5 sliding : 1 global,
+    // window 512), 4 heads, 1 KV head of 256, GELU FFN 6912, vocab 262144, tied embeddings, no RoPE scaling.
+    SynthPreset g3;
+    g3.name = "gemma-3-1b", g3.arch = "gemma3", g3.model_name = "Gemma 3 1B (synthetic)", g3.size_label = "1B";
+    g3.tokenizer_pre = "default";
+    g3.n_embd = 1152, g3.n_layer = 26, g3.n_head = 4, g3.n_head_kv = 1, g3.head_dim = 256, g3.n_ff = 6912;
+    g3.n_vocab = 262144, g3.n_ctx_train = 32768, g3.rope_base = 1000000.0, g3.rms_eps = 1e-6, g3.qk_norm = true;
+    g3.post_norms = true, g3.sliding_window = 512;
+    v.push_back(g3);
+    // Gemma 4 E2B as convert_hf_to_gguf.py writes google/gemma-4-E2B-it: 35 layers (4 sliding : 1 global,
+    // window 512), 8 heads, 1 KV head of 256 (sliding) / 512 (global, proportional RoPE over a quarter of the
+    // pairs), FFN 6144 (12288 in the 20 KV-shared layers), per-layer inputs of 256, vocab 262144, soft-cap 30.
+    SynthPreset g4;
+    g4.name = "gemma-4-e2b", g4.arch = "gemma4", g4.model_name = "Gemma 4 E2B (synthetic)", g4.size_label = "E2B";
+    g4.tokenizer_pre = "default";
+    g4.n_embd = 1536, g4.n_layer = 35, g4.n_head = 8, g4.n_head_kv = 1, g4.head_dim = 512, g4.n_ff = 6144;
+    g4.n_vocab = 262144, g4.n_ctx_train = 131072, g4.rope_base = 1000000.0, g4.rms_eps = 1e-6, g4.qk_norm = true;
+    g4.post_norms = true, g4.sliding_window = 512, g4.llama3_rope = true;
+    g4.gemma4 = true, g4.swa_period = 5, g4.head_dim_swa = 256, g4.shared_kv_layers = 20, g4.n_ff_shared = 12288;
+    g4.n_embd_per_layer = 256, g4.rope_partial = 0.25, g4.logit_softcap = 30.0;
+    v.push_back(g4);
     return v;
   }();
   return presets;
@@ -132,25 +153,46 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p, quant::FileType fty
   std::vector<SynthTensor> t;
   using Init = SynthTensor::Init;
   if (p.arch == "rwkv7") t = rwkv7_synth_tensor_list(p);
-  const int64_t q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim;
-  if (p.arch != "rwkv7") t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}, DType::F32, Init::Random});
-  if (p.arch != "rwkv7") t.push_back({"output_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
+  const bool attention = p.arch != "rwkv7";
+  if (attention) t.push_back({"token_embd.weight", {p.n_embd, p.n_vocab}, DType::F32, Init::Random});
+  if (attention) t.push_back({"output_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
   if (p.llama3_rope) t.push_back({"rope_freqs.weight", {p.head_dim / 2}, DType::F32, Init::RopeFreqs});
-  for (int64_t i = 0; i < p.n_layer && p.arch != "rwkv7"; ++i) {
+  const int64_t npl = p.n_embd_per_layer;
+  if (p.gemma4) {
+    t.push_back({"per_layer_token_embd.weight", {npl * p.n_layer, p.n_vocab}, DType::F32, Init::Random});
+    t.push_back({"per_layer_model_proj.weight", {p.n_embd, npl * p.n_layer}, DType::F32, Init::Random});
+    t.push_back({"per_layer_proj_norm.weight", {npl}, DType::F32, Init::Ones});
+  }
+  for (int64_t i = 0; i < p.n_layer && attention; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
+    const int64_t hd = p.head_dim_at(i), q_dim = p.n_head * hd, kv_dim = p.n_head_kv * hd;
+    const bool kv = !p.gemma4 || p.has_kv(i);
     t.push_back({b + "attn_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
     t.push_back({b + "attn_q.weight", {p.n_embd, q_dim}, DType::F32, Init::Random});
-    t.push_back({b + "attn_k.weight", {p.n_embd, kv_dim}, DType::F32, Init::Random});
-    t.push_back({b + "attn_v.weight", {p.n_embd, kv_dim}, DType::F32, Init::Random});
+    if (kv) {
+      t.push_back({b + "attn_k.weight", {p.n_embd, kv_dim}, DType::F32, Init::Random});
+      t.push_back({b + "attn_v.weight", {p.n_embd, kv_dim}, DType::F32, Init::Random});
+    }
     t.push_back({b + "attn_output.weight", {q_dim, p.n_embd}, DType::F32, Init::Random});
     if (p.qk_norm) {
-      t.push_back({b + "attn_q_norm.weight", {p.head_dim}, DType::F32, Init::Ones});
-      t.push_back({b + "attn_k_norm.weight", {p.head_dim}, DType::F32, Init::Ones});
+      t.push_back({b + "attn_q_norm.weight", {hd}, DType::F32, Init::Ones});
+      if (kv) t.push_back({b + "attn_k_norm.weight", {hd}, DType::F32, Init::Ones});
+    }
+    if (p.gemma4) {
+      t.push_back({b + "inp_gate.weight", {p.n_embd, npl}, DType::F32, Init::Random});
+      t.push_back({b + "proj.weight", {npl, p.n_embd}, DType::F32, Init::Random});
+      t.push_back({b + "post_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
+      t.push_back({b + "layer_output_scale.weight", {1}, DType::F32, Init::Ones});
+    }
+    if (p.post_norms) {
+      t.push_back({b + "post_attention_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
+      t.push_back({b + "post_ffw_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
     }
     t.push_back({b + "ffn_norm.weight", {p.n_embd}, DType::F32, Init::Ones});
-    t.push_back({b + "ffn_gate.weight", {p.n_embd, p.n_ff}, DType::F32, Init::Random});
-    t.push_back({b + "ffn_up.weight", {p.n_embd, p.n_ff}, DType::F32, Init::Random});
-    t.push_back({b + "ffn_down.weight", {p.n_ff, p.n_embd}, DType::F32, Init::Random});
+    const int64_t ff = p.n_ff_at(i);
+    t.push_back({b + "ffn_gate.weight", {p.n_embd, ff}, DType::F32, Init::Random});
+    t.push_back({b + "ffn_up.weight", {p.n_embd, ff}, DType::F32, Init::Random});
+    t.push_back({b + "ffn_down.weight", {ff, p.n_embd}, DType::F32, Init::Random});
   }
   std::stable_sort(t.begin(), t.end(),
                    [](const SynthTensor& a, const SynthTensor& b) { return quant::tensor_order_less(a.name, b.name); });
@@ -185,6 +227,16 @@ std::vector<float> llama3_rope_factors(int64_t head_dim, double rope_base) {
     }
     out.push_back(float(f));
   }
+  return out;
+}
+
+std::vector<float> synth_rope_factors(const SynthPreset& p) {
+  if (!p.gemma4) return llama3_rope_factors(p.head_dim, p.rope_base);
+  // Gemma 4's proportional RoPE: the first rope_partial of the head's pairs rotate (factor 1), the others
+  // get 1e30 (an angle of ~0), as the converter writes rope_freqs.
+  std::vector<float> out(size_t(p.head_dim / 2), 1e30f);
+  const auto rotating = size_t(double(p.head_dim / 2) * p.rope_partial);
+  for (size_t i = 0; i < rotating && i < out.size(); ++i) out[i] = 1.0f;
   return out;
 }
 
@@ -232,7 +284,24 @@ void add_synth_metadata(gguf::Writer& w, const SynthPreset& p, quant::FileType f
   w.set(a + "context_length", u32(p.n_ctx_train));
   w.set(a + "embedding_length", u32(p.n_embd));
   w.set(a + "block_count", u32(p.n_layer));
-  w.set(a + "feed_forward_length", u32(p.n_ff));
+  if (p.gemma4) {
+    std::vector<Value> ff, pattern;
+    for (int64_t il = 0; il < p.n_layer; ++il) {
+      ff.push_back(u32(p.n_ff_at(il)));
+      pattern.push_back(Value::from_bool(p.is_swa(il)));
+    }
+    w.set(a + "feed_forward_length", Value::from_array(ValueType::U32, std::move(ff)));
+    w.set(a + "attention.sliding_window_pattern", Value::from_array(ValueType::BOOL, std::move(pattern)));
+    w.set(a + "attention.key_length_swa", u32(p.head_dim_swa));
+    w.set(a + "attention.value_length_swa", u32(p.head_dim_swa));
+    w.set(a + "rope.dimension_count_swa", u32(p.head_dim_swa));
+    w.set(a + "rope.freq_base_swa", f32(p.rope_base_swa));
+    w.set(a + "attention.shared_kv_layers", u32(p.shared_kv_layers));
+    w.set(a + "embedding_length_per_layer_input", u32(p.n_embd_per_layer));
+    w.set(a + "final_logit_softcapping", f32(p.logit_softcap));
+  } else {
+    w.set(a + "feed_forward_length", u32(p.n_ff));
+  }
   w.set(a + "attention.head_count", u32(p.n_head));
   w.set(a + "attention.head_count_kv", u32(p.n_head_kv));
   w.set(a + "attention.key_length", u32(p.head_dim));
@@ -240,6 +309,7 @@ void add_synth_metadata(gguf::Writer& w, const SynthPreset& p, quant::FileType f
   w.set(a + "attention.layer_norm_rms_epsilon", f32(p.rms_eps));
   w.set(a + "rope.freq_base", f32(p.rope_base));
   w.set(a + "rope.dimension_count", u32(p.head_dim));
+  if (p.sliding_window > 0) w.set(a + "attention.sliding_window", u32(p.sliding_window));
   w.set("general.file_type", u32(int(ftype)));
   if (dtype_traits(quant::file_type_info(ftype).default_type).quantized) w.set("general.quantization_version", u32(2));
 

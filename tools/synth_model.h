@@ -39,7 +39,25 @@ struct SynthPreset {
   bool add_bos = true;
   // rwkv7 (tools/synth_rwkv7.cpp): WKV head size and LoRA ranks.
   int64_t wkv_head_size = 0, lora_decay = 0, lora_iclr = 0, lora_value = 0, lora_gate = 0;
+  // Gemma 3 (issue 17): post-attention / post-FFN norms and sliding-window layers (window > 0; the pattern is
+  // not written, as in the real files, so llama.cpp's default period 6 applies).
+  bool post_norms = false;
+  int64_t sliding_window = 0;
+  // Gemma 4 (E2B layout): every swa_period-th layer global (the pattern written as a bool array), sliding
+  // layers with head_dim_swa, global ones with head_dim and "proportional" RoPE (rope_freqs: the first
+  // rope_partial of the pairs rotate, the rest get factor 1e30); the last shared_kv_layers layers read earlier
+  // layers' K/V and have an FFN of n_ff_shared; per-layer input embeddings of n_embd_per_layer; soft-cap.
+  bool gemma4 = false;
+  int64_t swa_period = 0, head_dim_swa = 0, shared_kv_layers = 0, n_ff_shared = 0, n_embd_per_layer = 0;
+  double rope_base_swa = 10000.0, rope_partial = 1.0, logit_softcap = 0.0;
+  bool is_swa(int64_t il) const { return swa_period > 0 && il % swa_period != swa_period - 1; }
+  bool has_kv(int64_t il) const { return il < n_layer - shared_kv_layers; }
+  int64_t head_dim_at(int64_t il) const { return gemma4 && is_swa(il) ? head_dim_swa : head_dim; }
+  int64_t n_ff_at(int64_t il) const { return gemma4 && !has_kv(il) ? n_ff_shared : n_ff; }
 };
+
+// rope_freqs.weight of a preset: Llama 3's factors or Gemma 4's proportional ones.
+std::vector<float> synth_rope_factors(const SynthPreset& p);
 
 const std::vector<SynthPreset>& synth_presets();
 // Throws naming the known presets.

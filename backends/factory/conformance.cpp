@@ -121,7 +121,8 @@ std::vector<OpCase> conformance_cases(const std::string& set) {
                    full ? std::vector<int64_t>{4096} : std::vector<int64_t>{256});
   for (DType dt : matrix_dtypes(Op::GetRows)) v.push_back({Op::GetRows, dt, 7, 50, 512});
   const std::vector<int64_t> ks = full ? std::vector<int64_t>{1, 1000, 4096, 8192} : std::vector<int64_t>{1000, 4096};
-  for (Op op : {Op::RmsNorm, Op::Softmax, Op::SumRows, Op::Scale, Op::Silu, Op::Mul, Op::Add, Op::Div, Op::Swiglu})
+  for (Op op : {Op::RmsNorm, Op::Softmax, Op::SumRows, Op::Scale, Op::Silu, Op::Mul, Op::Add, Op::Div, Op::Swiglu,
+                Op::Gelu, Op::Geglu, Op::Tanh})
     for (int64_t m : ms)
       for (int64_t k : ks) v.push_back({op, DType::F32, m, 1, k});
   for (int64_t m : ms)
@@ -129,6 +130,7 @@ std::vector<OpCase> conformance_cases(const std::string& set) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     for (int64_t m : ms) {
       v.push_back({Op::Attention, dt, m, 8, 64});
+      if (m > 4) v.push_back({Op::Attention, dt, m, 8, 64, 4});  // a sliding window of 4 positions (Gemma)
       v.push_back({Op::KvStore, dt, m, 1, 512});
       v.push_back({Op::Cpy, dt, m, 1, 1000});
     }

@@ -57,6 +57,7 @@ std::string OpCase::label() const {
   std::string s = fmt::format("{} {} m={} n={} k={}", op_name(op), dtype_name(dtype), m, n, k);
   if (op == Op::Rope) s += variant ? " neox" : " normal";
   if (op == Op::Unary) s += std::string(" ") + unary_fn_name(UnaryFn(variant));
+  if (op == Op::Attention && variant > 0) s += fmt::format(" window {}", variant);
   return s;
 }
 
@@ -151,6 +152,11 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
     case Op::Swiglu:
       out = g.swiglu(input("gate", c.dtype, {k, m, 1, 1}, -4, 4), input("up", c.dtype, {k, m, 1, 1}));
       break;
+    case Op::Gelu: out = g.gelu(input("x", c.dtype, {k, m, 1, 1}, -12, 12)); break;
+    case Op::Geglu:
+      out = g.geglu(input("gate", c.dtype, {k, m, 1, 1}, -12, 12), input("up", c.dtype, {k, m, 1, 1}));
+      break;
+    case Op::Tanh: out = g.tanh(input("x", c.dtype, {k, m, 1, 1}, -4, 4)); break;
     case Op::Rope: {
       Tensor* x = input("x", c.dtype, {k, n, m, 1});
       Tensor* pos = ints("pos", {m, 1, 1, 1}, [](int32_t* p, int64_t cnt) {
@@ -175,7 +181,7 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
           p[2 * i + 1] = used ? 0 : -1;
         }
       });
-      out = g.attention(q, kc, vc, tok, cel, int(hkv), 1.0f / std::sqrt(float(k)));
+      out = g.attention(q, kc, vc, tok, cel, int(hkv), 1.0f / std::sqrt(float(k)), c.variant);
       break;
     }
     case Op::KvStore: {

@@ -83,6 +83,35 @@ TEST(OpInfo, PerfFieldsAreTheRows) {
   EXPECT_EQ(op_info(Op::MulMat).perf_fields(*mm), "|wtype=q8_0|k=256|n=64|m=4");
   EXPECT_EQ(op_info(Op::TopK).perf_fields(*g.top_k(x, 3)), "|k=3");
   EXPECT_EQ(op_info(Op::Add).perf_fields(*g.add(x, x)), "");
+  Tensor* q = input(g, DType::F32, {16, 4, 4, 1});
+  Tensor* k = g.new_leaf("k", DType::F16, {32, 8, 1, 1}, TensorRole::Cache);
+  Tensor* tok = g.new_leaf("tok", DType::I32, {2, 4, 1, 1}, TensorRole::Input);
+  Tensor* cel = g.new_leaf("cel", DType::I32, {2, 8, 1, 1}, TensorRole::Input);
+  EXPECT_EQ(op_info(Op::Attention).perf_fields(*g.attention(q, k, k, tok, cel, 2, 0.25f)),
+            "|heads=4|kv_heads=2|tokens=4|cells=8");
+  EXPECT_EQ(op_info(Op::Attention).perf_fields(*g.attention(q, k, k, tok, cel, 2, 0.25f, 32)),
+            "|heads=4|kv_heads=2|tokens=4|cells=8|window=32");
+}
+
+// Gemma's ops (issue 17): GELU 8 FLOPs per element, GEGLU 9, TANH 4; GELU and
+// GEGLU allow the f16 table's rounding (1e-5), TANH the f32 default.
+TEST(OpInfo, GemmaRows) {
+  Graph g;
+  Tensor* x = input(g, DType::F32, {256, 4, 1, 1});
+  EXPECT_STREQ(op_name(Op::Gelu), "GELU");
+  EXPECT_STREQ(op_name(Op::Geglu), "GEGLU");
+  EXPECT_STREQ(op_name(Op::Tanh), "TANH");
+  EXPECT_EQ(op_info(Op::Geglu).n_src, 2);
+  EXPECT_EQ(node_cost(*g.gelu(x)).flops, 8.0 * 256 * 4);
+  EXPECT_EQ(node_cost(*g.geglu(x, x)).flops, 9.0 * 256 * 4);
+  EXPECT_EQ(node_cost(*g.tanh(x)).flops, 4.0 * 256 * 4);
+  EXPECT_EQ(node_cost(*g.geglu(x, x)).bytes, uint64_t(3 * 256 * 4 * 4));
+  EXPECT_EQ(max_nmse(*g.gelu(x)), 1e-5);
+  EXPECT_EQ(max_nmse(*g.geglu(x, x)), 1e-5);
+  EXPECT_EQ(max_nmse(*g.tanh(x)), 1e-7);
+  EXPECT_EQ(op_info(Op::Gelu).case_type, OpCaseType::Input);
+  Tensor* y = input(g, DType::F32, {128, 4, 1, 1});
+  EXPECT_THROW(g.geglu(x, y), Error);
 }
 
 TEST(OpInfo, TolerancesPerOpAndDtype) {

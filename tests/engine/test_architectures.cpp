@@ -1,13 +1,12 @@
-// The architecture table (models/architecture.cpp): Llama, Qwen2, Qwen3 and
-// Qwen3-MoE are rows of one DecoderDesc built by one decoder; the seams the
-// next families need (block kind, per-layer attention kind, norm placement,
-// embedding scaling, GELU FFN) are named in the description and rejected
-// with a clear error until they are built. Their logits are pinned by
-// test_fidelity.cpp.
+// The architecture table (models/architecture.cpp): Llama, Qwen2, Qwen3,
+// Qwen3-MoE and Gemma 3 are rows of one DecoderDesc built by one decoder; a
+// seam not built yet (the recurrent block) is named in the description and
+// rejected with a clear error. Their logits are pinned by test_fidelity.cpp.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "backends/factory/backend_factory.h"
@@ -23,7 +22,7 @@ namespace opal {
 namespace {
 
 TEST(Architectures, TheRows) {
-  EXPECT_EQ(architecture_names(), (std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3moe", "rwkv7"}));
+  EXPECT_EQ(architecture_names(), (std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3moe", "rwkv7", "gemma3"}));
   const DecoderDesc& llama = find_architecture("llama").decoder;
   EXPECT_EQ(llama.rope_mode, RopeMode::Normal);
   EXPECT_EQ(llama.rope_freqs, Presence::Optional);
@@ -53,7 +52,16 @@ TEST(Architectures, TheRows) {
     EXPECT_NO_THROW(require_implemented(a)) << n;
     EXPECT_EQ(a.build, &build_decoder) << n;
   }
-  EXPECT_THROW(find_architecture("gemma3"), Error);
+  const DecoderDesc& gemma3 = find_architecture("gemma3").decoder;
+  EXPECT_EQ(gemma3.ffn, FfnKind::GeluGated);
+  EXPECT_EQ(gemma3.norms, NormPlacement::PreAndPost);
+  EXPECT_EQ(gemma3.embed_scale, EmbedScale::SqrtEmbd);
+  EXPECT_EQ(gemma3.attention, AttentionPattern::SlidingThenGlobal);
+  EXPECT_EQ(gemma3.sliding_period, 6);
+  EXPECT_EQ(gemma3.rope_base_swa, 10000.0f);
+  EXPECT_EQ(gemma3.attn_scale, AttentionScale::ScaleQ);
+  EXPECT_EQ(gemma3.qk_norm, Presence::Required);
+  EXPECT_THROW(find_architecture("gemma9"), Error);
 }
 
 void expect_rejected(const DecoderDesc& d, const std::string& what) {
@@ -67,13 +75,7 @@ void expect_rejected(const DecoderDesc& d, const std::string& what) {
   }
 }
 
-TEST(Architectures, UnbuiltSeamsAreNamedErrors) {
-  expect_rejected({.block = BlockKind::Recurrent}, "recurrent block");
-  expect_rejected({.attention = AttentionPattern::SlidingThenGlobal, .sliding_period = 6}, "sliding-window");
-  expect_rejected({.norms = NormPlacement::PreAndPost}, "post-FFN norms");
-  expect_rejected({.embed_scale = EmbedScale::SqrtEmbd}, "embedding scaling");
-  expect_rejected({.ffn = FfnKind::GeluGated}, "GELU");
-}
+TEST(Architectures, UnbuiltSeamsAreNamedErrors) { expect_rejected({.block = BlockKind::Recurrent}, "recurrent block"); }
 
 TEST(Architectures, LayerAttentionKinds) {
   HParams hp;
@@ -84,11 +86,62 @@ TEST(Architectures, LayerAttentionKinds) {
   EXPECT_EQ(g.kind, AttentionKind::Global);
   EXPECT_EQ(g.rope.freq_base, 500000.0f);
   EXPECT_EQ(g.rope.n_rot, 64);
-  DecoderDesc gemma3{.attention = AttentionPattern::SlidingThenGlobal, .sliding_period = 6};
-  for (int64_t il = 0; il < 12; ++il)
-    EXPECT_EQ(layer_attention(gemma3, hp, il).kind,
-              il == 5 || il == 11 ? AttentionKind::Global : AttentionKind::SlidingWindow)
-        << il;
+  // Gemma 3: the layers hp.swa_layers names slide, with the row's fixed RoPE base and no scaling; the
+  // global ones keep the file's base and linear scaling. q is pre-scaled by 1/sqrt(head_dim).
+  hp.n_layer = 12, hp.n_swa = 512, hp.head_dim_k = 256, hp.rope_freq_scale = 0.125f, hp.n_rot_swa = 64;
+  for (int64_t il = 0; il < 12; ++il) hp.swa_layers.push_back(il % 6 < 5);
+  const DecoderDesc& gemma3 = find_architecture("gemma3").decoder;
+  for (int64_t il = 0; il < 12; ++il) {
+    const LayerAttention a = layer_attention(gemma3, hp, il);
+    const bool global = il == 5 || il == 11;
+    EXPECT_EQ(a.kind, global ? AttentionKind::Global : AttentionKind::SlidingWindow) << il;
+    EXPECT_EQ(a.window, global ? 0 : 512) << il;
+    EXPECT_EQ(a.rope.freq_base, global ? 500000.0f : 10000.0f) << il;
+    EXPECT_EQ(a.rope.freq_scale, global ? 0.125f : 1.0f) << il;
+    EXPECT_EQ(a.q_scale, 1.0f / 16.0f) << il;
+    EXPECT_EQ(a.kq_scale, 1.0f) << il;
+  }
+}
+
+// attention.sliding_window_pattern as llama.cpp reads it: a period P (layer il
+// slides iff il % P < P - 1), a bool per layer, or absent (gemma3: P = 6); no
+// window, no sliding layers.
+TEST(Architectures, SlidingWindowPatternFromMetadata) {
+  const gguf::File f = gguf::File::open(test::shared_path("golden/models/tiny-gemma3-f32.gguf"));
+  auto with = [&](const std::function<void(gguf::Writer&)>& edit) {
+    gguf::Writer w;
+    w.copy_metadata(f);
+    w.set("gemma3.block_count", gguf::Value::from_u32(8));
+    edit(w);
+    static int n = 0;
+    const std::string path = test::temp_dir() + fmt::format("/swa-pattern-{}.gguf", n++);
+    w.write(path);
+    const gguf::File g = gguf::File::open(path);
+    return HParams::from_gguf(g, "gemma3", RopeMode::Neox, {.swa_period = 6});
+  };
+  auto pattern = [](const HParams& h) {
+    std::string s;
+    for (uint8_t x : h.swa_layers) s += x ? 'S' : 'G';
+    return s;
+  };
+  EXPECT_EQ(pattern(with([](gguf::Writer&) {})), "SSGSSGSS");  // the golden file's P = 3
+  EXPECT_EQ(pattern(with([](gguf::Writer& w) { w.remove("gemma3.attention.sliding_window_pattern"); })), "SSSSSGSS");
+  std::vector<gguf::Value> bools;
+  for (int i = 0; i < 8; ++i) bools.push_back(gguf::Value::from_bool(i != 3));
+  EXPECT_EQ(pattern(with([&](gguf::Writer& w) {
+              w.set("gemma3.attention.sliding_window_pattern", gguf::Value::from_array(gguf::ValueType::BOOL, bools));
+            })),
+            "SSSGSSSS");
+  const HParams none = with([](gguf::Writer& w) { w.remove("gemma3.attention.sliding_window"); });
+  EXPECT_TRUE(none.swa_layers.empty());
+  EXPECT_EQ(with([](gguf::Writer&) {}).n_swa, 32);
+  EXPECT_EQ(with([](gguf::Writer&) {}).rope_freq_base_swa, 10000.0f);
+  bools.pop_back();
+  EXPECT_THROW(with([&](gguf::Writer& w) {
+                 w.set("gemma3.attention.sliding_window_pattern",
+                       gguf::Value::from_array(gguf::ValueType::BOOL, bools));
+               }),
+               Error);
 }
 
 // tiny-llama-f32 written as architecture `arch`, with Q/K/V biases of

@@ -161,21 +161,23 @@ TEST_P(Fidelity, MatchesLlamaCpp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, Fidelity,
-                         ::testing::Values("stories260K", "stories260K-kvf32", "tiny-llama-f32", "tiny-llama-f32-kvf32",
-                                           "tiny-llama-f32-long", "tiny-llama-f16", "tiny-llama-bf16",
-                                           "tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-llama-q5_0",
-                                           "tiny-llama-q5_1", "tiny-llama-q2_k", "tiny-llama-q3_k_m",
-                                           "tiny-llama-q4_k_m", "tiny-llama-q5_k_m", "tiny-llama-q6_k",
-                                           "tiny-qwen3-f32", "tiny-qwen3-f16", "tiny-qwen3-q8_0", "tiny-qwen3-q4_0",
-                                           "tiny-qwen3-q4_k_m", "tiny-qwen3-q6_k", "tiny-qwen3moe-f32",
-                                           "tiny-qwen3moe-q8_0", "tiny-qwen3moe-q4_k_m"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Golden, Fidelity,
+    ::testing::Values("stories260K", "stories260K-kvf32", "tiny-llama-f32", "tiny-llama-f32-kvf32",
+                      "tiny-llama-f32-long", "tiny-llama-f16", "tiny-llama-bf16", "tiny-llama-q8_0", "tiny-llama-q4_0",
+                      "tiny-llama-q4_1", "tiny-llama-q5_0", "tiny-llama-q5_1", "tiny-llama-q2_k", "tiny-llama-q3_k_m",
+                      "tiny-llama-q4_k_m", "tiny-llama-q5_k_m", "tiny-llama-q6_k", "tiny-qwen3-f32", "tiny-qwen3-f16",
+                      "tiny-qwen3-q8_0", "tiny-qwen3-q4_0", "tiny-qwen3-q4_k_m", "tiny-qwen3-q6_k", "tiny-qwen3moe-f32",
+                      "tiny-qwen3moe-q8_0", "tiny-qwen3moe-q4_k_m",
+                      // Gemma 3 (issue 17): sliding-window layers, GELU, post norms
+                      "tiny-gemma3-f32", "tiny-gemma3-f32-kvf32", "tiny-gemma3-f32-long", "tiny-gemma3-f16",
+                      "tiny-gemma3-q8_0", "tiny-gemma3-q4_0", "tiny-gemma3-q4_k_m"),
+    [](const auto& info) {
+      std::string s = info.param;
+      for (char& ch : s)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return s;
+    });
 
 }  // namespace
 }  // namespace opal

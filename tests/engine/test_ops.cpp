@@ -340,6 +340,103 @@ TEST_P(OpsThreads, GetRowsF16AndStridedAddView) {
     }
 }
 
+// GELU (tanh form) and GEGLU against double-precision math. The reference
+// reads llama.cpp's f16 table: the input and the result are each rounded to
+// f16 (relative 2^-11), and gelu' <= 1.13, so |error| <= 1.2e-3 |x| + 1e-6
+// there; at and beyond +-10 the result is x or 0 exactly. TANH: the C
+// library's tanhf, within 1e-6.
+TEST_P(OpsThreads, GeluGegluTanh) {
+  OpHarness h(GetParam());
+  const int K = 64, R = 5;
+  Tensor* a = h.input(DType::F32, {K, R, 1, 1}, "a");
+  Tensor* b = h.input(DType::F32, {K, R, 1, 1}, "b");
+  Tensor* ge = h.g->gelu(a);
+  Tensor* gg = h.g->geglu(a, b);
+  Tensor* th = h.g->tanh(a);
+  h.g->mark_output(ge);
+  h.g->mark_output(gg);
+  auto sg = h.schedule(th);
+  h.fill(a, -12, 12);
+  h.fill(b, -2, 2);
+  a->ptr<float>()[0] = 10.0f, a->ptr<float>()[1] = -10.0f, a->ptr<float>()[2] = 0.0f, a->ptr<float>()[3] = 1e-3f;
+  sg->run();
+  auto gelu = [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); };
+  int inside = 0;
+  for (int i = 0; i < K * R; ++i) {
+    const double x = a->ptr<float>()[i], y = b->ptr<float>()[i];
+    const double want = x >= 10 ? x : x <= -10 ? 0.0 : gelu(x);
+    const double tol = 1.2e-3 * std::fabs(x) + 1e-6;
+    inside += std::fabs(x) < 10;
+    EXPECT_NEAR(ge->ptr<float>()[i], want, tol) << "x = " << x;
+    EXPECT_NEAR(gg->ptr<float>()[i], want * y, tol * std::fabs(y) + 1e-6) << "x = " << x;
+    EXPECT_NEAR(th->ptr<float>()[i], std::tanh(x), 1e-6) << "x = " << x;
+  }
+  EXPECT_GT(inside, K * R / 2);  // most inputs go through the table
+  EXPECT_EQ(ge->ptr<float>()[0], 10.0f);
+  EXPECT_EQ(ge->ptr<float>()[1], 0.0f);
+  EXPECT_EQ(ge->ptr<float>()[2], 0.0f);
+}
+
+// Sliding-window attention: a query at position p sees the keys at p - W + 1
+// .. p of its sequence. One sequence in order in an f16 cache (the block path
+// on AVX-512) with W = 7: double-precision softmax over the window (q and p
+// rounded to f16 by the op: 5e-3), and the same bits on every ISA.
+TEST_P(OpsThreads, AttentionSlidingWindowF16SameBitsOnEveryIsa) {
+  OpHarness h(GetParam());
+  const int Dk = 64, Hq = 4, Hkv = 2, T = 40, cells = 48, W = 7;
+  Tensor* q = h.input(DType::F32, {Dk, Hq, T, 1}, "q");
+  Tensor* kc = h.input(DType::F16, {Dk * Hkv, cells, 1, 1}, "kc");
+  Tensor* vc = h.input(DType::F16, {Dk * Hkv, cells, 1, 1}, "vc");
+  Tensor* tok = h.input(DType::I32, {2, T, 1, 1}, "tok");
+  Tensor* cell = h.input(DType::I32, {2, cells, 1, 1}, "cell");
+  Tensor* out = h.g->attention(q, kc, vc, tok, cell, Hkv, 0.125f, W);
+  EXPECT_EQ(out->iparams[1], W);
+  auto sg = h.schedule(out);
+  h.fill(q, -2, 2);
+  h.fill(kc, -2, 2);
+  h.fill(vc);
+  for (int t = 0; t < T; ++t) tok->ptr<int32_t>()[2 * t] = t, tok->ptr<int32_t>()[2 * t + 1] = 0;
+  for (int c = 0; c < cells; ++c) {
+    cell->ptr<int32_t>()[2 * c] = c < T ? c : -1;
+    cell->ptr<int32_t>()[2 * c + 1] = c < T ? 0 : -1;
+  }
+  const cpu::Isa before = cpu::selected_isa();
+  std::vector<float> first;
+  const std::vector<cpu::Isa> isas = test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; });
+  for (cpu::Isa isa : isas) {
+    cpu::set_isa(isa);
+    sg->run();
+    if (first.empty()) {
+      first = f32s(out);
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(first.data(), out->ptr<float>(), first.size() * 4), 0)
+        << cpu::isa_name(isa) << " differs from " << cpu::isa_name(isas.front());
+  }
+  cpu::set_isa(before);
+  auto kv = [&](const Tensor* c, int cellno, int g, int i) {
+    return double(f16_to_f32(c->ptr<uint16_t>()[cellno * Dk * Hkv + g * Dk + i]));
+  };
+  for (int t = 0; t < T; ++t)
+    for (int hh = 0; hh < Hq; ++hh) {
+      const int g = hh / (Hq / Hkv), j0 = std::max(0, t - W + 1);
+      std::vector<double> s;
+      double mx = -1e30, sum = 0;
+      for (int j = j0; j <= t; ++j) {
+        double d = 0;
+        for (int i = 0; i < Dk; ++i) d += double(q->ptr<float>()[(t * Hq + hh) * Dk + i]) * kv(kc, j, g, i);
+        s.push_back(d * 0.125);
+        mx = std::max(mx, s.back());
+      }
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (int i = 0; i < Dk; ++i) {
+        double want = 0;
+        for (int j = j0; j <= t; ++j) want += s[size_t(j - j0)] / sum * kv(vc, j, g, i);
+        EXPECT_NEAR(first[size_t(t * Dk * Hq + hh * Dk + i)], want, 5e-3) << "t " << t << " head " << hh;
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, OpsThreads, ::testing::Values(1, 3));
 
 }  // namespace

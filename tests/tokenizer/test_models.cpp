@@ -229,5 +229,44 @@ TEST(TokenizerEdgeCases, BadMetadataIsAClearError) {
   EXPECT_EQ(vocab_with(base, [](gguf::Writer& w) { w.remove("tokenizer.ggml.pre"); }).pre_name(), "default");
 }
 
+// The Gemma vocabularies of the golden models (issue 17) tokenize the golden
+// prompts (golden/prompts.json: a newline, and "é" with no piece of its own,
+// so byte fallback) to llama.cpp's ids, BOS as the metadata says.
+void expect_golden_prompt_tokens(const std::string& family, const std::string& stem) {
+  const auto prompts = nlohmann::json::parse(read_file(shared_path("golden/prompts.json")));
+  const auto golden = nlohmann::json::parse(read_file(shared_path("golden/logits/" + stem + ".json")));
+  const Vocab& v = load_vocab(shared_path("golden/models/" + family + "-f32.gguf"));
+  const std::string key = prompts.contains(stem) ? stem : family;
+  const std::string text = prompts[key].get<std::string>();
+  const auto want = golden["prompt_tokens"].get<std::vector<int32_t>>();
+  const auto got = v.tokenize(text, true, false);
+  EXPECT_EQ(ids_to_string(got), ids_to_string(want)) << stem;
+  EXPECT_EQ(v.detokenize(got, true), text) << stem;
+}
+
+TEST(TokenizerModels, Gemma3GoldenPrompts) {
+  const Vocab& v = load_vocab(shared_path("golden/models/tiny-gemma3-f32.gguf"));
+  EXPECT_EQ(v.type_name(), "SPM");
+  EXPECT_FALSE(v.add_space_prefix());
+  EXPECT_EQ(v.bos(), 2);
+  expect_golden_prompt_tokens("tiny-gemma3", "tiny-gemma3-f32");
+  expect_golden_prompt_tokens("tiny-gemma3", "tiny-gemma3-f32-long");
+}
+
+// "gemma4": BPE over raw UTF-8 with "▁" spaces, the [^\n]+|[\n]+ pre-split and <0xXX> byte fallback; BOS
+// is added even when a caller's file says not to.
+TEST(TokenizerModels, Gemma4GoldenPrompts) {
+  const Vocab& v = load_vocab(shared_path("golden/models/tiny-gemma4-f32.gguf"));
+  EXPECT_EQ(v.type_name(), "BPE");
+  EXPECT_TRUE(v.add_bos());
+  EXPECT_EQ(v.bos(), 2);
+  expect_golden_prompt_tokens("tiny-gemma4", "tiny-gemma4-f32");
+  expect_golden_prompt_tokens("tiny-gemma4", "tiny-gemma4-f32-long");
+  const auto ids = v.tokenize("caf\xC3\xA9", false, false);
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(v.token_text(ids[ids.size() - 2]), "<0xC3>");
+  EXPECT_EQ(v.token_text(ids.back()), "<0xA9>");
+}
+
 }  // namespace
 }  // namespace opal::test

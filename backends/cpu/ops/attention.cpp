@@ -20,6 +20,10 @@
 //   out_h = sum_c p_c v_c, where cell c accumulates into lane c % 16 (tinyBLAS,
 //   >= 2 tokens) or c % 64 (ggml_vec_dot, one token) of a per-lane FMA
 //   accumulator over cells in order, and the lanes are then reduced as ggml does.
+// Sliding window (iparams[1] = W > 0): a causal cell with pos_token -
+// pos_cell >= W keeps its place in the list but its score is -inf, so its
+// probability is an exact 0, as llama.cpp's mask makes it: chunks and lanes
+// stay indexed as llama.cpp indexes them.
 // llama.cpp indexes chunks and lanes by cell; here they are indexed by the
 // rank of the cell among the visible ones in position order, which is the
 // same for a sequence that fills the cache from cell 0 (every golden run) and
@@ -154,6 +158,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
   const int32_t* tok = static_cast<const int32_t*>(node.src[kAttnTokens]->data);
   const int32_t* cell = static_cast<const int32_t*>(node.src[kAttnCells]->data);
   const int64_t hkv = node.iparams[0];
+  const int32_t window = node.iparams[1];
   const float scale = node.fparams[0];
   const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv;
   const int64_t group = hq / hkv, bt = block_tokens(group);
@@ -221,6 +226,10 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         for (int64_t j = 0; j < m; ++j) {
           float* s = scores + j * lds;
           const int64_t n_vis = nv[j];
+          if (window > 0) {
+            const int32_t pos = tok[2 * (t0 + j / group)];
+            for (int64_t r = 0; r < n_vis && pos - cell[2 * vis[r]] >= window; ++r) s[r] = -INFINITY;
+          }
           const float mx = simd.scale_max(s, n_vis, scale);
           if (mx == -INFINITY) {  // no visible cell (cannot happen): zeros, as the per-pair path
             nv[j] = 0;
@@ -278,6 +287,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const int32_t* tok = static_cast<const int32_t*>(node.src[kAttnTokens]->data);
   const int32_t* cell = static_cast<const int32_t*>(node.src[kAttnCells]->data);
   const int64_t hkv = node.iparams[0];
+  const int32_t window = node.iparams[1];
   const float scale = node.fparams[0];
   const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv, n_cells = k.ne[1];
   const int64_t group = hq / hkv;
@@ -344,7 +354,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         simd->dots_f16(static_cast<const uint8_t*>(k.data) + uint64_t(g * dk) * krow, k.nb[1], vis, n_vis, qv, dk,
                        kq_lanes16, scores);
         for (int64_t r = 0; r < n_vis; ++r) {
-          scores[r] *= scale;
+          scores[r] = window > 0 && pos - cell[2 * vis[r]] >= window ? -INFINITY : scores[r] * scale;
           mx = std::max(mx, scores[r]);
         }
       }
@@ -362,7 +372,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
                          : (vec_f32_tail ? lo::dot_vec_f32(row, qv, dk) : lo::dot_vec_f16(row, qv, dk));
         }
         vis[n_vis] = int32_t(c);
-        scores[n_vis] = s * scale;
+        scores[n_vis] = window > 0 && pos - cell[2 * c] >= window ? -INFINITY : s * scale;
         mx = std::max(mx, scores[n_vis]);
         ++n_vis;
       }

@@ -43,11 +43,14 @@ Support supports(const Tensor& node) {
     case Op::Softmax:
     case Op::SumRows:
     case Op::Scale:
-    case Op::Silu: return need(rows_f32(a), "input must be f32 rows");
+    case Op::Silu:
+    case Op::Gelu:
+    case Op::Tanh: return need(rows_f32(a), "input must be f32 rows");
     case Op::Mul:
     case Op::Add:
     case Op::Div:
-    case Op::Swiglu: return need(rows_f32(a) && rows_f32(node.src[1]), "inputs must be f32 rows");
+    case Op::Swiglu:
+    case Op::Geglu: return need(rows_f32(a) && rows_f32(node.src[1]), "inputs must be f32 rows");
     case Op::Cpy:
       return need(cache_type(a->type) && cache_type(node.type), "CPY converts between f32, f16 and bf16 only");
     case Op::MulMat:
@@ -96,6 +99,9 @@ void compute(const Tensor& node, const OpContext& ctx) {
     case Op::Scale:
     case Op::Silu:
     case Op::Swiglu:
+    case Op::Gelu:
+    case Op::Geglu:
+    case Op::Tanh:
     case Op::Cpy: compute_elementwise(node, ctx); return;
     case Op::MulMat: compute_mul_mat(node, ctx); return;
     case Op::MulMatId: compute_mul_mat_id(node, ctx); return;

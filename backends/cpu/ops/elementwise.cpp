@@ -6,7 +6,14 @@
 // (ggml_vec_silu_f32 / ggml_vec_swiglu_f32): ggml_v_silu's polynomial exp on
 // each row's whole 16-element chunks, the C library's expf on the tail
 // (kernels/llama_order.h).
+// GELU and GEGLU (gelu(a) * b) use the tanh form through llama.cpp's f16
+// table (ggml_vec_gelu_f32 / ggml_vec_geglu_f32 with GGML_GELU_FP16, the
+// default): for -10 < x < 10 the input is rounded to f16 and the result is
+// the f16 rounding of 0.5 x (1 + tanhf(sqrt(2/pi) x (1 + 0.044715 x^2)))
+// computed in f32; x <= -10 gives 0 and x >= 10 gives x. The table holds the
+// 65536 results widened to f32. TANH is the C library's tanhf (ggml_vec_tanh_f32).
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/llama_order.h"
@@ -77,6 +84,21 @@ void cpy(const Tensor& node, const OpContext& ctx) {
 
 }  // namespace
 
+float gelu_ref(float x) {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    const float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float v = f16_to_f32(uint16_t(i));
+      t[i] = f16_to_f32(f32_to_f16(0.5f * v * (1.0f + tanhf(kSqrt2OverPi * v * (1.0f + kCoefA * v * v)))));
+    }
+    return t;
+  }();
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return table[f32_to_f16(x)];
+}
+
 void compute_elementwise(const Tensor& node, const OpContext& ctx) {
   switch (node.op) {
     case Op::Mul: binary(node, ctx, [](float x, float y, int64_t, int64_t) { return x * y; }); return;
@@ -93,6 +115,14 @@ void compute_elementwise(const Tensor& node, const OpContext& ctx) {
     case Op::Silu:
       unary(node, ctx, [](float x, int64_t i, int64_t n) { return llama_order::silu_at(x, i, n); });
       return;
+    case Op::Gelu: unary(node, ctx, [](float x, int64_t, int64_t) { return gelu_ref(x); }); return;
+    case Op::Geglu:
+      binary(node, ctx, [](float g, float u, int64_t, int64_t) {
+        // ggml_vec_geglu_f32: x >= 10 multiplies x itself, below -10 the product is 0
+        return g <= -10.0f ? 0.0f : gelu_ref(g) * u;
+      });
+      return;
+    case Op::Tanh: unary(node, ctx, [](float x, int64_t, int64_t) { return tanhf(x); }); return;
     case Op::Cpy: cpy(node, ctx); return;
     default: break;
   }

@@ -25,8 +25,11 @@ const char* kernel_name(const Tensor& node);
 
 // Per family (ops/<family>.cpp).
 void compute_get_rows(const Tensor& node, const OpContext& ctx);
-void compute_elementwise(const Tensor& node, const OpContext& ctx);  // Mul Add Div Scale Silu Swiglu Cpy
-void compute_norm(const Tensor& node, const OpContext& ctx);         // RmsNorm Softmax SumRows
+void compute_elementwise(const Tensor& node,
+                         const OpContext& ctx);  // Mul Add Div Scale Silu Swiglu Cpy Gelu Geglu Tanh
+// llama.cpp's GELU (tanh form through its f16 table), the definition GELU / GEGLU kernels are tested against.
+float gelu_ref(float x);
+void compute_norm(const Tensor& node, const OpContext& ctx);  // RmsNorm Softmax SumRows
 void compute_mul_mat(const Tensor& node, const OpContext& ctx);
 void compute_mul_mat_id(const Tensor& node, const OpContext& ctx);
 uint64_t mul_mat_work_size(const Tensor& node, int n_threads);
