@@ -25,10 +25,9 @@ constexpr int kClients = 8, kRequests = 2;
 constexpr int kClients = 32, kRequests = 3;
 #endif
 
-TEST(ServerLoad, ConcurrentStreamingClients) {
+void run_load(LocalServer& s) {
   int clients = kClients, requests = kRequests;
   if (const char* env = std::getenv("OPAL_SERVER_LOAD")) std::sscanf(env, "%dx%d", &clients, &requests);
-  LocalServer s(default_options(4, 4096));
   std::atomic<int> ok{0}, failed{0};
   std::vector<std::string> errors(static_cast<size_t>(clients));
   std::vector<std::thread> threads;
@@ -73,6 +72,21 @@ TEST(ServerLoad, ConcurrentStreamingClients) {
   const std::string m = s.get("/metrics")->body;
   EXPECT_EQ(metric_value(m, "opal:request_latency_seconds_count"), clients * requests);
   EXPECT_EQ(metric_value(m, "llamacpp:requests_processing"), 0);
+}
+
+TEST(ServerLoad, ConcurrentStreamingClients) {
+  LocalServer s(default_options(4, 4096));
+  run_load(s);
+}
+
+// The same load on a recurrent model (RWKV-7): one state per slot, prefix
+// reuse through state checkpoints instead of KV cells.
+TEST(ServerLoad, ConcurrentStreamingClientsRecurrentModel) {
+  server::ServerOptions o = default_options(4, 4096);
+  o.model = golden_model("tiny-rwkv7-q8_0");
+  o.alias = "rwkv7";
+  LocalServer s(o);
+  run_load(s);
 }
 
 // VmRSS of a process in KiB, from /proc/PID/status (-1 if unreadable).

@@ -278,3 +278,37 @@ TEST(Synth, LargeVocabularyIsComplete) {
 }
 
 }  // namespace
+
+namespace {
+
+// The rwkv7-0.1b preset (issue 17): the metadata and tensor types llama.cpp's
+// converter and llama-quantize write, and a file `opal run` generates from.
+TEST(Synth, Rwkv7PresetLoadsAndRuns) {
+  const std::string out = opal::test::temp_dir() + "/synth-rwkv7.gguf";
+  const SynthRun r = synth("--preset rwkv7-0.1b --type q4_0 --layers 2 --vocab 1000 -o " + out + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto f = opal::gguf::File::open(out);
+  EXPECT_EQ(f.get_string("general.architecture", ""), "rwkv7");
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model", ""), "rwkv");
+  EXPECT_EQ(f.get_int("rwkv7.embedding_length", 0), 768);
+  EXPECT_EQ(f.get_int("rwkv7.wkv.head_size", 0), 64);
+  EXPECT_EQ(f.get_int("rwkv7.attention.gate_lora_rank", 0), 128);
+  EXPECT_EQ(f.get_int("rwkv7.attention.head_count", -1), 0);
+  EXPECT_EQ(f.get_int("rwkv7.context_length", 0), 1048576);
+  auto type_of = [&](const std::string& n) {
+    const auto* t = f.find_tensor(n);
+    return t ? opal::dtype_name(t->type) : std::string("missing");
+  };
+  EXPECT_EQ(type_of("blk.1.time_mix_key.weight"), "q4_0");
+  EXPECT_EQ(type_of("blk.1.time_mix_w1.weight"), "f32") << "RWKV's LoRA weights stay f32, as llama-quantize";
+  EXPECT_EQ(type_of("blk.1.time_mix_lerp_fused.weight"), "f32");
+  EXPECT_EQ(type_of("output.weight"), "q6_K");
+  std::string run_out;
+  const int st = opal::test::run_command(
+      opal::test::opal_binary() + " run -m " + out + " -p 'Hello world' -n 8 --temp 0 2>&1", &run_out);
+  EXPECT_EQ(st, 0) << run_out;
+  EXPECT_NE(run_out.find("generation: 8 tokens"), std::string::npos) << run_out;
+  std::remove(out.c_str());
+}
+
+}  // namespace

@@ -10,10 +10,11 @@
 //                channels, so each reads and writes only its own part of the state;
 //   RWKV_WKV7    the RWKV-7 recurrence (graph/graph.h, Wkv7Src), per head a
 //                row-major S x S state per slot, updated in place token after
-//                token. Threads split the heads. The inner loops over the key
-//                index j are plain f32 loops the compiler vectorizes; sums run
-//                in float in index order (ggml's SIMD path groups them by
-//                lanes: the difference is a few ulp per token).
+//                token. Threads split the heads. When S is a multiple of 16 the
+//                sums over the key index j run in 16 lanes (lane l takes
+//                j = l mod 16), then pairwise, as ggml's SIMD path groups them;
+//                written as plain loops over the lanes, which the compiler
+//                vectorizes without -ffast-math (the same order on every ISA).
 // Rows, threads: NORM / L2_NORM / UNARY split the rows of the output.
 #include <algorithm>
 #include <cmath>
@@ -83,6 +84,17 @@ void rows_op(const Tensor& node, const OpContext& ctx) {
   });
 }
 
+constexpr int kLanes = 16;
+
+// Pairwise sum of the lanes (the same order on every ISA).
+float sum_lanes(const float* p) {
+  float q[kLanes / 2];
+  for (int l = 0; l < kLanes / 2; ++l) q[l] = p[l] + p[l + kLanes / 2];
+  for (int w = kLanes / 4; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) q[l] += q[l + w];
+  return q[0];
+}
+
 }  // namespace
 
 void compute_rwkv_rows(const Tensor& node, const OpContext& ctx) { rows_op(node, ctx); }
@@ -143,9 +155,24 @@ void compute_wkv7(const Tensor& node, const OpContext& ctx) {
         float* __restrict out = y + off;
         for (int64_t i = 0; i < S; ++i) {
           float* __restrict row = st + i * S;
+          const float vi = vv[i];
+          if (S % kLanes == 0) {  // kLanes partial sums, elementwise over the lanes: vectorizes without -ffast-math
+            float part[kLanes] = {};
+            for (int64_t j = 0; j < S; j += kLanes)
+              for (int l = 0; l < kLanes; ++l) part[l] += aa[j + l] * row[j + l];
+            const float sa = sum_lanes(part);
+            for (int l = 0; l < kLanes; ++l) part[l] = 0.0f;
+            for (int64_t j = 0; j < S; j += kLanes)
+              for (int l = 0; l < kLanes; ++l) {
+                const float s = row[j + l] * ww[j + l] + vi * kk[j + l] + sa * bb[j + l];
+                row[j + l] = s;
+                part[l] += s * rr[j + l];
+              }
+            out[i] = sum_lanes(part);
+            continue;
+          }
           float sa = 0.0f;
           for (int64_t j = 0; j < S; ++j) sa += aa[j] * row[j];
-          const float vi = vv[i];
           float acc = 0.0f;
           for (int64_t j = 0; j < S; ++j) {
             const float s = row[j] * ww[j] + vi * kk[j] + sa * bb[j];
