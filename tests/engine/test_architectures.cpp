@@ -44,7 +44,9 @@ TEST(Architectures, TheRows) {
     const Architecture& a = find_architecture(n);
     EXPECT_EQ(a.decoder.output, OutputHead::OwnOrTied) << n;
     EXPECT_NO_THROW(require_implemented(a)) << n;
-    if (n != "gemma4") EXPECT_EQ(a.build, &build_decoder) << n;
+    if (n != "gemma4") {
+      EXPECT_EQ(a.build, &build_decoder) << n;
+    }
   }
   const DecoderDesc& gemma3 = find_architecture("gemma3").decoder;
   EXPECT_EQ(gemma3.ffn, FfnKind::GeluGated);
