@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "models/decoder.h"
+#include "models/gemma4.h"
 
 namespace opal {
 namespace {
@@ -49,6 +50,23 @@ const std::vector<Architecture>& architectures() {
                      .norms = NormPlacement::PreAndPost,
                      .embed_scale = EmbedScale::SqrtEmbd,
                      .attn_scale = AttentionScale::ScaleQ}),
+      // Gemma 4 (E2B/E4B layout): its own declarations and graph (models/gemma4.cpp: per-layer embeddings, KV
+      // sharing, per-layer head and FFN sizes, V norm, attention scale 1, layer output scale); the fields below
+      // are what layer_attention() and the shared pieces read: NeoX RoPE with rope_freqs on global layers only,
+      // the file's sliding pattern (period 5 when absent) and freq_base_swa, soft-cap 30 when absent.
+      {"gemma4",
+       {.rope_mode = RopeMode::Neox,
+        .rope_freqs = Presence::Optional,
+        .qk_norm = Presence::Required,
+        .ffn = FfnKind::GeluGated,
+        .attention = AttentionPattern::SlidingThenGlobal,
+        .sliding_period = 5,
+        .norms = NormPlacement::PreAndPost,
+        .embed_scale = EmbedScale::SqrtEmbd,
+        .default_logit_softcap = 30.0f},
+       declare_gemma4,
+       build_gemma4,
+       nullptr},
   };
   return kRows;
 }

@@ -81,7 +81,12 @@ int run_synth(const SynthOptions& o) {
   SynthPreset p = find_synth_preset(o.preset);
   const quant::FileType ftype = synth_file_type(o.type);
   if (o.layers < 0 || o.layers > 1024) fail("--layers {}: expected 1 to 1024", o.layers);
-  if (o.layers > 0) p.n_layer = o.layers, p.shared_kv_layers = 0;  // a cut-down Gemma 4 shares no K/V
+  if (o.layers > 0) {
+    p.n_layer = o.layers;
+    // A cut-down Gemma 4 keeps its first period of layers with their own K/V and shares the rest (as many as
+    // the preset shares at most), so that a shared layer of either kind has a source.
+    p.shared_kv_layers = std::clamp<int64_t>(o.layers - p.swa_period, 0, p.shared_kv_layers);
+  }
   if (o.vocab != 0) {
     if (o.vocab < 258 || o.vocab > (1 << 20)) fail("--vocab {}: expected 258 to {}", o.vocab, 1 << 20);
     p.n_vocab = o.vocab;

@@ -14,6 +14,7 @@
 #include "core/gguf.h"
 #include "models/architecture.h"
 #include "models/decoder.h"
+#include "models/gemma4.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/test_support.h"
@@ -22,7 +23,8 @@ namespace opal {
 namespace {
 
 TEST(Architectures, TheRows) {
-  EXPECT_EQ(architecture_names(), (std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3moe", "rwkv7", "gemma3"}));
+  EXPECT_EQ(architecture_names(),
+            (std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3moe", "rwkv7", "gemma3", "gemma4"}));
   const DecoderDesc& llama = find_architecture("llama").decoder;
   EXPECT_EQ(llama.rope_mode, RopeMode::Normal);
   EXPECT_EQ(llama.rope_freqs, Presence::Optional);
@@ -50,7 +52,9 @@ TEST(Architectures, TheRows) {
     EXPECT_EQ(a.read_hparams, nullptr) << n;
     EXPECT_EQ(a.decoder.output, OutputHead::OwnOrTied) << n;
     EXPECT_NO_THROW(require_implemented(a)) << n;
-    EXPECT_EQ(a.build, &build_decoder) << n;
+    if (n != "gemma4") {
+      EXPECT_EQ(a.build, &build_decoder) << n;
+    }
   }
   const DecoderDesc& gemma3 = find_architecture("gemma3").decoder;
   EXPECT_EQ(gemma3.ffn, FfnKind::GeluGated);
@@ -61,6 +65,9 @@ TEST(Architectures, TheRows) {
   EXPECT_EQ(gemma3.rope_base_swa, 10000.0f);
   EXPECT_EQ(gemma3.attn_scale, AttentionScale::ScaleQ);
   EXPECT_EQ(gemma3.qk_norm, Presence::Required);
+  const Architecture& gemma4 = find_architecture("gemma4");
+  EXPECT_EQ(gemma4.build, &build_gemma4);
+  EXPECT_EQ(gemma4.decoder.default_logit_softcap, 30.0f);
   EXPECT_THROW(find_architecture("gemma9"), Error);
 }
 
@@ -187,6 +194,34 @@ TEST(Architectures, LlamaTakesQkvBiasesWhenPresent) {
   const std::vector<float> plain = last_logits(write_as("llama", false, 0, "arch-llama-plain"));
   EXPECT_EQ(last_logits(write_as("llama", true, 0.0f, "arch-llama-zero-bias")), plain);
   EXPECT_NE(last_logits(write_as("llama", true, 0.05f, "arch-llama-bias")), plain);
+}
+
+// Gemma 4 files with a required tensor or key missing fail at load, naming it
+// (a KV-sharing layer's source is found among the earlier layers).
+TEST(Architectures, Gemma4MissingTensorOrKeyIsNamed) {
+  const gguf::File f = gguf::File::open(test::shared_path("golden/models/tiny-gemma4-f32.gguf"));
+  auto load_without = [&](const std::string& tensor, const std::string& key) -> std::string {
+    gguf::Writer w;
+    w.copy_metadata(f);
+    if (!key.empty()) w.remove(key);
+    for (const auto& t : f.tensors())
+      if (t.name != tensor) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+    const std::string path = test::temp_dir() + "/gemma4-without-" + (tensor.empty() ? key : tensor) + ".gguf";
+    w.write(path);
+    auto reg = make_registry({}, 1);
+    try {
+      Model::load(path, *reg);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(load_without("blk.1.attn_k.weight", "").find("blk.1.attn_k.weight"), std::string::npos);
+  EXPECT_NE(load_without("per_layer_model_proj.weight", "").find("per_layer_model_proj.weight"), std::string::npos);
+  EXPECT_NE(load_without("blk.4.layer_output_scale.weight", "").find("blk.4.layer_output_scale.weight"),
+            std::string::npos);
+  EXPECT_NE(load_without("", "gemma4.embedding_length_per_layer_input").find("embedding_length_per_layer_input"),
+            std::string::npos);
 }
 
 TEST(Architectures, Qwen2RequiresQkvBiasesAndUsesNeoxRope) {

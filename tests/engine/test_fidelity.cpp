@@ -171,7 +171,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "tiny-qwen3moe-q8_0", "tiny-qwen3moe-q4_k_m",
                       // Gemma 3 (issue 17): sliding-window layers, GELU, post norms
                       "tiny-gemma3-f32", "tiny-gemma3-f32-kvf32", "tiny-gemma3-f32-long", "tiny-gemma3-f16",
-                      "tiny-gemma3-q8_0", "tiny-gemma3-q4_0", "tiny-gemma3-q4_k_m"),
+                      "tiny-gemma3-q8_0", "tiny-gemma3-q4_0", "tiny-gemma3-q4_k_m",
+                      // Gemma 4 (issue 17): per-layer embeddings, KV sharing, soft-cap
+                      "tiny-gemma4-f32", "tiny-gemma4-f32-kvf32", "tiny-gemma4-f32-long", "tiny-gemma4-q8_0",
+                      "tiny-gemma4-q4_0"),
     [](const auto& info) {
       std::string s = info.param;
       for (char& ch : s)
