@@ -281,7 +281,13 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
     case Op::KvStore: {
       EtKvStoreArgs a{};
       a.cache = desc(s0, addr);
+      // The graph's rows (contiguous, E * T elements, e.g. [head_dim, n_head_kv, T]) as the kernel's [E, T].
       a.src = desc(s1, addr);
+      a.src.ne[0] = int32_t(s0->ne[0]);
+      a.src.ne[1] = int32_t(s2->ne[0]);
+      a.src.ne[2] = a.src.ne[3] = 1;
+      a.src.nb[1] = uint64_t(s0->ne[0]) * 4;
+      a.src.nb[2] = a.src.nb[3] = a.src.nb[1] * uint64_t(s2->ne[0]);
       a.cells = desc(s2, addr);
       c.args = blob(a, kid, h, scratch, sbytes);
       break;
