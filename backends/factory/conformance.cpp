@@ -106,7 +106,27 @@ std::string ConformanceResult::line() const {
 
 std::vector<OpCase> conformance_cases(const std::string& set) {
   std::vector<OpCase> v;
-  if (set != "ci" && set != "full" && set != "rocket") fail("unknown case set '{}' (ci, full, rocket)", set);
+  if (set != "ci" && set != "full" && set != "rocket" && set != "et")
+    fail("unknown case set '{}' (ci, full, rocket, et)", set);
+  if (set == "et") {  // ET-SoC-1 on the emulator: its dtypes, M >= 32 and K up to 8192 in a CI-sized budget
+    for (DType dt : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K})
+      for (int64_t m : {1, 7, 32})
+        for (int64_t k : {256, 8192}) v.push_back({Op::MulMat, dt, m, 48, k});
+    for (DType dt : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+      v.push_back({Op::MulMatId, dt, 7, 48, 256});
+      v.push_back({Op::GetRows, dt, 7, 50, 512});
+    }
+    for (Op op : {Op::RmsNorm, Op::Silu, Op::Mul, Op::Add, Op::Swiglu})
+      for (int64_t m : {1, 32}) v.push_back({op, DType::F32, m, 1, m == 1 ? 8192 : 1024});
+    for (int64_t m : {1, 32})
+      for (int var : {0, 1}) v.push_back({Op::Rope, DType::F32, m, 6, 128, var});
+    for (DType dt : {DType::F32, DType::F16})
+      for (int64_t m : {1, 32}) {
+        v.push_back({Op::Attention, dt, m, 8, 64});
+        v.push_back({Op::KvStore, dt, m, 1, 512});
+      }
+    return v;
+  }
   if (set == "rocket") {  // the NPU's realistic matmul shapes
     add_matmul_cases(v, Op::MulMat, {32, 64, 128, 512}, {1000, 8192}, {4096, 12288});
     return v;
@@ -232,6 +252,11 @@ std::vector<ConformanceResult> run_conformance(const ConformanceOptions& o,
           r.tolerance = max_nmse(*dut.out);
           r.status = e.nmse <= r.tolerance ? ConformanceResult::Pass : ConformanceResult::Fail;
           if (c.op == Op::TopK && r.status == ConformanceResult::Fail) r.reason = "indices differ";
+          // An accelerator that faulted and handed the node to the CPU did not compute it.
+          if (target->role() != DeviceRole::Host && target->stats().get("nodes_fallback") > 0) {
+            r.status = ConformanceResult::Fail;
+            r.reason = "the device faulted and the CPU ran the node (the fault is on stderr)";
+          }
         } catch (const Error& e) {
           r.status = ConformanceResult::Skipped;
           r.reason = e.what();

@@ -13,7 +13,8 @@
 // the backend per case), support (what supports() says, nothing run).
 // Case sets: "ci" (small, every op and dtype, shapes that are not multiples
 // of the blocks), "full" (batch M in {1, 7, 32, 128, 512}, K up to 8192) and
-// "rocket" (M in {32, 64, 128, 512}, K up to 12288, N up to 8192).
+// "rocket" (M in {32, 64, 128, 512}, K up to 12288, N up to 8192) and "et"
+// (ET-SoC-1's ops and dtypes, M in {1, 7, 32}, K up to 8192: emulator-sized).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -31,7 +32,7 @@ struct ConformanceOptions {
   std::vector<std::string> backends;  // factory names; empty = all
   std::string op;                     // "" = every op, else an op name ("MUL_MAT")
   std::string dtype;                  // "" = every dtype
-  std::string cases = "ci";           // ci | full | rocket
+  std::string cases = "ci";           // ci | full | rocket | et
   int threads = 1;
   uint32_t seed = 1234;
   int perf_reps = 5;

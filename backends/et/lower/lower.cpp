@@ -29,6 +29,18 @@ bool fits_i32(const Tensor& t) {
 
 KernelChoice no(std::string why) { return {0, std::move(why)}; }
 
+// The matmul kernels give each hart 16-row groups of N, i.e. whole 64-byte
+// lines of every output row: with more than one row, a row must end on a line
+// or two minions would write one line (a coherence hazard the checker reports).
+std::string check_line_rows(const Tensor& n) {
+  if (n.n_rows() > 1 && (n.ne[0] * 4) % 64 != 0)
+    return fmt::format(
+        "output rows of {} floats with {} rows: ET matmuls need N a multiple of 16 when M > 1 "
+        "(whole 64-byte lines per hart)",
+        n.ne[0], n.n_rows());
+  return {};
+}
+
 uint32_t by_type(DType t, uint32_t f32, uint32_t f16, uint32_t q8, uint32_t q4, uint32_t q4k) {
   switch (t) {
     case DType::F32: return f32;
@@ -115,6 +127,7 @@ KernelChoice choose_kernel(const Tensor& n) {
       if (!(r = check_f32(n, {s1, &n})).empty()) return no(r);
       if (s1->ne[2] % s0->ne[2] != 0 || s1->ne[3] != s0->ne[3])
         return no(fmt::format("batch {} of '{}' is not a multiple of the weight's {}", s1->ne[2], s1->name, s0->ne[2]));
+      if (!(r = check_line_rows(n)).empty()) return no(r);
       return {k, {}};
     }
     case Op::MulMatId: {
@@ -125,6 +138,7 @@ KernelChoice choose_kernel(const Tensor& n) {
       if (!rows_contiguous(*s0) || !fits_i32(*s0)) return no(fmt::format("'{}': rows not contiguous", s0->name));
       if (!(r = check_f32(n, {s1, &n})).empty()) return no(r);
       if (s2->type != DType::I32) return no("expert ids are not i32");
+      if (!(r = check_line_rows(n)).empty()) return no(r);
       return {k, {}};
     }
     case Op::GetRows: {
@@ -281,7 +295,13 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
     case Op::KvStore: {
       EtKvStoreArgs a{};
       a.cache = desc(s0, addr);
+      // The graph's rows (contiguous, E * T elements, e.g. [head_dim, n_head_kv, T]) as the kernel's [E, T].
       a.src = desc(s1, addr);
+      a.src.ne[0] = int32_t(s0->ne[0]);
+      a.src.ne[1] = int32_t(s2->ne[0]);
+      a.src.ne[2] = a.src.ne[3] = 1;
+      a.src.nb[1] = uint64_t(s0->ne[0]) * 4;
+      a.src.nb[2] = a.src.nb[3] = a.src.nb[1] * uint64_t(s2->ne[0]);
       a.cells = desc(s2, addr);
       c.args = blob(a, kid, h, scratch, sbytes);
       break;
