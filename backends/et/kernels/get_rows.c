@@ -1,7 +1,8 @@
 /* get_rows.c - GET_ROWS: table [K, R, B] (F32, F16, Q8_0, Q4_0, Q4_K) rows picked by I32 ids
  * [n, B] into F32 [K, n, B], dequantized exactly as core/quant does (products and differences
  * rounded one at a time, so the results equal the CPU's bit for bit):
- *   F32 copy and F16 (fgh.ps + fcvt.ps.f16) 8 lanes at a time; Q8_0 y = d*q; Q4_0 y = (q-8)*d
+ *   F32 copy and F16 (fgh.ps + fcvt.ps.f16, which flushes f16 subnormals: those are redone in
+ *   software) 8 lanes at a time; Q8_0 y = d*q; Q4_0 y = (q-8)*d
  *   (fgb.ps gathers, fcvt.ps.pw, fmul.ps by the broadcast scale); Q4_K y = d*sc*q - dmin*m per
  *   32-sub-block (6-bit scales as ggml packs them).
  * An id outside [0, R) gives a row of zeros (as the CPU op). SPMD: output rows over the harts in
@@ -70,13 +71,18 @@ static void dequant_row(uint32_t type, const uint8_t* src, float* y, int64_t k) 
                          : [s] "r"(src + 4 * i), [y] "r"(y + i)
                          : "ft0", "memory");
       return;
-    case ET_TYPE_F16:
+    case ET_TYPE_F16: {
       for (int64_t i = 0; i < k; i += 8)
         __asm__ volatile(ETI_FLW(ft1, 0, o) ETI_FGH(ft0, ft1, s) ETI_FCVT_PS_F16(ft0, ft0) ETI_FSW(ft0, 0, y)
                          :
                          : [o] "r"(k_off16), [s] "r"(src + 2 * i), [y] "r"(y + i)
                          : "ft0", "ft1", "memory");
+      /* fcvt.ps.f16 flushes f16 subnormals to zero: redo those in software (exact, as the CPU) */
+      const uint16_t* h = (const uint16_t*)src;
+      for (int64_t i = 0; i < k; ++i)
+        if ((h[i] & 0x7c00u) == 0 && (h[i] & 0x3ffu) != 0) y[i] = et_f16_to_f32(h[i]);
       return;
+    }
     case ET_TYPE_Q8_0:
       for (int64_t b = 0; b < k / 32; ++b, src += 34)
         dequant_q8_block(y + 32 * b, (const int8_t*)(src + 2), et_f16_to_f32((uint16_t)(src[0] | (src[1] << 8))));

@@ -4,7 +4,9 @@
  * dst[n, t, b] = dot(w row n of batch b / (B'/B), x row t of batch b), as the CPU reference
  * (backends/cpu/kernels/ref/matmul_ref.cpp) defines it, activations rounded the same way:
  *   F32: x as is; F16: x rounded to f16 (llama.cpp's vec_dot type), 8 lanes (fgh.ps +
- *   fcvt.ps.f16 for the weights, fcvt.f16.ps + fcvt.ps.f16 to round x);
+ *   fcvt.ps.f16 for the weights, fcvt.f16.ps + fcvt.ps.f16 to round x; both conversions flush
+ *   f16 subnormals, |v| < 2^-14, to zero: each such weight or activation changes the dot by
+ *   less than 2^-14 times its partner, which the CPU keeps);
  *   Q8_0 / Q4_0: x quantized to Q8_0 per 32-block (d = amax/127 rounded to f16, q =
  *   round(x*127/amax)), then per block the exact integer dot in int32 lanes (fgb.ps gathers
  *   of the int8 / nibble quants, fmul.pi, fadd.pi) and acc = fma(d_w*d_x, lanes, acc) in 8
