@@ -110,6 +110,11 @@ class RunHooks {
   // end_ns are std::chrono::steady_clock nanoseconds since its epoch
   // (phase_clock_ns()). Executors time phases only when they have hooks.
   virtual void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) {}
+  // Called between before_node and after_node of `node` for each named
+  // number an executor knows about its work (an emulated device's cycles, the
+  // harts it ran on, bytes staged), in order; `name` is a string literal.
+  // Executors report counters only when they have hooks.
+  virtual void node_counter(const Device& dev, const Tensor& node, const char* name, double value) {}
   // Called by the scheduler around each copy between devices (CrossCopy in
   // scheduler.h), made at the start of the consuming device's segment.
   virtual void before_copy(const CrossCopy& copy, const Device& to) {}

@@ -210,6 +210,16 @@ Placement Scheduler::place_node(const Tensor& node, const std::map<const Tensor*
     if (!s || !reads_weight_like(s)) continue;
     Device* d = device_of(registry_, *s);
     if (!d) continue;
+    // Host memory an accelerator's kernels can read (Device::can_access, e.g. a
+    // KV cache in host memory that the accelerator stages): the accelerator
+    // may take the node before the host does.
+    if (d->role() == DeviceRole::Host && s->storage()->buffer) {
+      for (Device* a : registry_.devices()) {
+        if (a->role() == DeviceRole::Host || !a->can_access(*s->storage()->buffer)) continue;
+        Support as = a->supports(node);
+        if (as) return {a, fmt::format("reads '{}' in host memory that {} can access", s->storage()->name, a->name())};
+      }
+    }
     Support sup = d->supports(node);
     if (sup) return {d, fmt::format("reads '{}' held on {}", s->storage()->name, d->name())};
     Device& host = registry_.host();
@@ -307,6 +317,7 @@ std::unique_ptr<ScheduledGraph> Scheduler::place_and_plan(std::unique_ptr<Graph>
         Tensor* st = s->storage();
         Device* holder = home(st);
         if (accessible(d, holder)) continue;
+        if (st->is_leaf() && st->buffer && d->can_access(*st->buffer)) continue;  // e.g. a host KV cache
         auto key = std::make_pair(static_cast<const Tensor*>(st), d);
         Tensor* dst;
         auto it = copy_of.find(key);

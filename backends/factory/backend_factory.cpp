@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/et/host/et_device.h"
 #include "backends/rocket/host/rocket_device.h"
 #include "backends/test_accel/test_accel.h"
 #include "core/error.h"
@@ -23,6 +24,16 @@ const std::vector<BackendFactory>& backend_factories() {
          RocketOptions o;
          o.driver = "drm_accel";
          return make_rocket_device(o);
+       }},
+      {"et", "ET-SoC-1, emulated: kernels run on sw-sysemu in process (coherence checker on), 1 shire = 64 harts",
+       [](int) -> std::unique_ptr<Device> { return make_et_device(EtOptions{}); }},
+      {"et:card", "ET-SoC-1 card through the et-platform runtime (rt::IRuntime, built only with /opt/et)",
+       [](int) -> std::unique_ptr<Device> {
+         EtOptions o;
+         o.driver = "etrt";
+         o.harts = et::HartSet{0xFFFFFFFF, 0xFFFFFFFF, 2};
+         o.mem_check = false;
+         return make_et_device(o);
        }},
   };
   return list;

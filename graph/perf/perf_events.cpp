@@ -40,11 +40,16 @@ void PerfRecorder::emit(const PerfEvent& e) {
 
 void PerfRecorder::before_node(const Device&, const Tensor&) {
   phases_.clear();
+  counters_.clear();
   start_ns_ = now_ns();
 }
 
 void PerfRecorder::node_phase(const Device&, const Tensor&, const char* phase, int64_t start_ns, int64_t end_ns) {
   phases_.push_back({phase ? phase : "", start_ns - t0_epoch_ns_, end_ns - t0_epoch_ns_});
+}
+
+void PerfRecorder::node_counter(const Device&, const Tensor&, const char* name, double value) {
+  counters_.push_back({name ? name : "", value});
 }
 
 void PerfRecorder::after_node(const Device& dev, const Tensor& node, const char* kernel) {
@@ -63,8 +68,11 @@ void PerfRecorder::after_node(const Device& dev, const Tensor& node, const char*
   e.bytes = cost.bytes;
   e.phases = phases_.data();
   e.n_phases = phases_.size();
+  e.counters = counters_.data();
+  e.n_counters = counters_.size();
   emit(e);
   phases_.clear();
+  counters_.clear();
 }
 
 void PerfRecorder::before_copy(const CrossCopy&, const Device&) { start_ns_ = now_ns(); }
@@ -99,6 +107,10 @@ void HookChain::after_node(const Device& dev, const Tensor& node, const char* ke
 }
 void HookChain::node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) {
   for (RunHooks* h : hooks_) h->node_phase(dev, node, phase, start_ns, end_ns);
+}
+
+void HookChain::node_counter(const Device& dev, const Tensor& node, const char* name, double value) {
+  for (RunHooks* h : hooks_) h->node_counter(dev, node, name, value);
 }
 void HookChain::before_copy(const CrossCopy& copy, const Device& to) {
   for (auto it = hooks_.rbegin(); it != hooks_.rend(); ++it) (*it)->before_copy(copy, to);

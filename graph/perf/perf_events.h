@@ -34,6 +34,12 @@ struct PerfPhase {
   int64_t end_ns = 0;
 };
 
+// One named number an executor reported for a node (RunHooks::node_counter).
+struct PerfCounter {
+  const char* name = "";  // a string literal of the executor
+  double value = 0;
+};
+
 struct PerfEvent {
   PerfEventKind kind = PerfEventKind::Node;
   const std::string* backend = nullptr;  // device name (for a copy: the destination)
@@ -50,6 +56,9 @@ struct PerfEvent {
   // copies); valid during on_event only.
   const PerfPhase* phases = nullptr;
   size_t n_phases = 0;
+  // The node's counters in the order reported (none for most kernels); valid during on_event only.
+  const PerfCounter* counters = nullptr;
+  size_t n_counters = 0;
 };
 
 class PerfSink {
@@ -67,6 +76,7 @@ class PerfRecorder : public RunHooks {
   void before_node(const Device& dev, const Tensor& node) override;
   void after_node(const Device& dev, const Tensor& node, const char* kernel) override;
   void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) override;
+  void node_counter(const Device& dev, const Tensor& node, const char* name, double value) override;
   void before_copy(const CrossCopy& copy, const Device& to) override;
   void after_copy(const CrossCopy& copy, const Device& to) override;
   void finish();
@@ -82,7 +92,8 @@ class PerfRecorder : public RunHooks {
   Clock::time_point t0_;
   int64_t t0_epoch_ns_ = 0;  // t0_ on the phase clock (phase_clock_ns)
   int64_t start_ns_ = 0;
-  std::vector<PerfPhase> phases_;  // of the node being run
+  std::vector<PerfPhase> phases_;      // of the node being run
+  std::vector<PerfCounter> counters_;  // of the node being run
   std::map<const Device*, std::string> names_;
   std::map<std::thread::id, int> threads_;
   std::vector<std::unique_ptr<PerfSink>> sinks_;
@@ -101,6 +112,7 @@ class HookChain : public RunHooks {
   void before_node(const Device& dev, const Tensor& node) override;
   void after_node(const Device& dev, const Tensor& node, const char* kernel) override;
   void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) override;
+  void node_counter(const Device& dev, const Tensor& node, const char* name, double value) override;
   void before_copy(const CrossCopy& copy, const Device& to) override;
   void after_copy(const CrossCopy& copy, const Device& to) override;
 

@@ -54,6 +54,9 @@ std::string perf_log_line(const PerfEvent& e) {
     line += fmt::format("|phase_{}_us={:.3f}|phase_{}_start_us={:.3f}", name, us(p.end_ns - p.start_ns), name,
                         us(p.start_ns));
   }
+  // Counters, in the order reported: <name>=<value>.
+  for (size_t i = 0; i < e.n_counters; ++i)
+    line += fmt::format("|{}={}", clean(e.counters[i].name), e.counters[i].value);
   return line;
 }
 
@@ -116,6 +119,7 @@ void TraceSink::on_event(const PerfEvent& e) {
   r.end_ns = e.end_ns;
   r.flops = e.flops;
   r.bytes = e.bytes;
+  for (size_t i = 0; i < e.n_counters; ++i) r.counters.emplace_back(e.counters[i].name, e.counters[i].value);
   const int track = r.track;
   records_.push_back(std::move(r));
   // Phases: slices on the node's track inside its span, so viewers nest them under it.
@@ -153,6 +157,10 @@ void TraceSink::finish() {
                         {"args", {{"node", r.kernel}, {"op", r.op}}}});
       continue;
     }
+    json args = {
+        {"op", r.op},       {"kernel", r.kernel}, {"shape", compact_shape(r.ne)}, {"dtype", dtype_name(r.dtype)},
+        {"flops", r.flops}, {"bytes", r.bytes}};
+    for (const auto& [name, value] : r.counters) args[name] = value;
     events.push_back({{"name", r.name},
                       {"cat", r.op},
                       {"ph", "X"},
@@ -160,13 +168,7 @@ void TraceSink::finish() {
                       {"tid", r.track},
                       {"ts", us(r.start_ns)},
                       {"dur", us(r.end_ns - r.start_ns)},
-                      {"args",
-                       {{"op", r.op},
-                        {"kernel", r.kernel},
-                        {"shape", compact_shape(r.ne)},
-                        {"dtype", dtype_name(r.dtype)},
-                        {"flops", r.flops},
-                        {"bytes", r.bytes}}}});
+                      {"args", std::move(args)}});
   }
   json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
   std::ofstream f(path_);

@@ -56,6 +56,7 @@ class TraceSink : public PerfSink {
     int64_t start_ns = 0, end_ns = 0;
     double flops = 0;
     uint64_t bytes = 0;
+    std::vector<std::pair<const char*, double>> counters;  // RunHooks::node_counter (names are literals)
   };
   int track_of(const std::string& label);
   std::string path_;

@@ -51,4 +51,39 @@ ElfInfo parse_elf(std::string_view name, std::span<const uint8_t> image) {
   return info;
 }
 
+std::optional<uint64_t> elf_symbol(std::span<const uint8_t> image, std::string_view symbol) {
+  if (image.size() < 64) return std::nullopt;
+  uint64_t shoff = get<uint64_t>(image, 40);
+  uint16_t shentsize = get<uint16_t>(image, 58), shnum = get<uint16_t>(image, 60);
+  if (shentsize < 64 || shoff + uint64_t(shentsize) * shnum > image.size()) return std::nullopt;
+  for (unsigned i = 0; i < shnum; i++) {
+    uint64_t sh = shoff + uint64_t(i) * shentsize;
+    if (get<uint32_t>(image, sh + 4) != 2) continue;  // SHT_SYMTAB
+    uint64_t off = get<uint64_t>(image, sh + 24), size = get<uint64_t>(image, sh + 32);
+    uint32_t link = get<uint32_t>(image, sh + 40);
+    if (link >= shnum || off + size > image.size()) return std::nullopt;
+    uint64_t str_sh = shoff + uint64_t(link) * shentsize;
+    uint64_t str_off = get<uint64_t>(image, str_sh + 24), str_size = get<uint64_t>(image, str_sh + 32);
+    if (str_off + str_size > image.size()) return std::nullopt;
+    for (uint64_t e = off; e + 24 <= off + size; e += 24) {
+      uint32_t name = get<uint32_t>(image, e);
+      if (name >= str_size) continue;
+      const char* p = reinterpret_cast<const char*>(image.data() + str_off + name);
+      size_t len = strnlen(p, str_size - name);
+      if (std::string_view(p, len) == symbol) return get<uint64_t>(image, e + 8);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<uint8_t> elf_read(std::span<const uint8_t> image, uint64_t vaddr, uint64_t n) {
+  ElfInfo info = parse_elf("image", image);
+  for (const ElfSegment& s : info.loads)
+    if (vaddr >= s.vaddr && vaddr + n <= s.vaddr + s.file_size) {
+      const uint8_t* p = image.data() + s.file_offset + (vaddr - s.vaddr);
+      return std::vector<uint8_t>(p, p + n);
+    }
+  return {};
+}
+
 }  // namespace opal::et

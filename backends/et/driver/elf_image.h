@@ -4,6 +4,7 @@
 // not an emulator failure.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -23,5 +24,12 @@ struct ElfInfo {
 // what is wrong (not ELF64, not RISC-V, truncated, a segment past the end, a
 // PT_RISCV_ATTRIBUTES segment: sysemu's loader would take it for PT_LOAD).
 ElfInfo parse_elf(std::string_view name, std::span<const uint8_t> image);
+
+// The value of symbol `symbol` in the image's symbol table, or nullopt.
+std::optional<uint64_t> elf_symbol(std::span<const uint8_t> image, std::string_view symbol);
+
+// The bytes at [vaddr, vaddr + n) of the image's loaded contents, or an empty
+// vector when they do not lie in one segment's file bytes.
+std::vector<uint8_t> elf_read(std::span<const uint8_t> image, uint64_t vaddr, uint64_t n);
 
 }  // namespace opal::et

@@ -1,0 +1,300 @@
+// Graph node -> ET kernel launch (lower.h). The checks mirror the argument
+// comments of backends/et/abi/et_kernel_abi.h: a node the kernels cannot take
+// is refused here with a reason, so that it runs on the CPU instead of
+// failing on the device.
+#include "backends/et/lower/lower.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/et/abi/et_kernel_abi.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "graph/rope.h"
+
+namespace opal::et {
+namespace {
+
+bool rows_contiguous(const Tensor& t) {
+  return t.nb[0] == uint64_t(type_size(t.type)) && t.nb[1] >= row_bytes(t.type, t.ne[0]);
+}
+
+bool fits_i32(const Tensor& t) {
+  for (int64_t n : t.ne)
+    if (n <= 0 || n > INT32_MAX) return false;
+  return true;
+}
+
+KernelChoice no(std::string why) { return {0, std::move(why)}; }
+
+uint32_t by_type(DType t, uint32_t f32, uint32_t f16, uint32_t q8, uint32_t q4, uint32_t q4k) {
+  switch (t) {
+    case DType::F32: return f32;
+    case DType::F16: return f16;
+    case DType::Q8_0: return q8;
+    case DType::Q4_0: return q4;
+    case DType::Q4_K: return q4k;
+    default: return 0;
+  }
+}
+
+// Checks every tensor of the node: F32 unless named otherwise, rows contiguous, sizes in int32.
+std::string check_f32(const Tensor& node, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) {
+    if (!t) continue;
+    if (t->type != DType::F32) return fmt::format("'{}' is {}: the ET kernel takes f32", t->name, dtype_name(t->type));
+    if (!rows_contiguous(*t)) return fmt::format("'{}': rows not contiguous", t->name);
+    if (!fits_i32(*t)) return fmt::format("'{}': a dimension past int32", t->name);
+  }
+  return {};
+}
+
+EtTensor desc(const Tensor* t, const DeviceAddressOf& addr) {
+  EtTensor d{};
+  if (!t) return d;
+  d.addr = addr(*t);
+  d.type = uint32_t(t->type);
+  for (int i = 0; i < 4; i++) {
+    d.ne[i] = int32_t(t->ne[size_t(i)]);
+    d.nb[i] = t->nb[size_t(i)];
+  }
+  return d;
+}
+
+template <class Args>
+std::vector<uint8_t> blob(Args& a, uint32_t kernel_id, const HartSet& h, DevAddr scratch, uint64_t scratch_bytes) {
+  a.h.scratch = scratch;
+  a.h.scratch_bytes = scratch ? scratch_bytes : 0;
+  a.h.abi_version = ET_ABI_VERSION;
+  a.h.kernel_id = kernel_id;
+  a.h.shire_mask = h.shire_mask;
+  a.h.minion_mask = h.minion_mask;
+  a.h.threads = h.threads;
+  a.h.blob_bytes = sizeof(Args);
+  std::vector<uint8_t> b(sizeof(Args));
+  std::memcpy(b.data(), &a, sizeof(Args));
+  return b;
+}
+
+}  // namespace
+
+KernelChoice choose_kernel(const Tensor& n) {
+  const Tensor* s0 = n.src[0];
+  const Tensor* s1 = n.src[1];
+  const Tensor* s2 = n.src[2];
+  std::string r;
+  switch (n.op) {
+    case Op::Add:
+    case Op::Mul:
+      if (!(r = check_f32(n, {s0, s1, &n})).empty()) return no(r);
+      for (int i = 0; i < 4; i++)
+        if (s0->ne[size_t(i)] % s1->ne[size_t(i)] != 0)
+          return no(
+              fmt::format("'{}' {} does not broadcast over {}", s1->name, s1->shape_string(), s0->shape_string()));
+      if (n.ne != s0->ne) return no("output shape differs from source 0");
+      return {n.op == Op::Add ? uint32_t(ET_K_ADD_F32) : uint32_t(ET_K_MUL_F32), {}};
+    case Op::RmsNorm:
+      if (!(r = check_f32(n, {s0, &n})).empty()) return no(r);
+      return {ET_K_RMS_NORM_F32, {}};
+    case Op::Silu:
+      if (!(r = check_f32(n, {s0, &n})).empty()) return no(r);
+      if (n.ne != s0->ne) return no("output shape differs from the source");
+      return {ET_K_SILU_F32, {}};
+    case Op::Swiglu:
+      if (!(r = check_f32(n, {s0, s1, &n})).empty()) return no(r);
+      if (n.ne != s0->ne || n.ne != s1->ne) return no("gate, up and output shapes differ");
+      return {ET_K_SWIGLU_F32, {}};
+    case Op::MulMat: {
+      uint32_t k = by_type(s0->type, ET_K_MUL_MAT_F32, ET_K_MUL_MAT_F16, ET_K_MUL_MAT_Q8_0, ET_K_MUL_MAT_Q4_0,
+                           ET_K_MUL_MAT_Q4_K);
+      if (!k)
+        return no(fmt::format("weight type {}: ET multiplies f32, f16, q8_0, q4_0 and q4_k", dtype_name(s0->type)));
+      if (!rows_contiguous(*s0) || !fits_i32(*s0)) return no(fmt::format("'{}': rows not contiguous", s0->name));
+      if (!(r = check_f32(n, {s1, &n})).empty()) return no(r);
+      if (s1->ne[2] % s0->ne[2] != 0 || s1->ne[3] != s0->ne[3])
+        return no(fmt::format("batch {} of '{}' is not a multiple of the weight's {}", s1->ne[2], s1->name, s0->ne[2]));
+      return {k, {}};
+    }
+    case Op::MulMatId: {
+      uint32_t k = by_type(s0->type, ET_K_MUL_MAT_ID_F32, ET_K_MUL_MAT_ID_F16, ET_K_MUL_MAT_ID_Q8_0,
+                           ET_K_MUL_MAT_ID_Q4_0, ET_K_MUL_MAT_ID_Q4_K);
+      if (!k)
+        return no(fmt::format("expert type {}: ET multiplies f32, f16, q8_0, q4_0 and q4_k", dtype_name(s0->type)));
+      if (!rows_contiguous(*s0) || !fits_i32(*s0)) return no(fmt::format("'{}': rows not contiguous", s0->name));
+      if (!(r = check_f32(n, {s1, &n})).empty()) return no(r);
+      if (s2->type != DType::I32) return no("expert ids are not i32");
+      return {k, {}};
+    }
+    case Op::GetRows: {
+      uint32_t k = by_type(s0->type, ET_K_GET_ROWS_F32, ET_K_GET_ROWS_F16, ET_K_GET_ROWS_Q8_0, ET_K_GET_ROWS_Q4_0,
+                           ET_K_GET_ROWS_Q4_K);
+      if (!k)
+        return no(fmt::format("table type {}: ET reads f32, f16, q8_0, q4_0 and q4_k rows", dtype_name(s0->type)));
+      if (!rows_contiguous(*s0) || !fits_i32(*s0)) return no(fmt::format("'{}': rows not contiguous", s0->name));
+      if (s1->type != DType::I32) return no("row ids are not i32");
+      if (!(r = check_f32(n, {&n})).empty()) return no(r);
+      return {k, {}};
+    }
+    case Op::Rope: {
+      if (!(r = check_f32(n, {s0, &n, s2})).empty()) return no(r);
+      if (s1->type != DType::I32) return no("positions are not i32");
+      const RopeParams p = rope_params_of(n);
+      if (p.mode != RopeMode::Normal && p.mode != RopeMode::Neox)
+        return no(fmt::format("rope mode {}: ET runs normal and NeoX", int(p.mode)));
+      return {ET_K_ROPE_F32, {}};
+    }
+    case Op::Attention: {
+      const Tensor* k = n.src[kAttnK];
+      const Tensor* v = n.src[kAttnV];
+      if (k->type != v->type || (k->type != DType::F16 && k->type != DType::F32))
+        return no(
+            fmt::format("KV cache {}/{}: ET attends over f16 or f32 caches", dtype_name(k->type), dtype_name(v->type)));
+      if (!(r = check_f32(n, {n.src[kAttnQ], &n})).empty()) return no(r);
+      if (!rows_contiguous(*k) || !rows_contiguous(*v)) return no("KV cache rows not contiguous");
+      return {k->type == DType::F16 ? uint32_t(ET_K_ATTENTION_F16) : uint32_t(ET_K_ATTENTION_F32), {}};
+    }
+    case Op::KvStore:
+      if (s0->type != DType::F16 && s0->type != DType::F32)
+        return no(fmt::format("cache type {}: ET stores into f16 or f32 caches", dtype_name(s0->type)));
+      if (!(r = check_f32(n, {s1})).empty()) return no(r);
+      if (s2->type != DType::I32) return no("cell indices are not i32");
+      if (row_bytes(s0->type, s0->ne[0]) % 64 != 0)
+        return no(fmt::format("cache rows of {} bytes: ET stores whole 64-byte lines per cell",
+                              row_bytes(s0->type, s0->ne[0])));
+      if (!rows_contiguous(*s0)) return no("cache rows not contiguous");
+      return {s0->type == DType::F16 ? uint32_t(ET_K_KV_STORE_F16) : uint32_t(ET_K_KV_STORE_F32), {}};
+    default: return no(fmt::format("no ET kernel for {}", op_name(n.op)));
+  }
+}
+
+std::vector<const Tensor*> kernel_sources(const Tensor& n) {
+  std::vector<const Tensor*> v;
+  for (const Tensor* s : n.src)
+    if (s) v.push_back(s);
+  return v;
+}
+
+bool writes_in_place(const Tensor& n) { return n.op == Op::KvStore; }
+
+uint64_t scratch_bytes(const Tensor& n, uint32_t kid, const HartSet& h) {
+  // RMS_NORM splits a row over every hart when there are fewer rows than harts (norm.c).
+  if (kid == ET_K_RMS_NORM_F32 && n.n_rows() < int64_t(h.count())) return 64 * (2 * uint64_t(h.count()) + 1);
+  return 0;
+}
+
+KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const DeviceAddressOf& addr, DevAddr scratch) {
+  const uint64_t sbytes = scratch_bytes(n, kid, h);
+  KernelCall c;
+  c.kernel_id = kid;
+  c.name = et_kernel_name(kid) ? et_kernel_name(kid) : "?";
+  const Tensor* s0 = n.src[0];
+  const Tensor* s1 = n.src[1];
+  const Tensor* s2 = n.src[2];
+  switch (n.op) {
+    case Op::Add:
+    case Op::Mul:
+    case Op::Swiglu: {
+      EtBinaryArgs a{};
+      a.a = desc(s0, addr);
+      a.b = desc(s1, addr);
+      a.dst = desc(&n, addr);
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::Silu: {
+      EtUnaryArgs a{};
+      a.src = desc(s0, addr);
+      a.dst = desc(&n, addr);
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::RmsNorm: {
+      EtRmsNormArgs a{};
+      a.src = desc(s0, addr);
+      a.dst = desc(&n, addr);
+      a.eps = n.fparams[0];
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::MulMat: {
+      EtMulMatArgs a{};
+      a.w = desc(s0, addr);
+      a.x = desc(s1, addr);
+      a.dst = desc(&n, addr);
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::MulMatId: {
+      EtMulMatIdArgs a{};
+      a.w = desc(s0, addr);
+      a.x = desc(s1, addr);
+      a.ids = desc(s2, addr);
+      a.dst = desc(&n, addr);
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::GetRows: {
+      EtGetRowsArgs a{};
+      a.table = desc(s0, addr);
+      a.ids = desc(s1, addr);
+      a.dst = desc(&n, addr);
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::Rope: {
+      const RopeParams p = rope_params_of(n);
+      EtRopeArgs a{};
+      a.src = desc(s0, addr);
+      a.pos = desc(s1, addr);
+      a.freq_factors = desc(s2, addr);
+      a.dst = desc(&n, addr);
+      a.n_rot = p.n_rot;
+      a.mode = int32_t(p.mode);
+      // As graph/rope.cpp (rope_cos_sin) computes them, once on the host.
+      a.theta_scale = std::pow(p.freq_base, -2.0f / float(p.n_rot));
+      a.freq_scale = p.freq_scale;
+      a.ext_factor = p.ext_factor;
+      float mscale = p.attn_factor;
+      if (p.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+      if (p.unit_magnitude) mscale = 1.0f;
+      a.mscale = mscale;
+      a.corr_low = p.corr_low;
+      a.corr_high = p.corr_high;
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::Attention: {
+      EtAttentionArgs a{};
+      a.q = desc(n.src[kAttnQ], addr);
+      a.k = desc(n.src[kAttnK], addr);
+      a.v = desc(n.src[kAttnV], addr);
+      a.tokens = desc(n.src[kAttnTokens], addr);
+      a.cells = desc(n.src[kAttnCells], addr);
+      a.dst = desc(&n, addr);
+      a.n_head_kv = n.iparams[0];
+      a.scale = n.fparams[0];
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::KvStore: {
+      EtKvStoreArgs a{};
+      a.cache = desc(s0, addr);
+      // The graph's rows (contiguous, E * T elements, e.g. [head_dim, n_head_kv, T]) as the kernel's [E, T].
+      a.src = desc(s1, addr);
+      a.src.ne[0] = int32_t(s0->ne[0]);
+      a.src.ne[1] = int32_t(s2->ne[0]);
+      a.src.ne[2] = a.src.ne[3] = 1;
+      a.src.nb[1] = uint64_t(s0->ne[0]) * 4;
+      a.src.nb[2] = a.src.nb[3] = a.src.nb[1] * uint64_t(s2->ne[0]);
+      a.cells = desc(s2, addr);
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    default: fail("et: no ET kernel for {} ('{}')", op_name(n.op), n.name);
+  }
+  return c;
+}
+
+}  // namespace opal::et

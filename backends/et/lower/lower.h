@@ -1,0 +1,52 @@
+// Lowering: a graph node -> one ET kernel launch (kernel id + argument blob),
+// per backends/et/abi/et_kernel_abi.h. choose_kernel() is the support check
+// (op, dtypes, shapes, strides) with a reason for every refusal; build_args()
+// fills the op's Et*Args struct with the device addresses the caller resolves
+// (resident weights, staged activations). A KernelCall (id, name, blob) is
+// self-contained, so a future fused dispatcher can batch the calls of a
+// segment into one launch instead of launching each (docs/backends/et.md).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/et/driver/driver.h"
+#include "graph/graph.h"
+
+namespace opal::et {
+
+struct KernelChoice {
+  uint32_t kernel_id = 0;  // ET_K_*; 0 = no kernel (reason says why)
+  std::string reason;
+  explicit operator bool() const { return kernel_id != 0; }
+};
+
+// The kernel that computes `node`, or why there is none. Does not look at
+// whether the device image has it (EtDevice checks that).
+KernelChoice choose_kernel(const Tensor& node);
+
+// Where a tensor's element [0,0,0,0] lives on the device.
+using DeviceAddressOf = std::function<DevAddr(const Tensor&)>;
+
+struct KernelCall {
+  uint32_t kernel_id = 0;
+  const char* name = "";  // et_kernel_name(kernel_id)
+  std::vector<uint8_t> args;
+};
+
+// Device scratch (zeroed before the launch) the kernel of `node` can use on
+// `harts`, in bytes; 0 = none (EtArgsHeader.scratch).
+uint64_t scratch_bytes(const Tensor& node, uint32_t kernel_id, const HartSet& harts);
+
+// The launch of `node` with kernel `kernel_id` on `harts`; `scratch` (0 or
+// scratch_bytes() of zeroed device memory) goes into the header.
+KernelCall build_call(const Tensor& node, uint32_t kernel_id, const HartSet& harts, const DeviceAddressOf& addr,
+                      DevAddr scratch = 0);
+
+// The tensors a node's kernel reads (its sources, in ABI order) and whether
+// it writes its output in place into source 0's bytes (KV_STORE).
+std::vector<const Tensor*> kernel_sources(const Tensor& node);
+bool writes_in_place(const Tensor& node);
+
+}  // namespace opal::et
