@@ -156,6 +156,7 @@ TEST(EtOps, GetRowsF16) { check_get_rows(DType::F16, ET_K_GET_ROWS_F16, 64); }
 TEST(EtOps, GetRowsQ8_0) { check_get_rows(DType::Q8_0, ET_K_GET_ROWS_Q8_0, 96); }
 TEST(EtOps, GetRowsQ4_0) { check_get_rows(DType::Q4_0, ET_K_GET_ROWS_Q4_0, 64); }
 TEST(EtOps, GetRowsQ4_K) { check_get_rows(DType::Q4_K, ET_K_GET_ROWS_Q4_K, 512); }
+TEST(EtOps, GetRowsQ6_K) { check_get_rows(DType::Q6_K, ET_K_GET_ROWS_Q6_K, 256); }
 
 // ---- KV_STORE: f32 -> f16 round to nearest even on both (fcvt.f16.ps / core f32_to_f16):
 // bit-equal cache contents, cells outside the cache skipped.
