@@ -35,6 +35,7 @@
 #include "backends/et/kernels/et_runtime.h"
 
 #define ET_MM_SCRATCH (48 * 1024)
+#define ET_MM_MAX_CHUNK 64 /* activation rows per pass over the weights */
 
 /* Gather offsets: lanes 0..7 = {0..7} + 8j (bytes), and 2-byte steps for f16. */
 static const int32_t k_off8[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
@@ -302,7 +303,8 @@ static int64_t mul_mat(const void* args, uint32_t want) {
                               : want == ET_TYPE_Q4_K ? K + 4 * (K / 256) + 4 * (K / 32)
                                                      : K + 4 * (K / 32);
   const int64_t row_stride = (row_scratch + 63) / 64 * 64;
-  const int64_t chunk = quant ? ET_MM_SCRATCH / row_stride : T;
+  int64_t chunk = quant ? ET_MM_SCRATCH / row_stride : T;
+  if (chunk > ET_MM_MAX_CHUNK) chunk = ET_MM_MAX_CHUNK;
   if (chunk < 1) return et_fail(ET_STATUS_BAD_SHAPE, 0);
 
   int64_t n0, n1;
@@ -325,7 +327,19 @@ static int64_t mul_mat(const void* args, uint32_t want) {
           else if (want == ET_TYPE_Q4_K) quantize_q8_k(xr, K, q, sd, sd + K / 256);
           else quantize_q8_0(xr, K, q, sd);
         }
-        for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t n = n0; n < n1 && want == ET_TYPE_Q6_K; ++n) {
+          /* Q6_K: each weight super-block dequantized once for all activation rows of the chunk */
+          float acc[ET_MM_MAX_CHUNK], wf[256] __attribute__((aligned(32)));
+          const uint8_t* wr = wb + n * w->nb[1];
+          for (int64_t t = t0; t < t1; ++t) acc[t - t0] = 0.0f;
+          for (int64_t b = 0; b < K / 256; ++b) {
+            et_dequant_q6_k_block(wr + 210 * b, wf);
+            for (int64_t t = t0; t < t1; ++t)
+              acc[t - t0] += dot_f32(wf, (const float*)(scratch + (t - t0) * row_stride) + 256 * b, 256);
+          }
+          for (int64_t t = t0; t < t1; ++t) ((float*)(db + t * d->nb[1]))[n] = acc[t - t0];
+        }
+        for (int64_t n = n0; n < n1 && want != ET_TYPE_Q6_K; ++n) {
           const uint8_t* wr = wb + n * w->nb[1];
           for (int64_t t = t0; t < t1; ++t) {
             const float* xr = (const float*)(xb + t * x->nb[1]);
