@@ -19,6 +19,7 @@ uint64_t block_bytes(uint32_t type, int64_t* block) {
     case ET_TYPE_Q8_0: *block = 32; return 34;
     case ET_TYPE_Q4_0: *block = 32; return 18;
     case ET_TYPE_Q4_K: *block = 256; return 144;
+    case ET_TYPE_Q6_K: *block = 256; return 210;
     case ET_TYPE_I32: *block = 1; return 4;
     default: *block = 1; return 0;
   }

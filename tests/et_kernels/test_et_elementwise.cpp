@@ -3,6 +3,7 @@
 // multiply per element, rounded to nearest even on both sides: the results must be bit-equal.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 #include "sysemu_runner.h"
@@ -31,6 +32,8 @@ void check_binary(uint32_t kernel, int64_t ne0, int64_t ne1, int64_t bne0, int64
   args.dst = et_tensor(dev.alloc(size_t(ne0 * ne1) * 4), ET_TYPE_F32, ne0, ne1);
   EtRunResult r = dev.run("elementwise", args);
   ASSERT_TRUE(r.passed) << r.log;
+  std::printf("%s %lldx%lld: %llu cycles on %u harts\n", et_kernel_name(kernel), (long long)ne0, (long long)ne1,
+              (unsigned long long)r.cycles, dev.harts());
   auto out = dev.download<float>(args.dst.addr, size_t(ne0 * ne1));
   for (int64_t i1 = 0; i1 < ne1; ++i1)
     for (int64_t i0 = 0; i0 < ne0; ++i0) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "backends/cpu/kernels/matmul_kernels.h"
@@ -88,6 +89,7 @@ TEST(EtMulMat, Q8_0LongK) { check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_Q8_0, 8192,
 TEST(EtMulMat, Q8_0ManyRows) { check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_Q8_0, 256, 32, 33}); }
 TEST(EtMulMat, Q4_0) { check_mul_mat({DType::Q4_0, ET_K_MUL_MAT_Q4_0, 1024, 64, 3, 1, 1, 0xF}); }
 TEST(EtMulMat, Q4_K) { check_mul_mat({DType::Q4_K, ET_K_MUL_MAT_Q4_K, 1024, 32, 2}); }
+TEST(EtMulMat, Q6_K) { check_mul_mat({DType::Q6_K, ET_K_MUL_MAT_Q6_K, 512, 32, 3}); }
 TEST(EtMulMat, Q4_KManyRowsLongK) { check_mul_mat({DType::Q4_K, ET_K_MUL_MAT_Q4_K, 2048, 32, 32, 1, 1, 0x1}); }
 
 }  // namespace
@@ -157,6 +159,7 @@ void check_mul_mat_id(DType type, uint32_t kernel, int64_t K, int64_t S) {
 
 TEST(EtMulMatId, Q8_0SharedActivation) { check_mul_mat_id(DType::Q8_0, ET_K_MUL_MAT_ID_Q8_0, 256, 1); }
 TEST(EtMulMatId, Q4_KPerSlotActivations) { check_mul_mat_id(DType::Q4_K, ET_K_MUL_MAT_ID_Q4_K, 256, 2); }
+TEST(EtMulMatId, Q6_K) { check_mul_mat_id(DType::Q6_K, ET_K_MUL_MAT_ID_Q6_K, 256, 1); }
 TEST(EtMulMatId, F32) { check_mul_mat_id(DType::F32, ET_K_MUL_MAT_ID_F32, 64, 2); }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -94,6 +95,7 @@ void check_glu(bool gated) {
     a.dst = et_tensor(dev.alloc(uint64_t(n * rows) * 4), ET_TYPE_F32, n, rows);
     EtRunResult r = dev.run("elementwise", a);
     ASSERT_TRUE(r.passed) << r.log;
+    std::printf("swiglu n=%lld rows=%lld: %llu cycles\n", (long long)n, (long long)rows, (unsigned long long)r.cycles);
     out = dev.download<float>(a.dst.addr, size_t(n * rows));
   } else {
     EtUnaryArgs a{};
@@ -123,6 +125,10 @@ void check_get_rows(DType type, uint32_t kernel, int64_t K) {
   auto tf = randn(size_t(K * R), 4);
   std::vector<uint8_t> table(row_bytes(type, K) * uint64_t(R));
   quantize_rows(type, tf.data(), table.data(), R, K);
+  if (type == DType::F16) {  // f16 subnormals and an infinity must convert as on the CPU
+    const uint16_t special[4] = {0x0001, 0x83ff, 0x0200, 0x7c00};
+    std::memcpy(table.data() + 3 * row_bytes(type, K), special, sizeof special);
+  }
   std::vector<int32_t> ids = {3, 0, 5, 7, 3};  // 7: out of range
   EtDevice dev;
   dev.minion_mask = 0x3;
@@ -133,6 +139,8 @@ void check_get_rows(DType type, uint32_t kernel, int64_t K) {
   a.dst = et_tensor(dev.alloc(uint64_t(K * n) * 4), ET_TYPE_F32, K, n);
   EtRunResult r = dev.run("get_rows", a);
   ASSERT_TRUE(r.passed) << r.log;
+  std::printf("get_rows %s K=%lld n=%lld: %llu cycles\n", dtype_name(type), (long long)K, (long long)n,
+              (unsigned long long)r.cycles);
   auto out = dev.download<float>(a.dst.addr, size_t(K * n));
   std::vector<float> want(size_t(K * n));
   Tensor tt = host_tensor(type, table.data(), K, R), ti = host_tensor(DType::I32, ids.data(), n);
@@ -148,6 +156,7 @@ TEST(EtOps, GetRowsF16) { check_get_rows(DType::F16, ET_K_GET_ROWS_F16, 64); }
 TEST(EtOps, GetRowsQ8_0) { check_get_rows(DType::Q8_0, ET_K_GET_ROWS_Q8_0, 96); }
 TEST(EtOps, GetRowsQ4_0) { check_get_rows(DType::Q4_0, ET_K_GET_ROWS_Q4_0, 64); }
 TEST(EtOps, GetRowsQ4_K) { check_get_rows(DType::Q4_K, ET_K_GET_ROWS_Q4_K, 512); }
+TEST(EtOps, GetRowsQ6_K) { check_get_rows(DType::Q6_K, ET_K_GET_ROWS_Q6_K, 256); }
 
 // ---- KV_STORE: f32 -> f16 round to nearest even on both (fcvt.f16.ps / core f32_to_f16):
 // bit-equal cache contents, cells outside the cache skipped.
@@ -168,6 +177,8 @@ void check_kv_store(DType type, uint32_t kernel) {
   a.cells = et_tensor(dev.upload(cells), ET_TYPE_I32, T);
   EtRunResult r = dev.run("kv_store", a);
   ASSERT_TRUE(r.passed) << r.log;
+  std::printf("kv_store %s E=%lld T=%lld: %llu cycles\n", dtype_name(type), (long long)E, (long long)T,
+              (unsigned long long)r.cycles);
   auto out = dev.download<uint8_t>(a.cache.addr, cache.size());
   Tensor tc = host_tensor(type, cache.data(), E, n_cells), tx = host_tensor(DType::F32, x.data(), E, T);
   Tensor tcell = host_tensor(DType::I32, cells.data(), T);
@@ -216,6 +227,8 @@ void check_rope(int mode, bool factors, float ext_factor) {
   a.corr_high = rp.corr_high;
   EtRunResult r = dev.run("rope", a);
   ASSERT_TRUE(r.passed) << r.log;
+  std::printf("rope mode %d D=%lld H=%lld T=%lld n_rot=%d: %llu cycles\n", mode, (long long)D, (long long)H,
+              (long long)T, n_rot, (unsigned long long)r.cycles);
   auto out = dev.download<float>(a.dst.addr, size_t(D * H * T));
 
   std::vector<float> want(x.size());

@@ -165,16 +165,19 @@ enum EtKernelId {
   ET_K_MUL_MAT_Q8_0 = 12,
   ET_K_MUL_MAT_Q4_0 = 13,
   ET_K_MUL_MAT_Q4_K = 14,
+  ET_K_MUL_MAT_Q6_K = 15,
   ET_K_MUL_MAT_ID_F32 = 20,
   ET_K_MUL_MAT_ID_F16 = 21,
   ET_K_MUL_MAT_ID_Q8_0 = 22,
   ET_K_MUL_MAT_ID_Q4_0 = 23,
   ET_K_MUL_MAT_ID_Q4_K = 24,
+  ET_K_MUL_MAT_ID_Q6_K = 25,
   ET_K_GET_ROWS_F32 = 30,
   ET_K_GET_ROWS_F16 = 31,
   ET_K_GET_ROWS_Q8_0 = 32,
   ET_K_GET_ROWS_Q4_0 = 33,
   ET_K_GET_ROWS_Q4_K = 34,
+  ET_K_GET_ROWS_Q6_K = 35,
   ET_K_ROPE_F32 = 40,
   ET_K_ATTENTION_F16 = 50, /* f16 KV cache */
   ET_K_ATTENTION_F32 = 51, /* f32 KV cache */
@@ -197,16 +200,19 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_MUL_MAT_Q8_0: return "mul_mat_q8_0";
     case ET_K_MUL_MAT_Q4_0: return "mul_mat_q4_0";
     case ET_K_MUL_MAT_Q4_K: return "mul_mat_q4_k";
+    case ET_K_MUL_MAT_Q6_K: return "mul_mat_q6_k";
     case ET_K_MUL_MAT_ID_F32: return "mul_mat_id_f32";
     case ET_K_MUL_MAT_ID_F16: return "mul_mat_id_f16";
     case ET_K_MUL_MAT_ID_Q8_0: return "mul_mat_id_q8_0";
     case ET_K_MUL_MAT_ID_Q4_0: return "mul_mat_id_q4_0";
     case ET_K_MUL_MAT_ID_Q4_K: return "mul_mat_id_q4_k";
+    case ET_K_MUL_MAT_ID_Q6_K: return "mul_mat_id_q6_k";
     case ET_K_GET_ROWS_F32: return "get_rows_f32";
     case ET_K_GET_ROWS_F16: return "get_rows_f16";
     case ET_K_GET_ROWS_Q8_0: return "get_rows_q8_0";
     case ET_K_GET_ROWS_Q4_0: return "get_rows_q4_0";
     case ET_K_GET_ROWS_Q4_K: return "get_rows_q4_k";
+    case ET_K_GET_ROWS_Q6_K: return "get_rows_q6_k";
     case ET_K_ROPE_F32: return "rope_f32";
     case ET_K_ATTENTION_F16: return "attention_f16";
     case ET_K_ATTENTION_F32: return "attention_f32";
@@ -253,6 +259,7 @@ ET_STATIC_ASSERT(sizeof(EtTensor) == 64, "EtTensor is one line");
 #define ET_TYPE_Q4_0 2u
 #define ET_TYPE_Q8_0 8u
 #define ET_TYPE_Q4_K 12u
+#define ET_TYPE_Q6_K 14u
 #define ET_TYPE_I32 26u
 
 /* ADD, MUL (graph Op::Add / Op::Mul): dst = a (op) b, F32; b broadcasts: each ne[i] of b divides
@@ -281,10 +288,10 @@ typedef struct EtRmsNormArgs {
 } EtRmsNormArgs;
 ET_STATIC_ASSERT(sizeof(EtRmsNormArgs) == 256, "EtRmsNormArgs size");
 
-/* MUL_MAT (Op::MulMat): w [K, N, B] (F32/F16/Q8_0/Q4_0/Q4_K, rows contiguous), x F32 [K, T, B'],
+/* MUL_MAT (Op::MulMat): w [K, N, B] (F32/F16/Q8_0/Q4_0/Q4_K/Q6_K, rows contiguous), x F32 [K, T, B'],
  * dst F32 [N, T, B'] with B' a multiple of B (w batch = dst batch / (B'/B)).
  * dst[n, t, b] = sum_k w[k, n, b / (B'/B)] * x[k, t, b]. Quantized w: x is quantized to Q8_0
- * (Q8_K for Q4_K) per block as the CPU reference does, then the integer block dot. */
+ * (Q8_K for Q4_K / Q6_K) per block as the CPU reference does. */
 typedef struct EtMulMatArgs {
   EtArgsHeader h;
   EtTensor w, x, dst;
@@ -299,7 +306,7 @@ typedef struct EtMulMatIdArgs {
 } EtMulMatIdArgs;
 ET_STATIC_ASSERT(sizeof(EtMulMatIdArgs) == 320, "EtMulMatIdArgs size");
 
-/* GET_ROWS (Op::GetRows): table [K, R, B] (F32/F16/Q8_0/Q4_0/Q4_K), ids I32 [n, B] -> dst F32
+/* GET_ROWS (Op::GetRows): table [K, R, B] (F32/F16/Q8_0/Q4_0/Q4_K/Q6_K), ids I32 [n, B] -> dst F32
  * [K, n, B]; an id outside [0, R) gives a row of zeros (as the CPU op). */
 typedef struct EtGetRowsArgs {
   EtArgsHeader h;

@@ -6,6 +6,7 @@
  *   of the cache row, fmadd.ps, pairwise lane sum);
  *   p_c = e^(s_c - max) / sum (et_math.h exp and reciprocal), rounded to f16 (f16 cache);
  *   out = sum_c p_c v_c (8 lanes per step: acc = fma(v, p, acc), cells in cell order).
+ * fcvt.ps.f16 flushes f16 subnormals (|v| < 2^-14) of K and V to zero (the CPU keeps them).
  * The CPU takes llama.cpp's orders and polynomial exp: results differ by the fp32 rounding of
  * the sums and a few ulp of exp; the f16 rounding of p may then land one f16 step apart.
  * No visible cell: zeros. SPMD: (token, head) pairs over the harts, in groups whose outputs

@@ -1,5 +1,20 @@
 /* et_runtime.h - what every kernel source uses (device code only): the ABI, the instruction
- * header, the kernel-table registration, SPMD work splitting and small scalar helpers. */
+ * header, the kernel-table registration, SPMD work splitting and small scalar helpers.
+ *
+ * Adding a kernel:
+ *   1. backends/et/abi/et_kernel_abi.h: a kernel id (EtKernelId + et_kernel_name) and, if no
+ *      existing Et*Args fits, an argument struct starting with EtArgsHeader, a multiple of 64
+ *      bytes, with its size static-asserted;
+ *   2. the family's source here (a new family: a new <family>.c and its name in
+ *      OPAL_ET_FAMILIES, cmake/et_kernels.cmake): `static int64_t fn(const void* args, const
+ *      EtEnv* env)` checking types and shapes (et_fail(ET_STATUS_BAD_TYPE / BAD_SHAPE, which
+ *      tensor) so the host can fall back), splitting its work with et_spmd/et_split so that no
+ *      two minions write one 64-byte line, and ET_KERNEL(id, fn);
+ *   3. no float division, sqrt or 64-bit int<->float conversion in C (et_math.h instead; the
+ *      build rejects the instructions and -mno-fdiv makes `/` a link error); packed code from
+ *      et_insn.h's fragments inside one asm statement;
+ *   4. a test in tests/et_kernels against the CPU op, and the lowering in the host glue.
+ */
 #ifndef OPAL_ET_RUNTIME_H
 #define OPAL_ET_RUNTIME_H
 

@@ -1,12 +1,14 @@
-/* get_rows.c - GET_ROWS: table [K, R, B] (F32, F16, Q8_0, Q4_0, Q4_K) rows picked by I32 ids
+/* get_rows.c - GET_ROWS: table [K, R, B] (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K) rows picked by I32 ids
  * [n, B] into F32 [K, n, B], dequantized exactly as core/quant does (products and differences
  * rounded one at a time, so the results equal the CPU's bit for bit):
- *   F32 copy and F16 (fgh.ps + fcvt.ps.f16) 8 lanes at a time; Q8_0 y = d*q; Q4_0 y = (q-8)*d
+ *   F32 copy and F16 (fgh.ps + fcvt.ps.f16, which flushes f16 subnormals: those are redone in
+ *   software) 8 lanes at a time; Q8_0 y = d*q; Q4_0 y = (q-8)*d
  *   (fgb.ps gathers, fcvt.ps.pw, fmul.ps by the broadcast scale); Q4_K y = d*sc*q - dmin*m per
- *   32-sub-block (6-bit scales as ggml packs them).
+ *   32-sub-block (6-bit scales as ggml packs them); Q6_K y = d*sc*q (et_q6_k.h).
  * An id outside [0, R) gives a row of zeros (as the CPU op). SPMD: output rows over the harts in
  * groups starting on 64-byte lines. Rows of dst contiguous, K % 8 == 0 (else BAD_SHAPE).
  */
+#include "backends/et/kernels/et_q6_k.h"
 #include "backends/et/kernels/et_runtime.h"
 
 static const int32_t k_off8[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
@@ -70,13 +72,18 @@ static void dequant_row(uint32_t type, const uint8_t* src, float* y, int64_t k) 
                          : [s] "r"(src + 4 * i), [y] "r"(y + i)
                          : "ft0", "memory");
       return;
-    case ET_TYPE_F16:
+    case ET_TYPE_F16: {
       for (int64_t i = 0; i < k; i += 8)
         __asm__ volatile(ETI_FLW(ft1, 0, o) ETI_FGH(ft0, ft1, s) ETI_FCVT_PS_F16(ft0, ft0) ETI_FSW(ft0, 0, y)
                          :
                          : [o] "r"(k_off16), [s] "r"(src + 2 * i), [y] "r"(y + i)
                          : "ft0", "ft1", "memory");
+      /* fcvt.ps.f16 flushes f16 subnormals to zero: redo those in software (exact, as the CPU) */
+      const uint16_t* h = (const uint16_t*)src;
+      for (int64_t i = 0; i < k; ++i)
+        if ((h[i] & 0x7c00u) == 0 && (h[i] & 0x3ffu) != 0) y[i] = et_f16_to_f32(h[i]);
       return;
+    }
     case ET_TYPE_Q8_0:
       for (int64_t b = 0; b < k / 32; ++b, src += 34)
         dequant_q8_block(y + 32 * b, (const int8_t*)(src + 2), et_f16_to_f32((uint16_t)(src[0] | (src[1] << 8))));
@@ -84,6 +91,9 @@ static void dequant_row(uint32_t type, const uint8_t* src, float* y, int64_t k) 
     case ET_TYPE_Q4_0:
       for (int64_t b = 0; b < k / 32; ++b, src += 18)
         dequant_q4_0_block(y + 32 * b, src + 2, et_f16_to_f32((uint16_t)(src[0] | (src[1] << 8))));
+      return;
+    case ET_TYPE_Q6_K:
+      for (int64_t b = 0; b < k / 256; ++b, src += 210) et_dequant_q6_k_block(src, y + 256 * b);
       return;
     default: /* Q4_K */
       for (int64_t b = 0; b < k / 256; ++b, src += 144) {
@@ -113,7 +123,9 @@ static int64_t get_rows(const void* args, uint32_t want) {
   if (ids->type != ET_TYPE_I32) return et_fail(ET_STATUS_BAD_TYPE, 1);
   if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 2);
   const int64_t K = tb->ne[0], n = ids->ne[0], B = ids->ne[1];
-  const int64_t kb = want == ET_TYPE_Q4_K ? 256 : (want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0) ? 32 : 8;
+  const int64_t kb = (want == ET_TYPE_Q4_K || want == ET_TYPE_Q6_K)   ? 256
+                     : (want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0) ? 32
+                                                                      : 8;
   if (K % kb != 0 || d->ne[0] != K || d->ne[1] != n || d->ne[2] != B) return et_fail(ET_STATUS_BAD_SHAPE, 2);
   if (tb->ne[2] != B && tb->ne[2] != 1) return et_fail(ET_STATUS_BAD_SHAPE, 0);
   if (d->nb[0] != 4 || (d->addr | d->nb[1]) % 32 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 2);
@@ -159,3 +171,8 @@ ET_KERNEL(ET_K_GET_ROWS_F16, get_rows_f16);
 ET_KERNEL(ET_K_GET_ROWS_Q8_0, get_rows_q8_0);
 ET_KERNEL(ET_K_GET_ROWS_Q4_0, get_rows_q4_0);
 ET_KERNEL(ET_K_GET_ROWS_Q4_K, get_rows_q4_k);
+static int64_t get_rows_q6_k(const void* a, const EtEnv* e) {
+  (void)e;
+  return get_rows(a, ET_TYPE_Q6_K);
+}
+ET_KERNEL(ET_K_GET_ROWS_Q6_K, get_rows_q6_k);

@@ -4,7 +4,9 @@
  * dst[n, t, b] = dot(w row n of batch b / (B'/B), x row t of batch b), as the CPU reference
  * (backends/cpu/kernels/ref/matmul_ref.cpp) defines it, activations rounded the same way:
  *   F32: x as is; F16: x rounded to f16 (llama.cpp's vec_dot type), 8 lanes (fgh.ps +
- *   fcvt.ps.f16 for the weights, fcvt.f16.ps + fcvt.ps.f16 to round x);
+ *   fcvt.ps.f16 for the weights, fcvt.f16.ps + fcvt.ps.f16 to round x; both conversions flush
+ *   f16 subnormals, |v| < 2^-14, to zero: each such weight or activation changes the dot by
+ *   less than 2^-14 times its partner, which the CPU keeps);
  *   Q8_0 / Q4_0: x quantized to Q8_0 per 32-block (d = amax/127 rounded to f16, q =
  *   round(x*127/amax)), then per block the exact integer dot in int32 lanes (fgb.ps gathers
  *   of the int8 / nibble quants, fmul.pi, fadd.pi) and acc = fma(d_w*d_x, lanes, acc) in 8
@@ -12,7 +14,9 @@
  *   - 8 pairs x[16..31];
  *   Q4_K: x quantized to Q8_K per 256-block (iscale = -127/max, q = round(iscale*x), d =
  *   1/iscale); per 32-sub-block the exact integer dot and the sum of the x quants, then
- *   acc += d_x*(d*sc*isum - dmin*m*xsum) (6-bit scales and mins as ggml packs them).
+ *   acc += d_x*(d*sc*isum - dmin*m*xsum) (6-bit scales and mins as ggml packs them);
+ *   Q6_K: x quantized to Q8_K and kept as the floats d_x*q (what the CPU reference multiplies),
+ *   each weight super-block dequantized exactly (et_q6_k.h) into the stack, then 8-lane dots.
  * Work split (SPMD): the N weight rows over the harts in groups of 16 (so each hart writes
  * whole 64-byte lines of every dst row); each hart walks its weight rows once and, for each,
  * all activation rows of the batch: a weight row comes from memory once and is re-read from
@@ -27,9 +31,11 @@
  * 32-byte aligned; K <= 16384.
  */
 #include "backends/et/kernels/et_math.h"
+#include "backends/et/kernels/et_q6_k.h"
 #include "backends/et/kernels/et_runtime.h"
 
-#define ET_MM_SCRATCH (40 * 1024)
+#define ET_MM_SCRATCH (48 * 1024)
+#define ET_MM_MAX_CHUNK 64 /* activation rows per pass over the weights */
 
 /* Gather offsets: lanes 0..7 = {0..7} + 8j (bytes), and 2-byte steps for f16. */
 static const int32_t k_off8[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
@@ -255,6 +261,23 @@ static float dot_q4_k(const uint8_t* w, const int8_t* xq, const float* xd, const
   return acc;
 }
 
+/* Q6_K weights x activations already dequantized from Q8_K (xf: K floats). */
+static float dot_q6_k(const uint8_t* w, const float* xf, int64_t k) {
+  float wf[256] __attribute__((aligned(32)));
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / 256; ++b, w += 210) {
+    et_dequant_q6_k_block(w, wf);
+    acc += dot_f32(wf, xf + 256 * b, 256);
+  }
+  return acc;
+}
+
+/* Q8_K rounding of an activation row into floats (d * q per 256-block), via quantize_q8_k. */
+static void round_q8_k(const float* x, int64_t k, float* out, int8_t* q, float* d, float* xsum) {
+  quantize_q8_k(x, k, q, d, xsum);
+  for (int64_t i = 0; i < k; ++i) out[i] = d[i / 256] * (float)q[i];
+}
+
 static int64_t mul_mat(const void* args, uint32_t want) {
   const EtMulMatArgs* p = (const EtMulMatArgs*)args;
   const EtTensor *w = &p->w, *x = &p->x, *d = &p->dst;
@@ -262,7 +285,9 @@ static int64_t mul_mat(const void* args, uint32_t want) {
   if (x->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 1);
   if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 2);
   const int64_t K = w->ne[0], N = w->ne[1], T = x->ne[1];
-  const int64_t kb = want == ET_TYPE_Q4_K ? 256 : (want == ET_TYPE_F32 || want == ET_TYPE_F16) ? 8 : 32;
+  const int64_t kb = (want == ET_TYPE_Q4_K || want == ET_TYPE_Q6_K) ? 256
+                     : (want == ET_TYPE_F32 || want == ET_TYPE_F16) ? 8
+                                                                    : 32;
   if (K % kb != 0 || K > 16384 || x->ne[0] != K) return et_fail(ET_STATUS_BAD_SHAPE, 0);
   if (d->ne[0] != N || d->ne[1] != T || d->ne[2] != x->ne[2] || d->ne[3] != x->ne[3])
     return et_fail(ET_STATUS_BAD_SHAPE, 2);
@@ -273,10 +298,13 @@ static int64_t mul_mat(const void* args, uint32_t want) {
 
   /* Stack scratch for quantized activation rows. */
   uint8_t scratch[ET_MM_SCRATCH] __attribute__((aligned(64)));
-  const int quant = want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0 || want == ET_TYPE_Q4_K;
-  const int64_t row_scratch = want == ET_TYPE_Q4_K ? K + 4 * (K / 256) + 4 * (K / 32) : K + 4 * (K / 32);
+  const int quant = want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0 || want == ET_TYPE_Q4_K || want == ET_TYPE_Q6_K;
+  const int64_t row_scratch = want == ET_TYPE_Q6_K   ? 5 * K + 4 * (K / 256) + 4 * (K / 32)
+                              : want == ET_TYPE_Q4_K ? K + 4 * (K / 256) + 4 * (K / 32)
+                                                     : K + 4 * (K / 32);
   const int64_t row_stride = (row_scratch + 63) / 64 * 64;
-  const int64_t chunk = quant ? ET_MM_SCRATCH / row_stride : T;
+  int64_t chunk = quant ? ET_MM_SCRATCH / row_stride : T;
+  if (chunk > ET_MM_MAX_CHUNK) chunk = ET_MM_MAX_CHUNK;
   if (chunk < 1) return et_fail(ET_STATUS_BAD_SHAPE, 0);
 
   int64_t n0, n1;
@@ -293,10 +321,25 @@ static int64_t mul_mat(const void* args, uint32_t want) {
           int8_t* q = (int8_t*)(scratch + (t - t0) * row_stride);
           float* sd = (float*)(scratch + (t - t0) * row_stride + K);
           const float* xr = (const float*)(xb + t * x->nb[1]);
-          if (want == ET_TYPE_Q4_K) quantize_q8_k(xr, K, q, sd, sd + K / 256);
+          if (want == ET_TYPE_Q6_K)
+            round_q8_k(xr, K, (float*)q, (int8_t*)q + 4 * K, (float*)((int8_t*)q + 5 * K),
+                       (float*)((int8_t*)q + 5 * K) + K / 256);
+          else if (want == ET_TYPE_Q4_K) quantize_q8_k(xr, K, q, sd, sd + K / 256);
           else quantize_q8_0(xr, K, q, sd);
         }
-        for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t n = n0; n < n1 && want == ET_TYPE_Q6_K; ++n) {
+          /* Q6_K: each weight super-block dequantized once for all activation rows of the chunk */
+          float acc[ET_MM_MAX_CHUNK], wf[256] __attribute__((aligned(32)));
+          const uint8_t* wr = wb + n * w->nb[1];
+          for (int64_t t = t0; t < t1; ++t) acc[t - t0] = 0.0f;
+          for (int64_t b = 0; b < K / 256; ++b) {
+            et_dequant_q6_k_block(wr + 210 * b, wf);
+            for (int64_t t = t0; t < t1; ++t)
+              acc[t - t0] += dot_f32(wf, (const float*)(scratch + (t - t0) * row_stride) + 256 * b, 256);
+          }
+          for (int64_t t = t0; t < t1; ++t) ((float*)(db + t * d->nb[1]))[n] = acc[t - t0];
+        }
+        for (int64_t n = n0; n < n1 && want != ET_TYPE_Q6_K; ++n) {
           const uint8_t* wr = wb + n * w->nb[1];
           for (int64_t t = t0; t < t1; ++t) {
             const float* xr = (const float*)(xb + t * x->nb[1]);
@@ -308,6 +351,7 @@ static int64_t mul_mat(const void* args, uint32_t want) {
               case ET_TYPE_F16: v = dot_f16((const uint16_t*)wr, xr, K); break;
               case ET_TYPE_Q8_0: v = dot_q8_0(wr, q, sd, K); break;
               case ET_TYPE_Q4_0: v = dot_q4_0(wr, q, sd, K); break;
+              case ET_TYPE_Q6_K: v = dot_q6_k(wr, (const float*)q, K); break;
               default: v = dot_q4_k(wr, q, sd, sd + K / 256, K); break;
             }
             ((float*)(db + t * d->nb[1]))[n] = v;
@@ -326,6 +370,7 @@ static float dot_row(uint32_t want, const uint8_t* wr, const float* xr, const ui
     case ET_TYPE_F16: return dot_f16((const uint16_t*)wr, xr, K);
     case ET_TYPE_Q8_0: return dot_q8_0(wr, q, sd, K);
     case ET_TYPE_Q4_0: return dot_q4_0(wr, q, sd, K);
+    case ET_TYPE_Q6_K: return dot_q6_k(wr, (const float*)scratch, K);
     default: return dot_q4_k(wr, q, sd, sd + K / 256, K);
   }
 }
@@ -338,14 +383,16 @@ static int64_t mul_mat_id(const void* args, uint32_t want) {
   if (ids->type != ET_TYPE_I32) return et_fail(ET_STATUS_BAD_TYPE, 2);
   if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 3);
   const int64_t K = w->ne[0], N = w->ne[1], E = w->ne[2], n_used = ids->ne[0], T = ids->ne[1], S = x->ne[1];
-  const int64_t kb = want == ET_TYPE_Q4_K ? 256 : (want == ET_TYPE_F32 || want == ET_TYPE_F16) ? 8 : 32;
+  const int64_t kb = (want == ET_TYPE_Q4_K || want == ET_TYPE_Q6_K) ? 256
+                     : (want == ET_TYPE_F32 || want == ET_TYPE_F16) ? 8
+                                                                    : 32;
   if (K % kb != 0 || K > 16384 || x->ne[0] != K || x->ne[2] != T || S <= 0) return et_fail(ET_STATUS_BAD_SHAPE, 1);
   if (d->ne[0] != N || d->ne[1] != n_used || d->ne[2] != T) return et_fail(ET_STATUS_BAD_SHAPE, 3);
   if (x->nb[0] != 4 || d->nb[0] != 4 || (x->addr | x->nb[1] | x->nb[2]) % 32 != 0)
     return et_fail(ET_STATUS_BAD_ALIGN, 1);
   uint8_t scratch[ET_MM_SCRATCH] __attribute__((aligned(64)));
-  const int quant = want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0 || want == ET_TYPE_Q4_K;
-  if (K + 4 * (K / 32) + 4 * (K / 256) > ET_MM_SCRATCH) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  const int quant = want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0 || want == ET_TYPE_Q4_K || want == ET_TYPE_Q6_K;
+  if (5 * K + 4 * (K / 32) + 4 * (K / 256) > ET_MM_SCRATCH) return et_fail(ET_STATUS_BAD_SHAPE, 0);
   int64_t n0, n1;
   et_split(et_spmd(&p->h), N, 16, &n0, &n1);
   if (n0 >= n1) return ET_STATUS_OK;
@@ -359,7 +406,10 @@ static int64_t mul_mat_id(const void* args, uint32_t want) {
       }
       const float* xr = (const float*)(uintptr_t)(x->addr + (j % S) * x->nb[1] + t * x->nb[2]);
       if (quant) {
-        if (want == ET_TYPE_Q4_K)
+        if (want == ET_TYPE_Q6_K)
+          round_q8_k(xr, K, (float*)scratch, (int8_t*)scratch + 4 * K, (float*)(scratch + 5 * K),
+                     (float*)(scratch + 5 * K) + K / 256);
+        else if (want == ET_TYPE_Q4_K)
           quantize_q8_k(xr, K, (int8_t*)scratch, (float*)(scratch + K), (float*)(scratch + K) + K / 256);
         else quantize_q8_0(xr, K, (int8_t*)scratch, (float*)(scratch + K));
       }
@@ -420,3 +470,14 @@ ET_KERNEL(ET_K_MUL_MAT_ID_F16, mul_mat_id_f16);
 ET_KERNEL(ET_K_MUL_MAT_ID_Q8_0, mul_mat_id_q8_0);
 ET_KERNEL(ET_K_MUL_MAT_ID_Q4_0, mul_mat_id_q4_0);
 ET_KERNEL(ET_K_MUL_MAT_ID_Q4_K, mul_mat_id_q4_k);
+
+static int64_t mul_mat_q6_k(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat(a, ET_TYPE_Q6_K);
+}
+static int64_t mul_mat_id_q6_k(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_id(a, ET_TYPE_Q6_K);
+}
+ET_KERNEL(ET_K_MUL_MAT_Q6_K, mul_mat_q6_k);
+ET_KERNEL(ET_K_MUL_MAT_ID_Q6_K, mul_mat_id_q6_k);
