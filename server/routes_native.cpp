@@ -25,7 +25,7 @@ void require_ready(const Server::State& st) {
   if (!st.ready) throw HttpError(503, "unavailable_error", "Loading model");
 }
 
-void handle_completion(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void handle_completion(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   require_ready(st);
   auto p = body.find("prompt");
@@ -99,7 +99,7 @@ void handle_completion(Server::State& st, const httplib::Request& req, httplib::
   });
 }
 
-void handle_tokenize(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void handle_tokenize(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   require_ready(st);
   const auto content = get_string(body, "content");
@@ -127,7 +127,7 @@ void handle_tokenize(Server::State& st, const httplib::Request& req, httplib::Re
   res.set_content(dump(json{{"tokens", out}}), "application/json");
 }
 
-void handle_detokenize(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void handle_detokenize(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   require_ready(st);
   auto it = body.find("tokens");
@@ -143,7 +143,7 @@ void handle_detokenize(Server::State& st, const httplib::Request& req, httplib::
   res.set_content(dump(json{{"content", st.vocab->detokenize(ids, false, true)}}), "application/json");
 }
 
-void handle_apply_template(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void handle_apply_template(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   require_ready(st);
   const json messages = normalize_messages(body);
@@ -156,7 +156,7 @@ void handle_apply_template(Server::State& st, const httplib::Request& req, httpl
 }  // namespace
 
 void register_native_routes(Server::State& st) {
-  auto health = [&st](const httplib::Request&, httplib::Response& res) {
+  auto health = [&st](const HttpRequest&, HttpResponse& res) {
     if (!st.ready) {
       res.status = 503;
       res.set_content(dump(error_object(503, "unavailable_error", "Loading model")), "application/json");
@@ -164,10 +164,10 @@ void register_native_routes(Server::State& st) {
     }
     res.set_content(dump(json{{"status", "ok"}}), "application/json");
   };
-  st.http.Get("/health", health);
-  st.http.Get("/v1/health", health);
+  st.http.Get("/health", health, Dispatch::Inline);
+  st.http.Get("/v1/health", health, Dispatch::Inline);
 
-  auto models = [&st](const httplib::Request&, httplib::Response& res) {
+  auto models = [&st](const HttpRequest&, HttpResponse& res) {
     require_ready(st);
     const HParams& hp = st.model->hparams();
     int64_t n_params = 0, size = 0;
@@ -184,36 +184,40 @@ void register_native_routes(Server::State& st) {
     json m{{"id", st.model_id}, {"object", "model"}, {"created", st.created}, {"owned_by", "llamacpp"}, {"meta", meta}};
     res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   };
-  st.http.Get("/v1/models", models);
-  st.http.Get("/models", models);
+  st.http.Get("/v1/models", models, Dispatch::Inline);
+  st.http.Get("/models", models, Dispatch::Inline);
 
-  st.http.Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
-    if (!st.opts.metrics)
-      throw HttpError(501, "not_supported_error",
-                      "This server does not support metrics endpoint (start it with --metrics)");
-    res.set_content(st.metrics.render(), "text/plain; version=0.0.4");
-  });
+  st.http.Get(
+      "/metrics",
+      [&st](const HttpRequest&, HttpResponse& res) {
+        if (!st.opts.metrics)
+          throw HttpError(501, "not_supported_error",
+                          "This server does not support metrics endpoint (start it with --metrics)");
+        res.set_content(st.metrics.render() + st.http.render_metrics(), "text/plain; version=0.0.4");
+      },
+      Dispatch::Inline);
 
-  st.http.Get("/props", [&st](const httplib::Request&, httplib::Response& res) {
-    require_ready(st);
-    json j;
-    j["total_slots"] = st.engine->n_slots();
-    j["model_path"] = st.opts.model;
-    j["n_ctx"] = st.engine->n_ctx_slot();
-    j["chat_template"] = jinja::chat_template_from_gguf(st.model->gguf()).source;
-    j["chat_template_is_fallback"] = st.template_is_fallback;
-    j["build_info"] = std::string("opal ") + git_commit();
-    res.set_content(dump(j), "application/json");
-  });
+  st.http.Get(
+      "/props",
+      [&st](const HttpRequest&, HttpResponse& res) {
+        require_ready(st);
+        json j;
+        j["total_slots"] = st.engine->n_slots();
+        j["model_path"] = st.opts.model;
+        j["n_ctx"] = st.engine->n_ctx_slot();
+        j["chat_template"] = jinja::chat_template_from_gguf(st.model->gguf()).source;
+        j["chat_template_is_fallback"] = st.template_is_fallback;
+        j["build_info"] = std::string("opal ") + git_commit();
+        res.set_content(dump(j), "application/json");
+      },
+      Dispatch::Inline);
 
-  auto completion = [&st](const httplib::Request& req, httplib::Response& res) { handle_completion(st, req, res); };
+  auto completion = [&st](const HttpRequest& req, HttpResponse& res) { handle_completion(st, req, res); };
   st.http.Post("/completion", completion);
-  st.http.Post("/tokenize",
-               [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });
-  st.http.Post("/detokenize",
-               [&st](const httplib::Request& req, httplib::Response& res) { handle_detokenize(st, req, res); });
+  st.http.Post("/tokenize", [&st](const HttpRequest& req, HttpResponse& res) { handle_tokenize(st, req, res); });
+  st.http.Post("/detokenize", [&st](const HttpRequest& req, HttpResponse& res) { handle_detokenize(st, req, res); });
   st.http.Post("/apply-template",
-               [&st](const httplib::Request& req, httplib::Response& res) { handle_apply_template(st, req, res); });
+               [&st](const HttpRequest& req, HttpResponse& res) { handle_apply_template(st, req, res); });
 }
 
 }  // namespace opal::server

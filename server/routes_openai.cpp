@@ -87,7 +87,7 @@ json legacy_logprobs(const Vocab& vocab, const std::vector<TokenOut>& tokens, si
   return json{{"tokens", tok}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", off}};
 }
 
-void handle_chat(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   const json messages = normalize_messages(body);
   json kwargs = json::object();
@@ -156,7 +156,7 @@ void handle_chat(Server::State& st, const httplib::Request& req, httplib::Respon
   });
 }
 
-void handle_completions(Server::State& st, const httplib::Request& req, httplib::Response& res) {
+void handle_completions(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   if (!st.ready) throw HttpError(503, "unavailable_error", "Loading model");
   auto p = body.find("prompt");
@@ -210,8 +210,8 @@ void handle_completions(Server::State& st, const httplib::Request& req, httplib:
 }  // namespace
 
 void register_openai_routes(Server::State& st) {
-  auto chat = [&st](const httplib::Request& req, httplib::Response& res) { handle_chat(st, req, res); };
-  auto completions = [&st](const httplib::Request& req, httplib::Response& res) { handle_completions(st, req, res); };
+  auto chat = [&st](const HttpRequest& req, HttpResponse& res) { handle_chat(st, req, res); };
+  auto completions = [&st](const HttpRequest& req, HttpResponse& res) { handle_completions(st, req, res); };
   st.http.Post("/v1/chat/completions", chat);
   st.http.Post("/chat/completions", chat);
   st.http.Post("/v1/completions", completions);

@@ -1,7 +1,6 @@
 // Server lifetime (bind, load, graceful shutdown), authentication, error
 // mapping, and the helpers that turn engine events into JSON and SSE frames.
 #include <fmt/format.h>
-#include <sys/socket.h>
 
 #include <chrono>
 #include <random>
@@ -123,33 +122,42 @@ Collected collect(Task& task) {
   }
 }
 
-void stream_response(Server::State& st, httplib::Response& res, std::shared_ptr<Task> task,
+namespace {
+
+// A task's events as an SSE body, pulled by the HTTP layer when the engine
+// pushed something (Task::set_notify); never blocks.
+class TaskStream : public BodySource {
+ public:
+  TaskStream(Server::State& st, std::shared_ptr<Task> task, std::function<std::string(const Event&)> frame)
+      : guard_(st, std::move(task)), frame_(std::move(frame)) {}
+  ~TaskStream() override { guard_.task().set_notify(nullptr); }
+  void set_wakeup(std::function<void()> wake) override { guard_.task().set_notify(std::move(wake)); }
+  std::string pull(bool* done) override {
+    std::string out;
+    Event ev;
+    while (!ended_ && guard_.task().pop(ev, std::chrono::milliseconds(0))) {
+      out += frame_(ev);
+      if (ev.kind != Event::Kind::Tokens) ended_ = true;
+    }
+    *done = ended_;
+    return out;
+  }
+  void cancel() override { guard_.task().cancel(); }  // the client went away: free the slot
+
+ private:
+  InFlight guard_;
+  std::function<std::string(const Event&)> frame_;
+  bool ended_ = false;
+};
+
+}  // namespace
+
+void stream_response(Server::State& st, HttpResponse& res, std::shared_ptr<Task> task,
                      std::function<std::string(const Event&)> frame) {
-  auto guard = std::make_shared<InFlight>(st, task);
+  res.status = 200;
+  res.content_type = "text/event-stream";
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream",
-                                   [guard, frame = std::move(frame)](size_t, httplib::DataSink& sink) {
-                                     Task& t = guard->task();
-                                     for (;;) {
-                                       Event ev;
-                                       if (!t.pop(ev, std::chrono::milliseconds(250))) {
-                                         if (!sink.is_writable()) {
-                                           t.cancel();
-                                           return false;
-                                         }
-                                         continue;
-                                       }
-                                       const std::string out = frame(ev);
-                                       if (!out.empty() && !sink.write(out.data(), out.size())) {
-                                         t.cancel();  // the client went away: free the slot
-                                         return false;
-                                       }
-                                       if (ev.kind != Event::Kind::Tokens) {
-                                         sink.done();
-                                         return true;
-                                       }
-                                     }
-                                   });
+  res.stream = std::make_shared<TaskStream>(st, std::move(task), std::move(frame));
 }
 
 // ---- state -------------------------------------------------------------------
@@ -179,7 +187,15 @@ Server::Server(ServerOptions opts) : st_(std::make_unique<State>()) {
   st_->opts = std::move(opts);
   if (st_->opts.n_parallel < 1) fail("-np must be at least 1, got {}", st_->opts.n_parallel);
   if (st_->opts.port < 0 || st_->opts.port > 65535) fail("--port must be in [0, 65535], got {}", st_->opts.port);
-  if (st_->opts.timeout_s < 1) fail("--timeout must be at least 1 second, got {}", st_->opts.timeout_s);
+  const ServerOptions& o = st_->opts;
+  if (o.timeout_s < 1) fail("--timeout must be at least 1 second, got {}", o.timeout_s);
+  if (o.http_threads < 0) fail("--http-threads must be 0 (automatic) or more, got {}", o.http_threads);
+  if (o.io_threads < 1) fail("the HTTP I/O threads must be at least 1, got {}", o.io_threads);
+  if (o.max_connections < 1) fail("--max-connections must be at least 1, got {}", o.max_connections);
+  if (o.header_timeout_s < 1 || o.body_timeout_s < 1 || o.idle_timeout_s < 1)
+    fail("--header-timeout, --body-timeout and --keep-alive-timeout must be at least 1 second, got {}, {}, {}",
+         o.header_timeout_s, o.body_timeout_s, o.idle_timeout_s);
+  if (o.max_body_bytes < 1) fail("--max-body-size must be at least 1 byte");
   st_->created = unix_time();
 }
 
@@ -190,29 +206,38 @@ Server::~Server() {
 
 int Server::port() const { return st_->port; }
 
-int Server::start() {
-  State& st = *st_;
-  auto& http = st.http;
-  const int n_threads = st.opts.http_threads > 0 ? st.opts.http_threads : std::max(64, 8 * st.opts.n_parallel);
-  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(size_t(n_threads)); };
-  http.set_read_timeout(st.opts.timeout_s, 0);
-  http.set_write_timeout(st.opts.timeout_s, 0);
-  http.set_payload_max_length(size_t(64) << 20);
-  http.set_keep_alive_max_count(1000);
+namespace {
 
-  http.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    if (st.opts.api_key.empty() || req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+// `Authorization: Bearer KEY`: the scheme in any case (RFC 9110 11.1), then the key exactly.
+bool bearer_matches(const std::string& header, const std::string& key) {
+  if (header.size() < 7 || !iequals(std::string_view(header).substr(0, 6), "bearer") || header[6] != ' ') return false;
+  size_t i = 6;
+  while (i < header.size() && header[i] == ' ') ++i;
+  return std::string_view(header).substr(i) == key;
+}
+
+// Authentication, error mapping and the routes (once: start() or answer_raw()).
+void install_routes(Server::State& st) {
+  auto& http = st.http;
+  http.set_pre_routing_handler([&st](const HttpRequest& req, HttpResponse& res) {
+    if (st.opts.api_key.empty()) return false;
     if (req.path == "/health" || req.path == "/v1/health" || req.path == "/models" || req.path == "/v1/models")
-      return httplib::Server::HandlerResponse::Unhandled;
-    const std::string bearer = req.get_header_value("Authorization");
-    const std::string xkey = req.get_header_value("X-Api-Key");
-    if (bearer == "Bearer " + st.opts.api_key || xkey == st.opts.api_key)
-      return httplib::Server::HandlerResponse::Unhandled;
+      return false;
+    if (bearer_matches(req.get_header_value("Authorization"), st.opts.api_key) ||
+        (req.has_header("X-Api-Key") && req.get_header_value("X-Api-Key") == st.opts.api_key))
+      return false;
     res.status = 401;
     res.set_content(dump(error_object(401, "authentication_error", "Invalid API Key")), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
+    return true;
   });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  http.set_exception_handler([](std::exception_ptr ep, HttpResponse& res) {
     int status = 500;
     std::string type = "server_error", message = "unknown error", param;
     try {
@@ -233,34 +258,33 @@ int Server::start() {
     res.status = status;
     res.set_content(dump(error_object(status, type, message, param)), "application/json");
   });
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    const std::string msg = res.status == 404 ? fmt::format("no route for {} {}", req.method, req.path) : "error";
-    res.set_content(dump(error_object(res.status, res.status == 404 ? "not_found_error" : "server_error", msg)),
-                    "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
 
   register_native_routes(st);
   register_openai_routes(st);
+}
 
-  // Debian's cpp-httplib binds with SO_REUSEPORT (a second server on the same
-  // port would start and split the traffic) and listens with a backlog of 5
-  // (a burst of clients overflows the accept queue: connections stall and
-  // fail). So: SO_REUSEADDR only, and the listening socket's backlog raised
-  // once bound (listen() again on a listening socket resizes its queue).
-  int listen_fd = -1;
-  http.set_socket_options([&listen_fd](int sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd = sock;
-  });
-  st.port = st.opts.port == 0 ? http.bind_to_any_port(st.opts.host)
-                              : (http.bind_to_port(st.opts.host, st.opts.port) ? st.opts.port : -1);
-  if (st.port < 0) fail("cannot listen on {}:{} (address in use or not available)", st.opts.host, st.opts.port);
-  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
-  st.listener = std::thread([&http] { http.listen_after_bind(); });
-  for (int i = 0; i < 5000 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+HttpOptions http_options(const ServerOptions& o) {
+  HttpOptions ho;
+  ho.host = o.host;
+  ho.port = o.port;
+  ho.io_threads = o.io_threads;
+  ho.workers = o.http_threads > 0 ? o.http_threads : std::max(64, 8 * o.n_parallel);
+  ho.max_connections = o.max_connections;
+  ho.header_timeout_s = o.header_timeout_s;
+  ho.body_timeout_s = o.body_timeout_s;
+  ho.idle_timeout_s = o.idle_timeout_s;
+  ho.write_timeout_s = o.timeout_s;
+  ho.max_body_bytes = o.max_body_bytes;
+  return ho;
+}
+
+}  // namespace
+
+int Server::start() {
+  State& st = *st_;
+  std::call_once(st.routes_once, [&st] { install_routes(st); });
+  st.port = st.http.bind(http_options(st.opts));  // throws naming the address when it is taken
+  st.http.start();
   return st.port;
 }
 
@@ -318,8 +342,15 @@ void Server::shutdown() {
   });
 }
 
-void Server::wait() {
-  if (st_->listener.joinable()) st_->listener.join();
+void Server::wait() { st_->http.wait(); }
+
+std::string Server::answer_raw(std::string_view raw) {
+  State& st = *st_;
+  std::call_once(st.routes_once, [&st] {
+    install_routes(st);
+    st.http.configure(http_options(st.opts));
+  });
+  return st.http.answer_raw(raw);
 }
 
 }  // namespace opal::server

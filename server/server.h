@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include "models/model.h"
 
 namespace opal::server {
@@ -32,8 +33,15 @@ struct ServerOptions {
   std::string api_key;         // empty: no key needed
   std::string alias;           // model id in /v1/models and responses (default: the model path)
   bool metrics = false;        // enable GET /metrics
-  int timeout_s = 600;         // socket read/write timeout
-  int http_threads = 0;        // 0: max(64, 8 x slots)
+  // HTTP layer (server/http/http_server.h, docs/server.md):
+  int timeout_s = 600;                           // --timeout: each response write finishes within this
+  int http_threads = 0;                          // workers running handlers (0: max(64, 8 x slots))
+  int io_threads = 2;                            // threads running every socket
+  int max_connections = 1024;                    // open connections; more get 503 + Retry-After
+  int header_timeout_s = 10;                     // the request head arrives within this
+  int body_timeout_s = 60;                       // the body arrives within this after the head
+  int idle_timeout_s = 5;                        // an idle keep-alive connection closes after this
+  uint64_t max_body_bytes = uint64_t(64) << 20;  // larger bodies: 413 before they are read
 };
 
 class Server {
@@ -53,6 +61,10 @@ class Server {
   void shutdown();
   // Blocks until the HTTP server has stopped (after shutdown()).
   void wait();
+  // Answers one request given as raw HTTP bytes in this thread, without a
+  // socket, through the same parser limits, routes and handlers (for the fuzz
+  // target); returns the raw response ("" when the request is incomplete).
+  std::string answer_raw(std::string_view raw);
   int port() const;
 
   struct State;

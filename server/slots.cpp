@@ -26,11 +26,19 @@ bool Task::pop(Event& out, std::chrono::milliseconds timeout) {
 }
 
 void Task::push(Event e) {
+  std::function<void()> notify;
   {
     std::lock_guard<std::mutex> lk(mu_);
     events_.push_back(std::move(e));
+    notify = notify_;
   }
   cv_.notify_all();
+  if (notify) notify();
+}
+
+void Task::set_notify(std::function<void()> f) {
+  std::lock_guard<std::mutex> lk(mu_);
+  notify_ = std::move(f);
 }
 
 struct SlotEngine::Slot {

@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -92,6 +93,10 @@ class Task {
   // Waits up to `timeout` for an event; false on timeout.
   bool pop(Event& out, std::chrono::milliseconds timeout);
   void push(Event e);
+  // Called after every push (on the pushing thread, outside the lock), e.g.
+  // to wake the HTTP layer's stream writer; null to stop. Events pushed
+  // before it was set are not announced: pop them after setting it.
+  void set_notify(std::function<void()> f);
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
 
@@ -100,6 +105,7 @@ class Task {
   std::condition_variable cv_;
   std::deque<Event> events_;
   std::atomic<bool> cancelled_{false};
+  std::function<void()> notify_;
 };
 
 struct EngineOptions {

@@ -1,8 +1,6 @@
 // Internals shared by server.cpp and the route files: the server's state and
 // the helpers that turn engine events into response JSON and SSE frames.
 #pragma once
-#include <httplib.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -15,6 +13,7 @@
 #include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "server/http/http_server.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/server.h"
@@ -26,8 +25,7 @@ namespace opal::server {
 
 struct Server::State {
   ServerOptions opts;
-  httplib::Server http;
-  std::thread listener;
+  HttpServer http;
   int port = -1;
 
   std::unique_ptr<Registry> registry;
@@ -48,6 +46,7 @@ struct Server::State {
   std::condition_variable cv;
   int in_flight = 0;  // completion requests not yet fully answered (guarded by mu)
   std::once_flag shutdown_once;
+  std::once_flag routes_once;
 
   // Renders a chat prompt with the model's template (ChatML when it has none).
   std::string render_chat(const json& messages, bool add_generation_prompt, const json& kwargs) const;
@@ -79,7 +78,7 @@ Collected collect(Task& task);
 
 // Streams a task as SSE. `frame(event)` returns the text to send for an event
 // (possibly empty); after Done or Error it is called no more and the stream ends.
-void stream_response(Server::State& st, httplib::Response& res, std::shared_ptr<Task> task,
+void stream_response(Server::State& st, HttpResponse& res, std::shared_ptr<Task> task,
                      std::function<std::string(const Event&)> frame);
 std::string sse(const json& j);
 

@@ -1,6 +1,7 @@
 // `opal serve [-m MODEL] [--host H] [--port P] [-np N] [-c N] [-b N] [-ub N] [-ctk T]
 //  [-t N] [--backend NAME] [--perf-log FILE] [--api-key KEY] [--metrics] [-a ALIAS]
-//  [--timeout S]`: the OpenAI / llama-server compatible HTTP server (server/,
+//  [--timeout S] [--http-threads N] [--max-connections N] [--header-timeout S] [--body-timeout S]
+//  [--keep-alive-timeout S] [--max-body-size BYTES]`: the OpenAI / llama-server compatible HTTP server (server/,
 // docs/server.md); the context flags are every subcommand's (tools/context_options.h).
 // SIGTERM or SIGINT stop it gracefully: no new requests, in-flight streams end
 // with a final event, exit code 0.
@@ -85,8 +86,15 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (not for /health, /v1/models)");
   sub->add_option("-a,--alias", o->alias, "model id reported by /v1/models and in responses");
   sub->add_flag("--metrics", o->metrics, "enable GET /metrics (Prometheus text)");
-  sub->add_option("--to,--timeout", o->timeout_s, "socket read/write timeout in seconds (600)");
-  sub->add_option("--http-threads", o->http_threads, "HTTP worker threads (0 = max(64, 8 x slots))");
+  sub->add_option("--to,--timeout", o->timeout_s,
+                  "write timeout in seconds: a client that stops reading a response is cut after it (600)");
+  sub->add_option("--http-threads", o->http_threads,
+                  "threads running request handlers (0 = max(64, 8 x slots)); connections cost none");
+  sub->add_option("--max-connections", o->max_connections, "open connections; more get 503 (1024)");
+  sub->add_option("--header-timeout", o->header_timeout_s, "seconds for a request's head to arrive (10)");
+  sub->add_option("--body-timeout", o->body_timeout_s, "seconds for a request's body to arrive after its head (60)");
+  sub->add_option("--keep-alive-timeout", o->idle_timeout_s, "seconds an idle keep-alive connection stays open (5)");
+  sub->add_option("--max-body-size", o->max_body_bytes, "largest request body in bytes; larger get 413 (64 MiB)");
   set_action(sub, [so] { return run_serve(*so); });
 }
 
