@@ -54,6 +54,9 @@ class Server {
   // Blocks until the HTTP server has stopped (after shutdown()).
   void wait();
   int port() const;
+  // After load(): the model, and each slot's context in tokens.
+  const Model& model() const;
+  int64_t n_ctx_slot() const;
 
   struct State;
 
