@@ -29,28 +29,32 @@ json event_error_object(const Event& ev) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json parse_body(const std::string& body) {
-  // The parser's callback tracks the top-level key being read, so that an
-  // error inside a field's value (a number out of double range: `1e400`)
-  // names that field.
-  int depth = 0;
-  std::string key;
-  auto track = [&](int /*depth*/, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start || ev == json::parse_event_t::array_start) ++depth;
-    else if (ev == json::parse_event_t::object_end || ev == json::parse_event_t::array_end) --depth;
-    else if (ev == json::parse_event_t::key && depth == 1) key = parsed.get<std::string>();
-    return true;
-  };
   json j;
   try {
-    j = json::parse(body, track);
-  } catch (const json::out_of_range& e) {  // a number beyond double's range
-    const std::string what = e.what();
+    j = json::parse(body);
+  } catch (const json::exception& first) {
+    // Parse again (only on this error path) with a callback that tracks the
+    // top-level key being read, so that an error inside a field's value (a
+    // number beyond double's range: `1e400`) names that field.
+    int depth = 0;
+    std::string key;
+    auto track = [&](int /*depth*/, json::parse_event_t ev, json& parsed) {
+      if (ev == json::parse_event_t::object_start || ev == json::parse_event_t::array_start) ++depth;
+      else if (ev == json::parse_event_t::object_end || ev == json::parse_event_t::array_end) --depth;
+      else if (ev == json::parse_event_t::key && depth == 1) key = parsed.get<std::string>();
+      return true;
+    };
+    try {
+      const json again = json::parse(body, track);  // throws again: only `key` matters
+    } catch (const json::exception&) {
+    }
+    const std::string what = first.what();
     const size_t at = what.find("number overflow");
-    bad_request(fmt::format("{}the body holds a number out of range ({})",
-                            key.empty() ? "" : "'" + key + "': ", at == std::string::npos ? what : what.substr(at)),
-                key);
-  } catch (const json::exception& e) {
-    bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), depth >= 1 ? key : std::string());
+    if (at != std::string::npos)
+      bad_request(fmt::format("{}the body holds a number out of range ({})",
+                              key.empty() ? "" : "'" + key + "': ", what.substr(at)),
+                  key);
+    bad_request(fmt::format("the request body is not valid JSON: {}", what), depth >= 1 ? key : std::string());
   }
   if (!j.is_object()) bad_request("the request body must be a JSON object");
   return j;
