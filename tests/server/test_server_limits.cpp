@@ -178,5 +178,14 @@ TEST(ServerEndings, ShutdownAbortsRunningAnd503sQueued) {
   EXPECT_EQ(json::parse(queued.body)["error"]["code"], 503);
 }
 
+// `opal serve -np 8` on the default model (256 tokens of training context):
+// 32 tokens per slot is warned, with the numbers and the fix.
+TEST(ServeWarnings, SmallSlotContextIsWarned) {
+  ServeProcess p("--np 8");
+  ASSERT_TRUE(p.ready()) << p.log();
+  EXPECT_NE(p.log().find("leaves 32 tokens per slot"), std::string::npos) << p.log();
+  EXPECT_NE(p.log().find("-np 1"), std::string::npos) << p.log();
+}
+
 }  // namespace
 }  // namespace opal::test
