@@ -22,14 +22,39 @@ json error_object(int status, const std::string& type, const std::string& messag
   return json{{"error", e}};
 }
 
+json event_error_object(const Event& ev) {
+  return error_object(ev.error_status, ev.error_status == 503 ? "unavailable_error" : "server_error", ev.error);
+}
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json parse_body(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
+  } catch (const json::exception& first) {
+    // Parse again (only on this error path) with a callback that tracks the
+    // top-level key being read, so that an error inside a field's value (a
+    // number beyond double's range: `1e400`) names that field.
+    int depth = 0;
+    std::string key;
+    auto track = [&](int /*depth*/, json::parse_event_t ev, json& parsed) {
+      if (ev == json::parse_event_t::object_start || ev == json::parse_event_t::array_start) ++depth;
+      else if (ev == json::parse_event_t::object_end || ev == json::parse_event_t::array_end) --depth;
+      else if (ev == json::parse_event_t::key && depth == 1) key = parsed.get<std::string>();
+      return true;
+    };
+    try {
+      const json again = json::parse(body, track);  // throws again: only `key` matters
+    } catch (const json::exception&) {
+    }
+    const std::string what = first.what();
+    const size_t at = what.find("number overflow");
+    if (at != std::string::npos)
+      bad_request(fmt::format("{}the body holds a number out of range ({})",
+                              key.empty() ? "" : "'" + key + "': ", what.substr(at)),
+                  key);
+    bad_request(fmt::format("the request body is not valid JSON: {}", what), depth >= 1 ? key : std::string());
   }
   if (!j.is_object()) bad_request("the request body must be a JSON object");
   return j;
@@ -64,8 +89,11 @@ std::optional<int64_t> get_int(const json& o, const char* key, int64_t lo, int64
   } else if (v->is_number_integer()) {
     x = v->get<int64_t>();
   } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
-             std::trunc(v->get<double>()) == v->get<double>() && std::fabs(v->get<double>()) < 9e15) {
-    x = int64_t(v->get<double>());
+             std::trunc(v->get<double>()) == v->get<double>()) {
+    const double d = v->get<double>();
+    if (d < double(lo) || d > double(hi))
+      bad_request(fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, d), key);
+    x = int64_t(d);
   } else {
     bad_request(fmt::format("'{}' must be an integer, got {}", key, v->is_number() ? "a fraction" : type_name(*v)),
                 key);
@@ -94,15 +122,25 @@ void read_sampling(const json& body, GenParams& gen, int32_t n_vocab) {
   SamplerParams& s = gen.sampling;
   if (auto n = get_int(body, "n", 0, 1 << 20); n && *n != 1)
     bad_request(fmt::format("only n = 1 is supported, got {}", *n), "n");
-  if (auto v = get_number(body, "temperature")) s.temp = float(*v);
+  // Each range is checked here, so that the error names its field.
+  auto number_in = [&](const char* key, double lo, double hi) -> std::optional<float> {
+    auto v = get_number(body, key);
+    if (v && (*v < lo || *v > hi)) bad_request(fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, *v), key);
+    return v ? std::optional<float>(float(*v)) : std::nullopt;
+  };
+  constexpr double kBig = 1e6;  // beyond any useful temperature or penalty, and inside float
+  if (auto v = number_in("temperature", -kBig, kBig)) s.temp = *v;
   if (auto v = get_int(body, "top_k", -1, n_vocab)) s.top_k = int32_t(*v);
-  if (auto v = get_number(body, "top_p")) s.top_p = float(*v);
-  if (auto v = get_number(body, "min_p")) s.min_p = float(*v);
-  if (auto v = get_number(body, "typical_p")) s.typical_p = float(*v);
-  if (auto v = get_number(body, "repeat_penalty")) s.repeat_penalty = float(*v);
+  if (auto v = number_in("top_p", 0, 1)) s.top_p = *v;
+  if (auto v = number_in("min_p", 0, 1)) s.min_p = *v;
+  if (auto v = number_in("typical_p", 0, 1)) s.typical_p = *v;
+  if (auto v = number_in("repeat_penalty", 0, kBig)) {
+    if (*v <= 0) bad_request("'repeat_penalty' must be > 0 (1 = off)", "repeat_penalty");
+    s.repeat_penalty = *v;
+  }
   if (auto v = get_int(body, "repeat_last_n", -1, 1 << 20)) s.repeat_last_n = int32_t(*v);
-  if (auto v = get_number(body, "presence_penalty")) s.presence_penalty = float(*v);
-  if (auto v = get_number(body, "frequency_penalty")) s.frequency_penalty = float(*v);
+  if (auto v = number_in("presence_penalty", -kBig, kBig)) s.presence_penalty = *v;
+  if (auto v = number_in("frequency_penalty", -kBig, kBig)) s.frequency_penalty = *v;
   if (auto v = get_int(body, "seed", -1, int64_t(kRandomSeed))) s.seed = *v < 0 ? kRandomSeed : uint32_t(*v);
   if (auto v = get_bool(body, "ignore_eos")) gen.ignore_eos = *v;
   if (auto v = get_bool(body, "cache_prompt")) gen.cache_prompt = *v;
@@ -112,7 +150,8 @@ void read_sampling(const json& body, GenParams& gen, int32_t n_vocab) {
     if (stop->is_string()) {
       words.push_back(stop->get<std::string>());
     } else if (stop->is_array()) {
-      if (stop->size() > 16) bad_request("'stop' may hold at most 16 strings", "stop");
+      if (stop->size() > kMaxStopStrings)
+        bad_request(fmt::format("'stop' may hold at most {} strings, got {}", kMaxStopStrings, stop->size()), "stop");
       for (const json& w : *stop) {
         if (!w.is_string()) bad_request("'stop' must be a string or an array of strings", "stop");
         words.push_back(w.get<std::string>());
@@ -120,12 +159,24 @@ void read_sampling(const json& body, GenParams& gen, int32_t n_vocab) {
     } else {
       bad_request(fmt::format("'stop' must be a string or an array of strings, got {}", stop->type_name()), "stop");
     }
-    for (const std::string& w : words)
+    for (const std::string& w : words) {
       if (w.empty()) bad_request("'stop' strings must not be empty", "stop");
+      if (w.size() > kMaxStopBytes)
+        bad_request(fmt::format("'stop' strings may be at most {} bytes, got one of {}", kMaxStopBytes, w.size()),
+                    "stop");
+    }
     gen.stop = std::move(words);
   }
 
   if (const json* bias = field(body, "logit_bias")) {
+    // At most one entry per vocabulary token (the sampler applies every entry
+    // at every token); repeated tokens add up, as in llama.cpp.
+    if ((bias->is_object() || bias->is_array()) && bias->size() > size_t(n_vocab))
+      bad_request(fmt::format("'logit_bias' has {} entries; at most n_vocab = {}", bias->size(), n_vocab),
+                  "logit_bias");
+    std::vector<float> merged;
+    std::vector<char> seen;
+    std::vector<int32_t> order;
     auto add = [&](const json& id, const json& b) {
       int64_t tok = -1;
       if (id.is_number_integer()) tok = id.get<int64_t>();
@@ -142,9 +193,19 @@ void read_sampling(const json& body, GenParams& gen, int32_t n_vocab) {
         bad_request(fmt::format("'logit_bias' token {} is out of range", id.dump()), "logit_bias");
       float v = 0;
       if (b.is_boolean() && !b.get<bool>()) v = -std::numeric_limits<float>::infinity();
-      else if (b.is_number()) v = float(b.get<double>());
+      else if (b.is_number() && std::fabs(b.get<double>()) <= 1e6) v = float(b.get<double>());
+      else if (b.is_number())
+        bad_request(
+            fmt::format("'logit_bias' values must be in [-1e6, 1e6] (or false to ban a token), got {}", b.dump()),
+            "logit_bias");
       else bad_request("'logit_bias' values must be numbers (or false to ban a token)", "logit_bias");
-      s.logit_bias.emplace_back(int32_t(tok), v);
+      if (merged.empty()) {
+        merged.assign(size_t(n_vocab), 0.0f);
+        seen.assign(size_t(n_vocab), 0);
+      }
+      if (!seen[size_t(tok)]) order.push_back(int32_t(tok));
+      seen[size_t(tok)] = 1;
+      merged[size_t(tok)] += v;
     };
     if (bias->is_object()) {
       for (auto it = bias->begin(); it != bias->end(); ++it) add(json(it.key()), it.value());
@@ -156,6 +217,8 @@ void read_sampling(const json& body, GenParams& gen, int32_t n_vocab) {
     } else {
       bad_request("'logit_bias' must be an object or an array of [token, bias] pairs", "logit_bias");
     }
+    for (int32_t tok : order)
+      if (merged[size_t(tok)] != 0.0f) s.logit_bias.emplace_back(tok, merged[size_t(tok)]);
   }
   try {
     validate(s, n_vocab);
@@ -180,11 +243,28 @@ void check_token(const json& t, const Vocab& vocab, const char* param) {
 
 }  // namespace
 
-std::vector<int32_t> read_prompt(const json& value, const Vocab& vocab, const char* param) {
-  if (value.is_string()) return vocab.tokenize(value.get<std::string>(), true, true);
+void check_prompt_bytes(size_t n_bytes, size_t max_bytes, const std::string& param) {
+  if (n_bytes > max_bytes)
+    bad_request(fmt::format("'{}' holds {} bytes of text; a slot's context cannot hold more than {} (raise -c or "
+                            "lower -np)",
+                            param, n_bytes, max_bytes),
+                param);
+}
+
+std::vector<int32_t> read_prompt(const json& value, const Vocab& vocab, const char* param, size_t max_bytes) {
+  if (value.is_string()) {
+    check_prompt_bytes(value.get_ref<const std::string&>().size(), max_bytes, param);
+    return vocab.tokenize(value.get<std::string>(), true, true);
+  }
   if (!value.is_array())
     bad_request(fmt::format("'{}' must be a string or an array, got {}", param, value.type_name()), param);
-  if (value.size() == 1 && (value[0].is_string() || value[0].is_array())) return read_prompt(value[0], vocab, param);
+  if (value.size() == 1 && (value[0].is_string() || value[0].is_array()))
+    return read_prompt(value[0], vocab, param, max_bytes);
+  // Text is checked in total before any of it is tokenized.
+  size_t n_bytes = 0;
+  for (const json& e : value)
+    if (e.is_string()) n_bytes += e.get_ref<const std::string&>().size();
+  check_prompt_bytes(n_bytes, max_bytes, param);
   std::vector<int32_t> out;
   bool first = true;
   for (const json& e : value) {
@@ -205,18 +285,20 @@ std::vector<int32_t> read_prompt(const json& value, const Vocab& vocab, const ch
   return out;
 }
 
-std::vector<int32_t> tokenize_chat_prompt(const std::string& text, const Vocab& vocab) {
+std::vector<int32_t> tokenize_chat_prompt(const std::string& text, const Vocab& vocab, size_t max_bytes) {
+  check_prompt_bytes(text.size(), max_bytes, "messages");
   std::vector<int32_t> toks = vocab.tokenize(text, true, true);
   if (toks.size() >= 2 && vocab.bos() >= 0 && toks[0] == vocab.bos() && toks[1] == vocab.bos())
     toks.erase(toks.begin());
   return toks;
 }
 
-json normalize_messages(const json& body) {
+json normalize_messages(const json& body, size_t max_bytes) {
   const json* m = field(body, "messages");
   if (!m) bad_request("'messages' is required", "messages");
   if (!m->is_array() || m->empty()) bad_request("'messages' must be a non-empty array", "messages");
   json out = json::array();
+  size_t n_bytes = 0;
   for (size_t i = 0; i < m->size(); ++i) {
     const json& msg = (*m)[i];
     const std::string where = fmt::format("messages[{}]", i);
@@ -247,16 +329,20 @@ json normalize_messages(const json& body) {
           fmt::format("{}.content must be a string or an array of text parts, got {}", where, content->type_name()),
           where + ".content");
     }
+    if (const auto c = copy.find("content"); c != copy.end() && c->is_string())
+      n_bytes += c->get_ref<const std::string&>().size();
     out.push_back(std::move(copy));
   }
+  check_prompt_bytes(n_bytes, max_bytes, "messages");
   return out;
 }
 
-void check_context(size_t n_prompt, int32_t n_predict, int64_t n_ctx_slot, const char* predict_param) {
+void check_context(size_t n_prompt, int32_t n_predict, int64_t n_ctx_slot, const char* predict_param,
+                   const char* prompt_param) {
   if (int64_t(n_prompt) >= n_ctx_slot)
     bad_request(fmt::format("the prompt has {} tokens but a slot's context holds {} (raise -c or lower -np)", n_prompt,
                             n_ctx_slot),
-                "prompt");
+                prompt_param);
   if (n_predict > 0 && int64_t(n_prompt) + n_predict > n_ctx_slot)
     bad_request(fmt::format("'{}' = {} plus the prompt's {} tokens exceeds a slot's context of {} tokens",
                             predict_param, n_predict, n_prompt, n_ctx_slot),

@@ -6,6 +6,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -18,6 +19,10 @@ namespace opal::server {
 
 using json = nlohmann::ordered_json;
 
+// Per-request caps (each bounds work done per generated token).
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopBytes = 256;
+
 // An error with an HTTP status and an OpenAI error type.
 class HttpError : public std::runtime_error {
  public:
@@ -27,6 +32,9 @@ class HttpError : public std::runtime_error {
   std::string type;
   std::string param;
 };
+
+// The error object for an engine Error event (its status: 500 or 503).
+json event_error_object(const Event& ev);
 
 [[noreturn]] void bad_request(const std::string& message, const std::string& param = {});
 json error_object(int status, const std::string& type, const std::string& message, const std::string& param = {});
@@ -51,15 +59,22 @@ int32_t read_n_predict(const json& body, std::initializer_list<const char*> keys
 // A prompt given as a string, an array of token ids, a mixed array of strings
 // and ids, or a one-element array holding either. Text is tokenized with
 // parse_special, and BOS is added when the vocabulary asks for it.
-std::vector<int32_t> read_prompt(const json& value, const Vocab& vocab, const char* param);
-// Tokenizes a rendered chat prompt (BOS added once even if the template wrote it).
-std::vector<int32_t> tokenize_chat_prompt(const std::string& text, const Vocab& vocab);
+// Text longer than max_bytes in total (SlotEngine::max_prompt_bytes(): more
+// than a slot can hold) is refused before any of it is tokenized.
+std::vector<int32_t> read_prompt(const json& value, const Vocab& vocab, const char* param, size_t max_bytes = SIZE_MAX);
+// Tokenizes a rendered chat prompt (BOS added once even if the template wrote it);
+// refuses text over max_bytes first, as read_prompt.
+std::vector<int32_t> tokenize_chat_prompt(const std::string& text, const Vocab& vocab, size_t max_bytes = SIZE_MAX);
+// 400 naming `param` when n_bytes > max_bytes.
+void check_prompt_bytes(size_t n_bytes, size_t max_bytes, const std::string& param);
 
 // Checks the `messages` array (roles, content strings or text parts) and returns
 // it with content parts joined into strings, as the chat templates expect.
-json normalize_messages(const json& body);
+// Content over max_bytes in total is refused (before the template renders it).
+json normalize_messages(const json& body, size_t max_bytes = SIZE_MAX);
 
 // 400 when the prompt leaves no room in a slot, or n_predict would run past it.
-void check_context(size_t n_prompt, int32_t n_predict, int64_t n_ctx_slot, const char* predict_param);
+void check_context(size_t n_prompt, int32_t n_predict, int64_t n_ctx_slot, const char* predict_param,
+                   const char* prompt_param = "prompt");
 
 }  // namespace opal::server

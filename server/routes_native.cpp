@@ -31,7 +31,7 @@ void handle_completion(Server::State& st, const HttpRequest& req, HttpResponse& 
   auto p = body.find("prompt");
   if (p == body.end() || p->is_null()) bad_request("'prompt' is required", "prompt");
   GenParams gen;
-  gen.prompt = read_prompt(*p, *st.vocab, "prompt");
+  gen.prompt = read_prompt(*p, *st.vocab, "prompt", st.engine->max_prompt_bytes());
   read_sampling(body, gen, st.vocab->n_tokens());
   gen.n_predict = read_n_predict(body, {"n_predict", "max_tokens"});
   gen.n_probs = int(get_int(body, "n_probs", 0, 100).value_or(0));
@@ -77,7 +77,7 @@ void handle_completion(Server::State& st, const HttpRequest& req, HttpResponse& 
   const int n_probs = task->params.n_probs;
   const std::vector<int32_t> prompt = task->params.prompt;
   stream_response(st, res, task, [&st, n_probs, prompt, final_object](const Event& ev) {
-    if (ev.kind == Event::Kind::Error) return sse(error_object(500, "server_error", ev.error));
+    if (ev.kind == Event::Kind::Error) return sse(event_error_object(ev));
     std::string out;
     if (!ev.text.empty() || !ev.tokens.empty()) {
       json j;

@@ -24,12 +24,21 @@ OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32
     if (!it->is_object()) bad_request("'stream_options' must be an object", "stream_options");
     if (auto v = get_bool(*it, "include_usage")) r.include_usage = *v;
   }
-  if (auto it = body.find("response_format"); it != body.end() && it->is_object()) {
-    const std::string type = it->value("type", "text");
+  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      bad_request(fmt::format("'response_format' must be an object, got {}", it->type_name()), "response_format");
+    const auto t = it->find("type");
+    if (t != it->end() && !t->is_null() && !t->is_string())
+      bad_request("'response_format.type' must be a string", "response_format");
+    const std::string type = t != it->end() && t->is_string() ? t->get<std::string>() : "text";
     if (type != "text") bad_request(fmt::format("response_format '{}' is not supported", type), "response_format");
   }
-  if (auto it = body.find("tools"); it != body.end() && it->is_array() && !it->empty())
-    bad_request("tool calls are not supported", "tools");
+  if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) bad_request(fmt::format("'tools' must be an array, got {}", it->type_name()), "tools");
+    if (!it->empty()) bad_request("tool calls are not supported", "tools");
+  }
+  if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null() && !it->is_string() && !it->is_object())
+    bad_request(fmt::format("'tool_choice' must be a string or an object, got {}", it->type_name()), "tool_choice");
   if (chat) {
     r.gen.want_logprobs = get_bool(body, "logprobs").value_or(false);
     const auto top = get_int(body, "top_logprobs", 0, 20);
@@ -43,7 +52,8 @@ OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32
     r.gen.n_predict = read_n_predict(body, {"max_tokens", "n_predict"});
   }
   if (r.gen.n_predict < -1) bad_request("'max_tokens' must be >= 0", "max_tokens");
-  check_context(r.gen.prompt.size(), r.gen.n_predict, st.engine->n_ctx_slot(), chat ? "max_tokens" : "max_tokens");
+  check_context(r.gen.prompt.size(), r.gen.n_predict, st.engine->n_ctx_slot(), "max_tokens",
+                chat ? "messages" : "prompt");
   return r;
 }
 
@@ -89,7 +99,8 @@ json legacy_logprobs(const Vocab& vocab, const std::vector<TokenOut>& tokens, si
 
 void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
-  const json messages = normalize_messages(body);
+  const size_t max_bytes = st.ready ? st.engine->max_prompt_bytes() : SIZE_MAX;  // checked before tokenizing
+  const json messages = normalize_messages(body, max_bytes);
   json kwargs = json::object();
   if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
@@ -97,7 +108,7 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   }
   if (!st.ready) throw HttpError(503, "unavailable_error", "Loading model");
   const std::string prompt_text = st.render_chat(messages, true, kwargs);
-  OpenAiRequest r = read_openai(st, body, tokenize_chat_prompt(prompt_text, *st.vocab), true);
+  OpenAiRequest r = read_openai(st, body, tokenize_chat_prompt(prompt_text, *st.vocab, max_bytes), true);
   const std::string id = random_id("chatcmpl-");
   auto task = st.submit(std::move(r.gen));
 
@@ -141,7 +152,7 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
       return j;
     };
     if (ev.kind == Event::Kind::Error) {
-      return sse(error_object(500, "server_error", ev.error)) + "data: [DONE]\n\n";
+      return sse(event_error_object(ev)) + "data: [DONE]\n\n";
     }
     if (*first) {
       *first = false;
@@ -163,7 +174,7 @@ void handle_completions(Server::State& st, const HttpRequest& req, HttpResponse&
   if (p == body.end() || p->is_null()) bad_request("'prompt' is required", "prompt");
   if (get_bool(body, "echo").value_or(false)) bad_request("'echo' is not supported", "echo");
   if (auto s = get_string(body, "suffix"); s && !s->empty()) bad_request("'suffix' is not supported", "suffix");
-  OpenAiRequest r = read_openai(st, body, read_prompt(*p, *st.vocab, "prompt"), false);
+  OpenAiRequest r = read_openai(st, body, read_prompt(*p, *st.vocab, "prompt", st.engine->max_prompt_bytes()), false);
   const std::string id = random_id("cmpl-");
   auto task = st.submit(std::move(r.gen));
 
@@ -185,7 +196,7 @@ void handle_completions(Server::State& st, const HttpRequest& req, HttpResponse&
   auto offset = std::make_shared<size_t>(0);
   const bool include_usage = r.include_usage, logprobs = task->params.want_logprobs;
   stream_response(st, res, task, [&st, id, offset, include_usage, logprobs](const Event& ev) {
-    if (ev.kind == Event::Kind::Error) return sse(error_object(500, "server_error", ev.error)) + "data: [DONE]\n\n";
+    if (ev.kind == Event::Kind::Error) return sse(event_error_object(ev)) + "data: [DONE]\n\n";
     std::string out;
     auto chunk = [&](const std::string& text, json finish) {
       json j = base_object(st, id, "text_completion");

@@ -50,7 +50,12 @@ json usage_json(const Event& done) {
   return u;
 }
 
-const char* finish_reason(const Event& done) { return done.stop_type == StopType::Limit ? "length" : "stop"; }
+// "abort": cut by shutdown (what was generated so far is returned; vLLM's name).
+const char* finish_reason(const Event& done) {
+  if (done.stop_type == StopType::Limit) return "length";
+  if (done.stop_type == StopType::Abort) return "abort";
+  return "stop";
+}
 
 namespace {
 
@@ -112,7 +117,8 @@ Collected collect(Task& task) {
   for (;;) {
     Event ev;
     if (!task.pop(ev, std::chrono::milliseconds(1000))) continue;
-    if (ev.kind == Event::Kind::Error) throw HttpError(500, "server_error", ev.error);
+    if (ev.kind == Event::Kind::Error)
+      throw HttpError(ev.error_status, ev.error_status == 503 ? "unavailable_error" : "server_error", ev.error);
     c.text += ev.text;
     for (TokenOut& t : ev.tokens) c.tokens.push_back(std::move(t));
     if (ev.kind == Event::Kind::Done) {
@@ -205,6 +211,8 @@ Server::~Server() {
 }
 
 int Server::port() const { return st_->port; }
+const Model& Server::model() const { return *st_->model; }
+int64_t Server::n_ctx_slot() const { return st_->engine->n_ctx_slot(); }
 
 namespace {
 

@@ -66,6 +66,9 @@ class Server {
   // target); returns the raw response ("" when the request is incomplete).
   std::string answer_raw(std::string_view raw);
   int port() const;
+  // After load(): the model, and each slot's context in tokens.
+  const Model& model() const;
+  int64_t n_ctx_slot() const;
 
   struct State;
 

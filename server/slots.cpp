@@ -12,6 +12,7 @@ const char* stop_type_name(StopType t) {
     case StopType::Eos: return "eos";
     case StopType::Limit: return "limit";
     case StopType::Word: return "word";
+    case StopType::Abort: return "abort";
     case StopType::None: break;
   }
   return "none";
@@ -99,13 +100,24 @@ SlotEngine::SlotEngine(Context& ctx, const Vocab& vocab, Metrics& metrics, Engin
   if (opts_.n_slots < 1) fail("the number of slots (-np) must be at least 1, got {}", opts_.n_slots);
   if (opts_.n_ctx_slot < 2) fail("each slot needs a context of at least 2 tokens, got {}", opts_.n_ctx_slot);
   for (int i = 0; i < opts_.n_slots; ++i) slots_.push_back(std::make_unique<Slot>(ctx_, i));
+  if (vocab_.type() != VocabType::Wpm) {
+    size_t max_token_bytes = 4;  // an unknown character: one token for up to 4 bytes
+    for (int32_t t = 0; t < vocab_.n_tokens(); ++t)
+      max_token_bytes = std::max(max_token_bytes, vocab_.token_to_piece(t, true).size());
+    max_prompt_bytes_ = size_t(opts_.n_ctx_slot) * max_token_bytes;
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
 SlotEngine::~SlotEngine() { shutdown(); }
 
 std::shared_ptr<Task> SlotEngine::submit(GenParams params) {
+  if (params.prompt.empty() || int64_t(params.prompt.size()) >= opts_.n_ctx_slot)
+    fail("the prompt has {} tokens; a slot holds {}", params.prompt.size(), opts_.n_ctx_slot);
   auto task = std::make_shared<Task>(std::move(params));
+  // Sampler setup costs O(n_vocab + prompt): done here, not on the engine thread.
+  task->sampler.emplace(task->params.sampling, int32_t(ctx_.n_vocab()));
+  for (int32_t t : task->params.prompt) task->sampler->accept(t);
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopping_) return nullptr;
@@ -136,16 +148,17 @@ void SlotEngine::loop() {
             release_text(*s, ev, true);
             if (!ev.text.empty()) s->task->push(std::move(ev));
           }
-        for (auto& t : queue_) {
+        for (auto& t : queue_) {  // never started: an error, not an empty answer
           Event ev;
-          ev.kind = Event::Kind::Done;
-          ev.cancelled = true;
+          ev.kind = Event::Kind::Error;
+          ev.error = "the server is shutting down; the request was not started";
+          ev.error_status = 503;
           t->push(std::move(ev));
         }
         queue_.clear();
         lk.unlock();
         for (auto& s : slots_)
-          if (s->task) finish(*s, StopType::None);
+          if (s->task) finish(*s, StopType::Abort);
         metrics_.set_processing(0, 0);
         return;
       }
@@ -186,22 +199,7 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
   }
   Slot& s = *best;
   const auto now = Clock::now();
-  if (p.prompt.empty() || int64_t(p.prompt.size()) >= opts_.n_ctx_slot) {
-    Event ev;
-    ev.kind = Event::Kind::Error;
-    ev.error = fmt::format("the prompt has {} tokens; a slot holds {}", p.prompt.size(), opts_.n_ctx_slot);
-    task->push(std::move(ev));
-    return;
-  }
-  try {
-    s.sampler.emplace(p.sampling, int32_t(ctx_.n_vocab()));
-  } catch (const std::exception& e) {
-    Event ev;
-    ev.kind = Event::Kind::Error;
-    ev.error = e.what();
-    task->push(std::move(ev));
-    return;
-  }
+  s.sampler = std::move(task->sampler);  // built by submit()
   // Prefix reuse: keep the common prefix, but always evaluate at least the last prompt token (its logits).
   size_t keep = 0;
   if (p.cache_prompt) keep = s.seq.reuse_prefix(p.prompt);
@@ -210,7 +208,6 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
   s.rules.n_predict = p.n_predict;
   s.rules.n_ctx = opts_.n_ctx_slot - 1;
   s.rules.ignore_eog = p.ignore_eos;
-  for (int32_t t : p.prompt) s.sampler->accept(t);
   s.task = std::move(task);
   s.pending = -1;
   s.generated.clear();
@@ -240,7 +237,7 @@ void SlotEngine::finish(Slot& s, StopType why, const std::string& word) {
   ev.kind = Event::Kind::Done;
   ev.stop_type = why;
   ev.stopping_word = word;
-  ev.cancelled = why == StopType::None;
+  ev.cancelled = why == StopType::Abort;
   ev.n_prompt = int64_t(s.task->params.prompt.size());
   ev.n_past = s.seq.size();
   ev.slot = s.id;
@@ -308,6 +305,7 @@ void SlotEngine::step() {
       s->pending = -1;
       outputs.push_back(s.get());
     }
+  const size_t n_generating = outputs.size();
   const size_t n_batch = size_t(ctx_.params().n_batch);
   for (auto& s : slots_) {
     if (!s->task || s->seq.size() >= int64_t(s->task->params.prompt.size()) || batch_.size() >= n_batch) continue;
@@ -328,7 +326,8 @@ void SlotEngine::step() {
     return;
   }
   const auto t1 = Clock::now();
-  metrics_.add_decode(int(outputs.size() + prompt_slots.size()));
+  // Busy slots in this decode: a slot whose prompt ends here is in both lists but counts once.
+  metrics_.add_decode(int(n_generating + prompt_slots.size()));
   for (Slot* s : prompt_slots) {
     s->timings.prompt_ms += millis(t1 - t0);
     if (s->seq.size() == int64_t(s->task->params.prompt.size()))

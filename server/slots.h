@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -39,7 +40,9 @@ namespace opal::server {
 
 using Clock = std::chrono::steady_clock;
 
-enum class StopType { None, Eos, Limit, Word };
+// Why a request ended. Abort: cut by shutdown (the client gets what was
+// generated so far with finish_reason "abort", docs/server.md).
+enum class StopType { None, Eos, Limit, Word, Abort };
 const char* stop_type_name(StopType t);
 
 struct GenParams {
@@ -75,12 +78,14 @@ struct Event {
   // Done:
   StopType stop_type = StopType::None;
   std::string stopping_word;
-  bool cancelled = false;  // ended by shutdown
+  bool cancelled = false;  // ended by shutdown (stop_type Abort)
   int64_t n_prompt = 0, n_past = 0;
   int slot = -1;
   Timings timings;
-  // Error:
+  // Error: the message and the HTTP status to report (500: a failed decode;
+  // 503: shutdown came before the request reached a slot).
   std::string error;
+  int error_status = 500;
 };
 
 // One request in flight: filled by the engine, drained by the HTTP thread.
@@ -89,6 +94,9 @@ class Task {
   explicit Task(GenParams p) : params(std::move(p)), arrival(Clock::now()) {}
   const GenParams params;
   const Clock::time_point arrival;
+  // Built by SlotEngine::submit() on the caller's thread (logit_bias, penalties
+  // over the prompt), so the engine thread only moves it into a slot.
+  std::optional<Sampler> sampler;
 
   // Waits up to `timeout` for an event; false on timeout.
   bool pop(Event& out, std::chrono::milliseconds timeout);
@@ -120,7 +128,9 @@ class SlotEngine {
   SlotEngine(const SlotEngine&) = delete;
   SlotEngine& operator=(const SlotEngine&) = delete;
 
-  // Queues a request; returns null once shutdown() began.
+  // Queues a request; returns null once shutdown() began. The sampler is set
+  // up here, on the caller's thread; throws opal::Error for invalid sampling
+  // parameters or a prompt that does not fit a slot.
   std::shared_ptr<Task> submit(GenParams params);
   // Ends every queued and running request with a final Done event
   // (cancelled = true) and stops the engine thread. Idempotent.
@@ -129,6 +139,11 @@ class SlotEngine {
   int n_slots() const { return opts_.n_slots; }
   int64_t n_ctx_slot() const { return opts_.n_ctx_slot; }
   int n_busy() const { return n_busy_.load(); }
+  // The most prompt text (bytes) worth tokenizing: no token covers more than
+  // max_token_bytes() bytes of text, so longer text cannot fit a slot's
+  // context. SIZE_MAX when the vocabulary gives no such bound (WPM, whose
+  // [UNK] may stand for a whole word).
+  size_t max_prompt_bytes() const { return max_prompt_bytes_; }
 
  private:
   struct Slot;
@@ -153,6 +168,7 @@ class SlotEngine {
   std::atomic<int> n_busy_{0};
   std::thread thread_;
   Batch batch_;
+  size_t max_prompt_bytes_ = SIZE_MAX;
 };
 
 }  // namespace opal::server

@@ -9,12 +9,20 @@
 // (runtime/generation.h: ChatState keeps the conversation's tokens).
 // When the conversation outgrows the context, the oldest turns (never the
 // system prompt) are dropped and the rest re-evaluated.
-// Commands: /exit or /quit, /clear (forget the conversation), /help.
+// Commands: /exit or /quit, /clear (forget the conversation), /help; any
+// other line starting with `/` gets a help line instead of going to the model
+// (`//text` sends `/text`).
+// Ctrl-C (SIGINT) during a reply stops the reply: the part already printed
+// stays in the conversation as the assistant's turn (as llama-cli keeps it).
+// Ctrl-C while waiting for a message, a second Ctrl-C before the reply
+// stopped, or Ctrl-D (end of input) exits with the summary line.
 // Without -m the project's default model is used (models/opal-kjv.gguf: a
 // base model whose template lets it continue the user's text).
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -39,7 +47,7 @@ namespace {
 struct ChatOptions {
   LoadOptions load;  // --lm / --no-mmap / --mlock
   std::string model, system_prompt, prompt, template_file;
-  bool single_turn = false, conversation = true;
+  bool single_turn = false, conversation = true, ignore_eos = false;
   int n_predict = -1;
   ContextOptions context;    // -c -b --ub --ctk -t
   SamplingOptions sampling;  // --temp --top-k ... --seed
@@ -49,6 +57,21 @@ struct ChatOptions {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::ordered_json;
+
+// SIGINTs not yet handled (the handler only counts them).
+volatile sig_atomic_t g_interrupts = 0;
+
+void on_sigint(int) { g_interrupts = g_interrupts + 1; }
+
+// SIGINT counts into g_interrupts; without SA_RESTART, so that a read waiting
+// for the next message is interrupted (and the chat ends).
+void install_sigint_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
 
 std::string read_file(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
@@ -144,7 +167,9 @@ class ChatSession {
     std::string reply;
     StopRules rules;
     rules.n_predict = o_.n_predict;
+    rules.ignore_eog = o_.ignore_eos;
     const GenerateResult g = state_.reply(vocab_, rules, [&](int32_t, std::string_view piece) {
+      if (g_interrupts > 0) return false;  // Ctrl-C: stop the reply (this piece is not shown)
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
       reply += piece;
@@ -152,6 +177,11 @@ class ChatSession {
     });
     if (g.reason == FinishReason::ContextFull)
       std::fprintf(stderr, "\n[context full: reply cut; older turns are dropped on the next message]");
+    if (g.reason == FinishReason::Requested) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "\n[reply stopped (Ctrl-C); it stays in the conversation. Ctrl-C again or Ctrl-D exits]");
+      interrupted_ = true;
+    }
     std::fputs("\n", stdout);
     std::fflush(stdout);
     gen_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -159,7 +189,17 @@ class ChatSession {
     return reply;
   }
 
+ public:
+  // Whether the last reply was stopped by Ctrl-C (cleared when read).
+  bool take_interrupted() {
+    const bool was = interrupted_;
+    interrupted_ = false;
+    return was;
+  }
+
+ private:
   const ChatOptions& o_;
+  bool interrupted_ = false;
   Context& ctx_;
   const Vocab& vocab_;
   ChatState state_;  // the conversation's tokens in the cache (sequence 0) and the sampler
@@ -169,6 +209,10 @@ class ChatSession {
   double prompt_s_ = 0, gen_s_ = 0;
   int64_t n_prompt_ = 0, n_gen_ = 0;
 };
+
+const char* const kChatHelp =
+    "Commands: /exit, /quit: leave | /clear: forget the conversation | /help | //text sends /text | end a line "
+    "with \\ to go on | Ctrl-C stops a reply, Ctrl-C at the prompt or Ctrl-D exits";
 
 // Reads one user message; a line ending in `\` continues on the next line.
 bool read_message(std::string& out, bool interactive) {
@@ -191,9 +235,11 @@ bool read_message(std::string& out, bool interactive) {
 int run_chat(const ChatOptions& o_in) {
   ChatOptions o = o_in;
   const ContextParams cp = o.context.params();  // checks -ctk before loading
+  check_n_predict(o.n_predict);
   if (o.model.empty()) o.model = default_model_path();
-  auto reg = o.backend.make_registry(o.context.threads);
+  auto reg = o.backend.make_registry(o.context.thread_count());
   auto model = Model::load(o.model, *reg, o.load);
+  warn_context_size(cp.n_ctx, model->hparams(), "chat");
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   Context ctx(*model, cp);
   PerfSession perf(o.perf);
@@ -205,14 +251,25 @@ int run_chat(const ChatOptions& o_in) {
     std::fprintf(stderr,
                  "opal chat: %s, n_ctx %lld. Type a message; /exit quits, /clear forgets, /help lists commands.\n",
                  o.model.c_str(), static_cast<long long>(ctx.n_ctx()));
+  install_sigint_handler();
   int failures = 0;
+  // After a reply: a Ctrl-C that stopped it is used up; one more while it was
+  // stopping (a second Ctrl-C) ends the chat.
+  auto after_reply = [&chat] {
+    const bool stopped = chat.take_interrupted();
+    const bool exit = g_interrupts > (stopped ? 1 : 0);
+    g_interrupts = 0;
+    return exit;
+  };
+  bool quit = false;
   if (!o.prompt.empty()) {
     if (interactive) std::printf("> %s\n", o.prompt.c_str());
     failures += !chat.turn(o.prompt);
+    quit = after_reply();
   }
   if (!o.single_turn) {
     std::string msg;
-    while (read_message(msg, interactive)) {
+    while (!quit && read_message(msg, interactive) && g_interrupts == 0) {
       if (msg == "/exit" || msg == "/quit") break;
       if (msg == "/clear") {
         chat.clear();
@@ -220,11 +277,19 @@ int run_chat(const ChatOptions& o_in) {
         continue;
       }
       if (msg == "/help") {
-        std::fprintf(stderr, "/exit, /quit: leave | /clear: forget the conversation | end a line with \\ to go on\n");
+        std::fprintf(stderr, "%s\n", kChatHelp);
+        continue;
+      }
+      if (msg.rfind("//", 0) == 0) {
+        msg.erase(0, 1);  // `//text` sends `/text`
+      } else if (!msg.empty() && msg[0] == '/') {
+        std::fprintf(stderr, "unknown command '%s' (not sent to the model). %s\n",
+                     msg.substr(0, msg.find_first_of(" \n")).c_str(), kChatHelp);
         continue;
       }
       if (msg.empty()) continue;
       failures += !chat.turn(msg);
+      quit = after_reply();
     }
   } else if (o.prompt.empty()) {
     fail("--single-turn needs a message: -p TEXT");
@@ -247,6 +312,7 @@ void add_chat_command(CLI::App& app) {
                 "conversation mode (always on; accepted for llama.cpp's -cnv)");
   sub->add_option("--chat-template-file", o->template_file, "Jinja chat template file (overrides the model's)");
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "most tokens per reply (-1 = until end of generation)");
+  sub->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens (llama.cpp's flag)");
   add_engine_options(sub, o->context, o->backend, o->perf);
   add_sampling_options(sub, o->sampling);
   set_action(sub, [o] { return run_chat(*o); });

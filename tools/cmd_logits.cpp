@@ -73,7 +73,7 @@ int run_logits(const LogitsOptions& o) {
   ContextParams cp = o.context.params();  // checks --ctk before loading
   cp.n_ctx = int64_t(tokens.size()) + o.greedy;
   cp.n_batch = cp.n_ubatch = int64_t(tokens.size());
-  auto reg = o.backend.make_registry(o.context.threads);
+  auto reg = o.backend.make_registry(o.context.thread_count());
   auto model = Model::load(o.model, *reg, o.load);
   Context ctx(*model, cp);
   PerfSession perf(o.perf);

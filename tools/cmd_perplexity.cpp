@@ -39,7 +39,7 @@ int run_perplexity(const PerplexityOptions& o) {
   if (n_ctx < 4) fail("-c must be at least 4, got {}", n_ctx);
   ContextParams cp = o.context.params();  // checks -ctk before loading
   cp.n_batch = cp.n_ubatch = std::min(o.context.n_batch, n_ctx);
-  auto reg = o.backend.make_registry(o.context.threads);
+  auto reg = o.backend.make_registry(o.context.thread_count());
   auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   const std::vector<int32_t> tokens = vocab.tokenize(ss.str(), true, false);

@@ -57,10 +57,12 @@ int run_run(RunOptions o) {
     ss << f.rdbuf();
     o.prompt = ss.str();
   }
-  const ContextParams cp = o.context.params();          // checks -ctk before loading
+  const ContextParams cp = o.context.params();  // checks -ctk before loading
+  check_n_predict(o.n_predict);
   if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
-  auto reg = o.backend.make_registry(o.context.threads);
+  auto reg = o.backend.make_registry(o.context.thread_count());
   auto model = Model::load(o.model, *reg, o.load);
+  warn_context_size(cp.n_ctx, model->hparams(), "run");
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   Context ctx(*model, cp);
   if (const KvCache* swa = ctx.swa_kv_cache())

@@ -35,7 +35,7 @@ int run_serve(const ServeOptions& so) {
   o.n_batch = so.context.n_batch;
   o.n_ubatch = so.context.n_ubatch;
   o.kv_type = so.context.params().kv_type;  // checks --ctk
-  o.threads = so.context.threads;
+  o.threads = so.context.thread_count();
   o.backends = so.backend.backends;
   PerfSession perf(so.perf);
   o.hooks = perf.hooks();
@@ -64,6 +64,8 @@ int run_serve(const ServeOptions& so) {
     srv.wait();
     throw;
   }
+  warn_context_size(o.n_ctx, srv.model().hparams(), "serve");
+  warn_slot_context(srv.n_ctx_slot() * o.n_parallel, o.n_parallel, srv.n_ctx_slot(), srv.model().hparams());
   fmt::print(stderr, "serve: ready: {} slot(s) on http://{}:{}\n", o.n_parallel, o.host, port);
   srv.wait();
   fmt::print(stderr, "serve: stopped\n");
@@ -78,8 +80,8 @@ void add_serve_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
   add_model_options(sub, &o->model, &o->load, ModelDefault::BuiltIn);
   sub->add_option("--host", o->host, "bind address (127.0.0.1)");
-  sub->add_option("--port", o->port, "listen port (8080; 0 = any free port)");
-  sub->add_option("--np,--parallel", o->n_parallel, "parallel slots (1); llama.cpp's -np");
+  sub->add_option("--port", o->port, "listen port (8080; 0 = any free port)")->check(CLI::Range(0, 65535));
+  sub->add_option("--np,--parallel", o->n_parallel, "parallel slots (1); llama.cpp's -np")->check(at_least(1));
   add_engine_options(sub, so->context, so->backend, so->perf);
   CLI::Option* ctx_size = sub->get_option("--ctx-size");
   ctx_size->description(ctx_size->get_description() + "; the total, split evenly over the slots");
@@ -87,9 +89,11 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("-a,--alias", o->alias, "model id reported by /v1/models and in responses");
   sub->add_flag("--metrics", o->metrics, "enable GET /metrics (Prometheus text)");
   sub->add_option("--to,--timeout", o->timeout_s,
-                  "write timeout in seconds: a client that stops reading a response is cut after it (600)");
+                  "write timeout in seconds: a client that stops reading a response is cut after it (600)")
+      ->check(at_least(1));
   sub->add_option("--http-threads", o->http_threads,
-                  "threads running request handlers (0 = max(64, 8 x slots)); connections cost none");
+                  "threads running request handlers (0 = max(64, 8 x slots)); connections cost none")
+      ->check(at_least(0));
   sub->add_option("--max-connections", o->max_connections, "open connections; more get 503 (1024)");
   sub->add_option("--header-timeout", o->header_timeout_s, "seconds for a request's head to arrive (10)");
   sub->add_option("--body-timeout", o->body_timeout_s, "seconds for a request's body to arrive after its head (60)");

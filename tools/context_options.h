@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "models/hparams.h"
 #include "runtime/context.h"
 #include "tools/backend_options.h"
 #include "tools/perf_options.h"
@@ -29,12 +30,27 @@ struct ContextOptions {
   int64_t n_batch = 2048;
   int64_t n_ubatch = 512;
   std::string cache_type_k = "f16";
-  bool swa_full = false;  // sliding-window layers keep n_ctx cells (llama.cpp --swa-full)
-  int threads = 0;        // 0: all cores
+  bool swa_full = false;       // sliding-window layers keep n_ctx cells (llama.cpp --swa-full)
+  int threads = 0;             // 0: all cores
+  bool threads_force = false;  // --threads-force: keep -t above the core count
   // The ContextParams these options name; throws opal::Error for an unknown
   // cache type. Threads are not set: the registry gets them (make_registry).
   ContextParams params() const;
+  // The thread count to use: -t, capped at the machine's cores with a warning
+  // on stderr unless --threads-force (oversubscribed workers spin and wait on
+  // each other: `-t 256` on 2 cores ran 4,500x slower).
+  int thread_count() const;
 };
+
+// Guard rails, as warnings on stderr (the run goes on):
+// -c above the model's training context (naming the GGUF's rope scaling, YaRN
+// or linear, when it has one). n_ctx 0 (the model's) never warns.
+void warn_context_size(int64_t n_ctx, const HParams& hp, const char* command);
+// `opal serve`: a slot context below kUsefulSlotContext tokens holds almost no chat.
+inline constexpr int64_t kUsefulSlotContext = 256;
+void warn_slot_context(int64_t n_ctx_total, int n_parallel, int64_t n_ctx_slot, const HParams& hp);
+// -n: -1 (until end of generation) or >= 0; throws opal::Error naming the flag.
+void check_n_predict(int64_t n_predict);
 
 // Which flags a subcommand takes.
 enum ContextFlag : unsigned {
@@ -60,8 +76,11 @@ inline constexpr const char* kCtxSize = "context size in tokens";
 inline constexpr const char* kBatch = "logical batch size: most tokens one decode call takes";
 inline constexpr const char* kUbatch = "physical batch size: most tokens one graph run takes";
 inline constexpr const char* kCacheType = "KV cache type: f16, bf16 or f32";
-inline constexpr const char* kThreads = "compute threads";
+inline constexpr const char* kThreads = "compute threads (capped at the core count unless --threads-force)";
 }  // namespace context_help
+
+// A CLI11 check: an integer >= lo ("--np: must be >= 1, got 0").
+CLI::Validator at_least(int64_t lo);
 
 // Checks a --ctk value: f16, bf16 or f32 (throws opal::Error naming the flag).
 DType parse_cache_type(const std::string& name);

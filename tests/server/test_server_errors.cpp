@@ -94,7 +94,7 @@ TEST_F(ServerErrors, PromptTooLongAndMaxTokensTooLarge) {
   expect_error(srv().post("/completion", {{"prompt", long_prompt}}), 400, "prompt");
   expect_error(srv().post("/v1/chat/completions",
                           {{"messages", json::array({json{{"role", "user"}, {"content", long_prompt}}})}}),
-               400, "prompt");
+               400, "messages");
   expect_error(srv().post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 1000}}), 400, "max_tokens");
   expect_error(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"max_tokens", 256}}), 400, "max_tokens");
   expect_error(srv().post("/completion", {{"prompt", "Hi"}, {"n_predict", 300}}), 400, "n_predict");
