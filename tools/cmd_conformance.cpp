@@ -61,7 +61,9 @@ void add_conformance_command(CLI::App& app) {
                   "backends, comma-separated (default: all). Known: " + backend_names());
   sub->add_option("--op", o->op, "only this op (e.g. MUL_MAT)");
   sub->add_option("--dtype", o->dtype, "only this dtype (e.g. q8_0)");
-  sub->add_option("--cases", o->cases, "case set: ci (default, small), full (M up to 512, K up to 8192), rocket, et (ET-SoC-1 on the emulator)");
+  sub->add_option(
+      "--cases", o->cases,
+      "case set: ci (default, small), full (M up to 512, K up to 8192), rocket, et (ET-SoC-1 on the emulator)");
   sub->add_option("-t,--threads", o->threads, "threads (1)");
   sub->add_option("--seed", o->seed, "seed of the random inputs");
   sub->add_flag("-q,--quiet", o->quiet, "print only failures and the tally");
