@@ -652,7 +652,7 @@ int HttpServer::bind(const HttpOptions& opts) {
   if (ec || results.empty())
     fail("cannot listen on {}:{} (cannot resolve the host: {})", m.opts.host, m.opts.port, ec.message());
   const tcp::endpoint ep = results.begin()->endpoint();
-  m.acceptor.emplace(*m.ioc);
+  m.acceptor.emplace(asio::make_strand(*m.ioc));  // its handlers and stop()'s close never run at once
   m.acceptor->open(ep.protocol(), ec);
   // SO_REUSEADDR (a restart need not wait for TIME_WAIT) and never SO_REUSEPORT:
   // a second server on a taken port must fail here, not share the port.
