@@ -812,8 +812,10 @@ std::string HttpServer::answer_raw(std::string_view raw) {
   if (have_request) add_cors(req, res);
   std::string body;
   if (res.stream) {  // drain it here (pull() never blocks: poll)
-    std::atomic<bool> woken{true};
-    res.stream->set_wakeup([&woken] { woken = true; });
+    // The engine thread may still be inside a copy of the wakeup after this
+    // returns (Task::push calls it outside its lock): it must own what it touches.
+    auto woken = std::make_shared<std::atomic<bool>>(true);
+    res.stream->set_wakeup([woken] { *woken = true; });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (bool done = false; !done;) {
       body += res.stream->pull(&done);
