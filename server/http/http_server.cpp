@@ -652,7 +652,7 @@ int HttpServer::bind(const HttpOptions& opts) {
   if (ec || results.empty())
     fail("cannot listen on {}:{} (cannot resolve the host: {})", m.opts.host, m.opts.port, ec.message());
   const tcp::endpoint ep = results.begin()->endpoint();
-  m.acceptor.emplace(*m.ioc);
+  m.acceptor.emplace(asio::make_strand(*m.ioc));  // its handlers and stop()'s close never run at once
   m.acceptor->open(ep.protocol(), ec);
   // SO_REUSEADDR (a restart need not wait for TIME_WAIT) and never SO_REUSEPORT:
   // a second server on a taken port must fail here, not share the port.
@@ -812,8 +812,10 @@ std::string HttpServer::answer_raw(std::string_view raw) {
   if (have_request) add_cors(req, res);
   std::string body;
   if (res.stream) {  // drain it here (pull() never blocks: poll)
-    std::atomic<bool> woken{true};
-    res.stream->set_wakeup([&woken] { woken = true; });
+    // The engine thread may still be inside a copy of the wakeup after this
+    // returns (Task::push calls it outside its lock): it must own what it touches.
+    auto woken = std::make_shared<std::atomic<bool>>(true);
+    res.stream->set_wakeup([woken] { *woken = true; });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (bool done = false; !done;) {
       body += res.stream->pull(&done);
