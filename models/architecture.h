@@ -20,12 +20,12 @@ class TensorTable;
 
 // The per-run inputs and caches a graph reads. Built by the runtime.
 struct GraphInputs {
-  Tensor* tokens = nullptr;               // I32 [T]
-  Tensor* positions = nullptr;            // I32 [T]
-  Tensor* token_info = nullptr;           // I32 [2, T]: (pos, seq)
-  Tensor* cell_info = nullptr;            // I32 [2, n_cells]: (pos, seq), seq -1 = empty
-  Tensor* store_cells = nullptr;          // I32 [T]: the cache cell each token is written to
-  Tensor* out_ids = nullptr;              // I32 [n_out]: rows whose logits are wanted, null = all
+  Tensor* tokens = nullptr;       // I32 [T]
+  Tensor* positions = nullptr;    // I32 [T]
+  Tensor* token_info = nullptr;   // I32 [2, T]: (pos, seq)
+  Tensor* cell_info = nullptr;    // I32 [2, n_cells]: (pos, seq), seq -1 = empty
+  Tensor* store_cells = nullptr;  // I32 [T]: the cache cell each token is written to
+  Tensor* out_ids = nullptr;      // I32 [n_out]: rows whose logits are wanted, null = all
   // Recurrent models: per layer the token-shift states of the time mix and the
   // channel mix (F32 [n_embd, n_slots]) and the WKV state (F32 [n_embd * head
   // size, n_slots]), and the state slot of each token (I32 [T]).
