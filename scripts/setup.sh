@@ -15,6 +15,7 @@ PKGS=(build-essential cmake ninja-build pkg-config python3
       libfmt-dev nlohmann-json3-dev libboost1.81-dev libcpp-httplib-dev libcli11-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       clang-format-14  # scripts/check_format.sh
+      haproxy  # tests/deploy: replicas behind a load balancer (deploy/haproxy)
       g++-aarch64-linux-gnu qemu-user  # the neon preset (NEON kernels under qemu), scripts/cross_check_rocket.sh
       gcc-riscv64-unknown-elf binutils-riscv64-unknown-elf)  # ET-SoC-1 device kernels (cmake/et_kernels.cmake)
 

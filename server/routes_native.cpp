@@ -162,6 +162,11 @@ void register_native_routes(Server::State& st) {
       res.set_content(dump(error_object(503, "unavailable_error", "Loading model")), "application/json");
       return;
     }
+    if (st.draining) {  // a load balancer takes this replica out of rotation
+      res.status = 503;
+      res.set_content(dump(error_object(503, "unavailable_error", "Draining")), "application/json");
+      return;
+    }
     res.set_content(dump(json{{"status", "ok"}}), "application/json");
   };
   st.http.Get("/health", health, Dispatch::Inline);

@@ -182,6 +182,8 @@ std::string Server::State::render_chat(const json& messages, bool add_generation
 std::shared_ptr<Task> Server::State::submit(GenParams gen) {
   if (!ready || stopping)
     throw HttpError(503, "unavailable_error", stopping ? "the server is shutting down" : "Loading model");
+  if (draining)
+    throw HttpError(503, "unavailable_error", "the server is draining (stopping after its requests in flight)");
   auto task = engine->submit(std::move(gen));
   if (!task) throw HttpError(503, "unavailable_error", "the server is shutting down");
   return task;
@@ -329,7 +331,8 @@ void Server::load() {
   cp.n_seq_max = int(st.opts.n_parallel);  // one recurrent state / one sliding window per slot
   st.ctx = std::make_unique<Context>(*st.model, cp);
   st.ctx->set_hooks(st.opts.hooks);
-  st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics, EngineOptions{st.opts.n_parallel, per_slot});
+  st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics,
+                                           EngineOptions{st.opts.n_parallel, per_slot, st.opts.slot_prompt_similarity});
   st.model_id = st.opts.alias.empty() ? st.opts.model : st.opts.alias;
   st.ready = true;
 }
@@ -348,6 +351,13 @@ void Server::shutdown() {
     }
     st.http.stop();
   });
+}
+
+void Server::begin_drain() { st_->draining = true; }
+
+int Server::in_flight() const {
+  std::lock_guard<std::mutex> lk(st_->mu);
+  return st_->in_flight;
 }
 
 void Server::wait() { st_->http.wait(); }

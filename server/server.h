@@ -4,6 +4,7 @@
 //   int port = s.start();   // binds (port 0: ephemeral) and serves; /health says 503
 //   s.load();               // loads the model, starts the slots; /health says 200
 //   ...
+//   s.begin_drain();        // optional: 503 for new work, in-flight requests finish
 //   s.shutdown();           // stops accepting, ends in-flight streams with a final event
 //   s.wait();               // the HTTP threads have stopped
 //
@@ -21,10 +22,11 @@ struct ServerOptions {
   std::string model;  // GGUF path
   LoadOptions load;   // how the weights are loaded (--lm)
   std::string host = "127.0.0.1";
-  int port = 8080;         // 0: any free port
-  int n_parallel = 1;      // slots (-np)
-  int64_t n_ctx = 0;       // total context, split evenly over the slots (0: the model's)
-  int64_t n_batch = 2048;  // most tokens one batched decode takes
+  int port = 8080;                      // 0: any free port
+  int n_parallel = 1;                   // slots (-np)
+  float slot_prompt_similarity = 0.5f;  // -sps: see EngineOptions::prompt_similarity
+  int64_t n_ctx = 0;                    // total context, split evenly over the slots (0: the model's)
+  int64_t n_batch = 2048;               // most tokens one batched decode takes
   int64_t n_ubatch = 512;
   DType kv_type = DType::F16;  // KV cache type (--ctk)
   int threads = 0;             // compute threads (0: all)
@@ -59,6 +61,11 @@ class Server {
   // Graceful stop: new requests get 503, queued and running requests end with
   // a final event, then the listener closes. Safe to call from any thread, twice.
   void shutdown();
+  // Draining (before shutdown() on SIGTERM, for a load balancer): /health and new
+  // completion requests answer 503 while the requests already taken run to their
+  // end. in_flight() is how many are left.
+  void begin_drain();
+  int in_flight() const;
   // Blocks until the HTTP server has stopped (after shutdown()).
   void wait();
   // Answers one request given as raw HTTP bytes in this thread, without a

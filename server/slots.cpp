@@ -187,17 +187,23 @@ void SlotEngine::fail_running(const std::string& error) {
 
 void SlotEngine::assign(std::shared_ptr<Task> task) {
   const GenParams& p = task->params;
+  // The idle slot whose cache this prompt reuses most, if it keeps enough of that
+  // cache; else the least recently used idle slot.
   Slot* best = nullptr;
+  Slot* lru = nullptr;
   size_t best_lcp = 0;
   for (auto& s : slots_) {
     if (s->task) continue;
-    const size_t lcp = p.cache_prompt ? common_prefix(s->seq.tokens(), p.prompt) : 0;
-    if (!best || lcp > best_lcp || (lcp == best_lcp && s->t_used < best->t_used)) {
+    if (!lru || s->t_used < lru->t_used) lru = s.get();
+    if (!p.cache_prompt) continue;
+    const size_t lcp = common_prefix(s->seq.tokens(), p.prompt);
+    const bool similar = double(lcp) > double(opts_.prompt_similarity) * double(s->seq.tokens().size());
+    if (lcp > 0 && similar && lcp > best_lcp) {
       best = s.get();
       best_lcp = lcp;
     }
   }
-  Slot& s = *best;
+  Slot& s = best ? *best : *lru;
   const auto now = Clock::now();
   s.sampler = std::move(task->sampler);  // built by submit()
   // Prefix reuse: keep the common prefix, but always evaluate at least the last prompt token (its logits).

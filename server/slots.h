@@ -119,6 +119,12 @@ class Task {
 struct EngineOptions {
   int n_slots = 1;
   int64_t n_ctx_slot = 0;  // context per slot (tokens)
+  // A request goes to the idle slot sharing the longest prefix with it among those
+  // whose cache would be kept by more than this fraction (llama-server's
+  // --slot-prompt-similarity); otherwise to the least recently used idle slot, so
+  // a short shared head (a chat template's first tokens) does not evict another
+  // conversation's cache. 0: any shared prefix counts.
+  float prompt_similarity = 0.5f;
 };
 
 class SlotEngine {

@@ -42,6 +42,7 @@ struct Server::State {
 
   std::atomic<bool> ready{false};
   std::atomic<bool> stopping{false};
+  std::atomic<bool> draining{false};  // begin_drain(): new work gets 503, /health too
   std::mutex mu;
   std::condition_variable cv;
   int in_flight = 0;  // completion requests not yet fully answered (guarded by mu)

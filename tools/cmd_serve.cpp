@@ -1,13 +1,18 @@
 // `opal serve [-m MODEL] [--host H] [--port P] [-np N] [-c N] [-b N] [-ub N] [-ctk T]
 //  [-t N] [--backend NAME] [--perf-log FILE] [--api-key KEY] [--metrics] [-a ALIAS]
 //  [--timeout S] [--http-threads N] [--max-connections N] [--header-timeout S] [--body-timeout S]
-//  [--keep-alive-timeout S] [--max-body-size BYTES]`: the OpenAI / llama-server compatible HTTP server (server/,
-// docs/server.md); the context flags are every subcommand's (tools/context_options.h).
+//  [--keep-alive-timeout S] [--max-body-size BYTES] [--drain-timeout S]`: the OpenAI / llama-server compatible
+// HTTP server (server/, docs/server.md); the context flags are every subcommand's (tools/context_options.h).
 // SIGTERM or SIGINT stop it gracefully: no new requests, in-flight streams end
-// with a final event, exit code 0.
+// with a final event, exit code 0. With --drain-timeout S, SIGTERM first drains
+// (for a load balancer, deploy/): /health and new requests get 503 while the
+// requests in flight run to their end, for at most S seconds; a second signal
+// (or SIGINT) stops at once.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
+#include <ctime>
 #include <thread>
 
 #include "server/server.h"
@@ -26,7 +31,30 @@ struct ServeOptions {
   ContextOptions context;  // -c (total, split over the slots) -b --ub --ctk -t
   BackendOptions backend;
   PerfOptions perf;
+  int drain_timeout_s = 0;  // SIGTERM: seconds to let in-flight requests finish (0: stop at once)
 };
+
+// Waits for SIGTERM/SIGINT, drains when asked to, then stops the server.
+void handle_signals(server::Server& srv, sigset_t set, int drain_timeout_s) {
+  int sig = 0;
+  sigwait(&set, &sig);
+  if (sig == SIGTERM && drain_timeout_s > 0) {
+    fmt::print(stderr, "serve: SIGTERM: draining ({} request(s) in flight, at most {} s)\n", srv.in_flight(),
+               drain_timeout_s);
+    srv.begin_drain();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(drain_timeout_s);
+    const timespec tick{0, 100'000'000};
+    while (srv.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+      if (sigtimedwait(&set, nullptr, &tick) > 0) {
+        fmt::print(stderr, "serve: second signal: stopping now\n");
+        break;
+      }
+    }
+    if (srv.in_flight() > 0) fmt::print(stderr, "serve: {} request(s) still in flight: ending them\n", srv.in_flight());
+  }
+  fmt::print(stderr, "serve: signal {}: finishing in-flight requests and stopping\n", sig);
+  srv.shutdown();
+}
 
 int run_serve(const ServeOptions& so) {
   server::ServerOptions o = so.server;
@@ -50,12 +78,7 @@ int run_serve(const ServeOptions& so) {
   server::Server srv(o);
   const int port = srv.start();
   fmt::print(stderr, "serve: listening on http://{}:{} (loading {})\n", o.host, port, o.model);
-  std::thread signals([&srv, set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    fmt::print(stderr, "serve: signal {}: finishing in-flight requests and stopping\n", sig);
-    srv.shutdown();
-  });
+  std::thread signals([&srv, set, drain = so.drain_timeout_s] { handle_signals(srv, set, drain); });
   signals.detach();  // lives until a signal or process exit
   try {
     srv.load();
@@ -82,6 +105,10 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--host", o->host, "bind address (127.0.0.1)");
   sub->add_option("--port", o->port, "listen port (8080; 0 = any free port)")->check(CLI::Range(0, 65535));
   sub->add_option("--np,--parallel", o->n_parallel, "parallel slots (1); llama.cpp's -np")->check(at_least(1));
+  sub->add_option("--sps,--slot-prompt-similarity", o->slot_prompt_similarity,
+                  "reuse the idle slot with the longest common prefix only when it keeps more than this fraction of "
+                  "that slot's cache, else the least recently used slot (0.5; 0 = any shared prefix)")
+      ->check(CLI::Range(0.0, 1.0));
   add_engine_options(sub, so->context, so->backend, so->perf);
   CLI::Option* ctx_size = sub->get_option("--ctx-size");
   ctx_size->description(ctx_size->get_description() + "; the total, split evenly over the slots");
@@ -99,6 +126,10 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--body-timeout", o->body_timeout_s, "seconds for a request's body to arrive after its head (60)");
   sub->add_option("--keep-alive-timeout", o->idle_timeout_s, "seconds an idle keep-alive connection stays open (5)");
   sub->add_option("--max-body-size", o->max_body_bytes, "largest request body in bytes; larger get 413 (64 MiB)");
+  sub->add_option("--drain-timeout", so->drain_timeout_s,
+                  "on SIGTERM, answer /health and new requests with 503 and let in-flight requests finish for up to "
+                  "this many seconds before stopping (0: stop at once; deploy/ behind a load balancer)")
+      ->check(at_least(0));
   set_action(sub, [so] { return run_serve(*so); });
 }
 
