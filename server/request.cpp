@@ -22,8 +22,19 @@ json error_object(int status, const std::string& type, const std::string& messag
   return json{{"error", e}};
 }
 
+json usage_json(const Event& ev) {
+  json u;
+  u["completion_tokens"] = ev.timings.predicted_n;
+  u["prompt_tokens"] = ev.n_prompt;
+  u["total_tokens"] = ev.n_prompt + ev.timings.predicted_n;
+  u["prompt_tokens_details"] = json{{"cached_tokens", ev.timings.cache_n}};
+  return u;
+}
+
 json event_error_object(const Event& ev) {
-  return error_object(ev.error_status, ev.error_status == 503 ? "unavailable_error" : "server_error", ev.error);
+  json j = error_object(ev.error_status, ev.error_status == 503 ? "unavailable_error" : "server_error", ev.error);
+  j["usage"] = usage_json(ev);
+  return j;
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

@@ -31,9 +31,13 @@ class HttpError : public std::runtime_error {
   int status;
   std::string type;
   std::string param;
+  json extra = json::object();  // members added beside "error" in the body (e.g. "usage")
 };
 
-// The error object for an engine Error event (its status: 500 or 503).
+// OpenAI usage of a request's final event (Done or Error): prompt, completion, total and cached tokens.
+json usage_json(const Event& ev);
+// The error object for an engine Error event (its status: 500 or 503), with
+// the request's usage beside it: {"error": {...}, "usage": {...}}.
 json event_error_object(const Event& ev);
 
 [[noreturn]] void bad_request(const std::string& message, const std::string& param = {});

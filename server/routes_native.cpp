@@ -69,7 +69,7 @@ void handle_completion(Server::State& st, const HttpRequest& req, HttpResponse& 
 
   if (!stream) {
     InFlight guard(st, task);
-    Collected c = collect(*task);
+    Collected c = collect(req, task);
     res.set_content(dump(final_object(c.done, c.text, c.tokens, task->params.prompt, task->params.n_probs)),
                     "application/json");
     return;

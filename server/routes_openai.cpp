@@ -114,7 +114,7 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
 
   if (!r.stream) {
     InFlight guard(st, task);
-    Collected c = collect(*task);
+    Collected c = collect(req, task);
     json out = base_object(st, id, "chat.completion");
     json choice;
     choice["index"] = 0;
@@ -180,7 +180,7 @@ void handle_completions(Server::State& st, const HttpRequest& req, HttpResponse&
 
   if (!r.stream) {
     InFlight guard(st, task);
-    Collected c = collect(*task);
+    Collected c = collect(req, task);
     json out = base_object(st, id, "text_completion");
     json choice;
     choice["text"] = c.text;

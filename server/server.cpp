@@ -41,19 +41,12 @@ json timings_json(const Timings& t) {
   return j;
 }
 
-json usage_json(const Event& done) {
-  json u;
-  u["completion_tokens"] = done.timings.predicted_n;
-  u["prompt_tokens"] = done.n_prompt;
-  u["total_tokens"] = done.n_prompt + done.timings.predicted_n;
-  u["prompt_tokens_details"] = json{{"cached_tokens", done.timings.cache_n}};
-  return u;
-}
-
-// "abort": cut by shutdown (what was generated so far is returned; vLLM's name).
+// "abort": cut by shutdown (what was generated so far is returned; vLLM's name);
+// "cancelled": the client went away (nobody reads it but logs and tests).
 const char* finish_reason(const Event& done) {
   if (done.stop_type == StopType::Limit) return "length";
   if (done.stop_type == StopType::Abort) return "abort";
+  if (done.stop_type == StopType::Cancelled) return "cancelled";
   return "stop";
 }
 
@@ -112,13 +105,21 @@ InFlight::~InFlight() {
   st_.cv.notify_all();
 }
 
-Collected collect(Task& task) {
+Collected collect(const HttpRequest& req, const std::shared_ptr<Task>& task) {
+  struct Watch {  // the client's going away cancels the task while this waits
+    const HttpRequest& req;
+    ~Watch() { req.client->on_gone(nullptr); }
+  } watch{req};
+  req.client->on_gone([task] { task->cancel(); });
   Collected c;
   for (;;) {
     Event ev;
-    if (!task.pop(ev, std::chrono::milliseconds(1000))) continue;
-    if (ev.kind == Event::Kind::Error)
-      throw HttpError(ev.error_status, ev.error_status == 503 ? "unavailable_error" : "server_error", ev.error);
+    if (!task->pop(ev, std::chrono::milliseconds(1000))) continue;
+    if (ev.kind == Event::Kind::Error) {
+      HttpError e(ev.error_status, ev.error_status == 503 ? "unavailable_error" : "server_error", ev.error);
+      e.extra["usage"] = usage_json(ev);
+      throw e;
+    }
     c.text += ev.text;
     for (TokenOut& t : ev.tokens) c.tokens.push_back(std::move(t));
     if (ev.kind == Event::Kind::Done) {
@@ -250,6 +251,7 @@ void install_routes(Server::State& st) {
   http.set_exception_handler([](std::exception_ptr ep, HttpResponse& res) {
     int status = 500;
     std::string type = "server_error", message = "unknown error", param;
+    json extra = json::object();
     try {
       std::rethrow_exception(ep);
     } catch (const HttpError& e) {
@@ -257,6 +259,7 @@ void install_routes(Server::State& st) {
       type = e.type;
       message = e.what();
       param = e.param;
+      extra = e.extra;
     } catch (const Error& e) {  // user-caused (a bad token id, text the tokenizer refuses...)
       status = 400;
       type = "invalid_request_error";
@@ -266,7 +269,9 @@ void install_routes(Server::State& st) {
     } catch (...) {
     }
     res.status = status;
-    res.set_content(dump(error_object(status, type, message, param)), "application/json");
+    json body = error_object(status, type, message, param);
+    for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+    res.set_content(dump(body), "application/json");
   });
 
   register_native_routes(st);
@@ -331,8 +336,9 @@ void Server::load() {
   cp.n_seq_max = int(st.opts.n_parallel);  // one recurrent state / one sliding window per slot
   st.ctx = std::make_unique<Context>(*st.model, cp);
   st.ctx->set_hooks(st.opts.hooks);
-  st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics,
-                                           EngineOptions{st.opts.n_parallel, per_slot, st.opts.slot_prompt_similarity});
+  st.engine = std::make_unique<SlotEngine>(
+      *st.ctx, *st.vocab, st.metrics,
+      EngineOptions{st.opts.n_parallel, per_slot, st.opts.slot_prompt_similarity, st.opts.before_decode});
   st.model_id = st.opts.alias.empty() ? st.opts.model : st.opts.alias;
   st.ready = true;
 }

@@ -11,6 +11,7 @@
 // Endpoints, flags and design: docs/server.md.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -44,6 +45,9 @@ struct ServerOptions {
   int body_timeout_s = 60;                       // the body arrives within this after the head
   int idle_timeout_s = 5;                        // an idle keep-alive connection closes after this
   uint64_t max_body_bytes = uint64_t(64) << 20;  // larger bodies: 413 before they are read
+  // Test seam: runs on the engine thread before each batched decode; an
+  // exception from it fails the decode (every running request ends with an error).
+  std::function<void()> before_decode;
 };
 
 class Server {

@@ -13,6 +13,7 @@ const char* stop_type_name(StopType t) {
     case StopType::Limit: return "limit";
     case StopType::Word: return "word";
     case StopType::Abort: return "abort";
+    case StopType::Cancelled: return "cancelled";
     case StopType::None: break;
   }
   return "none";
@@ -153,6 +154,7 @@ void SlotEngine::loop() {
           ev.kind = Event::Kind::Error;
           ev.error = "the server is shutting down; the request was not started";
           ev.error_status = 503;
+          ev.n_prompt = int64_t(t->params.prompt.size());
           t->push(std::move(ev));
         }
         queue_.clear();
@@ -172,11 +174,12 @@ void SlotEngine::loop() {
 }
 
 void SlotEngine::fail_running(const std::string& error) {
+  const auto now = Clock::now();
   for (auto& s : slots_) {
     if (!s->task) continue;
-    Event ev;
-    ev.kind = Event::Kind::Error;
+    Event ev = ending(*s, Event::Kind::Error, now);
     ev.error = error;
+    if (s->n_decoded > 0) metrics_.add_predicted(s->n_decoded, ev.timings.predicted_ms / 1000.0);
     s->task->push(std::move(ev));
     s->task.reset();
     s->pending = -1;
@@ -237,19 +240,37 @@ void SlotEngine::release_text(Slot& s, Event& ev, bool final) {
   s.sent = std::max(s.sent, end);
 }
 
-void SlotEngine::finish(Slot& s, StopType why, const std::string& word) {
-  const auto now = Clock::now();
+Event SlotEngine::ending(Slot& s, Event::Kind kind, Clock::time_point now) {
   Event ev;
-  ev.kind = Event::Kind::Done;
-  ev.stop_type = why;
-  ev.stopping_word = word;
-  ev.cancelled = why == StopType::Abort;
+  ev.kind = kind;
   ev.n_prompt = int64_t(s.task->params.prompt.size());
   ev.n_past = s.seq.size();
   ev.slot = s.id;
   s.timings.predicted_n = s.n_decoded;
   if (s.n_decoded > 0) s.timings.predicted_ms = millis(now - s.t_prompt_done);
   ev.timings = s.timings;
+  return ev;
+}
+
+void SlotEngine::drop_cancelled(Slot& s) {
+  const auto now = Clock::now();
+  Event ev = ending(s, Event::Kind::Done, now);
+  ev.stop_type = StopType::Cancelled;
+  metrics_.add_request_cancelled();
+  if (s.n_decoded > 0) metrics_.add_predicted(s.n_decoded, ev.timings.predicted_ms / 1000.0);
+  std::shared_ptr<Task> task = std::move(s.task);
+  s.pending = -1;
+  s.t_used = now;
+  --n_busy_;
+  task->push(std::move(ev));  // a waiting non-streamed handler returns
+}
+
+void SlotEngine::finish(Slot& s, StopType why, const std::string& word) {
+  const auto now = Clock::now();
+  Event ev = ending(s, Event::Kind::Done, now);
+  ev.stop_type = why;
+  ev.stopping_word = word;
+  ev.cancelled = why == StopType::Abort;
   if (s.n_decoded > 0) metrics_.add_predicted(s.n_decoded, s.timings.predicted_ms / 1000.0);
   metrics_.observe_request(seconds(now - s.task->arrival));
   metrics_.add_request_finished();
@@ -280,13 +301,7 @@ void SlotEngine::step() {
   } update_gauges{*this};
   // 1. Cancelled requests free their slot at once (the cached K/V stays for reuse).
   for (auto& s : slots_)
-    if (s->task && s->task->cancelled()) {
-      metrics_.add_request_cancelled();
-      s->task.reset();
-      s->pending = -1;
-      s->t_used = Clock::now();
-      --n_busy_;
-    }
+    if (s->task && s->task->cancelled()) drop_cancelled(*s);
   // 2. Queued requests join between steps.
   int deferred = 0;
   {
@@ -294,8 +309,16 @@ void SlotEngine::step() {
     while (!queue_.empty() && n_busy_.load() < opts_.n_slots) {
       std::shared_ptr<Task> t = std::move(queue_.front());
       queue_.pop_front();
-      if (t->cancelled()) metrics_.add_request_cancelled();
-      else assign(std::move(t));
+      if (t->cancelled()) {  // gone before it started: nothing used but the prompt's tokenization
+        metrics_.add_request_cancelled();
+        Event ev;
+        ev.kind = Event::Kind::Done;
+        ev.stop_type = StopType::Cancelled;
+        ev.n_prompt = int64_t(t->params.prompt.size());
+        t->push(std::move(ev));
+      } else {
+        assign(std::move(t));
+      }
     }
     deferred = int(queue_.size());
   }
@@ -326,6 +349,7 @@ void SlotEngine::step() {
   // 4. One forward pass for all of them.
   const auto t0 = Clock::now();
   try {
+    if (opts_.before_decode) opts_.before_decode();
     ctx_.decode(batch_);
   } catch (const std::exception& e) {  // the cache is unchanged: forget what this batch added
     fail_running(e.what());

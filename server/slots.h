@@ -41,8 +41,9 @@ namespace opal::server {
 using Clock = std::chrono::steady_clock;
 
 // Why a request ended. Abort: cut by shutdown (the client gets what was
-// generated so far with finish_reason "abort", docs/server.md).
-enum class StopType { None, Eos, Limit, Word, Abort };
+// generated so far with finish_reason "abort", docs/server.md). Cancelled:
+// the client went away (Task::cancel); the Done event still carries the usage.
+enum class StopType { None, Eos, Limit, Word, Abort, Cancelled };
 const char* stop_type_name(StopType t);
 
 struct GenParams {
@@ -75,6 +76,7 @@ struct Event {
   enum class Kind { Tokens, Done, Error } kind = Kind::Tokens;
   std::string text;              // output text released by this event (stop-string safe)
   std::vector<TokenOut> tokens;  // tokens sampled for this event
+  // Done and Error: what the request used (prompt tokens, tokens generated so far).
   // Done:
   StopType stop_type = StopType::None;
   std::string stopping_word;
@@ -125,6 +127,9 @@ struct EngineOptions {
   // a short shared head (a chat template's first tokens) does not evict another
   // conversation's cache. 0: any shared prefix counts.
   float prompt_similarity = 0.5f;
+  // Test seam: called on the engine thread before each batched decode; an
+  // exception from it fails that decode as a failed Context::decode would.
+  std::function<void()> before_decode;
 };
 
 class SlotEngine {
@@ -156,6 +161,10 @@ class SlotEngine {
   void loop();
   void assign(std::shared_ptr<Task> task);
   void finish(Slot& s, StopType why, const std::string& word = {});
+  // The final event of a slot's request (kind Done or Error) with its usage and timings.
+  Event ending(Slot& s, Event::Kind kind, Clock::time_point now);
+  // Frees a slot whose client went away, ending its task with a Done (Cancelled) event.
+  void drop_cancelled(Slot& s);
   void release_text(Slot& s, Event& ev, bool final);
   // Ends every running request with an Error event and forgets its slot's
   // cached tokens (a failed batch may have recorded tokens the cache lacks).

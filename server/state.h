@@ -74,8 +74,11 @@ struct Collected {
   std::vector<TokenOut> tokens;
   Event done;
 };
-// Waits for the task's events until Done; throws HttpError(500) on an engine error.
-Collected collect(Task& task);
+// Waits for a non-streamed request's events until Done; throws HttpError (500,
+// or 503 when shutdown came first; the body carries the usage) on an engine
+// error. When the client goes away meanwhile the task is cancelled (its slot
+// is freed at once) and the Done event says StopType::Cancelled.
+Collected collect(const HttpRequest& req, const std::shared_ptr<Task>& task);
 
 // Streams a task as SSE. `frame(event)` returns the text to send for an event
 // (possibly empty); after Done or Error it is called no more and the stream ends.
@@ -84,7 +87,6 @@ void stream_response(Server::State& st, HttpResponse& res, std::shared_ptr<Task>
 std::string sse(const json& j);
 
 json timings_json(const Timings& t);
-json usage_json(const Event& done);
 const char* finish_reason(const Event& done);
 std::string random_id(const char* prefix);
 int64_t unix_time();

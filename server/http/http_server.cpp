@@ -73,6 +73,34 @@ struct Route {
 
 }  // namespace
 
+void ClientWatch::on_gone(std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!gone_) {
+      f_ = std::move(f);
+      return;
+    }
+  }
+  if (f) f();
+}
+
+bool ClientWatch::gone() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return gone_;
+}
+
+void ClientWatch::set_gone() {
+  std::function<void()> f;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (gone_) return;
+    gone_ = true;
+    f = std::move(f_);
+    f_ = nullptr;
+  }
+  if (f) f();
+}
+
 std::string HttpRequest::get_header_value(std::string_view name) const {
   for (const auto& [k, v] : headers)
     if (iequals(k, name)) return v;
@@ -372,8 +400,44 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::post(*srv_.workers, [self = shared_from_this()] {
       auto res = std::make_shared<HttpResponse>();
       self->srv_.respond(*self->req_, *res);
-      asio::post(self->socket_.get_executor(), [self, res] { self->write(std::move(*res)); });
+      asio::post(self->socket_.get_executor(), [self, res] { self->on_handler_done(std::move(*res)); });
     });
+    watch_during_handler();
+  }
+
+  // While a worker runs the handler nothing is read, except to notice the
+  // client closing: then the request's ClientWatch fires (the handler cancels
+  // its task, freeing the slot) and the connection closes. Bytes that do
+  // arrive (a pipelined request) are kept for later.
+  void watch_during_handler() {
+    if (buffer_.size() >= 65536) return;
+    watching_ = true;
+    socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->watching_ = false;
+      if (self->closed_) return;
+      if (n > 0) self->buffer_.commit(n);
+      if (self->handler_result_) {  // the handler finished: the watch was cancelled to write its answer
+        HttpResponse res = std::move(*self->handler_result_);
+        self->handler_result_.reset();
+        return self->write(std::move(res));
+      }
+      if (ec) {  // the client went away while its request was being handled
+        if (self->req_) self->req_->client->set_gone();
+        return self->close();
+      }
+      self->watch_during_handler();
+    });
+  }
+
+  void on_handler_done(HttpResponse res) {
+    if (closed_) return;
+    if (watching_) {  // end the watch first; its completion writes the answer
+      handler_result_ = std::move(res);
+      beast::error_code ignored;
+      socket_.cancel(ignored);
+      return;
+    }
+    write(std::move(res));
   }
 
   void write(HttpResponse res) {
@@ -573,6 +637,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   unsigned version_ = 11;
   std::unique_ptr<bhttp::response<bhttp::string_body>> out_msg_;
+  std::optional<HttpResponse> handler_result_;  // a worker's answer waiting for the watch to end
   // streaming
   std::shared_ptr<BodySource> source_;
   std::unique_ptr<bhttp::response<bhttp::empty_body>> stream_head_;

@@ -23,6 +23,9 @@
 // with 413 from its Content-Length before any of it is read (chunked bodies
 // are counted as they arrive); each write must finish within write_timeout_s.
 // Every response carries CORS headers; OPTIONS is answered with 204.
+// While a Worker handler runs, the socket is watched: a client that closes
+// the connection is reported through HttpRequest::client (the handler cancels
+// its work) and the connection is closed without an answer.
 // Details and defaults: docs/server.md.
 #pragma once
 #include <atomic>
@@ -30,12 +33,30 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace opal::server {
+
+// Whether a request's client is still connected. The HTTP layer calls
+// set_gone() (on an I/O thread) when the client closes the connection while
+// a Worker handler runs; the handler registers what to do then.
+class ClientWatch {
+ public:
+  // Runs `f` when the client goes away (now, on this thread, if it already
+  // has). One callback at a time; null removes it.
+  void on_gone(std::function<void()> f);
+  bool gone() const;
+  void set_gone();
+
+ private:
+  mutable std::mutex mu_;
+  bool gone_ = false;
+  std::function<void()> f_;
+};
 
 // One parsed request. Header names compare case-insensitively.
 struct HttpRequest {
@@ -44,6 +65,7 @@ struct HttpRequest {
   std::string path;    // target without the query
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  std::shared_ptr<ClientWatch> client = std::make_shared<ClientWatch>();
   // The first header named `name` (any case), or "" when absent.
   std::string get_header_value(std::string_view name) const;
   bool has_header(std::string_view name) const;

@@ -263,6 +263,38 @@ TEST(ServerHttp, DisconnectedStreamFreesItsSlot) {
   EXPECT_LT(seconds_since(t0), 5.0) << "the abandoned stream kept the only slot";
 }
 
+// A client that disconnects while its NON-streamed request runs (a 2000-token
+// completion, one slot) is noticed by the socket watch: the task is cancelled
+// long before its end (the cancelled counter moves, far fewer than 2000 tokens
+// were generated, nothing finished) and the slot serves the next request.
+TEST(ServerHttp, DisconnectDuringNonStreamedRequestCancelsIt) {
+  LocalServer s(default_options(1, 4096));
+  const int fd = raw_connect(s.port());
+  ASSERT_GE(fd, 0);
+  const std::string body = json{{"prompt", "Once"}, {"n_predict", 2000}, {"ignore_eos", true}}.dump();
+  ASSERT_TRUE(
+      raw_send(fd, "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body));
+  auto metric = [&](const char* name) { return metric_value(s.get("/metrics")->body, name); };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && metric("opal:time_to_first_token_seconds_count") < 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::close(fd);
+  while (std::chrono::steady_clock::now() < deadline && metric("opal:requests_cancelled_total") < 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::string m = s.get("/metrics")->body;
+  EXPECT_EQ(metric_value(m, "opal:requests_cancelled_total"), 1) << m;
+  EXPECT_EQ(metric_value(m, "opal:requests_finished_total"), 0) << m;
+  EXPECT_EQ(metric_value(m, "llamacpp:requests_processing"), 0) << m;
+  const double generated = metric_value(m, "llamacpp:tokens_predicted_total");  // the cancelled request's tokens
+  EXPECT_GT(generated, 0) << m;
+  EXPECT_LT(generated, 2000) << m;
+  auto r = s.post("/completion", {{"prompt", "Once"}, {"n_predict", 2}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
 TEST(ServerHttp, MalformedRequestLineIs400) {
   LocalServer s(short_deadlines());
   const int fd = raw_connect(s.port());

@@ -6,8 +6,12 @@
 // counts each slot once per decode.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
+
+#include "core/error.h"
 
 #include "server/server_test_util.h"
 
@@ -175,7 +179,56 @@ TEST(ServerEndings, ShutdownAbortsRunningAnd503sQueued) {
   EXPECT_LT(j["usage"]["completion_tokens"].get<int>(), 2000);
   EXPECT_EQ(queued.status, 503) << queued.body;
   ASSERT_FALSE(queued.body.empty());
-  EXPECT_EQ(json::parse(queued.body)["error"]["code"], 503);
+  const json q = json::parse(queued.body);
+  EXPECT_EQ(q["error"]["code"], 503);
+  EXPECT_EQ(q["usage"]["completion_tokens"], 0) << queued.body;  // never started, but its usage is there
+  EXPECT_GT(q["usage"]["prompt_tokens"].get<int>(), 0) << queued.body;
+}
+
+// A decode that fails (injected through ServerOptions::before_decode at the
+// 6th batched decode: the prompt, then 4 generated tokens' decodes succeed,
+// so 5 tokens were sampled) ends the running request with a 500 error object
+// that carries the usage: 5 completion tokens. The server goes on serving.
+TEST(ServerEndings, FailedDecodeErrorCarriesUsage) {
+  server::ServerOptions o = default_options(1, 512);
+  auto n_decodes = std::make_shared<std::atomic<int>>(0);
+  auto fail_at = std::make_shared<std::atomic<int>>(6);
+  o.before_decode = [n_decodes, fail_at] {
+    if (++*n_decodes == fail_at->load()) throw Error("injected decode failure");
+  };
+  LocalServer s(o);
+  auto r = s.post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 50}, {"ignore_eos", true}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["error"]["type"], "server_error") << r->body;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("injected decode failure"), std::string::npos) << r->body;
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5) << r->body;
+  EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 0) << r->body;
+  EXPECT_EQ(j["usage"]["total_tokens"].get<int>(),
+            j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+
+  // Streamed: the tokens sent before the failure, then an error event with the same usage, then [DONE].
+  *n_decodes = 0;
+  const SseStream st = post_stream("127.0.0.1", s.port(), "/v1/chat/completions",
+                                   {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                                    {"max_tokens", 50},
+                                    {"ignore_eos", true},
+                                    {"stream", true}});
+  ASSERT_TRUE(st.well_formed) << st.error;
+  EXPECT_TRUE(st.done_marker);
+  ASSERT_FALSE(st.events.empty());
+  const json& last = st.events.back();
+  ASSERT_TRUE(last.contains("error")) << last.dump();
+  EXPECT_EQ(last["error"]["code"], 500);
+  EXPECT_EQ(last["usage"]["completion_tokens"], 5) << last.dump();
+  for (size_t i = 0; i + 1 < st.events.size(); ++i) EXPECT_FALSE(st.events[i].contains("error"));
+
+  // The failed batch left the server usable.
+  *fail_at = -1;
+  auto ok = s.post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 4}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
 // `opal serve -np 8` on the default model (256 tokens of training context):
