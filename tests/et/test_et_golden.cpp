@@ -43,13 +43,19 @@ constexpr size_t kCiPrompt = 8, kCiDecode = 2;
 
 struct Tol {
   double max_diff_over_std, min_cosine, min_top1;
+  int rows_exempt = 0;
 };
 
+// MoE files: as in tests/engine/test_fidelity.cpp, one row per phase may be
+// left out of max|diff| and cosine: a router near-tie that picks another
+// expert changes that row as a whole (its top-1 still counts, and the
+// exempted row's figures are printed).
 Tol tolerance_for(const std::string& stem) {
   auto has = [&](const char* s) { return stem.find(s) != std::string::npos; };
-  if (has("-f32") || has("-f16")) return {0.02, 0.9999, 1.0};
-  if (has("-q8_0")) return {0.15, 0.9995, 0.95};
-  return {0.30, 0.995, 0.90};
+  const int moe_rows = has("moe") ? 1 : 0;
+  if (has("-f32") || has("-f16")) return {0.02, 0.9999, 1.0, moe_rows};
+  if (has("-q8_0")) return {0.15, 0.9995, 0.95, moe_rows};
+  return {0.30, 0.995, 0.90, moe_rows};
 }
 
 bool full_mode() {
@@ -157,7 +163,12 @@ void check(const std::string& stem, bool full) {
   for (const auto& [what, ours, ref] : {std::tuple{full ? "prompt" : "batch", &r.rows_batch, &r.ref_batch},
                                         std::tuple{full ? "decode" : "single", &r.rows_single, &r.ref_single}}) {
     ASSERT_EQ(ours->size(), ref->size()) << what;
-    test::Comparison c = test::compare_logits(*ours, *ref, g.n_vocab);
+    test::Comparison c = test::compare_logits(*ours, *ref, g.n_vocab, tol.rows_exempt);
+    if (tol.rows_exempt) {
+      const test::Comparison all = test::compare_logits(*ours, *ref, g.n_vocab);
+      std::printf("  et %-22s %-6s all rows: max|d|/std %.5f  min cos %.7f (%d row exempt, MoE)\n", stem.c_str(), what,
+                  all.max_diff_over_std, all.min_cosine, tol.rows_exempt);
+    }
     c.top1_agreement = top1_with_near_ties(stem, what, *ours, *ref, g.n_vocab, tol.max_diff_over_std);
     std::printf("  et %-22s %-6s rows %3lld  max|d|/std %.5f  min cos %.7f  top-1 %.3f  (%.1f s)\n", stem.c_str(), what,
                 static_cast<long long>(c.rows), c.max_diff_over_std, c.min_cosine, c.top1_agreement, r.seconds);
