@@ -2,13 +2,14 @@
 # optional drivers, found at configure time (docs/backends/et.md).
 #   sysemu: sw-sysemu's static library and full header tree, from
 #           OPAL_ET_SYSEMU_DIR (default: the shared dir's et-sysemu, which CI
-#           uses) or an et-platform install under /opt/et.
-#   etrt:   et-platform's runtime (CMake package `runtime`) under /opt/et.
+#           uses) or an et-platform install under OPAL_ET_ROOT (/opt/et).
+#   etrt:   et-platform's runtime and device layer under OPAL_ET_ROOT (below).
 # Without them opal_et builds with the fake driver only and says so here and
 # at run time (`opal ops --backend et`).
+set(OPAL_ET_ROOT "/opt/et" CACHE PATH "et-platform install prefix (runtime, deviceLayer, sysemu) for the ET drivers")
 set(OPAL_ET_SYSEMU_DIR "${OPAL_SHARED_DIR}/et-sysemu" CACHE PATH "sw-sysemu build (bin/ lib/ include/) for the ET backend")
 set(OPAL_ET_SYSEMU_FOUND OFF)
-foreach(dir ${OPAL_ET_SYSEMU_DIR} /opt/et)
+foreach(dir ${OPAL_ET_SYSEMU_DIR} ${OPAL_ET_ROOT})
   if(EXISTS ${dir}/lib/libsw-sysemu.a AND EXISTS ${dir}/include/sw-sysemu/sys_emu/sys_emu.h)
     get_filename_component(OPAL_ET_SYSEMU_ROOT ${dir} REALPATH)
     set(OPAL_ET_SYSEMU_FOUND ON)
@@ -29,17 +30,31 @@ if(OPAL_ET_SYSEMU_FOUND)
   target_compile_definitions(opal_et PRIVATE OPAL_ET_HAVE_SYSEMU OPAL_ET_SYSEMU_DIR="${OPAL_ET_SYSEMU_ROOT}")
   target_link_libraries(opal_et PUBLIC opal_et_sysemu)
 else()
-  message(STATUS "ET backend: no sw-sysemu in ${OPAL_ET_SYSEMU_DIR} or /opt/et: built without the sysemu driver")
+  message(STATUS "ET backend: no sw-sysemu in ${OPAL_ET_SYSEMU_DIR} or ${OPAL_ET_ROOT}: built without the sysemu driver")
 endif()
 
-find_package(runtime CONFIG QUIET PATHS /opt/et NO_DEFAULT_PATH)
-if(runtime_FOUND)
-  message(STATUS "ET backend: etrt driver with the et-platform runtime in /opt/et")
+# etrt: et-platform's top-level build installs the runtime (esperanto-tools-libs: CMake package
+# `runtime`, target runtime::etrt_static) and the device layer (dev::IDeviceLayer, package
+# `deviceLayer`) under one prefix, /opt/et by default (../shared/docs/et-soc.md §2). The driver
+# includes <runtime/IRuntime.h> and <device-layer/IDeviceLayer.h> and calls
+# IDeviceLayer::createPcieDeviceLayer(), so it needs both; the include directories come with the
+# imported targets. Never configured here (no /opt/et on this project's machines).
+find_package(runtime CONFIG QUIET PATHS ${OPAL_ET_ROOT} NO_DEFAULT_PATH)
+find_package(deviceLayer CONFIG QUIET PATHS ${OPAL_ET_ROOT} NO_DEFAULT_PATH)
+if(runtime_FOUND AND deviceLayer_FOUND AND TARGET runtime::etrt_static)
+  message(STATUS "ET backend: etrt driver with the et-platform runtime in ${OPAL_ET_ROOT}")
   target_sources(opal_et PRIVATE ${CMAKE_SOURCE_DIR}/backends/et/driver/etrt/etrt_driver.cpp)
   target_compile_definitions(opal_et PRIVATE OPAL_ET_HAVE_ETRT)
   target_link_libraries(opal_et PUBLIC runtime::etrt_static)
+  if(TARGET deviceLayer::deviceLayer)
+    target_link_libraries(opal_et PUBLIC deviceLayer::deviceLayer)
+  endif()
+elseif(runtime_FOUND OR deviceLayer_FOUND)
+  message(WARNING "ET backend: ${OPAL_ET_ROOT} has only part of et-platform (package runtime: ${runtime_FOUND}, "
+                  "package deviceLayer: ${deviceLayer_FOUND}; the driver needs both and runtime::etrt_static): "
+                  "built without the etrt driver")
 else()
-  message(STATUS "ET backend: no et-platform runtime under /opt/et: built without the etrt driver (no card)")
+  message(STATUS "ET backend: no et-platform runtime under ${OPAL_ET_ROOT}: built without the etrt driver (no card)")
 endif()
 
 # The driver tests' own kernels (tests/et/kernels): a probe ELF per test

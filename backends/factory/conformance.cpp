@@ -116,8 +116,15 @@ std::vector<OpCase> conformance_cases(const std::string& set) {
       v.push_back({Op::MulMatId, dt, 7, 48, 256});
       v.push_back({Op::GetRows, dt, 7, 50, 512});
     }
-    for (Op op : {Op::RmsNorm, Op::Silu, Op::Mul, Op::Add, Op::Swiglu})
+    for (DType dt : {DType::F32, DType::Q8_0, DType::Q4_K}) {  // N not a multiple of 16: split by output rows
+      v.push_back({Op::MulMat, dt, 7, 8, 256});
+      v.push_back({Op::MulMat, dt, 32, 24, 256});
+    }
+    v.push_back({Op::MulMatId, DType::Q8_0, 7, 8, 256});
+    for (Op op : {Op::RmsNorm, Op::Silu, Op::Mul, Op::Add, Op::Swiglu, Op::Div, Op::Scale, Op::SumRows, Op::Softmax})
       for (int64_t m : {1, 32}) v.push_back({op, DType::F32, m, 1, m == 1 ? 8192 : 1024});
+    for (int64_t m : {1, 7, 32}) v.push_back({Op::Softmax, DType::F32, m, 1, 8});  // a MoE router's rows
+    for (int64_t m : {1, 32}) v.push_back({Op::TopK, DType::F32, m, 1, 64});
     for (int64_t m : {1, 32})
       for (int var : {0, 1}) v.push_back({Op::Rope, DType::F32, m, 6, 128, var});
     for (DType dt : {DType::F32, DType::F16})

@@ -12,6 +12,7 @@
 #include "backends/et/driver/fake/fake_driver.h"
 #include "backends/et/host/et_device.h"
 #include "backends/et/kernels/et_kernel_images.h"
+#include "backends/et/lower/lower.h"
 #include "backends/factory/backend_factory.h"
 #include "backends/factory/op_cases.h"
 #include "graph/registry.h"
@@ -158,6 +159,39 @@ TEST(EtDevice, FakeDriverRunsAddWithStagedOperands) {
   EXPECT_GT(hooks.counters.at("et_staged_bytes"), 0);
 }
 
+// A node with few output lines launches only the harts that can get a line (lower.h fit_harts):
+// 64 floats = 4 lines -> 2 minions x 2 threads, and the blob's masks say the same.
+TEST(EtDevice, SmallOutputsLaunchOnlyTheHartsTheyCanUse) {
+  if (!have_images()) GTEST_SKIP() << et::et_kernels_unavailable_reason();
+  const OpCase c{Op::Add, DType::F32, 1, 1, 64};
+  FakeEt f = fake_et();
+  CountingHooks hooks;
+  CaseRun r = run_case(c, std::move(f.reg), f.et, &hooks);
+  EXPECT_EQ(r.result, cpu_result(c));
+  ASSERT_EQ(f.fake->history().size(), 1u);
+  EXPECT_EQ(f.fake->history()[0].harts.count(), 4u);
+  EXPECT_EQ(f.fake->history()[0].harts.minion_mask, 0x3u);
+  EtBinaryArgs a;
+  std::memcpy(&a, f.fake->history()[0].args.data(), sizeof a);
+  EXPECT_EQ(a.h.minion_mask, 0x3u);
+  EXPECT_EQ(a.h.shire_mask, 0x1u);
+  EXPECT_EQ(hooks.counters.at("et_harts"), 4);
+  // More lines than harts: every hart, and two shires' worth picks whole shires.
+  Graph g;
+  BuiltCase big = build_case({Op::Add, DType::F32, 4, 1, 1024}, g, 1, false);
+  EXPECT_EQ(et::fit_harts(*big.out, {0x1, 0xF, 2}).count(), 8u);
+  const et::HartSet two = et::fit_harts(*big.out, {0x7, 0xFFFFFFFF, 2});  // 256 lines of 192 harts
+  EXPECT_EQ(two.count(), 192u);
+  BuiltCase mid = build_case({Op::Add, DType::F32, 1, 1, 1280}, g, 1, false);  // 80 lines: 40 minions
+  const et::HartSet two_shires = et::fit_harts(*mid.out, {0xF, 0xFFFFFFFF, 2});
+  EXPECT_EQ(two_shires.shire_mask, 0x3u);  // more than one shire: whole shires
+  EXPECT_EQ(two_shires.count(), 128u);
+  BuiltCase row = build_case({Op::Add, DType::F32, 1, 1, 1024}, g, 1, false);  // 64 lines of 3 x 32 harts
+  const et::HartSet one = et::fit_harts(*row.out, {0x7, 0xFFFFFFFF, 1});
+  EXPECT_EQ(one.shire_mask, 0x3u);
+  EXPECT_EQ(one.count(), 64u);
+}
+
 TEST(EtDevice, AFaultingLaunchFallsBackToTheCpu) {
   if (!have_images()) GTEST_SKIP() << et::et_kernels_unavailable_reason();
   const OpCase c{Op::Mul, DType::F32, 3, 1, 512};
@@ -184,8 +218,14 @@ TEST(EtDevice, SupportReasons) {
   if (!have_images()) GTEST_SKIP() << et::et_kernels_unavailable_reason();
   FakeEt f = fake_et();
   Graph g;
-  BuiltCase div = build_case({Op::Div, DType::F32, 2, 1, 64}, g, 1, false);
-  EXPECT_NE(f.et->supports(*div.out).reason.find("no ET kernel for DIV"), std::string::npos);
+  BuiltCase gelu = build_case({Op::Gelu, DType::F32, 2, 1, 64}, g, 1, false);
+  EXPECT_NE(f.et->supports(*gelu.out).reason.find("no ET kernel for GELU"), std::string::npos);
+  for (Op op : {Op::Div, Op::Scale, Op::Softmax, Op::SumRows, Op::TopK}) {
+    BuiltCase b = build_case({op, DType::F32, 2, 1, 64}, g, 1, false);
+    EXPECT_TRUE(f.et->supports(*b.out)) << op_name(op) << ": " << f.et->supports(*b.out).reason;
+  }
+  BuiltCase router = build_case({Op::MulMat, DType::Q8_0, 7, 8, 256}, g, 1, false);  // N 8, 7 rows: row split
+  EXPECT_TRUE(f.et->supports(*router.out)) << f.et->supports(*router.out).reason;
   BuiltCase q41 = build_case({Op::MulMat, DType::Q4_1, 2, 8, 64}, g, 1, false);
   EXPECT_NE(f.et->supports(*q41.out).reason.find("weight type q4_1"), std::string::npos);
   BuiltCase add = build_case({Op::Add, DType::F32, 2, 1, 64}, g, 1, false);
@@ -216,6 +256,7 @@ TEST(EtDevice, SysemuRunsAddAndReportsCycles) {
   EXPECT_EQ(et->et_stats().nodes_run, 1u);
   EXPECT_GT(hooks.counters.at("et_cycles"), 0);
   EXPECT_GT(hooks.counters.at("et_kernel_cycles"), 0);
+  EXPECT_LT(hooks.counters.at("et_kernel_cycles"), hooks.counters.at("et_cycles"));  // both count emulator cycles
   EXPECT_GT(et->stats().get("emulated_cycles"), 0);
 }
 

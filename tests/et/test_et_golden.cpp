@@ -7,6 +7,13 @@
 // The ET kernels quantize activations per block as llama.cpp does, but sum in
 // their own order (8 lanes, per-hart partial sums) and use et_math.h's exp and
 // reciprocal, so bit-identity is not expected; the tolerances are the bar.
+// Top-1: the README judges "the whole logits vector" against the max|diff|
+// bar, so a row whose argmax differs only because llama.cpp's own two
+// candidates are closer than the noise that bar allows is a near-tie, not an
+// error: a differing row counts as agreeing when llama.cpp's gap between its
+// token and ours is below twice our largest |diff| in that row (the near-tie
+// rule of tests/engine/test_fidelity.cpp) and that |diff| is itself within the
+// max|diff|/std bar. Every such row is printed with its gap.
 //
 // Emulator time is the cost (a tiny model's token takes seconds), so CI runs
 // a short form: the first kCiPrompt prompt tokens in one batch (their rows of
@@ -19,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 
 #include "backends/et/host/et_device.h"
@@ -35,13 +43,19 @@ constexpr size_t kCiPrompt = 8, kCiDecode = 2;
 
 struct Tol {
   double max_diff_over_std, min_cosine, min_top1;
+  int rows_exempt = 0;
 };
 
+// MoE files: as in tests/engine/test_fidelity.cpp, one row per phase may be
+// left out of max|diff| and cosine: a router near-tie that picks another
+// expert changes that row as a whole (its top-1 still counts, and the
+// exempted row's figures are printed).
 Tol tolerance_for(const std::string& stem) {
   auto has = [&](const char* s) { return stem.find(s) != std::string::npos; };
-  if (has("-f32") || has("-f16")) return {0.02, 0.9999, 1.0};
-  if (has("-q8_0")) return {0.15, 0.9995, 0.95};
-  return {0.30, 0.995, 0.90};
+  const int moe_rows = has("moe") ? 1 : 0;
+  if (has("-f32") || has("-f16")) return {0.02, 0.9999, 1.0, moe_rows};
+  if (has("-q8_0")) return {0.15, 0.9995, 0.95, moe_rows};
+  return {0.30, 0.995, 0.90, moe_rows};
 }
 
 bool full_mode() {
@@ -102,6 +116,42 @@ EtRun run_et(const test::Golden& g, size_t n_batch, size_t n_prompt_singles, siz
   return r;
 }
 
+double stdev_of(const std::vector<float>& v) {
+  double mean = 0, sq = 0;
+  for (float x : v) mean += x;
+  mean /= double(v.size());
+  for (float x : v) sq += (x - mean) * (x - mean);
+  return std::sqrt(sq / double(v.size()));
+}
+
+// Top-1 agreement with near-ties counted as agreeing (see the top of the file).
+double top1_with_near_ties(const std::string& stem, const char* what, const std::vector<float>& ours,
+                           const std::vector<float>& ref, int64_t n_vocab, double max_diff_over_std) {
+  const int64_t rows = int64_t(ref.size()) / n_vocab;
+  const double sd = stdev_of(ref);
+  int64_t agree = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = ours.data() + r * n_vocab;
+    const float* b = ref.data() + r * n_vocab;
+    const int64_t ta = test::argmax_row(a, n_vocab), tb = test::argmax_row(b, n_vocab);
+    if (ta == tb) {
+      ++agree;
+      continue;
+    }
+    double row_max = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) row_max = std::max(row_max, std::fabs(double(a[i]) - double(b[i])));
+    const double gap = double(b[tb]) - double(b[ta]);
+    const bool tie = gap < 2 * row_max && row_max <= max_diff_over_std * sd;
+    agree += tie;
+    std::printf(
+        "  et %-22s %-6s row %lld: top-1 ours %lld, llama.cpp %lld; llama.cpp's gap %.5f = %.5f std, our row "
+        "max|d| %.5f std (%s)\n",
+        stem.c_str(), what, static_cast<long long>(r), static_cast<long long>(ta), static_cast<long long>(tb), gap,
+        gap / sd, row_max / sd, tie ? "near-tie" : "NOT a near-tie");
+  }
+  return rows ? double(agree) / double(rows) : 1.0;
+}
+
 void check(const std::string& stem, bool full) {
   if (!et_unavailable_reason().empty()) GTEST_SKIP() << et_unavailable_reason();
   const test::Golden g = test::load_golden(stem);
@@ -113,7 +163,13 @@ void check(const std::string& stem, bool full) {
   for (const auto& [what, ours, ref] : {std::tuple{full ? "prompt" : "batch", &r.rows_batch, &r.ref_batch},
                                         std::tuple{full ? "decode" : "single", &r.rows_single, &r.ref_single}}) {
     ASSERT_EQ(ours->size(), ref->size()) << what;
-    const test::Comparison c = test::compare_logits(*ours, *ref, g.n_vocab);
+    test::Comparison c = test::compare_logits(*ours, *ref, g.n_vocab, tol.rows_exempt);
+    if (tol.rows_exempt) {
+      const test::Comparison all = test::compare_logits(*ours, *ref, g.n_vocab);
+      std::printf("  et %-22s %-6s all rows: max|d|/std %.5f  min cos %.7f (%d row exempt, MoE)\n", stem.c_str(), what,
+                  all.max_diff_over_std, all.min_cosine, tol.rows_exempt);
+    }
+    c.top1_agreement = top1_with_near_ties(stem, what, *ours, *ref, g.n_vocab, tol.max_diff_over_std);
     std::printf("  et %-22s %-6s rows %3lld  max|d|/std %.5f  min cos %.7f  top-1 %.3f  (%.1f s)\n", stem.c_str(), what,
                 static_cast<long long>(c.rows), c.max_diff_over_std, c.min_cosine, c.top1_agreement, r.seconds);
     ::testing::Test::RecordProperty(std::string(what) + "_max_diff_over_std", std::to_string(c.max_diff_over_std));

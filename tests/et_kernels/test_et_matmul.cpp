@@ -90,6 +90,12 @@ TEST(EtMulMat, Q8_0ManyRows) { check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_Q8_0, 25
 TEST(EtMulMat, Q4_0) { check_mul_mat({DType::Q4_0, ET_K_MUL_MAT_Q4_0, 1024, 64, 3, 1, 1, 0xF}); }
 TEST(EtMulMat, Q4_K) { check_mul_mat({DType::Q4_K, ET_K_MUL_MAT_Q4_K, 1024, 32, 2}); }
 TEST(EtMulMat, Q6_K) { check_mul_mat({DType::Q6_K, ET_K_MUL_MAT_Q6_K, 512, 32, 3}); }
+// N not a multiple of 16 with several rows (a MoE router: N = the expert count): the harts split
+// the output rows in groups that fill whole lines (matmul.c, mul_mat_rows); the coherence
+// checker fails the launch if two minions wrote one line.
+TEST(EtMulMat, F32RouterShapeRowSplit) { check_mul_mat({DType::F32, ET_K_MUL_MAT_F32, 256, 8, 33, 1, 1, 0xF}); }
+TEST(EtMulMat, Q8_0OddNRowSplitBatched) { check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_Q8_0, 64, 24, 5, 1, 2, 0xF}); }
+TEST(EtMulMat, Q6_KOddNRowSplit) { check_mul_mat({DType::Q6_K, ET_K_MUL_MAT_Q6_K, 256, 4, 9, 1, 1, 0x3}); }
 TEST(EtMulMat, Q4_KManyRowsLongK) { check_mul_mat({DType::Q4_K, ET_K_MUL_MAT_Q4_K, 2048, 32, 32, 1, 1, 0x1}); }
 
 }  // namespace
@@ -102,8 +108,8 @@ namespace {
 // (reference_dot with expert ids[j, t] and x row (j % S, t), what compute_mul_mat_id computes
 // per row), so the same tolerance as MUL_MAT (fp32 order, one quant step of x); an expert id
 // out of range gives zeros (as the CPU op).
-void check_mul_mat_id(DType type, uint32_t kernel, int64_t K, int64_t S) {
-  const int64_t N = 32, E = 4, n_used = 2, T = 3;
+void check_mul_mat_id(DType type, uint32_t kernel, int64_t K, int64_t S, int64_t N = 32) {
+  const int64_t E = 4, n_used = 2, T = 3;
   std::mt19937 rng(uint32_t(K + S));
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> wf(size_t(K * N * E)), xf(size_t(K * S * T));
@@ -161,6 +167,8 @@ TEST(EtMulMatId, Q8_0SharedActivation) { check_mul_mat_id(DType::Q8_0, ET_K_MUL_
 TEST(EtMulMatId, Q4_KPerSlotActivations) { check_mul_mat_id(DType::Q4_K, ET_K_MUL_MAT_ID_Q4_K, 256, 2); }
 TEST(EtMulMatId, Q6_K) { check_mul_mat_id(DType::Q6_K, ET_K_MUL_MAT_ID_Q6_K, 256, 1); }
 TEST(EtMulMatId, F32) { check_mul_mat_id(DType::F32, ET_K_MUL_MAT_ID_F32, 64, 2); }
+// N = 8: the (slot, token) pairs split in line-filling groups instead of N.
+TEST(EtMulMatId, Q8_0OddNPairSplit) { check_mul_mat_id(DType::Q8_0, ET_K_MUL_MAT_ID_Q8_0, 64, 1, 8); }
 
 }  // namespace
 }  // namespace opal::et_test

@@ -120,8 +120,8 @@ TEST(EtOps, Swiglu) { check_glu(true); }
 
 // ---- GET_ROWS: dequantization with the same rounded operations as core/quant: bit-equal. An
 // id out of range gives zeros on both.
-void check_get_rows(DType type, uint32_t kernel, int64_t K) {
-  const int64_t R = 6, n = 5;
+void check_get_rows(DType type, uint32_t kernel, int64_t K, int64_t n = 5) {
+  const int64_t R = 6;
   auto tf = randn(size_t(K * R), 4);
   std::vector<uint8_t> table(row_bytes(type, K) * uint64_t(R));
   quantize_rows(type, tf.data(), table.data(), R, K);
@@ -129,7 +129,9 @@ void check_get_rows(DType type, uint32_t kernel, int64_t K) {
     const uint16_t special[4] = {0x0001, 0x83ff, 0x0200, 0x7c00};
     std::memcpy(table.data() + 3 * row_bytes(type, K), special, sizeof special);
   }
-  std::vector<int32_t> ids = {3, 0, 5, 7, 3};  // 7: out of range
+  std::vector<int32_t> ids = {3, 0, 5, 7, 3};                         // 7: out of range
+  for (int64_t i = 5; i < n; ++i) ids.push_back(int32_t(i * 5 % 7));  // 6: out of range
+  ids.resize(size_t(n));
   EtDevice dev;
   dev.minion_mask = 0x3;
   EtGetRowsArgs a{};
@@ -153,6 +155,10 @@ void check_get_rows(DType type, uint32_t kernel, int64_t K) {
 }
 TEST(EtOps, GetRowsF32) { check_get_rows(DType::F32, ET_K_GET_ROWS_F32, 40); }
 TEST(EtOps, GetRowsF16) { check_get_rows(DType::F16, ET_K_GET_ROWS_F16, 64); }
+// Rows of one weight (the MoE router's probabilities picked per expert: [1, E, T] -> [1, K, T]),
+// 37 rows over 4 harts in groups of 16 (a line); and f16 rows with a scalar tail.
+TEST(EtOps, GetRowsF32RouterRowsOfOne) { check_get_rows(DType::F32, ET_K_GET_ROWS_F32, 1, 37); }
+TEST(EtOps, GetRowsF16OddWidth) { check_get_rows(DType::F16, ET_K_GET_ROWS_F16, 13, 9); }
 TEST(EtOps, GetRowsQ8_0) { check_get_rows(DType::Q8_0, ET_K_GET_ROWS_Q8_0, 96); }
 TEST(EtOps, GetRowsQ4_0) { check_get_rows(DType::Q4_0, ET_K_GET_ROWS_Q4_0, 64); }
 TEST(EtOps, GetRowsQ4_K) { check_get_rows(DType::Q4_K, ET_K_GET_ROWS_Q4_K, 512); }

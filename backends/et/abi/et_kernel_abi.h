@@ -160,6 +160,8 @@ enum EtKernelId {
   ET_K_RMS_NORM_F32 = 3,
   ET_K_SILU_F32 = 4,
   ET_K_SWIGLU_F32 = 5,
+  ET_K_DIV_F32 = 6,
+  ET_K_SCALE_F32 = 7,
   ET_K_MUL_MAT_F32 = 10,
   ET_K_MUL_MAT_F16 = 11,
   ET_K_MUL_MAT_Q8_0 = 12,
@@ -183,8 +185,11 @@ enum EtKernelId {
   ET_K_ATTENTION_F32 = 51, /* f32 KV cache */
   ET_K_KV_STORE_F16 = 60,  /* f32 rows -> f16 cache */
   ET_K_KV_STORE_F32 = 61,  /* f32 rows -> f32 cache */
-  ET_K_TEST_MATH = 90,     /* test only: math helpers over an array (EtTestMathArgs)  */
-  ET_K_TEST_FAULT = 91,    /* test only: reports a failure / traps (EtTestFaultArgs)  */
+  ET_K_SOFTMAX_F32 = 70,
+  ET_K_SUM_ROWS_F32 = 71,
+  ET_K_TOP_K_F32 = 72,
+  ET_K_TEST_MATH = 90,  /* test only: math helpers over an array (EtTestMathArgs)  */
+  ET_K_TEST_FAULT = 91, /* test only: reports a failure / traps (EtTestFaultArgs)  */
   ET_K_COUNT = 92
 };
 
@@ -195,6 +200,8 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_RMS_NORM_F32: return "rms_norm_f32";
     case ET_K_SILU_F32: return "silu_f32";
     case ET_K_SWIGLU_F32: return "swiglu_f32";
+    case ET_K_DIV_F32: return "div_f32";
+    case ET_K_SCALE_F32: return "scale_f32";
     case ET_K_MUL_MAT_F32: return "mul_mat_f32";
     case ET_K_MUL_MAT_F16: return "mul_mat_f16";
     case ET_K_MUL_MAT_Q8_0: return "mul_mat_q8_0";
@@ -218,6 +225,9 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_ATTENTION_F32: return "attention_f32";
     case ET_K_KV_STORE_F16: return "kv_store_f16";
     case ET_K_KV_STORE_F32: return "kv_store_f32";
+    case ET_K_SOFTMAX_F32: return "softmax_f32";
+    case ET_K_SUM_ROWS_F32: return "sum_rows_f32";
+    case ET_K_TOP_K_F32: return "top_k_f32";
     case ET_K_TEST_MATH: return "test_math";
     case ET_K_TEST_FAULT: return "test_fault";
     default: return 0;
@@ -269,6 +279,33 @@ typedef struct EtBinaryArgs {
   EtTensor a, b, dst;
 } EtBinaryArgs;
 ET_STATIC_ASSERT(sizeof(EtBinaryArgs) == 256, "EtBinaryArgs size");
+
+/* DIV (Op::Div) takes EtBinaryArgs as ADD / MUL: dst = a / b (et_divf, within 1 ulp of the
+ * correctly rounded quotient). */
+
+/* SCALE (Op::Scale): dst = src * scale, F32, same shapes, rows contiguous. */
+typedef struct EtScaleArgs {
+  EtArgsHeader h;
+  EtTensor src, dst;
+  float scale;
+  uint32_t reserved[15];
+} EtScaleArgs;
+ET_STATIC_ASSERT(sizeof(EtScaleArgs) == 256, "EtScaleArgs size");
+
+/* SOFTMAX (Op::Softmax) and SUM_ROWS (Op::SumRows) take EtUnaryArgs: F32 rows, contiguous
+ * (nb[0] = 4), dst contiguous. SOFTMAX: dst row = e^(x - max) / sum (et_math.h's exp and
+ * reciprocal, the sum in f32). SUM_ROWS: dst [1, rows] = the row sums (f32, 8 lanes). */
+
+/* TOP_K (Op::TopK): src F32 [n, rows] (n <= 4096), dst I32 [k, rows] = the indices of the k
+ * largest values of each row, largest first, equal values by the lower index first (as the CPU
+ * op's partial sort). */
+typedef struct EtTopKArgs {
+  EtArgsHeader h;
+  EtTensor src, dst;
+  int32_t k;
+  uint32_t reserved[15];
+} EtTopKArgs;
+ET_STATIC_ASSERT(sizeof(EtTopKArgs) == 256, "EtTopKArgs size");
 
 /* SILU: dst = x * sigmoid(x). SWIGLU: dst = silu(a) * b. F32, same shapes, rows contiguous. */
 typedef struct EtUnaryArgs {

@@ -316,19 +316,21 @@ void EtExecutor::run(Plan& plan, RunHooks* hooks) {
             if (d >= rg.lo && d < rg.lo + rg.bytes) return p.staging + rg.dev_off + uint64_t(d - rg.lo);
           fail("et: tensor '{}' of '{}' is neither resident nor staged", t.name, n.name);
         };
+        const et::HartSet harts =
+            dev_.options().fit_harts ? et::fit_harts(n, dev_.options().harts) : dev_.options().harts;
         DevAddr scratch = 0;
-        if (uint64_t sb = et::scratch_bytes(n, en.kernel, dev_.options().harts)) {
+        if (uint64_t sb = et::scratch_bytes(n, en.kernel, harts)) {
           static const std::vector<uint8_t> zeros(1 << 16);
           for (uint64_t done = 0; done < sb; done += zeros.size())
             drv.copy_in(p.scratch + done, zeros.data(), std::min<uint64_t>(zeros.size(), sb - done));
           scratch = p.scratch;
         }
-        et::KernelCall call = et::build_call(n, en.kernel, dev_.options().harts, addr, scratch);
+        et::KernelCall call = et::build_call(n, en.kernel, harts, addr, scratch);
         kernel = call.name;
         et::LaunchRequest rq;
         rq.code = dev_.code();
         rq.kernel = fmt::format("{} ({})", call.name, n.name);
-        rq.harts = dev_.options().harts;
+        rq.harts = harts;
         rq.args = std::move(call.args);
         rq.cycle_budget = dev_.options().cycle_budget;
         if (hooks) t1 = phase_clock_ns();

@@ -39,6 +39,7 @@ struct EtOptions {
   std::string driver = "sysemu";          // sysemu, fake, etrt
   et::HartSet harts{0x1, 0xFFFFFFFF, 2};  // every launch's harts (sysemu: the emulated chip)
   bool mem_check = true;                  // sysemu: the coherence checker
+  bool fit_harts = true;                  // launch only the harts a node's output lines can use (lower.h)
   uint64_t cycle_budget = 200000000;      // emulated cycles per launch before it counts as hung
   std::string image = "all";              // the kernel image (et_kernel_image name)
   int priority = 60;

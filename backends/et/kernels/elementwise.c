@@ -1,11 +1,12 @@
-/* elementwise.c - ADD, MUL (F32, broadcasting src1), SILU and SWIGLU (F32, same shapes).
+/* elementwise.c - ADD, MUL, DIV (F32, broadcasting src1), SCALE, SILU and SWIGLU (F32, same shapes).
  *
  * Layout: rows of ne[0] contiguous floats (nb[0] = 4); the other dims by stride. b broadcasts:
  * b index = dst index mod b.ne in each dim (graph Op::Add / Op::Mul).
  * SPMD: the dst rows are split over the harts in groups whose size makes every group start on
  * a 64-byte line (so two minions never write one line); within a row 8 lanes at a time
  * (flw.ps / fadd.ps or fmul.ps / fsw.ps), b either a full row or one value broadcast (fbc.ps),
- * the tail (ne[0] % 8) in scalar code.
+ * the tail (ne[0] % 8) in scalar code. DIV: scalar et_divf per element (no packed divide; its
+ * rows are short: the MoE router's weight normalisation). SCALE: MUL by one broadcast value.
  * SILU: x * sigmoid(x); SWIGLU: silu(a) * b; sigmoid = 1/(1 + e^-x) with et_math.h's exp and
  * reciprocal (et_silu8: 8 lanes; the same steps in scalar code for the tail). The CPU uses
  * llama.cpp's polynomial exp: results differ by a few ulp (et_math.h bounds: silu 2e-7 rel.).
@@ -24,9 +25,15 @@ static const uint8_t* row_of(const EtTensor* t, int64_t i1, int64_t i2, int64_t 
   return (const uint8_t*)(uintptr_t)t->addr + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
 }
 
+enum { OP_ADD = 0, OP_MUL = 1, OP_DIV = 2 };
+
 /* out[0:n) = a[0:n) op b[0:n) (b_step 1) or op b[0] (b_step 0). */
 static void row_op(int mul, float* out, const float* a, const float* b, int64_t n, int b_step) {
   int64_t i = 0;
+  if (mul == OP_DIV) {
+    for (; i < n; ++i) out[i] = et_divf(a[i], b_step ? b[i] : b[0]);
+    return;
+  }
   if (b_step) {
     if (mul)
       for (; i + 8 <= n; i += 8)
@@ -40,7 +47,7 @@ static void row_op(int mul, float* out, const float* a, const float* b, int64_t 
                          :
                          : [a] "r"(a + i), [b] "r"(b + i), [o] "r"(out + i)
                          : "ft0", "ft1", "ft2", "memory");
-    for (; i < n; ++i) out[i] = mul ? a[i] * b[i] : a[i] + b[i];
+    for (; i < n; ++i) out[i] = mul == OP_MUL ? a[i] * b[i] : a[i] + b[i];
   } else {
     if (mul)
       for (; i + 8 <= n; i += 8)
@@ -54,7 +61,7 @@ static void row_op(int mul, float* out, const float* a, const float* b, int64_t 
                          :
                          : [a] "r"(a + i), [b] "r"(b), [o] "r"(out + i)
                          : "ft0", "ft1", "ft2", "memory");
-    for (; i < n; ++i) out[i] = mul ? a[i] * b[0] : a[i] + b[0];
+    for (; i < n; ++i) out[i] = mul == OP_MUL ? a[i] * b[0] : a[i] + b[0];
   }
 }
 
@@ -88,14 +95,40 @@ static int64_t binary(const void* args, int mul) {
 
 static int64_t add_f32(const void* args, const EtEnv* env) {
   (void)env;
-  return binary(args, 0);
+  return binary(args, OP_ADD);
 }
 static int64_t mul_f32(const void* args, const EtEnv* env) {
   (void)env;
-  return binary(args, 1);
+  return binary(args, OP_MUL);
+}
+static int64_t div_f32(const void* args, const EtEnv* env) {
+  (void)env;
+  return binary(args, OP_DIV);
 }
 ET_KERNEL(ET_K_ADD_F32, add_f32);
 ET_KERNEL(ET_K_MUL_F32, mul_f32);
+ET_KERNEL(ET_K_DIV_F32, div_f32);
+
+static int64_t scale_f32(const void* args, const EtEnv* env) {
+  (void)env;
+  const EtScaleArgs* p = (const EtScaleArgs*)args;
+  const EtTensor *a = &p->src, *d = &p->dst;
+  if (a->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 0);
+  if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 1);
+  for (int i = 0; i < 4; ++i)
+    if (d->ne[i] != a->ne[i]) return et_fail(ET_STATUS_BAD_SHAPE, 1);
+  if (a->nb[0] != 4 || d->nb[0] != 4) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  const int64_t ne0 = d->ne[0], ne1 = d->ne[1], ne2 = d->ne[2];
+  const float scale = p->scale;
+  int64_t r0, r1;
+  et_split(et_spmd(&p->h), ne1 * ne2 * d->ne[3], row_grain(ne0), &r0, &r1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+    row_op(OP_MUL, (float*)row_of(d, i1, i2, i3), (const float*)row_of(a, i1, i2, i3), &scale, ne0, 0);
+  }
+  return ET_STATUS_OK;
+}
+ET_KERNEL(ET_K_SCALE_F32, scale_f32);
 
 /* SILU (b absent) and SWIGLU (dst = silu(a) * b). */
 static int64_t glu(const EtArgsHeader* h, const EtTensor* a, const EtTensor* b, const EtTensor* d) {

@@ -6,7 +6,8 @@
  *   (fgb.ps gathers, fcvt.ps.pw, fmul.ps by the broadcast scale); Q4_K y = d*sc*q - dmin*m per
  *   32-sub-block (6-bit scales as ggml packs them); Q6_K y = d*sc*q (et_q6_k.h).
  * An id outside [0, R) gives a row of zeros (as the CPU op). SPMD: output rows over the harts in
- * groups starting on 64-byte lines. Rows of dst contiguous, K % 8 == 0 (else BAD_SHAPE).
+ * groups starting on 64-byte lines. dst contiguous; K a whole number of blocks (F32 / F16: any K,
+ * e.g. the MoE router's rows of one weight; 8 lanes where the row is 32-byte aligned).
  */
 #include "backends/et/kernels/et_q6_k.h"
 #include "backends/et/kernels/et_runtime.h"
@@ -65,23 +66,30 @@ static void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 
 static void dequant_row(uint32_t type, const uint8_t* src, float* y, int64_t k) {
   switch (type) {
-    case ET_TYPE_F32:
-      for (int64_t i = 0; i < k; i += 8)
-        __asm__ volatile(ETI_FLW(ft0, 0, s) ETI_FSW(ft0, 0, y)
-                         :
-                         : [s] "r"(src + 4 * i), [y] "r"(y + i)
-                         : "ft0", "memory");
+    case ET_TYPE_F32: {
+      /* 8 lanes where the row is 32-byte aligned (packed loads and stores), the rest one by one */
+      int64_t i = 0;
+      if (((uintptr_t)src | (uintptr_t)y) % 32 == 0)
+        for (; i + 8 <= k; i += 8)
+          __asm__ volatile(ETI_FLW(ft0, 0, s) ETI_FSW(ft0, 0, y)
+                           :
+                           : [s] "r"(src + 4 * i), [y] "r"(y + i)
+                           : "ft0", "memory");
+      for (; i < k; ++i) y[i] = ((const float*)src)[i];
       return;
+    }
     case ET_TYPE_F16: {
-      for (int64_t i = 0; i < k; i += 8)
-        __asm__ volatile(ETI_FLW(ft1, 0, o) ETI_FGH(ft0, ft1, s) ETI_FCVT_PS_F16(ft0, ft0) ETI_FSW(ft0, 0, y)
-                         :
-                         : [o] "r"(k_off16), [s] "r"(src + 2 * i), [y] "r"(y + i)
-                         : "ft0", "ft1", "memory");
-      /* fcvt.ps.f16 flushes f16 subnormals to zero: redo those in software (exact, as the CPU) */
+      int64_t i = 0;
+      if ((uintptr_t)y % 32 == 0)
+        for (; i + 8 <= k; i += 8)
+          __asm__ volatile(ETI_FLW(ft1, 0, o) ETI_FGH(ft0, ft1, s) ETI_FCVT_PS_F16(ft0, ft0) ETI_FSW(ft0, 0, y)
+                           :
+                           : [o] "r"(k_off16), [s] "r"(src + 2 * i), [y] "r"(y + i)
+                           : "ft0", "ft1", "memory");
+      /* fcvt.ps.f16 flushes f16 subnormals to zero: redo those (and the tail) in software, exact */
       const uint16_t* h = (const uint16_t*)src;
-      for (int64_t i = 0; i < k; ++i)
-        if ((h[i] & 0x7c00u) == 0 && (h[i] & 0x3ffu) != 0) y[i] = et_f16_to_f32(h[i]);
+      for (int64_t j = 0; j < k; ++j)
+        if (j >= i || ((h[j] & 0x7c00u) == 0 && (h[j] & 0x3ffu) != 0)) y[j] = et_f16_to_f32(h[j]);
       return;
     }
     case ET_TYPE_Q8_0:
@@ -125,10 +133,12 @@ static int64_t get_rows(const void* args, uint32_t want) {
   const int64_t K = tb->ne[0], n = ids->ne[0], B = ids->ne[1];
   const int64_t kb = (want == ET_TYPE_Q4_K || want == ET_TYPE_Q6_K)   ? 256
                      : (want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0) ? 32
-                                                                      : 8;
+                                                                      : 1;
   if (K % kb != 0 || d->ne[0] != K || d->ne[1] != n || d->ne[2] != B) return et_fail(ET_STATUS_BAD_SHAPE, 2);
   if (tb->ne[2] != B && tb->ne[2] != 1) return et_fail(ET_STATUS_BAD_SHAPE, 0);
-  if (d->nb[0] != 4 || (d->addr | d->nb[1]) % 32 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 2);
+  if (d->nb[0] != 4 || d->nb[1] != 4 * (uint64_t)K || d->nb[2] != d->nb[1] * (uint64_t)n)
+    return et_fail(ET_STATUS_BAD_SHAPE, 2); /* row groups fill whole lines only in a contiguous dst */
+  if (kb > 1 && (d->addr | d->nb[1]) % 32 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 2);
   int64_t r0, r1;
   et_split(et_spmd(&p->h), n * B, row_grain(K), &r0, &r1);
   for (int64_t r = r0; r < r1; ++r) {

@@ -278,6 +278,8 @@ static void round_q8_k(const float* x, int64_t k, float* out, int8_t* q, float* 
   for (int64_t i = 0; i < k; ++i) out[i] = d[i / 256] * (float)q[i];
 }
 
+static int64_t mul_mat_rows(const EtMulMatArgs* p, uint32_t want, uint8_t* scratch);
+
 static int64_t mul_mat(const void* args, uint32_t want) {
   const EtMulMatArgs* p = (const EtMulMatArgs*)args;
   const EtTensor *w = &p->w, *x = &p->x, *d = &p->dst;
@@ -306,6 +308,8 @@ static int64_t mul_mat(const void* args, uint32_t want) {
   int64_t chunk = quant ? ET_MM_SCRATCH / row_stride : T;
   if (chunk > ET_MM_MAX_CHUNK) chunk = ET_MM_MAX_CHUNK;
   if (chunk < 1) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+
+  if (N % 16 != 0 && T * x->ne[2] * x->ne[3] > 1) return mul_mat_rows(p, want, scratch);
 
   int64_t n0, n1;
   et_split(et_spmd(&p->h), N, 16, &n0, &n1);
@@ -375,6 +379,44 @@ static float dot_row(uint32_t want, const uint8_t* wr, const float* xr, const ui
   }
 }
 
+/* One activation row quantized as dot_row reads it (Q8_0, Q8_K, or Q8_K-rounded floats for Q6_K;
+ * nothing for F32 / F16). The scratch needs 5 * K + 4 * (K / 32) + 4 * (K / 256) bytes. */
+static void quantize_row(uint32_t want, const float* xr, int64_t K, uint8_t* scratch) {
+  if (want == ET_TYPE_Q6_K)
+    round_q8_k(xr, K, (float*)scratch, (int8_t*)scratch + 4 * K, (float*)(scratch + 5 * K),
+               (float*)(scratch + 5 * K) + K / 256);
+  else if (want == ET_TYPE_Q4_K)
+    quantize_q8_k(xr, K, (int8_t*)scratch, (float*)(scratch + K), (float*)(scratch + K) + K / 256);
+  else if (want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0) quantize_q8_0(xr, K, (int8_t*)scratch, (float*)(scratch + K));
+}
+
+/* MUL_MAT with N % 16 != 0 and more than one dst row (e.g. a MoE router, N = the expert count):
+ * rows of N floats do not end on 64-byte lines, so splitting N would let two minions write one
+ * line. The harts split the dst rows instead, in groups of g rows with g * N a multiple of 16
+ * (whole lines per group; dst contiguous and line-aligned), each hart computing all N dots of
+ * its rows (the weights are re-read per row: cheap for the small N this path is for). */
+static int64_t mul_mat_rows(const EtMulMatArgs* p, uint32_t want, uint8_t* scratch) {
+  const EtTensor *w = &p->w, *x = &p->x, *d = &p->dst;
+  const int64_t K = w->ne[0], N = w->ne[1], T = x->ne[1], B2 = x->ne[2], B3 = x->ne[3];
+  const int64_t r2 = B2 / w->ne[2], r3 = B3 / w->ne[3];
+  if (d->nb[1] != (uint64_t)(4 * N) || d->nb[2] != d->nb[1] * (uint64_t)T || d->nb[3] != d->nb[2] * (uint64_t)B2 ||
+      d->addr % 64 != 0)
+    return et_fail(ET_STATUS_BAD_SHAPE, 2);
+  if (5 * K + 4 * (K / 32) + 4 * (K / 256) > ET_MM_SCRATCH) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  int64_t g = 1, r0, r1;
+  while ((g * N) % 16 != 0) ++g;
+  et_split(et_spmd(&p->h), T * B2 * B3, g, &r0, &r1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t t = r % T, i2 = (r / T) % B2, i3 = r / (T * B2);
+    const uint8_t* wb = (const uint8_t*)(uintptr_t)w->addr + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
+    const float* xr = (const float*)(uintptr_t)(x->addr + t * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3]);
+    float* out = (float*)(uintptr_t)d->addr + r * N;
+    quantize_row(want, xr, K, scratch);
+    for (int64_t n = 0; n < N; ++n) out[n] = dot_row(want, wb + n * w->nb[1], xr, scratch, K);
+  }
+  return ET_STATUS_OK;
+}
+
 static int64_t mul_mat_id(const void* args, uint32_t want) {
   const EtMulMatIdArgs* p = (const EtMulMatIdArgs*)args;
   const EtTensor *w = &p->w, *x = &p->x, *ids = &p->ids, *d = &p->dst;
@@ -391,31 +433,33 @@ static int64_t mul_mat_id(const void* args, uint32_t want) {
   if (x->nb[0] != 4 || d->nb[0] != 4 || (x->addr | x->nb[1] | x->nb[2]) % 32 != 0)
     return et_fail(ET_STATUS_BAD_ALIGN, 1);
   uint8_t scratch[ET_MM_SCRATCH] __attribute__((aligned(64)));
-  const int quant = want == ET_TYPE_Q8_0 || want == ET_TYPE_Q4_0 || want == ET_TYPE_Q4_K || want == ET_TYPE_Q6_K;
   if (5 * K + 4 * (K / 32) + 4 * (K / 256) > ET_MM_SCRATCH) return et_fail(ET_STATUS_BAD_SHAPE, 0);
-  int64_t n0, n1;
-  et_split(et_spmd(&p->h), N, 16, &n0, &n1);
-  if (n0 >= n1) return ET_STATUS_OK;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t j = 0; j < n_used; ++j) {
-      const int32_t e = *(const int32_t*)(uintptr_t)(ids->addr + j * ids->nb[0] + t * ids->nb[1]);
-      float* out = (float*)(uintptr_t)(d->addr + j * d->nb[1] + t * d->nb[2]);
-      if (e < 0 || e >= E) {
-        for (int64_t n = n0; n < n1; ++n) out[n] = 0.0f;
-        continue;
-      }
-      const float* xr = (const float*)(uintptr_t)(x->addr + (j % S) * x->nb[1] + t * x->nb[2]);
-      if (quant) {
-        if (want == ET_TYPE_Q6_K)
-          round_q8_k(xr, K, (float*)scratch, (int8_t*)scratch + 4 * K, (float*)(scratch + 5 * K),
-                     (float*)(scratch + 5 * K) + K / 256);
-        else if (want == ET_TYPE_Q4_K)
-          quantize_q8_k(xr, K, (int8_t*)scratch, (float*)(scratch + K), (float*)(scratch + K) + K / 256);
-        else quantize_q8_0(xr, K, (int8_t*)scratch, (float*)(scratch + K));
-      }
-      const uint8_t* we = (const uint8_t*)(uintptr_t)w->addr + (uint64_t)e * w->nb[2];
-      for (int64_t n = n0; n < n1; ++n) out[n] = dot_row(want, we + n * w->nb[1], xr, scratch, K);
+  /* (slot, token) pairs p0..p1 x outputs n0..n1: N split in 16s, or (N % 16 != 0, as mul_mat_rows)
+   * the pairs split in groups that fill whole lines of the contiguous dst. */
+  int64_t n0 = 0, n1 = N, p0 = 0, p1 = n_used * T;
+  if (N % 16 != 0 && n_used * T > 1) {
+    if (d->nb[1] != (uint64_t)(4 * N) || d->nb[2] != d->nb[1] * (uint64_t)n_used || d->addr % 64 != 0)
+      return et_fail(ET_STATUS_BAD_SHAPE, 3);
+    int64_t g = 1;
+    while ((g * N) % 16 != 0) ++g;
+    et_split(et_spmd(&p->h), n_used * T, g, &p0, &p1);
+  } else {
+    et_split(et_spmd(&p->h), N, 16, &n0, &n1);
+  }
+  if (n0 >= n1 || p0 >= p1) return ET_STATUS_OK;
+  for (int64_t pr = p0; pr < p1; ++pr) {
+    const int64_t t = pr / n_used, j = pr % n_used;
+    const int32_t e = *(const int32_t*)(uintptr_t)(ids->addr + j * ids->nb[0] + t * ids->nb[1]);
+    float* out = (float*)(uintptr_t)(d->addr + j * d->nb[1] + t * d->nb[2]);
+    if (e < 0 || e >= E) {
+      for (int64_t n = n0; n < n1; ++n) out[n] = 0.0f;
+      continue;
     }
+    const float* xr = (const float*)(uintptr_t)(x->addr + (j % S) * x->nb[1] + t * x->nb[2]);
+    quantize_row(want, xr, K, scratch);
+    const uint8_t* we = (const uint8_t*)(uintptr_t)w->addr + (uint64_t)e * w->nb[2];
+    for (int64_t n = n0; n < n1; ++n) out[n] = dot_row(want, we + n * w->nb[1], xr, scratch, K);
+  }
   return ET_STATUS_OK;
 }
 

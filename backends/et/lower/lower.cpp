@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -27,27 +29,40 @@ bool fits_i32(const Tensor& t) {
   return true;
 }
 
+bool contiguous(const Tensor& t) {
+  uint64_t nb = uint64_t(type_size(t.type));
+  for (size_t i = 0; i < 4; ++i) {
+    if (t.nb[i] != nb) return false;
+    nb *= uint64_t(t.ne[i]);
+  }
+  return true;
+}
+
 KernelChoice no(std::string why) { return {0, std::move(why)}; }
 
 // The matmul kernels give each hart 16-row groups of N, i.e. whole 64-byte
-// lines of every output row: with more than one row, a row must end on a line
-// or two minions would write one line (a coherence hazard the checker reports).
+// lines of every output row. When N is not a multiple of 16 and there is more
+// than one row, they split the output rows instead, in groups that fill whole
+// lines (matmul.c, mul_mat_rows): that needs a contiguous output.
 std::string check_line_rows(const Tensor& n) {
-  if (n.n_rows() > 1 && (n.ne[0] * 4) % 64 != 0)
+  if (n.n_rows() > 1 && (n.ne[0] * 4) % 64 != 0 &&
+      (n.nb[1] != uint64_t(n.ne[0]) * 4 || n.nb[2] != n.nb[1] * uint64_t(n.ne[1]) ||
+       n.nb[3] != n.nb[2] * uint64_t(n.ne[2])))
     return fmt::format(
-        "output rows of {} floats with {} rows: ET matmuls need N a multiple of 16 when M > 1 "
-        "(whole 64-byte lines per hart)",
-        n.ne[0], n.n_rows());
+        "output rows of {} floats (not whole 64-byte lines) in a non-contiguous output: ET splits such "
+        "matmuls by output rows, which must be contiguous",
+        n.ne[0]);
   return {};
 }
 
-uint32_t by_type(DType t, uint32_t f32, uint32_t f16, uint32_t q8, uint32_t q4, uint32_t q4k) {
+uint32_t by_type(DType t, uint32_t f32, uint32_t f16, uint32_t q8, uint32_t q4, uint32_t q4k, uint32_t q6k) {
   switch (t) {
     case DType::F32: return f32;
     case DType::F16: return f16;
     case DType::Q8_0: return q8;
     case DType::Q4_0: return q4;
     case DType::Q4_K: return q4k;
+    case DType::Q6_K: return q6k;
     default: return 0;
   }
 }
@@ -100,13 +115,34 @@ KernelChoice choose_kernel(const Tensor& n) {
   switch (n.op) {
     case Op::Add:
     case Op::Mul:
+    case Op::Div:
       if (!(r = check_f32(n, {s0, s1, &n})).empty()) return no(r);
       for (int i = 0; i < 4; i++)
         if (s0->ne[size_t(i)] % s1->ne[size_t(i)] != 0)
           return no(
               fmt::format("'{}' {} does not broadcast over {}", s1->name, s1->shape_string(), s0->shape_string()));
+      if (s1->ne[0] != 1 && s1->ne[0] != s0->ne[0])
+        return no(fmt::format("'{}' rows of {} broadcast within a row: ET takes a whole row or one value", s1->name,
+                              s1->ne[0]));
       if (n.ne != s0->ne) return no("output shape differs from source 0");
-      return {n.op == Op::Add ? uint32_t(ET_K_ADD_F32) : uint32_t(ET_K_MUL_F32), {}};
+      return {n.op == Op::Add   ? uint32_t(ET_K_ADD_F32)
+              : n.op == Op::Mul ? uint32_t(ET_K_MUL_F32)
+                                : uint32_t(ET_K_DIV_F32),
+              {}};
+    case Op::Scale:
+      if (!(r = check_f32(n, {s0, &n})).empty()) return no(r);
+      if (n.ne != s0->ne) return no("output shape differs from the source");
+      return {ET_K_SCALE_F32, {}};
+    case Op::Softmax:
+    case Op::SumRows:
+      if (!(r = check_f32(n, {s0, &n})).empty()) return no(r);
+      if (!contiguous(n)) return no("output not contiguous");
+      return {n.op == Op::Softmax ? uint32_t(ET_K_SOFTMAX_F32) : uint32_t(ET_K_SUM_ROWS_F32), {}};
+    case Op::TopK:
+      if (!(r = check_f32(n, {s0})).empty()) return no(r);
+      if (n.type != DType::I32 || !contiguous(n)) return no("output not contiguous i32");
+      if (s0->ne[0] > 4096) return no(fmt::format("rows of {} values: ET's TOP_K takes at most 4096", s0->ne[0]));
+      return {ET_K_TOP_K_F32, {}};
     case Op::RmsNorm:
       if (!(r = check_f32(n, {s0, &n})).empty()) return no(r);
       return {ET_K_RMS_NORM_F32, {}};
@@ -120,9 +156,10 @@ KernelChoice choose_kernel(const Tensor& n) {
       return {ET_K_SWIGLU_F32, {}};
     case Op::MulMat: {
       uint32_t k = by_type(s0->type, ET_K_MUL_MAT_F32, ET_K_MUL_MAT_F16, ET_K_MUL_MAT_Q8_0, ET_K_MUL_MAT_Q4_0,
-                           ET_K_MUL_MAT_Q4_K);
+                           ET_K_MUL_MAT_Q4_K, ET_K_MUL_MAT_Q6_K);
       if (!k)
-        return no(fmt::format("weight type {}: ET multiplies f32, f16, q8_0, q4_0 and q4_k", dtype_name(s0->type)));
+        return no(
+            fmt::format("weight type {}: ET multiplies f32, f16, q8_0, q4_0, q4_k and q6_k", dtype_name(s0->type)));
       if (!rows_contiguous(*s0) || !fits_i32(*s0)) return no(fmt::format("'{}': rows not contiguous", s0->name));
       if (!(r = check_f32(n, {s1, &n})).empty()) return no(r);
       if (s1->ne[2] % s0->ne[2] != 0 || s1->ne[3] != s0->ne[3])
@@ -132,9 +169,10 @@ KernelChoice choose_kernel(const Tensor& n) {
     }
     case Op::MulMatId: {
       uint32_t k = by_type(s0->type, ET_K_MUL_MAT_ID_F32, ET_K_MUL_MAT_ID_F16, ET_K_MUL_MAT_ID_Q8_0,
-                           ET_K_MUL_MAT_ID_Q4_0, ET_K_MUL_MAT_ID_Q4_K);
+                           ET_K_MUL_MAT_ID_Q4_0, ET_K_MUL_MAT_ID_Q4_K, ET_K_MUL_MAT_ID_Q6_K);
       if (!k)
-        return no(fmt::format("expert type {}: ET multiplies f32, f16, q8_0, q4_0 and q4_k", dtype_name(s0->type)));
+        return no(
+            fmt::format("expert type {}: ET multiplies f32, f16, q8_0, q4_0, q4_k and q6_k", dtype_name(s0->type)));
       if (!rows_contiguous(*s0) || !fits_i32(*s0)) return no(fmt::format("'{}': rows not contiguous", s0->name));
       if (!(r = check_f32(n, {s1, &n})).empty()) return no(r);
       if (s2->type != DType::I32) return no("expert ids are not i32");
@@ -143,9 +181,10 @@ KernelChoice choose_kernel(const Tensor& n) {
     }
     case Op::GetRows: {
       uint32_t k = by_type(s0->type, ET_K_GET_ROWS_F32, ET_K_GET_ROWS_F16, ET_K_GET_ROWS_Q8_0, ET_K_GET_ROWS_Q4_0,
-                           ET_K_GET_ROWS_Q4_K);
+                           ET_K_GET_ROWS_Q4_K, ET_K_GET_ROWS_Q6_K);
       if (!k)
-        return no(fmt::format("table type {}: ET reads f32, f16, q8_0, q4_0 and q4_k rows", dtype_name(s0->type)));
+        return no(
+            fmt::format("table type {}: ET reads f32, f16, q8_0, q4_0, q4_k and q6_k rows", dtype_name(s0->type)));
       if (!rows_contiguous(*s0) || !fits_i32(*s0)) return no(fmt::format("'{}': rows not contiguous", s0->name));
       if (s1->type != DType::I32) return no("row ids are not i32");
       if (!(r = check_f32(n, {&n})).empty()) return no(r);
@@ -192,6 +231,30 @@ std::vector<const Tensor*> kernel_sources(const Tensor& n) {
 
 bool writes_in_place(const Tensor& n) { return n.op == Op::KvStore; }
 
+HartSet fit_harts(const Tensor& n, const HartSet& all) {
+  const uint64_t lines = std::max<uint64_t>(1, (n.nbytes() + 63) / 64);
+  if (lines >= all.count()) return all;
+  const unsigned per_minion = all.threads;
+  const unsigned minions = unsigned(std::popcount(all.minion_mask));
+  uint64_t want_minions = (lines + per_minion - 1) / per_minion;  // < minions x shires
+  HartSet h = all;
+  h.shire_mask = 0;
+  for (uint64_t s = all.shire_mask; s && want_minions; s &= s - 1) {  // whole shires first
+    h.shire_mask |= s & (~s + 1);
+    if (want_minions <= minions) {
+      if (h.shire_mask == (s & (~s + 1))) {  // one shire: only the minions needed
+        uint32_t m = 0;
+        for (uint32_t bits = all.minion_mask; bits && want_minions; bits &= bits - 1, --want_minions)
+          m |= bits & (~bits + 1);
+        h.minion_mask = m;
+      }
+      break;
+    }
+    want_minions -= minions;
+  }
+  return h;
+}
+
 uint64_t scratch_bytes(const Tensor& n, uint32_t kid, const HartSet& h) {
   // RMS_NORM splits a row over every hart when there are fewer rows than harts (norm.c).
   if (kid == ET_K_RMS_NORM_F32 && n.n_rows() < int64_t(h.count())) return 64 * (2 * uint64_t(h.count()) + 1);
@@ -209,6 +272,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
   switch (n.op) {
     case Op::Add:
     case Op::Mul:
+    case Op::Div:
     case Op::Swiglu: {
       EtBinaryArgs a{};
       a.a = desc(s0, addr);
@@ -217,6 +281,24 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
       c.args = blob(a, kid, h, scratch, sbytes);
       break;
     }
+    case Op::Scale: {
+      EtScaleArgs a{};
+      a.src = desc(s0, addr);
+      a.dst = desc(&n, addr);
+      a.scale = n.fparams[0];
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::TopK: {
+      EtTopKArgs a{};
+      a.src = desc(s0, addr);
+      a.dst = desc(&n, addr);
+      a.k = int32_t(n.ne[0]);
+      c.args = blob(a, kid, h, scratch, sbytes);
+      break;
+    }
+    case Op::Softmax:
+    case Op::SumRows:
     case Op::Silu: {
       EtUnaryArgs a{};
       a.src = desc(s0, addr);

@@ -35,6 +35,12 @@ struct KernelCall {
   std::vector<uint8_t> args;
 };
 
+// The harts a launch of `node` needs out of `all`: no more than the 64-byte
+// lines of its output (every kernel hands out its output in whole lines, so
+// further harts would boot, find no work and stop), at least one; the lowest
+// minions of the lowest shires of `all`, both threads as `all`.
+HartSet fit_harts(const Tensor& node, const HartSet& all);
+
 // Device scratch (zeroed before the launch) the kernel of `node` can use on
 // `harts`, in bytes; 0 = none (EtArgsHeader.scratch).
 uint64_t scratch_bytes(const Tensor& node, uint32_t kernel_id, const HartSet& harts);

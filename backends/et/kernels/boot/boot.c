@@ -5,10 +5,17 @@
 #define CSR_MENABLE_SHADOWS 0x7d2
 #define PMU_EVENT_CYCLES 1
 
-static inline uint64_t read_mhpmcounter3(void) {
-  uint64_t v;
-  __asm__ volatile("csrr %0, 0xb03" : "=r"(v));
-  return v;
+/* Emulator cycles since the counter's base. mhpmcounter3 counts the cycle event, but sys_emu
+ * keeps one counter per neighbourhood (8 minions) and thread, and reads it as k * (emulator
+ * cycle - base), k = the harts of that neighbourhood and thread whose mhpmevent3 selects the
+ * cycle event (insns/zicsr.cpp, counter_matches_event): every hart of a launch sets it here, so
+ * k is 8 on a full shire and one raw read overstates the cycles k times. Two reads one
+ * instruction, i.e. one emulator cycle, apart differ by k: divide by it. (The card's firmware
+ * has its own counters; this boot stub is the emulator's.) */
+static inline uint64_t read_cycles(void) {
+  uint64_t a, b;
+  __asm__ volatile("csrr %0, 0xb03\n\tcsrr %1, 0xb03" : "=&r"(a), "=r"(b));
+  return b > a ? a / (b - a) : 0;
 }
 
 static volatile EtHartRecord* record_of(uint64_t hart) {
@@ -60,7 +67,7 @@ finish(uint64_t hart, uint32_t status, uint32_t detail, uint64_t mcause, uint64_
   r->mcause = mcause;
   r->mepc = mepc;
   r->mtval = mtval;
-  r->cycles = read_mhpmcounter3() - start;
+  r->cycles = read_cycles() - start;
   r->hart = hart;
   r->status = status;
   if (status != ET_STATUS_OK) { /* the emulator's log names the failing hart too */
@@ -107,7 +114,7 @@ void et_boot_prepare(uint64_t hart, uint64_t out[4]) {
   env->launch_id = l->launch_id;
   for (int i = 0; i < 4; ++i) env->reserved[i] = 0;
 
-  r->cycles = read_mhpmcounter3();
+  r->cycles = read_cycles();
   out[0] = l->entry_pc;
   out[1] = ustack - 2 * sizeof(EtEnv); /* 16-byte aligned, below the environment */
   out[2] = l->args;
