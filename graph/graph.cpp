@@ -208,7 +208,7 @@ Tensor* Graph::geglu(Tensor* gate, Tensor* up) {
   require(gate->ne == up->ne, "GEGLU", gate, up, "shapes differ");
   return new_node(Op::Geglu, DType::F32, gate->ne, {gate, up});
 }
-Tensor* Graph::tanh(Tensor* x) { return new_node(Op::Tanh, DType::F32, x->ne, {x}); }
+Tensor* Graph::tanh(Tensor* x) { return unary(x, UnaryFn::Tanh); }
 
 const char* unary_fn_name(UnaryFn f) {
   switch (f) {

@@ -50,7 +50,7 @@ enum class Op : uint8_t {
   // RWKV-7 (issue 17):
   Norm,        // layer norm without weight (ggml_norm): rows of ne[0], F32; fparams[0] = eps.
                //   y = (x - mean) / sqrt(var + eps); GROUP_NORM is this over a [group, n_groups * T] reshape
-  Unary,       // y = f(x), F32; iparams[0] = UnaryFn: sigmoid, tanh, exp, relu^2
+  Unary,       // y = f(x), F32; iparams[0] = UnaryFn: sigmoid, tanh, exp, relu^2 (tanh also Gemma's soft-cap)
   L2Norm,      // rows of ne[0], F32; fparams[0] = eps. y = x / max(sqrt(sum(x^2)), eps)
   TokenShift,  // src0 x F32 [C, T], src1 state F32 [C, n_slots] (Cache), src2 slot I32 [T] -> F32 [C, T]:
                //   y[:, t] = x[:, t'] for the last t' < t with slot[t'] == slot[t], else state[:, slot[t]];
@@ -59,7 +59,6 @@ enum class Op : uint8_t {
   // Gemma (issue 17).
   Gelu,   // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), through llama.cpp's f16 table
   Geglu,  // gelu_tanh(src0) * src1, F32, same shape (GELU as Gelu)
-  Tanh,   // tanh(x), F32 (Gemma's final logit soft-cap: c * tanh(x / c))
   Count
 };
 const char* op_name(Op op);
@@ -176,7 +175,7 @@ class Graph {
   Tensor* wkv7(Tensor* r, Tensor* w, Tensor* k, Tensor* v, Tensor* a, Tensor* b, Tensor* state, Tensor* slots);
   Tensor* gelu(Tensor* x);
   Tensor* geglu(Tensor* gate, Tensor* up);
-  Tensor* tanh(Tensor* x);
+  Tensor* tanh(Tensor* x);  // UNARY(tanh)
   // Views: reshape needs a contiguous source; view() takes explicit strides.
   Tensor* reshape(Tensor* x, std::array<int64_t, kMaxDims> ne);
   Tensor* view(Tensor* x, std::array<int64_t, kMaxDims> ne, std::array<uint64_t, kMaxDims> nb, uint64_t offset);

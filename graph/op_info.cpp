@@ -40,8 +40,8 @@
 //     2^-11 each, squared ~5e-7); a backend that computes the tanh form in f32
 //     differs by that much from the reference: 1e-5.
 // GELU costs 8 FLOPs per element (x^3, two multiply-adds, tanh counted as 4,
-// the final product), GEGLU one more (the product with the up projection),
-// TANH 4.
+// the final product), GEGLU one more (the product with the up projection).
+// Gemma's soft-cap tanh is UNARY(tanh).
 #include "graph/op_info.h"
 
 #include <fmt/format.h>
@@ -198,7 +198,6 @@ constexpr OpInfo kOps[] = {
     // Gemma (issue 17)
     {Op::Gelu,      "GELU",       1, 0, elementwise_cost<8>,    no_fields,        gelu_nmse,       C::Input},
     {Op::Geglu,     "GEGLU",      2, 0, elementwise_cost<9>,    no_fields,        gelu_nmse,       C::Input},
-    {Op::Tanh,      "TANH",       1, 0, elementwise_cost<4>,    no_fields,        f32_nmse,        C::Input},
 };
 // clang-format on
 

@@ -210,7 +210,7 @@ void register_native_routes(Server::State& st) {
         j["total_slots"] = st.engine->n_slots();
         j["model_path"] = st.opts.model;
         j["n_ctx"] = st.engine->n_ctx_slot();
-        j["chat_template"] = jinja::chat_template_from_gguf(st.model->gguf()).source;
+        j["chat_template"] = st.chat_template_source;
         j["chat_template_is_fallback"] = st.template_is_fallback;
         j["build_info"] = std::string("opal ") + git_commit();
         res.set_content(dump(j), "application/json");

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "backends/factory/backend_factory.h"
@@ -309,14 +311,26 @@ void Server::load() {
   st.model = Model::load(st.opts.model, *st.registry, st.opts.load);
   st.vocab.emplace(Vocab::from_gguf(st.model->gguf()));
 
-  const jinja::ModelChatTemplate tmpl = jinja::chat_template_from_gguf(st.model->gguf());
+  jinja::ModelChatTemplate tmpl = jinja::chat_template_from_gguf(st.model->gguf());
+  if (!st.opts.chat_template_file.empty()) {  // --chat-template-file: replaces the model's; must parse
+    std::ifstream f(st.opts.chat_template_file, std::ios::binary);
+    if (!f) throw Error(fmt::format("cannot read chat template file '{}'", st.opts.chat_template_file));
+    tmpl = {std::string(std::istreambuf_iterator<char>(f), {}), false};
+    try {
+      jinja::Template::parse(tmpl.source);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("chat template file '{}' does not parse: {}", st.opts.chat_template_file, e.what()));
+    }
+  }
   try {
     st.chat_template.emplace(jinja::Template::parse(tmpl.source));
     st.template_is_fallback = tmpl.is_fallback;
+    st.chat_template_source = tmpl.source;
   } catch (const std::exception& e) {
     fmt::print(stderr, "serve: the model's chat template does not parse ({}); using ChatML\n", e.what());
     st.chat_template.emplace(jinja::Template::parse(jinja::chatml_template()));
     st.template_is_fallback = true;
+    st.chat_template_source = jinja::chatml_template();
   }
   const jinja::SpecialTokenTexts special = jinja::special_tokens_from_gguf(st.model->gguf());
   st.template_vars = json::object();

@@ -36,6 +36,10 @@ struct ServerOptions {
   std::string api_key;         // empty: no key needed
   std::string alias;           // model id in /v1/models and responses (default: the model path)
   bool metrics = false;        // enable GET /metrics
+
+  // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
+  std::string chat_template_file;
+
   // HTTP layer (server/http/http_server.h, docs/server.md):
   int timeout_s = 600;                           // --timeout: each response write finishes within this
   int http_threads = 0;                          // workers running handlers (0: max(64, 8 x slots))

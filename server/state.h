@@ -34,7 +34,8 @@ struct Server::State {
   std::unique_ptr<Context> ctx;
   std::optional<jinja::Template> chat_template;
   bool template_is_fallback = false;
-  json template_vars;  // bos_token, eos_token
+  std::string chat_template_source;  // what chat_template was parsed from (GET /props)
+  json template_vars;                // bos_token, eos_token
   std::unique_ptr<SlotEngine> engine;
   Metrics metrics;
   std::string model_id;

@@ -156,7 +156,6 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
     case Op::Geglu:
       out = g.geglu(input("gate", c.dtype, {k, m, 1, 1}, -12, 12), input("up", c.dtype, {k, m, 1, 1}));
       break;
-    case Op::Tanh: out = g.tanh(input("x", c.dtype, {k, m, 1, 1}, -4, 4)); break;
     case Op::Rope: {
       Tensor* x = input("x", c.dtype, {k, n, m, 1});
       Tensor* pos = ints("pos", {m, 1, 1, 1}, [](int32_t* p, int64_t cnt) {

@@ -343,8 +343,8 @@ TEST_P(OpsThreads, GetRowsF16AndStridedAddView) {
 // GELU (tanh form) and GEGLU against double-precision math. The reference
 // reads llama.cpp's f16 table: the input and the result are each rounded to
 // f16 (relative 2^-11), and gelu' <= 1.13, so |error| <= 1.2e-3 |x| + 1e-6
-// there; at and beyond +-10 the result is x or 0 exactly. TANH: the C
-// library's tanhf, within 1e-6.
+// there; at and beyond +-10 the result is x or 0 exactly. Gemma's tanh
+// (UNARY(tanh)): the C library's tanhf, within 1e-6.
 TEST_P(OpsThreads, GeluGegluTanh) {
   OpHarness h(GetParam());
   const int K = 64, R = 5;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -266,6 +267,29 @@ TEST(TokenizerModels, Gemma4GoldenPrompts) {
   ASSERT_GE(ids.size(), 2u);
   EXPECT_EQ(v.token_text(ids[ids.size() - 2]), "<0xC3>");
   EXPECT_EQ(v.token_text(ids.back()), "<0xA9>");
+}
+
+// Gemma 4's end of generation: <eos> and the end-of-turn token <turn|> (the
+// chat format's "<|turn>model ... <turn|>"); the turn opener and the channel
+// markers are not. Gemma 3's end of turn is <end_of_turn>.
+TEST(TokenizerModels, GemmaEndOfTurnTokens) {
+  const Vocab& v4 = load_vocab(shared_path("golden/models/tiny-gemma4-f32.gguf"));
+  const int32_t end_turn = v4.find_token("<turn|>");
+  ASSERT_GE(end_turn, 0);
+  EXPECT_TRUE(v4.is_eog(end_turn));
+  EXPECT_TRUE(v4.is_eog(v4.eos()));
+  EXPECT_EQ(v4.eog_ids(), (std::vector<int32_t>{std::min(v4.eos(), end_turn), std::max(v4.eos(), end_turn)}));
+  for (const char* t : {"<|turn>", "<|channel>", "<channel|>", "<bos>"}) {
+    ASSERT_GE(v4.find_token(t), 0) << t;
+    EXPECT_FALSE(v4.is_eog(v4.find_token(t))) << t;
+  }
+  EXPECT_EQ(v4.token_to_piece(end_turn, false), "");  // a control token: not printed as text
+  const Vocab& v3 = load_vocab(shared_path("golden/models/tiny-gemma3-f32.gguf"));
+  const int32_t eot = v3.find_token("<end_of_turn>");
+  ASSERT_GE(eot, 0);
+  EXPECT_TRUE(v3.is_eog(eot));
+  EXPECT_EQ(v3.eot(), eot);
+  EXPECT_FALSE(v3.is_eog(v3.find_token("<start_of_turn>")));
 }
 
 }  // namespace

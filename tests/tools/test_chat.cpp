@@ -108,6 +108,62 @@ TEST(Chat, LongConversationDropsOldTurnsInsteadOfFailing) {
   EXPECT_NE(out.find("generation: 96 tokens"), std::string::npos) << out;
 }
 
+// Issue 17's families in `opal chat`: Gemma 3 with Gemma's template from the
+// shared set (the tiny GGUF has none), and RWKV-7, whose second turn continues
+// the recurrent state (only the new turn's tokens are evaluated) and whose
+// /clear resets it (the same first reply again).
+TEST(Chat, Gemma3WithGemmaTemplate) {
+  const std::string input = write_file("gemma.txt", "Hi\nMore\n");
+  int rc = 0;
+  const std::string out =
+      run("chat -m " + test::golden_model("tiny-gemma3-q8_0") + " --chat-template-file " +
+              test::shared_path("chat-templates/gemma3-it/template.jinja") + " -n 6 --temp 0 -t 1 < " + input + " 2>&1",
+          &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("using ChatML"), std::string::npos) << out;
+  EXPECT_NE(out.find("generation: "), std::string::npos) << out;
+  // "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n" is 9 tokens in
+  // this vocabulary; the second turn adds the reply's end and the new turn.
+  const auto p = out.find("prompt: ");
+  ASSERT_NE(p, std::string::npos) << out;
+  EXPECT_GT(std::stoi(out.substr(p + 8)), 9) << out;
+}
+
+TEST(Chat, Rwkv7ContinuesTheStateAndClearResetsIt) {
+  const std::string model = test::golden_model("tiny-rwkv7-q8_0");
+  const std::string input = write_file("rwkv.txt", "Hello there\n/clear\nHello there\n");
+  int rc = 0;
+  const std::string out = run("chat -m " + model + " -n 6 --temp 0 -t 1 --ignore-eos < " + input + " 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto first = out.find('\n', out.find("ChatML") + 1);
+  ASSERT_NE(first, std::string::npos) << out;
+  const auto end1 = out.find('\n', first + 1);
+  const std::string reply1 = out.substr(first + 1, end1 - first - 1);
+  EXPECT_FALSE(reply1.empty()) << out;
+  EXPECT_NE(out.find("[conversation cleared]"), std::string::npos) << out;
+  EXPECT_NE(out.find(reply1, end1), std::string::npos) << out;
+  // Two turns without /clear: the second evaluates only its new tokens.
+  const std::string long_turn = "Hello there, tell me a long story about a little girl named Lily who lived in a house";
+  const std::string two = write_file("rwkv2.txt", long_turn + "\nAnd then\n");
+  const std::string out2 = run("chat -m " + model + " -n 6 --temp 0 -t 1 --ignore-eos < " + two + " 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << out2;
+  const std::string one = write_file("rwkv1.txt", long_turn + "\n");
+  const std::string out1 = run("chat -m " + model + " -n 6 --temp 0 -t 1 --ignore-eos < " + one + " 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << out1;
+  auto prompt_tokens = [](const std::string& o) {
+    const auto p = o.find("prompt: ");
+    return p == std::string::npos ? -1 : std::stoi(o.substr(p + 8));
+  };
+  const int n1 = prompt_tokens(out1), n2 = prompt_tokens(out2);
+  ASSERT_GT(n1, 0) << out1;
+  // Turn 2 re-rendered in full starts with turn 1's whole prompt; from the
+  // state checkpoint at its end only the rest is evaluated (the reply, as
+  // re-tokenized, and the new turn: fewer tokens than turn 1's long prompt),
+  // where a re-evaluation from scratch would cost turn 1's prompt again.
+  EXPECT_GT(n2, n1) << out2;
+  EXPECT_LT(n2, 2 * n1) << out2;
+}
+
 TEST(CliOptions, ContextFlagsHaveOneHelpText) {
   for (const char* cmd : {"run", "chat", "perplexity", "serve", "bench", "logits"}) {
     int rc = 0;

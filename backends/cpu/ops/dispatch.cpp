@@ -44,8 +44,7 @@ Support supports(const Tensor& node) {
     case Op::SumRows:
     case Op::Scale:
     case Op::Silu:
-    case Op::Gelu:
-    case Op::Tanh: return need(rows_f32(a), "input must be f32 rows");
+    case Op::Gelu: return need(rows_f32(a), "input must be f32 rows");
     case Op::Mul:
     case Op::Add:
     case Op::Div:
@@ -101,7 +100,6 @@ void compute(const Tensor& node, const OpContext& ctx) {
     case Op::Swiglu:
     case Op::Gelu:
     case Op::Geglu:
-    case Op::Tanh:
     case Op::Cpy: compute_elementwise(node, ctx); return;
     case Op::MulMat: compute_mul_mat(node, ctx); return;
     case Op::MulMatId: compute_mul_mat_id(node, ctx); return;

@@ -11,7 +11,7 @@
 // default): for -10 < x < 10 the input is rounded to f16 and the result is
 // the f16 rounding of 0.5 x (1 + tanhf(sqrt(2/pi) x (1 + 0.044715 x^2)))
 // computed in f32; x <= -10 gives 0 and x >= 10 gives x. The table holds the
-// 65536 results widened to f32. TANH is the C library's tanhf (ggml_vec_tanh_f32).
+// 65536 results widened to f32.
 #include <cmath>
 #include <vector>
 
@@ -122,7 +122,6 @@ void compute_elementwise(const Tensor& node, const OpContext& ctx) {
         return g <= -10.0f ? 0.0f : gelu_ref(g) * u;
       });
       return;
-    case Op::Tanh: unary(node, ctx, [](float x, int64_t, int64_t) { return tanhf(x); }); return;
     case Op::Cpy: cpy(node, ctx); return;
     default: break;
   }

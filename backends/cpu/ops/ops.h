@@ -26,7 +26,7 @@ const char* kernel_name(const Tensor& node);
 // Per family (ops/<family>.cpp).
 void compute_get_rows(const Tensor& node, const OpContext& ctx);
 void compute_elementwise(const Tensor& node,
-                         const OpContext& ctx);  // Mul Add Div Scale Silu Swiglu Cpy Gelu Geglu Tanh
+                         const OpContext& ctx);  // Mul Add Div Scale Silu Swiglu Cpy Gelu Geglu
 // llama.cpp's GELU (tanh form through its f16 table), the definition GELU / GEGLU kernels are tested against.
 float gelu_ref(float x);
 void compute_norm(const Tensor& node, const OpContext& ctx);  // RmsNorm Softmax SumRows
