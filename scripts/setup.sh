@@ -12,7 +12,7 @@ case "${1:-}" in
 esac
 
 PKGS=(build-essential cmake ninja-build pkg-config python3
-      libfmt-dev nlohmann-json3-dev libboost1.81-dev libcpp-httplib-dev libcli11-dev libpcre2-dev
+      libfmt-dev nlohmann-json3-dev libboost1.81-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libcurl4-openssl-dev libssl-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       clang-format-14  # scripts/check_format.sh
       haproxy  # tests/deploy: replicas behind a load balancer (deploy/haproxy)

@@ -9,6 +9,9 @@ namespace opal::tools {
 using Action = std::function<int()>;
 // Registers `sub` with its action; main() runs the action of the chosen one.
 void set_action(CLI::App* sub, Action action);
+// Work to do before the action of `sub` (e.g. fetching the model -hf names);
+// runs in registration order, and its opal::Error ends the program as the action's would.
+void add_pre_action(CLI::App* sub, std::function<void()> f);
 
 void add_inspect_command(CLI::App& app);
 void add_rocket_command(CLI::App& app);
@@ -24,5 +27,6 @@ void add_chat_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_pull_command(CLI::App& app);
 
 }  // namespace opal::tools

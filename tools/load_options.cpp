@@ -1,6 +1,11 @@
 #include "tools/load_options.h"
 
+#include <memory>
+
+#include "core/error.h"
 #include "core/mapped_file.h"
+#include "hub/hub.h"
+#include "tools/commands.h"
 
 namespace opal::tools {
 
@@ -24,10 +29,36 @@ void add_load_options(CLI::App* sub, LoadOptions* opts) {
       "map, populate and lock the weights in memory (load mode lock)");
 }
 
+std::string* add_hub_options(CLI::App* sub, std::string* model) {
+  struct Names {
+    std::string hf, hff, url;
+  };
+  auto n = std::make_shared<Names>();
+  sub->add_option("--hf,--hf-repo", n->hf, "model by name: user/repo[:quant] on Hugging Face ($HF_ENDPOINT)")
+      ->type_name("REPO");
+  sub->add_option("--hff,--hf-file", n->hff, "with -hf: this file of the repository instead of picking by quant")
+      ->type_name("FILE");
+  sub->add_option("--mu,--model-url", n->url, "model by URL (downloaded once into $OPAL_CACHE)")->type_name("URL");
+  add_pre_action(sub, [n, model] {
+    const int given = int(!model->empty()) + int(!n->hf.empty()) + int(!n->url.empty());
+    if (given > 1) fail("give one of -m, -hf and -mu");
+    if (!n->hff.empty() && n->hf.empty()) fail("-hff names a file of the repository -hf names: give -hf too");
+    const hub::HubOptions o = hub::HubOptions::from_env();
+    if (!n->hf.empty()) *model = hub::fetch_hf(o, n->hf, n->hff);
+    else if (!n->url.empty()) *model = hub::fetch_url(o, n->url);
+  });
+  return &n->hf;
+}
+
 void add_model_options(CLI::App* sub, std::string* model, LoadOptions* load, ModelDefault dflt) {
   if (dflt == ModelDefault::BuiltIn)
     sub->add_option("-m,--model", *model, "GGUF model (default: models/opal-kjv.gguf, or $OPAL_DEFAULT_MODEL)");
-  else sub->add_option("-m,--model", *model, "GGUF model")->required();
+  else sub->add_option("-m,--model", *model, "GGUF model (or -hf / -mu)");
+  add_hub_options(sub, model);
+  if (dflt == ModelDefault::Required)
+    add_pre_action(sub, [model] {
+      if (model->empty()) fail("a model is needed: -m FILE, -hf user/repo[:quant] or -mu URL");
+    });
   add_load_options(sub, load);
 }
 

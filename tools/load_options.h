@@ -16,8 +16,15 @@ void add_load_options(CLI::App* sub, LoadOptions* opts);
 // Which model a subcommand runs when -m is not given.
 enum class ModelDefault { BuiltIn, Required };
 
-// `-m,--model FILE` (with the built-in model as default, or required) plus the
-// load-mode flags: the model group of every subcommand that runs a model.
+// `-m,--model FILE` (with the built-in model as default, or required), the
+// model-by-name options (add_hub_options) and the load-mode flags: the model
+// group of every subcommand that runs a model.
 void add_model_options(CLI::App* sub, std::string* model, LoadOptions* load, ModelDefault dflt);
+
+// `-hf user/repo[:quant]`, `-hff FILE` and `-mu URL` (hub/hub.h): before the
+// subcommand runs, the model is fetched into the cache (or found there) and
+// *model set to its path. At most one of -m, -hf and -mu. Returns where the
+// -hf value is kept (owned by the subcommand), for a positional alias.
+std::string* add_hub_options(CLI::App* sub, std::string* model);
 
 }  // namespace opal::tools

@@ -14,7 +14,12 @@ std::map<CLI::App*, Action>& actions() {
   return a;
 }
 }  // namespace
+std::map<CLI::App*, std::vector<std::function<void()>>>& pre_actions() {
+  static std::map<CLI::App*, std::vector<std::function<void()>>> a;
+  return a;
+}
 void set_action(CLI::App* sub, Action action) { actions()[sub] = std::move(action); }
+void add_pre_action(CLI::App* sub, std::function<void()> f) { pre_actions()[sub].push_back(std::move(f)); }
 }  // namespace opal::tools
 
 int main(int argc, char** argv) {
@@ -38,6 +43,7 @@ int main(int argc, char** argv) {
   add_serve_command(app);
   add_synth_command(app);
   add_bench_command(app);
+  add_pull_command(app);
 
   // llama.cpp's `-ub`, `-ctk`, `-np`... become `--ub`, `--ctk`, `--np`.
   const std::vector<std::string> args = map_llama_flags(argc, argv);
@@ -50,7 +56,10 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& [sub, action] : actions())
-      if (sub->parsed()) return action();
+      if (sub->parsed()) {
+        for (auto& f : pre_actions()[sub]) f();
+        return action();
+      }
   } catch (const opal::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -1,0 +1,196 @@
+// Hugging Face names: `user/repo[:tag]` -> the repository's file list (tree
+// API) -> the GGUF file(s) the tag picks -> resolve URLs -> the cache
+// (<cache>/hf/<user>/<repo>/<file>). Offline, or when the hub cannot be
+// reached, the same pick runs over the files already complete in the cache.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "core/error.h"
+#include "hub/http.h"
+#include "hub/hub.h"
+
+namespace opal::hub {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `tag` appears in `name` as a whole word (letters, digits and '_' around it do not continue it).
+bool has_tag(const std::string& name, const std::string& tag) {
+  const std::string n = upper(name), t = upper(tag);
+  for (size_t at = n.find(t); at != std::string::npos; at = n.find(t, at + 1)) {
+    const bool left = at == 0 || !word_char(n[at - 1]);
+    const bool right = at + t.size() == n.size() || !word_char(n[at + t.size()]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+const std::regex& split_re() {
+  static const std::regex re(R"((.*)-(\d{5})-of-(\d{5})\.gguf)", std::regex::icase);
+  return re;
+}
+
+bool valid_name_part(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+std::string repo_dir(const HubOptions& o, const std::string& repo) { return o.cache_dir + "/hf/" + repo; }
+
+// Every part of the split model `file` belongs to (just `file` when it is not split).
+std::vector<std::string> with_parts(const std::string& file) {
+  std::smatch m;
+  if (!std::regex_match(file, m, split_re())) return {file};
+  const int n = std::stoi(m[3].str());
+  std::vector<std::string> parts;
+  for (int k = 1; k <= n; ++k) parts.push_back(fmt::format("{}-{:05d}-of-{}.gguf", m[1].str(), k, m[3].str()));
+  return parts;
+}
+
+// Complete GGUF files of a repository in the cache (relative paths).
+std::vector<std::string> cached_files(const HubOptions& o, const std::string& repo) {
+  std::vector<std::string> out;
+  const fs::path dir = repo_dir(o, repo);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator(); ++it)
+    if (it->is_regular_file() && it->path().extension() == ".gguf")
+      out.push_back(fs::relative(it->path(), dir).generic_string());
+  return out;
+}
+
+}  // namespace
+
+HfRef parse_hf_ref(const std::string& spec) {
+  HfRef r;
+  const size_t colon = spec.find(':');
+  r.repo = spec.substr(0, colon);
+  if (colon != std::string::npos) r.tag = spec.substr(colon + 1);
+  const size_t slash = r.repo.find('/');
+  if (slash == std::string::npos || !valid_name_part(r.repo.substr(0, slash)) ||
+      !valid_name_part(r.repo.substr(slash + 1)))
+    fail("-hf '{}': expected user/repo[:quant], e.g. ggml-org/Qwen3-0.6B-GGUF:q8_0", spec);
+  if (colon != std::string::npos && !valid_name_part(r.tag))
+    fail("-hf '{}': the quant tag after ':' is empty or odd", spec);
+  return r;
+}
+
+std::vector<std::string> pick_gguf(const std::vector<std::string>& files, const std::string& tag) {
+  std::vector<std::string> gguf;
+  for (const std::string& f : files) {
+    const std::string b = upper(base_name(f));
+    if (b.size() > 5 && b.compare(b.size() - 5, 5, ".GGUF") == 0 && b.find("MMPROJ") == std::string::npos)
+      gguf.push_back(f);
+  }
+  std::sort(gguf.begin(), gguf.end());
+  if (gguf.empty()) fail("the repository has no GGUF file");
+  std::vector<std::string> tags = tag.empty() ? std::vector<std::string>{"Q4_K_M", "Q8_0"} : std::vector{tag};
+  std::vector<std::string> matched;
+  for (const std::string& t : tags) {
+    for (const std::string& f : gguf)
+      if (has_tag(base_name(f), t)) matched.push_back(f);
+    if (!matched.empty()) break;
+  }
+  if (matched.empty()) {
+    if (!tag.empty()) {
+      std::string list;
+      for (const std::string& f : gguf) list += (list.empty() ? "" : ", ") + f;
+      fail("no GGUF file for the tag '{}'; the repository has: {}", tag, list);
+    }
+    matched.push_back(gguf.front());
+  }
+  // A single file first; else the first split model, with every part.
+  for (const std::string& f : matched)
+    if (!std::regex_match(f, split_re())) return {f};
+  std::vector<std::string> parts = with_parts(matched.front());
+  std::vector<std::string> missing;
+  for (const std::string& p : parts)
+    if (std::find(files.begin(), files.end(), p) == files.end()) missing.push_back(p);
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+    fail("the split model {} lacks parts: {}", matched.front(), list);
+  }
+  return parts;
+}
+
+std::vector<std::string> list_repo_files(const HubOptions& o, const std::string& repo) {
+  const std::string url = o.endpoint + "/api/models/" + repo + "/tree/main?recursive=true";
+  const std::string text = get_text(o, url);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    fail("{}: the file list is not JSON ({})", url, e.what());
+  }
+  if (!j.is_array()) fail("{}: the file list is not a JSON array", url);
+  std::vector<std::string> out;
+  for (const auto& e : j)
+    if (e.is_object() && e.value("type", "") == "file" && e.contains("path") && e["path"].is_string())
+      out.push_back(e["path"].get<std::string>());
+  return out;
+}
+
+std::string fetch_hf(const HubOptions& o, const std::string& spec, const std::string& file) {
+  const HfRef ref = parse_hf_ref(spec);
+  if (!file.empty() && (file.find("..") != std::string::npos || file.front() == '/'))
+    fail("-hff '{}': a path inside the repository is expected", file);
+  std::vector<std::string> files;
+  if (!file.empty()) {
+    files = with_parts(file);
+  } else if (o.offline) {
+    const auto cached = cached_files(o, ref.repo);
+    if (cached.empty()) fail("offline: nothing of {} is in the cache ({})", ref.repo, repo_dir(o, ref.repo));
+    files = pick_gguf(cached, ref.tag);
+  } else {
+    try {
+      files = pick_gguf(list_repo_files(o, ref.repo), ref.tag);
+    } catch (const Error& e) {
+      const auto cached = cached_files(o, ref.repo);
+      if (cached.empty()) throw;
+      files = pick_gguf(cached, ref.tag);
+      std::fprintf(stderr, "warning: %s; using the cached %s\n", e.what(), files.front().c_str());
+    }
+  }
+  std::string first;
+  for (const std::string& f : files) {
+    const std::string path =
+        download(o, o.endpoint + "/" + ref.repo + "/resolve/main/" + f, repo_dir(o, ref.repo) + "/" + f);
+    if (first.empty()) first = path;
+  }
+  return first;
+}
+
+std::string fetch_url(const HubOptions& o, const std::string& url) {
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    fail("-mu '{}': an http:// or https:// URL is expected", url);
+  std::string path = url.substr(0, url.find_first_of("?#"));
+  std::string name = base_name(path);
+  if (!valid_name_part(name)) name = "model.gguf";
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the URL: one cache entry per URL
+  for (unsigned char c : url) h = (h ^ c) * 1099511628211ull;
+  return download(o, url, fmt::format("{}/url/{:016x}-{}", o.cache_dir, h, name));
+}
+
+}  // namespace opal::hub
