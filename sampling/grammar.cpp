@@ -17,6 +17,7 @@
 // non-empty (or its last character is incomplete but still possible). Masks
 // are cached by (sorted stack set, pending partial character).
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -89,7 +90,9 @@ struct Utf8 {
   uint8_t total = 0;  // continuation bytes of the current sequence
 
   // Feeds one byte; returns 1 when a code point completed (in acc), 0 when
-  // more bytes are needed, -1 for invalid UTF-8.
+  // more bytes are needed, -1 for invalid UTF-8 (including overlong forms,
+  // surrogates and values past U+10FFFF, which would smuggle a character in
+  // through byte tokens).
   int feed(uint8_t b) {
     if (need == 0) {
       if (b < 0x80) {
@@ -108,16 +111,24 @@ struct Utf8 {
       } else {
         return -1;
       }
-      return 0;
+      return possible() ? 0 : -1;
     }
     if ((b & 0xC0) != 0x80) return -1;
     acc = (acc << 6) | (b & 0x3F);
-    return --need == 0 ? 1 : 0;
+    if (--need > 0) return possible() ? 0 : -1;
+    const bool ok = acc >= min_value() && acc <= 0x10FFFF && !(acc >= 0xD800 && acc <= 0xDFFF);
+    return ok ? 1 : -1;
+  }
+  uint32_t min_value() const { return total == 1 ? 0x80 : total == 2 ? 0x800 : 0x10000; }
+  // Whether the pending sequence can still become a valid code point.
+  bool possible() const {
+    const auto [lo, hi] = range();
+    return lo <= hi;
   }
   // The code points a pending sequence can still become.
   std::pair<uint32_t, uint32_t> range() const {
     const uint32_t lo = acc << (6 * need);
-    return {lo, lo | ((1u << (6 * need)) - 1)};
+    return {std::max(lo, min_value()), std::min(lo | ((1u << (6 * need)) - 1), 0x10FFFFu)};
   }
 };
 
@@ -162,6 +173,7 @@ struct GrammarState::Impl {
   std::unordered_map<std::vector<int32_t>, std::vector<uint64_t>, SetKeyHash> masks;
   std::vector<std::vector<int32_t>> mask_order;
 
+  std::vector<float> eog_keep;
   // Walk buffers, one set per trie depth.
   std::vector<std::vector<int32_t>> level;
 
@@ -313,10 +325,48 @@ GrammarState::GrammarState(std::shared_ptr<const Grammar> grammar, std::shared_p
   if (!grammar) fail("grammar: no grammar given");
   p_->g = std::move(grammar);
   p_->vocab = std::move(vocab);
+  reset();
+}
+
+void GrammarState::reset() {
+  p_->set.clear();
+  p_->utf8 = Utf8{};
   const auto& alts = p_->g->alternatives(p_->g->root());
   for (const auto& alt : alts) p_->expand_into(p_->push(alt.data(), -1), p_->set, 0);
   std::sort(p_->set.begin(), p_->set.end());
   p_->set.erase(std::unique(p_->set.begin(), p_->set.end()), p_->set.end());
+}
+
+size_t GrammarState::mask_logits(float* logits) {
+  if (!p_->vocab) fail("grammar: a token mask needs a vocabulary");
+  const int32_t n = p_->vocab->n_vocab();
+  const auto& bits = p_->mask_bits();
+  const bool end_ok = p_->can_end();
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  // End-of-generation tokens are not in the trie: allowed exactly when the grammar can end.
+  const auto& eog = p_->vocab->eog_tokens();
+  std::vector<float>& eog_keep = p_->eog_keep;
+  eog_keep.resize(eog.size());
+  for (size_t i = 0; i < eog.size(); ++i) eog_keep[i] = logits[eog[i]];
+  size_t count = 0;
+  for (int32_t w = 0; w * 64 < n; ++w) {
+    uint64_t word = bits[static_cast<size_t>(w)];
+    const int32_t base = w * 64;
+    const int32_t lim = std::min<int32_t>(64, n - base);
+    if (word == 0) {
+      for (int32_t i = 0; i < lim; ++i) logits[base + i] = neg_inf;
+      continue;
+    }
+    count += static_cast<size_t>(__builtin_popcountll(word));
+    for (int32_t i = 0; i < lim; ++i) {
+      if (!((word >> i) & 1)) logits[base + i] = neg_inf;
+    }
+  }
+  if (end_ok) {
+    for (size_t i = 0; i < eog.size(); ++i) logits[eog[i]] = eog_keep[i];
+    count += eog.size();
+  }
+  return count;
 }
 
 GrammarState::~GrammarState() = default;

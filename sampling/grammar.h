@@ -20,7 +20,16 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
+
 namespace opal {
+
+// The grammar cannot go on: no token of the vocabulary continues it (or the
+// only continuations were banned). The generation must end with an error.
+class GrammarDeadEnd : public Error {
+ public:
+  explicit GrammarDeadEnd(const std::string& msg) : Error(msg) {}
+};
 
 // One element of a compiled alternative.
 struct GrammarElem {
@@ -101,10 +110,15 @@ class GrammarState {
   // mask[t] = 1 when token t may come next, 0 otherwise (n_vocab entries).
   // Returns the number of allowed tokens (0: the grammar is stuck).
   size_t allowed(std::vector<uint8_t>& mask);
+  // Sets logits[t] = -inf for every token that may not come next (n_vocab
+  // entries). Returns the number of allowed tokens.
+  size_t mask_logits(float* logits);
   // Whether token t may come next (one token's walk; cheaper than a mask).
   bool allows(int32_t token);
   // Advances over token t. Throws opal::Error if the grammar rejects it.
   void accept(int32_t token);
+  // Back to the start rule (a new reply).
+  void reset();
   // Advances over raw text (tests, prefilled output). Returns false, leaving the
   // state unchanged, when the text cannot continue the grammar.
   bool accept_text(std::string_view text);

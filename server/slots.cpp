@@ -1,5 +1,7 @@
 #include "server/slots.h"
 
+#include "sampling/grammar.h"
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -13,6 +15,7 @@ const char* stop_type_name(StopType t) {
     case StopType::Limit: return "limit";
     case StopType::Word: return "word";
     case StopType::Abort: return "abort";
+    case StopType::Grammar: return "grammar";
     case StopType::None: break;
   }
   return "none";
@@ -231,11 +234,12 @@ void SlotEngine::release_text(Slot& s, Event& ev, bool final) {
   s.sent = std::max(s.sent, end);
 }
 
-void SlotEngine::finish(Slot& s, StopType why, const std::string& word) {
+void SlotEngine::finish(Slot& s, StopType why, const std::string& word, const std::string& error) {
   const auto now = Clock::now();
   Event ev;
   ev.kind = Event::Kind::Done;
   ev.stop_type = why;
+  ev.error = error;
   ev.stopping_word = word;
   ev.cancelled = why == StopType::Abort;
   ev.n_prompt = int64_t(s.task->params.prompt.size());
@@ -343,7 +347,17 @@ void SlotEngine::step() {
       finish(s, StopType::Limit);
       continue;
     }
-    const int32_t tok = s.sampler->sample(ctx_.logits(int64_t(i)));
+    int32_t tok = 0;
+    try {
+      tok = s.sampler->sample(ctx_.logits(int64_t(i)));
+    } catch (const GrammarDeadEnd& e) {  // this request ends; the others go on
+      if (s.n_decoded == 0) s.t_prompt_done = Clock::now();
+      Event ev;
+      release_text(s, ev, true);
+      if (!ev.text.empty()) s.task->push(std::move(ev));
+      finish(s, StopType::Grammar, {}, e.what());
+      continue;
+    }
     TokenOut out;
     out.id = tok;
     if (p.want_logprobs || p.n_probs > 0) out.logprob = s.sampler->chosen_logprob();

@@ -42,7 +42,8 @@ using Clock = std::chrono::steady_clock;
 
 // Why a request ended. Abort: cut by shutdown (the client gets what was
 // generated so far with finish_reason "abort", docs/server.md).
-enum class StopType { None, Eos, Limit, Word, Abort };
+// Grammar: the request's grammar had no way on (Done carries the message in `error`).
+enum class StopType { None, Eos, Limit, Word, Abort, Grammar };
 const char* stop_type_name(StopType t);
 
 struct GenParams {
@@ -83,7 +84,8 @@ struct Event {
   int slot = -1;
   Timings timings;
   // Error: the message and the HTTP status to report (500: a failed decode;
-  // 503: shutdown came before the request reached a slot).
+  // 503: shutdown came before the request reached a slot). Done with
+  // stop_type Grammar: why the grammar could not go on.
   std::string error;
   int error_status = 500;
 };
@@ -149,7 +151,7 @@ class SlotEngine {
   struct Slot;
   void loop();
   void assign(std::shared_ptr<Task> task);
-  void finish(Slot& s, StopType why, const std::string& word = {});
+  void finish(Slot& s, StopType why, const std::string& word = {}, const std::string& error = {});
   void release_text(Slot& s, Event& ev, bool final);
   // Ends every running request with an Error event and forgets its slot's
   // cached tokens (a failed batch may have recorded tokens the cache lacks).

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "sampling/grammar.h"
+#include "sampling/sampler.h"
 
 namespace opal {
 namespace {
@@ -139,6 +140,14 @@ TEST(GrammarMask, PartialUtf8Tokens) {
   st.accept(9);
   EXPECT_TRUE(st.can_end());
   EXPECT_EQ(allowed_ids(st), (std::vector<int32_t>{8, 10, 12}));
+  // Overlong forms (0xC1 0xA9 would be 'i'), surrogates and lone continuation
+  // bytes never match.
+  auto gi = Grammar::parse("root ::= [a-z]+");
+  EXPECT_FALSE(grammar_matches(gi, "\xC1\xA9"));
+  EXPECT_FALSE(grammar_matches(gi, "\xE0\x81\xBB"));
+  EXPECT_FALSE(grammar_matches(Grammar::parse("root ::= ."), "\xED\xA0\x80"));
+  EXPECT_FALSE(grammar_matches(Grammar::parse("root ::= ."), "\xF5\x80\x80\x80"));
+  EXPECT_TRUE(grammar_matches(Grammar::parse("root ::= ."), "\xF0\x9F\x98\x80"));
   // A class that excludes é refuses its lead byte.
   GrammarState st2(Grammar::parse("root ::= [^é]"), tv.vocab());
   const auto ids = allowed_ids(st2);
@@ -249,6 +258,38 @@ TEST(JsonSchema, JsonObjectGrammar) {
   EXPECT_TRUE(grammar_matches(g, R"({"a": [1, {"b": null}], "c": "\u00e9"})"));
   EXPECT_FALSE(grammar_matches(g, "[1]"));
   EXPECT_FALSE(grammar_matches(g, R"({"a": })"));
+}
+
+// The Sampler with a grammar: only allowed tokens are drawn, end of generation
+// only where the grammar can end, and a dead end throws GrammarDeadEnd.
+TEST(GrammarSampler, MasksTheChainAndEndsCleanly) {
+  TinyVocab tv;
+  const int32_t n = static_cast<int32_t>(tv.pieces.size());
+  for (float temp : {0.0f, 1.0f}) {
+    SamplerParams p;
+    p.temp = temp;
+    p.seed = 7;
+    p.grammar = Grammar::parse("root ::= \"{\" [a-c]+ \"}\"");
+    p.grammar_vocab = tv.vocab();
+    Sampler s(p, n);
+    std::vector<float> logits(static_cast<size_t>(n), 0.0f);
+    logits[16] = 10.0f;  // "x": the model's favourite, never allowed
+    logits[12] = 5.0f;   // end of generation: only once the grammar can end
+    std::string text;
+    for (int step = 0; step < 50; ++step) {
+      const int32_t t = s.sample(logits.data());
+      if (t == tv.eos) break;
+      text += tv.pieces[t];
+    }
+    EXPECT_TRUE(grammar_matches(p.grammar, text)) << text;
+    EXPECT_TRUE(s.grammar_can_end());
+  }
+  SamplerParams p;
+  p.grammar = Grammar::parse("root ::= \"q\"");
+  p.grammar_vocab = tv.vocab();
+  Sampler s(p, n);
+  std::vector<float> logits(static_cast<size_t>(n), 0.0f);
+  EXPECT_THROW(s.sample(logits.data()), GrammarDeadEnd);
 }
 
 }  // namespace
