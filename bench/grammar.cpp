@@ -87,10 +87,17 @@ void run_mask(benchmark::State& state, const std::string& gbnf, const std::strin
 
 void BM_MaskSchema(benchmark::State& state) { run_mask(state, json_schema_to_gbnf(kSchema), kAnswer); }
 void BM_MaskJsonObject(benchmark::State& state) { run_mask(state, json_object_gbnf(), kAnswer); }
+// The worst case: inside a bounded string every position is a new state (no
+// cache hit) and nearly every token is allowed (the whole trie is walked).
+void BM_MaskBoundedString(benchmark::State& state) {
+  run_mask(state, "root ::= \"\\\"\" [^\"]{0,200} \"\\\"\"",
+           "\"Ada Lovelace wrote the first program for the Analytical Engine in 1843, notes on Menabrea.\"");
+}
 
 BENCHMARK(BM_Trie)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MaskSchema)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MaskJsonObject)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MaskBoundedString)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
