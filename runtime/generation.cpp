@@ -151,6 +151,7 @@ int64_t ChatState::prompt(std::span<const int32_t> tokens) {
 }
 
 GenerateResult ChatState::reply(const Vocab& vocab, const StopRules& rules, const TokenCallback& on_token) {
+  sampler_.reset_grammar();  // each reply starts the grammar (if any) again
   return generate(seq_, sampler_, vocab, rules, on_token);
 }
 

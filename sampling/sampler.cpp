@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "sampling/grammar.h"
 #include "sampling/sampler_steps.h"
 
 namespace opal {
@@ -80,6 +81,9 @@ struct Sampler::State {
   int32_t chosen = -1;
   size_t chosen_index = 0;
   DistResult dist;
+
+  std::unique_ptr<GrammarState> grammar;  // null without a grammar
+  int64_t grammar_tokens = 0;             // tokens the grammar advanced over
 
   mutable bool raw_lse_valid = false;
   mutable double raw_lse = 0;
@@ -289,6 +293,13 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : s_(std::make_un
     s.scratch.scores.resize(n_vocab);
     s.scratch.index.resize(n_vocab);
   }
+  if (params.grammar || params.grammar_vocab) {
+    if (!params.grammar || !params.grammar_vocab) fail("sampling: a grammar needs both the grammar and its vocabulary");
+    if (params.grammar_vocab->n_vocab() != n_vocab) {
+      fail("sampling: the grammar's vocabulary has {} tokens, the model {}", params.grammar_vocab->n_vocab(), n_vocab);
+    }
+    s.grammar = std::make_unique<GrammarState>(params.grammar, params.grammar_vocab);
+  }
   s.reseed();
 }
 
@@ -298,6 +309,37 @@ Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 int32_t Sampler::sample(const float* logits) {
   if (logits == nullptr) fail("sampling: sample() got no logits");
+  State& s = *s_;
+  if (!s.grammar) return sample_chain(logits, false);
+  // Greedy: the argmax is the answer whenever the grammar allows it, so the
+  // mask is only computed when it does not (exact: the mask only removes tokens).
+  int32_t tok = -1;
+  if (s.greedy) {
+    tok = sample_chain(logits, false);
+    if (!s.grammar->allows(tok)) tok = -1;
+  }
+  if (tok < 0) {
+    tok = sample_chain(logits, true);
+    if (!s.grammar->allows(tok)) {
+      throw GrammarDeadEnd(
+          fmt::format("grammar: after {} generated tokens every token that could continue the grammar is banned "
+                      "(logit_bias or the sampler left none)",
+                      s.grammar_tokens));
+    }
+  }
+  s.grammar->accept(tok);
+  ++s.grammar_tokens;
+  return tok;
+}
+
+void Sampler::reset_grammar() {
+  if (s_->grammar) s_->grammar->reset();
+  s_->grammar_tokens = 0;
+}
+
+bool Sampler::grammar_can_end() const { return !s_->grammar || s_->grammar->can_end(); }
+
+int32_t Sampler::sample_chain(const float* logits, bool mask) {
   State& s = *s_;
   const int32_t n = s.n_vocab;
   float* raw = s.raw.data();
@@ -313,6 +355,12 @@ int32_t Sampler::sample(const float* logits) {
     for (const auto& [token, bias] : s.params.logit_bias) {
       const float v = w[token] + bias;
       w[token] = v != v ? kNegInf : v;  // +inf logit + -inf ban: banned
+    }
+  }
+  if (mask) {
+    if (s.grammar->mask_logits(s.writable()) == 0) {
+      throw GrammarDeadEnd(fmt::format(
+          "grammar: no token of the vocabulary can continue the grammar after {} generated tokens", s.grammar_tokens));
     }
   }
 
@@ -366,6 +414,8 @@ void Sampler::reset() {
   s.window_head = 0;
   s.has_sample = false;
   s.reseed();
+  if (s.grammar) s.grammar->reset();
+  s.grammar_tokens = 0;
 }
 
 std::vector<TokenProb> Sampler::top_probs(int n, ProbSource source) const {

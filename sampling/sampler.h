@@ -24,6 +24,9 @@
 
 namespace opal {
 
+class Grammar;
+class GrammarVocab;
+
 // llama.cpp's LLAMA_DEFAULT_SEED: draw a random seed.
 inline constexpr uint32_t kRandomSeed = 0xFFFFFFFFu;
 
@@ -48,6 +51,12 @@ struct SamplerParams {
   std::vector<std::string> order = default_sampler_order();  // llama.cpp --samplers names
   int32_t n_probs = 0;                                       // how many top probabilities callers want (server/CLI)
   std::vector<std::pair<int32_t, float>> logit_bias;         // (token, added to its logit; -inf bans)
+  // Grammar constraint (sampling/grammar.h; both or neither): before the chain,
+  // every token whose text cannot continue the grammar gets -inf, and
+  // end-of-generation tokens only pass where the grammar can end. The grammar
+  // advances over each token sample() returns (not over accept()ed prompt tokens).
+  std::shared_ptr<const Grammar> grammar;
+  std::shared_ptr<const GrammarVocab> grammar_vocab;
 };
 
 // Throws opal::Error naming the field when a value is out of range, an order
@@ -80,8 +89,15 @@ class Sampler {
   Sampler(Sampler&&) noexcept;
   Sampler& operator=(Sampler&&) noexcept;
 
-  // Runs the chain on n_vocab logits and returns the chosen token.
+  // Runs the chain on n_vocab logits and returns the chosen token. With a
+  // grammar, throws GrammarDeadEnd (sampling/grammar.h) when no token can
+  // continue it.
   int32_t sample(const float* logits);
+  // With a grammar: back to its start rule (a new reply), keeping the
+  // penalty window and the RNG. reset() does this too.
+  void reset_grammar();
+  // With a grammar: whether it is complete at this point.
+  bool grammar_can_end() const;
   // Records a token of the sequence (generated or prompt) for the penalties.
   // Throws opal::Error if token is outside [0, n_vocab).
   void accept(int32_t token);
@@ -102,6 +118,7 @@ class Sampler {
   std::string chain_description() const;
 
  private:
+  int32_t sample_chain(const float* logits, bool grammar_mask);
   struct State;
   std::unique_ptr<State> s_;
 };

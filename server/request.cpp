@@ -1,5 +1,7 @@
 #include "server/request.h"
 
+#include "sampling/grammar.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -302,6 +304,69 @@ std::vector<int32_t> tokenize_chat_prompt(const std::string& text, const Vocab& 
   if (toks.size() >= 2 && vocab.bos() >= 0 && toks[0] == vocab.bos() && toks[1] == vocab.bos())
     toks.erase(toks.begin());
   return toks;
+}
+
+namespace {
+
+// `where` names the schema's place in the body; the error's param is its top-level field.
+std::string schema_gbnf(const json& schema, const std::string& where) {
+  const std::string param = where.substr(0, where.find('.'));
+  if (!schema.is_object() && !schema.is_boolean())
+    bad_request(fmt::format("'{}' must be a JSON Schema object, got {}", where, schema.type_name()), param);
+  try {
+    return json_schema_to_gbnf(schema.dump());
+  } catch (const Error& e) {
+    bad_request(fmt::format("{}: {}", where, e.what()), param);
+  }
+}
+
+}  // namespace
+
+std::string read_grammar_text(const json& body) {
+  std::string gbnf;
+  std::string from;
+  auto take = [&](std::string text, const char* param) {
+    if (!from.empty()) bad_request(fmt::format("'{}' and '{}' cannot be given together", from, param), param);
+    gbnf = std::move(text);
+    from = param;
+  };
+  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      bad_request(fmt::format("'response_format' must be an object, got {}", it->type_name()), "response_format");
+    const auto t = it->find("type");
+    if (t != it->end() && !t->is_null() && !t->is_string())
+      bad_request("'response_format.type' must be a string", "response_format");
+    const std::string type = t != it->end() && t->is_string() ? t->get<std::string>() : "text";
+    if (type == "json_object") {
+      // llama-server also takes a schema here.
+      if (auto sc = it->find("schema"); sc != it->end() && !sc->is_null()) {
+        take(schema_gbnf(*sc, "response_format.schema"), "response_format");
+      } else {
+        take(json_object_gbnf(), "response_format");
+      }
+    } else if (type == "json_schema") {
+      auto js = it->find("json_schema");
+      if (js == it->end() || !js->is_object())
+        bad_request("response_format 'json_schema' needs a 'json_schema' object", "response_format");
+      if (auto strict = js->find("strict"); strict != js->end() && !strict->is_null() && !strict->is_boolean())
+        bad_request("'response_format.json_schema.strict' must be a boolean", "response_format");
+      auto sc = js->find("schema");
+      if (sc == js->end() || sc->is_null())
+        bad_request("'response_format.json_schema.schema' is required", "response_format");
+      take(schema_gbnf(*sc, "response_format.json_schema.schema"), "response_format");
+    } else if (type != "text") {
+      bad_request(fmt::format("response_format '{}' is not supported (text, json_object, json_schema)", type),
+                  "response_format");
+    }
+  }
+  if (auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
+    take(schema_gbnf(*it, "json_schema"), "json_schema");
+  }
+  if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) bad_request(fmt::format("'grammar' must be a string, got {}", it->type_name()), "grammar");
+    if (!it->get<std::string>().empty()) take(it->get<std::string>(), "grammar");
+  }
+  return gbnf;
 }
 
 json normalize_messages(const json& body, size_t max_bytes) {

@@ -60,6 +60,12 @@ void read_sampling(const json& body, GenParams& gen, int32_t n_vocab);
 // The generation length: the first present of `keys`; -1 when none is given.
 int32_t read_n_predict(const json& body, std::initializer_list<const char*> keys);
 
+// The structured-output fields as GBNF text ("" when the request has none):
+// OpenAI's response_format {type: text | json_object | json_schema {schema,
+// strict}} and llama-server's `grammar` (GBNF) / `json_schema`. A schema Opal
+// cannot compile, or two of them at once, is a 400 naming the field.
+std::string read_grammar_text(const json& body);
+
 // A prompt given as a string, an array of token ids, a mixed array of strings
 // and ids, or a one-element array holding either. Text is tokenized with
 // parse_special, and BOS is added when the vocabulary asks for it.

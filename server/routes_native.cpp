@@ -36,6 +36,7 @@ void handle_completion(Server::State& st, const HttpRequest& req, HttpResponse& 
   gen.n_predict = read_n_predict(body, {"n_predict", "max_tokens"});
   gen.n_probs = int(get_int(body, "n_probs", 0, 100).value_or(0));
   gen.want_logprobs = gen.n_probs > 0;
+  st.set_grammar(gen, read_grammar_text(body), "grammar");
   check_context(gen.prompt.size(), gen.n_predict, st.engine->n_ctx_slot(), "n_predict");
   const bool stream = get_bool(body, "stream").value_or(false);
   auto task = st.submit(std::move(gen));
@@ -59,6 +60,7 @@ void handle_completion(Server::State& st, const HttpRequest& req, HttpResponse& 
     j["stopping_word"] = done.stopping_word;
     j["tokens_cached"] = done.n_past;
     j["timings"] = timings_json(done.timings);
+    add_done_error(j, done);
     if (n_probs > 0) {
       json probs = json::array();
       for (const TokenOut& t : toks) probs.push_back(native_prob_entry(*st.vocab, t));

@@ -24,15 +24,7 @@ OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32
     if (!it->is_object()) bad_request("'stream_options' must be an object", "stream_options");
     if (auto v = get_bool(*it, "include_usage")) r.include_usage = *v;
   }
-  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    if (!it->is_object())
-      bad_request(fmt::format("'response_format' must be an object, got {}", it->type_name()), "response_format");
-    const auto t = it->find("type");
-    if (t != it->end() && !t->is_null() && !t->is_string())
-      bad_request("'response_format.type' must be a string", "response_format");
-    const std::string type = t != it->end() && t->is_string() ? t->get<std::string>() : "text";
-    if (type != "text") bad_request(fmt::format("response_format '{}' is not supported", type), "response_format");
-  }
+  st.set_grammar(r.gen, read_grammar_text(body), "grammar");
   if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
     if (!it->is_array()) bad_request(fmt::format("'tools' must be an array, got {}", it->type_name()), "tools");
     if (!it->empty()) bad_request("tool calls are not supported", "tools");
@@ -73,6 +65,7 @@ json base_object(Server::State& st, const std::string& id, const char* object) {
 std::string stream_end(Server::State& st, const std::string& id, const char* object, json last, const Event& ev,
                        bool include_usage) {
   last["timings"] = timings_json(ev.timings);
+  add_done_error(last, ev);
   std::string out = sse(last);
   if (include_usage) {
     json u = base_object(st, id, object);
@@ -130,6 +123,7 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     out["choices"] = json::array({choice});
     out["usage"] = usage_json(c.done);
     out["timings"] = timings_json(c.done.timings);
+    add_done_error(out, c.done);
     res.set_content(dump(out), "application/json");
     return;
   }
@@ -190,6 +184,7 @@ void handle_completions(Server::State& st, const HttpRequest& req, HttpResponse&
     out["choices"] = json::array({choice});
     out["usage"] = usage_json(c.done);
     out["timings"] = timings_json(c.done.timings);
+    add_done_error(out, c.done);
     res.set_content(dump(out), "application/json");
     return;
   }

@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "server/state.h"
 
+#include "runtime/grammar_vocab.h"
+
 namespace opal::server {
 
 // ---- helpers -----------------------------------------------------------------
@@ -49,7 +51,24 @@ const char* finish_reason(const Event& done) {
   if (done.stop_type == StopType::Limit) return "length";
   if (done.stop_type == StopType::Abort) return "abort";
   if (done.stop_type == StopType::Cancelled) return "cancelled";
+  if (done.stop_type == StopType::Grammar) return "grammar_error";
   return "stop";
+}
+
+void add_done_error(json& out, const Event& done) {
+  if (done.stop_type != StopType::Grammar) return;
+  out["error"] = json{{"message", done.error}, {"type", "grammar_error"}, {"code", 500}};
+}
+
+void Server::State::set_grammar(GenParams& gen, const std::string& gbnf, const std::string& param) {
+  if (gbnf.empty()) return;
+  try {
+    gen.sampling.grammar = Grammar::parse(gbnf);
+  } catch (const Error& e) {
+    bad_request(e.what(), param);
+  }
+  std::call_once(grammar_vocab_once, [this] { grammar_vocab = make_grammar_vocab(*vocab); });
+  gen.sampling.grammar_vocab = grammar_vocab;
 }
 
 namespace {

@@ -1,5 +1,7 @@
 #include "server/slots.h"
 
+#include "sampling/grammar.h"
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -14,6 +16,7 @@ const char* stop_type_name(StopType t) {
     case StopType::Word: return "word";
     case StopType::Abort: return "abort";
     case StopType::Cancelled: return "cancelled";
+    case StopType::Grammar: return "grammar";
     case StopType::None: break;
   }
   return "none";
@@ -265,10 +268,11 @@ void SlotEngine::drop_cancelled(Slot& s) {
   task->push(std::move(ev));  // a waiting non-streamed handler returns
 }
 
-void SlotEngine::finish(Slot& s, StopType why, const std::string& word) {
+void SlotEngine::finish(Slot& s, StopType why, const std::string& word, const std::string& error) {
   const auto now = Clock::now();
   Event ev = ending(s, Event::Kind::Done, now);
   ev.stop_type = why;
+  ev.error = error;
   ev.stopping_word = word;
   ev.cancelled = why == StopType::Abort;
   if (s.n_decoded > 0) metrics_.add_predicted(s.n_decoded, s.timings.predicted_ms / 1000.0);
@@ -373,7 +377,17 @@ void SlotEngine::step() {
       finish(s, StopType::Limit);
       continue;
     }
-    const int32_t tok = s.sampler->sample(ctx_.logits(int64_t(i)));
+    int32_t tok = 0;
+    try {
+      tok = s.sampler->sample(ctx_.logits(int64_t(i)));
+    } catch (const GrammarDeadEnd& e) {  // this request ends; the others go on
+      if (s.n_decoded == 0) s.t_prompt_done = Clock::now();
+      Event ev;
+      release_text(s, ev, true);
+      if (!ev.text.empty()) s.task->push(std::move(ev));
+      finish(s, StopType::Grammar, {}, e.what());
+      continue;
+    }
     TokenOut out;
     out.id = tok;
     if (p.want_logprobs || p.n_probs > 0) out.logprob = s.sampler->chosen_logprob();

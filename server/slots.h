@@ -43,7 +43,8 @@ using Clock = std::chrono::steady_clock;
 // Why a request ended. Abort: cut by shutdown (the client gets what was
 // generated so far with finish_reason "abort", docs/server.md). Cancelled:
 // the client went away (Task::cancel); the Done event still carries the usage.
-enum class StopType { None, Eos, Limit, Word, Abort, Cancelled };
+// Grammar: the request's grammar had no way on (Done carries the message in `error`).
+enum class StopType { None, Eos, Limit, Word, Abort, Cancelled, Grammar };
 const char* stop_type_name(StopType t);
 
 struct GenParams {
@@ -85,7 +86,8 @@ struct Event {
   int slot = -1;
   Timings timings;
   // Error: the message and the HTTP status to report (500: a failed decode;
-  // 503: shutdown came before the request reached a slot).
+  // 503: shutdown came before the request reached a slot). Done with
+  // stop_type Grammar: why the grammar could not go on.
   std::string error;
   int error_status = 500;
 };
@@ -160,7 +162,7 @@ class SlotEngine {
   struct Slot;
   void loop();
   void assign(std::shared_ptr<Task> task);
-  void finish(Slot& s, StopType why, const std::string& word = {});
+  void finish(Slot& s, StopType why, const std::string& word = {}, const std::string& error = {});
   // The final event of a slot's request (kind Done or Error) with its usage and timings.
   Event ending(Slot& s, Event::Kind kind, Clock::time_point now);
   // Frees a slot whose client went away, ending its task with a Done (Cancelled) event.

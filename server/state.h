@@ -13,6 +13,7 @@
 #include "graph/registry.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "sampling/grammar.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -52,6 +53,12 @@ struct Server::State {
 
   // Renders a chat prompt with the model's template (ChatML when it has none).
   std::string render_chat(const json& messages, bool add_generation_prompt, const json& kwargs) const;
+  // Structured output: compiles GBNF text ("" = none) into gen.sampling's
+  // grammar (400 naming `param` when it does not parse). The vocabulary trie
+  // is built on the first such request and shared.
+  void set_grammar(GenParams& gen, const std::string& gbnf, const std::string& param);
+  std::shared_ptr<const GrammarVocab> grammar_vocab;
+  std::once_flag grammar_vocab_once;
   // Submits a request; 503 when shutting down or not ready.
   std::shared_ptr<Task> submit(GenParams gen);
 };
@@ -89,6 +96,9 @@ std::string sse(const json& j);
 
 json timings_json(const Timings& t);
 const char* finish_reason(const Event& done);
+// Adds {"error": {...}} to a response object when the request ended on an
+// error of its own (a grammar with no way on: finish_reason "grammar_error").
+void add_done_error(json& out, const Event& done);
 std::string random_id(const char* prefix);
 int64_t unix_time();
 // One token's logprob entry in OpenAI chat form {token, logprob, bytes, top_logprobs}.

@@ -87,7 +87,7 @@ std::string read_file(const std::string& path) {
 class ChatSession {
  public:
   ChatSession(const ChatOptions& o, Context& ctx, const Vocab& vocab, const gguf::File& file)
-      : o_(o), ctx_(ctx), vocab_(vocab), state_(ctx, o.sampling.params()) {
+      : o_(o), ctx_(ctx), vocab_(vocab), state_(ctx, o.sampling.params(vocab)) {
     if (!o.template_file.empty()) {
       template_ = jinja::Template::parse(read_file(o.template_file));
     } else {

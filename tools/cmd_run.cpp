@@ -74,7 +74,7 @@ int run_run(RunOptions o) {
                  static_cast<long long>(ctx.n_ctx()));
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());
-  Sampler sampler(o.sampling.params(), int32_t(ctx.n_vocab()));
+  Sampler sampler(o.sampling.params(vocab), int32_t(ctx.n_vocab()));
 
   const std::vector<int32_t> prompt = vocab.tokenize(o.prompt, true, true);
   if (prompt.empty()) fail("the prompt is empty");
