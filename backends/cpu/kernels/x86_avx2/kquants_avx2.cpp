@@ -5,6 +5,8 @@
 // -> int32 (exact), added into an int32 sum per super-block.
 // Tiles: 2 weight rows x 2 activation rows for prompts, 2 x 1 for decode.
 #if defined(__x86_64__) || defined(__i386__)
+#include <cstring>
+
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
@@ -13,9 +15,25 @@
 namespace opal::cpu::avx2 {
 namespace {
 
-__m256i mins16(const uint8_t* m) {
-  const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+// The 8 six-bit scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K/Q5_K
+// super-block from its 12 packed bytes, on 32-bit words (no per-byte loop).
+__m128i q4k_scales_mins(const uint8_t* q) {
+  uint32_t u[3];
+  std::memcpy(u, q, 12);
+  const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+  return _mm_setr_epi32(int(u[0] & m6),                                        // scales 0-3
+                        int((u[2] & m4) | (((u[0] >> 6) & m2) << 4)),          // scales 4-7
+                        int(u[1] & m6),                                        // mins 0-3
+                        int(((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4)));  // mins 4-7
+}
+// Each min twice (one per 16-element bsum), as int16.
+__m256i mins16(__m128i sm) {
+  const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
   return _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+}
+// Scale s (int16 lane s of the broadcast scales) in every int16 lane.
+__m256i spread16(__m256i scales16, int s) {
+  return _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(short(((2 * s + 1) << 8) | (2 * s))));
 }
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -36,8 +54,12 @@ struct Q45KKernel {
       for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t sc[RW][8], mn[RW][8];
-      for (int i = 0; i < RW; ++i) unpack_q4k_scales(w[i] + b * kBytes + kQ4_KScales, sc[i], mn[i]);
+      __m128i sm[RW];
+      __m256i sc16[RW];
+      for (int i = 0; i < RW; ++i) {
+        sm[i] = q4k_scales_mins(w[i] + b * kBytes + kQ4_KScales);
+        sc16[i] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm[i]));
+      }
       __m256i isum[RW][RA];
       for (int i = 0; i < RW; ++i)
         for (int a = 0; a < RA; ++a) isum[i][a] = _mm256_setzero_si256();
@@ -53,7 +75,7 @@ struct Q45KKernel {
             qlo = _mm256_or_si256(qlo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, blo), blo), sixteen));
             qhi = _mm256_or_si256(qhi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bhi), bhi), sixteen));
           }
-          const __m256i slo = _mm256_set1_epi16(sc[i][2 * j]), shi = _mm256_set1_epi16(sc[i][2 * j + 1]);
+          const __m256i slo = spread16(sc16[i], 2 * j), shi = spread16(sc16[i], 2 * j + 1);
           for (int a = 0; a < RA; ++a) {
             const uint8_t* xq = x[a] + b * kQ8_KBytes + kQ8_KQs + 64 * j;
             const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, load32(xq)), slo);
@@ -65,7 +87,7 @@ struct Q45KKernel {
       for (int i = 0; i < RW; ++i) {
         const uint8_t* wb = w[i] + b * kBytes;
         const float d = load_f16(wb), dmin = load_f16(wb + 2);
-        const __m256i m16 = mins16(mn[i]);
+        const __m256i m16 = mins16(sm[i]);
         for (int a = 0; a < RA; ++a) {
           const uint8_t* xb = x[a] + b * kQ8_KBytes;
           const float xd = load_f32(xb);
@@ -104,13 +126,18 @@ struct Q6KKernel {
           const uint8_t* wb = w[i] + b * kQ6_KBytes;
           const int8_t* sc = reinterpret_cast<const int8_t*>(wb + kQ6_KScales);
           const __m256i qh = load32(wb + kQ6_KQh + 32 * half);
+          // This half's 8 scales as int16 in both 128-bit lanes.
+          const __m256i sc8 = _mm256_broadcastsi128_si256(
+              _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * half))));
           for (int t = 0; t < 4; ++t) {
             const __m256i ql = load32(wb + 64 * half + 32 * (t % 2));
             const __m256i lo = t < 2 ? _mm256_and_si256(ql, lo4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), lo4);
             const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * t), lo2), 4);
             const __m256i q = _mm256_or_si256(lo, hi);
-            const int s = 8 * half + 2 * t;
-            const __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+            // scale 2t in the low lane, 2t + 1 in the high lane
+            const __m256i sv =
+                _mm256_shuffle_epi8(sc8, _mm256_set_m128i(_mm_set1_epi16(short(((4 * t + 3) << 8) | (4 * t + 2))),
+                                                          _mm_set1_epi16(short(((4 * t + 1) << 8) | (4 * t)))));
             for (int a = 0; a < RA; ++a) {
               const uint8_t* xq = x[a] + b * kQ8_KBytes + kQ8_KQs + 128 * half + 32 * t;
               isum[i][a] = _mm256_add_epi32(isum[i][a], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xq)), sv));

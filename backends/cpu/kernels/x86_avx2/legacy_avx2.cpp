@@ -1,15 +1,14 @@
-// Q4_0 and Q8_0 weights x Q8_0 activations with AVX2.
+// Q5_0 and Q8_0 weights x Q8_0 activations with AVX2 (Q4_0: q4_0_avx2.cpp).
 //
 // Per 32-element block and (weight row, activation row) pair, the exact int32
 // dot product comes from vpmaddubsw (u8 x s8 -> int16 pair sums) and vpmaddwd
 // (pairs -> int32):
-//   Q4_0: nibbles q in [0, 15] stand for q - 8:
-//         pairs(q, x) - pairs(8, x)   (both <= 3810 in magnitude: no saturation)
+//   Q5_0: q in [0, 31] stands for q - 16:
+//         pairs(q, x) - pairs(16, x)   (both <= 7874 in magnitude: no saturation)
 //   Q8_0: signed weights: pairs(|w|, x * sign(w))  (<= 2 * 128 * 127)
 // Q5_0 / Q8_0: the 8 int32 lanes are converted to float and multiplied by
 // d_w * d_x into a float accumulator per pair, summed horizontally at the end
-// of the row (llama.cpp's vec_dot order). Q4_0: the lanes are summed to the
-// block's exact total first, then one FMA (llama.cpp's repacked Q4_0 order).
+// of the row (llama.cpp's vec_dot order).
 // Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers),
 // 4 x 1 for decode.
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,24 +22,6 @@
 
 namespace opal::cpu::avx2 {
 namespace {
-
-struct Q4_0Weights {
-  static constexpr int kBytes = kQ4_0Bytes;
-  struct Act {
-    __m256i x, c16;
-  };
-  struct W {
-    __m256i q;
-  };
-  static Act act(__m256i x) { return {x, _mm256_maddubs_epi16(_mm256_set1_epi8(8), x)}; }
-  static W load(const uint8_t* blk) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    return {_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F))};
-  }
-  static __m256i dot(const W& w, const Act& a) {
-    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w.q, a.x), a.c16), ones16());
-  }
-};
 
 // Q5_0: the nibbles as Q4_0 plus bit j of qh as bit 4 of element j; q - 16.
 struct Q5_0Weights {
@@ -120,43 +101,8 @@ struct LegacyKernel {
   }
 };
 
-// Q4_0 in llama.cpp's repacked-Q4_0 order (kernels/llama_order.h
-// block_exact): each block's exact int32 sum, then one FMA by d_w * d_x.
-template <class T>
-struct BlockwiseKernel {
-  template <int RW, int RA>
-  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
-    const int64_t nb = g.k / 32;
-    const uint8_t* w[RW];
-    const uint8_t* x[RA];
-    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
-    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
-    float acc[RW][RA] = {};
-    for (int64_t b = 0; b < nb; ++b) {
-      typename T::Act xa[RA];
-      float xd[RA];
-      for (int a = 0; a < RA; ++a) {
-        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
-        xa[a] = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
-        xd[a] = load_f16(xb);
-      }
-      for (int i = 0; i < RW; ++i) {
-        const uint8_t* wb = w[i] + b * T::kBytes;
-        const typename T::W q = T::load(wb);
-        const float wd = load_f16(wb);
-        for (int a = 0; a < RA; ++a) {
-          acc[i][a] = std::fma(float(hsum8_epi32(T::dot(q, xa[a]))), wd * xd[a], acc[i][a]);
-        }
-      }
-    }
-    for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = acc[i][a];
-  }
-};
-
 }  // namespace
 
-void gemm_q4_0(const GemmArgs& g) { gemm_entry<BlockwiseKernel<Q4_0Weights>, 2, 2, 4>(g); }
 void gemm_q5_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g); }
 void gemm_q8_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g); }
 
