@@ -9,9 +9,10 @@
 // Q5_0 / Q8_0: the 8 int32 lanes are converted to float and multiplied by
 // d_w * d_x into a float accumulator per pair, summed horizontally at the end
 // of the row (llama.cpp's vec_dot order).
-// Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers),
-// 4 x 1 for decode.
+// Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers);
+// decode 8 rows per step (LegacyDecode).
 #if defined(__x86_64__) || defined(__i386__)
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -101,10 +102,70 @@ struct LegacyKernel {
   }
 };
 
+short f16_bits(const uint8_t* p) {
+  short h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// Decode (one activation row): 8 weight rows per step, each row with its own
+// 8-lane accumulator in the order above (same results); the 8 rows' block
+// scales are converted together (vcvtph2ps), multiplied by d_x and spread by
+// vpermps, and the rows 16 on (two steps) are prefetched as one span, a share
+// of its lines per block.
+template <class T>
+struct LegacyDecode {
+  static void rows8(const GemmArgs& g, int64_t row) {
+    const int64_t nb = g.k / 32;
+    const uint64_t rb = g.w_row_bytes;
+    const uint8_t* w0 = g.w + uint64_t(row) * rb;
+    const uint8_t* next = w0 + 16 * rb;
+    const int lines_per_step = int((8 * rb + 64 * nb - 1) / (64 * nb));
+    const bool to_l2 = 16 * rb > 32 * 1024;
+    __m256 acc[8];
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = g.act + b * kQ8_0Bytes;
+      const typename T::Act xa = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+      const uint8_t* wb = w0 + uint64_t(b) * T::kBytes;
+      for (int l = 0; l < lines_per_step; ++l) {
+        const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
+        if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+        else _mm_prefetch(p, _MM_HINT_T0);
+      }
+      const __m128i h =
+          _mm_setr_epi16(f16_bits(wb), f16_bits(wb + rb), f16_bits(wb + 2 * rb), f16_bits(wb + 3 * rb),
+                         f16_bits(wb + 4 * rb), f16_bits(wb + 5 * rb), f16_bits(wb + 6 * rb), f16_bits(wb + 7 * rb));
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+      for (int i = 0; i < 8; ++i) {
+        const typename T::W q = T::load(wb + i * rb);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T::dot(q, xa)), _mm256_permutevar8x32_ps(d, _mm256_set1_epi32(i)),
+                                 acc[i]);
+      }
+    }
+    for (int i = 0; i < 8; ++i) g.out[row + i] = hsum8(acc[i]);
+  }
+
+  static void run(const GemmArgs& g) {
+    int64_t r = g.row_begin;
+    const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+    for (; r + 8 <= g.row_end; r += 8) rows8(g, r);
+    for (; r < g.row_end; ++r) LegacyKernel<T>::template tile<1, 1>(g, r, 0);
+  }
+};
+
 }  // namespace
 
-void gemm_q5_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g); }
-void gemm_q8_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g); }
+void gemm_q5_0(const GemmArgs& g) {
+  if (g.n_act == 1) LegacyDecode<Q5_0Weights>::run(g);
+  else gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g);
+}
+void gemm_q8_0(const GemmArgs& g) {
+  if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
+  else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
+}
 
 }  // namespace opal::cpu::avx2
 #endif  // x86
