@@ -11,6 +11,13 @@
 namespace opal::cpu::avx2 {
 
 void convert_q8_0(DType act_type, const float* x, uint8_t* dst, int64_t k);
+// Q8_0 blocks followed by the row's block scales (f32) and block sums (int32).
+void convert_q8_0_sums(DType act_type, const float* x, uint8_t* dst, int64_t k);
+uint64_t q8_0_sums_row_bytes(int64_t k);
+// Per-thread scratch of the Q4_0 gemm (a repacked slice of weight rows).
+int64_t q4_0_scratch_floats(int64_t k);
+// Per-thread scratch of the Q4_K gemm (a repacked slice of weight rows).
+int64_t q4_K_scratch_floats(int64_t k);
 void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);
 // out[i] = x[i] rounded to f16 (nearest even) and back (vcvtps2ph).
 void round_f16(const float* x, float* out, int64_t k);

@@ -5,6 +5,9 @@
 // -> int32 (exact), added into an int32 sum per super-block.
 // Tiles: 2 weight rows x 2 activation rows for prompts, 2 x 1 for decode.
 #if defined(__x86_64__) || defined(__i386__)
+#include <algorithm>
+#include <cstring>
+
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
@@ -13,9 +16,25 @@
 namespace opal::cpu::avx2 {
 namespace {
 
-__m256i mins16(const uint8_t* m) {
-  const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+// The 8 six-bit scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K/Q5_K
+// super-block from its 12 packed bytes, on 32-bit words (no per-byte loop).
+__m128i q4k_scales_mins(const uint8_t* q) {
+  uint32_t u[3];
+  std::memcpy(u, q, 12);
+  const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+  return _mm_setr_epi32(int(u[0] & m6),                                        // scales 0-3
+                        int((u[2] & m4) | (((u[0] >> 6) & m2) << 4)),          // scales 4-7
+                        int(u[1] & m6),                                        // mins 0-3
+                        int(((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4)));  // mins 4-7
+}
+// Each min twice (one per 16-element bsum), as int16.
+__m256i mins16(__m128i sm) {
+  const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
   return _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+}
+// Scale s (int16 lane s of the broadcast scales) in every int16 lane.
+__m256i spread16(__m256i scales16, int s) {
+  return _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(short(((2 * s + 1) << 8) | (2 * s))));
 }
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -36,8 +55,12 @@ struct Q45KKernel {
       for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t sc[RW][8], mn[RW][8];
-      for (int i = 0; i < RW; ++i) unpack_q4k_scales(w[i] + b * kBytes + kQ4_KScales, sc[i], mn[i]);
+      __m128i sm[RW];
+      __m256i sc16[RW];
+      for (int i = 0; i < RW; ++i) {
+        sm[i] = q4k_scales_mins(w[i] + b * kBytes + kQ4_KScales);
+        sc16[i] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm[i]));
+      }
       __m256i isum[RW][RA];
       for (int i = 0; i < RW; ++i)
         for (int a = 0; a < RA; ++a) isum[i][a] = _mm256_setzero_si256();
@@ -53,7 +76,7 @@ struct Q45KKernel {
             qlo = _mm256_or_si256(qlo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, blo), blo), sixteen));
             qhi = _mm256_or_si256(qhi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bhi), bhi), sixteen));
           }
-          const __m256i slo = _mm256_set1_epi16(sc[i][2 * j]), shi = _mm256_set1_epi16(sc[i][2 * j + 1]);
+          const __m256i slo = spread16(sc16[i], 2 * j), shi = spread16(sc16[i], 2 * j + 1);
           for (int a = 0; a < RA; ++a) {
             const uint8_t* xq = x[a] + b * kQ8_KBytes + kQ8_KQs + 64 * j;
             const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, load32(xq)), slo);
@@ -65,7 +88,7 @@ struct Q45KKernel {
       for (int i = 0; i < RW; ++i) {
         const uint8_t* wb = w[i] + b * kBytes;
         const float d = load_f16(wb), dmin = load_f16(wb + 2);
-        const __m256i m16 = mins16(mn[i]);
+        const __m256i m16 = mins16(sm[i]);
         for (int a = 0; a < RA; ++a) {
           const uint8_t* xb = x[a] + b * kQ8_KBytes;
           const float xd = load_f32(xb);
@@ -104,13 +127,18 @@ struct Q6KKernel {
           const uint8_t* wb = w[i] + b * kQ6_KBytes;
           const int8_t* sc = reinterpret_cast<const int8_t*>(wb + kQ6_KScales);
           const __m256i qh = load32(wb + kQ6_KQh + 32 * half);
+          // This half's 8 scales as int16 in both 128-bit lanes.
+          const __m256i sc8 = _mm256_broadcastsi128_si256(
+              _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * half))));
           for (int t = 0; t < 4; ++t) {
             const __m256i ql = load32(wb + 64 * half + 32 * (t % 2));
             const __m256i lo = t < 2 ? _mm256_and_si256(ql, lo4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), lo4);
             const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * t), lo2), 4);
             const __m256i q = _mm256_or_si256(lo, hi);
-            const int s = 8 * half + 2 * t;
-            const __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+            // scale 2t in the low lane, 2t + 1 in the high lane
+            const __m256i sv =
+                _mm256_shuffle_epi8(sc8, _mm256_set_m128i(_mm_set1_epi16(short(((4 * t + 3) << 8) | (4 * t + 2))),
+                                                          _mm_set1_epi16(short(((4 * t + 1) << 8) | (4 * t)))));
             for (int a = 0; a < RA; ++a) {
               const uint8_t* xq = x[a] + b * kQ8_KBytes + kQ8_KQs + 128 * half + 32 * t;
               isum[i][a] = _mm256_add_epi32(isum[i][a], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xq)), sv));
@@ -134,9 +162,158 @@ struct Q6KKernel {
   }
 };
 
+// Q4_K batches (4 activation rows or more): weight rows in the int32 lanes,
+// as q4_0_avx2.cpp does for Q4_0. Each slice of 16 weight rows is repacked
+// once per call into the thread's scratch, per super-block:
+//   d[16], dmin[16]          f32
+//   scale[8][16]             int32 = the sub-block's 6-bit scale in both int16 halves
+//   minpair[4][16]           int32 = int16 pair (m_2t, m_2t+1)
+//   quants[64][16]           4 unsigned nibbles of each group of 4 elements
+// A sub-block's 8 groups meet one activation row's 4 bytes (broadcast) by
+// vpmaddubsw and add in int16 (at most 8 * 3810); vpmaddwd by the scale
+// pairs gives the 8 rows' exact scaled sums in int32, added over the
+// super-block. The mins meet the activation's 32-element sums (pairs of
+// bsums) by vpmaddwd on int16 pairs. Then per super-block, as Q45KKernel:
+// acc += isum * (d * d_x), acc -= mins * (dmin * d_x).
+struct Q4KRowsInLanes {
+  static constexpr int kSlice = 16;
+  static constexpr int kSuperBytes = kSlice * (4 + 4 + 8 * 4 + 4 * 4 + 64 * 4);
+  static constexpr int kActs = 3;
+  static constexpr int kD = 0, kDmin = kSlice * 4, kScale = kSlice * 8, kMins = kScale + 8 * kSlice * 4,
+                       kQuants = kMins + 4 * kSlice * 4;
+
+  static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr; }
+
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 256;
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kSuperBytes;
+      float* d = reinterpret_cast<float*>(pb + kD);
+      float* dmin = reinterpret_cast<float*>(pb + kDmin);
+      uint32_t* scale = reinterpret_cast<uint32_t*>(pb + kScale);
+      uint32_t* mins = reinterpret_cast<uint32_t*>(pb + kMins);
+      uint32_t* quants = reinterpret_cast<uint32_t*>(pb + kQuants);
+      alignas(32) uint32_t tmp[64];
+      for (int r = 0; r < kSlice; ++r) {
+        if (r >= rows) {
+          d[r] = dmin[r] = 0.0f;
+          for (int j = 0; j < 8; ++j) scale[j * kSlice + r] = 0;
+          for (int t = 0; t < 4; ++t) mins[t * kSlice + r] = 0;
+          for (int grp = 0; grp < 64; ++grp) quants[grp * kSlice + r] = 0;
+          continue;
+        }
+        const uint8_t* wb = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ4_KBytes;
+        d[r] = load_f16(wb);
+        dmin[r] = load_f16(wb + 2);
+        alignas(16) uint8_t sm[16];
+        _mm_store_si128(reinterpret_cast<__m128i*>(sm), q4k_scales_mins(wb + kQ4_KScales));
+        for (int j = 0; j < 8; ++j) scale[j * kSlice + r] = uint32_t(sm[j]) * 0x10001u;
+        for (int t = 0; t < 4; ++t) mins[t * kSlice + r] = uint32_t(sm[8 + 2 * t]) | (uint32_t(sm[9 + 2 * t]) << 16);
+        for (int j = 0; j < 4; ++j) {
+          const __m256i v = load32(wb + kQ4_KQs + 32 * j);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 16 * j), _mm256_and_si256(v, lo4));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 16 * j + 8),
+                             _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4));
+        }
+        for (int grp = 0; grp < 64; ++grp) quants[grp * kSlice + r] = tmp[grp];
+      }
+    }
+  }
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out16[]) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    for (int a = 0; a < RA; ++a) std::memset(out16[a], 0, sizeof(float) * kSlice);  // the float accumulators
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kSuperBytes;
+      __m256i isum[2][RA];
+      for (int v = 0; v < 2; ++v)
+        for (int a = 0; a < RA; ++a) isum[v][a] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        __m256i i16[2][RA];
+        for (int t = 0; t < 8; ++t) {
+          const uint8_t* pq = pb + kQuants + (8 * j + t) * kSlice * 4;
+          const __m256i w0 = load32(pq), w1 = load32(pq + 32);
+          for (int a = 0; a < RA; ++a) {
+            int32_t four;
+            std::memcpy(&four, x[a] + b * kQ8_KBytes + kQ8_KQs + 32 * j + 4 * t, 4);
+            const __m256i xb = _mm256_set1_epi32(four);
+            const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
+            i16[0][a] = t == 0 ? p0 : _mm256_add_epi16(i16[0][a], p0);
+            i16[1][a] = t == 0 ? p1 : _mm256_add_epi16(i16[1][a], p1);
+          }
+        }
+        const __m256i s0 = load32(pb + kScale + j * kSlice * 4), s1 = load32(pb + kScale + j * kSlice * 4 + 32);
+        for (int a = 0; a < RA; ++a) {
+          isum[0][a] = _mm256_add_epi32(isum[0][a], _mm256_madd_epi16(i16[0][a], s0));
+          isum[1][a] = _mm256_add_epi32(isum[1][a], _mm256_madd_epi16(i16[1][a], s1));
+        }
+      }
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_KBytes;
+        // the 8 sub-blocks' activation sums (pairs of bsums) as int16 pairs (2t, 2t + 1)
+        const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + kQ8_KBsums)),
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + kQ8_KBsums + 16)));
+        __m256i m[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        const __m256i p0 = _mm256_set1_epi32(_mm_extract_epi32(bs, 0)),
+                      p1 = _mm256_set1_epi32(_mm_extract_epi32(bs, 1));
+        const __m256i p2 = _mm256_set1_epi32(_mm_extract_epi32(bs, 2)),
+                      p3 = _mm256_set1_epi32(_mm_extract_epi32(bs, 3));
+        for (int v = 0; v < 2; ++v) {
+          const uint8_t* pm = pb + kMins + 32 * v;
+          m[v] = _mm256_madd_epi16(load32(pm), p0);
+          m[v] = _mm256_add_epi32(m[v], _mm256_madd_epi16(load32(pm + kSlice * 4), p1));
+          m[v] = _mm256_add_epi32(m[v], _mm256_madd_epi16(load32(pm + 2 * kSlice * 4), p2));
+          m[v] = _mm256_add_epi32(m[v], _mm256_madd_epi16(load32(pm + 3 * kSlice * 4), p3));
+        }
+        const __m256 xd = _mm256_set1_ps(load_f32(xb));
+        for (int v = 0; v < 2; ++v) {
+          const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + kD) + 8 * v);
+          const __m256 dmin = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + kDmin) + 8 * v);
+          __m256 acc = _mm256_loadu_ps(out16[a] + 8 * v);
+          acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v][a]), _mm256_mul_ps(d, xd), acc);
+          _mm256_storeu_ps(out16[a] + 8 * v, _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m[v]), _mm256_mul_ps(dmin, xd), acc));
+        }
+      }
+    }
+  }
+};
+
+// Drives a rows-in-lanes kernel K (16-row slices): each slice repacked once,
+// then met by every activation row, kActs at a time; a last partial slice
+// goes through a buffer so that only its rows reach the output.
+template <class K>
+void rows_in_lanes(const GemmArgs& g) {
+  uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+  for (int64_t r = g.row_begin; r < g.row_end; r += K::kSlice) {
+    const int rows = int(std::min<int64_t>(K::kSlice, g.row_end - r));
+    K::repack(g, r, rows, packed);
+    alignas(32) float tmp[K::kActs][K::kSlice];
+    float* out16[K::kActs];
+    const bool full = rows == K::kSlice;
+    for (int64_t a = 0; a < g.n_act; a += K::kActs) {
+      const int n = int(std::min<int64_t>(K::kActs, g.n_act - a));
+      for (int i = 0; i < n; ++i) out16[i] = full ? g.out + (a + i) * g.out_stride + r : tmp[i];
+      if (n == K::kActs) K::template tile<K::kActs>(g, packed, a, out16);
+      else if (n == 2) K::template tile<2>(g, packed, a, out16);
+      else K::template tile<1>(g, packed, a, out16);
+      if (!full)
+        for (int i = 0; i < n; ++i) std::memcpy(g.out + (a + i) * g.out_stride + r, tmp[i], sizeof(float) * rows);
+    }
+  }
+}
+
 }  // namespace
 
-void gemm_q4_K(const GemmArgs& g) { gemm_entry<Q45KKernel<false>, 2, 2, 2>(g); }
+int64_t q4_K_scratch_floats(int64_t k) { return k / 256 * Q4KRowsInLanes::kSuperBytes / 4 + 8; }
+
+void gemm_q4_K(const GemmArgs& g) {
+  if (Q4KRowsInLanes::applies(g)) rows_in_lanes<Q4KRowsInLanes>(g);
+  else gemm_entry<Q45KKernel<false>, 2, 2, 2>(g);
+}
 void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 2, 2>(g); }
 void gemm_q6_K(const GemmArgs& g) { gemm_entry<Q6KKernel, 2, 2, 2>(g); }
 

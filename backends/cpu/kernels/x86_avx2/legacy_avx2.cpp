@@ -1,18 +1,18 @@
-// Q4_0 and Q8_0 weights x Q8_0 activations with AVX2.
+// Q5_0 and Q8_0 weights x Q8_0 activations with AVX2 (Q4_0: q4_0_avx2.cpp).
 //
 // Per 32-element block and (weight row, activation row) pair, the exact int32
 // dot product comes from vpmaddubsw (u8 x s8 -> int16 pair sums) and vpmaddwd
 // (pairs -> int32):
-//   Q4_0: nibbles q in [0, 15] stand for q - 8:
-//         pairs(q, x) - pairs(8, x)   (both <= 3810 in magnitude: no saturation)
+//   Q5_0: q in [0, 31] stands for q - 16:
+//         pairs(q, x) - pairs(16, x)   (both <= 7874 in magnitude: no saturation)
 //   Q8_0: signed weights: pairs(|w|, x * sign(w))  (<= 2 * 128 * 127)
 // Q5_0 / Q8_0: the 8 int32 lanes are converted to float and multiplied by
 // d_w * d_x into a float accumulator per pair, summed horizontally at the end
-// of the row (llama.cpp's vec_dot order). Q4_0: the lanes are summed to the
-// block's exact total first, then one FMA (llama.cpp's repacked Q4_0 order).
-// Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers),
-// 4 x 1 for decode.
+// of the row (llama.cpp's vec_dot order).
+// Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers);
+// decode 8 rows per step (LegacyDecode).
 #if defined(__x86_64__) || defined(__i386__)
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -23,24 +23,6 @@
 
 namespace opal::cpu::avx2 {
 namespace {
-
-struct Q4_0Weights {
-  static constexpr int kBytes = kQ4_0Bytes;
-  struct Act {
-    __m256i x, c16;
-  };
-  struct W {
-    __m256i q;
-  };
-  static Act act(__m256i x) { return {x, _mm256_maddubs_epi16(_mm256_set1_epi8(8), x)}; }
-  static W load(const uint8_t* blk) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    return {_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F))};
-  }
-  static __m256i dot(const W& w, const Act& a) {
-    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w.q, a.x), a.c16), ones16());
-  }
-};
 
 // Q5_0: the nibbles as Q4_0 plus bit j of qh as bit 4 of element j; q - 16.
 struct Q5_0Weights {
@@ -120,45 +102,70 @@ struct LegacyKernel {
   }
 };
 
-// Q4_0 in llama.cpp's repacked-Q4_0 order (kernels/llama_order.h
-// block_exact): each block's exact int32 sum, then one FMA by d_w * d_x.
+short f16_bits(const uint8_t* p) {
+  short h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// Decode (one activation row): 8 weight rows per step, each row with its own
+// 8-lane accumulator in the order above (same results); the 8 rows' block
+// scales are converted together (vcvtph2ps), multiplied by d_x and spread by
+// vpermps, and the rows 16 on (two steps) are prefetched as one span, a share
+// of its lines per block.
 template <class T>
-struct BlockwiseKernel {
-  template <int RW, int RA>
-  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+struct LegacyDecode {
+  static void rows8(const GemmArgs& g, int64_t row) {
     const int64_t nb = g.k / 32;
-    const uint8_t* w[RW];
-    const uint8_t* x[RA];
-    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
-    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
-    float acc[RW][RA] = {};
+    const uint64_t rb = g.w_row_bytes;
+    const uint8_t* w0 = g.w + uint64_t(row) * rb;
+    const uint8_t* next = w0 + 16 * rb;
+    const int lines_per_step = int((8 * rb + 64 * nb - 1) / (64 * nb));
+    const bool to_l2 = 16 * rb > 32 * 1024;
+    __m256 acc[8];
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      typename T::Act xa[RA];
-      float xd[RA];
-      for (int a = 0; a < RA; ++a) {
-        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
-        xa[a] = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
-        xd[a] = load_f16(xb);
+      const uint8_t* xb = g.act + b * kQ8_0Bytes;
+      const typename T::Act xa = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+      const uint8_t* wb = w0 + uint64_t(b) * T::kBytes;
+      for (int l = 0; l < lines_per_step; ++l) {
+        const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
+        if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+        else _mm_prefetch(p, _MM_HINT_T0);
       }
-      for (int i = 0; i < RW; ++i) {
-        const uint8_t* wb = w[i] + b * T::kBytes;
-        const typename T::W q = T::load(wb);
-        const float wd = load_f16(wb);
-        for (int a = 0; a < RA; ++a) {
-          acc[i][a] = std::fma(float(hsum8_epi32(T::dot(q, xa[a]))), wd * xd[a], acc[i][a]);
-        }
+      const __m128i h =
+          _mm_setr_epi16(f16_bits(wb), f16_bits(wb + rb), f16_bits(wb + 2 * rb), f16_bits(wb + 3 * rb),
+                         f16_bits(wb + 4 * rb), f16_bits(wb + 5 * rb), f16_bits(wb + 6 * rb), f16_bits(wb + 7 * rb));
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+      for (int i = 0; i < 8; ++i) {
+        const typename T::W q = T::load(wb + i * rb);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T::dot(q, xa)), _mm256_permutevar8x32_ps(d, _mm256_set1_epi32(i)),
+                                 acc[i]);
       }
     }
-    for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = acc[i][a];
+    for (int i = 0; i < 8; ++i) g.out[row + i] = hsum8(acc[i]);
+  }
+
+  static void run(const GemmArgs& g) {
+    int64_t r = g.row_begin;
+    const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+    for (; r + 8 <= g.row_end; r += 8) rows8(g, r);
+    for (; r < g.row_end; ++r) LegacyKernel<T>::template tile<1, 1>(g, r, 0);
   }
 };
 
 }  // namespace
 
-void gemm_q4_0(const GemmArgs& g) { gemm_entry<BlockwiseKernel<Q4_0Weights>, 2, 2, 4>(g); }
-void gemm_q5_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g); }
-void gemm_q8_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g); }
+void gemm_q5_0(const GemmArgs& g) {
+  if (g.n_act == 1) LegacyDecode<Q5_0Weights>::run(g);
+  else gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g);
+}
+void gemm_q8_0(const GemmArgs& g) {
+  if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
+  else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
+}
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

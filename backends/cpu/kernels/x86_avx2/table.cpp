@@ -30,11 +30,21 @@ constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*r
   return k;
 }
 
+// Q4_0 and Q4_K batches repack a slice of weight rows into per-thread scratch
+// (q4_0_avx2.cpp, kquants_avx2.cpp); Q4_0's activation rows carry block scales and sums after the blocks.
+constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(int64_t)) {
+  k.scratch_floats = scratch_floats;
+  return k;
+}
+
 constexpr MatmulKernels kTable[] = {
-    entry(DType::Q4_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q4_0),
+    with_scratch(
+        entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums, avx2::gemm_q4_0),
+        avx2::q4_0_scratch_floats),
     entry(DType::Q5_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q5_0),
     entry(DType::Q8_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q8_0),
-    entry(DType::Q4_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q4_K),
+    with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q4_K),
+                 avx2::q4_K_scratch_floats),
     entry(DType::Q5_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q5_K),
     entry(DType::Q6_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q6_K),
     entry(DType::F32, DType::F32, "avx2", f32_row_bytes, round_act, avx2::gemm_f32),

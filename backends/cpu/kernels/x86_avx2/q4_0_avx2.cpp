@@ -1,0 +1,291 @@
+// Q4_0 weights x Q8_0 activations with AVX2, in llama.cpp's repacked-Q4_0
+// order at every batch size: each block's exact int32 sum, then
+// acc = fma(float(isum), d_w * d_x, acc) (kernels/llama_order.h block_exact),
+// so every path here gives the scalar reference's bits.
+//
+// Activation rows are convert_q8_0_sums rows: the Q8_0 blocks, then each
+// block's d as f32, then each block's sum of quants as int32. The nibbles q
+// in [0, 15] stand for q - 8, so a block's sum is sum(q * x) - 8 * sum(x);
+// the second term comes from the row's tail.
+//
+// u8 x s8 products: vpmaddubsw gives int16 pair sums q0*x0 + q1*x1, at most
+// 2 * 15 * 127 = 3810 in magnitude, so up to 8 of them add in int16 without
+// saturation (30480); one vpmaddwd by ones then gives int32.
+//
+// Decode (Q4_0Decode, one activation row; small batches row by row): 8 weight
+// rows per step, rows j and j + 4 in the two 128-bit lanes of vector j (16
+// nibble bytes each). The low nibbles (elements 0-15) meet the activation's
+// first 16 bytes broadcast to both lanes, the high nibbles its last 16; two
+// unpack-add rounds give the 8 rows' block sums in one vector in row order.
+// The rows 16 on (two steps) are prefetched as one contiguous span, a share
+// of its lines per block.
+//
+// Batches (RowsInLanes, 4 activation rows or more): weight rows in the int32
+// lanes. Each slice of 16 weight rows is repacked once per call into the
+// thread's scratch: per block, the 16 rows' scales as f32, then the quants
+// grouped by 4 elements, [group 0..7][row 0..15][4 bytes], so one vector
+// holds 8 rows' 4 elements of a group and one vpmaddubsw multiplies them by
+// one activation row's 4 elements (broadcast). The 8 groups add in int16, one
+// vpmaddwd makes the 8 rows' exact block sums, and one convert and FMA serve
+// 8 (row, activation) pairs; the float accumulators are the output's layout.
+#if defined(__x86_64__) || defined(__i386__)
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+
+namespace opal::cpu::avx2 {
+namespace {
+
+constexpr int64_t kRowsInLanesMinActs = 4;
+
+short f16_bits(const uint8_t* p) {
+  short h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+struct ActTail {
+  const uint8_t* scales;  // f32 per block
+  const uint8_t* sums;    // int32 per block
+  explicit ActTail(const uint8_t* row, int64_t nb)
+      : scales(row + nb * kQ8_0Bytes), sums(row + nb * kQ8_0Bytes + nb * 4) {}
+  float d(int64_t b) const {
+    float v;
+    std::memcpy(&v, scales + 4 * b, 4);
+    return v;
+  }
+  int32_t sum(int64_t b) const {
+    int32_t v;
+    std::memcpy(&v, sums + 4 * b, 4);
+    return v;
+  }
+};
+
+struct Q4_0Decode {
+  // One row, block by block (the remainder rows).
+  static void row1(const GemmArgs& g, const uint8_t* x, float* out, int64_t row) {
+    const int64_t nb = g.k / 32;
+    const ActTail tail(x, nb);
+    const uint8_t* w = g.w + uint64_t(row) * g.w_row_bytes;
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* wb = w + b * kQ4_0Bytes;
+      const uint8_t* xb = x + b * kQ8_0Bytes;
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2));
+      const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4), _mm_and_si128(v, low4));
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
+      const int32_t sum = hsum8_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), ones16())) - 8 * tail.sum(b);
+      acc = std::fma(float(sum), load_f16(wb) * load_f16(xb), acc);
+    }
+    out[row] = acc;
+  }
+
+  static void rows8(const GemmArgs& g, const uint8_t* x, float* out, int64_t row) {
+    const int64_t nb = g.k / 32;
+    const ActTail tail(x, nb);
+    const uint64_t rb = g.w_row_bytes;
+    const uint8_t* lo = g.w + uint64_t(row) * rb;  // rows 0-3
+    const uint8_t* hi = lo + 4 * rb;               // rows 4-7
+    const uint64_t rbs[4] = {0, rb, 2 * rb, 3 * rb};
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const uint8_t* next = lo + 16 * rb;
+    const int lines_per_step = int((8 * rb + 64 * nb - 1) / (64 * nb));
+    const bool to_l2 = 16 * rb > 32 * 1024;  // two steps of long rows do not fit L1
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = x + b * kQ8_0Bytes;
+      const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
+      const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
+      const uint64_t off = uint64_t(b) * kQ4_0Bytes;
+      for (int l = 0; l < lines_per_step; ++l) {
+        const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
+        if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+        else _mm_prefetch(p, _MM_HINT_T0);
+      }
+      __m256i s[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(hi + off + rbs[j] + 2),
+                                              reinterpret_cast<const __m128i*>(lo + off + rbs[j] + 2));
+        const __m256i ql = _mm256_and_si256(v, low4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        s[j] =
+            _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ql, xlo), _mm256_maddubs_epi16(qh, xhi)), ones16());
+      }
+      const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
+      const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
+      __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+      u = _mm256_sub_epi32(u, _mm256_set1_epi32(8 * tail.sum(b)));
+      const uint8_t* d0 = lo + off;
+      const uint8_t* d1 = hi + off;
+      const __m128i h =
+          _mm_setr_epi16(f16_bits(d0), f16_bits(d0 + rbs[1]), f16_bits(d0 + rbs[2]), f16_bits(d0 + rbs[3]),
+                         f16_bits(d1), f16_bits(d1 + rbs[1]), f16_bits(d1 + rbs[2]), f16_bits(d1 + rbs[3]));
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), d, acc);
+    }
+    _mm256_storeu_ps(out + row, acc);
+  }
+
+  static void run1(const GemmArgs& g, const uint8_t* x, float* out) {
+    int64_t r = g.row_begin;
+    // The first rows have no earlier step to prefetch them: request them at once.
+    const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+    for (; r + 8 <= g.row_end; r += 8) rows8(g, x, out, r);
+    for (; r < g.row_end; ++r) row1(g, x, out, r);
+  }
+
+  static void run(const GemmArgs& g) {
+    for (int64_t a = 0; a < g.n_act; ++a) run1(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride);
+  }
+};
+
+struct RowsInLanes {
+  static constexpr int kSlice = 16;
+  static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
+  static constexpr int kActs = 3;
+
+  static bool applies(const GemmArgs& g) { return g.n_act >= kRowsInLanesMinActs && g.scratch != nullptr; }
+
+  // rows (1 to 16) weight rows from row into packed, zero rows after them.
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      float* scales = reinterpret_cast<float*>(pb);
+      alignas(32) uint32_t tmp[kSlice][8];  // a row's 32 quants as 8 groups of 4
+      for (int r = 0; r < kSlice; ++r) {
+        if (r >= rows) {
+          scales[r] = 0.0f;
+          std::memset(tmp[r], 0, sizeof tmp[r]);
+          continue;
+        }
+        const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ4_0Bytes;
+        scales[r] = load_f16(blk);
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+        _mm_store_si128(reinterpret_cast<__m128i*>(tmp[r]), _mm_and_si128(v, low4));
+        _mm_store_si128(reinterpret_cast<__m128i*>(tmp[r] + 4), _mm_and_si128(_mm_srli_epi16(v, 4), low4));
+      }
+      // Transpose 16 rows x 8 groups of 4 bytes to [group][row].
+      uint32_t* q = reinterpret_cast<uint32_t*>(pb + kSlice * 4);
+      for (int grp = 0; grp < 8; ++grp)
+        for (int r = 0; r < kSlice; ++r) q[grp * kSlice + r] = tmp[r][grp];
+    }
+  }
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out16[]) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
+    __m256 facc[2][RA];
+    for (int v = 0; v < 2; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      const uint8_t* pq = pb + kSlice * 4;
+      __m256i iacc[2][RA];
+      for (int grp = 0; grp < 8; ++grp) {
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4 + 32));
+        for (int a = 0; a < RA; ++a) {
+          int32_t four;
+          std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
+          const __m256i xb = _mm256_set1_epi32(four);
+          const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
+          iacc[0][a] = grp == 0 ? p0 : _mm256_add_epi16(iacc[0][a], p0);
+          iacc[1][a] = grp == 0 ? p1 : _mm256_add_epi16(iacc[1][a], p1);
+        }
+      }
+      const __m256 wd0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb));
+      const __m256 wd1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8);
+      for (int a = 0; a < RA; ++a) {
+        int32_t sum;
+        float xd;
+        std::memcpy(&sum, x[a] + sums_at + 4 * b, 4);
+        std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
+        const __m256i neg = _mm256_set1_epi32(-8 * sum);
+        const __m256 xdv = _mm256_set1_ps(xd);
+        const __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(iacc[0][a], ones16()), neg);
+        const __m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(iacc[1][a], ones16()), neg);
+        facc[0][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(wd0, xdv), facc[0][a]);
+        facc[1][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(wd1, xdv), facc[1][a]);
+      }
+    }
+    for (int a = 0; a < RA; ++a) {
+      _mm256_storeu_ps(out16[a], facc[0][a]);
+      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
+    }
+  }
+
+  // One repacked slice of `rows` weight rows from `row` against every activation row.
+  static void slice(const GemmArgs& g, const uint8_t* packed, int64_t row, int rows) {
+    alignas(32) float tmp[kActs][kSlice];
+    float* out16[kActs];
+    const bool full = rows == kSlice;
+    auto put = [&](int64_t act, int n) {  // targets of n activation rows from act
+      for (int a = 0; a < n; ++a) out16[a] = full ? g.out + (act + a) * g.out_stride + row : tmp[a];
+    };
+    auto flush = [&](int64_t act, int n) {
+      if (full) return;
+      for (int a = 0; a < n; ++a) std::memcpy(g.out + (act + a) * g.out_stride + row, tmp[a], sizeof(float) * rows);
+    };
+    int64_t a = 0;
+    for (; a + kActs <= g.n_act; a += kActs) {
+      put(a, kActs);
+      tile<kActs>(g, packed, a, out16);
+      flush(a, kActs);
+    }
+    const int n = int(g.n_act - a);
+    put(a, n);
+    if (n == 2) tile<2>(g, packed, a, out16);
+    else if (n == 1) tile<1>(g, packed, a, out16);
+    flush(a, n);
+  }
+
+  static void run(const GemmArgs& g) {
+    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+    for (int64_t r = g.row_begin; r < g.row_end; r += kSlice) {
+      const int rows = int(std::min<int64_t>(kSlice, g.row_end - r));
+      repack(g, r, rows, packed);
+      slice(g, packed, r, rows);
+    }
+  }
+};
+
+}  // namespace
+
+void convert_q8_0_sums(DType act_type, const float* x, uint8_t* dst, int64_t k) {
+  convert_q8_0(act_type, x, dst, k);
+  const int64_t nb = k / 32;
+  uint8_t* tail = dst + nb * kQ8_0Bytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = dst + b * kQ8_0Bytes;
+    const float d = load_f16(blk);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    // sum of the signed bytes: pairs with ones (u8 ones x s8 quants), then pairs of pairs.
+    const int32_t sum = hsum8_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), ones16()));
+    std::memcpy(tail + 4 * b, &d, 4);
+    std::memcpy(tail + 4 * (nb + b), &sum, 4);
+  }
+}
+
+uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }
+int64_t q4_0_scratch_floats(int64_t k) { return k / 32 * RowsInLanes::kBlockBytes / 4 + 8; }
+
+// Decode and batches of up to 3 rows row by row, larger batches RowsInLanes;
+// both in the block-exact order, so the split never changes a result.
+void gemm_q4_0(const GemmArgs& g) {
+  if (RowsInLanes::applies(g)) RowsInLanes::run(g);
+  else Q4_0Decode::run(g);
+}
+
+}  // namespace opal::cpu::avx2
+#endif  // x86
