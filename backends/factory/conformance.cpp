@@ -125,6 +125,7 @@ std::vector<OpCase> conformance_cases(const std::string& set) {
       for (int64_t m : {1, 32}) v.push_back({op, DType::F32, m, 1, m == 1 ? 8192 : 1024});
     for (int64_t m : {1, 7, 32}) v.push_back({Op::Softmax, DType::F32, m, 1, 8});  // a MoE router's rows
     for (int64_t m : {1, 32}) v.push_back({Op::TopK, DType::F32, m, 1, 64});
+    for (DType dt : {DType::F32, DType::F16}) v.push_back({Op::Cpy, dt, 7, 1, 1000});
     for (int64_t m : {1, 32})
       for (int var : {0, 1}) v.push_back({Op::Rope, DType::F32, m, 6, 128, var});
     for (DType dt : {DType::F32, DType::F16})

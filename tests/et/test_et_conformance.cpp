@@ -20,7 +20,7 @@ TEST(EtConformance, EveryEtCasePasses) {
     EXPECT_EQ(r.status, ConformanceResult::Pass) << r.line();
     passed += r.status == ConformanceResult::Pass;
   }
-  EXPECT_GE(passed, 82);
+  EXPECT_GE(passed, 84);
 }
 
 }  // namespace opal

@@ -1,5 +1,5 @@
 // test_et_reduce.cpp - SOFTMAX, SUM_ROWS, TOP_K (reduce.c), DIV and SCALE (elementwise.c): the MoE
-// router's ops, on sys_emu against the CPU backend's own op implementations on the same data.
+// router's ops, and CPY, on sys_emu against the CPU backend's own op implementations on the same data.
 // Row counts and widths make the harts split rows in line-sized groups (SUM_ROWS: 16 rows per
 // 64-byte line of output; TOP_K k = 2: 8 rows; a router's 8-wide softmax: 2 rows), with the
 // coherence checker on, so a group that shares a line with another minion fails the launch.
@@ -171,6 +171,37 @@ void check_div(int64_t n, int64_t rows, int64_t bn) {
       ASSERT_LE(std::fabs(double(got[size_t(i1 * n + i0)]) - want), ulp_of(want)) << "at " << i0 << "," << i1;
     }
 }
+
+// CPY: f32 -> f32 is a copy, f32 -> f16 rounds to nearest even as the CPU: bit-equal, specials
+// (overflow to inf, f16 subnormals, ties) included.
+void check_cpy(DType to, int64_t n, int64_t rows) {
+  auto x = uniform(size_t(n * rows), 11, -70000.0f, 70000.0f);
+  const float specials[] = {65520.0f, 65519.0f, 1e-6f, -3e-8f, 2.0f + 1.0f / 1024, 0.0f, -0.0f, 1e30f};
+  for (size_t i = 0; i < sizeof specials / sizeof specials[0] && i < x.size(); ++i) x[i] = specials[i];
+  const size_t es = to == DType::F16 ? 2 : 4;
+  EtDevice dev;
+  dev.minion_mask = 0xF;
+  EtUnaryArgs a{};
+  a.h = dev.header(ET_K_CPY_F32, sizeof(a));
+  a.src = et_tensor(dev.upload(x), ET_TYPE_F32, n, rows);
+  a.dst = et_tensor(dev.alloc(uint64_t(n * rows) * es), uint32_t(to), n, rows);
+  a.dst.nb[0] = es;
+  a.dst.nb[1] = es * uint64_t(n);
+  a.dst.nb[2] = a.dst.nb[3] = a.dst.nb[1] * uint64_t(rows);
+  EtRunResult r = dev.run("reduce", a);
+  ASSERT_TRUE(r.passed) << r.log;
+  auto got = dev.download<uint8_t>(a.dst.addr, size_t(n * rows) * es);
+  std::vector<uint8_t> want(got.size());
+  Tensor ts = host_f32(x.data(), n, rows);
+  Tensor node = host_f32(want.data(), n, rows, to);
+  node.op = Op::Cpy;
+  node.src[0] = &ts;
+  run_cpu(node);
+  ASSERT_EQ(got, want);
+}
+
+TEST(EtReduce, CpyToF16RoundsAsTheCpu) { check_cpy(DType::F16, 37, 11); }
+TEST(EtReduce, CpyToF32) { check_cpy(DType::F32, 24, 5); }
 
 TEST(EtReduce, DivByRowSum) { check_div(2, 40, 1); }
 TEST(EtReduce, DivSameShape) { check_div(37, 9, 37); }

@@ -162,6 +162,7 @@ enum EtKernelId {
   ET_K_SWIGLU_F32 = 5,
   ET_K_DIV_F32 = 6,
   ET_K_SCALE_F32 = 7,
+  ET_K_CPY_F32 = 8, /* f32 rows -> f32 or f16 (the dst's type) */
   ET_K_MUL_MAT_F32 = 10,
   ET_K_MUL_MAT_F16 = 11,
   ET_K_MUL_MAT_Q8_0 = 12,
@@ -202,6 +203,7 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_SWIGLU_F32: return "swiglu_f32";
     case ET_K_DIV_F32: return "div_f32";
     case ET_K_SCALE_F32: return "scale_f32";
+    case ET_K_CPY_F32: return "cpy_f32";
     case ET_K_MUL_MAT_F32: return "mul_mat_f32";
     case ET_K_MUL_MAT_F16: return "mul_mat_f16";
     case ET_K_MUL_MAT_Q8_0: return "mul_mat_q8_0";
@@ -291,6 +293,9 @@ typedef struct EtScaleArgs {
   uint32_t reserved[15];
 } EtScaleArgs;
 ET_STATIC_ASSERT(sizeof(EtScaleArgs) == 256, "EtScaleArgs size");
+
+/* CPY (Op::Cpy) takes EtUnaryArgs: src F32 rows (nb[0] = 4), dst F32 or F16 (round to nearest
+ * even, as the CPU), same shape, dst contiguous. */
 
 /* SOFTMAX (Op::Softmax) and SUM_ROWS (Op::SumRows) take EtUnaryArgs: F32 rows, contiguous
  * (nb[0] = 4), dst contiguous. SOFTMAX: dst row = e^(x - max) / sum (et_math.h's exp and

@@ -1,5 +1,6 @@
 /* reduce.c - row reductions and selections on F32 rows: SOFTMAX, SUM_ROWS, TOP_K (the MoE router's
- * ops: softmax over the expert logits, the top-k experts, the sum that renormalises their weights).
+ * ops: softmax over the expert logits, the top-k experts, the sum that renormalises their weights),
+ * and CPY (f32 rows to f32 or f16, the row-wise copy a graph makes contiguous or converts).
  *
  * Layout: src rows of ne[0] contiguous floats (nb[0] = 4), the other dims by stride; dst rows
  * contiguous and back to back (dst[r] at dst.addr + r * dst row bytes), line-aligned at the base.
@@ -11,6 +12,7 @@
  * SUM_ROWS: 8 lane partial sums (fadd.ps), a pairwise lane sum, then the tail in scalar code.
  * TOP_K: k passes over the row, each picking the largest value below the previous pick in the
  * order (value descending, index ascending): exactly the CPU's partial sort, ties included.
+ * CPY: element by element, f16 by et_f32_to_f16 (round to nearest even, as the CPU).
  */
 #include "backends/et/kernels/et_math.h"
 #include "backends/et/kernels/et_runtime.h"
@@ -31,12 +33,13 @@ static const float* src_row(const EtTensor* t, int64_t r) {
 /* Common checks: src F32 with contiguous rows, dst of type `dt`, dst rows of `dst_ne0` elements
  * back to back and line-aligned, the same row count. */
 static int64_t check_rows(const EtTensor* s, const EtTensor* d, uint32_t dt, int64_t dst_ne0) {
+  const uint64_t es = dt == ET_TYPE_F16 ? 2 : 4;
   if (s->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 0);
   if (d->type != dt) return et_fail(ET_STATUS_BAD_TYPE, 1);
   if (s->nb[0] != 4) return et_fail(ET_STATUS_BAD_SHAPE, 0);
   if (d->ne[0] != dst_ne0 || d->ne[1] != s->ne[1] || d->ne[2] != s->ne[2] || d->ne[3] != s->ne[3])
     return et_fail(ET_STATUS_BAD_SHAPE, 1);
-  if (d->nb[0] != 4 || d->nb[1] != 4 * (uint64_t)dst_ne0 || d->nb[2] != d->nb[1] * (uint64_t)d->ne[1] ||
+  if (d->nb[0] != es || d->nb[1] != es * (uint64_t)dst_ne0 || d->nb[2] != d->nb[1] * (uint64_t)d->ne[1] ||
       d->nb[3] != d->nb[2] * (uint64_t)d->ne[2])
     return et_fail(ET_STATUS_BAD_SHAPE, 1);
   if (d->addr % ET_LINE_BYTES != 0) return et_fail(ET_STATUS_BAD_ALIGN, 1);
@@ -129,6 +132,30 @@ static int64_t top_k_f32(const void* args, const EtEnv* env) {
   return ET_STATUS_OK;
 }
 
+static int64_t cpy_f32(const void* args, const EtEnv* env) {
+  (void)env;
+  const EtUnaryArgs* p = (const EtUnaryArgs*)args;
+  const EtTensor *s = &p->src, *d = &p->dst;
+  const int64_t n = s->ne[0];
+  const int f16 = d->type == ET_TYPE_F16;
+  int64_t st = check_rows(s, d, f16 ? ET_TYPE_F16 : ET_TYPE_F32, n);
+  if (st != ET_STATUS_OK) return st;
+  int64_t r0, r1;
+  et_split(et_spmd(&p->h), (int64_t)s->ne[1] * s->ne[2] * s->ne[3], line_grain((f16 ? 2 : 4) * n), &r0, &r1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* x = src_row(s, r);
+    if (f16) {
+      uint16_t* y = (uint16_t*)(uintptr_t)d->addr + r * n;
+      for (int64_t i = 0; i < n; ++i) y[i] = et_f32_to_f16(x[i]);
+    } else {
+      float* y = (float*)(uintptr_t)d->addr + r * n;
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+    }
+  }
+  return ET_STATUS_OK;
+}
+
+ET_KERNEL(ET_K_CPY_F32, cpy_f32);
 ET_KERNEL(ET_K_SOFTMAX_F32, softmax_f32);
 ET_KERNEL(ET_K_SUM_ROWS_F32, sum_rows_f32);
 ET_KERNEL(ET_K_TOP_K_F32, top_k_f32);

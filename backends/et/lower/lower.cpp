@@ -138,6 +138,12 @@ KernelChoice choose_kernel(const Tensor& n) {
       if (!(r = check_f32(n, {s0, &n})).empty()) return no(r);
       if (!contiguous(n)) return no("output not contiguous");
       return {n.op == Op::Softmax ? uint32_t(ET_K_SOFTMAX_F32) : uint32_t(ET_K_SUM_ROWS_F32), {}};
+    case Op::Cpy:
+      if (!(r = check_f32(n, {s0})).empty()) return no(r);
+      if (n.type != DType::F32 && n.type != DType::F16)
+        return no(fmt::format("copy to {}: ET converts f32 rows to f32 or f16", dtype_name(n.type)));
+      if (!contiguous(n) || n.ne != s0->ne) return no("output not contiguous or of another shape");
+      return {ET_K_CPY_F32, {}};
     case Op::TopK:
       if (!(r = check_f32(n, {s0})).empty()) return no(r);
       if (n.type != DType::I32 || !contiguous(n)) return no("output not contiguous i32");
@@ -299,6 +305,7 @@ KernelCall build_call(const Tensor& n, uint32_t kid, const HartSet& h, const Dev
     }
     case Op::Softmax:
     case Op::SumRows:
+    case Op::Cpy:
     case Op::Silu: {
       EtUnaryArgs a{};
       a.src = desc(s0, addr);
