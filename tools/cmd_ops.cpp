@@ -19,6 +19,7 @@
 #include "models/model.h"
 #include "runtime/context.h"
 #include "tools/commands.h"
+#include "tools/load_options.h"
 
 namespace opal::tools {
 namespace {
@@ -157,6 +158,7 @@ void add_ops_command(CLI::App& app) {
       "backends, comma-separated (matrix: default all; with -m the CPU is always added). Known: " + backend_names());
   sub->add_option("-o,--output", o->format, "md (default), csv (matrix) or json (with -m)");
   sub->add_option("-m,--model", o->model, "GGUF model: report its placement instead of the matrix");
+  add_hub_options(sub, &o->model);
   sub->add_option("-c,--ctx-size", o->n_ctx, "context size for the report (512)");
   sub->add_option("--prefill", o->prefill, "prompt tokens of the prefill graph (default min(-c, 512))");
   sub->add_option("-t,--threads", o->threads, "threads (1)");

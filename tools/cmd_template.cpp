@@ -13,6 +13,7 @@
 #include "core/gguf.h"
 #include "tokenizer/jinja/chat.h"
 #include "tools/commands.h"
+#include "tools/load_options.h"
 
 namespace opal::tools {
 namespace {
@@ -112,6 +113,7 @@ void add_template_command(CLI::App& app) {
   auto o = std::make_shared<TemplateOptions>();
   CLI::App* sub = app.add_subcommand("template", "Render a chat template for a conversation (prompt text to stdout)");
   sub->add_option("-m,--model", o->model, "GGUF model whose tokenizer.chat_template and bos/eos tokens to use");
+  add_hub_options(sub, &o->model);
   sub->add_option("--template,--chat-template-file", o->template_file, "Jinja template file (overrides the model's)");
   sub->add_option("--template-name", o->template_name, "Named template variant tokenizer.chat_template.NAME");
   sub->add_option("--messages", o->messages_file, "JSON file: a list of messages, or an object with \"messages\"")

@@ -10,6 +10,7 @@
 #include "core/gguf.h"
 #include "tokenizer/vocab.h"
 #include "tools/commands.h"
+#include "tools/load_options.h"
 
 namespace opal::tools {
 namespace {
@@ -80,7 +81,8 @@ int run_tokenize(const TokenizeOptions& o) {
 void add_tokenize_command(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* sub = app.add_subcommand("tokenize", "Tokenize a text with a model's vocabulary (like llama-tokenize)");
-  sub->add_option("-m,--model", o->model, "GGUF file (a vocab-only file is enough)")->required();
+  sub->add_option("-m,--model", o->model, "GGUF file (a vocab-only file is enough)");
+  add_hub_options(sub, &o->model);
   auto* p = sub->add_option("-p,--prompt", o->prompt, "Text to tokenize");
   auto* f = sub->add_option("-f,--file", o->file, "Read the text from this file");
   p->excludes(f);
@@ -92,6 +94,7 @@ void add_tokenize_command(CLI::App& app) {
                 "Treat special-token text such as <|im_start|> as plain text");
   set_action(sub, [o, p, f] {
     if (p->count() == 0 && f->count() == 0) fail("tokenize: give the text with -p TEXT or -f FILE");
+    if (o->model.empty()) fail("tokenize: a model is needed: -m FILE, -hf user/repo[:quant] or -mu URL");
     return run_tokenize(*o);
   });
 }

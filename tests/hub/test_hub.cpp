@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "hub/hub.h"
+#include "support/test_support.h"
 
 namespace opal::test {
 namespace {
@@ -163,15 +164,6 @@ class Hub : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(HubPick, TagPicksTheFileDefaultIsQ4KM) {
   const std::vector<std::string> files = {"a-Q8_0.gguf", "a-Q4_K_M.gguf", "a-Q4_K_S.gguf", "mmproj-a-Q8_0.gguf",
                                           "README.md"};
@@ -311,6 +303,37 @@ TEST_F(Hub, ModelUrlIsCachedByUrl) {
   EXPECT_EQ(hub::fetch_url(opts_, url), path);
   EXPECT_EQ(hub_.gets.load(), 1);
   EXPECT_NE(error_of([&] { hub::fetch_url(opts_, "ftp://x/y.gguf"); }).find("http"), std::string::npos);
+}
+
+// The opal binary end to end: `opal pull` and `opal run -hf` against the mock
+// hub serving stories260K; offline from the cache afterwards; a 404 exits 1
+// naming the URL.
+TEST_F(Hub, OpalRunByName) {
+  hub_.repos["user/stories-GGUF"] = {{"stories260K-F32.gguf", read_file(shared_path("models/stories260K.gguf"))}};
+  const std::string env = "HF_ENDPOINT=" + hub_.endpoint() + " OPAL_CACHE=" + dir_.string() + " ";
+  std::string out;
+  ASSERT_EQ(run_command(env + opal_binary() + " pull user/stories-GGUF:f32", &out), 0) << out;
+  const std::string cached = (dir_ / "hf/user/stories-GGUF/stories260K-F32.gguf").string();
+  EXPECT_NE(out.find(cached), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(run_command(env + opal_binary() + " run -hf user/stories-GGUF:f32 -p Once -n 4", &out), 0) << out;
+  EXPECT_NE(out.find("generation: 4 tokens"), std::string::npos) << out;
+  out.clear();
+  hub_.stop();
+  ASSERT_EQ(run_command(env + "OPAL_OFFLINE=1 " + opal_binary() + " run -hf user/stories-GGUF -n 2 -p Once", &out), 0)
+      << out;
+  EXPECT_NE(out.find("generation: 2 tokens"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run_command(env + opal_binary() + " run -m x.gguf -hf user/stories-GGUF", &out), 1) << out;
+  EXPECT_NE(out.find("give one of -m, -hf and -mu"), std::string::npos) << out;
+}
+
+TEST_F(Hub, OpalPullErrorNamesUrlAndStatus) {
+  const std::string env = "HF_ENDPOINT=" + hub_.endpoint() + " OPAL_CACHE=" + dir_.string() + " ";
+  std::string out;
+  EXPECT_EQ(run_command(env + opal_binary() + " pull -hf user/none-GGUF:q8_0", &out), 1) << out;
+  EXPECT_NE(out.find("/api/models/user/none-GGUF/tree/main?recursive=true answered HTTP 404"), std::string::npos)
+      << out;
 }
 
 }  // namespace
