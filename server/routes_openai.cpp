@@ -5,6 +5,7 @@
 
 #include "core/version.h"
 #include "server/state.h"
+#include "server/tool_calls.h"
 
 namespace opal::server {
 namespace {
@@ -15,7 +16,8 @@ struct OpenAiRequest {
   bool include_usage = false;
 };
 
-OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32_t> prompt, bool chat) {
+OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32_t> prompt, bool chat,
+                          const ToolRequest* tools = nullptr) {
   OpenAiRequest r;
   r.gen.prompt = std::move(prompt);
   read_sampling(body, r.gen, st.vocab->n_tokens());
@@ -24,13 +26,13 @@ OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32
     if (!it->is_object()) bad_request("'stream_options' must be an object", "stream_options");
     if (auto v = get_bool(*it, "include_usage")) r.include_usage = *v;
   }
-  st.set_grammar(r.gen, read_grammar_text(body), "grammar");
-  if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
-    if (!it->is_array()) bad_request(fmt::format("'tools' must be an array, got {}", it->type_name()), "tools");
-    if (!it->empty()) bad_request("tool calls are not supported", "tools");
+  std::string gbnf = read_grammar_text(body);
+  const std::string tool_gbnf = tools ? tool_call_gbnf(*tools) : "";
+  if (!tool_gbnf.empty()) {
+    if (!gbnf.empty()) bad_request("a required tool call cannot be combined with a response_format", "tool_choice");
+    gbnf = tool_gbnf;
   }
-  if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null() && !it->is_string() && !it->is_object())
-    bad_request(fmt::format("'tool_choice' must be a string or an object, got {}", it->type_name()), "tool_choice");
+  st.set_grammar(r.gen, gbnf, tool_gbnf.empty() ? "grammar" : "tools");
   if (chat) {
     r.gen.want_logprobs = get_bool(body, "logprobs").value_or(false);
     const auto top = get_int(body, "top_logprobs", 0, 20);
@@ -93,15 +95,41 @@ json legacy_logprobs(const Vocab& vocab, const std::vector<TokenOut>& tokens, si
 void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   const size_t max_bytes = st.ready ? st.engine->max_prompt_bytes() : SIZE_MAX;  // checked before tokenizing
-  const json messages = normalize_messages(body, max_bytes);
+  json messages = normalize_messages(body, max_bytes);
+  if (st.template_is_fallback) {
+    // ChatML knows no tool_calls: an assistant turn that only called tools is
+    // written as the Hermes text the model would have produced.
+    for (json& m : messages) {
+      if (m.value("role", "") != "assistant" || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+      if (m.contains("content") && m["content"].is_string() && !m["content"].get<std::string>().empty()) continue;
+      std::string text;
+      for (const json& tc : m["tool_calls"]) {
+        if (!tc.is_object() || !tc.contains("function")) continue;
+        const json& f = tc["function"];
+        json call{{"name", f.value("name", "")}};
+        const std::string args =
+            f.contains("arguments") && f["arguments"].is_string() ? f["arguments"].get<std::string>() : "{}";
+        call["arguments"] = json::parse(args, nullptr, false);
+        if (call["arguments"].is_discarded()) call["arguments"] = args;
+        if (!text.empty()) text += '\n';
+        text += "<tool_call>\n";
+        text += call.dump();
+        text += "\n</tool_call>";
+      }
+      m["content"] = text;
+    }
+  }
   json kwargs = json::object();
   if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     kwargs = *it;
   }
+  const ToolRequest tools = read_tools(body);
+  if (tools.active()) kwargs["tools"] = tools.tools;  // the model's template renders them
   if (!st.ready) throw HttpError(503, "unavailable_error", "Loading model");
   const std::string prompt_text = st.render_chat(messages, true, kwargs);
-  OpenAiRequest r = read_openai(st, body, tokenize_chat_prompt(prompt_text, *st.vocab, max_bytes), true);
+  OpenAiRequest r = read_openai(st, body, tokenize_chat_prompt(prompt_text, *st.vocab, max_bytes), true, &tools);
+  const bool use_tools = tools.active();
   const std::string id = random_id("chatcmpl-");
   auto task = st.submit(std::move(r.gen));
 
@@ -112,6 +140,18 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     json choice;
     choice["index"] = 0;
     choice["message"] = json{{"role", "assistant"}, {"content", c.text}};
+    bool called = false;
+    if (use_tools) {
+      ParsedToolCalls calls = parse_tool_calls(c.text);
+      if (!calls.calls.empty()) {
+        choice["message"]["content"] = calls.content.empty() ? json(nullptr) : json(calls.content);
+        choice["message"]["tool_calls"] = calls.calls;
+        called = true;
+      } else if (!calls.error.empty()) {
+        choice["note"] =
+            "the reply looked like a tool call but did not parse (" + calls.error + "); returned as content";
+      }
+    }
     if (task->params.want_logprobs) {
       json content = json::array();
       for (const TokenOut& t : c.tokens) content.push_back(chat_logprob_entry(*st.vocab, t));
@@ -119,7 +159,7 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     } else {
       choice["logprobs"] = nullptr;
     }
-    choice["finish_reason"] = finish_reason(c.done);
+    choice["finish_reason"] = called && c.done.stop_type == StopType::Eos ? "tool_calls" : finish_reason(c.done);
     out["choices"] = json::array({choice});
     out["usage"] = usage_json(c.done);
     out["timings"] = timings_json(c.done.timings);
@@ -128,8 +168,9 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     return;
   }
   auto first = std::make_shared<bool>(true);
+  auto held = std::make_shared<std::string>();  // with tools: the reply is parsed at its end
   const bool include_usage = r.include_usage, logprobs = task->params.want_logprobs;
-  stream_response(st, res, task, [&st, id, first, include_usage, logprobs](const Event& ev) {
+  stream_response(st, res, task, [&st, id, first, include_usage, logprobs, use_tools, held](const Event& ev) {
     std::string out;
     auto chunk = [&](json delta, json finish, const std::vector<TokenOut>* toks) {
       json j = base_object(st, id, "chat.completion.chunk");
@@ -151,6 +192,27 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     if (*first) {
       *first = false;
       out += sse(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+    }
+    if (use_tools) {
+      // Tool calls are known only once the reply is complete: hold the text,
+      // then send the content and each call as OpenAI's delta.tool_calls.
+      *held += ev.text;
+      if (ev.kind != Event::Kind::Done) return out;
+      ParsedToolCalls calls = parse_tool_calls(*held);
+      const std::string content = calls.calls.empty() ? *held : calls.content;
+      if (!content.empty()) out += sse(chunk(json{{"content", content}}, nullptr, nullptr));
+      for (size_t i = 0; i < calls.calls.size(); ++i) {
+        json tc = calls.calls[i];
+        tc["index"] = i;
+        out += sse(chunk(json{{"tool_calls", json::array({tc})}}, nullptr, nullptr));
+      }
+      json last =
+          chunk(json::object(),
+                !calls.calls.empty() && ev.stop_type == StopType::Eos ? "tool_calls" : finish_reason(ev), nullptr);
+      if (!calls.error.empty())
+        last["choices"][0]["note"] =
+            "the reply looked like a tool call but did not parse (" + calls.error + "); returned as content";
+      return out + stream_end(st, id, "chat.completion.chunk", std::move(last), ev, include_usage);
     }
     if (!ev.text.empty() || (logprobs && !ev.tokens.empty()))
       out += sse(chunk(json{{"content", ev.text}}, nullptr, &ev.tokens));

@@ -33,6 +33,24 @@ TEST(ServeStructuredOutput, SchemasValidateWithOpenAiClientAndAjv) {
   EXPECT_EQ(p.wait_exit(60), 0) << p.log();
 }
 
+// Tool calls with the openai client (tests/server/node/tool_calls.mjs).
+TEST(ServeStructuredOutput, ToolCallsWithOpenAiClient) {
+  const std::string dir = source_dir() + "/tests/server/node";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/ajv/package.json"))
+      << dir << "/node_modules/ajv is missing: run scripts/setup.sh (it runs `npm ci` there)";
+  ServeProcess p("-m " + stories_model() + " --np 2 -a stories --api-key test-key");
+  ASSERT_TRUE(p.ready());
+  std::string out;
+  const int rc = run_command("cd " + dir + " && OPAL_BASE_URL=http://127.0.0.1:" + std::to_string(p.port()) +
+                                 "/v1 OPAL_API_KEY=test-key OPAL_MODEL=stories timeout 300 node tool_calls.mjs",
+                             &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+  std::printf("%s", out.c_str());
+  ::kill(p.pid(), SIGTERM);
+  EXPECT_EQ(p.wait_exit(60), 0) << p.log();
+}
+
 // Bans (logit_bias false) every token whose text starts with 'Q', then asks for
 // a grammar that must start with 'Q': the first step has no token left.
 TEST(ServeStructuredOutput, GrammarDeadEndEndsTheRequestClearly) {
