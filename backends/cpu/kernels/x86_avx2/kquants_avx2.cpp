@@ -234,6 +234,8 @@ struct Q4KRowsInLanes {
         for (int a = 0; a < RA; ++a) isum[v][a] = _mm256_setzero_si256();
       for (int j = 0; j < 8; ++j) {
         __m256i i16[2][RA];
+        for (int v = 0; v < 2; ++v)  // set before the first group (which overwrites them): no uninitialized reads
+          for (int a = 0; a < RA; ++a) i16[v][a] = _mm256_setzero_si256();
         for (int t = 0; t < 8; ++t) {
           const uint8_t* pq = pb + kQuants + (8 * j + t) * kSlice * 4;
           const __m256i w0 = load32(pq), w1 = load32(pq + 32);

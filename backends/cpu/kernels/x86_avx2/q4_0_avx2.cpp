@@ -192,6 +192,8 @@ struct RowsInLanes {
       const uint8_t* pb = packed + b * kBlockBytes;
       const uint8_t* pq = pb + kSlice * 4;
       __m256i iacc[2][RA];
+      for (int v = 0; v < 2; ++v)  // set before the first group (which overwrites them): no uninitialized reads
+        for (int a = 0; a < RA; ++a) iacc[v][a] = _mm256_setzero_si256();
       for (int grp = 0; grp < 8; ++grp) {
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
         const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4 + 32));
