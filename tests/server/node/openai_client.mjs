@@ -3,16 +3,10 @@
 // Env: OPAL_BASE_URL (http://127.0.0.1:PORT/v1), OPAL_API_KEY, OPAL_MODEL.
 // Exits non-zero with a message on the first failed check.
 import OpenAI from "openai";
+import { apiKey, baseURL, make_client, model } from "./client.mjs";
 import assert from "node:assert/strict";
 
-const baseURL = process.env.OPAL_BASE_URL;
-const apiKey = process.env.OPAL_API_KEY ?? "none";
-const model = process.env.OPAL_MODEL ?? "stories";
-if (!baseURL) {
-  console.error("OPAL_BASE_URL is not set");
-  process.exit(2);
-}
-const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
+const client = make_client(60_000);
 const messages = [{ role: "user", content: "Tell me a story about a cat." }];
 
 async function main() {

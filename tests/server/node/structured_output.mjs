@@ -6,18 +6,11 @@
 // The model (stories260K) writes near-random text: only the grammar makes the
 // output valid, so a validation failure is a grammar bug.
 // Env: OPAL_BASE_URL (http://127.0.0.1:PORT/v1), OPAL_API_KEY, OPAL_MODEL.
-import OpenAI from "openai";
+import { apiKey, baseURL, make_client, model } from "./client.mjs";
 import Ajv from "ajv";
 import assert from "node:assert/strict";
 
-const baseURL = process.env.OPAL_BASE_URL;
-const apiKey = process.env.OPAL_API_KEY ?? "none";
-const model = process.env.OPAL_MODEL ?? "stories";
-if (!baseURL) {
-  console.error("OPAL_BASE_URL is not set");
-  process.exit(2);
-}
-const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
+const client = make_client(120_000);
 
 const ajv = new Ajv({ strict: false, allErrors: true });
 // The formats Opal's grammar produces (syntax only, as ajv-formats' "fast" mode).

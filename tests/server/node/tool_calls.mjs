@@ -3,18 +3,11 @@
 // Ajv validates against each function's parameters, streamed delta.tool_calls,
 // parallel_tool_calls false, the client's runTools() helper calling a local
 // function, and role "tool" messages fed back. Env as openai_client.mjs.
-import OpenAI from "openai";
+import { make_client, model } from "./client.mjs";
 import Ajv from "ajv";
 import assert from "node:assert/strict";
 
-const baseURL = process.env.OPAL_BASE_URL;
-const apiKey = process.env.OPAL_API_KEY ?? "none";
-const model = process.env.OPAL_MODEL ?? "stories";
-if (!baseURL) {
-  console.error("OPAL_BASE_URL is not set");
-  process.exit(2);
-}
-const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
+const client = make_client(120_000);
 const ajv = new Ajv({ strict: false });
 
 const weatherParams = {
