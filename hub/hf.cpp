@@ -10,7 +10,8 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <optional>
+#include <string_view>
 
 #include "core/error.h"
 #include "hub/http.h"
@@ -45,9 +46,21 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-const std::regex& split_re() {
-  static const std::regex re(R"((.*)-(\d{5})-of-(\d{5})\.gguf)", std::regex::icase);
-  return re;
+// A split model's part name, "<stem>-00001-of-00003.gguf" (any case): its stem
+// and the part count as written ("00003"); nullopt for any other name.
+struct SplitName {
+  std::string stem, count;
+};
+std::optional<SplitName> split_name(const std::string& file) {
+  constexpr std::string_view tail = "-nnnnn-of-nnnnn.gguf";
+  if (file.size() < tail.size()) return std::nullopt;
+  const size_t at = file.size() - tail.size();
+  for (size_t i = 0; i < tail.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(file[at + i]);
+    const bool ok = tail[i] == 'n' ? std::isdigit(c) != 0 : std::tolower(c) == tail[i];
+    if (!ok) return std::nullopt;
+  }
+  return SplitName{file.substr(0, at), file.substr(at + 10, 5)};
 }
 
 bool valid_name_part(const std::string& s) {
@@ -60,11 +73,11 @@ std::string repo_dir(const HubOptions& o, const std::string& repo) { return o.ca
 
 // Every part of the split model `file` belongs to (just `file` when it is not split).
 std::vector<std::string> with_parts(const std::string& file) {
-  std::smatch m;
-  if (!std::regex_match(file, m, split_re())) return {file};
-  const int n = std::stoi(m[3].str());
+  const std::optional<SplitName> split = split_name(file);
+  if (!split) return {file};
+  const int n = std::stoi(split->count);
   std::vector<std::string> parts;
-  for (int k = 1; k <= n; ++k) parts.push_back(fmt::format("{}-{:05d}-of-{}.gguf", m[1].str(), k, m[3].str()));
+  for (int k = 1; k <= n; ++k) parts.push_back(fmt::format("{}-{:05d}-of-{}.gguf", split->stem, k, split->count));
   return parts;
 }
 
@@ -122,7 +135,7 @@ std::vector<std::string> pick_gguf(const std::vector<std::string>& files, const 
   }
   // A single file first; else the first split model, with every part.
   for (const std::string& f : matched)
-    if (!std::regex_match(f, split_re())) return {f};
+    if (!split_name(f)) return {f};
   std::vector<std::string> parts = with_parts(matched.front());
   std::vector<std::string> missing;
   for (const std::string& p : parts)
