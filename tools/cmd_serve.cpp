@@ -9,7 +9,6 @@
 // requests in flight run to their end, for at most S seconds; a second signal
 // (or SIGINT) stops at once.
 #include <fmt/format.h>
-#include <malloc.h>
 
 #include <chrono>
 #include <csignal>
@@ -57,23 +56,7 @@ void handle_signals(server::Server& srv, sigset_t set, int drain_timeout_s) {
   srv.shutdown();
 }
 
-// A long-running server's allocator policy. glibc gives each HTTP worker thread its
-// own malloc arena and, by default, raises its mmap threshold (up to 32 MiB) and
-// its trim threshold (to twice that) after a large block is freed. Then the tens
-// of MiB a large request body goes through (the body, the parsed JSON, the message
-// copies) stay in the top of whichever worker's arena parsed it: RSS stepped up
-// 40-70 MiB after each 50 MB request, up to one step per arena, and malloc_trim
-// does not reach those tops. Fixed thresholds stop the ratchet: blocks of 1 MiB
-// and up are mapped and unmapped on their own, and an arena hands back its top
-// beyond 2 MiB (scripts/big_body_server.py: RSS 20.9 MiB after the 1st and 21.4
-// after the 4th 50 MB request, against 20.3 -> 170 before; docs/server.md).
-void set_server_malloc_policy() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  mallopt(M_TRIM_THRESHOLD, 2 << 20);
-}
-
 int run_serve(const ServeOptions& so) {
-  set_server_malloc_policy();
   server::ServerOptions o = so.server;
   if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
   o.n_ctx = so.context.n_ctx;

@@ -3,13 +3,10 @@
 // overrides). Every stream must be well formed and complete; zero errors.
 // And a memory test: a real `opal serve` fed prompts of many different
 // lengths keeps its resident set flat once warmed up (compute memory is
-// reserved once, not per batch shape), and does not keep the memory of large
-// request bodies after they are answered.
+// reserved once, not per batch shape).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -151,40 +148,6 @@ TEST(ServerLoad, RssFlatUnderMixedPromptLengths) {
       "%ld KiB (+%ld KiB)\n",
       start, kLongest, warm, 3 * kLongest, after, after - warm);
   EXPECT_LE(after - warm, 3072) << "resident memory grew with the number of distinct batch shapes";
-}
-
-// Each large body is parsed on some HTTP worker; before `opal serve` fixed glibc's
-// thresholds, the tens of MiB it went through stayed in that worker's arena, and
-// RSS stepped up 40-70 MiB per 16-50 MB request (one step per arena): 40 -> 250 MiB over
-// five 20 MiB bodies.
-TEST(ServerLoad, LargeBodiesDoNotRatchetRss) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "the sanitizers' allocators replace glibc's malloc, whose policy this checks";
-#endif
-  ServeProcess p("-m " + stories_model() + " --np 1 -c 2048 -t 1 --http-threads 4");
-  ASSERT_TRUE(p.ready()) << p.log();
-  const std::string words(16 << 20, 'a');  // one 16 MiB "word": refused by size, after parsing
-  const std::string body =
-      json{{"messages", json::array({json{{"role", "user"}, {"content", words}}})}, {"max_tokens", 4}}.dump();
-  long after_first = 0, after_last = 0;
-  for (int i = 0; i < 4; ++i) {
-    httplib::Client c("127.0.0.1", p.port());
-    c.set_read_timeout(120);
-    auto r = c.Post("/v1/chat/completions", body, "application/json");
-    ASSERT_TRUE(r);
-    ASSERT_EQ(r->status, 400) << r->body.substr(0, 300);
-    EXPECT_NE(r->body.find("\"param\":\"messages\""), std::string::npos) << r->body.substr(0, 300);
-    // The request (its body) is freed just after the answer's last byte is sent:
-    // read the resident set once it has settled (the lowest of a few samples).
-    long settled = rss_kib(p.pid());
-    for (int k = 0; k < 25; ++k) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      settled = std::min(settled, rss_kib(p.pid()));
-    }
-    (i == 0 ? after_first : after_last) = settled;
-  }
-  std::printf("opal serve VmRSS after the 1st 16 MiB body %ld KiB, after the 4th %ld KiB\n", after_first, after_last);
-  EXPECT_LE(after_last - after_first, 8 << 10) << "resident memory kept growing with each large request";
 }
 
 }  // namespace
