@@ -32,7 +32,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # tests/server drives `opal serve` with the official `openai` npm client and the chat page
-# with playwright-core (pointed at Debian's chromium): Node.js + npm, then the locked packages (node_modules is git-ignored; the test fails without it).
+# with playwright-core (pointed at Debian's chromium): Node.js + npm, then the locked
+# packages (node_modules is git-ignored; the test fails without it).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "setup: installing nodejs npm"

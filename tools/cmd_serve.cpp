@@ -1,8 +1,9 @@
 // `opal serve [-m MODEL] [--host H] [--port P] [-np N] [-c N] [-b N] [-ub N] [-ctk T]
 //  [-t N] [--backend NAME] [--perf-log FILE] [--api-key KEY] [--metrics] [-a ALIAS]
 //  [--timeout S] [--http-threads N] [--max-connections N] [--header-timeout S] [--body-timeout S]
-//  [--keep-alive-timeout S] [--max-body-size BYTES] [--drain-timeout S]`: the OpenAI / llama-server compatible
-// HTTP server (server/, docs/server.md); the context flags are every subcommand's (tools/context_options.h).
+//  [--keep-alive-timeout S] [--max-body-size BYTES] [--drain-timeout S] [--no-webui] [--path DIR]`: the
+// OpenAI / llama-server compatible HTTP server with its chat page at / (server/, docs/server.md); the context
+// flags are every subcommand's (tools/context_options.h).
 // SIGTERM or SIGINT stop it gracefully: no new requests, in-flight streams end
 // with a final event, exit code 0. With --drain-timeout S, SIGTERM first drains
 // (for a load balancer, deploy/): /health and new requests get 503 while the
@@ -90,6 +91,9 @@ int run_serve(const ServeOptions& so) {
   warn_context_size(o.n_ctx, srv.model().hparams(), "serve");
   warn_slot_context(srv.n_ctx_slot() * o.n_parallel, o.n_parallel, srv.n_ctx_slot(), srv.model().hparams());
   fmt::print(stderr, "serve: ready: {} slot(s) on http://{}:{}\n", o.n_parallel, o.host, port);
+  if (o.webui)
+    fmt::print(stderr, "serve: chat page at http://{}:{}/{}\n", o.host, port,
+               o.webui_path.empty() ? "" : " (from " + o.webui_path + ")");
   srv.wait();
   fmt::print(stderr, "serve: stopped\n");
   return perf.finish();
@@ -116,6 +120,9 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("-a,--alias", o->alias, "model id reported by /v1/models and in responses");
   sub->add_flag("--metrics", o->metrics, "enable GET /metrics (Prometheus text)");
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template file (overrides the model's)");
+  sub->add_flag(
+      "--no-webui", [o](int64_t) { o->webui = false; }, "do not serve the chat page at /");
+  sub->add_option("--path", o->webui_path, "serve the chat page's files from this directory (for working on it)");
   sub->add_option("--to,--timeout", o->timeout_s,
                   "write timeout in seconds: a client that stops reading a response is cut after it (600)")
       ->check(at_least(1));
