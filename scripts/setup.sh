@@ -16,6 +16,7 @@ PKGS=(build-essential cmake ninja-build pkg-config python3
       libgtest-dev libgmock-dev libbenchmark-dev
       clang-format-14  # scripts/check_format.sh
       haproxy  # tests/deploy: replicas behind a load balancer (deploy/haproxy)
+      chromium  # tests/server: the chat page (server/webui) in a headless browser, driven by playwright-core
       g++-aarch64-linux-gnu qemu-user  # the neon preset (NEON kernels under qemu), scripts/cross_check_rocket.sh
       gcc-riscv64-unknown-elf binutils-riscv64-unknown-elf)  # ET-SoC-1 device kernels (cmake/et_kernels.cmake)
 
@@ -30,8 +31,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# tests/server drives `opal serve` with the official `openai` npm client: Node.js + npm,
-# then the locked packages (node_modules is git-ignored; the test fails without it).
+# tests/server drives `opal serve` with the official `openai` npm client and the chat page
+# with playwright-core (pointed at Debian's chromium): Node.js + npm, then the locked
+# packages (node_modules is git-ignored; the test fails without it).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "setup: installing nodejs npm"

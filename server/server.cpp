@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -226,6 +227,8 @@ Server::Server(ServerOptions opts) : st_(std::make_unique<State>()) {
     fail("--header-timeout, --body-timeout and --keep-alive-timeout must be at least 1 second, got {}, {}, {}",
          o.header_timeout_s, o.body_timeout_s, o.idle_timeout_s);
   if (o.max_body_bytes < 1) fail("--max-body-size must be at least 1 byte");
+  if (!o.webui_path.empty() && !std::filesystem::is_regular_file(std::filesystem::path(o.webui_path) / "index.html"))
+    fail("--path {}: no index.html there (the directory of the chat page's files, e.g. server/webui)", o.webui_path);
   st_->created = unix_time();
 }
 
@@ -262,6 +265,7 @@ void install_routes(Server::State& st) {
     if (st.opts.api_key.empty()) return false;
     if (req.path == "/health" || req.path == "/v1/health" || req.path == "/models" || req.path == "/v1/models")
       return false;
+    if (webui_serves(st, req)) return false;  // the page's files (it asks for the key itself)
     if (bearer_matches(req.get_header_value("Authorization"), st.opts.api_key) ||
         (req.has_header("X-Api-Key") && req.get_header_value("X-Api-Key") == st.opts.api_key))
       return false;
@@ -297,6 +301,7 @@ void install_routes(Server::State& st) {
 
   register_native_routes(st);
   register_openai_routes(st);
+  register_webui_routes(st);
 }
 
 HttpOptions http_options(const ServerOptions& o) {

@@ -39,6 +39,10 @@ struct ServerOptions {
 
   // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
   std::string chat_template_file;
+  // The chat page at `/` (server/webui.h): bundled in the binary; off with --no-webui;
+  // webui_path (--path DIR) serves it from a directory instead.
+  bool webui = true;
+  std::string webui_path;
 
   // HTTP layer (server/http/http_server.h, docs/server.md):
   int timeout_s = 600;                           // --timeout: each response write finishes within this

@@ -108,5 +108,9 @@ json native_prob_entry(const Vocab& vocab, const TokenOut& t);
 
 void register_openai_routes(Server::State& st);
 void register_native_routes(Server::State& st);
+// The chat page (server/webui.cpp): GET / and /*; webui_serves() says whether a
+// request is for one of its files (public: no API key needed).
+void register_webui_routes(Server::State& st);
+bool webui_serves(const Server::State& st, const HttpRequest& req);
 
 }  // namespace opal::server

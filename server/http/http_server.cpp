@@ -143,10 +143,17 @@ struct HttpServer::Impl {
 
   std::atomic<int64_t> open{0}, accepted{0}, rejected{0}, timed_out{0}, too_large{0}, bad_requests{0};
 
+  // An exact path first, then a route ending in '*' whose prefix the path has (the chat page's files).
   const Route* find(const std::string& method, const std::string& path) const {
-    for (const Route& r : routes)
-      if (r.path == path && (r.method == method || (method == "HEAD" && r.method == "GET"))) return &r;
-    return nullptr;
+    const Route* prefix = nullptr;
+    for (const Route& r : routes) {
+      if (r.method != method && !(method == "HEAD" && r.method == "GET")) continue;
+      if (r.path == path) return &r;
+      if (!prefix && !r.path.empty() && r.path.back() == '*' &&
+          path.compare(0, r.path.size() - 1, r.path, 0, r.path.size() - 1) == 0)
+        prefix = &r;
+    }
+    return prefix;
   }
   bool is_inline(const HttpRequest& req) const {
     if (req.method == "OPTIONS") return true;

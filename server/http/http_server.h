@@ -137,6 +137,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
+  // `path` is matched exactly; one ending in '*' matches every path with that prefix
+  // that no exact route takes (e.g. "/*": the chat page's files).
   void Get(const std::string& path, HttpHandler h, Dispatch d = Dispatch::Worker);
   void Post(const std::string& path, HttpHandler h, Dispatch d = Dispatch::Worker);
   // Runs before routing (after the body is read), for every method but OPTIONS:
