@@ -14,6 +14,7 @@
 #include "backends/et/driver/elf_image.h"
 #include "backends/et/kernels/et_kernel_images.h"
 #include "backends/et/lower/lower.h"
+#include "backends/et/perf/et_cost_model.h"
 #include "core/error.h"
 #include "graph/offset_allocator.h"
 
@@ -208,7 +209,15 @@ DeviceStats EtDevice::stats() const {
               {"weight_bytes", double(weights_.device_bytes())},
               {"fused_launches", double(stats_.fused_launches)},
               {"sub_ops", double(stats_.sub_ops)},
-              {"barriers", double(stats_.barriers)}};
+              {"barriers", double(stats_.barriers)},
+              {"predicted_s", stats_.predicted_s},
+              {"roofline_s", stats_.roofline_s}};
+  d.prediction.model = et::card_model_description();
+  d.prediction.scope =
+      "nodes run on ET: per node max(emulated instructions / (minions its split uses x clock), bytes / bandwidth), "
+      "plus each launch and fused barrier; host staging and CPU nodes not modelled";
+  d.prediction.nodes = "ET nodes";
+  d.prediction.only = "ET-only";
   return d;
 }
 
@@ -357,6 +366,8 @@ void run_node(EtDevice& dev, EtPlan& p, EtNode& en, RunHooks* hooks) {
         }
       st.bytes_staged_in += in_bytes;
       st.bytes_staged_out += out_bytes;
+      st.predicted_s += et::card_model().launch_s + et::predict_node_s(n, r.hart_cycles);
+      st.roofline_s += et::roofline_node_s(n);
       if (hooks) {
         int64_t t3 = phase_clock_ns();
         hooks->node_phase(dev, n, "stage", t0, t1);
@@ -707,9 +718,18 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
   st.nodes_run += ops.size();
   st.bytes_staged_in += in_bytes;
   st.bytes_staged_out += out_bytes;
+  std::vector<uint64_t> insns(entries.size() * 8);
+  drv.copy_out(base + stats_at, insns.data(), insns.size() * sizeof(uint64_t));
+  st.predicted_s += et::card_model().launch_s + n_barriers * et::card_model().barrier_s;
+  for (const FusedOp& op : ops) {
+    uint64_t work = insns[op.entry * 8];  // the sub-op and the evicts before it; not the barrier's spinning
+    uint32_t i = op.entry;
+    if (i > 0 && entries[i - 1].kind == ET_FUSED_BARRIER) --i;
+    for (; i > 0 && entries[i - 1].kind == ET_FUSED_EVICT; --i) work += insns[(i - 1) * 8];
+    st.predicted_s += et::predict_node_s(*p.nodes[op.node].node, work);
+    st.roofline_s += et::roofline_node_s(*p.nodes[op.node].node);
+  }
   if (hooks) {
-    std::vector<uint64_t> insns(entries.size() * 8);
-    drv.copy_out(base + stats_at, insns.data(), insns.size() * sizeof(uint64_t));
     const int64_t t3 = phase_clock_ns();
     for (size_t k = 0; k < ops.size(); ++k) {
       const FusedOp& op = ops[k];

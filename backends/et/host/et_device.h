@@ -89,6 +89,8 @@ struct EtStats {
   uint64_t emulated_cycles = 0;  // sum over launches (sysemu)
   uint64_t bytes_staged_in = 0, bytes_staged_out = 0;
   uint64_t fused_launches = 0, sub_ops = 0, barriers = 0;  // fused dispatch (launches counts these too)
+  double predicted_s = 0;  // the card model's seconds for the work run here (perf/et_cost_model.h)
+  double roofline_s = 0;   // its bandwidth floor: node bytes / DRAM bandwidth
   std::string last_error;
 };
 
