@@ -73,6 +73,11 @@ TEST(EtFused, SameLogitsFusedAndOpByOpWithFewerLaunches) {
   EXPECT_LE(f.stats.launches, 2u);                // one per graph: prompt batch, decode step
   EXPECT_GT(f.stats.barriers, 0u);
   EXPECT_LT(f.stats.barriers, f.stats.sub_ops);  // independent neighbours share a phase
+  // The card model: launches cost 3.1 ms each, so fused predicts far less time.
+  EXPECT_GT(u.stats.predicted_s, double(u.stats.launches) * 3.1e-3);
+  EXPECT_LT(f.stats.predicted_s, u.stats.predicted_s / 10);
+  EXPECT_GT(f.stats.predicted_s, f.stats.roofline_s);
+  EXPECT_DOUBLE_EQ(f.stats.roofline_s, u.stats.roofline_s);  // same bytes either way
   std::printf(
       "  tiny-llama-q8_0, 4-token batch + 1 step: op by op %llu launches, %llu emulated cycles; fused %llu "
       "launches (%llu sub-ops, %llu barriers), %llu emulated cycles\n",
@@ -92,6 +97,7 @@ std::string fault_error(uint32_t mode) {
   try {
     run_model(o);
   } catch (const Error& e) {
+    std::printf("  mode %u: %s\n", mode, e.what());
     return e.what();
   }
   return "";
