@@ -8,16 +8,16 @@
 #   T(L layers) = T(1) + (L - 1) * (T(2) - T(1))
 # (the second layer's increment is one representative layer). The bandwidth
 # roofline scales the same way. Usage:
-#   scripts/et_predict.sh [OPAL] [PRESETS...]   (default: smollm2-135m qwen3-0.6b llama-3.2-1b)
+#   scripts/et_predict.sh [OPAL] [PRESETS...]   (default: smollm2-135m qwen3-0.6b llama32-1b)
 # Environment: TYPES (default "q8_0 q4_0"), P (prompt tokens emulated, default 8), WORK (scratch dir).
 set -euo pipefail
 OPAL=${1:-build/release/opal}
 shift || true
-PRESETS=${*:-smollm2-135m qwen3-0.6b llama-3.2-1b}
+PRESETS=${*:-smollm2-135m qwen3-0.6b llama32-1b}
 TYPES=${TYPES:-q8_0 q4_0}
 P=${P:-8}
 WORK=${WORK:-$(mktemp -d)}
-declare -A LAYERS=([smollm2-135m]=30 [qwen3-0.6b]=28 [llama-3.2-1b]=16)
+declare -A LAYERS=([smollm2-135m]=30 [qwen3-0.6b]=28 [llama32-1b]=16)
 echo "| preset | type | test | predicted ms | predicted t/s | roofline t/s | emulated 1+2 layers (wall s) |"
 echo "| --- | --- | --- | ---: | ---: | ---: | ---: |"
 for preset in $PRESETS; do

@@ -465,6 +465,9 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
   et::Driver& drv = dev.driver();
   const EtOptions& opt = dev.options();
   const EtWeightBufferType& wts = dev.weights();
+  // The launch's wall time belongs to the group's first node (its perf line
+  // carries the phases and the launch's cycles).
+  if (hooks) hooks->before_node(dev, *p.nodes[first].node);
   const int64_t t0 = hooks ? phase_clock_ns() : 0;
 
   // What each sub-op reads and writes in host memory; what must be copied in
@@ -700,6 +703,7 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
                           ops.size(), bad->node - first, bad->name, p.nodes[bad->node].node->name, hart, what)
             : fmt::format("et: fused launch of {} sub-ops ('{}' .. '{}') failed (sub-op unknown, hart {}): {}",
                           ops.size(), p.nodes[first].node->name, p.nodes[last - 1].node->name, hart, what);
+    if (hooks) hooks->after_node(dev, *p.nodes[first].node, "et-fused-failed");
     if (!p.fallback) fail("{} (run again with --et-fusion off to isolate it)", msg);
     std::fprintf(stderr, "%s; the CPU runs that node from now on, the rest op by op\n", msg.c_str());
     st.last_error = msg;
@@ -734,7 +738,7 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
     for (size_t k = 0; k < ops.size(); ++k) {
       const FusedOp& op = ops[k];
       Tensor& n = *p.nodes[op.node].node;
-      hooks->before_node(dev, n);
+      if (k > 0) hooks->before_node(dev, n);
       if (k == 0) {
         hooks->node_phase(dev, n, "stage", t0, t1);
         hooks->node_phase(dev, n, "launch", t1, t2);
