@@ -14,7 +14,7 @@
 set(OPAL_ET_KDIR ${CMAKE_SOURCE_DIR}/backends/et/kernels)
 set(OPAL_ET_OUT ${CMAKE_BINARY_DIR}/et_kernels)
 # family name -> source (one per op family)
-set(OPAL_ET_FAMILIES elementwise norm matmul get_rows rope attention kv_store reduce)
+set(OPAL_ET_FAMILIES elementwise norm matmul get_rows rope attention kv_store reduce fused)
 
 find_program(OPAL_ET_CC riscv64-unknown-elf-gcc)
 find_program(OPAL_ET_OBJCOPY riscv64-unknown-elf-objcopy)

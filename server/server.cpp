@@ -331,7 +331,7 @@ int Server::start() {
 
 void Server::load() {
   State& st = *st_;
-  st.registry = make_registry(parse_backend_list(st.opts.backends), st.opts.threads);
+  st.registry = make_registry(parse_backend_list(st.opts.backends), st.opts.threads, st.opts.backend_tuning);
   st.model = Model::load(st.opts.model, *st.registry, st.opts.load);
   st.vocab.emplace(Vocab::from_gguf(st.model->gguf()));
 

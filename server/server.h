@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include "backends/factory/backend_factory.h"
 #include "models/model.h"
 
 namespace opal::server {
@@ -36,6 +37,8 @@ struct ServerOptions {
   std::string api_key;         // empty: no key needed
   std::string alias;           // model id in /v1/models and responses (default: the model path)
   bool metrics = false;        // enable GET /metrics
+  // The backends' own options (--et-fusion).
+  BackendTuning backend_tuning;
 
   // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
   std::string chat_template_file;

@@ -404,17 +404,24 @@ std::string format_device_predictions(const std::vector<BenchResult>& results) {
   std::string out;
   for (const std::string& dev : devices) {
     std::string table;
+    bool roofline = false;  // a bandwidth-floor column when the device reports one (ET)
+    for (const auto& r : results)
+      for (const auto& p : r.predictions) roofline = roofline || (p.device == dev && p.roofline_s > 0);
     for (const auto& r : results)
       for (const auto& p : r.predictions) {
         if (p.device != dev || p.nodes_run == 0 || p.predicted_s <= 0) continue;
         if (table.empty())
           table = fmt::format(
               "\n{} ({}): predicted time of the\n{}\n\n"
-              "| model | threads | test | {} / run | predicted ms / run | {} t/s |\n"
-              "| --- | ---: | --- | ---: | ---: | ---: |\n",
-              p.device, p.model, p.scope, p.nodes_label, p.only_label);
-        table += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |\n", r.model_type, r.n_threads, r.test_name(),
-                             p.nodes_run, p.predicted_s * 1e3, double(r.n_prompt + r.n_gen) / p.predicted_s);
+              "| model | threads | test | {} / run | predicted ms / run | {} t/s |{}\n"
+              "| --- | ---: | --- | ---: | ---: | ---: |{}\n",
+              p.device, p.model, p.scope, p.nodes_label, p.only_label,
+              roofline ? " bandwidth roofline t/s (bytes / bandwidth) |" : "", roofline ? " ---: |" : "");
+        const double tokens = double(r.n_prompt + r.n_gen);
+        table += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |", r.model_type, r.n_threads, r.test_name(),
+                             p.nodes_run, p.predicted_s * 1e3, tokens / p.predicted_s);
+        if (roofline) table += p.roofline_s > 0 ? fmt::format(" {:.1f} |", tokens / p.roofline_s) : " - |";
+        table += "\n";
       }
     out += table;
   }

@@ -49,6 +49,7 @@ struct BenchResult {
     std::string device;                                 // "rocket"
     std::string model, scope, nodes_label, only_label;  // DeviceStats::Prediction
     double predicted_s = 0;
+    double roofline_s = 0;  // the device's bandwidth floor for the same work (0: it reports none)
     int64_t nodes_run = 0;
   };
   std::vector<DevicePrediction> predictions;

@@ -296,6 +296,7 @@ int run_bench(const BenchOptions& o) {
                 p.nodes_label = after.prediction.nodes;
                 p.only_label = after.prediction.only;
                 p.predicted_s = (after.get("predicted_s") - before.get("predicted_s")) / o.repetitions;
+                p.roofline_s = (after.get("roofline_s") - before.get("roofline_s")) / o.repetitions;
                 p.nodes_run = int64_t(after.get("nodes_run") - before.get("nodes_run")) / o.repetitions;
                 r.predictions.push_back(std::move(p));
               }

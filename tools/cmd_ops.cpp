@@ -18,6 +18,7 @@
 #include "graph/perf/placement_report.h"
 #include "models/model.h"
 #include "runtime/context.h"
+#include "tools/backend_options.h"
 #include "tools/commands.h"
 #include "tools/load_options.h"
 
@@ -25,7 +26,7 @@ namespace opal::tools {
 namespace {
 
 struct OpsOptions {
-  std::string backends, format = "md", model;
+  std::string backends, format = "md", model, et_fusion = "on";
   int64_t n_ctx = 512, prefill = 0;
   int threads = 1;
 };
@@ -95,7 +96,9 @@ std::string to_text(const PlacementReport& r) {
 
 int run_model_report(const OpsOptions& o) {
   if (o.n_ctx < 2) fail("-c must be at least 2, got {}", o.n_ctx);
-  auto reg = make_registry(parse_backend_list(o.backends), o.threads);
+  BackendTuning tuning;
+  tuning.et_fusion = o.et_fusion != "off";
+  auto reg = make_registry(parse_backend_list(o.backends), o.threads, tuning);
   auto model = Model::load(o.model, *reg);
   ContextParams cp;
   cp.n_ctx = o.n_ctx;
@@ -156,6 +159,7 @@ void add_ops_command(CLI::App& app) {
   sub->add_option(
       "--backend,--backends", o->backends,
       "backends, comma-separated (matrix: default all; with -m the CPU is always added). Known: " + backend_names());
+  add_backend_tuning_options(sub, o->et_fusion);
   sub->add_option("-o,--output", o->format, "md (default), csv (matrix) or json (with -m)");
   sub->add_option("-m,--model", o->model, "GGUF model: report its placement instead of the matrix");
   add_hub_options(sub, &o->model);

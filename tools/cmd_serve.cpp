@@ -81,6 +81,7 @@ int run_serve(const ServeOptions& so) {
   o.kv_type = so.context.params().kv_type;  // checks --ctk
   o.threads = so.context.thread_count();
   o.backends = so.backend.backends;
+  o.backend_tuning = so.backend.tuning();
   PerfSession perf(so.perf);
   o.hooks = perf.hooks();
   // Signals go to one waiting thread, not to whichever thread they hit.

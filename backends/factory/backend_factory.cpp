@@ -14,22 +14,29 @@ const std::vector<BackendFactory>& backend_factories() {
   // One entry per backend. Keep "cpu" first: it is the host and the fallback.
   static const std::vector<BackendFactory> list = {
       {"cpu", "CPU, every op (reference kernels and the ISA kernels the host supports)",
-       [](int n_threads) -> std::unique_ptr<Device> { return std::make_unique<CpuDevice>(n_threads); }},
+       [](int n_threads, const BackendTuning&) -> std::unique_ptr<Device> {
+         return std::make_unique<CpuDevice>(n_threads);
+       }},
       {"test-accel", "test accelerator: MUL_MAT on q8_0/f16 weights in memory the CPU cannot read",
-       [](int) -> std::unique_ptr<Device> { return std::make_unique<TestAccelDevice>(); }},
+       [](int, const BackendTuning&) -> std::unique_ptr<Device> { return std::make_unique<TestAccelDevice>(); }},
       {"rocket", "RK3588 NPU, emulated (rocket register streams run in software): int8 MUL_MAT for M >= 32",
-       [](int) -> std::unique_ptr<Device> { return make_rocket_device(RocketOptions{}); }},
+       [](int, const BackendTuning&) -> std::unique_ptr<Device> { return make_rocket_device(RocketOptions{}); }},
       {"rocket:drm", "RK3588 NPU through the mainline rocket driver (/dev/accel/accel0, one fd per core, 3 cores)",
-       [](int) -> std::unique_ptr<Device> {
+       [](int, const BackendTuning&) -> std::unique_ptr<Device> {
          RocketOptions o;
          o.driver = "drm_accel";
          return make_rocket_device(o);
        }},
       {"et", "ET-SoC-1, emulated: kernels run on sw-sysemu in process (coherence checker on), 1 shire = 64 harts",
-       [](int) -> std::unique_ptr<Device> { return make_et_device(EtOptions{}); }},
-      {"et:card", "ET-SoC-1 card through the et-platform runtime (rt::IRuntime, built only with /opt/et)",
-       [](int) -> std::unique_ptr<Device> {
+       [](int, const BackendTuning& t) -> std::unique_ptr<Device> {
          EtOptions o;
+         o.fusion = t.et_fusion;
+         return make_et_device(o);
+       }},
+      {"et:card", "ET-SoC-1 card through the et-platform runtime (rt::IRuntime, built only with /opt/et)",
+       [](int, const BackendTuning& t) -> std::unique_ptr<Device> {
+         EtOptions o;
+         o.fusion = t.et_fusion;
          o.driver = "etrt";
          o.harts = et::HartSet{0xFFFFFFFF, 0xFFFFFFFF, 2};
          o.mem_check = false;
@@ -71,16 +78,17 @@ std::vector<std::string> parse_backend_list(std::string_view list) {
   return out;
 }
 
-std::unique_ptr<Registry> make_registry(const std::vector<std::string>& names, int n_threads) {
+std::unique_ptr<Registry> make_registry(const std::vector<std::string>& names, int n_threads,
+                                        const BackendTuning& tuning) {
   auto reg = std::make_unique<Registry>();
   bool has_host = false;
   for (const std::string& n : names) {
     const BackendFactory* f = find_backend_factory(n);
     if (!f) fail("unknown backend '{}' (known: {})", n, backend_names());
-    Device& d = reg->add(f->make(n_threads));
+    Device& d = reg->add(f->make(n_threads, tuning));
     has_host = has_host || d.role() == DeviceRole::Host;
   }
-  if (!has_host) reg->add(find_backend_factory("cpu")->make(n_threads));
+  if (!has_host) reg->add(find_backend_factory("cpu")->make(n_threads, tuning));
   return reg;
 }
 

@@ -15,11 +15,17 @@
 
 namespace opal {
 
+// Backend-specific settings from the command line, passed to every factory
+// (each reads its own). et_fusion: `--et-fusion on|off` (EtOptions::fusion).
+struct BackendTuning {
+  bool et_fusion = true;
+};
+
 struct BackendFactory {
   std::string name;         // what users type: "cpu", "test-accel", "rocket"
   std::string description;  // one line for --help and `opal ops`
   // Makes the device. n_threads: host threads the backend may use (0 = all).
-  std::function<std::unique_ptr<Device>(int n_threads)> make;
+  std::function<std::unique_ptr<Device>(int n_threads, const BackendTuning& tuning)> make;
 };
 
 // Every backend this build knows, the CPU first.
@@ -31,7 +37,8 @@ const BackendFactory* find_backend_factory(std::string_view name);
 std::vector<std::string> parse_backend_list(std::string_view list);
 // A registry with the CPU (always: it is the fallback by role) plus each
 // named backend. An empty list means the CPU alone.
-std::unique_ptr<Registry> make_registry(const std::vector<std::string>& names, int n_threads);
+std::unique_ptr<Registry> make_registry(const std::vector<std::string>& names, int n_threads,
+                                        const BackendTuning& tuning = {});
 // Comma-separated names of every factory, for help texts and errors.
 std::string backend_names();
 

@@ -41,7 +41,7 @@ SupportMatrix support_matrix(const std::vector<std::string>& names_in) {
     if (!f) fail("unknown backend '{}' (known: {})", n, backend_names());
     std::unique_ptr<Device> d;
     try {
-      d = f->make(1);
+      d = f->make(1, BackendTuning{});
     } catch (const Error& e) {
       if (!names_in.empty()) throw;  // asked for by name: say why it is not here
       m.unavailable.push_back(fmt::format("{}: {}", n, e.what()));

@@ -88,15 +88,17 @@ extern "C" {
 /* ---- status codes (EtHartRecord.status, low 32 bits of a kernel's return value) ------------ */
 enum EtStatus {
   ET_STATUS_OK = 0,
-  ET_STATUS_BAD_ABI = 1,       /* header abi_version != ET_ABI_VERSION; detail = the version     */
-  ET_STATUS_NO_KERNEL = 2,     /* kernel_id not in this image; detail = the id                   */
-  ET_STATUS_BAD_TYPE = 3,      /* a tensor's dtype is not handled; detail = tensor index          */
-  ET_STATUS_BAD_SHAPE = 4,     /* shapes/strides the kernel cannot handle; detail = tensor index  */
-  ET_STATUS_BAD_INDEX = 5,     /* an index tensor (row id, position, cell) out of range; detail = i */
-  ET_STATUS_BAD_ALIGN = 6,     /* an address not aligned as required; detail = tensor index       */
-  ET_STATUS_TRAP = 7,          /* set by the trap handler: see mcause/mepc/mtval                  */
-  ET_STATUS_BAD_LAUNCH = 8,    /* EtLaunch magic/version wrong (boot stub)                        */
-  ET_STATUS_NOT_RUN = 0xffffu, /* host-side: the hart left no record for this launch              */
+  ET_STATUS_BAD_ABI = 1,         /* header abi_version != ET_ABI_VERSION; detail = the version     */
+  ET_STATUS_NO_KERNEL = 2,       /* kernel_id not in this image; detail = the id                   */
+  ET_STATUS_BAD_TYPE = 3,        /* a tensor's dtype is not handled; detail = tensor index          */
+  ET_STATUS_BAD_SHAPE = 4,       /* shapes/strides the kernel cannot handle; detail = tensor index  */
+  ET_STATUS_BAD_INDEX = 5,       /* an index tensor (row id, position, cell) out of range; detail = i */
+  ET_STATUS_BAD_ALIGN = 6,       /* an address not aligned as required; detail = tensor index       */
+  ET_STATUS_TRAP = 7,            /* set by the trap handler: see mcause/mepc/mtval                  */
+  ET_STATUS_BAD_LAUNCH = 8,      /* EtLaunch magic/version wrong (boot stub)                        */
+  ET_STATUS_BARRIER_TIMEOUT = 9, /* FUSED: a barrier waited past its budget; detail = the entry      */
+  ET_STATUS_BAD_ENTRY = 10,      /* FUSED: a command-list entry it cannot run; detail = the entry    */
+  ET_STATUS_NOT_RUN = 0xffffu,   /* host-side: the hart left no record for this launch              */
 };
 
 /* mcause of an instruction ET-SoC-1 does not implement (fdiv.s, fsqrt.s, ...). */
@@ -189,6 +191,7 @@ enum EtKernelId {
   ET_K_SOFTMAX_F32 = 70,
   ET_K_SUM_ROWS_F32 = 71,
   ET_K_TOP_K_F32 = 72,
+  ET_K_FUSED = 80,      /* the fused dispatcher: a command list of sub-ops in one launch (EtFusedArgs) */
   ET_K_TEST_MATH = 90,  /* test only: math helpers over an array (EtTestMathArgs)  */
   ET_K_TEST_FAULT = 91, /* test only: reports a failure / traps (EtTestFaultArgs)  */
   ET_K_COUNT = 92
@@ -230,6 +233,7 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_SOFTMAX_F32: return "softmax_f32";
     case ET_K_SUM_ROWS_F32: return "sum_rows_f32";
     case ET_K_TOP_K_F32: return "top_k_f32";
+    case ET_K_FUSED: return "fused";
     case ET_K_TEST_MATH: return "test_math";
     case ET_K_TEST_FAULT: return "test_fault";
     default: return 0;
@@ -403,6 +407,57 @@ typedef struct EtKvStoreArgs {
 } EtKvStoreArgs;
 ET_STATIC_ASSERT(sizeof(EtKvStoreArgs) == 256, "EtKvStoreArgs size");
 
+/* FUSED (the "uberkernel", fused.c): every hart of the launch walks one command list of
+ * EtFusedEntry in order. A SUB_OP entry points at an ordinary Et*Args blob (any kernel of the
+ * image but FUSED itself); the masks in that blob's header name the harts that run it (a subset
+ * of the launch's; the others skip it), so a sub-op splits its work exactly as its own launch
+ * would. The host separates sub-ops that touch the same 64-byte lines (one writes what another
+ * reads or writes) by phases, and ends each phase with the discipline a kernel boundary gives
+ * (docs/backends/et.md "Fused dispatch"):
+ *   EVICT   every hart writes back and invalidates [addr, addr + bytes) from its minion's L1
+ *           (EvictVA to evict_level: L2 within one shire, L3 across shires). The host lists
+ *           every non-weight byte the phase read or wrote, so no dirty line stays in an L1 and
+ *           no L1 keeps a copy of a line a later phase may rewrite (the planner reuses memory);
+ *   BARRIER fence, then arrive: amoaddg.w on the counter (sync line 0, never reset in a launch:
+ *           the b-th barrier is passed at b * harts arrivals); then global reads (amoorg.w) of
+ *           the counter until it is passed, at most barrier_budget cycles: else
+ *           ET_STATUS_BARRIER_TIMEOUT with detail = the entry.
+ * Per rank r the sync area holds EtFusedHart at sync + 64 * (1 + r) (global stores): the entry
+ * the hart is in and the barriers it arrived at, so the host can name the sub-op, its node and
+ * the hart that failed or never arrived. stats (optional, zeroed): one line per entry, [0] =
+ * the cycles every hart spent in it summed (amoaddg.d): the emulated instructions of a sub-op
+ * (one per hart per cycle), the eviction or spinning of the others. The host zeroes sync and
+ * stats. */
+enum EtFusedKind { ET_FUSED_SUB_OP = 1, ET_FUSED_BARRIER = 2, ET_FUSED_EVICT = 3 };
+typedef struct EtFusedEntry {
+  uint32_t kind; /* EtFusedKind                                                          */
+  uint32_t node; /* the host's index of the graph node (errors only)                      */
+  uint64_t args; /* SUB_OP: device address of the sub-op's Et*Args blob (64-byte aligned)  */
+  uint64_t addr; /* EVICT: the bytes to write back and invalidate                          */
+  uint64_t bytes;
+  uint64_t reserved[4];
+} EtFusedEntry;
+ET_STATIC_ASSERT(sizeof(EtFusedEntry) == 64, "EtFusedEntry is one line");
+
+typedef struct EtFusedHart {
+  uint32_t entry;   /* 1 + the entry this hart is in (0: none yet)  */
+  uint32_t arrived; /* barriers this hart arrived at                */
+  uint32_t reserved[14];
+} EtFusedHart;
+ET_STATIC_ASSERT(sizeof(EtFusedHart) == 64, "EtFusedHart is one line");
+
+typedef struct EtFusedArgs {
+  EtArgsHeader h;          /* masks: every hart of the launch                          */
+  uint64_t entries;        /* device address of EtFusedEntry[count]                    */
+  uint32_t count;          /* entries                                                  */
+  uint32_t evict_level;    /* ET_CACHE_L2 (1) or ET_CACHE_L3 (2), et_insn.h            */
+  uint64_t sync;           /* 64 * (1 + harts) zeroed bytes                            */
+  uint64_t stats;          /* 64 * count zeroed bytes, or 0                            */
+  uint64_t barrier_budget; /* cycles a hart may wait at one barrier                    */
+  uint64_t reserved[3];
+} EtFusedArgs;
+ET_STATIC_ASSERT(sizeof(EtFusedArgs) == 128, "EtFusedArgs size");
+
 /* Test only. TEST_MATH: dst[i, r] = fn(src[i, r]) (src, src2, dst F32 [n, rows], n % 16 == 0)
  * with the et_math.h helper `fn` (EtTestMathFn), scalar (packed = 0) or 8-lane (packed = 1);
  * fn = ET_MATH_FN_COUNT runs every case in one launch: row r < 9 scalar function r, rows 9, 10,
@@ -429,7 +484,8 @@ typedef struct EtTestMathArgs {
 ET_STATIC_ASSERT(sizeof(EtTestMathArgs) == 320, "EtTestMathArgs size");
 
 /* TEST_FAULT: the hart of rank `rank` fails: mode 0 returns status/detail, mode 1 executes an
- * unimplemented instruction (fdiv.s, trap cause 30), mode 2 loads from an M-mode-only address. */
+ * unimplemented instruction (fdiv.s, trap cause 30), mode 2 loads from an M-mode-only address,
+ * mode 3 never returns (spins: inside a fused launch it never arrives at the next barrier). */
 typedef struct EtTestFaultArgs {
   EtArgsHeader h;
   uint32_t rank;

@@ -67,6 +67,7 @@ struct LaunchResult {
   uint64_t address = 0;                           // Coherence: the 64-byte line
   uint64_t cycles = 0;                            // emulated cycles of the launch (sysemu), 0 unknown
   uint64_t kernel_cycles = 0;                     // the slowest hart's cycles in the kernel (boot stub records)
+  uint64_t hart_cycles = 0;                       // every hart's cycles in the kernel summed: emulated instructions
   uint32_t device_status = 0, device_detail = 0;  // KernelFailed: the kernel's status code and detail
   unsigned harts = 0;                             // harts the launch ran on
   double wall_s = 0;                              // host wall-clock seconds of the launch

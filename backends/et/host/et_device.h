@@ -18,6 +18,13 @@
 //     A failed launch (trap, kernel failure, budget, coherence hazard) makes
 //     that node fall back to the CPU (Segment::fallback), reported once on
 //     stderr with the kernel, hart and cause, and counted in stats().
+//   - fused dispatch (options.fusion, on by default): a run of consecutive
+//     ET nodes is one launch of the dispatcher kernel (kernels/fused.c) over
+//     a command list in device memory; every tensor the run touches is
+//     mirrored in device memory at its host layout (aliases stay aliases),
+//     sources from outside the run are copied in before, outputs out after.
+//     A failed fused launch names the sub-op, its node and the hart, marks
+//     that node for the CPU and runs the group again op by op.
 //   - perf: each launch is a sub-op of its node: RunHooks phases (stage,
 //     launch, unstage) and the launch's emulated cycles in the node's
 //     counters (perf/et_perf.h).
@@ -44,6 +51,16 @@ struct EtOptions {
   std::string image = "all";              // the kernel image (et_kernel_image name)
   int priority = 60;
   bool fallback_to_cpu = true;  // on a fault; false: the error propagates
+  // Fused dispatch (kernels/fused.c): each run of consecutive ET nodes of a
+  // segment is one launch of the dispatcher over a command list, with device
+  // barriers where a sub-op touches bytes an earlier one of the same phase
+  // wrote or read. false (`--et-fusion off`): one launch per node.
+  bool fusion = true;
+  uint64_t barrier_budget = 0;  // cycles a hart may wait at one fused barrier; 0 = cycle_budget
+  // Test seam: in fused launches the plan's node of this index runs TEST_FAULT
+  // (image "test") with fault_mode (0 fails, 1 traps, 3 never arrives) on rank 0.
+  int fault_node = -1;
+  uint32_t fault_mode = 0;
 };
 
 class EtDevice;
@@ -71,6 +88,9 @@ struct EtStats {
   uint64_t nodes_run = 0, nodes_fallback = 0, plans_compiled = 0, launches = 0;
   uint64_t emulated_cycles = 0;  // sum over launches (sysemu)
   uint64_t bytes_staged_in = 0, bytes_staged_out = 0;
+  uint64_t fused_launches = 0, sub_ops = 0, barriers = 0;  // fused dispatch (launches counts these too)
+  double predicted_s = 0;  // the card model's seconds for the work run here (perf/et_cost_model.h)
+  double roofline_s = 0;   // its bandwidth floor: node bytes / DRAM bandwidth
   std::string last_error;
 };
 

@@ -153,5 +153,10 @@ static inline uint32_t et_amoswapg_w(volatile uint32_t* p, uint32_t v) {
   __asm__ volatile(".insn r 0x3B, 2, 0x05, %0, %1, %2" : "=r"(old) : "r"(p), "r"(v) : "memory");
   return old;
 }
+static inline uint64_t et_amoaddg_d(volatile uint64_t* p, uint64_t v) {
+  uint64_t old;
+  __asm__ volatile(".insn r 0x3B, 3, 0x01, %0, %1, %2" : "=r"(old) : "r"(p), "r"(v) : "memory");
+  return old;
+}
 
 #endif /* OPAL_ET_INSN_H */

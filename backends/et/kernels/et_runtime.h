@@ -23,6 +23,10 @@
 
 typedef int64_t (*EtKernelFn)(const void* args, const EtEnv* env);
 
+/* Runs the kernel a blob's header names (dispatch.c): the image's entry point, and what the fused
+ * dispatcher (fused.c) calls for each sub-op. */
+int64_t et_dispatch(const void* args, const EtEnv* env);
+
 /* Registers `fn` under `id` in the image's entry table. */
 #define ET_KERNEL(id, fn)                                                                                   \
   __attribute__((used, section(".et_kernel_table"), aligned(16))) static const EtKernelEntry fn##_entry = { \

@@ -5,7 +5,8 @@
 
 /* The hart of rank p->rank fails: mode 0 returns status/detail; mode 1 executes fence.i, which
  * ET-SoC-1 does not implement (mcause 30, like fdiv.s, but allowed by the build check); mode 2
- * loads from the M-mode-only first 8 MiB (access fault). The other harts succeed. */
+ * loads from the M-mode-only first 8 MiB (access fault); mode 3 spins forever (inside a fused
+ * launch: a hart that never arrives at the next barrier). The other harts succeed. */
 static int64_t test_fault(const void* args, const EtEnv* env) {
   (void)env;
   const EtTestFaultArgs* p = (const EtTestFaultArgs*)args;
@@ -13,6 +14,8 @@ static int64_t test_fault(const void* args, const EtEnv* env) {
   if (s.rank != p->rank) return ET_STATUS_OK;
   if (p->mode == 1) __asm__ volatile(".insn i 0x0F, 1, x0, x0, 0" ::: "memory"); /* fence.i */
   if (p->mode == 2) return (int64_t)(*(volatile uint64_t*)(uintptr_t)ET_LAUNCH_ADDR & 0);
+  if (p->mode == 3)
+    for (;;) __asm__ volatile("" ::: "memory"); /* never returns: a sub-op that never arrives */
   return et_fail(p->status, p->detail);
 }
 ET_KERNEL(ET_K_TEST_FAULT, test_fault);

@@ -17,6 +17,7 @@ LaunchPerf launch_perf(const Tensor& node, const char* kernel, const LaunchResul
   p.bytes = c.bytes;
   p.staged_in = staged_in;
   p.staged_out = staged_out;
+  p.insns = r.hart_cycles;
   return p;
 }
 

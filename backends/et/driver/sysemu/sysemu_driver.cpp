@@ -472,7 +472,7 @@ class SysemuDriver final : public Driver {
     if (r.status == LaunchStatus::Coherence) return;  // the emulator's report is the better one
     std::vector<EtHartRecord> recs(ET_MAX_HARTS);
     chip_->read(ET_HART_RECORD_ADDR, recs.data(), recs.size() * sizeof(EtHartRecord));
-    uint64_t kernel_cycles = 0;
+    uint64_t kernel_cycles = 0, hart_cycles = 0;
     const EtHartRecord* first_bad = nullptr;
     int missing = -1;
     for (unsigned s = 0; s < 32; s++) {
@@ -486,11 +486,13 @@ class SysemuDriver final : public Driver {
             continue;
           }
           kernel_cycles = std::max(kernel_cycles, e.cycles);
+          hart_cycles += e.cycles;
           if (e.status != ET_STATUS_OK && !first_bad) first_bad = &e;
         }
       }
     }
     r.kernel_cycles = kernel_cycles;
+    r.hart_cycles = hart_cycles;
     if (first_bad) {
       r.hart = int(first_bad->hart);
       if (first_bad->status == ET_STATUS_TRAP) {

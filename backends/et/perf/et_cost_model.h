@@ -1,0 +1,44 @@
+// The ET-SoC-1 card model: emulated work -> predicted card time
+// (docs/backends/et.md "Predicted performance"). Facts from
+// ../shared/docs/et-soc.md: 1,000 MHz minion clock (the runtime's emulated
+// device config and the fake device layer), 128,000 MB/s DRAM bandwidth (the
+// same config; 137 GB/s theoretical LPDDR4x-4267), 32 compute shires x 32
+// minions, a kernel launch in the published backend's log of 3.1 ms (§3.7:
+// a decode MUL_MAT of 3.1 ms, a tiny ROPE of 9.3 ms: the smaller is taken).
+// Assumed (no card here): a minion retires one instruction per cycle for its
+// two harts together; a global barrier across 32 shires costs 2 us; nothing
+// overlaps (a sub-op waits for the previous phase).
+//
+// One node (an op-by-op launch or a fused sub-op) takes
+//   max(insns / (minions its split can use x clock), node bytes / bandwidth)
+// where insns is the emulated instruction count of its kernel (every hart's
+// cycles summed on sw-sysemu: one instruction per hart per cycle) and the
+// minions its split can use are its output's 64-byte lines over two harts per
+// minion (lower.h fit_harts: no two minions write one line), at most 1,024.
+// The bandwidth floor alone (node bytes / bandwidth) is the roofline.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "graph/graph.h"
+
+namespace opal::et {
+
+struct CardModel {
+  double clock_hz = 1.0e9;
+  double dram_bytes_per_s = 128.0e9;
+  unsigned minions = 1024;
+  double launch_s = 3.1e-3;
+  double barrier_s = 2.0e-6;
+};
+
+const CardModel& card_model();
+// One line naming the model's figures, for `opal bench`.
+std::string card_model_description();
+
+// Predicted card seconds of node `n` whose kernel executed `insns` emulated instructions.
+double predict_node_s(const Tensor& n, uint64_t insns, const CardModel& m = card_model());
+// The bandwidth floor of node `n`: the bytes it moves / DRAM bandwidth.
+double roofline_node_s(const Tensor& n, const CardModel& m = card_model());
+
+}  // namespace opal::et

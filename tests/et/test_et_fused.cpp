@@ -1,0 +1,141 @@
+// Fused dispatch (backends/et/kernels/fused.c, docs/backends/et.md "Fused
+// dispatch") on the emulator with the coherence checker on:
+//   - a tiny golden model's logits are bit-identical fused and op by op (the
+//     same kernels on the same harts in the same order), with far fewer
+//     launches fused, and every node on the device;
+//   - a sub-op that fails, and one that never arrives at the next barrier
+//     (test seam EtOptions::fault_node with the "test" image), give an error
+//     naming the sub-op, its graph node and the hart, never a hang.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backends/et/host/et_device.h"
+#include "backends/factory/backend_factory.h"
+#include "core/error.h"
+#include "engine/golden_support.h"
+#include "models/model.h"
+#include "runtime/context.h"
+
+namespace opal {
+namespace {
+
+struct ModelRun {
+  std::vector<float> logits;  // the batch's rows, then the single step's
+  EtStats stats;
+};
+
+// tiny-llama-q8_0: 4 prompt tokens in one batch, then one decode step.
+ModelRun run_model(const EtOptions& o) {
+  const test::Golden g = test::load_golden("tiny-llama-q8_0");
+  auto reg = make_registry({}, 1);
+  auto dev = make_et_device(o);
+  EtDevice* et = dev.get();
+  reg->add(std::move(dev));
+  auto model = Model::load(test::golden_model_path(g.stem), *reg);
+  ContextParams cp;
+  cp.n_ctx = 16;
+  cp.n_batch = cp.n_ubatch = 4;
+  Context ctx(*model, cp);
+  const int64_t nv = ctx.n_vocab();
+  ModelRun r;
+  Batch b;
+  for (int32_t i = 0; i < 4; ++i) b.add(g.prompt[size_t(i)], i, 0, true);
+  ctx.decode(b);
+  for (int64_t i = 0; i < ctx.n_outputs(); ++i) r.logits.insert(r.logits.end(), ctx.logits(i), ctx.logits(i) + nv);
+  b.clear();
+  b.add(g.prompt[4], 4, 0, true);
+  ctx.decode(b);
+  r.logits.insert(r.logits.end(), ctx.logits(0), ctx.logits(0) + nv);
+  r.stats = et->et_stats();
+  return r;
+}
+
+#define SKIP_WITHOUT_ET() \
+  if (!et_unavailable_reason().empty()) GTEST_SKIP() << et_unavailable_reason()
+
+TEST(EtFused, SameLogitsFusedAndOpByOpWithFewerLaunches) {
+  SKIP_WITHOUT_ET();
+  EtOptions on, off;
+  off.fusion = false;
+  const ModelRun f = run_model(on), u = run_model(off);
+  ASSERT_EQ(f.logits.size(), u.logits.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < f.logits.size(); ++i) differ += std::memcmp(&f.logits[i], &u.logits[i], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0u) << "fused and op-by-op logits differ in " << differ << " of " << f.logits.size();
+  EXPECT_EQ(f.stats.nodes_fallback, 0u);
+  EXPECT_EQ(u.stats.nodes_fallback, 0u);
+  EXPECT_EQ(f.stats.nodes_run, u.stats.nodes_run);
+  EXPECT_EQ(u.stats.fused_launches, 0u);
+  EXPECT_EQ(u.stats.launches, u.stats.nodes_run);  // op by op: one launch per node
+  EXPECT_GT(f.stats.fused_launches, 0u);
+  EXPECT_EQ(f.stats.sub_ops, f.stats.nodes_run);  // every node of both graphs ran inside a fused launch
+  EXPECT_LE(f.stats.launches, 2u);                // one per graph: prompt batch, decode step
+  EXPECT_GT(f.stats.barriers, 0u);
+  EXPECT_LT(f.stats.barriers, f.stats.sub_ops);  // independent neighbours share a phase
+  // The card model: launches cost 3.1 ms each, so fused predicts far less time.
+  EXPECT_GT(u.stats.predicted_s, double(u.stats.launches) * 3.1e-3);
+  EXPECT_LT(f.stats.predicted_s, u.stats.predicted_s / 10);
+  EXPECT_GT(f.stats.predicted_s, f.stats.roofline_s);
+  EXPECT_DOUBLE_EQ(f.stats.roofline_s, u.stats.roofline_s);  // same bytes either way
+  std::printf(
+      "  tiny-llama-q8_0, 4-token batch + 1 step: op by op %llu launches, %llu emulated cycles; fused %llu "
+      "launches (%llu sub-ops, %llu barriers), %llu emulated cycles\n",
+      (unsigned long long)u.stats.launches, (unsigned long long)u.stats.emulated_cycles,
+      (unsigned long long)f.stats.launches, (unsigned long long)f.stats.sub_ops, (unsigned long long)f.stats.barriers,
+      (unsigned long long)f.stats.emulated_cycles);
+}
+
+// The error a fused launch with a faulting sub-op gives (fallback off: it propagates).
+std::string fault_error(uint32_t mode) {
+  EtOptions o;
+  o.image = "test";  // the families plus TEST_FAULT
+  o.fault_node = 5;
+  o.fault_mode = mode;
+  o.fallback_to_cpu = false;
+  o.barrier_budget = 100000;
+  try {
+    run_model(o);
+  } catch (const Error& e) {
+    std::printf("  mode %u: %s\n", mode, e.what());
+    return e.what();
+  }
+  return "";
+}
+
+TEST(EtFused, FailingSubOpIsNamedWithNodeAndHart) {
+  SKIP_WITHOUT_ET();
+  const std::string e = fault_error(0);
+  ASSERT_FALSE(e.empty()) << "the faulting sub-op did not fail the run";
+  EXPECT_NE(e.find("sub-op 5 'test_fault'"), std::string::npos) << e;
+  EXPECT_NE(e.find("(node '"), std::string::npos) << e;
+  EXPECT_NE(e.find("on hart 0"), std::string::npos) << e;  // rank 0 of the sub-op's harts
+  EXPECT_NE(e.find("--et-fusion off"), std::string::npos) << e;
+}
+
+TEST(EtFused, SubOpThatNeverArrivesTimesOutAtTheBarrier) {
+  SKIP_WITHOUT_ET();
+  const std::string e = fault_error(3);
+  ASSERT_FALSE(e.empty()) << "the hanging sub-op did not fail the run";
+  EXPECT_NE(e.find("waited past its budget of 100000 cycles"), std::string::npos) << e;
+  EXPECT_NE(e.find("hart 0 never arrived"), std::string::npos) << e;
+  EXPECT_NE(e.find("sub-op 5 'test_fault'"), std::string::npos) << e;
+}
+
+// With the fallback on, each graph's fused launch fails once (the seam faults
+// node 5 of both the batch and the step graph), that node goes to the CPU and
+// the rest of the graph runs op by op; the run completes.
+TEST(EtFused, FaultFallsBackToTheCpuForThatNodeOnly) {
+  SKIP_WITHOUT_ET();
+  EtOptions o;
+  o.image = "test";
+  o.fault_node = 5;
+  const ModelRun f = run_model(o);
+  EXPECT_NE(f.stats.last_error.find("'test_fault'"), std::string::npos) << f.stats.last_error;
+  EXPECT_EQ(f.stats.nodes_fallback, 2u);
+  EXPECT_EQ(f.stats.fused_launches, 2u);
+  EXPECT_EQ(f.stats.sub_ops, 0u);  // no fused launch completed
+}
+
+}  // namespace
+}  // namespace opal
