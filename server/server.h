@@ -37,6 +37,12 @@ struct ServerOptions {
   std::string alias;           // model id in /v1/models and responses (default: the model path)
   bool metrics = false;        // enable GET /metrics
 
+  // Embeddings (docs/embeddings.md): pooling instead of the GGUF's <arch>.pooling_type (--pooling none, mean,
+  // cls or last); empty: the GGUF's. Every server answers embeddings; --embeddings (llama-server's switch to
+  // an embedding-only server) is accepted and changes nothing.
+  std::string pooling;
+  bool embeddings = false;
+
   // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
   std::string chat_template_file;
 

@@ -116,6 +116,10 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("-a,--alias", o->alias, "model id reported by /v1/models and in responses");
   sub->add_flag("--metrics", o->metrics, "enable GET /metrics (Prometheus text)");
   sub->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template file (overrides the model's)");
+  sub->add_option("--pooling", o->pooling,
+                  "embeddings' pooling: none, mean, cls or last (default: the GGUF's pooling_type; absent: none)");
+  sub->add_flag("--embedding,--embeddings", o->embeddings,
+                "accepted for llama-server compatibility: every server answers /v1/embeddings beside chat");
   sub->add_option("--to,--timeout", o->timeout_s,
                   "write timeout in seconds: a client that stops reading a response is cut after it (600)")
       ->check(at_least(1));
