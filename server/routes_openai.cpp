@@ -230,6 +230,13 @@ void handle_completions(Server::State& st, const HttpRequest& req, HttpResponse&
   if (p == body.end() || p->is_null()) bad_request("'prompt' is required", "prompt");
   if (get_bool(body, "echo").value_or(false)) bad_request("'echo' is not supported", "echo");
   if (auto s = get_string(body, "suffix"); s && !s->empty()) bad_request("'suffix' is not supported", "suffix");
+  // OpenAI's legacy completions API has no tool calls, and llama-server handles tools on chat only.
+  for (const char* k : {"tools", "tool_choice", "functions"})
+    if (auto it = body.find(k); it != body.end() && !it->is_null())
+      bad_request(fmt::format("'{}' is not supported on /v1/completions: tool calls need a chat, use "
+                              "/v1/chat/completions",
+                              k),
+                  k);
   OpenAiRequest r = read_openai(st, body, read_prompt(*p, *st.vocab, "prompt", st.engine->max_prompt_bytes()), false);
   const std::string id = random_id("cmpl-");
   auto task = st.submit(std::move(r.gen));
