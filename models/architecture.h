@@ -44,6 +44,9 @@ struct BuildContext {
   const HParams& hp;
   const GraphInputs& in;
   int64_t n_tokens = 0;
+  // Embeddings: build() returns the hidden state after the output norm [n_embd, n_out] ("result_norm"),
+  // without the LM head.
+  bool hidden = false;
 };
 
 // Whether a tensor the description names is in the file.
@@ -121,7 +124,8 @@ struct Architecture {
   // Declares (and validates) every tensor the architecture reads. A row that
   // names a seam that is not implemented fails here, naming it.
   void (*declare_tensors)(const Architecture& arch, TensorTable& table, const HParams& hp) = nullptr;
-  // Builds the forward graph from c.model.arch(); returns the logits [n_vocab, n_out].
+  // Builds the forward graph from c.model.arch(); returns the logits [n_vocab, n_out] (c.hidden: the normed
+  // hidden state [n_embd, n_out]).
   Tensor* (*build)(BuildContext& ctx) = nullptr;
   // Reads the hyperparameters; null: HParams::from_gguf (attention models).
   HParams (*read_hparams)(const gguf::File& f, const std::string& arch) = nullptr;

@@ -114,6 +114,7 @@ Tensor* build_decoder(BuildContext& c) {
   Tensor* cur = inp;
   if (c.in.out_ids) cur = g.get_rows(cur, c.in.out_ids);
   cur = build_rms_norm(c, cur, &m.require("output_norm.weight"));
+  if (c.hidden) return g.named(cur, "result_norm");
   Tensor* head = d.output == OutputHead::Tied ? nullptr : m.weight("output.weight");
   if (!head) head = &m.require("token_embd.weight");  // tied embeddings
   cur = g.mul_mat(head, cur);

@@ -139,6 +139,7 @@ Tensor* build_gemma4(BuildContext& c) {
   }
   if (c.in.out_ids) x = g.get_rows(x, c.in.out_ids);
   x = build_rms_norm(c, x, &m.require("output_norm.weight"));
+  if (c.hidden) return g.named(x, "result_norm");
   Tensor* head = m.weight("output.weight");
   if (!head) head = &m.require("token_embd.weight");
   Tensor* logits = g.mul_mat(head, x);

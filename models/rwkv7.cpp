@@ -185,6 +185,7 @@ struct Builder {
     }
     if (c.in.out_ids) x = g.get_rows(x, c.in.out_ids);
     x = layer_norm(x, &m.require("output_norm.weight"), &m.require("output_norm.bias"));
+    if (c.hidden) return g.named(x, "result_norm");
     return g.named(g.mul_mat(&m.require("output.weight"), x), "logits");
   }
 };

@@ -114,11 +114,19 @@ void Context::seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta) {
 }
 
 const float* Context::logits(int64_t i) const {
+  if (hidden_) fail("no logits: the last decode was decode_embeddings()");
   if (i < 0 || i >= n_outputs_) fail("no logits for output {} (the last decode produced {})", i, n_outputs_);
   return logits_.data() + size_t(i) * size_t(n_vocab());
 }
 
-std::unique_ptr<Graph> Context::build_graph(int64_t T, int64_t n_out, GraphInputs& in, Tensor*& logits) const {
+const float* Context::embedding(int64_t i) const {
+  if (!hidden_) fail("no embeddings: the last decode was decode(), not decode_embeddings()");
+  if (i < 0 || i >= n_outputs_) fail("no embedding for output {} (the last decode produced {})", i, n_outputs_);
+  return logits_.data() + size_t(i) * size_t(n_embd());
+}
+
+std::unique_ptr<Graph> Context::build_graph(int64_t T, int64_t n_out, GraphInputs& in, Tensor*& logits,
+                                            bool hidden) const {
   auto g = std::make_unique<Graph>();
   in.tokens = g->new_leaf("inp_tokens", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
   in.positions = g->new_leaf("inp_pos", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
@@ -145,7 +153,7 @@ std::unique_ptr<Graph> Context::build_graph(int64_t T, int64_t n_out, GraphInput
     in.k_cache.push_back(own ? g->external(kv.k(il)) : nullptr);
     in.v_cache.push_back(own ? g->external(kv.v(il)) : nullptr);
   }
-  BuildContext c{*g, model_, model_.hparams(), in, T};
+  BuildContext c{*g, model_, model_.hparams(), in, T, hidden};
   logits = model_.arch().build(c);
   g->mark_output(logits);
   return g;
@@ -167,10 +175,10 @@ void Context::reserve() {
   arena_.reserve(needs);
 }
 
-Context::Bucket& Context::get_bucket(int64_t T, int64_t n_out) {
+Context::Bucket& Context::get_bucket(int64_t T, int64_t n_out, bool hidden) {
   if (T <= 0 || n_out <= 0 || n_out > T)
     fail("no graph for {} tokens with {} outputs (want 1 <= outputs <= tokens)", T, n_out);
-  auto key = std::make_pair(T, n_out);
+  auto key = std::make_tuple(T, n_out, hidden);
   auto it = buckets_.find(key);
   if (it != buckets_.end()) {
     it->second->last_used = ++use_clock_;
@@ -185,7 +193,7 @@ Context::Bucket& Context::get_bucket(int64_t T, int64_t n_out) {
   }
   auto b = std::make_unique<Bucket>();
   const uint64_t generation = arena_.generation();
-  b->sg = Scheduler(model_.registry()).schedule(build_graph(T, n_out, b->in, b->logits), &arena_);
+  b->sg = Scheduler(model_.registry()).schedule(build_graph(T, n_out, b->in, b->logits, hidden), &arena_);
   if (arena_.generation() != generation) {  // the reserve grew: every other cached graph is stale
     fmt::print(stderr,
                "opal: compute memory reserved for n_ubatch = {} tokens is too small for a graph of {} tokens with {} "
@@ -199,7 +207,10 @@ Context::Bucket& Context::get_bucket(int64_t T, int64_t n_out) {
 
 ScheduledGraph& Context::bucket(int64_t n_tokens, int64_t n_outputs) { return *get_bucket(n_tokens, n_outputs).sg; }
 
-void Context::decode(const Batch& batch) {
+void Context::decode(const Batch& batch) { decode_impl(batch, false); }
+void Context::decode_embeddings(const Batch& batch) { decode_impl(batch, true); }
+
+void Context::decode_impl(const Batch& batch, bool hidden) {
   const size_t n = batch.tokens.size();
   if (n == 0) fail("decode: the batch is empty");
   if (batch.pos.size() != n || batch.seq.size() != n || batch.logits.size() != n)
@@ -227,7 +238,8 @@ void Context::decode(const Batch& batch) {
 
   int64_t n_out = 0;
   for (uint8_t f : batch.logits) n_out += f != 0;
-  logits_.resize(size_t(n_out) * size_t(nv));
+  hidden_ = hidden;
+  logits_.resize(size_t(n_out) * size_t(hidden ? n_embd() : nv));
   n_outputs_ = 0;
   for (size_t b = 0; b < n; b += size_t(params_.n_ubatch)) {
     const size_t e = std::min(n, b + size_t(params_.n_ubatch));
@@ -243,7 +255,7 @@ void Context::run_ubatch(const Batch& batch, size_t begin, size_t end, const std
     if (batch.logits[i]) out_rows.push_back(int32_t(i - begin));
   const bool none = out_rows.empty();
   if (none) out_rows.push_back(int32_t(T - 1));  // the graph always yields one row; dropped below
-  Bucket& b = get_bucket(T, int64_t(out_rows.size()));
+  Bucket& b = get_bucket(T, int64_t(out_rows.size()), hidden_);
 
   std::vector<int32_t> pos(batch.pos.begin() + long(begin), batch.pos.begin() + long(end));
   std::vector<int32_t> seq(batch.seq.begin() + long(begin), batch.seq.begin() + long(end));
@@ -270,7 +282,7 @@ void Context::run_ubatch(const Batch& batch, size_t begin, size_t end, const std
   if (state_) state_->commit(pos, seq, 0, pos.size());
 
   if (none) return;
-  const size_t nv = size_t(n_vocab());
+  const size_t nv = size_t(hidden_ ? n_embd() : n_vocab());
   b.sg->read(b.logits, logits_.data() + size_t(n_outputs_) * nv, out_rows.size() * nv * sizeof(float));
   n_outputs_ += int64_t(out_rows.size());
 }

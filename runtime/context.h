@@ -12,10 +12,15 @@
 // server fed ever new shapes keeps a bounded footprint. A shape whose plan
 // does not fit the reserve (a bucket() asked for more than n_ubatch tokens)
 // grows it once, with a message on stderr, and drops the cached graphs.
+// decode_embeddings(batch) is decode() for embeddings: the same batch, cache
+// and positions, but the graph stops at the output norm (no LM head) and the
+// flagged tokens' hidden states (n_embd floats each) are kept instead of
+// logits (pooled in runtime/embedding.h).
 #pragma once
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "graph/scheduler.h"
@@ -70,8 +75,12 @@ class Context {
   // Throws opal::Error (and leaves the cache as it was) for a token id out of
   // range, an empty or oversize batch, or a full context.
   void decode(const Batch& batch);
+  // As decode(), but keeps the hidden state after the output norm of each flagged token.
+  void decode_embeddings(const Batch& batch);
   // Logits of the i-th flagged token of the last decode() (n_vocab floats).
   const float* logits(int64_t i) const;
+  // Hidden state of the i-th flagged token of the last decode_embeddings() (n_embd floats).
+  const float* embedding(int64_t i) const;
   int64_t n_outputs() const { return n_outputs_; }
 
   void reset();                            // empties the KV cache (all sequences)
@@ -101,6 +110,7 @@ class Context {
 
   int64_t n_ctx() const { return params_.n_ctx; }
   int64_t n_vocab() const { return model_.hparams().n_vocab; }
+  int64_t n_embd() const { return model_.hparams().n_embd; }
   const ContextParams& params() const { return params_; }
   const Model& model() const { return model_; }
   // The KV cache; throws for a recurrent model, which has none.
@@ -123,8 +133,10 @@ class Context {
 
  private:
   struct Bucket;
-  Bucket& get_bucket(int64_t n_tokens, int64_t n_outputs);
-  std::unique_ptr<Graph> build_graph(int64_t n_tokens, int64_t n_outputs, GraphInputs& in, Tensor*& logits) const;
+  Bucket& get_bucket(int64_t n_tokens, int64_t n_outputs, bool hidden = false);
+  std::unique_ptr<Graph> build_graph(int64_t n_tokens, int64_t n_outputs, GraphInputs& in, Tensor*& logits,
+                                     bool hidden = false) const;
+  void decode_impl(const Batch& batch, bool hidden);
   void run_ubatch(const Batch& b, size_t begin, size_t end, const std::vector<int32_t>& cells);
 
   const Model& model_;
@@ -133,9 +145,10 @@ class Context {
   std::unique_ptr<KvCache> kv_swa_;        // the sliding-window layers' cache, if separate
   std::unique_ptr<RecurrentState> state_;  // recurrent models
   ComputeArena arena_;                     // declared before the buckets, whose tensors point into it
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Bucket>> buckets_;
-  uint64_t use_clock_ = 0;  // for least-recently-used eviction
-  std::vector<float> logits_;
+  std::map<std::tuple<int64_t, int64_t, bool>, std::unique_ptr<Bucket>> buckets_;  // (tokens, outputs, hidden)
+  uint64_t use_clock_ = 0;                                                         // for least-recently-used eviction
+  std::vector<float> logits_;  // the last decode's outputs: logits, or hidden states if hidden_
+  bool hidden_ = false;
   int64_t n_outputs_ = 0;
   RunHooks* hooks_ = nullptr;
 };

@@ -168,9 +168,9 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     return;
   }
   auto first = std::make_shared<bool>(true);
-  auto held = std::make_shared<std::string>();  // with tools: the reply is parsed at its end
+  auto tool_stream = std::make_shared<ToolCallStream>();
   const bool include_usage = r.include_usage, logprobs = task->params.want_logprobs;
-  stream_response(st, res, task, [&st, id, first, include_usage, logprobs, use_tools, held](const Event& ev) {
+  stream_response(st, res, task, [&st, id, first, include_usage, logprobs, use_tools, tool_stream](const Event& ev) {
     std::string out;
     auto chunk = [&](json delta, json finish, const std::vector<TokenOut>* toks) {
       json j = base_object(st, id, "chat.completion.chunk");
@@ -193,25 +193,16 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
       *first = false;
       out += sse(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
     }
-    if (use_tools) {
-      // Tool calls are known only once the reply is complete: hold the text,
-      // then send the content and each call as OpenAI's delta.tool_calls.
-      *held += ev.text;
+    if (use_tools) {  // content and calls as they are generated (ToolCallStream, server/tool_calls.h)
+      for (json& d : tool_stream->feed(ev.text)) out += sse(chunk(std::move(d), nullptr, nullptr));
       if (ev.kind != Event::Kind::Done) return out;
-      ParsedToolCalls calls = parse_tool_calls(*held);
-      const std::string content = calls.calls.empty() ? *held : calls.content;
-      if (!content.empty()) out += sse(chunk(json{{"content", content}}, nullptr, nullptr));
-      for (size_t i = 0; i < calls.calls.size(); ++i) {
-        json tc = calls.calls[i];
-        tc["index"] = i;
-        out += sse(chunk(json{{"tool_calls", json::array({tc})}}, nullptr, nullptr));
-      }
-      json last =
-          chunk(json::object(),
-                !calls.calls.empty() && ev.stop_type == StopType::Eos ? "tool_calls" : finish_reason(ev), nullptr);
-      if (!calls.error.empty())
+      for (json& d : tool_stream->finish()) out += sse(chunk(std::move(d), nullptr, nullptr));
+      json last = chunk(json::object(),
+                        tool_stream->n_calls() > 0 && ev.stop_type == StopType::Eos ? "tool_calls" : finish_reason(ev),
+                        nullptr);
+      if (!tool_stream->error().empty())
         last["choices"][0]["note"] =
-            "the reply looked like a tool call but did not parse (" + calls.error + "); returned as content";
+            "the reply looked like a tool call but did not parse (" + tool_stream->error() + "); returned as content";
       return out + stream_end(st, id, "chat.completion.chunk", std::move(last), ev, include_usage);
     }
     if (!ev.text.empty() || (logprobs && !ev.tokens.empty()))
@@ -230,6 +221,13 @@ void handle_completions(Server::State& st, const HttpRequest& req, HttpResponse&
   if (p == body.end() || p->is_null()) bad_request("'prompt' is required", "prompt");
   if (get_bool(body, "echo").value_or(false)) bad_request("'echo' is not supported", "echo");
   if (auto s = get_string(body, "suffix"); s && !s->empty()) bad_request("'suffix' is not supported", "suffix");
+  // OpenAI's legacy completions API has no tool calls, and llama-server handles tools on chat only.
+  for (const char* k : {"tools", "tool_choice", "functions"})
+    if (auto it = body.find(k); it != body.end() && !it->is_null())
+      bad_request(fmt::format("'{}' is not supported on /v1/completions: tool calls need a chat, use "
+                              "/v1/chat/completions",
+                              k),
+                  k);
   OpenAiRequest r = read_openai(st, body, read_prompt(*p, *st.vocab, "prompt", st.engine->max_prompt_bytes()), false);
   const std::string id = random_id("cmpl-");
   auto task = st.submit(std::move(r.gen));

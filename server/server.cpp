@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "server/state.h"
 
+#include "runtime/embedding.h"
 #include "runtime/grammar_vocab.h"
 
 namespace opal::server {
@@ -229,6 +230,7 @@ Server::Server(ServerOptions opts) : st_(std::make_unique<State>()) {
   if (o.max_body_bytes < 1) fail("--max-body-size must be at least 1 byte");
   if (!o.webui_path.empty() && !std::filesystem::is_regular_file(std::filesystem::path(o.webui_path) / "index.html"))
     fail("--path {}: no index.html there (the directory of the chat page's files, e.g. server/webui)", o.webui_path);
+  if (!o.pooling.empty()) st_->pooling = int(pooling_from_name(o.pooling));  // --pooling: checked before loading
   st_->created = unix_time();
 }
 
@@ -302,6 +304,7 @@ void install_routes(Server::State& st) {
   register_native_routes(st);
   register_openai_routes(st);
   register_webui_routes(st);
+  register_embedding_routes(st);
 }
 
 HttpOptions http_options(const ServerOptions& o) {
@@ -378,6 +381,7 @@ void Server::load() {
       *st.ctx, *st.vocab, st.metrics,
       EngineOptions{st.opts.n_parallel, per_slot, st.opts.slot_prompt_similarity, st.opts.before_decode});
   st.model_id = st.opts.alias.empty() ? st.opts.model : st.opts.alias;
+  if (st.opts.pooling.empty()) st.pooling = int(model_pooling(*st.model));
   st.ready = true;
 }
 

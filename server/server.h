@@ -40,6 +40,12 @@ struct ServerOptions {
   // The backends' own options (--et-fusion).
   BackendTuning backend_tuning;
 
+  // Embeddings (docs/embeddings.md): pooling instead of the GGUF's <arch>.pooling_type (--pooling none, mean,
+  // cls or last); empty: the GGUF's. Every server answers embeddings; --embeddings (llama-server's switch to
+  // an embedding-only server) is accepted and changes nothing.
+  std::string pooling;
+  bool embeddings = false;
+
   // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
   std::string chat_template_file;
   // The chat page at `/` (server/webui.h): bundled in the binary; off with --no-webui;

@@ -131,6 +131,23 @@ std::shared_ptr<Task> SlotEngine::submit(GenParams params) {
   return task;
 }
 
+struct SlotEngine::Job {
+  std::function<void()> fn;
+  std::exception_ptr error;
+  bool done = false;
+};
+
+void SlotEngine::run_on_engine(std::function<void()> job) {
+  auto j = std::make_shared<Job>();
+  j->fn = std::move(job);
+  std::unique_lock<std::mutex> lk(mu_);
+  if (stopping_) fail("the server is shutting down");
+  jobs_.push_back(j);
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return j->done; });
+  if (j->error) std::rethrow_exception(j->error);
+}
+
 void SlotEngine::shutdown() {
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -144,7 +161,25 @@ void SlotEngine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || n_busy_.load() > 0; });
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !jobs_.empty() || n_busy_.load() > 0; });
+      while (!jobs_.empty()) {  // between steps: the devices are free
+        std::shared_ptr<Job> j = std::move(jobs_.front());
+        jobs_.pop_front();
+        if (stopping_) {
+          j->error = std::make_exception_ptr(Error("the server is shutting down"));
+        } else {
+          lk.unlock();
+          try {
+            j->fn();
+          } catch (...) {
+            j->error = std::current_exception();
+          }
+          lk.lock();
+        }
+        j->done = true;
+        cv_.notify_all();
+      }
+      if (!stopping_ && queue_.empty() && n_busy_.load() == 0) continue;
       if (stopping_) {
         for (auto& s : slots_)
           if (s->task) {  // release held-back text; finish() below sends the Done

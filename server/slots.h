@@ -148,6 +148,10 @@ class SlotEngine {
   // Ends every queued and running request with a final Done event
   // (cancelled = true) and stops the engine thread. Idempotent.
   void shutdown();
+  // Runs `job` on the engine thread between two steps (so it may use the model's devices, which run one
+  // graph at a time: embeddings) and returns when it has run; its exception is rethrown here. Throws
+  // opal::Error when shutdown() came first.
+  void run_on_engine(std::function<void()> job);
 
   int n_slots() const { return opts_.n_slots; }
   int64_t n_ctx_slot() const { return opts_.n_ctx_slot; }
@@ -181,6 +185,8 @@ class SlotEngine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Task>> queue_;
+  struct Job;
+  std::deque<std::shared_ptr<Job>> jobs_;  // run_on_engine() work, run before the next step
   bool stopping_ = false;
   std::atomic<int> n_busy_{0};
   std::thread thread_;

@@ -61,6 +61,10 @@ struct Server::State {
   std::once_flag grammar_vocab_once;
   // Submits a request; 503 when shutting down or not ready.
   std::shared_ptr<Task> submit(GenParams gen);
+  // Embeddings (routes_embeddings.cpp): their own context, made by the first request and used on the
+  // engine thread only (SlotEngine::run_on_engine), and the pooling (--pooling, else the GGUF's).
+  std::unique_ptr<Context> embd_ctx;
+  int pooling = -1;
 };
 
 // Keeps a request counted as in flight; cancels its task when the response goes away
@@ -112,5 +116,6 @@ void register_native_routes(Server::State& st);
 // request is for one of its files (public: no API key needed).
 void register_webui_routes(Server::State& st);
 bool webui_serves(const Server::State& st, const HttpRequest& req);
+void register_embedding_routes(Server::State& st);
 
 }  // namespace opal::server

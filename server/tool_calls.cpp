@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 #include "core/error.h"
@@ -181,6 +182,198 @@ ParsedToolCalls parse_tool_calls(const std::string& text) {
   }
   out.content = text;
   return out;
+}
+
+namespace {
+
+const char* const kMarkers[] = {"<tool_call>", "[TOOL_CALLS]", "<|python_tag|>"};
+
+// The longest suffix of s that is a proper prefix of `marker`.
+size_t partial_suffix(const std::string& s, const std::string& marker) {
+  for (size_t k = std::min(s.size(), marker.size() - 1); k > 0; --k)
+    if (s.compare(s.size() - k, k, marker, 0, k) == 0) return k;
+  return 0;
+}
+
+size_t skip_ws(const std::string& s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  return i;
+}
+
+// Reads `{"name": "NAME", "arguments":` at the start of s. Returns the offset after the colon and sets
+// name; 0: more text is needed; npos: s does not start that way.
+size_t read_call_head(const std::string& s, std::string& name) {
+  constexpr size_t npos = std::string::npos;
+  size_t i = 0;
+  auto literal = [&](const std::string& lit) -> int {  // 1 matched, 0 more text needed, -1 mismatch
+    i = skip_ws(s, i);
+    const size_t n = std::min(lit.size(), s.size() - i);
+    if (s.compare(i, n, lit, 0, n) != 0) return -1;
+    if (n < lit.size()) return 0;
+    i += lit.size();
+    return 1;
+  };
+  for (const char* part : {"{", "\"name\"", ":", "\""})
+    if (const int r = literal(part); r <= 0) return r < 0 ? npos : 0;
+  const size_t end = s.find('"', i);  // function names are identifiers: no escapes
+  if (end == npos) return 0;
+  name = s.substr(i, end - i);
+  if (name.empty() || name.find('\\') != npos) return npos;
+  i = end + 1;
+  for (const char* part : {",", "\"arguments\"", ":"})
+    if (const int r = literal(part); r <= 0) return r < 0 ? npos : 0;
+  return i;
+}
+
+// How much of a call's arguments text may be sent: all but a tail of whitespace and '}' possibly followed by
+// the start of `</tool_call>` (the call's closing).
+size_t sendable_args(const std::string& a) {
+  size_t n = a.size() - partial_suffix(a, "</tool_call>");
+  while (n > 0 && (a[n - 1] == '}' || a[n - 1] == ' ' || a[n - 1] == '\n' || a[n - 1] == '\t' || a[n - 1] == '\r')) --n;
+  return n;
+}
+
+json content_delta(const std::string& s) { return json{{"content", s}}; }
+
+}  // namespace
+
+std::vector<json> ToolCallStream::feed(const std::string& text) {
+  std::vector<json> out;
+  pending_ += text;
+  step(out, false);
+  return out;
+}
+
+std::vector<json> ToolCallStream::finish() {
+  std::vector<json> out;
+  step(out, true);
+  return out;
+}
+
+void ToolCallStream::whole_calls(std::vector<json>& out, const std::string& text) {
+  ParsedToolCalls p = parse_tool_calls(text);
+  if (!p.content.empty()) out.push_back(content_delta(p.content));
+  if (!p.error.empty()) error_ = p.error;
+  for (json& c : p.calls) {
+    c["index"] = n_calls_++;
+    out.push_back(json{{"tool_calls", json::array({c})}});
+  }
+}
+
+void ToolCallStream::close_call(std::vector<json>& out, const std::string& raw) {
+  // raw: the call's text after the arguments' colon, up to </tool_call> (or the end of the reply).
+  std::string a = raw.substr(std::min(raw.size(), skip_ws(raw, 0)));
+  a.erase(a.find_last_not_of(" \t\r\n") + 1);
+  if (!a.empty() && a.back() == '}') a.pop_back();  // the call object's own closing brace
+  a.erase(a.find_last_not_of(" \t\r\n") + 1);
+  const json j = json::parse(a, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    error_ = "a <tool_call> block's arguments are not a JSON object";
+    out.push_back(content_delta("<tool_call>" + pending_.substr(0, args_begin_) + raw + "</tool_call>"));
+    return;
+  }
+  if (a.size() > args_sent_)
+    out.push_back(json{
+        {"tool_calls", json::array({{{"index", n_calls_}, {"function", {{"arguments", a.substr(args_sent_)}}}}})}});
+  ++n_calls_;
+}
+
+void ToolCallStream::step(std::vector<json>& out, bool final) {
+  for (;;) {
+    switch (mode_) {
+      case Mode::Hold:
+        if (final) whole_calls(out, pending_);
+        if (final) pending_.clear();
+        return;
+      case Mode::Text: {
+        const size_t lead = pending_.find_first_not_of(" \t\r\n");
+        if (!sent_text_ && n_calls_ == 0 && lead != std::string::npos && pending_[lead] == '{') {
+          mode_ = Mode::Hold;  // perhaps a bare JSON call (Llama 3.x): known only at the end
+          continue;
+        }
+        size_t at = std::string::npos;
+        const char* marker = nullptr;
+        for (const char* m : kMarkers)
+          if (const size_t p = pending_.find(m); p < at) at = p, marker = m;
+        if (marker) {
+          const std::string before = pending_.substr(0, at);
+          if (before.find_first_not_of(" \t\r\n") != std::string::npos) {
+            out.push_back(content_delta(before));
+            sent_text_ = true;
+          }
+          if (std::string(marker) == "<tool_call>") {
+            pending_ = pending_.substr(at + 11);
+            mode_ = Mode::Call;
+            args_begin_ = args_sent_ = 0;
+          } else {
+            pending_ = pending_.substr(at);
+            mode_ = Mode::Hold;
+          }
+          continue;
+        }
+        if (lead == std::string::npos) {  // only whitespace so far: sent with the text after it, if any
+          if (final) pending_.clear();
+          return;
+        }
+        size_t keep = 0;
+        if (!final)
+          for (const char* m : kMarkers) keep = std::max(keep, partial_suffix(pending_, m));
+        const std::string now = pending_.substr(0, pending_.size() - keep);
+        if (now.find_first_not_of(" \t\r\n") == std::string::npos) {
+          if (final) pending_.clear();
+          return;  // whitespace (perhaps between two calls): held until text follows it
+        }
+        out.push_back(content_delta(now));
+        sent_text_ = true;
+        pending_ = pending_.substr(pending_.size() - keep);
+        return;
+      }
+      case Mode::CallHold: {
+        const size_t e = pending_.find("</tool_call>");
+        if (e == std::string::npos && !final) return;
+        const std::string block = pending_.substr(0, e);
+        whole_calls(out, "<tool_call>" + block + "</tool_call>");
+        pending_ = e == std::string::npos ? "" : pending_.substr(e + 12);
+        mode_ = Mode::Text;
+        if (final && pending_.empty()) return;
+        continue;
+      }
+      case Mode::Call: {
+        if (args_begin_ == 0) {
+          std::string name;
+          const size_t head = read_call_head(pending_, name);
+          if (head == std::string::npos || (head == 0 && final)) {
+            mode_ = Mode::CallHold;  // another key order, or not a call: sent whole (or as content) at its end
+            continue;
+          }
+          if (head == 0) return;
+          args_begin_ = head;
+          out.push_back(json{{"tool_calls", json::array({{{"index", n_calls_},
+                                                          {"id", call_id()},
+                                                          {"type", "function"},
+                                                          {"function", {{"name", name}, {"arguments", ""}}}}})}});
+        }
+        if (args_sent_ == 0) args_begin_ = skip_ws(pending_, args_begin_);  // the arguments start at their '{'
+        const size_t e = pending_.find("</tool_call>", args_begin_);
+        if (e != std::string::npos || final) {
+          close_call(out, pending_.substr(args_begin_, e == std::string::npos ? std::string::npos : e - args_begin_));
+          pending_ = e == std::string::npos ? "" : pending_.substr(e + 12);
+          mode_ = Mode::Text;
+          if (final && pending_.empty()) return;
+          continue;
+        }
+        const std::string a = pending_.substr(args_begin_);
+        const size_t n = sendable_args(a);
+        if (n > args_sent_) {
+          out.push_back(json{
+              {"tool_calls", json::array({{{"index", n_calls_},
+                                           {"function", {{"arguments", a.substr(args_sent_, n - args_sent_)}}}}})}});
+          args_sent_ = n;
+        }
+        return;
+      }
+    }
+  }
 }
 
 }  // namespace opal::server

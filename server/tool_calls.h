@@ -32,4 +32,35 @@ struct ParsedToolCalls {
 };
 ParsedToolCalls parse_tool_calls(const std::string& text);
 
+// A streamed reply with tools, as OpenAI streams it: text becomes `content` deltas as it comes; a Hermes /
+// Qwen3 `<tool_call>` becomes a `tool_calls` delta with its index, id, type and name as soon as
+// `{"name": "...", "arguments":` has been generated, then `function.arguments` fragments as the arguments
+// are generated (the text that might be the call's closing `}` or `</tool_call>` is held back until it is
+// known). The other formats (Mistral `[TOOL_CALLS]`, Llama `<|python_tag|>`, a reply that is one bare JSON
+// object) and a call whose keys come in another order are held and sent whole when complete, as
+// parse_tool_calls() reads them. A call that turns out not to parse is sent as content and error() says why
+// (arguments fragments already sent stay sent).
+class ToolCallStream {
+ public:
+  // Released text; returns the deltas to send now, each {"content": ...} or {"tool_calls": [...]}.
+  std::vector<json> feed(const std::string& text);
+  // The reply ended: the deltas still held.
+  std::vector<json> finish();
+  int n_calls() const { return n_calls_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  enum class Mode { Text, Hold, Call, CallHold };
+  void step(std::vector<json>& out, bool final);
+  void close_call(std::vector<json>& out, const std::string& raw_args);
+  void whole_calls(std::vector<json>& out, const std::string& text);
+  Mode mode_ = Mode::Text;
+  std::string pending_;     // Text / Hold: text not sent yet; Call / CallHold: the call after <tool_call>
+  bool sent_text_ = false;  // some content was sent (a later '{' is not a bare-JSON reply)
+  size_t args_begin_ = 0;   // Call: where the arguments start in pending_ (0: header not read yet)
+  size_t args_sent_ = 0;    // Call: bytes of the arguments sent
+  int n_calls_ = 0;
+  std::string error_;
+};
+
 }  // namespace opal::server

@@ -139,6 +139,10 @@ void add_serve_command(CLI::App& app) {
   sub->add_flag(
       "--no-webui", [o](int64_t) { o->webui = false; }, "do not serve the chat page at /");
   sub->add_option("--path", o->webui_path, "serve the chat page's files from this directory (for working on it)");
+  sub->add_option("--pooling", o->pooling,
+                  "embeddings' pooling: none, mean, cls or last (default: the GGUF's pooling_type; absent: none)");
+  sub->add_flag("--embedding,--embeddings", o->embeddings,
+                "accepted for llama-server compatibility: every server answers /v1/embeddings beside chat");
   sub->add_option("--to,--timeout", o->timeout_s,
                   "write timeout in seconds: a client that stops reading a response is cut after it (600)")
       ->check(at_least(1));

@@ -28,5 +28,6 @@ void add_serve_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_pull_command(CLI::App& app);
+void add_embed_command(CLI::App& app);
 
 }  // namespace opal::tools

@@ -93,5 +93,23 @@ TEST(ServeStructuredOutput, GrammarDeadEndEndsTheRequestClearly) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
+// /v1/completions has no tool calls (OpenAI's legacy API has none; llama-server takes tools on chat only):
+// a clear 400 naming the field, not a silently ignored one.
+TEST(ServeStructuredOutput, ToolsOnLegacyCompletionsAreA400) {
+  LocalServer srv(default_options(1));
+  const json tools =
+      json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", json::object()}}}}});
+  for (const char* k : {"tools", "tool_choice"}) {
+    auto r = srv.post("/v1/completions", {{"prompt", "hi"}, {k, k == std::string("tools") ? tools : json("auto")}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    const json e = json::parse(r->body)["error"];
+    EXPECT_EQ(e["param"], k);
+    EXPECT_NE(e["message"].get<std::string>().find("/v1/chat/completions"), std::string::npos) << r->body;
+  }
+  auto ok = srv.post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}});
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
 }  // namespace
 }  // namespace opal::test

@@ -103,3 +103,90 @@ TEST(ToolCalls, SharedTemplatesRenderToolsAndResults) {
 
 }  // namespace
 }  // namespace opal::server
+
+namespace opal::server {
+namespace {
+
+// Feeds a reply a few bytes at a time, as the engine releases it; returns every delta.
+std::vector<json> stream_reply(ToolCallStream& s, const std::string& reply, size_t step = 3) {
+  std::vector<json> out;
+  for (size_t i = 0; i < reply.size(); i += step)
+    for (json& d : s.feed(reply.substr(i, step))) out.push_back(std::move(d));
+  for (json& d : s.finish()) out.push_back(std::move(d));
+  return out;
+}
+
+TEST(ToolCallStream, HermesArgumentsStreamAsGenerated) {
+  ToolCallStream s;
+  const std::string args0 = R"({"city": "Paris", "unit": "c"})", args1 = R"({"a": 1, "b": {"c": [2, 3]}})";
+  const auto d = stream_reply(s, "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + args0 +
+                                     "}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", \"arguments\": " + args1 +
+                                     "}\n</tool_call>");
+  EXPECT_EQ(s.n_calls(), 2);
+  EXPECT_EQ(s.error(), "");
+  std::string content, args[2];
+  int fragments[2] = {0, 0}, heads = 0;
+  for (const json& x : d) {
+    if (x.contains("content")) {
+      content += x["content"].get<std::string>();
+      continue;
+    }
+    const json& tc = x["tool_calls"][0];
+    const int i = tc["index"];
+    ASSERT_TRUE(i == 0 || i == 1);
+    if (tc.contains("id")) {  // the first chunk of a call: id, type, name
+      ++heads;
+      EXPECT_EQ(tc["type"], "function");
+      EXPECT_EQ(tc["function"]["name"], i == 0 ? "get_weather" : "add");
+      EXPECT_TRUE(tc["id"].get<std::string>().starts_with("call_"));
+      EXPECT_EQ(args[i], "") << "the name comes before any argument";
+    }
+    args[i] += tc["function"]["arguments"].get<std::string>();
+    fragments[i] += !tc["function"]["arguments"].get<std::string>().empty();
+  }
+  EXPECT_EQ(heads, 2);
+  EXPECT_EQ(content, "Let me check.\n");
+  EXPECT_EQ(args[0], args0);
+  EXPECT_EQ(args[1], args1);
+  EXPECT_GT(fragments[0], 3) << "arguments should arrive in several fragments, as generated";
+  EXPECT_GT(fragments[1], 3);
+}
+
+TEST(ToolCallStream, OtherFormatsAndBrokenCalls) {
+  {  // Mistral: held, then whole
+    ToolCallStream s;
+    const auto d = stream_reply(s, R"([TOOL_CALLS] [{"name": "add", "arguments": {"a": 1, "b": 2}}])");
+    ASSERT_EQ(s.n_calls(), 1);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0]["tool_calls"][0]["function"]["arguments"], R"({"a":1,"b":2})");
+  }
+  {  // a bare JSON call (Llama 3.x)
+    ToolCallStream s;
+    const auto d = stream_reply(s, R"( {"name": "add", "parameters": {"a": 1}})");
+    EXPECT_EQ(s.n_calls(), 1);
+    EXPECT_EQ(d.back()["tool_calls"][0]["function"]["name"], "add");
+  }
+  {  // keys in another order: sent whole at the end
+    ToolCallStream s;
+    const auto d = stream_reply(s, "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"add\"}</tool_call>");
+    EXPECT_EQ(s.n_calls(), 1);
+    EXPECT_EQ(d.back()["tool_calls"][0]["function"]["name"], "add");
+  }
+  {  // arguments that are not JSON: content plus an error, never dropped
+    ToolCallStream s;
+    const auto d = stream_reply(s, "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": oops}}</tool_call>");
+    EXPECT_EQ(s.n_calls(), 0);
+    EXPECT_NE(s.error(), "");
+    EXPECT_NE(d.back()["content"].get<std::string>().find("oops"), std::string::npos);
+  }
+  {  // plain text with a '<' that is no marker
+    ToolCallStream s;
+    std::string text;
+    for (const json& x : stream_reply(s, "1 < 2 and <tool is not a call", 1)) text += x["content"].get<std::string>();
+    EXPECT_EQ(text, "1 < 2 and <tool is not a call");
+    EXPECT_EQ(s.n_calls(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace opal::server

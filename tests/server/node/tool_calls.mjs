@@ -1,6 +1,6 @@
 // Tool calls through the official `openai` client: tool_choice required / named
 // (generated under a grammar, so the call always parses) with arguments that
-// Ajv validates against each function's parameters, streamed delta.tool_calls,
+// Ajv validates against each function's parameters, streamed delta.tool_calls (arguments in fragments),
 // parallel_tool_calls false, the client's runTools() helper calling a local
 // function, and role "tool" messages fed back. Env as openai_client.mjs.
 import { make_client, model } from "./client.mjs";
@@ -71,10 +71,15 @@ async function main() {
     tool_choice: { type: "function", function: { name: "get_weather" } },
   });
   const acc = [];
+  const fragments = [];
   let finish = null;
   for await (const chunk of s) {
     for (const ch of chunk.choices) {
       for (const d of ch.delta?.tool_calls ?? []) {
+        // As OpenAI streams: id and name in the call's first chunk, then arguments as they are generated.
+        if (!acc[d.index]) assert.ok(d.id && d.function?.name, `first chunk of call ${d.index}: ${JSON.stringify(d)}`);
+        else assert.ok(!d.id && !d.function?.name, `later chunk of call ${d.index}: ${JSON.stringify(d)}`);
+        if (d.function?.arguments) fragments[d.index] = (fragments[d.index] ?? 0) + 1;
         acc[d.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } };
         if (d.id) acc[d.index].id = d.id;
         if (d.function?.name) acc[d.index].function.name += d.function.name;
@@ -86,6 +91,7 @@ async function main() {
   assert.equal(finish, "tool_calls");
   assert.ok(acc.length >= 1);
   for (const tc of acc) checkCall(tc, "stream");
+  assert.ok(fragments[0] > 1, `the arguments came in ${fragments[0]} fragment(s), not as generated`);
 
   // The client's tool helper: runTools() parses the call, runs our function and
   // appends the role "tool" message (it stops after one call when tool_choice names a function).
