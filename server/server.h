@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include "models/model.h"
+#include "runtime/speculative.h"
 
 namespace opal::server {
 
@@ -36,6 +37,10 @@ struct ServerOptions {
   std::string api_key;         // empty: no key needed
   std::string alias;           // model id in /v1/models and responses (default: the model path)
   bool metrics = false;        // enable GET /metrics
+
+  // Speculative decoding per slot (docs/speculative.md): spec.type Draft drafts with model_draft.
+  std::string model_draft;  // GGUF path of the draft model (-md)
+  SpecParams spec;
 
   // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
   std::string chat_template_file;
