@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -450,6 +451,44 @@ File File::parse(std::span<const uint8_t> bytes, std::string name) {
   File f;
   f.file_ = MappedFile::borrow(bytes, std::move(name));
   Parser(f, f.file_->data(), f.file_->size(), f.file_->path()).run();
+  return f;
+}
+
+File File::open_model(const std::string& path, LoadMode mode) {
+  File f = open(path, mode);
+  const int64_t count = f.get_int("split.count", 0);
+  if (count <= 1) return f;
+  const int64_t no = f.get_int("split.no", 0);
+  const std::string suffix = fmt::format("-{:05d}-of-{:05d}.gguf", 1, count);
+  if (no != 0)
+    fail("{}: this is part {} of a split model of {} parts: give its first part, <stem>{}", path, no + 1, count,
+         suffix);
+  if (count > 9999) fail("{}: split.count {} is not a number of parts llama.cpp writes (at most 9999)", path, count);
+  if (path.size() <= suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    fail("{}: the first part of a split model of {} parts must be named <stem>{}", path, count, suffix);
+  const std::string stem = path.substr(0, path.size() - suffix.size());
+  f.parts_.push_back(f.file_);
+  for (int64_t k = 1; k < count; ++k) {
+    const std::string part_path = fmt::format("{}-{:05d}-of-{:05d}.gguf", stem, k + 1, count);
+    std::error_code ec;
+    if (!std::filesystem::exists(part_path, ec))
+      fail("{}: part {} of this split model's {} is missing: {}", path, k + 1, count, part_path);
+    File p = open(part_path, mode);
+    if (p.get_int("split.no", -1) != k || p.get_int("split.count", -1) != count)
+      fail("{}: split.no {} / split.count {} where part {} of {} was expected", part_path, p.get_int("split.no", -1),
+           p.get_int("split.count", -1), k + 1, count);
+    for (TensorInfo& t : p.tensors_) {
+      if (f.tensor_index_.count(t.name))
+        fail("{}: tensor '{}' is also in an earlier part of the split model", part_path, t.name);
+      t.part = uint32_t(k);
+      f.tensor_index_.emplace(t.name, f.tensors_.size());
+      f.tensors_.push_back(std::move(t));
+    }
+    f.parts_.push_back(p.file_);
+  }
+  const int64_t total = f.get_int("split.tensors.count", -1);
+  if (total >= 0 && uint64_t(total) != f.tensors_.size())
+    fail("{}: split.tensors.count says {} tensors but the {} parts hold {}", path, total, count, f.tensors_.size());
   return f;
 }
 

@@ -132,6 +132,7 @@ struct TensorInfo {
   uint64_t info_offset = 0;  // where its description starts in the file
   bool flat_blocks = false;  // rows are not whole blocks; see the header comment
   const uint8_t* data = nullptr;
+  uint32_t part = 0;  // which part of a split model holds the data (File::open_model); 0: the first
 
   int64_t n_elements() const;
   int64_t n_rows() const { return ne.empty() ? 1 : ne[0] == 0 ? 0 : n_elements() / ne[0]; }
@@ -144,6 +145,18 @@ class File {
   static File open(const std::string& path, LoadMode mode = LoadMode::Mmap);
   // Parses bytes the caller keeps alive (fuzzing, tests).
   static File parse(std::span<const uint8_t> bytes, std::string name = "<memory>");
+  // Opens a model that may be split in parts (llama.cpp's gguf-split:
+  // "<stem>-00001-of-0000N.gguf", ..., each part a GGUF file with split.no,
+  // split.count and split.tensors.count; the first holds the metadata). Given
+  // the first part, the others are opened next to it and their tensors join
+  // this File's (TensorInfo::part says which part holds the data). A file
+  // without split.count opens as open() does. Throws opal::Error naming a
+  // missing or inconsistent part, or a later part given instead of the first.
+  static File open_model(const std::string& path, LoadMode mode = LoadMode::Mmap);
+  // Every part's mapping, parts()[i] holding the tensors with part i; one for an unsplit file.
+  std::vector<std::shared_ptr<MappedFile>> parts() const {
+    return parts_.empty() ? std::vector<std::shared_ptr<MappedFile>>{file_} : parts_;
+  }
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
@@ -171,6 +184,7 @@ class File {
  private:
   friend class Parser;
   std::shared_ptr<MappedFile> file_;
+  std::vector<std::shared_ptr<MappedFile>> parts_;  // a split model's parts (file_ first); empty otherwise
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;

@@ -6,14 +6,20 @@
 // to a Range request restarts the file. The part is renamed to `dest` only
 // after its size and sha256 check out; a mismatch deletes it. `<dest>.etag`
 // remembers which version a complete file is, so a later run finds it
-// current with one HEAD (or none, offline).
+// current with one HEAD (or none, offline). Processes sharing a cache take
+// turns on a file: `<dest>.lock` is locked (flock) for the whole check and
+// download and holds the owner's pid, so a second process says which pid it
+// waits for, then finds the file current.
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -322,13 +328,43 @@ std::string sha256_file(const std::string& path) {
   return hex;
 }
 
+// An exclusive flock on `<dest>.lock` for this process's check and download of dest (released on destruction,
+// or by the kernel when the process dies). When another process holds it, says so with its pid and waits.
+class DownloadLock {
+ public:
+  explicit DownloadLock(const std::string& dest) : path_(dest + ".lock") {
+    fs::create_directories(fs::path(dest).parent_path());
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("cannot open the download lock {}", path_);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
+      const std::string pid = n > 0 ? std::string(buf, size_t(n)) : std::string("?");
+      std::fprintf(stderr, "%s is being downloaded by pid %s; waiting for it\n", dest.c_str(), pid.c_str());
+      while (::flock(fd_, LOCK_EX) != 0)
+        if (errno != EINTR) fail("cannot lock {}", path_);
+    }
+    const std::string me = std::to_string(::getpid());
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size()))
+      fail("cannot write the download lock {}", path_);
+  }
+  ~DownloadLock() { ::close(fd_); }  // releases the lock (the pid stays; it is read only while the lock is held)
+  DownloadLock(const DownloadLock&) = delete;
+  DownloadLock& operator=(const DownloadLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 std::string download(const HubOptions& o, const std::string& url, const std::string& dest) {
   const std::string part = dest + ".part", part_tag = dest + ".part.etag", done_tag = dest + ".etag";
-  const bool have = fs::exists(dest);
   if (o.offline) {
-    if (have) return dest;
+    if (fs::exists(dest)) return dest;
     fail("offline (OPAL_OFFLINE / HF_HUB_OFFLINE): {} is not in the cache ({})", url, dest);
   }
+  const DownloadLock lock(dest);  // after a wait, the other process's download is found below
+  const bool have = fs::exists(dest);
   RemoteFile r;
   try {
     r = head(o, url);

@@ -69,7 +69,23 @@ bool valid_name_part(const std::string& s) {
   });
 }
 
-std::string repo_dir(const HubOptions& o, const std::string& repo) { return o.cache_dir + "/hf/" + repo; }
+// The revision checked (letters, digits, . _ - and / between names), as it goes into a URL ('/' as %2F).
+std::string revision_in_url(const std::string& rev) {
+  bool ok = !rev.empty() && rev.front() != '/' && rev.back() != '/' && rev.find("..") == std::string::npos;
+  for (char c : rev)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == '/');
+  if (!ok) fail("--hf-revision '{}': a branch, tag or commit name is expected", rev);
+  std::string out;
+  for (char c : rev) out += c == '/' ? std::string("%2F") : std::string(1, c);
+  return out;
+}
+
+std::string repo_dir(const HubOptions& o, const std::string& repo) {
+  if (o.revision == "main") return o.cache_dir + "/hf/" + repo;
+  std::string rev = o.revision;
+  for (size_t at = rev.find('/'); at != std::string::npos; at = rev.find('/', at + 2)) rev.replace(at, 1, "--");
+  return o.cache_dir + "/hf/" + repo + "@" + rev;
+}
 
 // Every part of the split model `file` belongs to (just `file` when it is not split).
 std::vector<std::string> with_parts(const std::string& file) {
@@ -149,7 +165,8 @@ std::vector<std::string> pick_gguf(const std::vector<std::string>& files, const 
 }
 
 std::vector<std::string> list_repo_files(const HubOptions& o, const std::string& repo) {
-  const std::string url = o.endpoint + "/api/models/" + repo + "/tree/main?recursive=true";
+  const std::string url =
+      o.endpoint + "/api/models/" + repo + "/tree/" + revision_in_url(o.revision) + "?recursive=true";
   const std::string text = get_text(o, url);
   nlohmann::json j;
   try {
@@ -189,7 +206,8 @@ std::string fetch_hf(const HubOptions& o, const std::string& spec, const std::st
   std::string first;
   for (const std::string& f : files) {
     const std::string path =
-        download(o, o.endpoint + "/" + ref.repo + "/resolve/main/" + f, repo_dir(o, ref.repo) + "/" + f);
+        download(o, o.endpoint + "/" + ref.repo + "/resolve/" + revision_in_url(o.revision) + "/" + f,
+                 repo_dir(o, ref.repo) + "/" + f);
     if (first.empty()) first = path;
   }
   return first;

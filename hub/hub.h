@@ -4,9 +4,9 @@
 //   HubOptions o = HubOptions::from_env();     // HF_ENDPOINT, HF_TOKEN, OPAL_CACHE, offline
 //   std::string path = fetch_hf(o, "ggml-org/Qwen3-0.6B-GGUF:q8_0");   // cached local file
 //
-// Files come from the hub's resolve API ({endpoint}/{repo}/resolve/main/{file});
+// Files come from the hub's resolve API ({endpoint}/{repo}/resolve/{revision}/{file}, revision main by default);
 // the repository's file list from its tree API
-// ({endpoint}/api/models/{repo}/tree/main?recursive=true). A file is written
+// ({endpoint}/api/models/{repo}/tree/{revision}?recursive=true). A file is written
 // to `<name>.part` beside its place in the cache, resumed with an HTTP Range
 // request after an interrupted transfer, checked against the size and sha256
 // the hub announces (X-Linked-Size / X-Linked-Etag, or Content-Length / ETag)
@@ -27,6 +27,9 @@ struct HubOptions {
   bool offline = false;                             // OPAL_OFFLINE or HF_HUB_OFFLINE set to 1: only the cache
   bool progress = true;                             // a progress bar on stderr
   int retries = 3;                                  // resumed attempts after a dropped transfer
+  // The repository revision (--hf-revision): a branch, tag or commit. Other than main, its files are
+  // cached apart, in hf/<user>/<repo>@<revision> ('/' in a branch name becomes "--").
+  std::string revision = "main";
   static HubOptions from_env();
 };
 

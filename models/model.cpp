@@ -75,7 +75,7 @@ ProbeGraph probe_graph(const Model& m) {
 std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, const LoadOptions& opts) {
   std::unique_ptr<Model> m(new Model(registry));
   m->path_ = path;
-  m->file_ = std::make_unique<gguf::File>(gguf::File::open(path, opts.load_mode));
+  m->file_ = std::make_unique<gguf::File>(gguf::File::open_model(path, opts.load_mode));  // every part of a split
   const gguf::File& f = *m->file_;
   const std::string arch_name = f.get_string("general.architecture", "");
   if (arch_name.empty()) fail("{}: general.architecture is missing", path);
@@ -102,7 +102,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
     m->weight_placement_ = sched.place_weights(*probe.g);
   }
   Device& host = registry.host();
-  std::unique_ptr<Buffer> file_view = host.weight_buffer_type().wrap_host(f.mapped()->data(), f.mapped()->size());
+  std::vector<std::unique_ptr<Buffer>> file_views;  // one per part of a split model
+  bool views = true;
+  for (const auto& part : f.parts()) {
+    file_views.push_back(host.weight_buffer_type().wrap_host(part->data(), part->size()));
+    views = views && file_views.back();
+  }
   std::map<Device*, std::vector<Tensor*>> per_device;
   for (auto& [name, t] : m->by_name_) {
     auto it = m->weight_placement_.find(t);
@@ -112,7 +117,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
   }
   for (auto& [d, ts] : per_device) {
     BufferType& bt = d->weight_buffer_type();
-    const bool in_place = bt.host_visible() && file_view && &bt == &host.weight_buffer_type();
+    const bool in_place = bt.host_visible() && views && &bt == &host.weight_buffer_type();
     uint64_t total = 0;
     std::vector<uint64_t> offs;
     for (Tensor* t : ts) {
@@ -137,7 +142,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
         bytes = v.data();
       }
       if (in_place && !info->flat_blocks) {
-        t->buffer = file_view.get();
+        t->buffer = file_views[info->part].get();
         t->data = const_cast<uint8_t*>(info->data);
       } else if (in_place) {
         m->buffers_.push_back(bt.wrap_host(bytes, t->nbytes()));
@@ -148,7 +153,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
       }
     }
   }
-  if (file_view) m->buffers_.push_back(std::move(file_view));
+  for (auto& v : file_views)
+    if (v) m->buffers_.push_back(std::move(v));
 
   // Reject ops no device can run (e.g. a weight type without a kernel) now,
   // with the scheduler's message, rather than at the first decode.

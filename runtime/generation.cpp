@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "runtime/speculative.h"
 
 namespace opal {
 
@@ -107,7 +108,7 @@ std::optional<FinishReason> StopRules::after_token(int64_t n_generated, int64_t 
 }
 
 GenerateResult generate(Sequence& seq, Sampler& sampler, const Vocab& vocab, const StopRules& rules,
-                        const TokenCallback& on_token) {
+                        const TokenCallback& on_token, Speculation* spec) {
   Context& ctx = seq.context();
   StopRules r = rules;
   if (r.n_ctx <= 0) r.n_ctx = ctx.n_ctx();
@@ -117,25 +118,52 @@ GenerateResult generate(Sequence& seq, Sampler& sampler, const Vocab& vocab, con
     return res;
   }
   if (ctx.n_outputs() < 1) fail("generate: the last decode left no logits to sample from");
+  if (spec) check_speculation_supported(ctx, "target");
+  // The last decode's logits rows row0.. are those of the seq's last 1 + draft.size() tokens: the token decoded
+  // (sampled before, or the prompt's last) and the draft after it.
+  int64_t row0 = ctx.n_outputs() - 1;
+  std::vector<int32_t> draft, next;
   for (;;) {
-    const int32_t tok = sampler.sample(ctx.logits(ctx.n_outputs() - 1));
-    sampler.accept(tok);
-    if (r.ends_generation(vocab, tok)) {
-      res.reason = FinishReason::Stop;
+    const int64_t base = seq.size() - int64_t(draft.size());  // tokens before the first sampled row's token
+    int32_t tok = -1;
+    size_t j = 0;
+    std::optional<FinishReason> end;
+    for (;; ++j) {  // sample row j: the token after seq's first base + j tokens
+      tok = sampler.sample(ctx.logits(row0 + int64_t(j)));
+      sampler.accept(tok);
+      if (r.ends_generation(vocab, tok)) {
+        end = FinishReason::Stop;
+        break;
+      }
+      const std::string piece = vocab.token_to_piece(tok, false);
+      ++res.n_generated;
+      const bool go_on = !on_token || on_token(tok, piece);
+      end = r.after_token(res.n_generated, base + int64_t(j));
+      if (!end && !go_on) end = FinishReason::Requested;
+      if (end || j >= draft.size() || tok != draft[j]) break;
+    }
+    if (spec) spec->record(int64_t(draft.size()), int64_t(j));
+    seq.truncate(size_t(base + int64_t(j)));  // the rejected draft tokens leave the cache
+    if (end) {
+      res.reason = *end;
       return res;
     }
-    const std::string piece = vocab.token_to_piece(tok, false);
-    ++res.n_generated;
-    const bool go_on = !on_token || on_token(tok, piece);
-    if (const auto f = r.after_token(res.n_generated, seq.size())) {
-      res.reason = *f;
-      return res;
+    // Decode tok, with a draft of what follows it when speculating.
+    next.assign(1, tok);
+    draft.clear();
+    if (spec) {
+      std::vector<int32_t> history = seq.tokens();
+      history.push_back(tok);
+      // Room: the context (a draft token at position p needs p < n_ctx), n_predict (the last token is not
+      // decoded) and one ubatch for the whole verification.
+      int64_t room = std::min(r.n_ctx, ctx.n_ctx()) - seq.size() - 1;
+      if (r.n_predict >= 0) room = std::min(room, r.n_predict - res.n_generated - 1);
+      room = std::min(room, std::min(ctx.params().n_ubatch, ctx.params().n_batch) - 1);
+      draft = spec->propose(history, room);
+      next.insert(next.end(), draft.begin(), draft.end());
     }
-    if (!go_on) {
-      res.reason = FinishReason::Requested;
-      return res;
-    }
-    seq.decode(std::span<const int32_t>(&tok, 1));
+    seq.decode(next, draft.empty() ? PromptLogits::Last : PromptLogits::All);
+    row0 = ctx.n_outputs() - int64_t(next.size());
   }
 }
 
@@ -152,7 +180,7 @@ int64_t ChatState::prompt(std::span<const int32_t> tokens) {
 
 GenerateResult ChatState::reply(const Vocab& vocab, const StopRules& rules, const TokenCallback& on_token) {
   sampler_.reset_grammar();  // each reply starts the grammar (if any) again
-  return generate(seq_, sampler_, vocab, rules, on_token);
+  return generate(seq_, sampler_, vocab, rules, on_token, spec_);
 }
 
 void ChatState::clear() {

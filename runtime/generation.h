@@ -29,6 +29,8 @@
 
 namespace opal {
 
+class Speculation;  // runtime/speculative.h
+
 // Which prompt tokens get logits.
 enum class PromptLogits { None, Last, All };
 
@@ -134,8 +136,13 @@ using TokenCallback = std::function<bool(int32_t token, std::string_view piece)>
 // PromptLogits::Last does). Each step samples a token, accepts it into the
 // sampler, checks the stop rules, streams it, and decodes it (logits on) when
 // generation goes on; the last emitted token is not decoded.
+// With `spec` (runtime/speculative.h), the token to decode goes with a draft
+// of the tokens after it in one batch (logits for each); the tokens sampled
+// from those logits are emitted while they equal the draft, and the cache
+// keeps only what was accepted. The emitted tokens are the ones the loop
+// without `spec` emits; spec's counters count the drafts.
 GenerateResult generate(Sequence& seq, Sampler& sampler, const Vocab& vocab, const StopRules& rules,
-                        const TokenCallback& on_token = nullptr);
+                        const TokenCallback& on_token = nullptr, Speculation* spec = nullptr);
 
 // A conversation's state in a Context: the tokens of the rendered
 // conversation (prompt and replies) whose K/V are cached in one sequence, and
@@ -149,8 +156,10 @@ class ChatState {
   // logits for the last token) and accepts the new tokens into the sampler.
   // Returns how many tokens were evaluated. Throws opal::Error when empty.
   int64_t prompt(std::span<const int32_t> tokens);
-  // Generates the reply to the evaluated conversation.
+  // Generates the reply to the evaluated conversation (with speculation when set).
   GenerateResult reply(const Vocab& vocab, const StopRules& rules, const TokenCallback& on_token = nullptr);
+  // Speculative decoding for the replies (null: none); not owned.
+  void set_speculation(Speculation* spec) { spec_ = spec; }
   // Forgets the conversation: empties the KV cache and resets the sampler.
   void clear();
 
@@ -160,6 +169,7 @@ class ChatState {
  private:
   Sequence seq_;
   Sampler sampler_;
+  Speculation* spec_ = nullptr;
 };
 
 }  // namespace opal

@@ -90,6 +90,12 @@ void Metrics::add_request_cancelled() {
   ++cancelled_;
 }
 
+void Metrics::add_draft(int64_t n, int64_t accepted) {
+  std::lock_guard<std::mutex> lk(mu_);
+  draft_tokens_ += uint64_t(n);
+  draft_accepted_ += uint64_t(accepted);
+}
+
 Metrics::Snapshot Metrics::snapshot() const {
   std::lock_guard<std::mutex> lk(mu_);
   return {prompt_tokens_, predicted_tokens_, n_decode_, requests_, cancelled_, ttft_.count()};
@@ -107,6 +113,10 @@ std::string Metrics::render() const {
   scalar(out, "opal:requests_finished_total", "counter", "Completion requests that finished.", double(requests_));
   scalar(out, "opal:requests_cancelled_total", "counter", "Requests whose client went away before the end.",
          double(cancelled_));
+  scalar(out, "opal:draft_tokens_total", "counter", "Speculative decoding: draft tokens verified by the model.",
+         double(draft_tokens_));
+  scalar(out, "opal:draft_tokens_accepted_total", "counter", "Speculative decoding: draft tokens accepted.",
+         double(draft_accepted_));
   scalar(out, "llamacpp:n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call",
          n_decode_ ? double(busy_slots_sum_) / double(n_decode_) : 0.0);
   scalar(out, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",

@@ -48,6 +48,8 @@ class Metrics {
   void observe_queue_wait(double s);
   void add_request_finished();
   void add_request_cancelled();  // the client went away before the end
+  // Speculative decoding: n draft tokens verified, `accepted` of them taken.
+  void add_draft(int64_t n, int64_t accepted);
 
   std::string render() const;
 
@@ -59,6 +61,7 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   uint64_t prompt_tokens_ = 0, predicted_tokens_ = 0, n_decode_ = 0, busy_slots_sum_ = 0, requests_ = 0, cancelled_ = 0;
+  uint64_t draft_tokens_ = 0, draft_accepted_ = 0;
   double prompt_seconds_ = 0, predicted_seconds_ = 0;
   int processing_ = 0, deferred_ = 0;
   Histogram ttft_, inter_token_, request_, queue_wait_;

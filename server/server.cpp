@@ -44,6 +44,10 @@ json timings_json(const Timings& t) {
   j["predicted_ms"] = t.predicted_ms;
   j["predicted_per_token_ms"] = t.predicted_n ? t.predicted_ms / double(t.predicted_n) : 0.0;
   j["predicted_per_second"] = t.predicted_ms > 0 ? 1e3 * double(t.predicted_n) / t.predicted_ms : 0.0;
+  if (t.draft_n > 0) {  // as llama-server: only when drafts were verified
+    j["draft_n"] = t.draft_n;
+    j["draft_n_accepted"] = t.draft_n_accepted;
+  }
   return j;
 }
 
@@ -375,11 +379,24 @@ void Server::load() {
   cp.n_ubatch = st.opts.n_ubatch;
   cp.kv_type = st.opts.kv_type;
   cp.n_seq_max = int(st.opts.n_parallel);  // one recurrent state / one sliding window per slot
+  fit_context_for_speculation(cp, st.opts.spec);
   st.ctx = std::make_unique<Context>(*st.model, cp);
   st.ctx->set_hooks(st.opts.hooks);
-  st.engine = std::make_unique<SlotEngine>(
-      *st.ctx, *st.vocab, st.metrics,
-      EngineOptions{st.opts.n_parallel, per_slot, st.opts.slot_prompt_similarity, st.opts.before_decode});
+  EngineOptions eo;
+  eo.n_slots = st.opts.n_parallel;
+  eo.n_ctx_slot = per_slot;
+  eo.prompt_similarity = st.opts.slot_prompt_similarity;
+  eo.before_decode = st.opts.before_decode;
+  eo.spec = st.opts.spec;
+  if (eo.spec.type == SpecType::Draft) {  // one draft context, slot i drafting in its sequence i
+    if (st.opts.model_draft.empty()) fail("speculative decoding with a draft model needs one (-md FILE)");
+    check_speculation_supported(*st.ctx, "target");
+    st.draft_model = Model::load(st.opts.model_draft, *st.registry, st.opts.load);
+    check_draft_vocab(*st.vocab, Vocab::from_gguf(st.draft_model->gguf()));
+    st.draft_ctx = std::make_unique<Context>(*st.draft_model, cp);
+    eo.draft_ctx = st.draft_ctx.get();
+  }
+  st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics, eo);
   st.model_id = st.opts.alias.empty() ? st.opts.model : st.opts.alias;
   if (st.opts.pooling.empty()) st.pooling = int(model_pooling(*st.model));
   st.ready = true;

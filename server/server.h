@@ -17,6 +17,7 @@
 #include <string_view>
 #include "backends/factory/backend_factory.h"
 #include "models/model.h"
+#include "runtime/speculative.h"
 
 namespace opal::server {
 
@@ -45,6 +46,10 @@ struct ServerOptions {
   // an embedding-only server) is accepted and changes nothing.
   std::string pooling;
   bool embeddings = false;
+
+  // Speculative decoding per slot (docs/speculative.md): spec.type Draft drafts with model_draft.
+  std::string model_draft;  // GGUF path of the draft model (-md)
+  SpecParams spec;
 
   // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
   std::string chat_template_file;

@@ -55,7 +55,9 @@ struct SlotEngine::Slot {
   Sequence seq;
   StopRules rules;  // the request's stop rules (stop strings are checked here)
   std::optional<Sampler> sampler;
-  int32_t pending = -1;  // sampled token whose K/V is not computed yet
+  int32_t pending = -1;               // sampled token whose K/V is not computed yet
+  std::unique_ptr<Speculation> spec;  // null: no speculative decoding
+  std::vector<int32_t> draft;         // the draft after `pending` in this step's batch
   std::string generated;
   size_t sent = 0;  // bytes of `generated` already released
   int64_t n_decoded = 0;
@@ -103,7 +105,11 @@ SlotEngine::SlotEngine(Context& ctx, const Vocab& vocab, Metrics& metrics, Engin
     : ctx_(ctx), vocab_(vocab), metrics_(metrics), opts_(opts) {
   if (opts_.n_slots < 1) fail("the number of slots (-np) must be at least 1, got {}", opts_.n_slots);
   if (opts_.n_ctx_slot < 2) fail("each slot needs a context of at least 2 tokens, got {}", opts_.n_ctx_slot);
-  for (int i = 0; i < opts_.n_slots; ++i) slots_.push_back(std::make_unique<Slot>(ctx_, i));
+  if (opts_.spec.type != SpecType::None) check_speculation_supported(ctx_, "target");
+  for (int i = 0; i < opts_.n_slots; ++i) {
+    slots_.push_back(std::make_unique<Slot>(ctx_, i));
+    slots_.back()->spec = make_speculation(opts_.spec, opts_.draft_ctx, i, ctx_.n_vocab());
+  }
   if (vocab_.type() != VocabType::Wpm) {
     size_t max_token_bytes = 4;  // an unknown character: one token for up to 4 bytes
     for (int32_t t = 0; t < vocab_.n_tokens(); ++t)
@@ -257,6 +263,7 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
   s.rules.ignore_eog = p.ignore_eos;
   s.task = std::move(task);
   s.pending = -1;
+  s.draft.clear();
   s.generated.clear();
   s.sent = 0;
   s.n_decoded = 0;
@@ -365,23 +372,30 @@ void SlotEngine::step() {
 
   // 3. One batch for every active slot: generating slots first (1 token each), then prompt chunks.
   batch_.clear();
-  std::vector<Slot*> outputs;  // in the order of the flagged tokens
+  std::vector<std::pair<Slot*, int64_t>> outputs;  // each slot with logits and its first logits row
+  int64_t n_rows = 0;
   std::vector<Slot*> prompt_slots;
+  const size_t n_batch = size_t(ctx_.params().n_batch);
+  size_t n_generating = 0;
+  for (auto& s : slots_) n_generating += s->task && s->pending >= 0;
+  size_t n_left = n_generating;  // generating slots not in the batch yet (one token each at least)
   for (auto& s : slots_)
     if (s->task && s->pending >= 0) {
+      --n_left;
+      if (s->spec) draft_for(*s, int64_t(n_batch) - int64_t(batch_.size()) - int64_t(n_left) - 1);
       s->seq.add(batch_, s->pending, true);
+      for (int32_t d : s->draft) s->seq.add(batch_, d, true);
       s->pending = -1;
-      outputs.push_back(s.get());
+      outputs.emplace_back(s.get(), n_rows);
+      n_rows += 1 + int64_t(s->draft.size());
     }
-  const size_t n_generating = outputs.size();
-  const size_t n_batch = size_t(ctx_.params().n_batch);
   for (auto& s : slots_) {
     if (!s->task || s->seq.size() >= int64_t(s->task->params.prompt.size()) || batch_.size() >= n_batch) continue;
     const auto& prompt = s->task->params.prompt;
     const size_t k = s->seq.add_prompt_chunk(batch_, prompt, n_batch - batch_.size());
     s->timings.prompt_n += int64_t(k);
     prompt_slots.push_back(s.get());
-    if (s->seq.size() == int64_t(prompt.size())) outputs.push_back(s.get());
+    if (s->seq.size() == int64_t(prompt.size())) outputs.emplace_back(s.get(), n_rows++);
   }
   if (batch_.size() == 0) return;
 
@@ -403,81 +417,112 @@ void SlotEngine::step() {
       metrics_.add_prompt(s->timings.prompt_n, s->timings.prompt_ms / 1000.0);
   }
 
-  // 5. Sample every slot that got logits.
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    Slot& s = *outputs[i];
-    const GenParams& p = s.task->params;
-    if (s.rules.before_sample(s.n_decoded)) {  // n_predict = 0: prompt evaluation only
-      s.t_prompt_done = Clock::now();
-      finish(s, StopType::Limit);
-      continue;
+  // 5. Sample every slot that got logits; a slot's draft tokens are accepted while they equal what it samples.
+  for (const auto& [slot, row0] : outputs) {
+    Slot& s = *slot;
+    const size_t k = s.draft.size();
+    const int64_t base = s.seq.size() - int64_t(k);  // the tokens before the one row 0 follows, and that one
+    size_t j = 0;
+    s.timings.draft_n += int64_t(k);  // counted before take_token(), which may end the request
+    for (;; ++j) {
+      if (k > 0) s.seq.truncate(size_t(base + int64_t(j)));  // the cache holds what is accepted so far
+      const bool going = take_token(s, ctx_.logits(row0 + int64_t(j)));
+      if (!going || j >= k || s.pending != s.draft[j]) break;
+      ++s.timings.draft_n_accepted;
     }
-    int32_t tok = 0;
-    try {
-      tok = s.sampler->sample(ctx_.logits(int64_t(i)));
-    } catch (const GrammarDeadEnd& e) {  // this request ends; the others go on
-      if (s.n_decoded == 0) s.t_prompt_done = Clock::now();
-      Event ev;
-      release_text(s, ev, true);
-      if (!ev.text.empty()) s.task->push(std::move(ev));
-      finish(s, StopType::Grammar, {}, e.what());
-      continue;
+    if (k > 0) {
+      s.spec->record(int64_t(k), int64_t(j));
+      metrics_.add_draft(int64_t(k), int64_t(j));
     }
-    TokenOut out;
-    out.id = tok;
-    if (p.want_logprobs || p.n_probs > 0) out.logprob = s.sampler->chosen_logprob();
-    if (p.n_probs > 0) out.top = s.sampler->top_probs(p.n_probs);
-    s.sampler->accept(tok);
-    const auto now = Clock::now();
-    if (s.n_decoded == 0) {
-      s.t_prompt_done = now;
-      metrics_.observe_ttft(seconds(now - s.task->arrival));
-    } else {
-      metrics_.observe_inter_token(seconds(now - s.t_last));
-    }
-    s.t_last = now;
-    ++s.n_decoded;
-
-    if (s.rules.ends_generation(vocab_, tok)) {
-      Event ev;
-      release_text(s, ev, true);
-      if (!ev.text.empty()) s.task->push(std::move(ev));
-      finish(s, StopType::Eos);
-      continue;
-    }
-    out.piece = vocab_.token_to_piece(tok, false);
-    const size_t search_from = s.generated.size();
-    s.generated += out.piece;
-    Event ev;
-    ev.tokens.push_back(std::move(out));
-    // A stop string may start inside the text released before this token.
-    size_t stop_at = std::string::npos;
-    std::string word;
-    for (const std::string& w : p.stop) {
-      if (w.empty()) continue;
-      const size_t from = search_from >= w.size() ? search_from - w.size() + 1 : 0;
-      const size_t at = s.generated.find(w, from);
-      if (at != std::string::npos && at < stop_at) {
-        stop_at = at;
-        word = w;
-      }
-    }
-    if (stop_at != std::string::npos) {
-      s.generated.resize(std::max(stop_at, s.sent));
-      release_text(s, ev, true);
-      s.task->push(std::move(ev));
-      finish(s, StopType::Word, word);
-      continue;
-    }
-    const bool limit = s.rules.after_token(s.n_decoded, s.seq.size()).has_value();  // n_predict or a full slot
-    release_text(s, ev, limit);
-    s.task->push(std::move(ev));
-    if (limit) {
-      finish(s, StopType::Limit);
-      continue;
-    }
-    s.pending = tok;
+    s.draft.clear();
   }
+}
+
+void SlotEngine::draft_for(Slot& s, int64_t room) {
+  s.draft.clear();
+  if (room <= 0) return;
+  room = std::min(room, s.rules.n_ctx - s.seq.size() - 1);
+  if (s.rules.n_predict >= 0) room = std::min(room, s.rules.n_predict - s.n_decoded - 1);
+  if (room <= 0) return;
+  std::vector<int32_t> history = s.seq.tokens();
+  history.push_back(s.pending);
+  s.draft = s.spec->propose(history, room);
+}
+
+bool SlotEngine::take_token(Slot& s, const float* logits) {
+  const GenParams& p = s.task->params;
+  s.pending = -1;
+  if (s.rules.before_sample(s.n_decoded)) {  // n_predict = 0: prompt evaluation only
+    s.t_prompt_done = Clock::now();
+    finish(s, StopType::Limit);
+    return false;
+  }
+  int32_t tok = 0;
+  try {
+    tok = s.sampler->sample(logits);
+  } catch (const GrammarDeadEnd& e) {  // this request ends; the others go on
+    if (s.n_decoded == 0) s.t_prompt_done = Clock::now();
+    Event ev;
+    release_text(s, ev, true);
+    if (!ev.text.empty()) s.task->push(std::move(ev));
+    finish(s, StopType::Grammar, {}, e.what());
+    return false;
+  }
+  TokenOut out;
+  out.id = tok;
+  if (p.want_logprobs || p.n_probs > 0) out.logprob = s.sampler->chosen_logprob();
+  if (p.n_probs > 0) out.top = s.sampler->top_probs(p.n_probs);
+  s.sampler->accept(tok);
+  const auto now = Clock::now();
+  if (s.n_decoded == 0) {
+    s.t_prompt_done = now;
+    metrics_.observe_ttft(seconds(now - s.task->arrival));
+  } else {
+    metrics_.observe_inter_token(seconds(now - s.t_last));
+  }
+  s.t_last = now;
+  ++s.n_decoded;
+
+  if (s.rules.ends_generation(vocab_, tok)) {
+    Event ev;
+    release_text(s, ev, true);
+    if (!ev.text.empty()) s.task->push(std::move(ev));
+    finish(s, StopType::Eos);
+    return false;
+  }
+  out.piece = vocab_.token_to_piece(tok, false);
+  const size_t search_from = s.generated.size();
+  s.generated += out.piece;
+  Event ev;
+  ev.tokens.push_back(std::move(out));
+  // A stop string may start inside the text released before this token.
+  size_t stop_at = std::string::npos;
+  std::string word;
+  for (const std::string& w : p.stop) {
+    if (w.empty()) continue;
+    const size_t from = search_from >= w.size() ? search_from - w.size() + 1 : 0;
+    const size_t at = s.generated.find(w, from);
+    if (at != std::string::npos && at < stop_at) {
+      stop_at = at;
+      word = w;
+    }
+  }
+  if (stop_at != std::string::npos) {
+    s.generated.resize(std::max(stop_at, s.sent));
+    release_text(s, ev, true);
+    s.task->push(std::move(ev));
+    finish(s, StopType::Word, word);
+    return false;
+  }
+  const bool limit = s.rules.after_token(s.n_decoded, s.seq.size()).has_value();  // n_predict or a full slot
+  release_text(s, ev, limit);
+  s.task->push(std::move(ev));
+  if (limit) {
+    finish(s, StopType::Limit);
+    return false;
+  }
+  s.pending = tok;
+  return true;
 }
 
 }  // namespace opal::server

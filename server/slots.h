@@ -9,10 +9,13 @@
 //      prompt is evaluated (prefix reuse: runtime/generation.h's Sequence);
 //   3. build ONE batch: the last sampled token of every generating slot plus
 //      prompt chunks of slots still reading their prompt (up to n_batch);
+//      With speculative decoding a generating slot's token comes with a
+//      draft of the tokens after it (runtime/speculative.h), each with logits;
 //   4. decode it, sample each slot that got logits, and push events (text
 //      pieces, then a final Done) onto that request's own queue. The stop
 //      decisions are runtime/generation.h's StopRules (as in `opal run` and
-//      `opal chat`), plus the request's stop strings.
+//      `opal chat`), plus the request's stop strings. A slot's draft tokens are
+//      accepted while they equal what its sampler takes; the rest leave its cache.
 // Requests join between steps; a finished slot is free for the next step.
 // Request threads only touch their Task (a mutex-protected event queue and a
 // cancel flag), never the Context.
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "runtime/context.h"
+#include "runtime/speculative.h"
 #include "sampling/sampler.h"
 #include "server/metrics.h"
 #include "tokenizer/vocab.h"
@@ -71,6 +75,8 @@ struct Timings {
   double prompt_ms = 0;
   int64_t predicted_n = 0;  // tokens generated
   double predicted_ms = 0;
+  int64_t draft_n = 0;           // speculative decoding: draft tokens verified
+  int64_t draft_n_accepted = 0;  // of those, accepted
 };
 
 struct Event {
@@ -132,6 +138,11 @@ struct EngineOptions {
   // Test seam: called on the engine thread before each batched decode; an
   // exception from it fails that decode as a failed Context::decode would.
   std::function<void()> before_decode;
+  // Speculative decoding (runtime/speculative.h), per slot: each generating
+  // slot's next token goes into the batch with a draft of the tokens after it.
+  // A draft model drafts in sequence i of draft_ctx for slot i (not owned).
+  SpecParams spec;
+  Context* draft_ctx = nullptr;
 };
 
 class SlotEngine {
@@ -172,6 +183,11 @@ class SlotEngine {
   // Frees a slot whose client went away, ending its task with a Done (Cancelled) event.
   void drop_cancelled(Slot& s);
   void release_text(Slot& s, Event& ev, bool final);
+  // Samples slot s's next token from `logits` and streams it; false when that
+  // ended the request (finish() was called), else the token is in s.pending.
+  bool take_token(Slot& s, const float* logits);
+  // Drafts the tokens after s.pending into s.draft: at most `room` of them, within the slot's context and n_predict.
+  void draft_for(Slot& s, int64_t room);
   // Ends every running request with an Error event and forgets its slot's
   // cached tokens (a failed batch may have recorded tokens the cache lacks).
   void fail_running(const std::string& error);

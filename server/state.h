@@ -33,6 +33,8 @@ struct Server::State {
   std::unique_ptr<Model> model;
   std::optional<Vocab> vocab;
   std::unique_ptr<Context> ctx;
+  std::unique_ptr<Model> draft_model;  // speculative decoding with a draft model (-md)
+  std::unique_ptr<Context> draft_ctx;
   std::optional<jinja::Template> chat_template;
   bool template_is_fallback = false;
   std::string chat_template_source;  // what chat_template was parsed from (GET /props)

@@ -37,6 +37,7 @@
 #include "tools/commands.h"
 #include "tools/context_options.h"
 #include "tools/isa_option.h"
+#include "tools/load_options.h"
 #include "tools/perf_options.h"
 
 namespace opal::tools {
@@ -332,6 +333,11 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* sub = app.add_subcommand("bench", "Measure prompt and generation speed (llama-bench compatible)");
   sub->add_option("-m,--model", o->models, "GGUF model(s), comma-separated")->delimiter(',');
+  auto by_name = std::make_shared<std::string>();  // -hf / -hff / -mu: one more model, fetched by name
+  add_hub_options(sub, by_name.get());
+  add_pre_action(sub, [o, by_name] {
+    if (!by_name->empty()) o->models.push_back(*by_name);
+  });
   add_backend_option(sub, o->backend);
   sub->add_option("-p,--n-prompt", o->n_prompt, "Prompt lengths (default 512)")->delimiter(',');
   sub->add_option("-n,--n-gen", o->n_gen, "Generation lengths (default 128)")->delimiter(',');

@@ -40,6 +40,7 @@
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 #include "tools/sampling_options.h"
+#include "tools/spec_options.h"
 
 namespace opal::tools {
 namespace {
@@ -53,6 +54,7 @@ struct ChatOptions {
   SamplingOptions sampling;  // --temp --top-k ... --seed
   BackendOptions backend;
   PerfOptions perf;
+  SpecOptions spec;  // -md --spec-type --draft-max ...
 };
 
 using Clock = std::chrono::steady_clock;
@@ -129,6 +131,9 @@ class ChatSession {
     messages_.push_back({{"role", "assistant"}, {"content", reply}});
     return true;
   }
+
+  // Speculative decoding for the replies (tools/spec_options.h); not owned.
+  void set_speculation(Speculation* spec) { state_.set_speculation(spec); }
 
   void print_summary() const {
     std::fprintf(stderr, "\nprompt: %lld tokens in %.3f s (%.2f t/s) | generation: %lld tokens in %.3f s (%.2f t/s)\n",
@@ -234,7 +239,8 @@ bool read_message(std::string& out, bool interactive) {
 
 int run_chat(const ChatOptions& o_in) {
   ChatOptions o = o_in;
-  const ContextParams cp = o.context.params();  // checks -ctk before loading
+  ContextParams cp = o.context.params();  // checks -ctk before loading
+  fit_context_for_speculation(cp, o.spec.resolved());
   check_n_predict(o.n_predict);
   if (o.model.empty()) o.model = default_model_path();
   auto reg = o.backend.make_registry(o.context.thread_count());
@@ -245,6 +251,8 @@ int run_chat(const ChatOptions& o_in) {
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());
   ChatSession chat(o, ctx, vocab, model->gguf());
+  const Draft draft = make_draft(o.spec, *reg, o.load, vocab, ctx);
+  chat.set_speculation(draft.spec.get());
 
   const bool interactive = isatty(STDIN_FILENO) && !o.single_turn;
   if (interactive)
@@ -295,6 +303,7 @@ int run_chat(const ChatOptions& o_in) {
     fail("--single-turn needs a message: -p TEXT");
   }
   chat.print_summary();
+  if (draft.spec) std::fprintf(stderr, "speculative: %s\n", spec_summary(*draft.spec).c_str());
   const int perf_status = perf.finish();
   return failures ? 1 : perf_status;
 }
@@ -315,6 +324,7 @@ void add_chat_command(CLI::App& app) {
   sub->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens (llama.cpp's flag)");
   add_engine_options(sub, o->context, o->backend, o->perf);
   add_sampling_options(sub, o->sampling);
+  add_spec_options(sub, o->spec);
   set_action(sub, [o] { return run_chat(*o); });
 }
 

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "tools/commands.h"
+#include "tools/load_options.h"
 
 namespace opal::tools {
 namespace {
@@ -169,6 +170,7 @@ void add_rocket_command(CLI::App& app) {
   CLI::App* pr = rocket->add_subcommand("predict", "Predicted RK3588 NPU prefill tokens/s (performance model)");
   pr->add_option("--preset", po->preset, "Published model shapes: qwen2-0.5b, qwen3-0.6b, tinyllama-1.1b, ...");
   pr->add_option("-m,--model", po->model, "GGUF file whose blk.N.*.weight shapes to use");
+  add_hub_options(pr, &po->model);  // -hf / -hff / -mu: the GGUF by name
   pr->add_flag("--all-presets", po->all_presets, "Every preset");
   pr->add_option("-p,--n-prompt", po->tokens, "Prompt tokens (M)");
   pr->add_option("--clock-mhz", po->clock_mhz, "NPU clock (mainline default 200, vendor 1000)");

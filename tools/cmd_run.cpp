@@ -1,8 +1,9 @@
 // `opal run -m MODEL -p PROMPT [-n N] [-c N] [-t N] [-b N] [-ub N] [--temp T]
-//  [--top-k K] [--top-p P] [--min-p P] [--seed S]`: tokenizes the prompt,
+//  [--top-k K] [--top-p P] [--min-p P] [--seed S] [-md DRAFT | --spec-type ngram-simple]`: tokenizes the prompt,
 // evaluates it in batches, then samples and streams tokens until -n tokens,
-// an end-of-generation token or a full context (runtime/generation.h); ends
-// with a summary line (prompt and generation tokens per second) on stderr.
+// an end-of-generation token or a full context (runtime/generation.h), with
+// speculative decoding when asked (tools/spec_options.h); ends with a summary
+// line (prompt and generation tokens per second, drafts accepted) on stderr.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
 #include "tools/sampling_options.h"
+#include "tools/spec_options.h"
 
 namespace opal::tools {
 namespace {
@@ -34,6 +36,7 @@ struct RunOptions {
   SamplingOptions sampling;  // --temp --top-k ... --seed
   BackendOptions backend;
   PerfOptions perf;
+  SpecOptions spec;  // -md --spec-type --draft-max ...
 };
 
 using Clock = std::chrono::steady_clock;
@@ -57,7 +60,8 @@ int run_run(RunOptions o) {
     ss << f.rdbuf();
     o.prompt = ss.str();
   }
-  const ContextParams cp = o.context.params();  // checks -ctk before loading
+  ContextParams cp = o.context.params();  // checks -ctk before loading
+  fit_context_for_speculation(cp, o.spec.resolved());
   check_n_predict(o.n_predict);
   if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
   auto reg = o.backend.make_registry(o.context.thread_count());
@@ -72,6 +76,7 @@ int run_run(RunOptions o) {
   else
     std::fprintf(stderr, "opal: KV cache %.2f MiB (%lld cells)\n", double(ctx.kv_bytes()) / 1048576.0,
                  static_cast<long long>(ctx.n_ctx()));
+  const Draft draft = make_draft(o.spec, *reg, o.load, vocab, ctx);
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());
   Sampler sampler(o.sampling.params(vocab), int32_t(ctx.n_vocab()));
@@ -91,11 +96,14 @@ int run_run(RunOptions o) {
 
   StopRules rules;
   rules.n_predict = o.n_predict;
-  const GenerateResult g = generate(seq, sampler, vocab, rules, [](int32_t, std::string_view piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  });
+  const GenerateResult g = generate(
+      seq, sampler, vocab, rules,
+      [](int32_t, std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      },
+      draft.spec.get());
   const auto t2 = Clock::now();
   std::fputs("\n", stdout);
   std::fflush(stdout);
@@ -106,6 +114,7 @@ int run_run(RunOptions o) {
                "\nprompt: %zu tokens in %.3f s (%.2f t/s) | generation: %d tokens in %.3f s (%.2f t/s) | stop: %s\n",
                prompt.size(), pp_s, pp_s > 0 ? double(prompt.size()) / pp_s : 0.0, n_gen, tg_s,
                tg_s > 0 ? n_gen / tg_s : 0.0, stop_label(g.reason));
+  if (draft.spec) std::fprintf(stderr, "speculative: %s\n", spec_summary(*draft.spec).c_str());
   return perf.finish();
 }
 
@@ -120,6 +129,7 @@ void add_run_command(CLI::App& app) {
   sub->add_option("-n,--predict,--n-predict", o->n_predict, "tokens to generate (-1 = until end of generation)");
   add_engine_options(sub, o->context, o->backend, o->perf);
   add_sampling_options(sub, o->sampling);
+  add_spec_options(sub, o->spec);
   set_action(sub, [o] { return run_run(*o); });
 }
 

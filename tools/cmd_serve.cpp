@@ -24,6 +24,7 @@
 #include "tools/default_model.h"
 #include "tools/load_options.h"
 #include "tools/perf_options.h"
+#include "tools/spec_options.h"
 
 namespace opal::tools {
 namespace {
@@ -33,6 +34,7 @@ struct ServeOptions {
   ContextOptions context;  // -c (total, split over the slots) -b --ub --ctk -t
   BackendOptions backend;
   PerfOptions perf;
+  SpecOptions spec;         // -md --spec-type --draft-max ... (per slot)
   int drain_timeout_s = 0;  // SIGTERM: seconds to let in-flight requests finish (0: stop at once)
 };
 
@@ -82,6 +84,8 @@ int run_serve(const ServeOptions& so) {
   o.threads = so.context.thread_count();
   o.backends = so.backend.backends;
   o.backend_tuning = so.backend.tuning();
+  o.spec = so.spec.resolved();
+  o.model_draft = so.spec.model_draft;
   PerfSession perf(so.perf);
   o.hooks = perf.hooks();
   // Signals go to one waiting thread, not to whichever thread they hit.
@@ -158,6 +162,7 @@ void add_serve_command(CLI::App& app) {
                   "on SIGTERM, answer /health and new requests with 503 and let in-flight requests finish for up to "
                   "this many seconds before stopping (0: stop at once; deploy/ behind a load balancer)")
       ->check(at_least(0));
+  add_spec_options(sub, so->spec);
   set_action(sub, [so] { return run_serve(*so); });
 }
 

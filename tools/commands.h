@@ -27,7 +27,9 @@ void add_chat_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_bench_spec_command(CLI::App& app);
 void add_pull_command(CLI::App& app);
 void add_embed_command(CLI::App& app);
+void add_split_command(CLI::App& app);
 
 }  // namespace opal::tools

@@ -6,8 +6,8 @@ namespace opal::tools {
 
 const std::vector<std::string>& llama_multi_letter_flags() {
   static const std::vector<std::string> names = {
-      "ub", "tb", "ctk", "ctv", "ngl",   "np", "cb", "fa",  "lm", "lv",   "pg", "sys", "cnv", "no-cnv", "dev",
-      "sm", "ts", "mg",  "ot",  "ncmoe", "to", "hf", "hff", "mu", "nkvo", "dt", "mli", "nr",  "sp",     "sps",
+      "ub", "tb", "ctk", "ctv",   "ngl", "np", "cb",  "fa", "lm",   "lv", "pg",  "sys", "cnv", "no-cnv", "dev", "sm",
+      "ts", "mg", "ot",  "ncmoe", "to",  "hf", "hff", "mu", "nkvo", "dt", "mli", "nr",  "sp",  "sps",    "md",  "hfd",
   };
   return names;
 }

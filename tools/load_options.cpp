@@ -31,7 +31,7 @@ void add_load_options(CLI::App* sub, LoadOptions* opts) {
 
 std::string* add_hub_options(CLI::App* sub, std::string* model) {
   struct Names {
-    std::string hf, hff, url;
+    std::string hf, hff, url, revision;
   };
   auto n = std::make_shared<Names>();
   sub->add_option("--hf,--hf-repo", n->hf, "model by name: user/repo[:quant] on Hugging Face ($HF_ENDPOINT)")
@@ -39,11 +39,15 @@ std::string* add_hub_options(CLI::App* sub, std::string* model) {
   sub->add_option("--hff,--hf-file", n->hff, "with -hf: this file of the repository instead of picking by quant")
       ->type_name("FILE");
   sub->add_option("--mu,--model-url", n->url, "model by URL (downloaded once into $OPAL_CACHE)")->type_name("URL");
+  sub->add_option("--hf-revision", n->revision, "with -hf: the repository's branch, tag or commit (default main)")
+      ->type_name("REV");
   add_pre_action(sub, [n, model] {
     const int given = int(!model->empty()) + int(!n->hf.empty()) + int(!n->url.empty());
     if (given > 1) fail("give one of -m, -hf and -mu");
     if (!n->hff.empty() && n->hf.empty()) fail("-hff names a file of the repository -hf names: give -hf too");
-    const hub::HubOptions o = hub::HubOptions::from_env();
+    if (!n->revision.empty() && n->hf.empty()) fail("--hf-revision names a revision of the -hf repository: give -hf");
+    hub::HubOptions o = hub::HubOptions::from_env();
+    if (!n->revision.empty()) o.revision = n->revision;
     if (!n->hf.empty()) *model = hub::fetch_hf(o, n->hf, n->hff);
     else if (!n->url.empty()) *model = hub::fetch_url(o, n->url);
   });

@@ -43,8 +43,10 @@ int main(int argc, char** argv) {
   add_serve_command(app);
   add_synth_command(app);
   add_bench_command(app);
+  add_bench_spec_command(app);
   add_pull_command(app);
   add_embed_command(app);
+  add_split_command(app);
 
   // llama.cpp's `-ub`, `-ctk`, `-np`... become `--ub`, `--ctk`, `--np`.
   const std::vector<std::string> args = map_llama_flags(argc, argv);

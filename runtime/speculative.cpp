@@ -1,0 +1,152 @@
+// Speculative decoding (runtime/speculative.h): the n-gram and draft-model
+// drafters, the draft vocabulary check, the draft limits and counters.
+#include "runtime/speculative.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace opal {
+
+const char* spec_type_name(SpecType t) {
+  switch (t) {
+    case SpecType::None: return "none";
+    case SpecType::Draft: return "draft";
+    case SpecType::NgramSimple: return "ngram-simple";
+  }
+  return "?";
+}
+
+SpecType spec_type_from_name(const std::string& name) {
+  for (SpecType t : {SpecType::None, SpecType::Draft, SpecType::NgramSimple})
+    if (name == spec_type_name(t)) return t;
+  fail("unknown speculative decoding type '{}' (known: none, draft, ngram-simple)", name);
+}
+
+void SpecParams::validate() const {
+  if (n_max < 1 || n_max > 1024) fail("--draft-max must be in [1, 1024], got {}", n_max);
+  if (n_min < 0 || n_min > n_max) fail("--draft-min must be in [0, --draft-max = {}], got {}", n_max, n_min);
+  if (!(p_min >= 0.0f && p_min <= 1.0f)) fail("--draft-p-min must be in [0, 1], got {}", p_min);
+  if (ngram_n < 1 || ngram_n > 1024) fail("--spec-ngram-size-n must be in [1, 1024], got {}", ngram_n);
+  if (ngram_m < 0 || ngram_m > 1024) fail("--spec-ngram-size-m must be in [0, 1024], got {}", ngram_m);
+}
+
+std::vector<int32_t> NgramDrafter::draft(std::span<const int32_t> tokens, int n_max) {
+  const size_t n = size_t(n_), len = tokens.size();
+  if (n_max <= 0 || len < n + 1) return {};
+  const size_t m = size_t(std::min(m_ > 0 ? m_ : n_max, n_max));
+  const std::span<const int32_t> key = tokens.subspan(len - n);
+  // The most recent earlier occurrence of the key: it starts at i < len - n.
+  for (size_t i = len - n; i-- > 0;) {
+    if (!std::equal(key.begin(), key.end(), tokens.begin() + std::ptrdiff_t(i))) continue;
+    const size_t from = i + n, to = std::min(len, from + m);
+    return {tokens.begin() + std::ptrdiff_t(from), tokens.begin() + std::ptrdiff_t(to)};
+  }
+  return {};
+}
+
+ModelDrafter::ModelDrafter(Context& draft_ctx, int32_t seq, float p_min, int64_t n_vocab_target)
+    : seq_(draft_ctx, seq), p_min_(p_min), n_vocab_target_(n_vocab_target) {
+  check_speculation_supported(draft_ctx, "draft");
+}
+
+std::vector<int32_t> ModelDrafter::draft(std::span<const int32_t> tokens, int n_max) {
+  Context& c = seq_.context();
+  std::vector<int32_t> out;
+  // The drafts sit at positions size()..size()+n_max-2 of the draft context (the last one is not decoded).
+  const int64_t room = c.n_ctx() - int64_t(tokens.size()) + 1;
+  n_max = int(std::min<int64_t>(n_max, room));
+  if (tokens.empty() || n_max <= 0) return out;
+  try {
+    const size_t keep = seq_.reuse_prefix(tokens);
+    seq_.decode(tokens.subspan(keep));
+    n_decoded_ += int64_t(tokens.size() - keep);
+    const int64_t nv = c.n_vocab();
+    for (;;) {
+      const float* l = c.logits(c.n_outputs() - 1);
+      const int64_t best = std::max_element(l, l + nv) - l;
+      double sum = 0;  // the top token's probability: 1 / sum(exp(l - max))
+      for (int64_t i = 0; i < nv; ++i) sum += std::exp(double(l[i]) - double(l[best]));
+      if (1.0 / sum < double(p_min_) || best >= n_vocab_target_) break;
+      out.push_back(int32_t(best));
+      if (int(out.size()) >= n_max) break;
+      seq_.decode(std::span<const int32_t>(out.end() - 1, out.end()));
+      ++n_decoded_;
+    }
+  } catch (const Error&) {  // a draft is only a guess: a failed draft decode drafts nothing more
+    seq_.clear();
+  }
+  return out;
+}
+
+void check_draft_vocab(const Vocab& target, const Vocab& draft) {
+  const auto refuse = [](const std::string& why) {
+    fail("the draft model's vocabulary does not match the target's: {}", why);
+  };
+  if (target.type() != draft.type())
+    refuse(fmt::format("tokenizer {} vs the target's {}", draft.type_name(), target.type_name()));
+  if (target.add_bos() != draft.add_bos() || (target.add_bos() && target.bos() != draft.bos()))
+    refuse(fmt::format("BOS {} (add_bos {}) vs the target's {} (add_bos {})", draft.bos(), draft.add_bos(),
+                       target.bos(), target.add_bos()));
+  if (target.add_eos() != draft.add_eos() || target.eos() != draft.eos())
+    refuse(fmt::format("EOS {} (add_eos {}) vs the target's {} (add_eos {})", draft.eos(), draft.add_eos(),
+                       target.eos(), target.add_eos()));
+  const int32_t nt = target.n_tokens(), nd = draft.n_tokens();
+  if (std::abs(nt - nd) > 128)
+    refuse(fmt::format("{} tokens vs the target's {} (llama.cpp allows a difference of 128)", nd, nt));
+  for (int32_t id = 5; id < std::min(nt, nd); ++id)
+    if (target.token_text(id) != draft.token_text(id))
+      refuse(fmt::format("token {} is '{}' vs the target's '{}'", id, draft.token_text(id), target.token_text(id)));
+}
+
+void check_speculation_supported(const Context& ctx, const char* role) {
+  if (ctx.recurrent())
+    fail(
+        "speculative decoding is not supported for the {} model: {} is recurrent, and its state cannot take back "
+        "rejected draft tokens",
+        role, ctx.model().hparams().arch);
+}
+
+Speculation::Speculation(std::unique_ptr<Drafter> drafter, const SpecParams& params)
+    : drafter_(std::move(drafter)), params_(params) {
+  params_.validate();
+  if (!drafter_) fail("speculation without a drafter");
+}
+
+std::vector<int32_t> Speculation::propose(std::span<const int32_t> tokens, int64_t room) {
+  const int n = int(std::min<int64_t>(params_.n_max, room));
+  if (n <= 0) return {};
+  std::vector<int32_t> d = drafter_->draft(tokens, n);
+  if (int(d.size()) > n) d.resize(size_t(n));
+  if (int(d.size()) < std::max(1, params_.n_min)) d.clear();
+  return d;
+}
+
+void Speculation::record(int64_t drafted, int64_t accepted) {
+  if (drafted <= 0) return;
+  stats_.n_drafted += drafted;
+  stats_.n_accepted += accepted;
+  ++stats_.n_verify;
+}
+
+void fit_context_for_speculation(ContextParams& cp, const SpecParams& params) {
+  if (params.type != SpecType::None) cp.n_graphs = std::max(cp.n_graphs, params.n_max + 8);
+}
+
+std::unique_ptr<Speculation> make_speculation(const SpecParams& params, Context* draft_ctx, int32_t seq,
+                                              int64_t n_vocab_target) {
+  params.validate();
+  switch (params.type) {
+    case SpecType::None: return nullptr;
+    case SpecType::NgramSimple:
+      return std::make_unique<Speculation>(std::make_unique<NgramDrafter>(params.ngram_n, params.ngram_m), params);
+    case SpecType::Draft:
+      if (!draft_ctx) fail("speculative decoding with a draft model needs one (-md FILE)");
+      return std::make_unique<Speculation>(
+          std::make_unique<ModelDrafter>(*draft_ctx, seq, params.p_min, n_vocab_target), params);
+  }
+  return nullptr;
+}
+
+}  // namespace opal

@@ -1,0 +1,135 @@
+// Speculative decoding: drafts of the next tokens, verified by the target in
+// one batch (docs/speculative.md).
+//
+//   Drafter            proposes up to n tokens to follow a sequence's tokens
+//   ModelDrafter       a smaller draft model decoding greedily in its own Context (llama.cpp's -md): it keeps
+//                      its sequence in step with the target's by prefix reuse and stops drafting when its top
+//                      probability falls below p_min
+//   NgramDrafter       draft-free prompt lookup (llama.cpp's --spec-type ngram-simple): the last n tokens are
+//                      looked up in the earlier tokens (prompt and generated text); the m tokens that followed
+//                      their most recent earlier occurrence are the draft
+//   Speculation        a drafter with its limits (draft-max, draft-min) and counters (drafted, accepted), what
+//                      generate() (runtime/generation.h) and the server's slots take
+//
+// Acceptance is llama.cpp's rule: the target samples at every drafted
+// position with its own sampler, in order, and a draft token is accepted
+// while it equals the token the target sampled; the first sampled token that
+// differs (or the one after the last draft token) is kept and ends the step.
+// Every emitted token is thus sampled by the target's sampler from the
+// target's logits in the order decoding without speculation would sample it,
+// so the output is the same (greedy: byte for byte, up to the rounding of
+// the batch shape, which flips only exact near-ties).
+//
+// A recurrent model (RWKV-7) cannot take back the state of rejected draft
+// tokens: speculation is refused for it, as target or draft
+// (check_speculation_supported).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/context.h"
+#include "runtime/generation.h"
+#include "tokenizer/vocab.h"
+
+namespace opal {
+
+// llama.cpp's --spec-type names: none, draft (a draft model), ngram-simple (prompt lookup).
+enum class SpecType { None, Draft, NgramSimple };
+const char* spec_type_name(SpecType t);
+// Throws opal::Error listing the known names.
+SpecType spec_type_from_name(const std::string& name);
+
+struct SpecParams {
+  SpecType type = SpecType::None;
+  int n_max = 16;      // most tokens per draft (llama.cpp --draft-max)
+  int n_min = 0;       // a shorter draft is not verified (llama.cpp --draft-min)
+  float p_min = 0.8f;  // the draft model drafts while its top probability is at least this (--draft-p-min)
+  int ngram_n = 3;     // ngram-simple: tokens of the key looked up (--spec-ngram-size-n)
+  int ngram_m = 0;     // ngram-simple: most tokens drafted after a match; 0: n_max (--spec-ngram-size-m)
+  // Throws opal::Error naming the flag for a value out of range.
+  void validate() const;
+};
+
+struct SpecStats {
+  int64_t n_drafted = 0;   // draft tokens sent to the target for verification
+  int64_t n_accepted = 0;  // of those, accepted
+  int64_t n_verify = 0;    // target decodes that carried a draft
+  double acceptance() const { return n_drafted > 0 ? double(n_accepted) / double(n_drafted) : 0.0; }
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to n_max tokens that may follow `tokens` (the sequence so far: prompt,
+  // generated text and the last sampled token). May return fewer or none.
+  virtual std::vector<int32_t> draft(std::span<const int32_t> tokens, int n_max) = 0;
+  // Forgets any state (a new conversation in a server slot).
+  virtual void reset() {}
+};
+
+class NgramDrafter : public Drafter {
+ public:
+  NgramDrafter(int n, int m) : n_(n), m_(m) {}
+  std::vector<int32_t> draft(std::span<const int32_t> tokens, int n_max) override;
+
+ private:
+  int n_, m_;
+};
+
+class ModelDrafter : public Drafter {
+ public:
+  // Drafts in sequence `seq` of `draft_ctx` (a Context of the draft model;
+  // several drafters may share one with distinct ids). Throws for a recurrent draft model.
+  ModelDrafter(Context& draft_ctx, int32_t seq, float p_min, int64_t n_vocab_target);
+  std::vector<int32_t> draft(std::span<const int32_t> tokens, int n_max) override;
+  void reset() override { seq_.clear(); }
+  int64_t n_decoded() const { return n_decoded_; }  // draft-model tokens evaluated (prompt catch-up and drafts)
+
+ private:
+  Sequence seq_;
+  float p_min_;
+  int64_t n_vocab_target_;
+  int64_t n_decoded_ = 0;
+};
+
+// A draft model's vocabulary must be the target's, as llama.cpp checks it:
+// the same tokenizer type, BOS/EOS ids and add_bos/add_eos flags, sizes within
+// 128 of each other and the same text for every id from 5 to the smaller size.
+// Throws opal::Error with the first difference found.
+void check_draft_vocab(const Vocab& target, const Vocab& draft);
+// Throws opal::Error when `ctx`'s model cannot be used with speculation (`role`: "target" or "draft").
+void check_speculation_supported(const Context& ctx, const char* role);
+
+// A drafter with its limits and counters: what generate() and the server take.
+class Speculation {
+ public:
+  Speculation(std::unique_ptr<Drafter> drafter, const SpecParams& params);
+  // The draft for `tokens`, at most min(n_max, room) tokens; empty when shorter than n_min.
+  std::vector<int32_t> propose(std::span<const int32_t> tokens, int64_t room);
+  // Counts a verification: `drafted` tokens sent, `accepted` of them taken.
+  void record(int64_t drafted, int64_t accepted);
+  Drafter& drafter() { return *drafter_; }
+  const SpecParams& params() const { return params_; }
+  const SpecStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+ private:
+  std::unique_ptr<Drafter> drafter_;
+  SpecParams params_;
+  SpecStats stats_;
+};
+
+// Context parameters for a target verifying drafts: room in the graph cache
+// for every verification shape (1 + 1..n_max tokens, all with logits) besides
+// the usual ones, so that drafts of varying length do not rebuild graphs.
+void fit_context_for_speculation(ContextParams& cp, const SpecParams& params);
+
+// The drafter `params` names: an NgramDrafter, or a ModelDrafter in sequence
+// `seq` of draft_ctx (required for SpecType::Draft). Null for SpecType::None.
+std::unique_ptr<Speculation> make_speculation(const SpecParams& params, Context* draft_ctx, int32_t seq,
+                                              int64_t n_vocab_target);
+
+}  // namespace opal

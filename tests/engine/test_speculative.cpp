@@ -1,0 +1,298 @@
+// Speculative decoding (runtime/speculative.h) through generate() and
+// ChatState: the n-gram lookup, greedy output equal to decoding without
+// speculation (n-gram on stories260K; a draft that is the target quantized
+// lower; the target as its own draft, which must accept every draft token),
+// sampled output equal too (the target samples every emitted token in order),
+// the stop rules inside a verified draft, the draft limits, a draft vocabulary
+// that does not match, and recurrent models refused.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/factory/backend_factory.h"
+#include "core/error.h"
+#include "models/model.h"
+#include "runtime/generation.h"
+#include "runtime/speculative.h"
+#include "support/test_support.h"
+
+namespace opal {
+namespace {
+
+TEST(NgramDrafter, ProposesWhatFollowedTheMostRecentEarlierMatch) {
+  NgramDrafter d(3, 0);
+  const std::vector<int32_t> t = {1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2, 3};
+  EXPECT_EQ(d.draft(t, 16), (std::vector<int32_t>{7, 8, 1, 2, 3}));  // the later of the two matches
+  EXPECT_EQ(d.draft(t, 2), (std::vector<int32_t>{7, 8}));
+  NgramDrafter m2(3, 1);
+  EXPECT_EQ(m2.draft(t, 16), (std::vector<int32_t>{7}));
+  EXPECT_TRUE(d.draft(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, 16).empty());  // no earlier occurrence
+  EXPECT_TRUE(d.draft(std::vector<int32_t>{1, 2, 3}, 16).empty());           // too short
+  EXPECT_TRUE(d.draft(t, 0).empty());
+}
+
+TEST(SpecParams, BadValuesNameTheFlag) {
+  SpecParams p;
+  p.n_max = 0;
+  EXPECT_THROW(
+      {
+        try {
+          p.validate();
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("--draft-max"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  p = {};
+  p.n_min = 17;
+  EXPECT_THROW(p.validate(), Error);
+  p = {};
+  p.p_min = 1.5f;
+  EXPECT_THROW(p.validate(), Error);
+  EXPECT_THROW(spec_type_from_name("eagle"), Error);
+  EXPECT_EQ(spec_type_from_name("ngram-simple"), SpecType::NgramSimple);
+}
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::optional<Vocab> vocab;
+};
+
+struct Speculative : ::testing::Test {
+  void SetUp() override { reg = make_registry({}, 1); }
+  Loaded load(const std::string& path) {
+    Loaded l;
+    l.model = Model::load(path, *reg);
+    l.vocab.emplace(Vocab::from_gguf(l.model->gguf()));
+    return l;
+  }
+  static std::unique_ptr<Context> context(const Model& m, int64_t n_ctx = 512) {
+    ContextParams cp;
+    cp.n_ctx = n_ctx;
+    cp.kv_type = DType::F32;
+    return std::make_unique<Context>(m, cp);
+  }
+  struct Out {
+    std::vector<int32_t> tokens;
+    GenerateResult result;
+  };
+  // Generates from `prompt` in a fresh context, with `spec` when given.
+  static Out run(const Model& m, const Vocab& v, const std::vector<int32_t>& prompt, const SamplerParams& sp,
+                 const StopRules& rules, Speculation* spec, int64_t n_ctx = 512) {
+    auto ctx = context(m, n_ctx);
+    Sequence seq(*ctx);
+    seq.decode(prompt);
+    Sampler sampler(sp, int32_t(ctx->n_vocab()));
+    for (int32_t t : prompt) sampler.accept(t);
+    Out o;
+    o.result = generate(
+        seq, sampler, v, rules,
+        [&](int32_t t, std::string_view) {
+          o.tokens.push_back(t);
+          return true;
+        },
+        spec);
+    return o;
+  }
+  static SamplerParams greedy() {
+    SamplerParams p;
+    p.temp = 0;
+    return p;
+  }
+  std::unique_ptr<Registry> reg;
+};
+
+TEST_F(Speculative, NgramGreedyEqualsPlainDecodingOnStories) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time, there was a little girl", true, false);
+  StopRules r;
+  r.n_predict = 200;
+  r.ignore_eog = true;
+  const Out plain = run(*s.model, *s.vocab, prompt, greedy(), r, nullptr);
+  SpecParams p;
+  p.type = SpecType::NgramSimple;
+  auto spec = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+  const Out fast = run(*s.model, *s.vocab, prompt, greedy(), r, spec.get());
+  EXPECT_EQ(fast.tokens, plain.tokens);
+  EXPECT_EQ(fast.result.reason, plain.result.reason);
+  EXPECT_EQ(fast.result.n_generated, 200);
+  // Greedy stories repeat themselves: the lookup finds drafts, and some are right.
+  EXPECT_GT(spec->stats().n_verify, 0);
+  EXPECT_GT(spec->stats().n_accepted, 0);
+  EXPECT_LE(spec->stats().n_accepted, spec->stats().n_drafted);
+}
+
+TEST_F(Speculative, SampledOutputEqualsPlainDecodingToo) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time", true, false);
+  SamplerParams sp;
+  sp.temp = 0.7f;
+  sp.seed = 1234;
+  StopRules r;
+  r.n_predict = 150;
+  r.ignore_eog = true;
+  const Out plain = run(*s.model, *s.vocab, prompt, sp, r, nullptr);
+  SpecParams p;
+  p.type = SpecType::NgramSimple;
+  p.ngram_n = 2;
+  auto spec = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+  const Out fast = run(*s.model, *s.vocab, prompt, sp, r, spec.get());
+  EXPECT_EQ(fast.tokens, plain.tokens);
+  EXPECT_GT(spec->stats().n_drafted, 0);
+}
+
+TEST_F(Speculative, StopRulesInsideAVerifiedDraft) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time", true, false);
+  SpecParams p;
+  p.type = SpecType::NgramSimple;
+  p.ngram_n = 1;  // drafts at almost every step
+  for (int64_t n : {1, 2, 17, 61}) {
+    StopRules r;
+    r.n_predict = n;
+    r.ignore_eog = true;
+    auto spec = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+    const Out plain = run(*s.model, *s.vocab, prompt, greedy(), r, nullptr);
+    const Out fast = run(*s.model, *s.vocab, prompt, greedy(), r, spec.get());
+    EXPECT_EQ(fast.tokens, plain.tokens) << "n_predict " << n;
+    EXPECT_EQ(fast.result.reason, FinishReason::Length);
+  }
+  // A full context: the same tokens, and no draft position past n_ctx (decode would throw).
+  StopRules full;
+  full.ignore_eog = true;
+  auto spec = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+  const Out plain = run(*s.model, *s.vocab, prompt, greedy(), full, nullptr, 48);
+  const Out fast = run(*s.model, *s.vocab, prompt, greedy(), full, spec.get(), 48);
+  EXPECT_EQ(fast.tokens, plain.tokens);
+  EXPECT_EQ(fast.result.reason, FinishReason::ContextFull);
+  // With end of generation on: the same stop, the end token not emitted.
+  StopRules eog;
+  eog.n_predict = 400;
+  const Out plain_eog = run(*s.model, *s.vocab, prompt, greedy(), eog, nullptr);
+  auto spec2 = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+  const Out fast_eog = run(*s.model, *s.vocab, prompt, greedy(), eog, spec2.get());
+  EXPECT_EQ(fast_eog.tokens, plain_eog.tokens);
+  EXPECT_EQ(fast_eog.result.reason, plain_eog.result.reason);
+}
+
+TEST_F(Speculative, DraftModelQuantizedLowerGivesTheSameGreedyOutput) {
+  // Random weights: only a draft that is the target quantized lower agrees with it often.
+  Loaded target = load(test::golden_model("tiny-llama-f32"));
+  Loaded draft = load(test::golden_model("tiny-llama-q8_0"));
+  check_draft_vocab(*target.vocab, *draft.vocab);
+  const std::vector<int32_t> prompt = target.vocab->tokenize("The quick brown fox", true, false);
+  StopRules r;
+  r.n_predict = 64;
+  r.ignore_eog = true;
+  const Out plain = run(*target.model, *target.vocab, prompt, greedy(), r, nullptr);
+  auto dctx = context(*draft.model);
+  SpecParams p;
+  p.type = SpecType::Draft;
+  p.p_min = 0;  // random weights are rarely confident
+  p.n_max = 8;
+  auto spec = make_speculation(p, dctx.get(), 0, target.model->hparams().n_vocab);
+  const Out fast = run(*target.model, *target.vocab, prompt, greedy(), r, spec.get());
+  EXPECT_EQ(fast.tokens, plain.tokens);
+  EXPECT_GT(spec->stats().n_drafted, 0);
+  EXPECT_GT(spec->stats().acceptance(), 0.5) << spec->stats().n_accepted << " / " << spec->stats().n_drafted;
+}
+
+TEST_F(Speculative, TheTargetAsItsOwnDraftAcceptsEveryDraftToken) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time", true, false);
+  StopRules r;
+  r.n_predict = 120;
+  r.ignore_eog = true;
+  const Out plain = run(*s.model, *s.vocab, prompt, greedy(), r, nullptr);
+  auto dctx = context(*s.model);
+  SpecParams p;
+  p.type = SpecType::Draft;
+  p.p_min = 0;
+  auto spec = make_speculation(p, dctx.get(), 0, s.model->hparams().n_vocab);
+  const Out fast = run(*s.model, *s.vocab, prompt, greedy(), r, spec.get());
+  EXPECT_EQ(fast.tokens, plain.tokens);
+  EXPECT_GT(spec->stats().n_drafted, 50);
+  EXPECT_EQ(spec->stats().n_accepted, spec->stats().n_drafted);
+  // Whole drafts of 16 are accepted, so the target decodes far fewer times than it emits tokens.
+  EXPECT_LT(spec->stats().n_verify, 120 / 8);
+}
+
+TEST_F(Speculative, DraftPMinStopsUnconfidentDrafts) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time", true, false);
+  auto dctx = context(*s.model);
+  ModelDrafter sure(*dctx, 0, 1.01f, s.model->hparams().n_vocab);  // no token is that probable
+  EXPECT_TRUE(sure.draft(prompt, 16).empty());
+  ModelDrafter any(*dctx, 0, 0.0f, s.model->hparams().n_vocab);
+  EXPECT_EQ(any.draft(prompt, 5).size(), 5u);
+}
+
+TEST_F(Speculative, ChatWithSpeculationEqualsChatWithout) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecParams p;
+  p.type = SpecType::NgramSimple;
+  p.ngram_n = 2;
+  auto spec = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+  std::vector<std::vector<int32_t>> replies[2];
+  for (int with = 0; with < 2; ++with) {
+    auto ctx = context(*s.model);
+    ChatState chat(*ctx, greedy());
+    if (with) chat.set_speculation(spec.get());
+    std::vector<int32_t> conv = s.vocab->tokenize("Lily and Tom went to the park.", true, false);
+    for (int turn = 0; turn < 2; ++turn) {
+      chat.prompt(conv);
+      std::vector<int32_t> reply;
+      StopRules r;
+      r.n_predict = 60;
+      r.ignore_eog = true;
+      chat.reply(*s.vocab, r, [&](int32_t t, std::string_view) {
+        reply.push_back(t);
+        return true;
+      });
+      conv.insert(conv.end(), reply.begin(), reply.end());
+      const std::vector<int32_t> more = s.vocab->tokenize(" Then they went home.", false, false);
+      conv.insert(conv.end(), more.begin(), more.end());
+      replies[with].push_back(reply);
+    }
+  }
+  EXPECT_EQ(replies[1], replies[0]);
+  EXPECT_GT(spec->stats().n_drafted, 0);
+}
+
+TEST_F(Speculative, ADraftWithAnotherVocabularyIsRefusedWithTheReason) {
+  Loaded target = load(test::shared_path("models/stories260K.gguf"));
+  Loaded other = load(test::shared_path("models/llama-2-tiny-random.gguf"));
+  try {
+    check_draft_vocab(*target.vocab, *other.vocab);
+    FAIL() << "a 512-token and a 32000-token vocabulary were accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("does not match"), std::string::npos) << m;
+    EXPECT_NE(m.find("32000"), std::string::npos) << m;
+  }
+  Loaded qwen = load(test::golden_model("tiny-qwen3-q8_0"));
+  EXPECT_THROW(check_draft_vocab(*target.vocab, *qwen.vocab), Error);  // another tokenizer type
+}
+
+TEST_F(Speculative, RecurrentModelsAreRefused) {
+  Loaded rwkv = load(test::golden_model("tiny-rwkv7-q8_0"));
+  auto ctx = context(*rwkv.model, 64);
+  try {
+    check_speculation_supported(*ctx, "target");
+    FAIL() << "RWKV-7 accepted for speculation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recurrent"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ModelDrafter(*ctx, 0, 0.5f, rwkv.model->hparams().n_vocab), Error);
+  SpecParams p;
+  p.type = SpecType::NgramSimple;
+  auto spec = make_speculation(p, nullptr, 0, rwkv.model->hparams().n_vocab);
+  const std::vector<int32_t> prompt = rwkv.vocab->tokenize("Hello", true, false);
+  StopRules r;
+  r.n_predict = 4;
+  EXPECT_THROW(run(*rwkv.model, *rwkv.vocab, prompt, greedy(), r, spec.get(), 64), Error);
+}
+
+}  // namespace
+}  // namespace opal
