@@ -3,7 +3,11 @@
 //                summed in double, y = (x - mean) * 1/sqrtf(var + eps);
 //   L2_NORM      as ggml_l2_norm: sum of squares in double,
 //                y = x * 1/max(sqrtf(sum), eps);
-//   UNARY        sigmoid 1/(1+expf(-x)), tanhf, expf, relu(x)^2 (ggml_relu then ggml_sqr);
+//   UNARY        sigmoid 1/(1+exp(-x)) and exp through ggml_v_expf's
+//                polynomial (kernels/rwkv_kernels.h: about 1 ulp from the C
+//                library's expf, which llama.cpp calls per element; the same
+//                bits on every ISA), tanhf (the C library's, as llama.cpp:
+//                Gemma's soft-cap stays bit-identical), relu(x)^2 (ggml_relu then ggml_sqr);
 //   TOKEN_SHIFT  y[:, t] = x of the previous token of the same state slot, or
 //                the slot's state column for a slot's first token; then each
 //                slot's column = x of its last token. Threads split the
@@ -12,13 +16,15 @@
 //                row-major S x S state per slot, updated in place token after
 //                token. Threads split the heads. When S is a multiple of 16 the
 //                sums over the key index j run in 16 lanes (lane l takes
-//                j = l mod 16), then pairwise, as ggml's SIMD path groups them;
-//                written as plain loops over the lanes, which the compiler
-//                vectorizes without -ffast-math (the same order on every ISA).
+//                j = l mod 16), then pairwise, as ggml's SIMD path groups them,
+//                with the fused multiply-adds of kernels/rwkv_kernels.h (the
+//                AVX2 / AVX-512 kernels there, else its scalar form: the same
+//                bits on every ISA and with any compiler contraction).
 // Rows, threads: NORM / L2_NORM / UNARY split the rows of the output.
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/kernels/rwkv_kernels.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 
@@ -30,6 +36,7 @@ void rows_op(const Tensor& node, const OpContext& ctx) {
   const int64_t n = a.ne[0];
   const float eps = node.fparams[0];
   const UnaryFn fn = UnaryFn(node.iparams[0]);
+  const RwkvKernels* kern = rwkv_kernels();
   ctx.pool.run([&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
@@ -62,13 +69,21 @@ void rows_op(const Tensor& node, const OpContext& ctx) {
         case Op::Unary:
           switch (fn) {
             case UnaryFn::Sigmoid:
-              for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+              if (kern) {
+                kern->sigmoid_row(x, y, n);
+              } else {
+                for (int64_t i = 0; i < n; ++i) y[i] = rwkv_ref::sigmoid1(x[i]);
+              }
               break;
             case UnaryFn::Tanh:
               for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
               break;
             case UnaryFn::Exp:
-              for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+              if (kern) {
+                kern->exp_row(x, y, n);
+              } else {
+                for (int64_t i = 0; i < n; ++i) y[i] = rwkv_ref::exp1(x[i]);
+              }
               break;
             case UnaryFn::ReluSqr:
               for (int64_t i = 0; i < n; ++i) {
@@ -82,17 +97,6 @@ void rows_op(const Tensor& node, const OpContext& ctx) {
       }
     }
   });
-}
-
-constexpr int kLanes = 16;
-
-// Pairwise sum of the lanes (the same order on every ISA).
-float sum_lanes(const float* p) {
-  float q[kLanes / 2];
-  for (int l = 0; l < kLanes / 2; ++l) q[l] = p[l] + p[l + kLanes / 2];
-  for (int w = kLanes / 4; w >= 1; w /= 2)
-    for (int l = 0; l < w; ++l) q[l] += q[l + w];
-  return q[0];
 }
 
 }  // namespace
@@ -139,6 +143,7 @@ void compute_wkv7(const Tensor& node, const OpContext& ctx) {
   const int32_t* slot = static_cast<const int32_t*>(node.src[kWkvSlot]->data);
   float* y = static_cast<float*>(node.data);
   const int64_t slot_stride = S * S * H;
+  const RwkvKernels* kern = rwkv_kernels();
   ctx.pool.run([&](int ith, int nth) {
     int64_t h0, h1;
     split_range(H, ith, nth, &h0, &h1);
@@ -153,31 +158,20 @@ void compute_wkv7(const Tensor& node, const OpContext& ctx) {
         const float* __restrict bb = b + off;
         float* __restrict st = state + int64_t(slot[t]) * slot_stride + h * S * S;
         float* __restrict out = y + off;
-        for (int64_t i = 0; i < S; ++i) {
+        if (S % 16 == 0) {
+          (kern ? kern->wkv7_head : rwkv_ref::wkv7_head)(st, rr, ww, kk, vv, aa, bb, out, S);
+          continue;
+        }
+        for (int64_t i = 0; i < S; ++i) {  // other head sizes: plain sums in key order
           float* __restrict row = st + i * S;
           const float vi = vv[i];
-          if (S % kLanes == 0) {  // kLanes partial sums, elementwise over the lanes: vectorizes without -ffast-math
-            float part[kLanes] = {};
-            for (int64_t j = 0; j < S; j += kLanes)
-              for (int l = 0; l < kLanes; ++l) part[l] += aa[j + l] * row[j + l];
-            const float sa = sum_lanes(part);
-            for (int l = 0; l < kLanes; ++l) part[l] = 0.0f;
-            for (int64_t j = 0; j < S; j += kLanes)
-              for (int l = 0; l < kLanes; ++l) {
-                const float s = row[j + l] * ww[j + l] + vi * kk[j + l] + sa * bb[j + l];
-                row[j + l] = s;
-                part[l] += s * rr[j + l];
-              }
-            out[i] = sum_lanes(part);
-            continue;
-          }
           float sa = 0.0f;
-          for (int64_t j = 0; j < S; ++j) sa += aa[j] * row[j];
+          for (int64_t j = 0; j < S; ++j) sa = std::fma(aa[j], row[j], sa);
           float acc = 0.0f;
           for (int64_t j = 0; j < S; ++j) {
-            const float s = row[j] * ww[j] + vi * kk[j] + sa * bb[j];
+            const float s = std::fma(sa, bb[j], std::fma(vi, kk[j], row[j] * ww[j]));
             row[j] = s;
-            acc += s * rr[j];
+            acc = std::fma(s, rr[j], acc);
           }
           out[i] = acc;
         }

@@ -5,10 +5,9 @@
 // F32 and F16 follow llama.cpp's orders exactly as the reference does
 // (kernels/llama_order.h): for >= 2 activation rows and k % 16 == 0 one
 // 16-lane FMA accumulator per output (tinyBLAS; tiles of 4 weight rows x 4
-// activation rows), otherwise ggml_vec_dot's 4 accumulators over steps of 64
-// and a scalar tail (float for F32, double for F16; tiles of 4 x 1).
-// BF16: llama.cpp's AVX512_BF16 orders (vdpbf16ps pairs), emulated exactly
-// with AVX-512F (see Bf16Pairs).
+// activation rows, the 16 reductions of a tile at once by reduce16x16), otherwise ggml_vec_dot's 4 accumulators over
+// steps of 64 and a scalar tail (float for F32, double for F16; tiles of 4 x 1). BF16: llama.cpp's AVX512_BF16 orders
+// (vdpbf16ps pairs), emulated exactly with AVX-512F (see Bf16Pairs).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -17,6 +16,7 @@
 #include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+#include "backends/cpu/kernels/x86_avx512/reduce_avx512.h"
 
 namespace opal::cpu::avx512 {
 namespace {
@@ -72,8 +72,19 @@ struct FloatKernel {
         for (int a = 0; a < RA; ++a) acc[i][a] = _mm512_fmadd_ps(wv, xv[a], acc[i][a]);
       }
     }
-    for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = _mm512_reduce_add_ps(acc[i][a]);
+    if constexpr (RW == 4 && RA == 4) {  // the 16 reductions at once (the same adds): block a = rows 0..3 of act a
+      __m512 t[16];
+      for (int i = 0; i < 4; ++i)
+        for (int a = 0; a < 4; ++a) t[4 * a + i] = acc[i][a];
+      const __m512 res = _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(t));
+      _mm_storeu_ps(g.out + (act + 0) * g.out_stride + row, _mm512_castps512_ps128(res));
+      _mm_storeu_ps(g.out + (act + 1) * g.out_stride + row, _mm512_extractf32x4_ps(res, 1));
+      _mm_storeu_ps(g.out + (act + 2) * g.out_stride + row, _mm512_extractf32x4_ps(res, 2));
+      _mm_storeu_ps(g.out + (act + 3) * g.out_stride + row, _mm512_extractf32x4_ps(res, 3));
+    } else {
+      for (int i = 0; i < RW; ++i)
+        for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = _mm512_reduce_add_ps(acc[i][a]);
+    }
   }
 };
 
@@ -164,8 +175,19 @@ struct Bf16Lanes32Kernel {
       for (int i = 0; i < RW; ++i)
         for (int a = 0; a < RA; ++a) acc[i][a] = Bf16Pairs::step(acc[i][a], w[i] + e * 2, xe[a], xo[a]);
     }
-    for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = _mm512_reduce_add_ps(acc[i][a]);
+    if constexpr (RW == 4 && RA == 4) {  // the 16 reductions at once (the same adds): block a = rows 0..3 of act a
+      __m512 t[16];
+      for (int i = 0; i < 4; ++i)
+        for (int a = 0; a < 4; ++a) t[4 * a + i] = acc[i][a];
+      const __m512 res = _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(t));
+      _mm_storeu_ps(g.out + (act + 0) * g.out_stride + row, _mm512_castps512_ps128(res));
+      _mm_storeu_ps(g.out + (act + 1) * g.out_stride + row, _mm512_extractf32x4_ps(res, 1));
+      _mm_storeu_ps(g.out + (act + 2) * g.out_stride + row, _mm512_extractf32x4_ps(res, 2));
+      _mm_storeu_ps(g.out + (act + 3) * g.out_stride + row, _mm512_extractf32x4_ps(res, 3));
+    } else {
+      for (int i = 0; i < RW; ++i)
+        for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = _mm512_reduce_add_ps(acc[i][a]);
+    }
   }
 };
 
