@@ -33,6 +33,16 @@ OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32
     gbnf = tool_gbnf;
   }
   st.set_grammar(r.gen, gbnf, tool_gbnf.empty() ? "grammar" : "tools");
+  if (tools && gbnf.empty()) {  // tool_choice auto: a lazy grammar from the call marker on
+    try {
+      const std::string lazy = tool_call_lazy_gbnf(*tools);
+      if (!lazy.empty()) {
+        st.set_grammar(r.gen, lazy, "tools");
+        r.gen.sampling.grammar_trigger = "<tool_call>";
+      }
+    } catch (const HttpError&) {  // a schema the converter refuses: the calls are parsed unconstrained, as before
+    }
+  }
   if (chat) {
     r.gen.want_logprobs = get_bool(body, "logprobs").value_or(false);
     const auto top = get_int(body, "top_logprobs", 0, 20);

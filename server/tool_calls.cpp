@@ -95,8 +95,10 @@ ToolRequest read_tools(const json& body) {
   return r;
 }
 
-std::string tool_call_gbnf(const ToolRequest& req) {
-  if (req.choice != "required" && req.choice != "function") return "";
+namespace {
+
+// The calls grammar: Hermes-wrapped calls of the allowed functions (all, or the named one).
+std::string calls_gbnf(const ToolRequest& req) {
   // One schema for a call: {"name": const, "arguments": parameters} per allowed function.
   json any = json::array();
   for (const json& t : req.tools) {
@@ -123,6 +125,18 @@ std::string tool_call_gbnf(const ToolRequest& req) {
   const std::string one = "\"<tool_call>\\n\" call \"\\n</tool_call>\"";
   return "root ::= " + one +
          (req.parallel ? " (\"\\n\" " + one + "){0," + std::to_string(kMaxParallelCalls - 1) + "}" : "") + "\n" + g;
+}
+
+}  // namespace
+
+std::string tool_call_gbnf(const ToolRequest& req) {
+  if (req.choice != "required" && req.choice != "function") return "";
+  return calls_gbnf(req);
+}
+
+std::string tool_call_lazy_gbnf(const ToolRequest& req) {
+  if (!req.active() || req.choice != "auto") return "";
+  return calls_gbnf(req);
 }
 
 ParsedToolCalls parse_tool_calls(const std::string& text) {

@@ -24,6 +24,10 @@ ToolRequest read_tools(const json& body);
 // GBNF forcing one call (or several when parallel) in Hermes form, with each
 // function's arguments following its `parameters` schema; "" for auto/none.
 std::string tool_call_gbnf(const ToolRequest& req);
+// tool_choice auto: the same calls grammar over every tool, for a lazy grammar triggered by `<tool_call>`
+// (SamplerParams::grammar_trigger, as llama.cpp's grammar_lazy): free text until the model starts a
+// Hermes/Qwen3 call, then the call must follow its function's schema. "" when not auto.
+std::string tool_call_lazy_gbnf(const ToolRequest& req);
 
 struct ParsedToolCalls {
   std::vector<json> calls;  // OpenAI shape {id, type: "function", function: {name, arguments (string)}}
