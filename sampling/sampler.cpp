@@ -84,6 +84,8 @@ struct Sampler::State {
 
   std::unique_ptr<GrammarState> grammar;  // null without a grammar
   int64_t grammar_tokens = 0;             // tokens the grammar advanced over
+  bool lazy_waiting = false;              // a lazy grammar whose trigger has not been generated yet
+  std::string lazy_text;                  // generated text that may still hold the trigger's start
 
   mutable bool raw_lse_valid = false;
   mutable double raw_lse = 0;
@@ -299,6 +301,7 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : s_(std::make_un
       fail("sampling: the grammar's vocabulary has {} tokens, the model {}", params.grammar_vocab->n_vocab(), n_vocab);
     }
     s.grammar = std::make_unique<GrammarState>(params.grammar, params.grammar_vocab);
+    s.lazy_waiting = !params.grammar_trigger.empty();
   }
   s.reseed();
 }
@@ -311,6 +314,23 @@ int32_t Sampler::sample(const float* logits) {
   if (logits == nullptr) fail("sampling: sample() got no logits");
   State& s = *s_;
   if (!s.grammar) return sample_chain(logits, false);
+  if (s.lazy_waiting) {  // unconstrained until the trigger appears in the generated text
+    const int32_t tok = sample_chain(logits, false);
+    const std::string& trigger = s.params.grammar_trigger;
+    s.lazy_text += s.params.grammar_vocab->piece(tok);
+    const size_t at = s.lazy_text.find(trigger);
+    if (at == std::string::npos) {
+      if (s.lazy_text.size() >= trigger.size()) s.lazy_text.erase(0, s.lazy_text.size() - (trigger.size() - 1));
+      return tok;
+    }
+    s.lazy_waiting = false;
+    const std::string from = s.lazy_text.substr(at);
+    s.lazy_text.clear();
+    if (!s.grammar->accept_text(from))
+      throw GrammarDeadEnd(fmt::format("grammar: the text generated with its trigger '{}' does not match it", trigger));
+    ++s.grammar_tokens;
+    return tok;
+  }
   // Greedy: the argmax is the answer whenever the grammar allows it, so the
   // mask is only computed when it does not (exact: the mask only removes tokens).
   int32_t tok = -1;
@@ -335,9 +355,11 @@ int32_t Sampler::sample(const float* logits) {
 void Sampler::reset_grammar() {
   if (s_->grammar) s_->grammar->reset();
   s_->grammar_tokens = 0;
+  s_->lazy_waiting = s_->grammar && !s_->params.grammar_trigger.empty();
+  s_->lazy_text.clear();
 }
 
-bool Sampler::grammar_can_end() const { return !s_->grammar || s_->grammar->can_end(); }
+bool Sampler::grammar_can_end() const { return !s_->grammar || s_->lazy_waiting || s_->grammar->can_end(); }
 
 int32_t Sampler::sample_chain(const float* logits, bool mask) {
   State& s = *s_;
@@ -416,6 +438,8 @@ void Sampler::reset() {
   s.reseed();
   if (s.grammar) s.grammar->reset();
   s.grammar_tokens = 0;
+  s.lazy_waiting = s.grammar && !s.params.grammar_trigger.empty();
+  s.lazy_text.clear();
 }
 
 std::vector<TokenProb> Sampler::top_probs(int n, ProbSource source) const {

@@ -57,6 +57,11 @@ struct SamplerParams {
   // advances over each token sample() returns (not over accept()ed prompt tokens).
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const GrammarVocab> grammar_vocab;
+  // Non-empty: the grammar is lazy (llama.cpp's grammar_lazy): no constraint until the generated text
+  // contains this trigger; the grammar then matches from the trigger's first byte (so it starts with it),
+  // e.g. "<tool_call>" for tool_choice auto. Text after the trigger that the grammar refuses is a
+  // GrammarDeadEnd.
+  std::string grammar_trigger;
 };
 
 // Throws opal::Error naming the field when a value is out of range, an order

@@ -33,6 +33,16 @@ OpenAiRequest read_openai(Server::State& st, const json& body, std::vector<int32
     gbnf = tool_gbnf;
   }
   st.set_grammar(r.gen, gbnf, tool_gbnf.empty() ? "grammar" : "tools");
+  if (tools && gbnf.empty()) {  // tool_choice auto: a lazy grammar from the call marker on
+    try {
+      const std::string lazy = tool_call_lazy_gbnf(*tools);
+      if (!lazy.empty()) {
+        st.set_grammar(r.gen, lazy, "tools");
+        r.gen.sampling.grammar_trigger = "<tool_call>";
+      }
+    } catch (const HttpError&) {  // a schema the converter refuses: the calls are parsed unconstrained, as before
+    }
+  }
   if (chat) {
     r.gen.want_logprobs = get_bool(body, "logprobs").value_or(false);
     const auto top = get_int(body, "top_logprobs", 0, 20);
@@ -124,8 +134,9 @@ void handle_chat(Server::State& st, const HttpRequest& req, HttpResponse& res) {
     if (!it->is_object()) bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     kwargs = *it;
   }
-  const ToolRequest tools = read_tools(body);
-  if (tools.active()) kwargs["tools"] = tools.tools;  // the model's template renders them
+  ToolRequest tools = read_tools(body);
+  tools.format = tool_format_of_template(st.chat_template_source);  // forced calls in the model's own form
+  if (tools.active()) kwargs["tools"] = tools.tools;                // the model's template renders them
   if (!st.ready) throw HttpError(503, "unavailable_error", "Loading model");
   const std::string prompt_text = st.render_chat(messages, true, kwargs);
   OpenAiRequest r = read_openai(st, body, tokenize_chat_prompt(prompt_text, *st.vocab, max_bytes), true, &tools);

@@ -95,9 +95,13 @@ ToolRequest read_tools(const json& body) {
   return r;
 }
 
-std::string tool_call_gbnf(const ToolRequest& req) {
-  if (req.choice != "required" && req.choice != "function") return "";
-  // One schema for a call: {"name": const, "arguments": parameters} per allowed function.
+namespace {
+
+// The calls grammar in the request's format: calls of the allowed functions (all, or the named one).
+std::string calls_gbnf(const ToolRequest& req) {
+  // One schema for a call: {"name": const, KEY: parameters} per allowed function (KEY: "parameters" in
+  // Llama 3.x's form, else "arguments").
+  const char* key = req.format == ToolFormat::Llama ? "parameters" : "arguments";
   json any = json::array();
   for (const json& t : req.tools) {
     const json& f = t["function"];
@@ -106,8 +110,8 @@ std::string tool_call_gbnf(const ToolRequest& req) {
     json params = f.contains("parameters") && f["parameters"].is_object() ? f["parameters"] : json::object();
     if (params.empty()) params = json{{"type", "object"}};
     any.push_back(json{{"type", "object"},
-                       {"properties", json{{"name", json{{"const", name}}}, {"arguments", params}}},
-                       {"required", json::array({"name", "arguments"})},
+                       {"properties", json{{"name", json{{"const", name}}}, {key, params}}},
+                       {"required", json::array({"name", key})},
                        {"additionalProperties", false}});
   }
   const json schema = any.size() == 1 ? any[0] : json{{"anyOf", any}};
@@ -117,12 +121,40 @@ std::string tool_call_gbnf(const ToolRequest& req) {
   } catch (const Error& e) {
     bad_request(fmt::format("tools: a function's parameters: {}", e.what()), "tools");
   }
-  // The converter's start rule becomes `call`; calls are wrapped in Hermes markers.
+  // The converter's start rule becomes `call`; calls are wrapped in the format's markers.
   if (g.rfind("root ::= ", 0) != 0) fail("tool_call_gbnf: unexpected grammar start");
   g = "call ::= " + g.substr(9);
+  const std::string more = "{0," + std::to_string(kMaxParallelCalls - 1) + "}";
+  switch (req.format) {
+    case ToolFormat::Mistral:  // [TOOL_CALLS] [{...}, {...}]
+      return "root ::= \"[TOOL_CALLS] [\" call " + (req.parallel ? "(\", \" call)" + more : std::string()) +
+             " \"]\"\n" + g;
+    case ToolFormat::Llama:  // one bare {"name": ..., "parameters": ...} (Llama 3.x templates take one call)
+      return "root ::= call\n" + g;
+    case ToolFormat::Hermes: break;
+  }
   const std::string one = "\"<tool_call>\\n\" call \"\\n</tool_call>\"";
-  return "root ::= " + one +
-         (req.parallel ? " (\"\\n\" " + one + "){0," + std::to_string(kMaxParallelCalls - 1) + "}" : "") + "\n" + g;
+  return "root ::= " + one + (req.parallel ? " (\"\\n\" " + one + ")" + more : "") + "\n" + g;
+}
+
+}  // namespace
+
+ToolFormat tool_format_of_template(const std::string& source) {
+  if (source.find("[TOOL_CALLS]") != std::string::npos) return ToolFormat::Mistral;
+  if (source.find("<tool_call>") != std::string::npos) return ToolFormat::Hermes;
+  if (source.find("<|start_header_id|>") != std::string::npos && source.find("\"parameters\"") != std::string::npos)
+    return ToolFormat::Llama;
+  return ToolFormat::Hermes;
+}
+
+std::string tool_call_gbnf(const ToolRequest& req) {
+  if (req.choice != "required" && req.choice != "function") return "";
+  return calls_gbnf(req);
+}
+
+std::string tool_call_lazy_gbnf(const ToolRequest& req) {
+  if (!req.active() || req.choice != "auto" || req.format != ToolFormat::Hermes) return "";
+  return calls_gbnf(req);
 }
 
 ParsedToolCalls parse_tool_calls(const std::string& text) {

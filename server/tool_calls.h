@@ -11,19 +11,31 @@
 
 namespace opal::server {
 
+// The call format a model's chat template teaches: Hermes/Qwen3 `<tool_call>\n{"name", "arguments"}\n</tool_call>`,
+// Mistral `[TOOL_CALLS] [{"name", "arguments"}, ...]`, Llama 3.x one bare `{"name", "parameters"}` object.
+enum class ToolFormat { Hermes, Mistral, Llama };
+// From the template's text: `[TOOL_CALLS]` -> Mistral; `<tool_call>` -> Hermes; Llama 3 headers with a
+// "parameters" instruction -> Llama; otherwise Hermes (the ChatML fallback, which parse_tool_calls reads).
+ToolFormat tool_format_of_template(const std::string& source);
+
 struct ToolRequest {
   json tools = json::array();   // as given (rendered by the chat template)
   std::string choice = "auto";  // auto | none | required | function (forced_name)
   std::string forced_name;
   bool parallel = true;
+  ToolFormat format = ToolFormat::Hermes;  // the form forced calls are generated in (tool_format_of_template)
   bool active() const { return !tools.empty() && choice != "none"; }
 };
 
 // Reads and checks tools / tool_choice / parallel_tool_calls (400 naming the field).
 ToolRequest read_tools(const json& body);
-// GBNF forcing one call (or several when parallel) in Hermes form, with each
+// GBNF forcing one call (or several when parallel; Llama: one) in req.format's form, with each
 // function's arguments following its `parameters` schema; "" for auto/none.
 std::string tool_call_gbnf(const ToolRequest& req);
+// tool_choice auto: the same calls grammar over every tool, for a lazy grammar triggered by `<tool_call>`
+// (SamplerParams::grammar_trigger, as llama.cpp's grammar_lazy): free text until the model starts a
+// Hermes/Qwen3 call, then the call must follow its function's schema. "" when not auto or not Hermes.
+std::string tool_call_lazy_gbnf(const ToolRequest& req);
 
 struct ParsedToolCalls {
   std::vector<json> calls;  // OpenAI shape {id, type: "function", function: {name, arguments (string)}}

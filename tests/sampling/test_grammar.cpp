@@ -292,5 +292,44 @@ TEST(GrammarSampler, MasksTheChainAndEndsCleanly) {
   EXPECT_THROW(s.sample(logits.data()), GrammarDeadEnd);
 }
 
+// A lazy grammar (grammar_trigger): free until the generated text holds the trigger (here split over two
+// tokens, "x" then "{"), then constrained from the trigger's first byte; reset_grammar() makes it lazy again.
+TEST(GrammarSampler, LazyGrammarStartsAtItsTrigger) {
+  TinyVocab tv;
+  const int32_t n = static_cast<int32_t>(tv.pieces.size());
+  SamplerParams p;
+  p.temp = 0.0f;
+  p.grammar = Grammar::parse("root ::= \"x{\" [a-c]+ \"}\"");
+  p.grammar_vocab = tv.vocab();
+  p.grammar_trigger = "x{";
+  Sampler s(p, n);
+  std::vector<float> logits(static_cast<size_t>(n), 0.0f);
+  auto pick = [&](int32_t favourite) {
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    logits[size_t(favourite)] = 10.0f;
+    return s.sample(logits.data());
+  };
+  // Before the trigger: anything goes ("1" and "12" are not in the grammar), EOG too.
+  EXPECT_EQ(pick(6), 6);
+  EXPECT_EQ(pick(7), 7);
+  EXPECT_TRUE(s.grammar_can_end());
+  EXPECT_EQ(pick(16), 16);  // "x": the trigger's first half
+  EXPECT_EQ(pick(0), 0);    // "{": the trigger is complete; the grammar has matched "x{"
+  EXPECT_FALSE(s.grammar_can_end());
+  EXPECT_NE(pick(6), 6) << "after the trigger, \"1\" breaks the grammar";
+  EXPECT_EQ(pick(1), 1);  // "}" after a letter ends it
+  EXPECT_TRUE(s.grammar_can_end());
+  s.reset_grammar();  // a new reply: lazy again
+  EXPECT_EQ(pick(6), 6);
+  // A trigger followed by text the grammar refuses, in the same token: a dead end.
+  SamplerParams q = p;
+  q.grammar_trigger = "{";
+  q.grammar = Grammar::parse("root ::= \"{a\"");
+  Sampler s2(q, n);
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  logits[14] = 10.0f;  // "{\"": trigger plus a quote the grammar refuses
+  EXPECT_THROW(s2.sample(logits.data()), GrammarDeadEnd);
+}
+
 }  // namespace
 }  // namespace opal

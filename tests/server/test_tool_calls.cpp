@@ -101,6 +101,51 @@ TEST(ToolCalls, SharedTemplatesRenderToolsAndResults) {
   }
 }
 
+// Forced calls in the model's own form: the format read from each shared template, and the grammar of
+// each format accepting that form (which parse_tool_calls reads) and refusing the Hermes one.
+TEST(ToolCalls, ForcedCallsInTheTemplatesOwnFormat) {
+  const std::pair<const char*, ToolFormat> cases[] = {{"qwen3", ToolFormat::Hermes},
+                                                      {"mistral-instruct-v0.3", ToolFormat::Mistral},
+                                                      {"llama3.1-instruct", ToolFormat::Llama},
+                                                      {"llama3.2-instruct", ToolFormat::Llama},
+                                                      {"smollm2-instruct", ToolFormat::Hermes}};
+  for (const auto& [name, want] : cases) {
+    const std::string src = read_text(test::shared_path(std::string("chat-templates/") + name + "/template.jinja"));
+    EXPECT_EQ(int(tool_format_of_template(src)), int(want)) << name;
+  }
+  json body{{"tools", json::array({json{{"type", "function"},
+                                        {"function",
+                                         {{"name", "add"},
+                                          {"parameters",
+                                           {{"type", "object"},
+                                            {"properties", {{"a", {{"type", "integer"}}}}},
+                                            {"required", json::array({"a"})}}}}}}})},
+            {"tool_choice", "required"}};
+  ToolRequest req = read_tools(body);
+  const std::string hermes = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 3}}\n</tool_call>";
+  const std::string mistral = "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 3}}]";
+  const std::string mistral2 =
+      "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 3}}, {\"name\": \"add\", \"arguments\": {\"a\": 4}}]";
+  const std::string llama = "{\"name\": \"add\", \"parameters\": {\"a\": 3}}";
+  req.format = ToolFormat::Mistral;
+  auto g = Grammar::parse(tool_call_gbnf(req));
+  EXPECT_TRUE(grammar_matches(g, mistral));
+  EXPECT_TRUE(grammar_matches(g, mistral2));
+  EXPECT_FALSE(grammar_matches(g, hermes));
+  req.format = ToolFormat::Llama;
+  g = Grammar::parse(tool_call_gbnf(req));
+  EXPECT_TRUE(grammar_matches(g, llama));
+  EXPECT_FALSE(grammar_matches(g, "{\"name\": \"add\", \"arguments\": {\"a\": 3}}"));
+  EXPECT_FALSE(grammar_matches(g, hermes));
+  EXPECT_EQ(tool_call_lazy_gbnf(req), "") << "the lazy grammar's trigger is Hermes only";
+  for (const std::string& text : {mistral, mistral2, llama}) {
+    const ParsedToolCalls p = parse_tool_calls(text);
+    ASSERT_FALSE(p.calls.empty()) << text;
+    EXPECT_EQ(p.calls[0]["function"]["name"], "add");
+    EXPECT_EQ(json::parse(p.calls[0]["function"]["arguments"].get<std::string>())["a"], 3);
+  }
+}
+
 }  // namespace
 }  // namespace opal::server
 
