@@ -37,11 +37,16 @@ std::vector<int32_t> NgramDrafter::draft(std::span<const int32_t> tokens, int n_
   if (n_max <= 0 || len < n + 1) return {};
   const size_t m = size_t(std::min(m_ > 0 ? m_ : n_max, n_max));
   const std::span<const int32_t> key = tokens.subspan(len - n);
-  // The most recent earlier occurrence of the key: it starts at i < len - n.
+  // The most recent earlier occurrence of the key: it starts at i < len - n. What followed it is copied as an
+  // overlapping copy (LZ77's): past the end of `tokens` the copy reads the draft itself, so a repeating
+  // stretch of period p drafts m tokens, not p.
   for (size_t i = len - n; i-- > 0;) {
     if (!std::equal(key.begin(), key.end(), tokens.begin() + std::ptrdiff_t(i))) continue;
-    const size_t from = i + n, to = std::min(len, from + m);
-    return {tokens.begin() + std::ptrdiff_t(from), tokens.begin() + std::ptrdiff_t(to)};
+    const size_t from = i + n;  // < len
+    std::vector<int32_t> out;
+    out.reserve(m);
+    for (size_t j = 0; j < m; ++j) out.push_back(from + j < len ? tokens[from + j] : out[from + j - len]);
+    return out;
   }
   return {};
 }

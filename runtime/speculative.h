@@ -7,7 +7,8 @@
 //                      probability falls below p_min
 //   NgramDrafter       draft-free prompt lookup (llama.cpp's --spec-type ngram-simple): the last n tokens are
 //                      looked up in the earlier tokens (prompt and generated text); the m tokens that followed
-//                      their most recent earlier occurrence are the draft
+//                      their most recent earlier occurrence are the draft (copied on into the draft itself
+//                      when the occurrence is less than m tokens back: a repeating stretch repeats on)
 //   Speculation        a drafter with its limits (draft-max, draft-min) and counters (drafted, accepted), what
 //                      generate() (runtime/generation.h) and the server's slots take
 //

@@ -425,11 +425,12 @@ void SlotEngine::step() {
     size_t j = 0;
     s.timings.draft_n += int64_t(k);  // counted before take_token(), which may end the request
     for (;; ++j) {
-      if (k > 0) s.seq.truncate(size_t(base + int64_t(j)));  // the cache holds what is accepted so far
-      const bool going = take_token(s, ctx_.logits(row0 + int64_t(j)));
+      // Row j follows the first base + j tokens (the draft tokens before it accepted); the cache keeps those.
+      const bool going = take_token(s, ctx_.logits(row0 + int64_t(j)), base + int64_t(j));
       if (!going || j >= k || s.pending != s.draft[j]) break;
       ++s.timings.draft_n_accepted;
     }
+    if (k > 0 && s.seq.size() > base + int64_t(j)) s.seq.truncate(size_t(base + int64_t(j)));
     if (k > 0) {
       s.spec->record(int64_t(k), int64_t(j));
       metrics_.add_draft(int64_t(k), int64_t(j));
@@ -449,9 +450,15 @@ void SlotEngine::draft_for(Slot& s, int64_t room) {
   s.draft = s.spec->propose(history, room);
 }
 
-bool SlotEngine::take_token(Slot& s, const float* logits) {
+bool SlotEngine::take_token(Slot& s, const float* logits, int64_t n_cached) {
   const GenParams& p = s.task->params;
   s.pending = -1;
+  // Before the request ends, the slot's cache drops the draft tokens after the n_cached that count.
+  const auto finish = [this, n_cached](Slot& slot, StopType why, const std::string& word = {},
+                                       const std::string& error = {}) {
+    if (slot.seq.size() > n_cached) slot.seq.truncate(size_t(n_cached));
+    this->finish(slot, why, word, error);
+  };
   if (s.rules.before_sample(s.n_decoded)) {  // n_predict = 0: prompt evaluation only
     s.t_prompt_done = Clock::now();
     finish(s, StopType::Limit);
@@ -514,7 +521,7 @@ bool SlotEngine::take_token(Slot& s, const float* logits) {
     finish(s, StopType::Word, word);
     return false;
   }
-  const bool limit = s.rules.after_token(s.n_decoded, s.seq.size()).has_value();  // n_predict or a full slot
+  const bool limit = s.rules.after_token(s.n_decoded, n_cached).has_value();  // n_predict or a full slot
   release_text(s, ev, limit);
   s.task->push(std::move(ev));
   if (limit) {

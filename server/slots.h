@@ -183,9 +183,10 @@ class SlotEngine {
   // Frees a slot whose client went away, ending its task with a Done (Cancelled) event.
   void drop_cancelled(Slot& s);
   void release_text(Slot& s, Event& ev, bool final);
-  // Samples slot s's next token from `logits` and streams it; false when that
-  // ended the request (finish() was called), else the token is in s.pending.
-  bool take_token(Slot& s, const float* logits);
+  // Samples slot s's next token from `logits` (those after the first n_cached
+  // tokens of its sequence) and streams it; false when that ended the request
+  // (the sequence cut to n_cached, finish() called), else the token is in s.pending.
+  bool take_token(Slot& s, const float* logits, int64_t n_cached);
   // Drafts the tokens after s.pending into s.draft: at most `room` of them, within the slot's context and n_predict.
   void draft_for(Slot& s, int64_t room);
   // Ends every running request with an Error event and forgets its slot's

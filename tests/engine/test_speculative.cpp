@@ -22,10 +22,13 @@ namespace {
 TEST(NgramDrafter, ProposesWhatFollowedTheMostRecentEarlierMatch) {
   NgramDrafter d(3, 0);
   const std::vector<int32_t> t = {1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2, 3};
-  EXPECT_EQ(d.draft(t, 16), (std::vector<int32_t>{7, 8, 1, 2, 3}));  // the later of the two matches
+  // The later of the two matches; past the end, the copy goes on over what it drafted (period 5).
+  EXPECT_EQ(d.draft(t, 7), (std::vector<int32_t>{7, 8, 1, 2, 3, 7, 8}));
   EXPECT_EQ(d.draft(t, 2), (std::vector<int32_t>{7, 8}));
   NgramDrafter m2(3, 1);
   EXPECT_EQ(m2.draft(t, 16), (std::vector<int32_t>{7}));
+  NgramDrafter d2(2, 0);  // "a b a b": period 2
+  EXPECT_EQ(d2.draft(std::vector<int32_t>{5, 6, 5, 6}, 5), (std::vector<int32_t>{5, 6, 5, 6, 5}));
   EXPECT_TRUE(d.draft(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, 16).empty());  // no earlier occurrence
   EXPECT_TRUE(d.draft(std::vector<int32_t>{1, 2, 3}, 16).empty());           // too short
   EXPECT_TRUE(d.draft(t, 0).empty());

@@ -3,9 +3,12 @@
 // URLs with X-Linked-Etag / X-Linked-Size, Range requests, connections that
 // drop mid-file, wrong checksums, HTTP errors, a token, offline use of the
 // cache, split models; and the tag picking rules on their own.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -69,9 +72,9 @@ class MockHub {
   std::vector<std::string> ranges;  // Range headers of the GETs, in order
 
   MockHub() {
-    srv_.Get(R"(/api/models/([^/]+/[^/]+)/tree/main)", [this](const httplib::Request& req, httplib::Response& res) {
+    srv_.Get(R"(/api/models/([^/]+/[^/]+)/tree/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req, res)) return;
-      auto it = repos.find(req.matches[1].str());
+      auto it = repos.find(repo_key(req.matches[1].str(), req.matches[2].str()));
       if (it == repos.end()) return not_found(res);
       nlohmann::json list = nlohmann::json::array();
       for (const auto& [path, data] : it->second)
@@ -81,11 +84,11 @@ class MockHub {
                         {"lfs", {{"oid", sha256_hex(data)}, {"size", data.size()}}}});
       res.set_content(list.dump(), "application/json");
     });
-    srv_.Get(R"(/([^/]+/[^/]+)/resolve/main/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    srv_.Get(R"(/([^/]+/[^/]+)/resolve/([^/]+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req, res)) return;
-      auto it = repos.find(req.matches[1].str());
+      auto it = repos.find(repo_key(req.matches[1].str(), req.matches[2].str()));
       if (it == repos.end()) return not_found(res);
-      const std::string path = req.matches[2].str();
+      const std::string path = req.matches[3].str();
       auto f = it->second.find(path);
       if (f == it->second.end()) return not_found(res);
       const std::string& data = f->second;
@@ -129,6 +132,10 @@ class MockHub {
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
  private:
+  // A repository's entry in `repos`: "user/repo" for main, "user/repo@REV" for another revision (as the URL has it).
+  static std::string repo_key(const std::string& repo, const std::string& rev) {
+    return rev == "main" ? repo : repo + "@" + rev;
+  }
   bool authorized(const httplib::Request& req, httplib::Response& res) {
     if (token.empty() || req.get_header_value("Authorization") == "Bearer " + token) return true;
     res.status = 401;
@@ -334,6 +341,76 @@ TEST_F(Hub, OpalPullErrorNamesUrlAndStatus) {
   EXPECT_EQ(run_command(env + opal_binary() + " pull -hf user/none-GGUF:q8_0", &out), 1) << out;
   EXPECT_NE(out.find("/api/models/user/none-GGUF/tree/main?recursive=true answered HTTP 404"), std::string::npos)
       << out;
+}
+
+// Two processes fetching the same file take turns: while another holds the
+// download lock (here: this test process), `opal pull` says which pid it waits
+// for, then finds the file the other downloaded and fetches nothing.
+TEST_F(Hub, SecondDownloaderWaitsForTheFirst) {
+  const fs::path model = dir_ / "hf/user/tiny-GGUF/tiny-Q8_0.gguf";
+  fs::create_directories(model.parent_path());
+  const int fd = ::open((model.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const std::string me = std::to_string(::getpid());
+  ASSERT_EQ(::pwrite(fd, me.data(), me.size(), 0), ssize_t(me.size()));
+  std::string out;
+  std::atomic<bool> done{false};
+  int rc = -1;
+  std::thread second([&] {
+    const std::string env = "HF_ENDPOINT=" + hub_.endpoint() + " OPAL_CACHE=" + dir_.string() + " ";
+    rc = run_command(env + opal_binary() + " pull user/tiny-GGUF:q8_0", &out);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(done.load()) << "the second downloader did not wait: " << out;
+  EXPECT_EQ(hub_.gets.load(), 0);
+  // The first finishes its download (here: the test writes the file and its .etag as download() does) and
+  // lets go.
+  {
+    std::ofstream(model, std::ios::binary) << hub_.repos["user/tiny-GGUF"]["tiny-Q8_0.gguf"];
+    std::ofstream(model.string() + ".etag") << sha256_hex(hub_.repos["user/tiny-GGUF"]["tiny-Q8_0.gguf"]);
+  }
+  ::close(fd);
+  second.join();
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("being downloaded by pid " + me), std::string::npos) << out;
+  EXPECT_EQ(hub_.gets.load(), 0) << "the waiting process downloaded the file again";
+  EXPECT_EQ(read_all(model.string()), hub_.repos["user/tiny-GGUF"]["tiny-Q8_0.gguf"]);
+}
+
+// A split model by name: every part fetched, and the model loads from all of them.
+TEST_F(Hub, SplitModelByNameRuns) {
+  const std::string dir = temp_dir() + "/hub_split";
+  fs::create_directories(dir);
+  std::string out;
+  const std::string split =
+      opal_binary() + " split " + shared_path("models/stories260K.gguf") + " " + dir + "/stories260K-F32 --parts 2";
+  ASSERT_EQ(run_command(split, &out), 0) << out;
+  auto& repo = hub_.repos["user/split-GGUF"];
+  repo["stories260K-F32-00001-of-00002.gguf"] = read_file(dir + "/stories260K-F32-00001-of-00002.gguf");
+  repo["stories260K-F32-00002-of-00002.gguf"] = read_file(dir + "/stories260K-F32-00002-of-00002.gguf");
+  const std::string env = "HF_ENDPOINT=" + hub_.endpoint() + " OPAL_CACHE=" + dir_.string() + " ";
+  out.clear();
+  ASSERT_EQ(run_command(env + opal_binary() + " run -hf user/split-GGUF:f32 -p Once -n 4 --temp 0", &out), 0) << out;
+  EXPECT_NE(out.find("generation: 4 tokens"), std::string::npos) << out;
+}
+
+// --hf-revision: the tree and resolve URLs name it, and its files are cached apart from main's.
+TEST_F(Hub, RevisionOtherThanMain) {
+  hub_.repos["user/tiny-GGUF@v2"] = {{"tiny-Q8_0.gguf", make_content(1000, 9)}};
+  opts_.revision = "v2";
+  const std::string v2 = hub::fetch_hf(opts_, "user/tiny-GGUF:q8_0");
+  EXPECT_EQ(v2, (dir_ / "hf/user/tiny-GGUF@v2/tiny-Q8_0.gguf").string());
+  EXPECT_EQ(read_all(v2), hub_.repos["user/tiny-GGUF@v2"]["tiny-Q8_0.gguf"]);
+  opts_.revision = "main";
+  const std::string main = hub::fetch_hf(opts_, "user/tiny-GGUF:q8_0");
+  EXPECT_NE(main, v2);
+  EXPECT_EQ(read_all(main), hub_.repos["user/tiny-GGUF"]["tiny-Q8_0.gguf"]);
+  opts_.revision = "v3";
+  EXPECT_NE(error_of([&] { hub::fetch_hf(opts_, "user/tiny-GGUF:q8_0"); }).find("/tree/v3"), std::string::npos);
+  opts_.revision = "../x";
+  EXPECT_NE(error_of([&] { hub::fetch_hf(opts_, "user/tiny-GGUF:q8_0"); }).find("--hf-revision"), std::string::npos);
 }
 
 }  // namespace

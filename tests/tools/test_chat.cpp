@@ -200,5 +200,38 @@ TEST(CliOptions, BadCacheTypeIsTheSameErrorEverywhere) {
   }
 }
 
+// Speculative decoding through the binaries (docs/speculative.md): `opal run` and `opal chat` print the same
+// greedy text with n-gram drafts and with the model as its own draft (every draft token accepted).
+TEST(Speculative, RunAndChatPrintTheSameTextWithDrafts) {
+  const std::string m = test::shared_path("models/stories260K.gguf");
+  // The generated text: after the "opal: KV cache" line (stderr), before the summary.
+  auto text = [](const std::string& out) {
+    const size_t begin = out.find('\n') + 1;
+    return out.substr(begin, out.find("prompt:") - begin);
+  };
+  int rc = 0;
+  const std::string base = "run -m " + m + " -p 'Once upon a time' -n 120 --temp 0 -t 1 ";
+  const std::string plain = run(base + "2>&1", &rc);
+  ASSERT_EQ(rc, 0) << plain;
+  const std::string ngram = run(base + "--spec-type ngram-simple 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << ngram;
+  EXPECT_EQ(text(ngram), text(plain)) << ngram;
+  EXPECT_NE(text(plain).find("Once upon a time"), std::string::npos) << plain;
+  EXPECT_NE(ngram.find("speculative: ngram-simple:"), std::string::npos) << ngram;
+  const std::string self = run(base + "-md " + m + " --draft-p-min 0 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << self;
+  EXPECT_EQ(text(self), text(plain)) << self;
+  EXPECT_NE(self.find("accepted (100.0 %)"), std::string::npos) << self;
+  const std::string input = write_file("spec_turns.txt", "Tell me a story\nAnd then?\n");
+  const std::string chat = "chat -m " + m + " -n 40 --temp 0 -t 1 ";
+  const std::string c_plain = run(chat + "< " + input, &rc);
+  ASSERT_EQ(rc, 0) << c_plain;
+  const std::string c_spec = run(chat + "-md " + m + " --draft-p-min 0 < " + input, &rc);
+  ASSERT_EQ(rc, 0) << c_spec;
+  EXPECT_EQ(c_spec.substr(0, c_spec.find("prompt:")), c_plain.substr(0, c_plain.find("prompt:")));
+  EXPECT_GT(c_plain.find("prompt:"), 60u) << c_plain;  // two replies before the summary
+  EXPECT_NE(c_spec.find("accepted (100.0 %)"), std::string::npos) << c_spec;
+}
+
 }  // namespace
 }  // namespace opal

@@ -1,0 +1,145 @@
+// Speculative decoding in the server's slots (docs/speculative.md): greedy
+// answers equal a server without speculation (n-gram lookup; the model as its
+// own draft, which accepts every draft token), streamed or not, several slots
+// at once, stop strings inside a draft; llama-server's timings.draft_n /
+// draft_n_accepted and the /metrics counters; recurrent targets and
+// mismatched drafts refused at load.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/error.h"
+#include "server/server_test_util.h"
+#include "support/test_support.h"
+
+namespace opal::test {
+namespace {
+
+const char* kPrompts[] = {"Once upon a time", "The dog ran to the", "Lily had a big red ball",
+                          "One day, a little boy named Tom"};
+
+json completion(LocalServer& s, const std::string& prompt, int n, const json& extra = json::object()) {
+  json body = {{"prompt", prompt}, {"n_predict", n}, {"temperature", 0}, {"ignore_eos", true}};
+  body.update(extra);
+  auto r = s.post("/completion", body);
+  EXPECT_TRUE(r);
+  if (!r) return json();
+  EXPECT_EQ(r->status, 200) << r->body;
+  return json::parse(r->body);
+}
+
+server::ServerOptions with_spec(SpecType type, int n_parallel) {
+  server::ServerOptions o = default_options(n_parallel, 1024 * n_parallel);
+  o.spec.type = type;
+  if (type == SpecType::Draft) {
+    o.model_draft = stories_model();  // the target itself
+    o.spec.p_min = 0;
+  }
+  return o;
+}
+
+TEST(ServerSpeculative, NgramAnswersEqualPlainOnesAcrossSlots) {
+  std::vector<std::string> plain;
+  {
+    LocalServer s(default_options(2, 2048));
+    for (const char* p : kPrompts) plain.push_back(completion(s, p, 120)["content"]);
+  }
+  LocalServer s(with_spec(SpecType::NgramSimple, 2));
+  std::vector<json> got(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { got[size_t(i)] = completion(s, kPrompts[i], 120); });
+  for (auto& t : threads) t.join();
+  int64_t drafted = 0, accepted = 0;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << kPrompts[i];
+    EXPECT_EQ(got[size_t(i)]["tokens_predicted"], 120);
+    const json& t = got[size_t(i)]["timings"];
+    if (t.contains("draft_n")) {
+      EXPECT_LE(t["draft_n_accepted"].get<int64_t>(), t["draft_n"].get<int64_t>());
+      drafted += t["draft_n"].get<int64_t>();
+      accepted += t["draft_n_accepted"].get<int64_t>();
+    }
+  }
+  EXPECT_GT(drafted, 0);
+  EXPECT_GT(accepted, 0);
+  const std::string m = s.get("/metrics")->body;
+  EXPECT_EQ(metric_value(m, "opal:draft_tokens_total"), double(drafted));
+  EXPECT_EQ(metric_value(m, "opal:draft_tokens_accepted_total"), double(accepted));
+  // Streamed: the same text.
+  const SseStream st = post_stream(
+      "127.0.0.1", s.port(), "/v1/completions",
+      {{"prompt", kPrompts[0]}, {"max_tokens", 120}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}});
+  ASSERT_TRUE(st.well_formed) << st.error;
+  EXPECT_EQ(chat_stream_text(st), plain[0]);
+}
+
+TEST(ServerSpeculative, StopStringsAndLimitsInsideADraft) {
+  LocalServer plain_s(default_options(1, 1024));
+  LocalServer spec_s(with_spec(SpecType::NgramSimple, 1));
+  for (int n : {1, 3, 45}) {
+    const json a = completion(plain_s, kPrompts[2], n), b = completion(spec_s, kPrompts[2], n);
+    EXPECT_EQ(b["content"], a["content"]) << n;
+    EXPECT_EQ(b["tokens_predicted"], n);
+  }
+  // A stop word found after the first sentence: the same cut, the same word.
+  const json full = completion(plain_s, kPrompts[2], 80);
+  const std::string text = full["content"];
+  const size_t dot = text.find(". ");
+  ASSERT_NE(dot, std::string::npos) << text;
+  const std::string word = text.substr(dot + 2, 4);
+  const json extra = {{"stop", json::array({word})}};
+  const json a = completion(plain_s, kPrompts[2], 80, extra), b = completion(spec_s, kPrompts[2], 80, extra);
+  EXPECT_EQ(b["content"], a["content"]);
+  EXPECT_EQ(b["stopping_word"], word);
+  EXPECT_EQ(b["tokens_predicted"], a["tokens_predicted"]);
+}
+
+TEST(ServerSpeculative, TheModelAsItsOwnDraftAcceptsEveryDraftToken) {
+  std::vector<std::string> plain;
+  {
+    LocalServer s(default_options(2, 2048));
+    for (const char* p : kPrompts) plain.push_back(completion(s, p, 100)["content"]);
+  }
+  LocalServer s(with_spec(SpecType::Draft, 2));
+  std::vector<json> got(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { got[size_t(i)] = completion(s, kPrompts[i], 100); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << kPrompts[i];
+    const json& t = got[size_t(i)]["timings"];
+    ASSERT_TRUE(t.contains("draft_n")) << t.dump();
+    EXPECT_GT(t["draft_n"].get<int64_t>(), 50);
+    EXPECT_EQ(t["draft_n_accepted"], t["draft_n"]);
+  }
+  // A follow-up on a slot's cached prefix keeps its draft in step.
+  const json again = completion(s, kPrompts[0], 100);
+  EXPECT_EQ(again["content"], plain[0]);
+  EXPECT_EQ(again["timings"]["draft_n_accepted"], again["timings"]["draft_n"]);
+}
+
+TEST(ServerSpeculative, RefusedAtLoadWithTheReason) {
+  auto load_error = [](server::ServerOptions o) -> std::string {
+    server::Server srv(std::move(o));
+    srv.start();
+    try {
+      srv.load();
+    } catch (const Error& e) {
+      srv.shutdown();
+      srv.wait();
+      return e.what();
+    }
+    srv.shutdown();
+    srv.wait();
+    return "";
+  };
+  server::ServerOptions bad_vocab = with_spec(SpecType::Draft, 1);
+  bad_vocab.model_draft = shared_path("models/llama-2-tiny-random.gguf");
+  EXPECT_NE(load_error(bad_vocab).find("vocabulary does not match"), std::string::npos);
+  server::ServerOptions rwkv = with_spec(SpecType::NgramSimple, 1);
+  rwkv.model = golden_model("tiny-rwkv7-q8_0");
+  EXPECT_NE(load_error(rwkv).find("recurrent"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace opal::test
