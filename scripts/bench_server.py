@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Any OpenAI-compatible servers under the same client load, side by side (issue #18 item 5).
+
+Each server is started from a command line (with {port} and {model} in it), warmed up,
+then driven at each concurrency level in turn: C clients, each looping streamed
+/v1/chat/completions requests for --seconds. Prompts mix lengths (a few words, a
+paragraph, a page) and a share of them (--shared-prefix) start with one common long
+system prompt, as a chat product's requests do. Per level and server it reports:
+
+  agg tok/s   generated tokens (content chunks) / wall time of the level
+  req/s       completed requests / wall time
+  TTFT p50/p99  request sent -> first content chunk (queueing included)
+  ITL p50/p99   gaps between successive content chunks of one stream
+  RSS         the server's peak resident set (VmHWM) at the end of the level, MB
+  errors      failed or malformed streams (the figures are only meaningful at 0)
+
+and for every server after the first, its ratio to the first (agg tok/s; TTFT and ITL
+p99 as first/this, so > 1 means better). Standard library only; the servers must run
+on this machine (RSS from /proc).
+
+  python3 scripts/bench_server.py --model M.gguf --clients 1,4,16,64 --seconds 30 \\
+    --server 'opal=build/release/opal serve -m {model} --port {port} -np 16 -c 32768 -t 2' \\
+    --server 'llama=../shared/llamacpp/bin/llama-server -m {model} --port {port} -np 16 -c 32768 -t 2'
+
+--json FILE writes every figure. Exit status 0 when no stream failed.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+WORDS = ("once upon a time there was a little girl named lily she liked to play in the park with her dog "
+         "one day the sun was shining and the birds were singing in the tall green trees").split()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def vm_kib(pid, key):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+def pct(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
+
+
+class Server:
+    def __init__(self, name, cmd, model, log_dir):
+        self.name, self.port = name, free_port()
+        argv = shlex.split(cmd.replace("{port}", str(self.port)).replace("{model}", model))
+        self.log_path = os.path.join(log_dir, f"bench_server_{name}.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/health")
+                if c.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.name} not healthy after {timeout} s; see {self.log_path}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def make_prompt(rng, system_prefix, shared_prefix):
+    kind = rng.random()
+    n = rng.randint(3, 20) if kind < 0.5 else rng.randint(50, 150) if kind < 0.85 else rng.randint(300, 600)
+    user = " ".join(rng.choice(WORDS) for _ in range(n))
+    messages = [{"role": "user", "content": user}]
+    if rng.random() < shared_prefix:
+        messages.insert(0, {"role": "system", "content": system_prefix})
+    return messages
+
+
+def one_request(port, messages, max_tokens, seed, timeout):
+    """Streams one chat completion. Returns (ttft, [inter-token gaps], tokens) or raises."""
+    body = json.dumps({"messages": messages, "max_tokens": max_tokens, "stream": True, "seed": seed,
+                       "temperature": 0.8, "ignore_eos": True}).encode()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    t0 = time.monotonic()
+    c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]!r}")
+    ttft, last, gaps, tokens, finished, done = None, None, [], 0, False, False
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            done = True
+            break
+        ev = json.loads(data)
+        if "error" in ev:
+            raise RuntimeError(f"error event: {ev['error']}")
+        for ch in ev.get("choices", []):
+            if ch.get("delta", {}).get("content"):
+                now = time.monotonic()
+                if ttft is None:
+                    ttft = now - t0
+                else:
+                    gaps.append(now - last)
+                last = now
+                tokens += 1
+            if ch.get("finish_reason"):
+                finished = True
+    c.close()
+    if not (finished and done):
+        raise RuntimeError("stream ended without a finish_reason and [DONE]")
+    if ttft is None:
+        raise RuntimeError("no content in the stream")
+    return ttft, gaps, tokens
+
+
+def run_level(server, clients, seconds, args, system_prefix):
+    stats = {"ttft": [], "gaps": [], "tokens": 0, "requests": 0, "errors": [], "lock": threading.Lock()}
+    deadline = time.monotonic() + seconds
+
+    def client(idx):
+        rng = random.Random(args.seed * 1000 + idx)
+        while time.monotonic() < deadline:
+            messages = make_prompt(rng, system_prefix, args.shared_prefix)
+            try:
+                ttft, gaps, tokens = one_request(server.port, messages, args.max_tokens, rng.randint(0, 1 << 30),
+                                                 args.timeout)
+                with stats["lock"]:
+                    stats["ttft"].append(ttft)
+                    stats["gaps"].extend(gaps)
+                    stats["tokens"] += tokens
+                    stats["requests"] += 1
+            except Exception as e:  # connection errors, HTTP errors, malformed streams
+                with stats["lock"]:
+                    stats["errors"].append(f"{type(e).__name__}: {e}")
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0  # requests in flight at the deadline run to their end
+    return {
+        "clients": clients,
+        "wall_s": round(wall, 2),
+        "requests": stats["requests"],
+        "tokens": stats["tokens"],
+        "agg_tok_s": stats["tokens"] / wall,
+        "req_s": stats["requests"] / wall,
+        "ttft_p50_s": pct(stats["ttft"], 50),
+        "ttft_p99_s": pct(stats["ttft"], 99),
+        "itl_p50_ms": pct(stats["gaps"], 50) * 1000,
+        "itl_p99_ms": pct(stats["gaps"], 99) * 1000,
+        "peak_rss_mb": vm_kib(server.proc.pid, "VmHWM") / 1024.0,
+        "errors": len(stats["errors"]),
+        "first_errors": stats["errors"][:3],
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", action="append", required=True, metavar="NAME=CMD",
+                    help="a server command line with {port} and {model}; repeat for each server")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--clients", default="1,4,16,64")
+    ap.add_argument("--seconds", type=float, default=30, help="load per concurrency level")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--shared-prefix", type=float, default=0.5, help="share of requests with the common system prompt")
+    ap.add_argument("--timeout", type=float, default=300, help="per-request socket timeout (s)")
+    ap.add_argument("--ready-timeout", type=float, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", help="write every figure here")
+    args = ap.parse_args()
+    levels = [int(x) for x in args.clients.split(",")]
+    system_prefix = " ".join(random.Random(7).choice(WORDS) for _ in range(200))
+    results = {}
+    for spec in args.server:
+        name, _, cmd = spec.partition("=")
+        if not cmd:
+            ap.error(f"--server {spec!r}: expected NAME=CMD")
+        srv = Server(name, cmd, args.model, os.environ.get("TMPDIR", "/tmp"))
+        try:
+            srv.wait_ready(args.ready_timeout)
+            one_request(srv.port, [{"role": "user", "content": "warm up"}], 8, 1, args.timeout)
+            results[name] = []
+            for c in levels:
+                r = run_level(srv, c, args.seconds, args, system_prefix)
+                results[name].append(r)
+                print(f"{name:>8} clients={c:>3}: {r['agg_tok_s']:8.1f} tok/s {r['req_s']:6.2f} req/s  TTFT p50 "
+                      f"{r['ttft_p50_s']:.3f} p99 {r['ttft_p99_s']:.3f} s  ITL p50 {r['itl_p50_ms']:.1f} p99 "
+                      f"{r['itl_p99_ms']:.1f} ms  RSS {r['peak_rss_mb']:.0f} MB  errors {r['errors']}",
+                      flush=True)
+                for e in r["first_errors"]:
+                    print(f"           {e}", flush=True)
+        finally:
+            srv.stop()
+    names = list(results)
+    print("\n| clients | server | agg tok/s | req/s | TTFT p50 / p99 (s) | ITL p50 / p99 (ms) | peak RSS (MB) | errors |"
+          + (" vs " + names[0] + ": tok/s, TTFT p99, ITL p99 |" if len(names) > 1 else ""))
+    print("|---:|---|---:|---:|---|---|---:|---:|" + ("---|" if len(names) > 1 else ""))
+    for i, c in enumerate(levels):
+        base = results[names[0]][i]
+        for n in names:
+            r = results[n][i]
+            row = (f"| {c} | {n} | {r['agg_tok_s']:.1f} | {r['req_s']:.2f} | {r['ttft_p50_s']:.3f} / "
+                   f"{r['ttft_p99_s']:.3f} | {r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | "
+                   f"{r['errors']} |")
+            if len(names) > 1:
+                if n == names[0]:
+                    row += " |"
+                else:
+                    row += (f" {r['agg_tok_s'] / base['agg_tok_s']:.2f}x, {base['ttft_p99_s'] / r['ttft_p99_s']:.2f}x, "
+                            f"{base['itl_p99_ms'] / r['itl_p99_ms']:.2f}x |")
+            print(row)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": args.model, "args": vars(args), "results": results}, f, indent=1)
+    return 0 if all(r["errors"] == 0 for rs in results.values() for r in rs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
