@@ -31,6 +31,14 @@ std::string golden_model(const std::string& stem) { return shared_path("golden/m
 std::string opal_binary() { return OPAL_BINARY; }
 std::string source_dir() { return OPAL_SOURCE_DIR; }
 
+size_t binary_sweep_stride() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return 3;
+#else
+  return 1;
+#endif
+}
+
 int run_command(const std::string& cmd, std::string* output) {
   std::string full = cmd + " 2>&1";
   FILE* p = popen(full.c_str(), "r");

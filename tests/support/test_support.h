@@ -23,6 +23,12 @@ std::string golden_model(const std::string& stem);
 std::string opal_binary();
 // The repository root.
 std::string source_dir();
+// Sweeps that start the opal binary once per case (every shared GGUF through
+// `opal inspect`, every chat-template case through `opal template`) take every
+// case in release builds and every third under the sanitizers, where each start
+// of the instrumented binary costs about a second; the same cases still run
+// in-process under the sanitizers (test_jinja, the GGUF reader's tests and fuzzing).
+size_t binary_sweep_stride();
 // Runs a shell command; returns its exit status and captures stdout+stderr.
 int run_command(const std::string& cmd, std::string* output);
 // A fresh temporary directory, removed at process exit.
