@@ -53,6 +53,7 @@ std::vector<float> gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w
 }
 
 TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
+  set_q8_0_batch_order(BatchOrder::llama);  // Q8_0 batches: llama.cpp's order (the lanes order is not)
   std::mt19937 rng(7);
   for (Isa isa : simd_isas())
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0}) {

@@ -543,9 +543,14 @@ void gemm_q5_0(const GemmArgs& g) {
   else LegacyPrompt<Q5_0Weights>::run(g);
 }
 
+// Q8_0 batches in the lanes order when chosen (q8_0_batch_order()): the
+// weights offset to unsigned (w + 128) and the sums started at -128 * sum(x).
 void gemm_q8_0(const GemmArgs& g) {
-  if (g.n_act <= kSmallBatch) LegacyDecode<Q8_0Weights>::run(g);
-  else LegacyPrompt<Q8_0Weights>::run(g);
+  using W = Q8_0Weights;
+  if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
+  else if (!g.single_rows && RowsInLanes<W>::applies(g) && q8_0_batch_order() == BatchOrder::lanes)
+    RowsInLanesDriver<RowsInLanes<W>>::run(g);
+  else LegacyPrompt<W>::run(g);
 }
 
 uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }
