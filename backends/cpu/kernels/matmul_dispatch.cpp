@@ -6,9 +6,9 @@
 #include <cstdlib>
 
 #include "backends/cpu/kernels/kernel_tables.h"
-#include "core/error.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+#include "core/error.h"
 
 namespace opal::cpu {
 

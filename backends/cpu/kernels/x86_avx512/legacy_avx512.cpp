@@ -13,8 +13,11 @@
 // The per-block 8-lane float accumulation is llama.cpp's order for these
 // types on x86 (its AVX2/VNNI vec_dot); a 512-bit two-block variant was
 // faster for prompts but moved near-tie greedy choices off llama.cpp's.
-// Tiles: see LegacyDecode (one activation row), LegacyPrompt (several) and
-// RowsInLanes (Q4_0/Q5_0 batches of 16 rows or more, weights repacked per call).
+// Tiles: see LegacyDecode (one activation row, and batches of up to 16 rows:
+// each step of weight rows meets every activation row while it is in L1),
+// LegacyPrompt (larger batches) and RowsInLanes (Q4_0 batches of more than 8
+// rows, and Q8_0 batches of more than 16 in the lanes order when
+// q8_0_batch_order() says so; weights repacked per call).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -161,16 +164,21 @@ template <class W, bool kBlockwise = false>
 struct LegacyDecode {
   // Two rows' quants of block b as 64 unsigned bytes (row0 | row1).
 
-  // x: one activation row, out: its output row; prefetch: request the rows
-  // two steps on (the first activation row of a step only).
-  static void rows8(const GemmArgs& g, const uint8_t* x, float* out, int64_t row, bool prefetch) {
+  // 8 weight rows against RA activation rows from act: each block's weights
+  // are loaded once and meet the RA rows, every (row, activation) pair with
+  // its own accumulator; prefetch: request the rows two steps on (the first
+  // activation group of a step only).
+  template <int RA>
+  static void rows8(const GemmArgs& g, int64_t act, int64_t row, bool prefetch) {
     const int64_t nb = g.k / 32;
     const uint8_t* w[8];
     for (int i = 0; i < 8; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
-    __m512 acc[4];
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m512 acc[4][RA];
     __m512i spread[4];
     for (int j = 0; j < 4; ++j) {
-      acc[j] = _mm512_setzero_ps();
+      for (int a = 0; a < RA; ++a) acc[j][a] = _mm512_setzero_ps();
       spread[j] = _mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
                                    2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
     }
@@ -178,10 +186,6 @@ struct LegacyDecode {
     const uint8_t* next = w[0] + 16 * g.w_row_bytes;  // two steps ahead (measured better than one for K = 576)
     const int lines_per_step = int((8 * g.w_row_bytes + 64 * nb - 1) / (64 * nb));
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* xb = x + b * kQ8_0Bytes;
-      const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
-      const __m512i neg =
-          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
       const uint64_t off = uint64_t(b) * W::kBytes;
       const __m128i h =
           kBlockwise
@@ -189,36 +193,46 @@ struct LegacyDecode {
                                f16_bits(w[1] + off), f16_bits(w[3] + off), f16_bits(w[5] + off), f16_bits(w[7] + off))
               : _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
                                f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off));
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
-      const __m512 d512 = _mm512_castps256_ps512(d);
+      const __m256 dw = _mm256_cvtph_ps(h);
       // The 8 rows 16 on are one contiguous span: a share of its lines per
       // step (a prefetch past the end of the weights does not fault).
       for (int l = 0; prefetch && l < lines_per_step; ++l)
         _mm_prefetch(reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64), _MM_HINT_T0);
-      if constexpr (kBlockwise) {
-        __m512i s[4];
-        for (int j = 0; j < 4; ++j)
-          s[j] = _mm512_dpbusd_epi32(neg, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off), xq);
-        acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums8(s)), _mm512_castps256_ps512(d), acc[0]);
-        continue;
-      }
-      for (int j = 0; j < 4; ++j) {
-        const __m512i s = _mm512_dpbusd_epi32(neg, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off), xq);
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(spread[j], d512), acc[j]);
+      __m512i q[4];
+      for (int j = 0; j < 4; ++j) q[j] = pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off);
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+        const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+        const __m512i neg =
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(load_f16(xb)));
+        if constexpr (kBlockwise) {
+          __m512i s[4];
+          for (int j = 0; j < 4; ++j) s[j] = _mm512_dpbusd_epi32(neg, q[j], xq);
+          acc[0][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums8(s)), _mm512_castps256_ps512(d), acc[0][a]);
+        } else {
+          const __m512 d512 = _mm512_castps256_ps512(d);
+          for (int j = 0; j < 4; ++j)
+            acc[j][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, q[j], xq)),
+                                        _mm512_permutexvar_ps(spread[j], d512), acc[j][a]);
+        }
       }
     }
-    if constexpr (kBlockwise) {  // lanes hold rows 0 2 4 6 1 3 5 7
-      alignas(32) float o[8];
-      _mm256_store_ps(o, _mm512_castps512_ps256(acc[0]));
-      for (int j = 0; j < 4; ++j) {
-        out[row + 2 * j] = o[j];
-        out[row + 2 * j + 1] = o[4 + j];
+    for (int a = 0; a < RA; ++a) {
+      float* out = g.out + (act + a) * g.out_stride;
+      if constexpr (kBlockwise) {  // lanes hold rows 0 2 4 6 1 3 5 7
+        alignas(32) float o[8];
+        _mm256_store_ps(o, _mm512_castps512_ps256(acc[0][a]));
+        for (int j = 0; j < 4; ++j) {
+          out[row + 2 * j] = o[j];
+          out[row + 2 * j + 1] = o[4 + j];
+        }
+      } else {
+        for (int j = 0; j < 4; ++j) {
+          out[row + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j][a]));
+          out[row + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j][a]), 1)));
+        }
       }
-      return;
-    }
-    for (int j = 0; j < 4; ++j) {
-      out[row + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j]));
-      out[row + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j]), 1)));
     }
   }
 
@@ -253,11 +267,12 @@ struct LegacyDecode {
     out[row] = acc;
   }
 
-  // Decode, and small batches: each step of 8 weight rows meets every
-  // activation row in turn while its rows stay in L1 (fetched from memory
-  // once, by the first activation row's prefetches), so a batch of a few rows
+  // Decode, and small batches: each step of 8 weight rows meets the
+  // activation rows kGroup at a time while its rows stay in L1 (fetched from
+  // memory once, by the first group's prefetches), so a batch of a few rows
   // streams the weights once, as decode does. Each (row, activation) pair
   // keeps its own order: the results are those of any other path.
+  static constexpr int kGroup = 4;
   static void run(const GemmArgs& g) {
     int64_t r = g.row_begin;
     // The first rows have no earlier step to prefetch them: request them all
@@ -265,9 +280,16 @@ struct LegacyDecode {
     const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
-    for (; r + 8 <= g.row_end; r += 8)
-      for (int64_t a = 0; a < g.n_act; ++a)
-        rows8(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r, a == 0);
+    for (; r + 8 <= g.row_end; r += 8) {
+      int64_t a = 0;
+      for (; a + kGroup <= g.n_act; a += kGroup) rows8<kGroup>(g, a, r, a == 0);
+      switch (g.n_act - a) {
+        case 3: rows8<3>(g, a, r, a == 0); break;
+        case 2: rows8<2>(g, a, r, a == 0); break;
+        case 1: rows8<1>(g, a, r, a == 0); break;
+        default: break;
+      }
+    }
     for (; r < g.row_end; ++r)
       for (int64_t a = 0; a < g.n_act; ++a) {
         if constexpr (kBlockwise) row1_blockwise(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r);
