@@ -308,7 +308,10 @@ struct LegacyDecode {
 // of the row-pair form (no 256-bit halves to insert, 4 reduction steps for 16
 // rows); the same contiguous-span prefetch two steps on.
 struct Q4_0Decode {
-  static void rows16(const GemmArgs& g, const uint8_t* x, float* out, int64_t row, bool prefetch) {
+  // 16 weight rows against RA activation rows from act: the rows' nibbles
+  // are loaded and split once per block and meet the RA rows.
+  template <int RA>
+  static void rows16(const GemmArgs& g, int64_t act, int64_t row, bool prefetch) {
     const int64_t nb = g.k / 32;
     // Four base pointers (rows 0, 4, 8, 12) and the row stride in multiples
     // of 1-3 keep every address in a register pair (16 row pointers would
@@ -317,38 +320,32 @@ struct Q4_0Decode {
     const uint64_t rbs[4] = {0, rb, 2 * rb, 3 * rb};
     const uint8_t* base[4];
     for (int j = 0; j < 4; ++j) base[j] = g.w + uint64_t(row + 4 * j) * rb;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
     const __m512i off8 = _mm512_set1_epi8(8), low4 = _mm512_set1_epi8(0x0F);
     const uint8_t* next = base[0] + 32 * rb;
     const int lines_per_step = int((16 * g.w_row_bytes + 64 * nb - 1) / (64 * nb));
     // Two steps of 16 long rows do not fit L1 together: those go to L2.
     const bool to_l2 = 32 * g.w_row_bytes > 32 * 1024;
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[RA];
+    for (int a = 0; a < RA; ++a) acc[a] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* xb = x + b * kQ8_0Bytes;
-      const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
-      const __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
-      const __m512i neg =
-          _mm512_sub_epi32(_mm512_setzero_si512(),
-                           _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off8, xlo), off8, xhi));
       const uint64_t off = uint64_t(b) * kQ4_0Bytes;
       for (int l = 0; prefetch && l < lines_per_step; ++l) {
         const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
         if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
         else _mm_prefetch(p, _MM_HINT_T0);
       }
-      __m512i s[4];
+      __m512i lo[4], hi[4];
       for (int j = 0; j < 4; ++j) {
         const uint8_t* q = base[j] + off + 2;
         __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
         v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + rbs[1])), 1);
         v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + rbs[2])), 2);
         v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + rbs[3])), 3);
-        const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-        s[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, lo, xlo), hi, xhi);
+        lo[j] = _mm512_and_si512(v, low4);
+        hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
       }
-      const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
-      const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
-      const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
       const uint8_t* d0 = base[0] + off;
       const uint8_t* d1 = base[1] + off;
       const uint8_t* d2 = base[2] + off;
@@ -358,12 +355,29 @@ struct Q4_0Decode {
                             f16_bits(d1 + rbs[1]), f16_bits(d2 + rbs[1]), f16_bits(d3 + rbs[1]), f16_bits(d0 + rbs[2]),
                             f16_bits(d1 + rbs[2]), f16_bits(d2 + rbs[2]), f16_bits(d3 + rbs[2]), f16_bits(d0 + rbs[3]),
                             f16_bits(d1 + rbs[3]), f16_bits(d2 + rbs[3]), f16_bits(d3 + rbs[3]));
-      const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(load_f16(xb)));
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), d, acc);
+      const __m512 dw = _mm512_cvtph_ps(h);
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+        const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
+        const __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
+        const __m512i neg =
+            _mm512_sub_epi32(_mm512_setzero_si512(),
+                             _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off8, xlo), off8, xhi));
+        __m512i s[4];
+        for (int j = 0; j < 4; ++j) s[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, lo[j], xlo), hi[j], xhi);
+        const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+        const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+        const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(load_f16(xb)));
+        acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), d, acc[a]);
+      }
     }
-    alignas(64) float o[16];
-    _mm512_store_ps(o, acc);
-    for (int lane = 0; lane < 16; ++lane) out[row + 4 * (lane % 4) + lane / 4] = o[lane];
+    for (int a = 0; a < RA; ++a) {
+      alignas(64) float o[16];
+      _mm512_store_ps(o, acc[a]);
+      float* out = g.out + (act + a) * g.out_stride;
+      for (int lane = 0; lane < 16; ++lane) out[row + 4 * (lane % 4) + lane / 4] = o[lane];
+    }
   }
 
   static void run(const GemmArgs& g) {
@@ -371,11 +385,18 @@ struct Q4_0Decode {
     const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 32) * g.w_row_bytes;
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
-    // Small batches: each step of 16 rows meets every activation row while
-    // it is in L1 (as LegacyDecode::run).
-    for (; r + 16 <= g.row_end; r += 16)
-      for (int64_t a = 0; a < g.n_act; ++a)
-        rows16(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r, a == 0);
+    // Small batches: each step of 16 rows meets the activation rows 4 at a
+    // time while it is in L1 (as LegacyDecode::run).
+    for (; r + 16 <= g.row_end; r += 16) {
+      int64_t a = 0;
+      for (; a + 4 <= g.n_act; a += 4) rows16<4>(g, a, r, a == 0);
+      switch (g.n_act - a) {
+        case 3: rows16<3>(g, a, r, a == 0); break;
+        case 2: rows16<2>(g, a, r, a == 0); break;
+        case 1: rows16<1>(g, a, r, a == 0); break;
+        default: break;
+      }
+    }
     GemmArgs rest = g;
     rest.row_begin = r;
     LegacyDecode<Q4_0Weights, true>::run(rest);
