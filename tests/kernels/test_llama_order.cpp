@@ -89,7 +89,8 @@ TEST(LlamaOrder, Q4_0BatchesEqualTheRepackedOrderBitForBit) {
     for (int64_t k : {32, 576, 4096}) {
       const int64_t rows = 53;  // slices of 32 and 16 rows, then 5
       const auto w = weights(t, rows, k, rng);
-      for (int64_t n_act : {3, 4, 8, 9, 70})  // up to 8: rows of the decode kernel; from 9: rows in the lanes
+      for (int64_t n_act :
+           {3, 4, 8, 9, 16, 17, 70})  // decode kernels up to 8 (AVX2) / 16 (AVX-512), then rows in the lanes
         for (bool single : {false, true}) {
           std::normal_distribution<float> val(0.0f, 2.0f);
           std::vector<float> x(size_t(n_act * k));

@@ -36,7 +36,7 @@ namespace {
 constexpr int64_t kRowsInLanesMinActs = 4;  // RowsInLanes: batches of at least this many rows
 // Batches up to these sizes run the decode kernels row by row (each weight
 // step streamed once and met by every activation row from L1).
-constexpr int64_t kSmallBatch = 16, kQ4_0SmallBatch = 8;
+constexpr int64_t kSmallBatch = 16, kQ4_0SmallBatch = 16;
 
 float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
