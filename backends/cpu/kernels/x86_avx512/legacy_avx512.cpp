@@ -15,7 +15,7 @@
 // faster for prompts but moved near-tie greedy choices off llama.cpp's.
 // Tiles: see LegacyDecode (one activation row, and batches of up to 16 rows:
 // each step of weight rows meets every activation row while it is in L1),
-// LegacyPrompt (larger batches) and RowsInLanes (Q4_0 batches of more than 8
+// LegacyPrompt (larger batches) and RowsInLanes (Q4_0 batches of more than 16
 // rows, and Q8_0 batches of more than 16 in the lanes order when
 // q8_0_batch_order() says so; weights repacked per call).
 #if defined(__x86_64__) || defined(__i386__)
@@ -569,7 +569,7 @@ struct RowsInLanes {
 
 // Q4_0: llama.cpp repacks Q4_0 on x86 and its gemm and gemv sum each block
 // exactly, then acc = fma(float(isum), d_w * d_x, acc): that order at every
-// batch size (decode and small batches row by row, larger ones RowsInLanes).
+// batch size (decode and batches of up to 16 rows in Q4_0Decode, larger ones RowsInLanes).
 void gemm_q4_0(const GemmArgs& g) {
   using W = Q4_0Weights;
   if (g.n_act > kQ4_0SmallBatch && RowsInLanes<W>::applies(g)) RowsInLanesDriver<RowsInLanes<W>>::run(g);
