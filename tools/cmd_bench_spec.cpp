@@ -69,11 +69,12 @@ int run_bench_spec(BenchSpecOptions o) {
   ContextParams cp = o.context.params();
   fit_context_for_speculation(cp, o.spec.resolved());
   if (o.model.empty()) o.model = default_model_path();
-  auto reg = o.backend.make_registry(o.context.thread_count());
+  const int threads = o.context.thread_count();
+  auto reg = o.backend.make_registry(threads);
   auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   Context ctx(*model, cp);
-  const Draft draft = make_draft(o.spec, *reg, o.load, vocab, ctx);
+  const Draft draft = make_draft(o.spec, *reg, o.backend, threads, o.load, vocab, ctx);
   if (!draft.spec) fail("bench-spec measures speculative decoding: give -md FILE or --spec-type ngram-simple");
   const std::vector<int32_t> prompt = vocab.tokenize(o.prompt, true, true);
   if (prompt.empty()) fail("the prompt is empty");
