@@ -10,6 +10,10 @@
 //                         FFN up/gate shape), cycling over > 96 MB of copies.
 //   decode-l2/<isa>/<type>: the same over 96 x 4096 weights that stay in L2:
 //                         the kernel's own speed, without DRAM.
+//   batch<M>/<isa>/<type>: n_act = M (2, 4, 8, 16) over the decode-1024 shape
+//                         from DRAM: GB/s of weight bytes, as decode (a small
+//                         batch that streams the weights once runs near
+//                         decode's GB/s; one that streams them M times at 1/M).
 //   prompt/<isa>/<type>:  n_act = 64 over 512 x 4096 weights: GOP/s (2 ops per
 //                         multiply-add), activation conversion included.
 // Run: build/<dir>/bench_matmul_kernels [--benchmark_filter=decode/avx512]
@@ -52,7 +56,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t kK) {
 }
 
 // copies = 0: enough copies of the weights to exceed 96 MB (beyond any L3), cycled.
-void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096) {
+void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096,
+         bool bytes_rate = false) {
   const MatmulKernels* k = matmul_kernels(t, isa);
   if (copies == 0) copies = int(96e6 / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
   std::vector<std::vector<uint8_t>> w;
@@ -84,7 +89,7 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = double(g.w_row_bytes) * double(rows);
-  if (n_act == 1)
+  if (n_act == 1 || bytes_rate)
     state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   else
     state.counters["GOP/s"] = benchmark::Counter(2.0 * double(rows) * double(kK) * double(n_act) / 1e9,
@@ -111,6 +116,11 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("decode-2048/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 8192, 1, 0, 2048);
       })->Unit(benchmark::kMicrosecond);
+      if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K || t == DType::F16)
+        for (int m : {2, 4, 8, 16})
+          benchmark::RegisterBenchmark(("batch" + std::to_string(m) + "/" + suffix).c_str(), [=](benchmark::State& s) {
+            run(s, isa, t, 3072, m, 0, 1024, true);
+          })->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 96, 1, 1);
       })->Unit(benchmark::kMicrosecond);

@@ -53,6 +53,7 @@ std::vector<float> gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w
 }
 
 TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
+  set_q8_0_batch_order(BatchOrder::llama);  // Q8_0 batches: llama.cpp's order (the lanes order is not)
   std::mt19937 rng(7);
   for (Isa isa : simd_isas())
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
@@ -63,7 +64,7 @@ TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
         if (!is_float(t) && k % 32 != 0) continue;
         const int64_t rows = 9;
         const auto w = weights(t, rows, k, rng);
-        for (int64_t n_act : {1, 2, 7})
+        for (int64_t n_act : {1, 2, 7, 16, 17})  // 16 / 17: the last small batch, the first prompt tile
           for (bool single : {false, true}) {
             std::normal_distribution<float> val(0.0f, 2.0f);
             std::vector<float> x(size_t(n_act * k));
@@ -88,7 +89,7 @@ TEST(LlamaOrder, Q4_0BatchesEqualTheRepackedOrderBitForBit) {
     for (int64_t k : {32, 576, 4096}) {
       const int64_t rows = 53;  // slices of 32 and 16 rows, then 5
       const auto w = weights(t, rows, k, rng);
-      for (int64_t n_act : {3, 4, 9, 70})
+      for (int64_t n_act : {3, 4, 8, 9, 70})  // up to 8: rows of the decode kernel; from 9: rows in the lanes
         for (bool single : {false, true}) {
           std::normal_distribution<float> val(0.0f, 2.0f);
           std::vector<float> x(size_t(n_act * k));

@@ -1,9 +1,14 @@
 // matmul_kernels(): the selected ISA's entry for a weight type, falling back
 // per type to the next lower ISA (avx512 -> avx2 -> scalar, neon -> scalar);
-// round_activations(): the selected ISA's f16 rounding, else the reference's.
+// round_activations(): the selected ISA's f16 rounding, else the reference's;
+// the process-wide Q8_0 batch order.
+#include <atomic>
+#include <cstdlib>
+
 #include "backends/cpu/kernels/kernel_tables.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+#include "core/error.h"
 
 namespace opal::cpu {
 
@@ -27,6 +32,25 @@ const MatmulKernels* matmul_kernels(DType weight_type, Isa isa) {
 }
 
 const MatmulKernels* matmul_kernels(DType weight_type) { return matmul_kernels(weight_type, selected_isa()); }
+
+BatchOrder parse_batch_order(std::string_view name) {
+  if (name == "llama") return BatchOrder::llama;
+  if (name == "lanes") return BatchOrder::lanes;
+  fail("unknown Q8_0 batch order '{}' (choose llama or lanes; $OPAL_Q8_0_ORDER or --q8-0-order)", name);
+}
+
+namespace {
+std::atomic<int>& batch_order_selection() {
+  static std::atomic<int> s{[] {
+    const char* env = std::getenv("OPAL_Q8_0_ORDER");
+    return int(env && *env ? parse_batch_order(env) : BatchOrder::llama);
+  }()};
+  return s;
+}
+}  // namespace
+
+BatchOrder q8_0_batch_order() { return BatchOrder(batch_order_selection().load(std::memory_order_relaxed)); }
+void set_q8_0_batch_order(BatchOrder order) { batch_order_selection().store(int(order), std::memory_order_relaxed); }
 
 void round_activations(DType act_type, const float* x, float* out, int64_t k) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -12,6 +12,7 @@
 // activation rounding as llama.cpp's.
 #pragma once
 #include <cstdint>
+#include <string_view>
 
 #include "backends/cpu/kernels/isa.h"
 #include "core/dtype.h"
@@ -55,6 +56,22 @@ const MatmulKernels* matmul_kernels(DType weight_type);
 const MatmulKernels* matmul_kernels(DType weight_type, Isa isa);
 // Only the ISA's own entry (no fallback), or null.
 const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa);
+// The summation order of Q8_0 batches beyond the small-batch sizes (more than
+// 16 activation rows), process-wide:
+//   llama: llama.cpp's (each block's 8 int32 lanes converted and accumulated
+//          per (weight row, activation row) pair, reduced at the end): the
+//          Q8_0 goldens stay bit-identical with llama.cpp;
+//   lanes: weight rows in the lanes (AVX-512), each block's exact int32 sum
+//          then one FMA, as llama.cpp does for repacked Q4_0: about 2x the
+//          prompt speed, within the q8_0 tolerance.
+// Initially $OPAL_Q8_0_ORDER ("llama" or "lanes") if set, else llama.
+// Decode, small batches and expert rows (single_rows) always take llama's.
+enum class BatchOrder { llama, lanes };
+BatchOrder q8_0_batch_order();
+void set_q8_0_batch_order(BatchOrder order);
+// Parses "llama" / "lanes"; throws opal::Error naming the choices.
+BatchOrder parse_batch_order(std::string_view name);
+
 // llama.cpp's vec_dot type of a weight type (F32 if none applies).
 DType activation_type_for(DType weight_type);
 // Rounds x through act_type (quantize then dequantize) into out; used by the

@@ -41,6 +41,9 @@ namespace opal::cpu::avx2 {
 namespace {
 
 constexpr int64_t kRowsInLanesMinActs = 4;
+// Batches up to this size run the decode kernel row by row (each weight step
+// streamed once and met by every activation row from L1).
+constexpr int64_t kSmallBatch = 8;
 
 short f16_bits(const uint8_t* p) {
   short h;
@@ -85,7 +88,7 @@ struct Q4_0Decode {
     out[row] = acc;
   }
 
-  static void rows8(const GemmArgs& g, const uint8_t* x, float* out, int64_t row) {
+  static void rows8(const GemmArgs& g, const uint8_t* x, float* out, int64_t row, bool prefetch) {
     const int64_t nb = g.k / 32;
     const ActTail tail(x, nb);
     const uint64_t rb = g.w_row_bytes;
@@ -102,7 +105,7 @@ struct Q4_0Decode {
       const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
       const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
       const uint64_t off = uint64_t(b) * kQ4_0Bytes;
-      for (int l = 0; l < lines_per_step; ++l) {
+      for (int l = 0; prefetch && l < lines_per_step; ++l) {
         const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
         if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
         else _mm_prefetch(p, _MM_HINT_T0);
@@ -130,18 +133,19 @@ struct Q4_0Decode {
     _mm256_storeu_ps(out + row, acc);
   }
 
-  static void run1(const GemmArgs& g, const uint8_t* x, float* out) {
+  // Small batches: each step of 8 rows meets every activation row in turn
+  // while it is in L1 (fetched once, by the first row's prefetches).
+  static void run(const GemmArgs& g) {
     int64_t r = g.row_begin;
     // The first rows have no earlier step to prefetch them: request them at once.
     const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
-    for (; r + 8 <= g.row_end; r += 8) rows8(g, x, out, r);
-    for (; r < g.row_end; ++r) row1(g, x, out, r);
-  }
-
-  static void run(const GemmArgs& g) {
-    for (int64_t a = 0; a < g.n_act; ++a) run1(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride);
+    auto x = [&](int64_t a) { return g.act + uint64_t(a) * g.act_row_bytes; };
+    for (; r + 8 <= g.row_end; r += 8)
+      for (int64_t a = 0; a < g.n_act; ++a) rows8(g, x(a), g.out + a * g.out_stride, r, a == 0);
+    for (; r < g.row_end; ++r)
+      for (int64_t a = 0; a < g.n_act; ++a) row1(g, x(a), g.out + a * g.out_stride, r);
   }
 };
 
@@ -285,7 +289,7 @@ int64_t q4_0_scratch_floats(int64_t k) { return k / 32 * RowsInLanes::kBlockByte
 // Decode and batches of up to 3 rows row by row, larger batches RowsInLanes;
 // both in the block-exact order, so the split never changes a result.
 void gemm_q4_0(const GemmArgs& g) {
-  if (RowsInLanes::applies(g)) RowsInLanes::run(g);
+  if (g.n_act > kSmallBatch && RowsInLanes::applies(g)) RowsInLanes::run(g);
   else Q4_0Decode::run(g);
 }
 

@@ -457,16 +457,23 @@ struct Q6KRowsInLanes {
   }
 };
 
+// Batches of up to kSmallBatch rows: the decode tiles (4 weight rows, with
+// their prefetch) meet every activation row while the rows are in L1, so the
+// weights are streamed once; larger batches rows in the lanes.
+constexpr int64_t kSmallBatch = 4;
+
 }  // namespace
 
 void gemm_q4_K(const GemmArgs& g) {
-  if (g.n_act >= 2 && Q4KRowsInLanes::applies(g)) RowsInLanesDriver<Q4KRowsInLanes>::run(g);
+  if (g.n_act <= kSmallBatch) drive<Q45KKernel<false>, 4, 1>(g);
+  else if (Q4KRowsInLanes::applies(g)) RowsInLanesDriver<Q4KRowsInLanes>::run(g);
   else gemm_entry<Q45KKernel<false>, 2, 4, 4>(g);
 }
 int64_t q4_K_scratch_floats(int64_t k) { return k / 256 * Q4KRowsInLanes::kBlockBytes / 4; }
 void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 4, 4>(g); }
 void gemm_q6_K(const GemmArgs& g) {
-  if (g.n_act >= 2 && Q6KRowsInLanes::applies(g)) RowsInLanesDriver<Q6KRowsInLanes>::run(g);
+  if (g.n_act <= kSmallBatch) drive<Q6KKernel, 4, 1>(g);
+  else if (Q6KRowsInLanes::applies(g)) RowsInLanesDriver<Q6KRowsInLanes>::run(g);
   else gemm_entry<Q6KKernel, 2, 4, 4>(g);
 }
 int64_t q6_K_scratch_floats(int64_t k) { return k / 256 * Q6KRowsInLanes::kBlockBytes / 4; }

@@ -13,8 +13,11 @@
 // The per-block 8-lane float accumulation is llama.cpp's order for these
 // types on x86 (its AVX2/VNNI vec_dot); a 512-bit two-block variant was
 // faster for prompts but moved near-tie greedy choices off llama.cpp's.
-// Tiles: see LegacyDecode (one activation row), LegacyPrompt (several) and
-// RowsInLanes (Q4_0/Q5_0 batches of 16 rows or more, weights repacked per call).
+// Tiles: see LegacyDecode (one activation row, and batches of up to 16 rows:
+// each step of weight rows meets every activation row while it is in L1),
+// LegacyPrompt (larger batches) and RowsInLanes (Q4_0 batches of more than 8
+// rows, and Q8_0 batches of more than 16 in the lanes order when
+// q8_0_batch_order() says so; weights repacked per call).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -31,6 +34,9 @@ namespace opal::cpu::avx512 {
 namespace {
 
 constexpr int64_t kRowsInLanesMinActs = 4;  // RowsInLanes: batches of at least this many rows
+// Batches up to these sizes run the decode kernels row by row (each weight
+// step streamed once and met by every activation row from L1).
+constexpr int64_t kSmallBatch = 16, kQ4_0SmallBatch = 8;
 
 float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -158,14 +164,21 @@ template <class W, bool kBlockwise = false>
 struct LegacyDecode {
   // Two rows' quants of block b as 64 unsigned bytes (row0 | row1).
 
-  static void rows8(const GemmArgs& g, int64_t row) {
+  // 8 weight rows against RA activation rows from act: each block's weights
+  // are loaded once and meet the RA rows, every (row, activation) pair with
+  // its own accumulator; prefetch: request the rows two steps on (the first
+  // activation group of a step only).
+  template <int RA>
+  static void rows8(const GemmArgs& g, int64_t act, int64_t row, bool prefetch) {
     const int64_t nb = g.k / 32;
     const uint8_t* w[8];
     for (int i = 0; i < 8; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
-    __m512 acc[4];
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m512 acc[4][RA];
     __m512i spread[4];
     for (int j = 0; j < 4; ++j) {
-      acc[j] = _mm512_setzero_ps();
+      for (int a = 0; a < RA; ++a) acc[j][a] = _mm512_setzero_ps();
       spread[j] = _mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
                                    2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
     }
@@ -173,10 +186,6 @@ struct LegacyDecode {
     const uint8_t* next = w[0] + 16 * g.w_row_bytes;  // two steps ahead (measured better than one for K = 576)
     const int lines_per_step = int((8 * g.w_row_bytes + 64 * nb - 1) / (64 * nb));
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* xb = g.act + b * kQ8_0Bytes;
-      const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
-      const __m512i neg =
-          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
       const uint64_t off = uint64_t(b) * W::kBytes;
       const __m128i h =
           kBlockwise
@@ -184,36 +193,46 @@ struct LegacyDecode {
                                f16_bits(w[1] + off), f16_bits(w[3] + off), f16_bits(w[5] + off), f16_bits(w[7] + off))
               : _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
                                f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off));
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
-      const __m512 d512 = _mm512_castps256_ps512(d);
+      const __m256 dw = _mm256_cvtph_ps(h);
       // The 8 rows 16 on are one contiguous span: a share of its lines per
       // step (a prefetch past the end of the weights does not fault).
-      for (int l = 0; l < lines_per_step; ++l)
+      for (int l = 0; prefetch && l < lines_per_step; ++l)
         _mm_prefetch(reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64), _MM_HINT_T0);
-      if constexpr (kBlockwise) {
-        __m512i s[4];
-        for (int j = 0; j < 4; ++j)
-          s[j] = _mm512_dpbusd_epi32(neg, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off), xq);
-        acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums8(s)), _mm512_castps256_ps512(d), acc[0]);
-        continue;
-      }
-      for (int j = 0; j < 4; ++j) {
-        const __m512i s = _mm512_dpbusd_epi32(neg, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off), xq);
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(spread[j], d512), acc[j]);
+      __m512i q[4];
+      for (int j = 0; j < 4; ++j) q[j] = pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off);
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+        const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+        const __m512i neg =
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(load_f16(xb)));
+        if constexpr (kBlockwise) {
+          __m512i s[4];
+          for (int j = 0; j < 4; ++j) s[j] = _mm512_dpbusd_epi32(neg, q[j], xq);
+          acc[0][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums8(s)), _mm512_castps256_ps512(d), acc[0][a]);
+        } else {
+          const __m512 d512 = _mm512_castps256_ps512(d);
+          for (int j = 0; j < 4; ++j)
+            acc[j][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, q[j], xq)),
+                                        _mm512_permutexvar_ps(spread[j], d512), acc[j][a]);
+        }
       }
     }
-    if constexpr (kBlockwise) {  // lanes hold rows 0 2 4 6 1 3 5 7
-      alignas(32) float o[8];
-      _mm256_store_ps(o, _mm512_castps512_ps256(acc[0]));
-      for (int j = 0; j < 4; ++j) {
-        g.out[row + 2 * j] = o[j];
-        g.out[row + 2 * j + 1] = o[4 + j];
+    for (int a = 0; a < RA; ++a) {
+      float* out = g.out + (act + a) * g.out_stride;
+      if constexpr (kBlockwise) {  // lanes hold rows 0 2 4 6 1 3 5 7
+        alignas(32) float o[8];
+        _mm256_store_ps(o, _mm512_castps512_ps256(acc[0][a]));
+        for (int j = 0; j < 4; ++j) {
+          out[row + 2 * j] = o[j];
+          out[row + 2 * j + 1] = o[4 + j];
+        }
+      } else {
+        for (int j = 0; j < 4; ++j) {
+          out[row + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j][a]));
+          out[row + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j][a]), 1)));
+        }
       }
-      return;
-    }
-    for (int j = 0; j < 4; ++j) {
-      g.out[row + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j]));
-      g.out[row + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j]), 1)));
     }
   }
 
@@ -230,13 +249,13 @@ struct LegacyDecode {
   }
 
   // One row, blockwise: each block's exact sum, then one FMA.
-  static void row1_blockwise(const GemmArgs& g, int64_t row) {
+  static void row1_blockwise(const GemmArgs& g, const uint8_t* x, float* out, int64_t row) {
     const int64_t nb = g.k / 32;
     const uint8_t* w = g.w + uint64_t(row) * g.w_row_bytes;
     const __m256i offset = _mm256_set1_epi8(char(W::kOffset));
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* xb = g.act + b * kQ8_0Bytes;
+      const uint8_t* xb = x + b * kQ8_0Bytes;
       const uint8_t* wb = w + b * W::kBytes;
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
       const __m256i neg =
@@ -245,9 +264,15 @@ struct LegacyDecode {
       const int32_t sum = _mm512_reduce_add_epi32(_mm512_zextsi256_si512(s));
       acc = std::fma(float(sum), load_f16(wb) * load_f16(xb), acc);
     }
-    g.out[row] = acc;
+    out[row] = acc;
   }
 
+  // Decode, and small batches: each step of 8 weight rows meets the
+  // activation rows kGroup at a time while its rows stay in L1 (fetched from
+  // memory once, by the first group's prefetches), so a batch of a few rows
+  // streams the weights once, as decode does. Each (row, activation) pair
+  // keeps its own order: the results are those of any other path.
+  static constexpr int kGroup = 4;
   static void run(const GemmArgs& g) {
     int64_t r = g.row_begin;
     // The first rows have no earlier step to prefetch them: request them all
@@ -255,11 +280,21 @@ struct LegacyDecode {
     const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
-    for (; r + 8 <= g.row_end; r += 8) rows8(g, r);
-    for (; r < g.row_end; ++r) {
-      if constexpr (kBlockwise) row1_blockwise(g, r);
-      else LegacyKernel<W>::template tile<1, 1>(g, r, 0);
+    for (; r + 8 <= g.row_end; r += 8) {
+      int64_t a = 0;
+      for (; a + kGroup <= g.n_act; a += kGroup) rows8<kGroup>(g, a, r, a == 0);
+      switch (g.n_act - a) {
+        case 3: rows8<3>(g, a, r, a == 0); break;
+        case 2: rows8<2>(g, a, r, a == 0); break;
+        case 1: rows8<1>(g, a, r, a == 0); break;
+        default: break;
+      }
     }
+    for (; r < g.row_end; ++r)
+      for (int64_t a = 0; a < g.n_act; ++a) {
+        if constexpr (kBlockwise) row1_blockwise(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r);
+        else LegacyKernel<W>::template tile<1, 1>(g, r, a);
+      }
   }
 };
 
@@ -273,7 +308,7 @@ struct LegacyDecode {
 // of the row-pair form (no 256-bit halves to insert, 4 reduction steps for 16
 // rows); the same contiguous-span prefetch two steps on.
 struct Q4_0Decode {
-  static void rows16(const GemmArgs& g, int64_t row) {
+  static void rows16(const GemmArgs& g, const uint8_t* x, float* out, int64_t row, bool prefetch) {
     const int64_t nb = g.k / 32;
     // Four base pointers (rows 0, 4, 8, 12) and the row stride in multiples
     // of 1-3 keep every address in a register pair (16 row pointers would
@@ -289,14 +324,14 @@ struct Q4_0Decode {
     const bool to_l2 = 32 * g.w_row_bytes > 32 * 1024;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* xb = g.act + b * kQ8_0Bytes;
+      const uint8_t* xb = x + b * kQ8_0Bytes;
       const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
       const __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
       const __m512i neg =
           _mm512_sub_epi32(_mm512_setzero_si512(),
                            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off8, xlo), off8, xhi));
       const uint64_t off = uint64_t(b) * kQ4_0Bytes;
-      for (int l = 0; l < lines_per_step; ++l) {
+      for (int l = 0; prefetch && l < lines_per_step; ++l) {
         const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
         if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
         else _mm_prefetch(p, _MM_HINT_T0);
@@ -328,7 +363,7 @@ struct Q4_0Decode {
     }
     alignas(64) float o[16];
     _mm512_store_ps(o, acc);
-    for (int lane = 0; lane < 16; ++lane) g.out[row + 4 * (lane % 4) + lane / 4] = o[lane];
+    for (int lane = 0; lane < 16; ++lane) out[row + 4 * (lane % 4) + lane / 4] = o[lane];
   }
 
   static void run(const GemmArgs& g) {
@@ -336,20 +371,14 @@ struct Q4_0Decode {
     const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 32) * g.w_row_bytes;
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
-    for (; r + 16 <= g.row_end; r += 16) rows16(g, r);
+    // Small batches: each step of 16 rows meets every activation row while
+    // it is in L1 (as LegacyDecode::run).
+    for (; r + 16 <= g.row_end; r += 16)
+      for (int64_t a = 0; a < g.n_act; ++a)
+        rows16(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r, a == 0);
     GemmArgs rest = g;
     rest.row_begin = r;
     LegacyDecode<Q4_0Weights, true>::run(rest);
-  }
-
-  static void run_each(const GemmArgs& g) {
-    GemmArgs one = g;
-    one.n_act = 1;
-    for (int64_t a = 0; a < g.n_act; ++a) {
-      one.act = g.act + uint64_t(a) * g.act_row_bytes;
-      one.out = g.out + a * g.out_stride;
-      run(one);
-    }
   }
 };
 
@@ -522,21 +551,28 @@ struct RowsInLanes {
 // batch size (decode and small batches row by row, larger ones RowsInLanes).
 void gemm_q4_0(const GemmArgs& g) {
   using W = Q4_0Weights;
-  if (g.n_act == 1) Q4_0Decode::run(g);
-  else if (RowsInLanes<W>::applies(g)) RowsInLanesDriver<RowsInLanes<W>>::run(g);
-  else Q4_0Decode::run_each(g);
+  if (g.n_act > kQ4_0SmallBatch && RowsInLanes<W>::applies(g)) RowsInLanesDriver<RowsInLanes<W>>::run(g);
+  else Q4_0Decode::run(g);
 }
 
 // Q5_0 and Q8_0: llama.cpp's x86 vec_dot / tinyBLAS 8-lane order (no
 // repacking there; the Q8_0 goldens are bit-identical with it).
+// Batches of up to kSmallBatch rows take the decode kernel, each weight step
+// meeting every activation row (the weights streamed once, with prefetch);
+// larger ones the prompt tiles. The same order on both paths.
 void gemm_q5_0(const GemmArgs& g) {
-  if (g.n_act == 1) LegacyDecode<Q5_0Weights>::run(g);
+  if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
   else LegacyPrompt<Q5_0Weights>::run(g);
 }
 
+// Q8_0 batches in the lanes order when chosen (q8_0_batch_order()): the
+// weights offset to unsigned (w + 128) and the sums started at -128 * sum(x).
 void gemm_q8_0(const GemmArgs& g) {
-  if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
-  else LegacyPrompt<Q8_0Weights>::run(g);
+  using W = Q8_0Weights;
+  if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
+  else if (!g.single_rows && RowsInLanes<W>::applies(g) && q8_0_batch_order() == BatchOrder::lanes)
+    RowsInLanesDriver<RowsInLanes<W>>::run(g);
+  else LegacyPrompt<W>::run(g);
 }
 
 uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }

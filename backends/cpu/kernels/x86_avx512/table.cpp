@@ -43,7 +43,9 @@ constexpr MatmulKernels kTable[] = {
                        avx512::gemm_q4_0),
                  avx512::legacy_scratch_floats),
     entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q5_0),
-    entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q8_0),
+    with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
+                       avx512::gemm_q8_0),
+                 avx512::legacy_scratch_floats),
     with_scratch(
         entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
         avx512::q4_K_scratch_floats),
