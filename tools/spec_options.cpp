@@ -18,7 +18,7 @@ namespace opal::tools {
 
 SpecParams SpecOptions::resolved() const {
   SpecParams p = params;
-  if (!type.empty()) p.type = spec_type_from_name(type);
+  if (!type.empty()) p.type = spec_type_from_name(type == "draft-simple" ? "draft" : type);  // newer llama.cpp's name
   else p.type = model_draft.empty() ? SpecType::None : SpecType::Draft;
   if (p.type == SpecType::Draft && model_draft.empty())
     fail("--spec-type draft needs a draft model: -md FILE or -hfd user/repo[:quant]");
@@ -44,11 +44,12 @@ SpecParams SpecOptions::resolved() const {
 
 void add_spec_options(CLI::App* sub, SpecOptions& o) {
   const char* group = "Speculative decoding";
-  sub->add_option("--md,--model-draft", o.model_draft, "draft model for speculative decoding (GGUF)")
+  sub->add_option("--md,--model-draft,--spec-draft-model", o.model_draft, "draft model for speculative decoding (GGUF)")
       ->type_name("FILE")
       ->group(group);
   auto hfd = std::make_shared<std::string>();
-  sub->add_option("--hfd,--hfrd,--hf-repo-draft", *hfd, "draft model by name: user/repo[:quant] on Hugging Face")
+  sub->add_option("--hfd,--hfrd,--hf-repo-draft,--spec-draft-hf", *hfd,
+                  "draft model by name: user/repo[:quant] on Hugging Face")
       ->type_name("REPO")
       ->group(group);
   add_pre_action(sub, [hfd, &o, sub] {
@@ -71,15 +72,19 @@ void add_spec_options(CLI::App* sub, SpecOptions& o) {
                   "the draft model drafts while its top token's probability is at least this")
       ->capture_default_str()
       ->group(group);
-  sub->add_option("--spec-ngram-size-n", o.params.ngram_n, "ngram-*: tokens of the key looked up")
+  sub->add_option(
+         "--spec-ngram-size-n,--spec-ngram-simple-size-n,--spec-ngram-map-k-size-n,--spec-ngram-map-k4v-size-n,--spec-"
+         "ngram-mod-n-match",
+         o.params.ngram_n, "ngram-*: tokens of the key looked up")
       ->capture_default_str()
       ->group(group);
-  sub->add_option("--spec-ngram-size-m", o.params.ngram_m,
-                  "ngram-simple, ngram-map-*: most tokens drafted after a match (0: --draft-max)")
+  sub->add_option(
+         "--spec-ngram-size-m,--spec-ngram-simple-size-m,--spec-ngram-map-k-size-m,--spec-ngram-map-k4v-size-m",
+         o.params.ngram_m, "ngram-simple, ngram-map-*: most tokens drafted after a match (0: --draft-max)")
       ->capture_default_str()
       ->group(group);
-  sub->add_option("--spec-ngram-min-hits", o.params.ngram_min_hits,
-                  "ngram-map-*: times the drafted tokens must have followed the key before")
+  sub->add_option("--spec-ngram-min-hits,--spec-ngram-map-k-min-hits,--spec-ngram-map-k4v-min-hits",
+                  o.params.ngram_min_hits, "ngram-map-*: times the drafted tokens must have followed the key before")
       ->capture_default_str()
       ->group(group);
   sub->add_option("--cd,--ctx-size-draft,--spec-draft-ctx-size", o.draft.n_ctx,
