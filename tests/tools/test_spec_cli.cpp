@@ -24,7 +24,14 @@ Result opal(const std::string& args) {
   static int n = 0;
   const std::string err = test::temp_dir() + "/spec_cli_err_" + std::to_string(n++) + ".txt";
   Result r;
-  r.rc = test::run_command("(" + test::opal_binary() + " " + args + " 2>" + err + ")", &r.out);
+  std::string cmd = "(";  // built in steps: GCC 12 warns (-Wrestrict) on "literal" + std::string here
+  cmd += test::opal_binary();
+  cmd += ' ';
+  cmd += args;
+  cmd += " 2>";
+  cmd += err;
+  cmd += ')';
+  r.rc = test::run_command(cmd, &r.out);
   r.err = test::read_file(err);
   return r;
 }
