@@ -14,14 +14,24 @@ const char* spec_type_name(SpecType t) {
     case SpecType::None: return "none";
     case SpecType::Draft: return "draft";
     case SpecType::NgramSimple: return "ngram-simple";
+    case SpecType::NgramMapK: return "ngram-map-k";
+    case SpecType::NgramMapK4v: return "ngram-map-k4v";
+    case SpecType::NgramMod: return "ngram-mod";
   }
   return "?";
 }
 
 SpecType spec_type_from_name(const std::string& name) {
-  for (SpecType t : {SpecType::None, SpecType::Draft, SpecType::NgramSimple})
+  constexpr SpecType kAll[] = {SpecType::None,      SpecType::Draft,       SpecType::NgramSimple,
+                               SpecType::NgramMapK, SpecType::NgramMapK4v, SpecType::NgramMod};
+  std::string known;
+  for (SpecType t : kAll) {
     if (name == spec_type_name(t)) return t;
-  fail("unknown speculative decoding type '{}' (known: none, draft, ngram-simple)", name);
+    known += fmt::format("{}{}", known.empty() ? "" : ", ", spec_type_name(t));
+  }
+  if (name == "ngram-cache")
+    fail("--spec-type ngram-cache (llama.cpp's lookup statistics) is not implemented (known: {})", known);
+  fail("--spec-type: unknown speculative decoding type '{}' (known: {})", name, known);
 }
 
 void SpecParams::validate() const {
@@ -30,6 +40,8 @@ void SpecParams::validate() const {
   if (!(p_min >= 0.0f && p_min <= 1.0f)) fail("--draft-p-min must be in [0, 1], got {}", p_min);
   if (ngram_n < 1 || ngram_n > 1024) fail("--spec-ngram-size-n must be in [1, 1024], got {}", ngram_n);
   if (ngram_m < 0 || ngram_m > 1024) fail("--spec-ngram-size-m must be in [0, 1024], got {}", ngram_m);
+  if (ngram_min_hits < 1 || ngram_min_hits > 1024)
+    fail("--spec-ngram-min-hits must be in [1, 1024], got {}", ngram_min_hits);
 }
 
 std::vector<int32_t> NgramDrafter::draft(std::span<const int32_t> tokens, int n_max) {
@@ -49,6 +61,69 @@ std::vector<int32_t> NgramDrafter::draft(std::span<const int32_t> tokens, int n_
     return out;
   }
   return {};
+}
+
+std::vector<int32_t> NgramMapDrafter::draft(std::span<const int32_t> tokens, int n_max) {
+  const size_t n = size_t(n_), len = tokens.size();
+  const size_t m = size_t(std::min(m_ > 0 ? m_ : n_max, n_max));
+  if (n_max <= 0 || m == 0 || len < n + m + 1) return {};
+  const std::span<const int32_t> key = tokens.subspan(len - n);
+  // The m-grams after the key's earlier occurrences i (whole ones: i + n + m <= len), most recent first; for
+  // map-k4v the first four distinct ones met, with their counts.
+  struct Value {
+    size_t at;  // where the m-gram starts in tokens
+    int count;
+  };
+  std::vector<Value> values;
+  const auto same = [&](size_t a, size_t b) {
+    return std::equal(tokens.begin() + std::ptrdiff_t(a), tokens.begin() + std::ptrdiff_t(a + m),
+                      tokens.begin() + std::ptrdiff_t(b));
+  };
+  for (size_t i = len - n - m + 1; i-- > 0;) {
+    if (!std::equal(key.begin(), key.end(), tokens.begin() + std::ptrdiff_t(i))) continue;
+    const size_t at = i + n;
+    auto v = std::find_if(values.begin(), values.end(), [&](const Value& x) { return same(x.at, at); });
+    if (v != values.end()) ++v->count;
+    else if (values.empty() || (four_values_ && values.size() < 4)) values.push_back({at, 1});
+  }
+  if (values.empty()) return {};
+  const Value* best = &values[0];  // map-k: the most recent occurrence's m-gram
+  if (four_values_) {
+    int second = 0;
+    for (const Value& v : values)
+      if (v.count > best->count) best = &v;
+    for (const Value& v : values)
+      if (&v != best) second = std::max(second, v.count);
+    if (best->count < 2 * second) return {};
+  }
+  if (best->count < min_hits_) return {};
+  return std::vector<int32_t>(tokens.begin() + std::ptrdiff_t(best->at), tokens.begin() + std::ptrdiff_t(best->at + m));
+}
+
+size_t NgramModDrafter::slot(std::span<const int32_t> key) const {
+  uint64_t h = 0x9e3779b97f4a7c15ull;  // an LCG step per token (Knuth's MMIX constants), then a final mix
+  for (int32_t t : key) h = (h + uint64_t(uint32_t(t)) + 1) * 6364136223846793005ull + 1442695040888963407ull;
+  h ^= h >> 29;
+  return size_t(h) & (kPoolSize - 1);
+}
+
+std::vector<int32_t> NgramModDrafter::draft(std::span<const int32_t> tokens, int n_max) {
+  const size_t n = size_t(n_), len = tokens.size();
+  // Hash the n-grams not seen yet: from where `tokens` leaves what was seen (a new or edited sequence goes back).
+  size_t from = std::mismatch(seen_.begin(), seen_.end(), tokens.begin(), tokens.end()).first - seen_.begin();
+  for (size_t j = std::max(from, n); j < len; ++j) pool_[slot(tokens.subspan(j - n, n))] = tokens[j];
+  seen_.assign(tokens.begin(), tokens.end());
+  std::vector<int32_t> out;
+  if (n_max <= 0 || len < n) return out;
+  std::vector<int32_t> key(tokens.end() - std::ptrdiff_t(n), tokens.end());
+  while (int(out.size()) < n_max) {
+    const int32_t next = pool_[slot(key)];
+    if (next < 0) break;
+    out.push_back(next);
+    key.erase(key.begin());
+    key.push_back(next);
+  }
+  return out;
 }
 
 ModelDrafter::ModelDrafter(Context& draft_ctx, int32_t seq, float p_min, int64_t n_vocab_target)
@@ -146,6 +221,14 @@ std::unique_ptr<Speculation> make_speculation(const SpecParams& params, Context*
     case SpecType::None: return nullptr;
     case SpecType::NgramSimple:
       return std::make_unique<Speculation>(std::make_unique<NgramDrafter>(params.ngram_n, params.ngram_m), params);
+    case SpecType::NgramMapK:
+    case SpecType::NgramMapK4v:
+      return std::make_unique<Speculation>(
+          std::make_unique<NgramMapDrafter>(params.ngram_n, params.ngram_m, params.ngram_min_hits,
+                                            params.type == SpecType::NgramMapK4v),
+          params);
+    case SpecType::NgramMod:
+      return std::make_unique<Speculation>(std::make_unique<NgramModDrafter>(params.ngram_n), params);
     case SpecType::Draft:
       if (!draft_ctx) fail("speculative decoding with a draft model needs one (-md FILE)");
       return std::make_unique<Speculation>(

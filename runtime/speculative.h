@@ -9,6 +9,14 @@
 //                      looked up in the earlier tokens (prompt and generated text); the m tokens that followed
 //                      their most recent earlier occurrence are the draft (copied on into the draft itself
 //                      when the occurrence is less than m tokens back: a repeating stretch repeats on)
+//   NgramMapDrafter    llama.cpp's ngram-map-k and ngram-map-k4v: the m tokens (the m-gram) after each earlier
+//                      occurrence of the last n tokens (the key) are counted; map-k drafts the m-gram of the
+//                      most recent occurrence once it has followed the key at least min-hits times, map-k4v
+//                      keeps the first four distinct m-grams and drafts the most frequent when it has min-hits
+//                      and at least twice the count of the next
+//   NgramModDrafter    llama.cpp's ngram-mod: a pool of 2^20 entries maps a hash of n tokens to the token that
+//                      followed them last; the draft follows the chain from the last n tokens, as long as
+//                      entries are found (kept across a slot's requests)
 //   Speculation        a drafter with its limits (draft-max, draft-min) and counters (drafted, accepted), what
 //                      generate() (runtime/generation.h) and the server's slots take
 //
@@ -37,19 +45,21 @@
 
 namespace opal {
 
-// llama.cpp's --spec-type names: none, draft (a draft model), ngram-simple (prompt lookup).
-enum class SpecType { None, Draft, NgramSimple };
+// llama.cpp's --spec-type names: none, draft (a draft model), ngram-simple (prompt lookup), ngram-map-k,
+// ngram-map-k4v, ngram-mod.
+enum class SpecType { None, Draft, NgramSimple, NgramMapK, NgramMapK4v, NgramMod };
 const char* spec_type_name(SpecType t);
 // Throws opal::Error listing the known names.
 SpecType spec_type_from_name(const std::string& name);
 
 struct SpecParams {
   SpecType type = SpecType::None;
-  int n_max = 16;      // most tokens per draft (llama.cpp --draft-max)
-  int n_min = 0;       // a shorter draft is not verified (llama.cpp --draft-min)
-  float p_min = 0.8f;  // the draft model drafts while its top probability is at least this (--draft-p-min)
-  int ngram_n = 3;     // ngram-simple: tokens of the key looked up (--spec-ngram-size-n)
-  int ngram_m = 0;     // ngram-simple: most tokens drafted after a match; 0: n_max (--spec-ngram-size-m)
+  int n_max = 16;          // most tokens per draft (llama.cpp --draft-max)
+  int n_min = 0;           // a shorter draft is not verified (llama.cpp --draft-min)
+  float p_min = 0.8f;      // the draft model drafts while its top probability is at least this (--draft-p-min)
+  int ngram_n = 3;         // ngram-simple: tokens of the key looked up (--spec-ngram-size-n)
+  int ngram_m = 0;         // ngram-simple, -map-*: most tokens drafted after a match; 0: n_max (--spec-ngram-size-m)
+  int ngram_min_hits = 1;  // ngram-map-*: times an m-gram must have followed the key (--spec-ngram-min-hits)
   // Throws opal::Error naming the flag for a value out of range.
   void validate() const;
 };
@@ -78,6 +88,34 @@ class NgramDrafter : public Drafter {
 
  private:
   int n_, m_;
+};
+
+class NgramMapDrafter : public Drafter {
+ public:
+  // four_values: ngram-map-k4v's rule, else ngram-map-k's.
+  NgramMapDrafter(int n, int m, int min_hits, bool four_values)
+      : n_(n), m_(m), min_hits_(min_hits), four_values_(four_values) {}
+  std::vector<int32_t> draft(std::span<const int32_t> tokens, int n_max) override;
+
+ private:
+  int n_, m_, min_hits_;
+  bool four_values_;
+};
+
+class NgramModDrafter : public Drafter {
+ public:
+  static constexpr size_t kPoolSize = size_t(1) << 20;
+  explicit NgramModDrafter(int n) : n_(n), pool_(kPoolSize, -1) {}
+  std::vector<int32_t> draft(std::span<const int32_t> tokens, int n_max) override;
+  // A new conversation: the tokens already hashed are forgotten, the pool is kept (what earlier requests
+  // taught it drafts for later ones, as llama.cpp's shared pool does).
+  void reset() override { seen_.clear(); }
+
+ private:
+  size_t slot(std::span<const int32_t> key) const;
+  int n_;
+  std::vector<int32_t> pool_;  // hash slot -> next token, -1: empty
+  std::vector<int32_t> seen_;  // the tokens whose n-grams are in the pool
 };
 
 class ModelDrafter : public Drafter {

@@ -391,10 +391,22 @@ void Server::load() {
   if (eo.spec.type == SpecType::Draft) {  // one draft context, slot i drafting in its sequence i
     if (st.opts.model_draft.empty()) fail("speculative decoding with a draft model needs one (-md FILE)");
     check_speculation_supported(*st.ctx, "target");
-    st.draft_model = Model::load(st.opts.model_draft, *st.registry, st.opts.load);
+    Registry* dreg = st.registry.get();
+    if (st.opts.draft_threads > 0 || !st.opts.draft_backends.empty()) {
+      const std::string& b = st.opts.draft_backends.empty() ? st.opts.backends : st.opts.draft_backends;
+      st.draft_registry =
+          make_registry(parse_backend_list(b == "none" ? "" : b),
+                        st.opts.draft_threads > 0 ? st.opts.draft_threads : st.opts.threads, st.opts.backend_tuning);
+      dreg = st.draft_registry.get();
+    }
+    st.draft_model = Model::load(st.opts.model_draft, *dreg, st.opts.load);
     check_draft_vocab(*st.vocab, Vocab::from_gguf(st.draft_model->gguf()));
-    st.draft_ctx = std::make_unique<Context>(*st.draft_model, cp);
+    ContextParams dcp = cp;
+    if (st.opts.draft_n_ctx > 0) dcp.n_ctx = st.opts.draft_n_ctx;
+    st.draft_ctx = std::make_unique<Context>(*st.draft_model, dcp);
     eo.draft_ctx = st.draft_ctx.get();
+    fmt::print(stderr, "serve: draft model: KV cache {:.2f} MiB ({} cells shared by the slots)\n",
+               double(st.draft_ctx->kv_bytes()) / 1048576.0, st.draft_ctx->n_ctx());
   }
   st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics, eo);
   st.model_id = st.opts.alias.empty() ? st.opts.model : st.opts.alias;

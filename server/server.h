@@ -50,6 +50,9 @@ struct ServerOptions {
   // Speculative decoding per slot (docs/speculative.md): spec.type Draft drafts with model_draft.
   std::string model_draft;  // GGUF path of the draft model (-md)
   SpecParams spec;
+  int64_t draft_n_ctx = 0;     // -cd: the draft context's cells, shared by the slots (0: the target's)
+  int draft_threads = 0;       // -td: the draft model's compute threads (0: the target's registry)
+  std::string draft_backends;  // -devd: the draft's backends, "none" for the CPU alone (empty: the target's)
 
   // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
   std::string chat_template_file;

@@ -33,7 +33,8 @@ struct Server::State {
   std::unique_ptr<Model> model;
   std::optional<Vocab> vocab;
   std::unique_ptr<Context> ctx;
-  std::unique_ptr<Model> draft_model;  // speculative decoding with a draft model (-md)
+  std::unique_ptr<Registry> draft_registry;  // the draft model's own threads or devices (-td, -devd); else null
+  std::unique_ptr<Model> draft_model;        // speculative decoding with a draft model (-md)
   std::unique_ptr<Context> draft_ctx;
   std::optional<jinja::Template> chat_template;
   bool template_is_fallback = false;

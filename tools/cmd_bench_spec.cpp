@@ -1,4 +1,4 @@
-// `opal bench-spec -m TARGET (-md DRAFT | --spec-type ngram-simple) [-p TEXT | -f FILE] [-n 128] [-r 3]
+// `opal bench-spec -m TARGET (-md DRAFT | --spec-type ngram-*) [-p TEXT | -f FILE] [-n 128] [-r 3]
 //  [-t N] [--isa NAME] [--draft-max N] ...`: the speed of speculative decoding
 // (docs/speculative.md). From the same prompt, greedy generation of -n tokens
 // (end of generation ignored) runs -r times without and -r times with
@@ -69,12 +69,14 @@ int run_bench_spec(BenchSpecOptions o) {
   ContextParams cp = o.context.params();
   fit_context_for_speculation(cp, o.spec.resolved());
   if (o.model.empty()) o.model = default_model_path();
-  auto reg = o.backend.make_registry(o.context.thread_count());
+  const int threads = o.context.thread_count();
+  auto reg = o.backend.make_registry(threads);
   auto model = Model::load(o.model, *reg, o.load);
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   Context ctx(*model, cp);
-  const Draft draft = make_draft(o.spec, *reg, o.load, vocab, ctx);
-  if (!draft.spec) fail("bench-spec measures speculative decoding: give -md FILE or --spec-type ngram-simple");
+  const Draft draft = make_draft(o.spec, *reg, o.backend, threads, o.load, vocab, ctx);
+  if (!draft.spec)
+    fail("bench-spec measures speculative decoding: give -md FILE or --spec-type ngram-simple (or another)");
   const std::vector<int32_t> prompt = vocab.tokenize(o.prompt, true, true);
   if (prompt.empty()) fail("the prompt is empty");
   if (int64_t(prompt.size()) + o.n_gen + 1 > ctx.n_ctx())
@@ -123,7 +125,7 @@ int run_bench_spec(BenchSpecOptions o) {
   const SpecStats& st = draft.spec->stats();
   const SpecParams& p = draft.spec->params();
   const std::string how = p.type == SpecType::Draft ? fmt::format("draft {} (p-min {})", o.spec.model_draft, p.p_min)
-                                                    : fmt::format("ngram-simple n={}", p.ngram_n);
+                                                    : fmt::format("{} n={}", spec_type_name(p.type), p.ngram_n);
   fmt::print(
       "| model | speculation | draft-max | prompt | n | t/s plain | t/s speculative | speedup | drafted | "
       "accepted | acceptance | tokens per verify | same output |\n");

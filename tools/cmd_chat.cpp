@@ -243,7 +243,8 @@ int run_chat(const ChatOptions& o_in) {
   fit_context_for_speculation(cp, o.spec.resolved());
   check_n_predict(o.n_predict);
   if (o.model.empty()) o.model = default_model_path();
-  auto reg = o.backend.make_registry(o.context.thread_count());
+  const int threads = o.context.thread_count();
+  auto reg = o.backend.make_registry(threads);
   auto model = Model::load(o.model, *reg, o.load);
   warn_context_size(cp.n_ctx, model->hparams(), "chat");
   const Vocab vocab = Vocab::from_gguf(model->gguf());
@@ -251,7 +252,7 @@ int run_chat(const ChatOptions& o_in) {
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());
   ChatSession chat(o, ctx, vocab, model->gguf());
-  const Draft draft = make_draft(o.spec, *reg, o.load, vocab, ctx);
+  const Draft draft = make_draft(o.spec, *reg, o.backend, threads, o.load, vocab, ctx);
   chat.set_speculation(draft.spec.get());
 
   const bool interactive = isatty(STDIN_FILENO) && !o.single_turn;

@@ -64,7 +64,8 @@ int run_run(RunOptions o) {
   fit_context_for_speculation(cp, o.spec.resolved());
   check_n_predict(o.n_predict);
   if (o.model.empty()) o.model = default_model_path();  // models/opal-kjv.gguf
-  auto reg = o.backend.make_registry(o.context.thread_count());
+  const int threads = o.context.thread_count();
+  auto reg = o.backend.make_registry(threads);
   auto model = Model::load(o.model, *reg, o.load);
   warn_context_size(cp.n_ctx, model->hparams(), "run");
   const Vocab vocab = Vocab::from_gguf(model->gguf());
@@ -76,7 +77,7 @@ int run_run(RunOptions o) {
   else
     std::fprintf(stderr, "opal: KV cache %.2f MiB (%lld cells)\n", double(ctx.kv_bytes()) / 1048576.0,
                  static_cast<long long>(ctx.n_ctx()));
-  const Draft draft = make_draft(o.spec, *reg, o.load, vocab, ctx);
+  const Draft draft = make_draft(o.spec, *reg, o.backend, threads, o.load, vocab, ctx);
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());
   Sampler sampler(o.sampling.params(vocab), int32_t(ctx.n_vocab()));

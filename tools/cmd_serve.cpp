@@ -86,6 +86,9 @@ int run_serve(const ServeOptions& so) {
   o.backend_tuning = so.backend.tuning();
   o.spec = so.spec.resolved();
   o.model_draft = so.spec.model_draft;
+  o.draft_n_ctx = so.spec.draft.n_ctx;
+  o.draft_threads = so.spec.draft.threads;
+  o.draft_backends = so.spec.draft.devices;
   PerfSession perf(so.perf);
   o.hooks = perf.hooks();
   // Signals go to one waiting thread, not to whichever thread they hit.

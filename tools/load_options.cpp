@@ -31,27 +31,38 @@ void add_load_options(CLI::App* sub, LoadOptions* opts) {
 
 std::string* add_hub_options(CLI::App* sub, std::string* model) {
   struct Names {
-    std::string hf, hff, url, revision;
+    std::string hf, hff, url, revision, token;
   };
   auto n = std::make_shared<Names>();
-  sub->add_option("--hf,--hf-repo", n->hf, "model by name: user/repo[:quant] on Hugging Face ($HF_ENDPOINT)")
+  sub->add_option("--hf,--hfr,--hf-repo", n->hf, "model by name: user/repo[:quant] on Hugging Face ($HF_ENDPOINT)")
       ->type_name("REPO");
   sub->add_option("--hff,--hf-file", n->hff, "with -hf: this file of the repository instead of picking by quant")
       ->type_name("FILE");
   sub->add_option("--mu,--model-url", n->url, "model by URL (downloaded once into $OPAL_CACHE)")->type_name("URL");
   sub->add_option("--hf-revision", n->revision, "with -hf: the repository's branch, tag or commit (default main)")
       ->type_name("REV");
-  add_pre_action(sub, [n, model] {
+  sub->add_option("--hft,--hf-token", n->token, "Hugging Face access token (default: $HF_TOKEN)")->type_name("TOKEN");
+  add_pre_action(sub, [n, model, sub] {
     const int given = int(!model->empty()) + int(!n->hf.empty()) + int(!n->url.empty());
     if (given > 1) fail("give one of -m, -hf and -mu");
     if (!n->hff.empty() && n->hf.empty()) fail("-hff names a file of the repository -hf names: give -hf too");
     if (!n->revision.empty() && n->hf.empty()) fail("--hf-revision names a revision of the -hf repository: give -hf");
-    hub::HubOptions o = hub::HubOptions::from_env();
+    hub::HubOptions o = hub_options(sub);
     if (!n->revision.empty()) o.revision = n->revision;
     if (!n->hf.empty()) *model = hub::fetch_hf(o, n->hf, n->hff);
     else if (!n->url.empty()) *model = hub::fetch_url(o, n->url);
   });
   return &n->hf;
+}
+
+hub::HubOptions hub_options(const CLI::App* sub) {
+  hub::HubOptions o = hub::HubOptions::from_env();
+  const CLI::Option* t = sub->get_option_no_throw("--hf-token");
+  if (t && t->count() > 0) {
+    o.token = t->as<std::string>();
+    if (o.token.empty()) fail("--hf-token is empty");
+  }
+  return o;
 }
 
 void add_model_options(CLI::App* sub, std::string* model, LoadOptions* load, ModelDefault dflt) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "hub/hub.h"
 #include "models/model.h"
 
 namespace opal::tools {
@@ -21,10 +22,16 @@ enum class ModelDefault { BuiltIn, Required };
 // group of every subcommand that runs a model.
 void add_model_options(CLI::App* sub, std::string* model, LoadOptions* load, ModelDefault dflt);
 
-// `-hf user/repo[:quant]`, `-hff FILE` and `-mu URL` (hub/hub.h): before the
-// subcommand runs, the model is fetched into the cache (or found there) and
-// *model set to its path. At most one of -m, -hf and -mu. Returns where the
-// -hf value is kept (owned by the subcommand), for a positional alias.
+// `-hf user/repo[:quant]`, `-hff FILE`, `-mu URL`, `--hf-revision REV` and
+// `-hft,--hf-token TOKEN` (hub/hub.h): before the subcommand runs, the model
+// is fetched into the cache (or found there) and *model set to its path. At
+// most one of -m, -hf and -mu. Returns where the -hf value is kept (owned by
+// the subcommand), for a positional alias.
 std::string* add_hub_options(CLI::App* sub, std::string* model);
+
+// The hub settings of a subcommand that has add_hub_options' flags: the
+// environment's (HF_ENDPOINT, HF_TOKEN, OPAL_CACHE, offline), with --hf-token
+// over HF_TOKEN. For other downloads of the same command (-hfd).
+hub::HubOptions hub_options(const CLI::App* sub);
 
 }  // namespace opal::tools

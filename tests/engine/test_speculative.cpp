@@ -34,6 +34,36 @@ TEST(NgramDrafter, ProposesWhatFollowedTheMostRecentEarlierMatch) {
   EXPECT_TRUE(d.draft(t, 0).empty());
 }
 
+TEST(NgramMapDrafter, DraftsAnMGramThatFollowedTheKeyMinHitsTimes) {
+  // Key {1, 2} followed by {3, 4} twice and by {5, 6} once (most recently).
+  const std::vector<int32_t> t = {1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 5, 6, 0, 1, 2};
+  NgramMapDrafter k1(2, 2, 1, false);
+  EXPECT_EQ(k1.draft(t, 16), (std::vector<int32_t>{5, 6}));  // map-k: the most recent m-gram, 1 hit
+  NgramMapDrafter k2(2, 2, 2, false);
+  EXPECT_TRUE(k2.draft(t, 16).empty());  // {5, 6} followed only once
+  NgramMapDrafter v1(2, 2, 1, true);
+  EXPECT_EQ(v1.draft(t, 16), (std::vector<int32_t>{3, 4}));  // map-k4v: the most frequent, 2 >= 2 x 1
+  NgramMapDrafter v3(2, 2, 3, true);
+  EXPECT_TRUE(v3.draft(t, 16).empty());  // {3, 4} has 2 hits < 3
+  const std::vector<int32_t> tie = {1, 2, 3, 4, 0, 1, 2, 5, 6, 0, 1, 2};
+  EXPECT_TRUE(v1.draft(tie, 16).empty());  // 1 vs 1: no value stands out
+  EXPECT_EQ(NgramMapDrafter(2, 0, 1, false).draft(t, 3), (std::vector<int32_t>{5, 6, 0}));  // m 0: n_max
+  EXPECT_TRUE(k1.draft(std::vector<int32_t>{1, 2, 3, 4}, 16).empty());                      // no earlier key
+  EXPECT_TRUE(k1.draft(t, 0).empty());
+}
+
+TEST(NgramModDrafter, FollowsTheHashedChainAndKeepsItsPoolAcrossRequests) {
+  NgramModDrafter d(2);
+  const std::vector<int32_t> t = {7, 8, 9, 10, 11, 7, 8};
+  // 7 8 -> 9 -> (8 9) 10 -> (9 10) 11 -> (10 11) 7 -> (11 7) 8 -> (7 8) 9 ...
+  EXPECT_EQ(d.draft(t, 6), (std::vector<int32_t>{9, 10, 11, 7, 8, 9}));
+  EXPECT_EQ(d.draft(t, 2), (std::vector<int32_t>{9, 10}));
+  d.reset();  // a new request: the pool still knows what follows 7 8
+  EXPECT_EQ(d.draft(std::vector<int32_t>{1, 7, 8}, 3), (std::vector<int32_t>{9, 10, 11}));
+  NgramModDrafter e(2);
+  EXPECT_TRUE(e.draft(std::vector<int32_t>{1, 2, 3, 4}, 8).empty());  // 3 4 never seen followed
+}
+
 TEST(SpecParams, BadValuesNameTheFlag) {
   SpecParams p;
   p.n_max = 0;
@@ -53,8 +83,20 @@ TEST(SpecParams, BadValuesNameTheFlag) {
   p = {};
   p.p_min = 1.5f;
   EXPECT_THROW(p.validate(), Error);
-  EXPECT_THROW(spec_type_from_name("eagle"), Error);
+  p = {};
+  p.ngram_min_hits = 0;
+  EXPECT_THROW(p.validate(), Error);
+  try {
+    spec_type_from_name("eagle");
+    ADD_FAILURE() << "an unknown type was taken";
+  } catch (const Error& e) {  // the valid ones are listed
+    for (const char* name : {"none", "draft", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod"})
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(spec_type_from_name("ngram-cache"), Error);
   EXPECT_EQ(spec_type_from_name("ngram-simple"), SpecType::NgramSimple);
+  EXPECT_EQ(spec_type_from_name("ngram-map-k4v"), SpecType::NgramMapK4v);
+  EXPECT_EQ(spec_type_from_name("ngram-mod"), SpecType::NgramMod);
 }
 
 struct Loaded {
@@ -124,6 +166,30 @@ TEST_F(Speculative, NgramGreedyEqualsPlainDecodingOnStories) {
   EXPECT_GT(spec->stats().n_verify, 0);
   EXPECT_GT(spec->stats().n_accepted, 0);
   EXPECT_LE(spec->stats().n_accepted, spec->stats().n_drafted);
+}
+
+// llama.cpp's other draft-free modes: greedy output equal to plain decoding, and drafts accepted on a story
+// that repeats itself.
+TEST_F(Speculative, NgramMapAndModGreedyEqualPlainDecoding) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time, there was a little girl", true, false);
+  StopRules r;
+  r.n_predict = 200;
+  r.ignore_eog = true;
+  const Out plain = run(*s.model, *s.vocab, prompt, greedy(), r, nullptr);
+  for (SpecType type : {SpecType::NgramMapK, SpecType::NgramMapK4v, SpecType::NgramMod}) {
+    SCOPED_TRACE(spec_type_name(type));
+    SpecParams p;
+    p.type = type;
+    p.ngram_m = type == SpecType::NgramMod ? 0 : 4;
+    auto spec = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+    const Out fast = run(*s.model, *s.vocab, prompt, greedy(), r, spec.get());
+    EXPECT_EQ(fast.tokens, plain.tokens);
+    EXPECT_EQ(fast.result.n_generated, 200);
+    EXPECT_GT(spec->stats().n_verify, 0);
+    EXPECT_GT(spec->stats().n_accepted, 0);
+    EXPECT_LE(spec->stats().n_accepted, spec->stats().n_drafted);
+  }
 }
 
 TEST_F(Speculative, SampledOutputEqualsPlainDecodingToo) {

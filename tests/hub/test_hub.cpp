@@ -335,6 +335,49 @@ TEST_F(Hub, OpalRunByName) {
   EXPECT_NE(out.find("give one of -m, -hf and -mu"), std::string::npos) << out;
 }
 
+// -hfd end to end: the draft model fetched by name from a hub that wants a token (--hf-token), loaded,
+// drafting (the target as its own draft accepts every draft token), and the text equal to plain decoding.
+TEST_F(Hub, DraftModelByNameSpeculates) {
+  hub_.repos["user/stories-GGUF"] = {{"stories260K-F32.gguf", read_file(shared_path("models/stories260K.gguf"))}};
+  hub_.token = "hf_test_token";
+  const std::string env = "HF_ENDPOINT=" + hub_.endpoint() + " OPAL_CACHE=" + dir_.string() + " ";
+  const std::string err = (dir_ / "stderr.txt").string();
+  fs::create_directories(dir_);
+  const std::string args = " run -m " + shared_path("models/stories260K.gguf") + " -p Once -n 48 --temp 0 -t 1 -c 256";
+  std::string plain, spec, out;
+  ASSERT_EQ(run_command("(" + opal_binary() + args + " 2>" + err + ")", &plain), 0) << plain;
+  // Without the token the hub answers 401: the error names the URL and the status.
+  EXPECT_EQ(run_command(env + opal_binary() + args + " -hfd user/stories-GGUF:f32", &out), 1) << out;
+  EXPECT_NE(out.find("answered HTTP 401"), std::string::npos) << out;
+  ASSERT_EQ(run_command("(" + env + opal_binary() + args +
+                            " -hfd user/stories-GGUF:f32 --hf-token hf_test_token --draft-p-min 0 2>" + err + ")",
+                        &spec),
+            0)
+      << spec << read_all(err);
+  EXPECT_EQ(spec, plain);
+  const std::string log = read_all(err);
+  EXPECT_NE(log.find("opal: draft model:"), std::string::npos) << log;
+  const size_t at = log.find("speculative: draft: ");
+  ASSERT_NE(at, std::string::npos) << log;
+  int drafted = 0, accepted = 0;
+  ASSERT_EQ(std::sscanf(log.c_str() + at, "speculative: draft: %d drafted, %d accepted", &drafted, &accepted), 2)
+      << log;
+  EXPECT_GT(drafted, 20);
+  EXPECT_EQ(accepted, drafted);
+  EXPECT_EQ(read_all((dir_ / "hf/user/stories-GGUF/stories260K-F32.gguf").string()),
+            hub_.repos["user/stories-GGUF"]["stories260K-F32.gguf"]);
+  // HF_TOKEN serves as well, and -hf takes --hf-token too.
+  out.clear();
+  EXPECT_EQ(run_command(env + "HF_TOKEN=hf_test_token " + opal_binary() + args + " -hfd user/stories-GGUF:f32", &out),
+            0)
+      << out;
+  out.clear();
+  EXPECT_EQ(
+      run_command(env + opal_binary() + " run -hf user/stories-GGUF:f32 --hf-token hf_test_token -p Once -n 2", &out),
+      0)
+      << out;
+}
+
 TEST_F(Hub, OpalPullErrorNamesUrlAndStatus) {
   const std::string env = "HF_ENDPOINT=" + hub_.endpoint() + " OPAL_CACHE=" + dir_.string() + " ";
   std::string out;

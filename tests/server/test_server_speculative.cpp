@@ -73,6 +73,59 @@ TEST(ServerSpeculative, NgramAnswersEqualPlainOnesAcrossSlots) {
   EXPECT_EQ(chat_stream_text(st), plain[0]);
 }
 
+// llama.cpp's other draft-free modes in the slots: the same answers; ngram-mod's pool outlives a request.
+TEST(ServerSpeculative, NgramMapAndModAnswersEqualPlainOnes) {
+  std::vector<std::string> plain;
+  {
+    LocalServer s(default_options(1, 1024));
+    for (int i = 0; i < 2; ++i) plain.push_back(completion(s, kPrompts[i], 100)["content"]);
+  }
+  for (SpecType type : {SpecType::NgramMapK4v, SpecType::NgramMod}) {
+    SCOPED_TRACE(spec_type_name(type));
+    server::ServerOptions o = with_spec(type, 1);
+    o.spec.ngram_m = 4;
+    LocalServer s(o);
+    int64_t accepted = 0;
+    for (int i = 0; i < 2; ++i) {
+      const json got = completion(s, kPrompts[i], 100);
+      EXPECT_EQ(got["content"], plain[size_t(i)]) << kPrompts[i];
+      accepted += got["timings"].value("draft_n_accepted", int64_t(0));
+    }
+    EXPECT_GT(accepted, 0);
+  }
+}
+
+// -cd: a draft context of 48 cells drafts for the first 48 tokens of a sequence only, -td and -devd give the
+// draft its own one-thread CPU registry; the answer is the plain one.
+TEST(ServerSpeculative, DraftContextSizeAndThreadsTakeEffect) {
+  const std::string plain = [] {
+    LocalServer s(default_options(1, 1024));
+    return completion(s, kPrompts[0], 100)["content"].get<std::string>();
+  }();
+  server::ServerOptions full = with_spec(SpecType::Draft, 1);
+  server::ServerOptions small = full;
+  small.draft_n_ctx = 48;
+  small.draft_threads = 1;
+  small.draft_backends = "none";
+  int64_t n_full = 0, n_small = 0;
+  {
+    LocalServer s(full);
+    const json got = completion(s, kPrompts[0], 100);
+    EXPECT_EQ(got["content"], plain);
+    n_full = got["timings"]["draft_n"].get<int64_t>();
+  }
+  {
+    LocalServer s(small);
+    const json got = completion(s, kPrompts[0], 100);
+    EXPECT_EQ(got["content"], plain);
+    n_small = got["timings"]["draft_n"].get<int64_t>();
+    EXPECT_EQ(got["timings"]["draft_n_accepted"], got["timings"]["draft_n"]);
+  }
+  EXPECT_GT(n_full, 50);
+  EXPECT_GT(n_small, 0);
+  EXPECT_LE(n_small, 48);  // drafts sit at positions below 48
+}
+
 TEST(ServerSpeculative, StopStringsAndLimitsInsideADraft) {
   LocalServer plain_s(default_options(1, 1024));
   LocalServer spec_s(with_spec(SpecType::NgramSimple, 1));
