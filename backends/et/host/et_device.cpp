@@ -367,7 +367,7 @@ void run_node(EtDevice& dev, EtPlan& p, EtNode& en, RunHooks* hooks) {
         }
       st.bytes_staged_in += in_bytes;
       st.bytes_staged_out += out_bytes;
-      st.predicted_s += et::card_model().launch_s + et::predict_node_s(n, r.hart_cycles);
+      st.predicted_s += et::card_model().launch_s + et::predict_node_s(n, r.hart_cycles, en.kernel);
       st.roofline_s += et::roofline_node_s(n);
       if (hooks) {
         int64_t t3 = phase_clock_ns();
@@ -732,7 +732,7 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
     uint32_t i = op.entry;
     if (i > 0 && entries[i - 1].kind == ET_FUSED_BARRIER) --i;
     for (; i > 0 && entries[i - 1].kind == ET_FUSED_EVICT; --i) work += insns[(i - 1) * 8];
-    st.predicted_s += et::predict_node_s(*p.nodes[op.node].node, work);
+    st.predicted_s += et::predict_node_s(*p.nodes[op.node].node, work, p.nodes[op.node].kernel);
     st.roofline_s += et::roofline_node_s(*p.nodes[op.node].node);
   }
   if (hooks) {
