@@ -111,7 +111,7 @@ TEST(EtMulMatTensor, Q8_0TwoKChunksOddBlocks) {
   check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_TU_Q8_0, 4096 + 96, 16, 17, 1, 1, 0x1, true});
 }
 // The same prompt-shaped product through the SIMD kernel and the tensor unit: the emulated
-// instructions (every hart's kernel cycles summed) are printed; the tensor unit needs under half.
+// instructions (every hart's kernel cycles summed) are printed; the tensor unit needs under a third.
 TEST(EtMulMatTensor, FewerInstructionsThanSimdForAPrompt) {
   uint64_t insns[2] = {0, 0};
   for (int tu = 0; tu < 2; ++tu) {
@@ -137,7 +137,7 @@ TEST(EtMulMatTensor, FewerInstructionsThanSimdForAPrompt) {
   }
   std::printf("Q8_0 K=576 N=64 T=32 on 4 minions: SIMD %llu instructions, tensor unit %llu (%.1fx fewer)\n",
               (unsigned long long)insns[0], (unsigned long long)insns[1], double(insns[0]) / double(insns[1]));
-  EXPECT_LT(insns[1] * 2, insns[0]);
+  EXPECT_LT(insns[1] * 3, insns[0]);
 }
 
 }  // namespace

@@ -531,8 +531,9 @@ ET_KERNEL(ET_K_MUL_MAT_ID_Q6_K, mul_mat_id_q6_k);
  * int8 weight quants (Q4_0: nibble - 8) with the Q8_0 activation quants (made as quantize_q8_0
  * makes them), the block scales applied in fp32 per block and summed over b in block order.
  * Only the even hart of each minion works (it alone may issue tensor instructions); the minions
- * split N in 16-row groups (whole 64-byte dst lines per minion). Per (16 activation rows, K
- * chunk of KC blocks) the hart quantizes x into a B panel on its stack in the TensorFMA B layout
+ * split the work items (batch, 16 activation rows, 16 weight rows) in contiguous ranges (each
+ * item owns 16 whole 64-byte dst lines, so no two minions write one line). Per (16 activation
+ * rows, K chunk of KC blocks) the hart quantizes x into a B panel on its stack in the TensorFMA B layout
  * (per block 8 lines, line g holding activation row j's quants 4g..4g+3 at bytes 4j..4j+3; rows
  * past the batch zero) plus the scales d_x[b][j]; then per 16 weight rows n0..n0+15 and block
  * pair: the two blocks' int8 weight quants of the 16 rows are staged into 16 lines (block b at
@@ -645,14 +646,16 @@ static int64_t mul_mat_tensor(const void* args, uint32_t want) {
   if (d->nb[0] != 4 || (d->addr | d->nb[1] | d->nb[2] | d->nb[3]) % 64 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 2);
   const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
 
-  /* the even hart of each minion; units = minions */
+  /* the even hart of each minion; units = minions, work items = (batch, 16-row activation chunk,
+   * 16 weight rows), a contiguous range per minion (one panel per chunk it touches) */
   const EtSpmd s = et_spmd(&p->h);
   const uint32_t th = p->h.threads == 2 ? 2 : 1;
   if (s.rank % th != 0) return ET_STATUS_OK;
   const EtSpmd unit = {s.rank / th, s.n / th};
-  int64_t n0, n1;
-  et_split(unit, N, 16, &n0, &n1);
-  if (n0 >= n1) return ET_STATUS_OK;
+  const int64_t NT = N / 16, MC = (T + 15) / 16, B2 = x->ne[2];
+  int64_t i0, i1;
+  et_split(unit, x->ne[3] * B2 * MC * NT, 1, &i0, &i1);
+  if (i0 >= i1) return ET_STATUS_OK;
 
   uint8_t panel[ET_TU_KC * 512] __attribute__((aligned(64)));
   float pd[ET_TU_KC * 16] __attribute__((aligned(64)));
@@ -665,56 +668,56 @@ static int64_t mul_mat_tensor(const void* args, uint32_t want) {
   if (w->nb[1] * 15 > 0x7fffffffull) return et_fail(ET_STATUS_BAD_SHAPE, 0);
   for (int i = 0; i < 16; ++i) row_off[i] = (int32_t)(i * w->nb[1]);
 
-  for (int64_t i3 = 0; i3 < x->ne[3]; ++i3)
-    for (int64_t i2 = 0; i2 < x->ne[2]; ++i2) {
-      const uint8_t* wb = (const uint8_t*)(uintptr_t)w->addr + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
-      const uint8_t* xb = (const uint8_t*)(uintptr_t)x->addr + i2 * x->nb[2] + i3 * x->nb[3];
-      uint8_t* db = (uint8_t*)(uintptr_t)d->addr + i2 * d->nb[2] + i3 * d->nb[3];
-      for (int64_t t0 = 0; t0 < T; t0 += 16) {
-        const int64_t tm = T - t0 < 16 ? T - t0 : 16;
-        for (int64_t kb0 = 0; kb0 < nblk; kb0 += ET_TU_KC) {
-          const int64_t kc = nblk - kb0 < ET_TU_KC ? nblk - kb0 : ET_TU_KC;
-          /* B panel: the chunk's blocks of activation rows t0..t0+tm-1, zero columns past tm */
-          for (int64_t j = 0; j < 16; ++j)
-            for (int64_t b = 0; b < kc; ++b) {
-              int8_t* q = (int8_t*)panel + b * 512 + j * 4;
-              if (j >= tm) {
-                for (int g = 0; g < 8; ++g) *(int32_t*)(q + g * 64) = 0;
-                pd[b * 16 + j] = 0.0f;
-                continue;
-              }
-              const float* xr = (const float*)(xb + (t0 + j) * x->nb[1]) + (kb0 + b) * 32;
-              const float amax = block_amax(xr);
-              const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
-              pd[b * 16 + j] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
-              block_round_scatter(q, xr, id);
-            }
-          /* TensorLoad reads past the L1: the panel goes to L2 first */
-          et_evict(ET_CACHE_L2, panel, (uint64_t)kc * 512);
-          for (int64_t n = n0; n < n1; n += 16) {
-            for (int i = 0; i < 256; ++i) acc[i] = 0.0f;
-            for (int64_t b = 0; b < kc; b += 2) {
-              const int pair = b + 1 < kc;
-              for (int i = 0; i < 16; ++i) {
-                const uint8_t* wr = wb + (n + i) * w->nb[1] + (kb0 + b) * wblk;
-                stage_block(want, wr, stage + i * 64);
-                if (pair) stage_block(want, wr + wblk, stage + i * 64 + 32);
-              }
-              et_evict(ET_CACHE_L2, stage, sizeof stage);
-              et_tensor_load(0, stage, 16, 64);
-              et_tensor_load(16, panel + b * 512, pair ? 16 : 8, 64);
-              et_tensor_wait_load();
-              for (int h = 0; h <= pair; ++h) {
-                et_tensor_fma_store(et_tensor_ima8_ctrl(16, 32, (uint64_t)h * 8, 0, 16 + (uint64_t)h * 8), ctile);
-                gather_scales(dw, wb + n * w->nb[1] + (kb0 + b + h) * wblk, row_off);
-                tile_scale_acc(acc, ctile, dw, pd + (b + h) * 16);
-              }
-            }
-            for (int64_t j = 0; j < tm; ++j) tile_column_out((float*)(db + (t0 + j) * d->nb[1]) + n, acc + j, kb0 > 0);
+  for (int64_t item = i0; item < i1;) {
+    const int64_t bm = item / NT, nt0 = item % NT, nt1 = NT < nt0 + (i1 - item) ? NT : nt0 + (i1 - item);
+    const int64_t i3 = bm / (B2 * MC), i2 = (bm / MC) % B2, t0 = (bm % MC) * 16;
+    item += nt1 - nt0;
+    const uint8_t* wb = (const uint8_t*)(uintptr_t)w->addr + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
+    const uint8_t* xb = (const uint8_t*)(uintptr_t)x->addr + i2 * x->nb[2] + i3 * x->nb[3];
+    uint8_t* db = (uint8_t*)(uintptr_t)d->addr + i2 * d->nb[2] + i3 * d->nb[3];
+    const int64_t tm = T - t0 < 16 ? T - t0 : 16;
+    for (int64_t kb0 = 0; kb0 < nblk; kb0 += ET_TU_KC) {
+      const int64_t kc = nblk - kb0 < ET_TU_KC ? nblk - kb0 : ET_TU_KC;
+      /* B panel: the chunk's blocks of activation rows t0..t0+tm-1, zero columns past tm */
+      for (int64_t j = 0; j < 16; ++j)
+        for (int64_t b = 0; b < kc; ++b) {
+          int8_t* q = (int8_t*)panel + b * 512 + j * 4;
+          if (j >= tm) {
+            for (int g = 0; g < 8; ++g) *(int32_t*)(q + g * 64) = 0;
+            pd[b * 16 + j] = 0.0f;
+            continue;
+          }
+          const float* xr = (const float*)(xb + (t0 + j) * x->nb[1]) + (kb0 + b) * 32;
+          const float amax = block_amax(xr);
+          const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
+          pd[b * 16 + j] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
+          block_round_scatter(q, xr, id);
+        }
+      /* TensorLoad reads past the L1: the panel goes to L2 first */
+      et_evict(ET_CACHE_L2, panel, (uint64_t)kc * 512);
+      for (int64_t n = nt0 * 16; n < nt1 * 16; n += 16) {
+        for (int i = 0; i < 256; ++i) acc[i] = 0.0f;
+        for (int64_t b = 0; b < kc; b += 2) {
+          const int pair = b + 1 < kc;
+          for (int i = 0; i < 16; ++i) {
+            const uint8_t* wr = wb + (n + i) * w->nb[1] + (kb0 + b) * wblk;
+            stage_block(want, wr, stage + i * 64);
+            if (pair) stage_block(want, wr + wblk, stage + i * 64 + 32);
+          }
+          et_evict(ET_CACHE_L2, stage, sizeof stage);
+          et_tensor_load(0, stage, 16, 64);
+          et_tensor_load(16, panel + b * 512, pair ? 16 : 8, 64);
+          et_tensor_wait_load();
+          for (int h = 0; h <= pair; ++h) {
+            et_tensor_fma_store(et_tensor_ima8_ctrl(16, 32, (uint64_t)h * 8, 0, 16 + (uint64_t)h * 8), ctile);
+            gather_scales(dw, wb + n * w->nb[1] + (kb0 + b + h) * wblk, row_off);
+            tile_scale_acc(acc, ctile, dw, pd + (b + h) * 16);
           }
         }
+        for (int64_t j = 0; j < tm; ++j) tile_column_out((float*)(db + (t0 + j) * d->nb[1]) + n, acc + j, kb0 > 0);
       }
     }
+  }
   const uint64_t err = et_tensor_error();
   return err ? et_fail(ET_STATUS_TENSOR_ERROR, (uint32_t)err) : ET_STATUS_OK;
 }

@@ -26,17 +26,19 @@ std::string card_model_description() {
 double roofline_node_s(const Tensor& n, const CardModel& m) { return double(node_cost(n).bytes) / m.dram_bytes_per_s; }
 
 namespace {
+// Work items of a tensor-unit MUL_MAT: (batch, 16 activation rows, 16 weight rows), split over
+// the minions (matmul.c mul_mat_tensor).
+uint64_t tensor_items(const Tensor& n) {
+  return uint64_t(n.ne[0]) / 16 * ((uint64_t(n.ne[1]) + 15) / 16) * uint64_t(n.ne[2]) * uint64_t(n.ne[3]);
+}
 uint64_t tensor_minions(const Tensor& n, const CardModel& m) {
-  return std::clamp<uint64_t>(uint64_t(n.ne[0]) / 16, 1, m.minions);
+  return std::clamp<uint64_t>(tensor_items(n), 1, m.minions);
 }
 }  // namespace
 
 double tensor_unit_s(const Tensor& n, const CardModel& m) {
-  const Tensor* w = n.src[0];
-  const uint64_t tiles_n = uint64_t(n.ne[0]) / 16, chunks_t = (uint64_t(n.ne[1]) + 15) / 16;
-  const uint64_t batches = uint64_t(n.ne[2]) * uint64_t(n.ne[3]), blocks = uint64_t(w->ne[0]) / 32;
-  const uint64_t minions = tensor_minions(n, m);
-  const uint64_t tiles_per_minion = (tiles_n + minions - 1) / minions * chunks_t * batches * blocks;
+  const uint64_t minions = tensor_minions(n, m), blocks = uint64_t(n.src[0]->ne[0]) / 32;
+  const uint64_t tiles_per_minion = (tensor_items(n) + minions - 1) / minions * blocks;
   return double(tiles_per_minion) * (16.0 * 16.0 * 32.0 / m.tensor_int8_macs_per_cycle) / m.clock_hz;
 }
 
