@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "backends/cpu/cpu_device.h"
 #include "backends/et/host/et_device.h"
 #include "backends/rocket/host/rocket_device.h"
@@ -9,6 +11,20 @@
 #include "core/error.h"
 
 namespace opal {
+
+namespace {
+// OPAL_ET_TENSOR_ROWS=N (a measurement knob, docs/backends/et.md): the activation rows from which
+// a Q8_0 / Q4_0 MUL_MAT runs through the ET tensor unit (EtOptions::tensor_rows; 0 = never).
+uint32_t et_tensor_rows() {
+  const char* v = std::getenv("OPAL_ET_TENSOR_ROWS");
+  if (!v || !*v) return EtOptions{}.tensor_rows;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  if (*end != '\0' || n > 1000000)
+    fail("OPAL_ET_TENSOR_ROWS='{}': expected a row count (0 = never use the ET tensor unit)", v);
+  return uint32_t(n);
+}
+}  // namespace
 
 const std::vector<BackendFactory>& backend_factories() {
   // One entry per backend. Keep "cpu" first: it is the host and the fallback.
@@ -31,12 +47,14 @@ const std::vector<BackendFactory>& backend_factories() {
        [](int, const BackendTuning& t) -> std::unique_ptr<Device> {
          EtOptions o;
          o.fusion = t.et_fusion;
+         o.tensor_rows = et_tensor_rows();
          return make_et_device(o);
        }},
       {"et:card", "ET-SoC-1 card through the et-platform runtime (rt::IRuntime, built only with /opt/et)",
        [](int, const BackendTuning& t) -> std::unique_ptr<Device> {
          EtOptions o;
          o.fusion = t.et_fusion;
+         o.tensor_rows = et_tensor_rows();
          o.driver = "etrt";
          o.harts = et::HartSet{0xFFFFFFFF, 0xFFFFFFFF, 2};
          o.mem_check = false;

@@ -8,6 +8,9 @@
 //     naming the sub-op, its graph node and the hart, never a hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "backends/et/host/et_device.h"
@@ -101,6 +104,36 @@ std::string fault_error(uint32_t mode) {
     return e.what();
   }
   return "";
+}
+
+// The prompt's Q8_0 MUL_MATs through the tensor unit (EtOptions::tensor_rows = 4: the 4-token
+// batch qualifies) inside the fused launch, against the SIMD kernels: the checker stays clean, no
+// node falls back, the prompt rows differ (another kernel ran) but only by the fp32 order of the
+// block sums (max|diff| under 2 % of the logits' spread; ties of the Q8_0 rounding are the same
+// on both paths), and the decode row (1 activation row: SIMD on both) is bit-identical.
+TEST(EtFused, TensorUnitPromptWithinToleranceOfSimd) {
+  SKIP_WITHOUT_ET();
+  EtOptions tu, simd;
+  tu.tensor_rows = 4;
+  simd.tensor_rows = 0;
+  const ModelRun a = run_model(tu), b = run_model(simd);
+  ASSERT_EQ(a.logits.size(), b.logits.size());
+  EXPECT_EQ(a.stats.nodes_fallback, 0u);
+  EXPECT_EQ(b.stats.nodes_fallback, 0u);
+  const size_t nv = a.logits.size() / 5, prompt = 4 * nv;  // 4 prompt rows, then the step's row
+  double mean = 0, var = 0, maxd = 0;
+  for (size_t i = 0; i < prompt; ++i) mean += b.logits[i];
+  mean /= double(prompt);
+  for (size_t i = 0; i < prompt; ++i) {
+    var += (b.logits[i] - mean) * (b.logits[i] - mean);
+    maxd = std::max(maxd, std::fabs(double(a.logits[i]) - b.logits[i]));
+  }
+  const double sd = std::sqrt(var / double(prompt));
+  std::printf("  tensor unit vs SIMD prompt: max|diff|/std %.5f; predicted prompt+step %.3f ms vs %.3f ms\n", maxd / sd,
+              a.stats.predicted_s * 1e3, b.stats.predicted_s * 1e3);
+  EXPECT_GT(maxd, 0.0) << "the prompt rows are bit-identical: the tensor unit did not run";
+  EXPECT_LT(maxd / sd, 0.02);
+  EXPECT_EQ(std::memcmp(a.logits.data() + prompt, b.logits.data() + prompt, nv * sizeof(float)), 0);
 }
 
 TEST(EtFused, FailingSubOpIsNamedWithNodeAndHart) {

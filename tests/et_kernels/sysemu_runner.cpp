@@ -97,6 +97,7 @@ EtRunResult EtDevice::run(const std::string& image, const void* blob, uint64_t b
   rq.harts = et::HartSet{shire_mask, minion_mask, threads};
   rq.args.assign(static_cast<const uint8_t*>(blob), static_cast<const uint8_t*>(blob) + blob_bytes);
   rq.cycle_budget = max_cycles;
+  rq.scratchpad = scratchpad;
   r.launch = d->run(rq);
   r.passed = r.launch.ok();
   r.cycles = r.launch.cycles;

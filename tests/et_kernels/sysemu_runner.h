@@ -35,6 +35,7 @@ class EtDevice {
   uint32_t minion_mask = 0x1;
   uint32_t threads = 2;
   uint64_t max_cycles = 20000000;
+  bool scratchpad = false;  // the launch uses the tensor unit (L1 scratchpad on)
 
   // Device memory (64-byte aligned, zeroed), freed with the EtDevice.
   uint64_t alloc(uint64_t bytes);

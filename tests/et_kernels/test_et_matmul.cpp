@@ -28,6 +28,7 @@ struct MmCase {
   uint32_t kernel;
   int64_t K, N, T, wb = 1, xb = 1;  // weight batches, activation batches (a multiple)
   uint32_t minions = 0x3;
+  bool tensor = false;  // a tensor-unit kernel: the launch gets the L1 scratchpad
 };
 
 void check_mul_mat(const MmCase& c) {
@@ -45,6 +46,7 @@ void check_mul_mat(const MmCase& c) {
 
   EtDevice dev;
   dev.minion_mask = c.minions;
+  dev.scratchpad = c.tensor;
   EtMulMatArgs a{};
   a.h = dev.header(c.kernel, sizeof(a));
   a.w = et_tensor(dev.upload(wq), uint32_t(c.type), c.K, c.N, c.wb);
@@ -52,8 +54,9 @@ void check_mul_mat(const MmCase& c) {
   a.dst = et_tensor(dev.alloc(uint64_t(c.N * c.T * c.xb) * 4), ET_TYPE_F32, c.N, c.T, c.xb);
   EtRunResult r = dev.run("matmul", a);
   ASSERT_TRUE(r.passed) << r.log;
-  std::printf("%s K=%lld N=%lld T=%lld: %llu cycles on %u harts\n", dtype_name(c.type), (long long)c.K, (long long)c.N,
-              (long long)c.T, (unsigned long long)r.cycles, dev.harts());
+  std::printf("%s%s K=%lld N=%lld T=%lld: %llu cycles, %llu instructions on %u harts\n", dtype_name(c.type),
+              c.tensor ? " (tensor unit)" : "", (long long)c.K, (long long)c.N, (long long)c.T,
+              (unsigned long long)r.cycles, (unsigned long long)r.launch.hart_cycles, dev.harts());
   auto out = dev.download<float>(a.dst.addr, size_t(c.N * c.T * c.xb));
 
   const DType act = cpu::activation_type_for(c.type);
@@ -97,6 +100,45 @@ TEST(EtMulMat, F32RouterShapeRowSplit) { check_mul_mat({DType::F32, ET_K_MUL_MAT
 TEST(EtMulMat, Q8_0OddNRowSplitBatched) { check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_Q8_0, 64, 24, 5, 1, 2, 0xF}); }
 TEST(EtMulMat, Q6_KOddNRowSplit) { check_mul_mat({DType::Q6_K, ET_K_MUL_MAT_Q6_K, 256, 4, 9, 1, 1, 0x3}); }
 TEST(EtMulMat, Q4_KManyRowsLongK) { check_mul_mat({DType::Q4_K, ET_K_MUL_MAT_Q4_K, 2048, 32, 32, 1, 1, 0x1}); }
+
+// Through the tensor unit (int8 TensorFMA, matmul.c mul_mat_tensor): the same reference and
+// tolerance (the int32 block dots are exact; only the fp32 order of the scaled block sums
+// differs, inside the K/8 + 16 rounding bound); 16-row activation chunks with a partial last one
+// (33 = 16 + 16 + 1), two K chunks (K = 4096: the second adds into dst), batch broadcast.
+TEST(EtMulMatTensor, Q8_0ManyRows) { check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_TU_Q8_0, 256, 32, 33, 1, 1, 0x3, true}); }
+TEST(EtMulMatTensor, Q4_0Batched) { check_mul_mat({DType::Q4_0, ET_K_MUL_MAT_TU_Q4_0, 320, 64, 20, 2, 4, 0xF, true}); }
+TEST(EtMulMatTensor, Q8_0TwoKChunksOddBlocks) {
+  check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_TU_Q8_0, 4096 + 96, 16, 17, 1, 1, 0x1, true});
+}
+// The same prompt-shaped product through the SIMD kernel and the tensor unit: the emulated
+// instructions (every hart's kernel cycles summed) are printed; the tensor unit needs under a third.
+TEST(EtMulMatTensor, FewerInstructionsThanSimdForAPrompt) {
+  uint64_t insns[2] = {0, 0};
+  for (int tu = 0; tu < 2; ++tu) {
+    const int64_t K = 576, N = 64, T = 32;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> wf(size_t(K * N)), xf(size_t(K * T));
+    for (auto& v : wf) v = nd(rng);
+    for (auto& v : xf) v = nd(rng);
+    std::vector<uint8_t> wq(row_bytes(DType::Q8_0, K) * uint64_t(N));
+    quantize_rows(DType::Q8_0, wf.data(), wq.data(), N, K);
+    EtDevice dev;
+    dev.minion_mask = 0xF;
+    dev.scratchpad = tu == 1;
+    EtMulMatArgs a{};
+    a.h = dev.header(tu ? ET_K_MUL_MAT_TU_Q8_0 : ET_K_MUL_MAT_Q8_0, sizeof(a));
+    a.w = et_tensor(dev.upload(wq), ET_TYPE_Q8_0, K, N);
+    a.x = et_tensor(dev.upload(xf), ET_TYPE_F32, K, T);
+    a.dst = et_tensor(dev.alloc(uint64_t(N * T) * 4), ET_TYPE_F32, N, T);
+    EtRunResult r = dev.run("matmul", a);
+    ASSERT_TRUE(r.passed) << r.log;
+    insns[tu] = r.launch.hart_cycles;
+  }
+  std::printf("Q8_0 K=576 N=64 T=32 on 4 minions: SIMD %llu instructions, tensor unit %llu (%.1fx fewer)\n",
+              (unsigned long long)insns[0], (unsigned long long)insns[1], double(insns[0]) / double(insns[1]));
+  EXPECT_LT(insns[1] * 3, insns[0]);
+}
 
 }  // namespace
 }  // namespace opal::et_test

@@ -98,6 +98,8 @@ enum EtStatus {
   ET_STATUS_BAD_LAUNCH = 8,      /* EtLaunch magic/version wrong (boot stub)                        */
   ET_STATUS_BARRIER_TIMEOUT = 9, /* FUSED: a barrier waited past its budget; detail = the entry      */
   ET_STATUS_BAD_ENTRY = 10,      /* FUSED: a command-list entry it cannot run; detail = the entry    */
+  ET_STATUS_TENSOR_ERROR = 11,   /* the tensor unit flagged an error (no scratchpad, bad operation, a
+                                    fault); detail = the tensor_error CSR                             */
   ET_STATUS_NOT_RUN = 0xffffu,   /* host-side: the hart left no record for this launch              */
 };
 
@@ -171,6 +173,8 @@ enum EtKernelId {
   ET_K_MUL_MAT_Q4_0 = 13,
   ET_K_MUL_MAT_Q4_K = 14,
   ET_K_MUL_MAT_Q6_K = 15,
+  ET_K_MUL_MAT_TU_Q8_0 = 16, /* through the tensor unit (int8 TensorFMA); the launch needs the L1 scratchpad */
+  ET_K_MUL_MAT_TU_Q4_0 = 17,
   ET_K_MUL_MAT_ID_F32 = 20,
   ET_K_MUL_MAT_ID_F16 = 21,
   ET_K_MUL_MAT_ID_Q8_0 = 22,
@@ -191,10 +195,11 @@ enum EtKernelId {
   ET_K_SOFTMAX_F32 = 70,
   ET_K_SUM_ROWS_F32 = 71,
   ET_K_TOP_K_F32 = 72,
-  ET_K_FUSED = 80,      /* the fused dispatcher: a command list of sub-ops in one launch (EtFusedArgs) */
-  ET_K_TEST_MATH = 90,  /* test only: math helpers over an array (EtTestMathArgs)  */
-  ET_K_TEST_FAULT = 91, /* test only: reports a failure / traps (EtTestFaultArgs)  */
-  ET_K_COUNT = 92
+  ET_K_FUSED = 80,       /* the fused dispatcher: a command list of sub-ops in one launch (EtFusedArgs) */
+  ET_K_TEST_MATH = 90,   /* test only: math helpers over an array (EtTestMathArgs)  */
+  ET_K_TEST_FAULT = 91,  /* test only: reports a failure / traps (EtTestFaultArgs)  */
+  ET_K_TEST_TENSOR = 92, /* test only: one tensor-unit tile (EtTestTensorArgs)  */
+  ET_K_COUNT = 93
 };
 
 static inline const char* et_kernel_name(uint32_t id) {
@@ -213,6 +218,8 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_MUL_MAT_Q4_0: return "mul_mat_q4_0";
     case ET_K_MUL_MAT_Q4_K: return "mul_mat_q4_k";
     case ET_K_MUL_MAT_Q6_K: return "mul_mat_q6_k";
+    case ET_K_MUL_MAT_TU_Q8_0: return "mul_mat_tu_q8_0";
+    case ET_K_MUL_MAT_TU_Q4_0: return "mul_mat_tu_q4_0";
     case ET_K_MUL_MAT_ID_F32: return "mul_mat_id_f32";
     case ET_K_MUL_MAT_ID_F16: return "mul_mat_id_f16";
     case ET_K_MUL_MAT_ID_Q8_0: return "mul_mat_id_q8_0";
@@ -236,6 +243,7 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_FUSED: return "fused";
     case ET_K_TEST_MATH: return "test_math";
     case ET_K_TEST_FAULT: return "test_fault";
+    case ET_K_TEST_TENSOR: return "test_tensor";
     default: return 0;
   }
 }
@@ -495,6 +503,19 @@ typedef struct EtTestFaultArgs {
   uint32_t reserved[12];
 } EtTestFaultArgs;
 ET_STATIC_ASSERT(sizeof(EtTestFaultArgs) == 128, "EtTestFaultArgs size");
+
+/* TEST_TENSOR: hart 0 runs one TensorFMA tile on its minion's tensor unit (the launch needs the
+ * L1 scratchpad): A = arows lines at `a` (64 bytes each) into SCP lines 0.., B = the k-group
+ * lines at `b` into SCP lines 16.., one FMA (type 0: int8, k = kvals bytes; 1: fp16, k = kvals
+ * halves) with the A operand at line offset aoff (4-byte units for int8, 2-byte for fp16), the
+ * 16 x 16 result tile (int32 or fp32) stored at `out` (1 KiB). */
+typedef struct EtTestTensorArgs {
+  EtArgsHeader h;
+  uint64_t a, b, out;
+  uint32_t type, arows, kvals, aoff;
+  uint32_t reserved[6];
+} EtTestTensorArgs;
+ET_STATIC_ASSERT(sizeof(EtTestTensorArgs) == 128, "EtTestTensorArgs size");
 
 /* ---- hart topology helpers (device and host) ----------------------------------------------- */
 static inline uint32_t et_popcount64(uint64_t x) {

@@ -46,6 +46,9 @@ struct LaunchRequest {
   std::vector<uint8_t> args;         // the argument blob (copied by the driver)
   uint64_t cycle_budget = 50000000;  // emulated cycles (sysemu); a real card uses timeout_s
   double timeout_s = 10.0;           // host wall-clock limit (etrt)
+  // The launch uses the tensor unit: every minion's L1 in split mode with the L1 scratchpad on
+  // (D1Split + ScpEnable, what the firmware sets up on a card) for the whole launch.
+  bool scratchpad = false;
 };
 
 enum class LaunchStatus {

@@ -169,7 +169,7 @@ std::string EtDevice::description() const {
 bool EtDevice::can_access(const Buffer& buf) const { return buf.type().host_visible(); }
 
 Support EtDevice::supports_node(const Tensor& node, bool check_weights) const {
-  et::KernelChoice k = et::choose_kernel(node);
+  et::KernelChoice k = et::choose_kernel(node, options_.tensor_rows);
   if (!k) return Support::no(k.reason);
   if (!kernels_.count(k.kernel_id))
     return Support::no(fmt::format("kernel {} is not in the ET image '{}' (backends/et/kernels has none yet)",
@@ -278,7 +278,7 @@ std::unique_ptr<Plan> EtExecutor::compile(const Segment& segment) {
   for (Tensor* n : segment.nodes) {
     EtNode en;
     en.node = n;
-    et::KernelChoice k = et::choose_kernel(*n);
+    et::KernelChoice k = et::choose_kernel(*n, dev_.options().tensor_rows);
     if (!k) {
       if (!p->fallback) fail("et: cannot run '{}' ({}): {}", n->name, op_name(n->op), k.reason);
       en.why_cpu = k.reason;
@@ -352,6 +352,7 @@ void run_node(EtDevice& dev, EtPlan& p, EtNode& en, RunHooks* hooks) {
       rq.harts = harts;
       rq.args = std::move(call.args);
       rq.cycle_budget = dev.options().cycle_budget;
+      rq.scratchpad = et::uses_tensor_unit(en.kernel);
       if (hooks) t1 = phase_clock_ns();
       r = drv.run(rq);
       if (hooks) t2 = phase_clock_ns();
@@ -366,7 +367,7 @@ void run_node(EtDevice& dev, EtPlan& p, EtNode& en, RunHooks* hooks) {
         }
       st.bytes_staged_in += in_bytes;
       st.bytes_staged_out += out_bytes;
-      st.predicted_s += et::card_model().launch_s + et::predict_node_s(n, r.hart_cycles);
+      st.predicted_s += et::card_model().launch_s + et::predict_node_s(n, r.hart_cycles, en.kernel);
       st.roofline_s += et::roofline_node_s(n);
       if (hooks) {
         int64_t t3 = phase_clock_ns();
@@ -660,6 +661,7 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
   std::memcpy(rq.args.data(), &a, sizeof a);
   const uint64_t cap = ~0ull / 4;
   rq.cycle_budget = opt.cycle_budget > cap / ops.size() ? cap : opt.cycle_budget * ops.size();
+  for (const FusedOp& op : ops) rq.scratchpad |= et::uses_tensor_unit(p.nodes[op.node].kernel);
   const int64_t t1 = hooks ? phase_clock_ns() : 0;
   const et::LaunchResult r = drv.run(rq);
   const int64_t t2 = hooks ? phase_clock_ns() : 0;
@@ -730,7 +732,7 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
     uint32_t i = op.entry;
     if (i > 0 && entries[i - 1].kind == ET_FUSED_BARRIER) --i;
     for (; i > 0 && entries[i - 1].kind == ET_FUSED_EVICT; --i) work += insns[(i - 1) * 8];
-    st.predicted_s += et::predict_node_s(*p.nodes[op.node].node, work);
+    st.predicted_s += et::predict_node_s(*p.nodes[op.node].node, work, p.nodes[op.node].kernel);
     st.roofline_s += et::roofline_node_s(*p.nodes[op.node].node);
   }
   if (hooks) {

@@ -159,4 +159,74 @@ static inline uint64_t et_amoaddg_d(volatile uint64_t* p, uint64_t v) {
   return old;
 }
 
+/* ---- tensor unit (CSR writes; only the even hart of a minion may issue them) ---------------- *
+ * Field layouts from sw-sysemu insns/tensors.cpp. The L1 scratchpad (SCP: 48 lines of 64 bytes
+ * per minion) must be on: the launch asks for it (the host's LaunchRequest.scratchpad). */
+#define ET_SCP_LINES 48
+
+/* TensorLoad (0x83f): `rows` (1..16) 64-byte lines from `addr` (64-byte aligned), `stride` bytes
+ * apart (a multiple of 64), into SCP lines start, start + 1, ... (mod 48), as they are (cmd 0);
+ * stride and load id 0 go in x31. */
+static inline void et_tensor_load(uint64_t start, const void* addr, uint64_t rows, uint64_t stride) {
+  uint64_t v = ((start & 0x3F) << 53) | ((uint64_t)(uintptr_t)addr & 0x0000FFFFFFFFFFC0ull) | ((rows - 1) & 0xF);
+  register uint64_t x31 __asm__("x31") = stride & ~63ull;
+  __asm__ volatile("csrw 0x83f, %0" : : "r"(v), "r"(x31) : "memory");
+}
+
+/* TensorFMA (0x801) types */
+#define ET_TFMA_FP16 1ull
+#define ET_TFMA_INT8 3ull
+/* Control word of an int8 TensorFMA: C[i][j] = sum_k A[i][k] * B[k][j], signed int8, int32
+ * accumulation from zero, for i < arows (1..16), j < 16, k < kbytes (4..64, a multiple of 4). A
+ * row i is SCP line astart + i, bytes aoff4 * 4 + k; B is kbytes / 4 SCP lines from bstart, line
+ * g holding the 16 columns' k = 4g..4g+3 as 4 consecutive bytes each (column j at bytes 4j..4j+3).
+ * tenc2rf on: the int32 result lands in f registers 2i (columns 0-7) and 2i + 1 (8-15). */
+static inline uint64_t et_tensor_ima8_ctrl(uint64_t arows, uint64_t kbytes, uint64_t aoff4, uint64_t astart,
+                                           uint64_t bstart) {
+  return (3ull << 55) | (((arows - 1) & 0xF) << 51) | (((kbytes / 4 - 1) & 0xF) << 47) | ((aoff4 & 0xF) << 43) |
+         (1ull << 23) | ((bstart & 0x3F) << 12) | ((astart & 0x3F) << 4) | (ET_TFMA_INT8 << 1) | 1ull;
+}
+/* Control word of an fp16 TensorFMA (TensorFMA16A32): C[i][j] = sum_k A[i][k] * B[k][j], fp16
+ * products summed in fp32 (round toward zero), from zero, for i < arows, j < 16, k < kvals (2..32,
+ * even). A row i: SCP line astart + i, halves aoff2 * 2 + k; B: kvals / 2 SCP lines from bstart,
+ * line g holding column j's k = 2g, 2g+1 at halves 2j, 2j+1. Result (fp32) in f registers 2i,
+ * 2i + 1. */
+static inline uint64_t et_tensor_fma16_ctrl(uint64_t arows, uint64_t kvals, uint64_t aoff2, uint64_t astart,
+                                            uint64_t bstart) {
+  return (3ull << 55) | (((arows - 1) & 0xF) << 51) | (((kvals / 2 - 1) & 0xF) << 47) | ((aoff2 & 0xF) << 43) |
+         ((bstart & 0x3F) << 12) | ((astart & 0x3F) << 4) | (ET_TFMA_FP16 << 1) | 1ull;
+}
+
+/* Issues the TensorFMA `ctrl`, waits for it (TensorWait 7) and stores the 16 x 16 result tile
+ * (f0..f31, 32-bit lanes) to `out` (1 KiB, 32-byte aligned): row i at out + 64 i. One asm
+ * statement: the compiler may use no f register between the FMA and the stores. */
+static inline void et_tensor_fma_store(uint64_t ctrl, void* out) {
+  __asm__ volatile(
+      "csrw 0x801, %[c]\n\tcsrwi 0x830, 7\n\t" ETI_FSW(f0, 0, o) ETI_FSW(f1, 32, o) ETI_FSW(f2, 64, o)
+          ETI_FSW(f3, 96, o) ETI_FSW(f4, 128, o) ETI_FSW(f5, 160, o) ETI_FSW(f6, 192, o) ETI_FSW(f7, 224, o)
+              ETI_FSW(f8, 256, o) ETI_FSW(f9, 288, o) ETI_FSW(f10, 320, o) ETI_FSW(f11, 352, o) ETI_FSW(f12, 384, o)
+                  ETI_FSW(f13, 416, o) ETI_FSW(f14, 448, o) ETI_FSW(f15, 480, o) ETI_FSW(f16, 512, o)
+                      ETI_FSW(f17, 544, o) ETI_FSW(f18, 576, o) ETI_FSW(f19, 608, o) ETI_FSW(f20, 640, o)
+                          ETI_FSW(f21, 672, o) ETI_FSW(f22, 704, o) ETI_FSW(f23, 736, o) ETI_FSW(f24, 768, o)
+                              ETI_FSW(f25, 800, o) ETI_FSW(f26, 832, o) ETI_FSW(f27, 864, o) ETI_FSW(f28, 896, o)
+                                  ETI_FSW(f29, 928, o) ETI_FSW(f30, 960, o) ETI_FSW(f31, 992, o)
+      :
+      : [c] "r"(ctrl), [o] "r"(out)
+      : "f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9", "f10", "f11", "f12", "f13", "f14", "f15", "f16",
+        "f17", "f18", "f19", "f20", "f21", "f22", "f23", "f24", "f25", "f26", "f27", "f28", "f29", "f30", "f31",
+        "memory");
+}
+
+/* The tensor_error CSR (0x808): sticky flags of this hart's failed tensor operations (bit 4: the
+ * L1 scratchpad is off, 6: an unpaired TensorLoad to B, 7: an address fault, 8: a bad store). */
+static inline uint64_t et_tensor_error(void) {
+  uint64_t v;
+  __asm__ volatile("csrr %0, 0x808" : "=r"(v) : : "memory");
+  return v;
+}
+
+/* TensorWait (0x830): returns when this hart's tensor loads (id 0) / FMA are done. */
+static inline void et_tensor_wait_load(void) { __asm__ volatile("csrwi 0x830, 0" ::: "memory"); }
+static inline void et_tensor_wait_fma(void) { __asm__ volatile("csrwi 0x830, 7" ::: "memory"); }
+
 #endif /* OPAL_ET_INSN_H */

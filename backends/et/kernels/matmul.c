@@ -525,3 +525,210 @@ static int64_t mul_mat_id_q6_k(const void* a, const EtEnv* e) {
 }
 ET_KERNEL(ET_K_MUL_MAT_Q6_K, mul_mat_q6_k);
 ET_KERNEL(ET_K_MUL_MAT_ID_Q6_K, mul_mat_id_q6_k);
+
+/* ---- MUL_MAT through the tensor unit (prompt-sized batches; Q8_0 / Q4_0 weights) ------------
+ * dst[n, t] = sum_b d_w[n, b] * d_x[t, b] * isum(n, t, b), isum the exact int32 dot of the block's
+ * int8 weight quants (Q4_0: nibble - 8) with the Q8_0 activation quants (made as quantize_q8_0
+ * makes them), the block scales applied in fp32 per block and summed over b in block order.
+ * Only the even hart of each minion works (it alone may issue tensor instructions); the minions
+ * split the work items (batch, 16 activation rows, 16 weight rows) in contiguous ranges (each
+ * item owns 16 whole 64-byte dst lines, so no two minions write one line). Per (16 activation
+ * rows, K chunk of KC blocks) the hart quantizes x into a B panel on its stack in the TensorFMA B layout
+ * (per block 8 lines, line g holding activation row j's quants 4g..4g+3 at bytes 4j..4j+3; rows
+ * past the batch zero) plus the scales d_x[b][j]; then per 16 weight rows n0..n0+15 and block
+ * pair: the two blocks' int8 weight quants of the 16 rows are staged into 16 lines (block b at
+ * bytes 0..31, b+1 at 32..63; Q8_0 copied by halfword gathers / scatters, Q4_0 unpacked),
+ * TensorLoad puts them in SCP lines 0-15 and the pair's 16 panel lines in SCP lines 16-31 (the
+ * stack lines evicted to L2 first: TensorLoad reads past the L1, the checker's rule), and
+ * per block one int8 TensorFMA (16 x 16 x 32) gives the int32 tile C[n][t] in f0-f31, stored to
+ * the stack; acc[n][t] += float(C) * d_w[n] * d_x[t] (8 lanes). The 16 x 16 acc tile is written
+ * (added after the first K chunk) to dst transposed, one dst row at a time by word gathers.
+ * Needs the launch's L1 scratchpad (LaunchRequest.scratchpad; else ET_STATUS_TENSOR_ERROR), N %
+ * 16 == 0, K % 32 == 0, dst rows line-aligned. */
+#define ET_TU_KC 64 /* blocks per K chunk: the B panel is ET_TU_KC * (512 + 64) bytes of stack */
+
+/* Byte k of a 32-block of activation row j goes to panel block line k / 4, byte 4j + k % 4. */
+static const int32_t k_panel_off[32] = {0,   1,   2,   3,   64,  65,  66,  67,  128, 129, 130, 131, 192, 193, 194, 195,
+                                        256, 257, 258, 259, 320, 321, 322, 323, 384, 385, 386, 387, 448, 449, 450, 451};
+static const int32_t k_off_h[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+
+static void block_round_scatter(int8_t* q, const float* x, float id) {
+  __asm__ volatile(ETI_FBC(ft7, 0, i) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o)
+                       ETI_FLW(ft0, 0, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft8, q)
+                           ETI_FLW(ft0, 32, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0)
+                               ETI_FSCB(ft0, ft9, q) ETI_FLW(ft0, 64, x) ETI_FMUL(ft0, ft0, ft7)
+                                   ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft10, q) ETI_FLW(ft0, 96, x)
+                                       ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft11, q)
+                   :
+                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(k_panel_off)
+                   : "ft0", "ft7", "ft8", "ft9", "ft10", "ft11", "memory");
+}
+
+/* The 32 int8 quants of one weight block into 32 staged bytes at s: Q8_0 (qs at w + 2, halfword
+ * aligned) by two halfword gathers and scatters; Q4_0 (16 bytes of nibbles at w + 2) unpacked to
+ * lo - 8 (k 0..15) and hi - 8 (k 16..31). */
+static void stage_block(uint32_t want, const uint8_t* w, int8_t* s) {
+  const uint8_t* q = w + 2;
+  if (want == ET_TYPE_Q8_0) {
+    __asm__ volatile(ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FGH(ft0, ft8, q) ETI_FGH(ft1, ft9, q)
+                         ETI_FSCH(ft0, ft8, s) ETI_FSCH(ft1, ft9, s)
+                     :
+                     : [q] "r"(q), [s] "r"(s), [o] "r"(k_off_h)
+                     : "ft0", "ft1", "ft8", "ft9", "memory");
+  } else {
+    const int8_t* s2 = s + 16;
+    __asm__ volatile(ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FBC(fa6, 0, m) ETI_FBC(fa7, 4, m) ETI_FGB(ft0, ft8, q)
+                         ETI_FGB(ft1, ft9, q) ETI_FAND_PI(ft2, ft0, fa6) ETI_FSUB_PI(ft2, ft2, fa7)
+                             ETI_FSCB(ft2, ft8, s) ETI_FAND_PI(ft2, ft1, fa6) ETI_FSUB_PI(ft2, ft2, fa7)
+                                 ETI_FSCB(ft2, ft9, s) ETI_FSRLI_PI(ft0, ft0, 4) ETI_FAND_PI(ft0, ft0, fa6)
+                                     ETI_FSUB_PI(ft0, ft0, fa7) ETI_FSCB(ft0, ft8, h) ETI_FSRLI_PI(ft1, ft1, 4)
+                                         ETI_FAND_PI(ft1, ft1, fa6) ETI_FSUB_PI(ft1, ft1, fa7) ETI_FSCB(ft1, ft9, h)
+                     :
+                     : [q] "r"(q), [s] "r"(s), [h] "r"(s2), [o] "r"(k_off8), [m] "r"(k_nib)
+                     : "ft0", "ft1", "ft2", "ft8", "ft9", "fa6", "fa7", "memory");
+  }
+}
+
+/* acc[i][0..15] += float(c[i][0..15]) * dw[i] * dx[0..15] for the 16 rows of a tile. */
+static void tile_scale_acc(float* acc, const int32_t* c, const float* dw, const float* dx) {
+  int64_t n = 16;
+  __asm__ volatile(ETI_FLW(ft8, 0, x) ETI_FLW(ft9, 32, x) "1:\n\t" ETI_FLW(ft0, 0, c) ETI_FLW(ft1, 32, c)
+                       ETI_FCVT_PS_PW(ft0, ft0) ETI_FCVT_PS_PW(ft1, ft1) ETI_FMUL(ft0, ft0, ft8) ETI_FMUL(ft1, ft1, ft9)
+                           ETI_FBC(ft2, 0, w) ETI_FLW(ft3, 0, a) ETI_FLW(ft4, 32, a) ETI_FMADD(ft3, ft0, ft2, ft3)
+                               ETI_FMADD(ft4, ft1, ft2, ft4) ETI_FSW(ft3, 0, a) ETI_FSW(ft4, 32, a)
+                   "addi %[c], %[c], 64\n\taddi %[a], %[a], 64\n\taddi %[w], %[w], 4\n\t"
+                   "addi %[n], %[n], -1\n\tbnez %[n], 1b\n\t"
+                   : [c] "+r"(c), [a] "+r"(acc), [w] "+r"(dw), [n] "+r"(n)
+                   : [x] "r"(dx)
+                   : "ft0", "ft1", "ft2", "ft3", "ft4", "ft8", "ft9", "memory");
+}
+
+/* dw[0..15] = the f16 scales at base + off[i] (the block's d of 16 weight rows), as floats. */
+static void gather_scales(float* dw, const uint8_t* base, const int32_t* off) {
+  __asm__ volatile(ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FGH(ft0, ft8, b) ETI_FGH(ft1, ft9, b)
+                       ETI_FCVT_PS_F16(ft0, ft0) ETI_FCVT_PS_F16(ft1, ft1) ETI_FSW(ft0, 0, d) ETI_FSW(ft1, 32, d)
+                   :
+                   : [b] "r"(base), [d] "r"(dw), [o] "r"(off)
+                   : "ft0", "ft1", "ft8", "ft9", "memory");
+}
+
+/* dst row: out[0..15] (+)= acc[0..15][j] (column j of the tile, by word gathers). */
+static const int32_t k_col_off[16] = {0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960};
+static void tile_column_out(float* out, const float* acc_col, int add) {
+  if (add)
+    __asm__ volatile(ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FGW(ft0, ft8, a) ETI_FGW(ft1, ft9, a) ETI_FLW(ft2, 0, d)
+                         ETI_FLW(ft3, 32, d) ETI_FADD(ft0, ft0, ft2) ETI_FADD(ft1, ft1, ft3) ETI_FSW(ft0, 0, d)
+                             ETI_FSW(ft1, 32, d)
+                     :
+                     : [a] "r"(acc_col), [d] "r"(out), [o] "r"(k_col_off)
+                     : "ft0", "ft1", "ft2", "ft3", "ft8", "ft9", "memory");
+  else
+    __asm__ volatile(ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FGW(ft0, ft8, a) ETI_FGW(ft1, ft9, a) ETI_FSW(ft0, 0, d)
+                         ETI_FSW(ft1, 32, d)
+                     :
+                     : [a] "r"(acc_col), [d] "r"(out), [o] "r"(k_col_off)
+                     : "ft0", "ft1", "ft8", "ft9", "memory");
+}
+
+static int64_t mul_mat_tensor(const void* args, uint32_t want) {
+  const EtMulMatArgs* p = (const EtMulMatArgs*)args;
+  const EtTensor *w = &p->w, *x = &p->x, *d = &p->dst;
+  if (w->type != want) return et_fail(ET_STATUS_BAD_TYPE, 0);
+  if (x->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 1);
+  if (d->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 2);
+  const int64_t K = w->ne[0], N = w->ne[1], T = x->ne[1];
+  if (K % 32 != 0 || x->ne[0] != K || N % 16 != 0) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  if (d->ne[0] != N || d->ne[1] != T || d->ne[2] != x->ne[2] || d->ne[3] != x->ne[3])
+    return et_fail(ET_STATUS_BAD_SHAPE, 2);
+  if (w->ne[2] <= 0 || w->ne[3] <= 0 || x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0)
+    return et_fail(ET_STATUS_BAD_SHAPE, 1);
+  if (x->nb[0] != 4 || (x->addr | x->nb[1]) % 32 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 1);
+  if (d->nb[0] != 4 || (d->addr | d->nb[1] | d->nb[2] | d->nb[3]) % 64 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 2);
+  const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+
+  /* the even hart of each minion; units = minions, work items = (batch, 16-row activation chunk,
+   * 16 weight rows), a contiguous range per minion (one panel per chunk it touches) */
+  const EtSpmd s = et_spmd(&p->h);
+  const uint32_t th = p->h.threads == 2 ? 2 : 1;
+  if (s.rank % th != 0) return ET_STATUS_OK;
+  const EtSpmd unit = {s.rank / th, s.n / th};
+  const int64_t NT = N / 16, MC = (T + 15) / 16, B2 = x->ne[2];
+  int64_t i0, i1;
+  et_split(unit, x->ne[3] * B2 * MC * NT, 1, &i0, &i1);
+  if (i0 >= i1) return ET_STATUS_OK;
+
+  uint8_t panel[ET_TU_KC * 512] __attribute__((aligned(64)));
+  float pd[ET_TU_KC * 16] __attribute__((aligned(64)));
+  int8_t stage[16 * 64] __attribute__((aligned(64)));
+  int32_t ctile[256] __attribute__((aligned(64)));
+  float acc[256] __attribute__((aligned(64)));
+  float dw[16] __attribute__((aligned(64)));
+  int32_t row_off[16] __attribute__((aligned(64)));
+  const int64_t nblk = K / 32, wblk = want == ET_TYPE_Q8_0 ? 34 : 18;
+  if (w->nb[1] * 15 > 0x7fffffffull) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  for (int i = 0; i < 16; ++i) row_off[i] = (int32_t)(i * w->nb[1]);
+
+  for (int64_t item = i0; item < i1;) {
+    const int64_t bm = item / NT, nt0 = item % NT, nt1 = NT < nt0 + (i1 - item) ? NT : nt0 + (i1 - item);
+    const int64_t i3 = bm / (B2 * MC), i2 = (bm / MC) % B2, t0 = (bm % MC) * 16;
+    item += nt1 - nt0;
+    const uint8_t* wb = (const uint8_t*)(uintptr_t)w->addr + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
+    const uint8_t* xb = (const uint8_t*)(uintptr_t)x->addr + i2 * x->nb[2] + i3 * x->nb[3];
+    uint8_t* db = (uint8_t*)(uintptr_t)d->addr + i2 * d->nb[2] + i3 * d->nb[3];
+    const int64_t tm = T - t0 < 16 ? T - t0 : 16;
+    for (int64_t kb0 = 0; kb0 < nblk; kb0 += ET_TU_KC) {
+      const int64_t kc = nblk - kb0 < ET_TU_KC ? nblk - kb0 : ET_TU_KC;
+      /* B panel: the chunk's blocks of activation rows t0..t0+tm-1, zero columns past tm */
+      for (int64_t j = 0; j < 16; ++j)
+        for (int64_t b = 0; b < kc; ++b) {
+          int8_t* q = (int8_t*)panel + b * 512 + j * 4;
+          if (j >= tm) {
+            for (int g = 0; g < 8; ++g) *(int32_t*)(q + g * 64) = 0;
+            pd[b * 16 + j] = 0.0f;
+            continue;
+          }
+          const float* xr = (const float*)(xb + (t0 + j) * x->nb[1]) + (kb0 + b) * 32;
+          const float amax = block_amax(xr);
+          const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
+          pd[b * 16 + j] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
+          block_round_scatter(q, xr, id);
+        }
+      /* TensorLoad reads past the L1: the panel goes to L2 first */
+      et_evict(ET_CACHE_L2, panel, (uint64_t)kc * 512);
+      for (int64_t n = nt0 * 16; n < nt1 * 16; n += 16) {
+        for (int i = 0; i < 256; ++i) acc[i] = 0.0f;
+        for (int64_t b = 0; b < kc; b += 2) {
+          const int pair = b + 1 < kc;
+          for (int i = 0; i < 16; ++i) {
+            const uint8_t* wr = wb + (n + i) * w->nb[1] + (kb0 + b) * wblk;
+            stage_block(want, wr, stage + i * 64);
+            if (pair) stage_block(want, wr + wblk, stage + i * 64 + 32);
+          }
+          et_evict(ET_CACHE_L2, stage, sizeof stage);
+          et_tensor_load(0, stage, 16, 64);
+          et_tensor_load(16, panel + b * 512, pair ? 16 : 8, 64);
+          et_tensor_wait_load();
+          for (int h = 0; h <= pair; ++h) {
+            et_tensor_fma_store(et_tensor_ima8_ctrl(16, 32, (uint64_t)h * 8, 0, 16 + (uint64_t)h * 8), ctile);
+            gather_scales(dw, wb + n * w->nb[1] + (kb0 + b + h) * wblk, row_off);
+            tile_scale_acc(acc, ctile, dw, pd + (b + h) * 16);
+          }
+        }
+        for (int64_t j = 0; j < tm; ++j) tile_column_out((float*)(db + (t0 + j) * d->nb[1]) + n, acc + j, kb0 > 0);
+      }
+    }
+  }
+  const uint64_t err = et_tensor_error();
+  return err ? et_fail(ET_STATUS_TENSOR_ERROR, (uint32_t)err) : ET_STATUS_OK;
+}
+
+static int64_t mul_mat_tensor_q8_0(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_tensor(a, ET_TYPE_Q8_0);
+}
+static int64_t mul_mat_tensor_q4_0(const void* a, const EtEnv* e) {
+  (void)e;
+  return mul_mat_tensor(a, ET_TYPE_Q4_0);
+}
+ET_KERNEL(ET_K_MUL_MAT_TU_Q8_0, mul_mat_tensor_q8_0);
+ET_KERNEL(ET_K_MUL_MAT_TU_Q4_0, mul_mat_tensor_q4_0);

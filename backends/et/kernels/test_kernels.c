@@ -79,3 +79,22 @@ static int64_t test_math(const void* args, const EtEnv* env) {
   return ET_STATUS_OK;
 }
 ET_KERNEL(ET_K_TEST_MATH, test_math);
+
+/* TEST_TENSOR: one tensor-unit tile on hart 0 (see EtTestTensorArgs). */
+static int64_t test_tensor(const void* args, const EtEnv* env) {
+  (void)env;
+  const EtTestTensorArgs* p = (const EtTestTensorArgs*)args;
+  if (et_spmd(&p->h).rank != 0) return ET_STATUS_OK;
+  if (p->arows < 1 || p->arows > 16) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  const uint64_t blines = p->type == 0 ? p->kvals / 4 : p->kvals / 2;
+  if (blines < 1 || blines > 16) return et_fail(ET_STATUS_BAD_SHAPE, 1);
+  et_tensor_load(0, (const void*)(uintptr_t)p->a, p->arows, 64);
+  et_tensor_load(16, (const void*)(uintptr_t)p->b, blines, 64);
+  et_tensor_wait_load();
+  const uint64_t c = p->type == 0 ? et_tensor_ima8_ctrl(p->arows, p->kvals, p->aoff, 0, 16)
+                                  : et_tensor_fma16_ctrl(p->arows, p->kvals, p->aoff, 0, 16);
+  et_tensor_fma_store(c, (void*)(uintptr_t)p->out);
+  const uint64_t err = et_tensor_error();
+  return err ? et_fail(ET_STATUS_TENSOR_ERROR, (uint32_t)err) : ET_STATUS_OK;
+}
+ET_KERNEL(ET_K_TEST_TENSOR, test_tensor);

@@ -107,7 +107,7 @@ std::vector<uint8_t> blob(Args& a, uint32_t kernel_id, const HartSet& h, DevAddr
 
 }  // namespace
 
-KernelChoice choose_kernel(const Tensor& n) {
+KernelChoice choose_kernel(const Tensor& n, uint32_t tensor_rows) {
   const Tensor* s0 = n.src[0];
   const Tensor* s1 = n.src[1];
   const Tensor* s2 = n.src[2];
@@ -171,6 +171,11 @@ KernelChoice choose_kernel(const Tensor& n) {
       if (s1->ne[2] % s0->ne[2] != 0 || s1->ne[3] != s0->ne[3])
         return no(fmt::format("batch {} of '{}' is not a multiple of the weight's {}", s1->ne[2], s1->name, s0->ne[2]));
       if (!(r = check_line_rows(n)).empty()) return no(r);
+      // prompts through the tensor unit: 16 weight rows x 16 activation rows per TensorFMA tile,
+      // each minion whole 64-byte lines of every output row
+      if (tensor_rows && (k == ET_K_MUL_MAT_Q8_0 || k == ET_K_MUL_MAT_Q4_0) && uint64_t(s1->ne[1]) >= tensor_rows &&
+          n.ne[0] % 16 == 0 && n.nb[0] == 4 && n.nb[1] % 64 == 0 && n.nb[2] % 64 == 0 && n.nb[3] % 64 == 0)
+        return {k == ET_K_MUL_MAT_Q8_0 ? uint32_t(ET_K_MUL_MAT_TU_Q8_0) : uint32_t(ET_K_MUL_MAT_TU_Q4_0), {}};
       return {k, {}};
     }
     case Op::MulMatId: {
@@ -236,6 +241,10 @@ std::vector<const Tensor*> kernel_sources(const Tensor& n) {
 }
 
 bool writes_in_place(const Tensor& n) { return n.op == Op::KvStore; }
+
+bool uses_tensor_unit(uint32_t kernel_id) {
+  return kernel_id == ET_K_MUL_MAT_TU_Q8_0 || kernel_id == ET_K_MUL_MAT_TU_Q4_0;
+}
 
 HartSet fit_harts(const Tensor& n, const HartSet& all) {
   const uint64_t lines = std::max<uint64_t>(1, (n.nbytes() + 63) / 64);

@@ -16,6 +16,16 @@
 // minions its split can use are its output's 64-byte lines over two harts per
 // minion (lower.h fit_harts: no two minions write one line), at most 1,024.
 // The bandwidth floor alone (node bytes / bandwidth) is the roofline.
+//
+// A MUL_MAT through the tensor unit (lower.h uses_tensor_unit) is split in
+// work items of 16 activation rows x 16 weight rows (at most that many
+// minions, every minion's instructions on the minion) and adds its TensorFMA
+// time to the instructions: every 16 x 16 x 32 int8 tile (8,192 MACs; the
+// activation rows of each 16-row chunk padded to 16) at 64 int8 MACs per
+// cycle per minion, from the published peak (139 int8 TOPS at 1 GHz on 1,024
+// minions, ~128 int8 ops per cycle per minion: et-soc.md §1.3), serialized
+// with the minion's instructions (the kernel waits for each tile). The
+// emulator counts a TensorFMA as one instruction.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,14 +40,19 @@ struct CardModel {
   unsigned minions = 1024;
   double launch_s = 3.1e-3;
   double barrier_s = 2.0e-6;
+  double tensor_int8_macs_per_cycle = 64;  // per minion
 };
 
 const CardModel& card_model();
 // One line naming the model's figures, for `opal bench`.
 std::string card_model_description();
 
-// Predicted card seconds of node `n` whose kernel executed `insns` emulated instructions.
-double predict_node_s(const Tensor& n, uint64_t insns, const CardModel& m = card_model());
+// Predicted card seconds of node `n` whose kernel `kernel_id` (ET_K_*; 0: a
+// SIMD kernel) executed `insns` emulated instructions.
+double predict_node_s(const Tensor& n, uint64_t insns, uint32_t kernel_id = 0, const CardModel& m = card_model());
+// The tensor-unit seconds of MUL_MAT node `n` on the card (its int8 tiles at
+// the model's MACs per cycle, on the minions its work items can use).
+double tensor_unit_s(const Tensor& n, const CardModel& m = card_model());
 // The bandwidth floor of node `n`: the bytes it moves / DRAM bandwidth.
 double roofline_node_s(const Tensor& n, const CardModel& m = card_model());
 

@@ -86,6 +86,8 @@ class Chip final : private api_communicate {
     o.second_thread = harts.threads > 1;
     o.max_cycles = ~0ull;  // the budget is enforced per launch in process()
     o.mem_check = mem_check;
+    o.l1_scp_check = mem_check;  // the tensor checkers go with the coherence checker
+    o.tstore_check = mem_check;
     o.log_thread.set();
     emu_ = std::make_unique<sys_emu>(o, static_cast<api_communicate*>(this));
     if (!sys_) fail("et sysemu: the emulator did not hand over its System");
@@ -134,6 +136,7 @@ class Chip final : private api_communicate {
     log_.str("");
     if (mem_check_ && runs_ > 0) emu_->get_mem_checker() = mem_checker(sys_);
     runs_++;
+    set_cache_mode(rq.harts, rq.scratchpad);
     for_each_hart(rq.harts, [&](bemu::Hart& h) {
       h.pc = entry;
       h.set_prv(bemu::Privilege::M);
@@ -205,6 +208,26 @@ class Chip final : private api_communicate {
   bool failed() const { return failed_; }
 
  private:
+  // The firmware's part of the L1 set-up: a scratchpad launch gets every minion of its harts in
+  // D1Split mode with the L1 scratchpad on (mcache_control 3: the tensor unit's operands), any
+  // other launch the shared L1 (0). Between launches the boot stub has evicted every L1 and the
+  // coherence checker's directory is fresh, so the checker is told the mode with nothing cached
+  // (its precondition); the scratchpad lines are zeroed when it is turned on, as on the chip.
+  void set_cache_mode(const HartSet& hs, bool scratchpad) {
+    const uint8_t mode = scratchpad ? 3 : 0;
+    for_each_hart_id(hs, [&](unsigned id, bemu::Hart& h) {
+      if (id % 2 != 0 || h.core->mcache_control == mode) return;
+      if (mode == 3)
+        for (auto& line : h.core->scp) line.u8.fill(0);
+      h.core->mcache_control = mode;
+      h.core->ucache_control = uint16_t((h.core->ucache_control & ~3u) | mode);
+    });
+    if (!mem_check_) return;
+    for_each_hart_id(hs, [&](unsigned id, bemu::Hart& h) {
+      if (id % 2 == 0) emu_->get_mem_checker().mcache_control_up(id / 64, (id / 2) % 32, h.core->mcache_control);
+    });
+  }
+
   bemu::Hart& hart(unsigned id) { return sys_->cpu[id]; }
   template <class F>
   void for_each_hart_id(const HartSet& hs, F&& f) {
