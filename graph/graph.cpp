@@ -171,7 +171,7 @@ Tensor* Graph::kv_store(Tensor* cache, Tensor* x, Tensor* cells) {
 }
 
 Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale,
-                         int window) {
+                         int window, bool flash) {
   const int64_t dk = q->ne[0], hq = q->ne[1], T = q->ne[2];
   require(q->type == DType::F32 && q->is_contiguous(), "ATTENTION", q, nullptr, "q must be contiguous f32");
   require(n_head_kv > 0 && hq % n_head_kv == 0, "ATTENTION", q, nullptr, "n_head must be a multiple of n_head_kv");
@@ -186,6 +186,7 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor
   require(window >= 0, "ATTENTION", q, nullptr, "the sliding window must not be negative");
   t->iparams[0] = n_head_kv;
   t->iparams[1] = window;
+  t->iparams[2] = flash ? 1 : 0;
   t->fparams[0] = scale;
   return t;
 }

@@ -159,9 +159,10 @@ class Graph {
   Tensor* rope(Tensor* x, Tensor* pos, Tensor* freq_factors, int n_rot, RopeMode mode, float freq_base,
                float freq_scale);
   Tensor* kv_store(Tensor* cache, Tensor* x, Tensor* cells);
-  // window > 0: sliding-window attention (see AttentionSrc).
+  // window > 0: sliding-window attention (see AttentionSrc). flash: iparams[2] = 1, the tiled form with an
+  // online softmax that never holds a whole row of scores (-fa on; the CPU's ops/attention_flash.cpp).
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale,
-                    int window = 0);
+                    int window = 0, bool flash = false);
   Tensor* swiglu(Tensor* gate, Tensor* up);
   Tensor* silu(Tensor* x);
   Tensor* softmax(Tensor* x);

@@ -36,6 +36,8 @@ struct GraphInputs {
   // the ubatch's tokens are written to.
   Tensor* swa_cell_info = nullptr;
   Tensor* swa_store_cells = nullptr;
+  // Attention by tiles with an online softmax (ATTENTION iparams[2]; the context's flash-attention setting).
+  bool flash_attn = false;
 };
 
 struct BuildContext {

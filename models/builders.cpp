@@ -38,7 +38,7 @@ Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionW
   Tensor* ks = g.kv_store(c.in.k_cache[il], k, cells);
   Tensor* vs = g.kv_store(c.in.v_cache[il], v, cells);
   Tensor* a = g.attention(q, ks, vs, c.in.token_info, own_cache ? c.in.swa_cell_info : c.in.cell_info,
-                          int(hp.n_head_kv), la.kq_scale, la.window);
+                          int(hp.n_head_kv), la.kq_scale, la.window, c.in.flash_attn);
   g.named(a, fmt::format("blk.{}.attn", il));
   return g.named(g.mul_mat(w.wo, a), fmt::format("blk.{}.attn_out", il));
 }

@@ -29,6 +29,19 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
   if (params_.n_threads > 0) model.registry().set_threads(params_.n_threads);
   if (params_.n_seq_max <= 0) fail("n_seq_max must be positive, got {}", params_.n_seq_max);
   BufferType& bt = model.registry().host().compute_buffer_type();
+  const DType type_k = params_.kv_type, type_v = params_.kv_type_v.value_or(params_.kv_type);
+  const bool quantized = dtype_traits(type_k).quantized || dtype_traits(type_v).quantized;
+  flash_ = params_.flash_attn == FlashAttn::On || (params_.flash_attn == FlashAttn::Auto && quantized);
+  if (!hp.recurrent && dtype_traits(type_k).quantized && !flash_)
+    fail(
+        "K cache type {} with flash attention off: Opal reads a quantized cache with the tiled attention only "
+        "(-fa on or auto; llama.cpp also has a non-flash path for it)",
+        dtype_name(type_k));
+  if (!hp.recurrent && dtype_traits(type_v).quantized && !flash_)
+    fail(
+        "V cache type {} needs flash attention (-fa on or auto), as in llama.cpp: a quantized V cache is read by "
+        "the tiled attention only",
+        dtype_name(type_v));
   if (hp.recurrent) {  // fixed-size state per sequence, kept in f32 whatever kv_type says (as llama.cpp)
     state_ = std::make_unique<RecurrentState>(hp, params_.n_seq_max, bt);
     return;
@@ -43,14 +56,30 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
   const int64_t n_swa_cells = std::min(
       params_.n_ctx, (hp.n_swa * params_.n_seq_max + std::min(params_.n_ubatch, params_.n_ctx) + 255) / 256 * 256);
   if (any_swa && !params_.swa_full && n_swa_cells < params_.n_ctx) {
-    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, bt, global);
-    kv_swa_ = std::make_unique<KvCache>(hp, n_swa_cells, params_.kv_type, bt, swa, hp.n_swa);
+    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, type_k, type_v, bt, global);
+    kv_swa_ = std::make_unique<KvCache>(hp, n_swa_cells, type_k, type_v, bt, swa, hp.n_swa);
   } else {
-    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, params_.kv_type, bt);
+    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, type_k, type_v, bt);
   }
 }
 
 Context::~Context() = default;
+
+std::string Context::kv_summary() const {
+  if (!kv_) return {};
+  const HParams& hp = model_.hparams();
+  // Bytes one token takes in every layer's K and V rows (llama.cpp's "KV self size" over n_ctx).
+  uint64_t per_token = 0;
+  for (const KvCache* kv : {kv_.get(), kv_swa_.get()})
+    for (int64_t il = 0; kv && il < hp.n_layer; ++il)
+      if (kv->has_layer(il))
+        per_token += row_bytes(kv->type(), hp.n_embd_k_gqa(il)) + row_bytes(kv->type_v(), hp.n_embd_v_gqa(il));
+  std::string s = fmt::format("KV cache {:.2f} MiB ({} cells", double(kv_bytes()) / 1048576.0, kv_->n_cells());
+  if (kv_swa_) s += fmt::format("; sliding-window layers: {} cells", kv_swa_->n_cells());
+  s += fmt::format("), K {}, V {}: {} bytes per token; flash attention {}", dtype_name(kv_->type()),
+                   dtype_name(kv_->type_v()), per_token, flash_ ? "on" : "off");
+  return s;
+}
 
 void Context::reset() {
   if (state_) return state_->clear();
@@ -153,6 +182,7 @@ std::unique_ptr<Graph> Context::build_graph(int64_t T, int64_t n_out, GraphInput
     in.k_cache.push_back(own ? g->external(kv.k(il)) : nullptr);
     in.v_cache.push_back(own ? g->external(kv.v(il)) : nullptr);
   }
+  in.flash_attn = flash_;
   BuildContext c{*g, model_, model_.hparams(), in, T, hidden};
   logits = model_.arch().build(c);
   g->mark_output(logits);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -32,11 +33,19 @@ namespace opal {
 
 struct GraphInputs;
 
+// Flash attention (llama.cpp's -fa on|off|auto): On runs ATTENTION by tiles of cells with an online softmax
+// (never a whole row of scores); Off runs llama.cpp's non-flash arithmetic (materialized scores, bit-identical
+// to its CPU backend); Auto is On when the cache is quantized (q8_0, q4_0) and Off otherwise, so a default f16
+// context keeps llama.cpp's bits. A quantized V cache needs flash attention (llama.cpp's rule): Off fails.
+enum class FlashAttn : uint8_t { Off, On, Auto };
+
 struct ContextParams {
-  int64_t n_ctx = 0;       // 0 = the model's training context
-  int64_t n_batch = 2048;  // most tokens one decode() call may take
-  int64_t n_ubatch = 512;  // most tokens one graph run takes
-  DType kv_type = DType::F16;
+  int64_t n_ctx = 0;               // 0 = the model's training context
+  int64_t n_batch = 2048;          // most tokens one decode() call may take
+  int64_t n_ubatch = 512;          // most tokens one graph run takes
+  DType kv_type = DType::F16;      // the K cache's (-ctk): f16, bf16, f32, q8_0 or q4_0
+  std::optional<DType> kv_type_v;  // the V cache's (-ctv); unset: kv_type
+  FlashAttn flash_attn = FlashAttn::Auto;
   int n_threads = 0;  // 0 = leave the registry's setting
   int n_graphs = 8;   // most ubatch shapes whose built graphs stay cached (least recently used go)
   // Sliding-window layers (Gemma): their own cache of window * n_seq_max + n_ubatch cells (rounded up to 256,
@@ -117,6 +126,11 @@ class Context {
   KvCache& kv_cache();
   KvCache* swa_kv_cache() { return kv_swa_.get(); }  // null: no sliding layers, or swa_full
   uint64_t kv_bytes() const { return kv_ ? kv_->bytes() + (kv_swa_ ? kv_swa_->bytes() : 0) : 0; }
+  // Whether ATTENTION runs tiled with an online softmax (flash_attn resolved: Auto is On for a quantized cache).
+  bool flash_attn() const { return flash_; }
+  // One line on the cache, as llama.cpp's "KV self size" line: "KV cache 4.50 MiB (512 cells), K f16, V f16:
+  // 9216 bytes per token; flash attention off" (bytes per token over every layer); empty for a recurrent model.
+  std::string kv_summary() const;
   // The recurrent state; throws for an attention model.
   RecurrentState& recurrent_state();
   // Number of shape buckets whose graphs are cached now (at most n_graphs).
@@ -141,6 +155,7 @@ class Context {
 
   const Model& model_;
   ContextParams params_;
+  bool flash_ = false;
   std::unique_ptr<KvCache> kv_;            // attention models
   std::unique_ptr<KvCache> kv_swa_;        // the sliding-window layers' cache, if separate
   std::unique_ptr<RecurrentState> state_;  // recurrent models

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/quant.h"
 #include "graph/rope.h"
 #include "models/decoder.h"
 
@@ -75,18 +76,29 @@ void rotate_keys(KvCache& kv, const Model& model, const std::vector<int32_t>& ce
     const int64_t n_rot = rp.n_rot, hd = hp.head_dim_k_at(il);
     rope_cos_sin(rp, float(delta), la.freq_factors ? factors.data() : ones.data(), cs.data());
     Tensor& k = *kv.k(il);
+    // A quantized row (q8_0, q4_0) is rotated in f32 and quantized again, as llama.cpp's K shift does.
+    const bool quantized = dtype_traits(k.type).quantized;
+    std::vector<float> f(quantized ? size_t(k.ne[0]) : 0);
     for (int32_t c : cells) {
       uint8_t* row = static_cast<uint8_t*>(k.data) + uint64_t(c) * k.nb[1];
+      if (quantized) dequantize_row(k.type, row, f.data(), k.ne[0]);
       for (int64_t h = 0; h < hp.n_head_kv; ++h) {
         const int64_t base = h * hd;
         for (int64_t i = 0; i < n_rot / 2; ++i) {
           const int64_t a = base + (neox ? i : 2 * i), b = base + (neox ? i + n_rot / 2 : 2 * i + 1);
-          const float x0 = load(k.type, row, a), x1 = load(k.type, row, b);
           const float co = cs[size_t(2 * i)], si = cs[size_t(2 * i + 1)];
+          if (quantized) {
+            const float x0 = f[size_t(a)], x1 = f[size_t(b)];
+            f[size_t(a)] = x0 * co - x1 * si;
+            f[size_t(b)] = x0 * si + x1 * co;
+            continue;
+          }
+          const float x0 = load(k.type, row, a), x1 = load(k.type, row, b);
           store(k.type, row, a, x0 * co - x1 * si);
           store(k.type, row, b, x0 * si + x1 * co);
         }
       }
+      if (quantized) quantize_rows(k.type, f.data(), row, 1, k.ne[0]);
     }
   }
 }

@@ -8,15 +8,24 @@
 
 namespace opal {
 
-KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& bt, std::vector<uint8_t> layers,
-                 int64_t window)
-    : n_cells_(n_cells), type_(type), window_(window) {
-  if (type != DType::F16 && type != DType::F32 && type != DType::BF16)
-    fail("KV cache type {} is not supported (use f16, bf16 or f32)", dtype_name(type));
+KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v, BufferType& bt,
+                 std::vector<uint8_t> layers, int64_t window)
+    : n_cells_(n_cells), type_(type_k), type_v_(type_v), window_(window) {
+  for (DType type : {type_k, type_v})
+    if (type != DType::F16 && type != DType::F32 && type != DType::BF16 && type != DType::Q8_0 && type != DType::Q4_0)
+      fail("KV cache type {} is not supported (use f16, bf16, f32, q8_0 or q4_0)", dtype_name(type));
   if (n_cells <= 0) fail("context size must be positive, got {}", n_cells);
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    if (dtype_traits(type_k).quantized && hp.head_dim_k_at(il) % block_size(type_k) != 0)
+      fail("KV cache type {} for K: layer {}'s head size {} is not a multiple of {} (use f16)", dtype_name(type_k), il,
+           hp.head_dim_k_at(il), block_size(type_k));
+    if (dtype_traits(type_v).quantized && hp.head_dim_v_at(il) % block_size(type_v) != 0)
+      fail("KV cache type {} for V: layer {}'s head size {} is not a multiple of {} (use f16)", dtype_name(type_v), il,
+           hp.head_dim_v_at(il), block_size(type_v));
+  }
   k_.resize(size_t(hp.n_layer));
   v_.resize(size_t(hp.n_layer));
-  auto init = [&](Tensor& t, const std::string& name, int64_t e) {
+  auto init = [&](Tensor& t, const std::string& name, int64_t e, DType type) {
     t.name = name;
     t.type = type;
     t.ne = {e, n_cells, 1, 1};
@@ -29,8 +38,8 @@ KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& bt,
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     if (!layers.empty() && !layers[size_t(il)]) continue;  // held by another cache
     if (!hp.has_kv(il)) continue;                          // reads an earlier layer's K/V (Gemma 4)
-    init(k_[size_t(il)], fmt::format("cache_k.{}", il), hp.n_embd_k_gqa(il));
-    init(v_[size_t(il)], fmt::format("cache_v.{}", il), hp.n_embd_v_gqa(il));
+    init(k_[size_t(il)], fmt::format("cache_k.{}", il), hp.n_embd_k_gqa(il), type_k);
+    init(v_[size_t(il)], fmt::format("cache_v.{}", il), hp.n_embd_v_gqa(il), type_v);
   }
   cell_info_.name = "kv_cells";
   cell_info_.type = DType::I32;

@@ -1,5 +1,7 @@
 // The KV cache: per layer a K and a V tensor of [n_embd_{k,v}_gqa, n_cells]
-// in f16 (default, as llama.cpp) or f32, in host memory, plus per-cell
+// in f16 (default, as llama.cpp), bf16, f32, q8_0 or q4_0 (K and V each their
+// own type; a quantized row is whole 32-element blocks, quantized when the
+// token is stored, so each head's part must be whole blocks), in host memory, plus per-cell
 // metadata (pos, seq). Cells are handed out first-free; a sequence's cells
 // need not be contiguous. The metadata is kept in an I32 [2, n_cells] tensor
 // that the attention op reads directly.
@@ -24,11 +26,14 @@ namespace opal {
 class KvCache {
  public:
   // layers: which layers this cache holds (empty: all); window: > 0 for a sliding-window cache.
-  KvCache(const HParams& hp, int64_t n_cells, DType type, BufferType& buffer_type, std::vector<uint8_t> layers = {},
-          int64_t window = 0);
+  // type_k / type_v: f16, bf16, f32, q8_0 or q4_0; throws opal::Error for another type or, quantized, a head
+  // size that is not a whole number of blocks.
+  KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v, BufferType& buffer_type,
+          std::vector<uint8_t> layers = {}, int64_t window = 0);
 
   int64_t n_cells() const { return n_cells_; }
-  DType type() const { return type_; }
+  DType type() const { return type_; }  // K's
+  DType type_v() const { return type_v_; }
   Tensor* k(int64_t layer) { return &k_[layer]; }
   Tensor* v(int64_t layer) { return &v_[layer]; }
   bool has_layer(int64_t layer) const { return k_[size_t(layer)].data != nullptr; }
@@ -63,7 +68,7 @@ class KvCache {
   int32_t* info() { return static_cast<int32_t*>(cell_info_.data); }
   const int32_t* info() const { return static_cast<const int32_t*>(cell_info_.data); }
   int64_t n_cells_;
-  DType type_;
+  DType type_, type_v_;
   int64_t window_ = 0;
   std::vector<Tensor> k_, v_;
   Tensor cell_info_;

@@ -378,6 +378,8 @@ void Server::load() {
   cp.n_batch = st.opts.n_batch;
   cp.n_ubatch = st.opts.n_ubatch;
   cp.kv_type = st.opts.kv_type;
+  cp.kv_type_v = st.opts.kv_type_v;
+  cp.flash_attn = st.opts.flash_attn;
   cp.n_seq_max = int(st.opts.n_parallel);  // one recurrent state / one sliding window per slot
   fit_context_for_speculation(cp, st.opts.spec);
   st.ctx = std::make_unique<Context>(*st.model, cp);

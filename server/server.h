@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include "backends/factory/backend_factory.h"
@@ -31,13 +32,15 @@ struct ServerOptions {
   int64_t n_ctx = 0;                    // total context, split evenly over the slots (0: the model's)
   int64_t n_batch = 2048;               // most tokens one batched decode takes
   int64_t n_ubatch = 512;
-  DType kv_type = DType::F16;  // KV cache type (--ctk)
-  int threads = 0;             // compute threads (0: all)
-  std::string backends;        // devices besides the CPU, comma-separated (--backend)
-  RunHooks* hooks = nullptr;   // perf-event hooks on every decode (--perf-log, --trace...); not owned
-  std::string api_key;         // empty: no key needed
-  std::string alias;           // model id in /v1/models and responses (default: the model path)
-  bool metrics = false;        // enable GET /metrics
+  DType kv_type = DType::F16;              // KV cache type (--ctk)
+  std::optional<DType> kv_type_v;          // V cache type (--ctv; unset: kv_type)
+  FlashAttn flash_attn = FlashAttn::Auto;  // --fa
+  int threads = 0;                         // compute threads (0: all)
+  std::string backends;                    // devices besides the CPU, comma-separated (--backend)
+  RunHooks* hooks = nullptr;               // perf-event hooks on every decode (--perf-log, --trace...); not owned
+  std::string api_key;                     // empty: no key needed
+  std::string alias;                       // model id in /v1/models and responses (default: the model path)
+  bool metrics = false;                    // enable GET /metrics
   // The backends' own options (--et-fusion).
   BackendTuning backend_tuning;
 

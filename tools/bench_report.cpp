@@ -79,6 +79,8 @@ nlohmann::ordered_json to_json(const BenchResult& r, const BenchConditions& c) {
   j["n_threads"] = r.n_threads;
   j["type_k"] = r.type_k;
   j["type_v"] = r.type_v;
+  j["flash_attn"] = r.flash_attn != 0;
+  j["n_depth"] = r.n_depth;
   j["n_gpu_layers"] = 0;
   j["use_mmap"] = r.load_mode == "mmap" || r.load_mode == "populate";
   j["n_prompt"] = r.n_prompt;
@@ -112,9 +114,10 @@ nlohmann::ordered_json to_json(const BenchResult& r, const BenchConditions& c) {
 }  // namespace
 
 std::string BenchResult::test_name() const {
-  if (n_prompt > 0 && n_gen > 0) return fmt::format("pp{}+tg{}", n_prompt, n_gen);
-  if (n_prompt > 0) return fmt::format("pp{}", n_prompt);
-  return fmt::format("tg{}", n_gen);
+  const std::string depth = n_depth > 0 ? fmt::format(" @ d{}", n_depth) : "";
+  if (n_prompt > 0 && n_gen > 0) return fmt::format("pp{}+tg{}{}", n_prompt, n_gen, depth);
+  if (n_prompt > 0) return fmt::format("pp{}{}", n_prompt, depth);
+  return fmt::format("tg{}{}", n_gen, depth);
 }
 
 double BenchResult::avg_ns() const {
@@ -244,16 +247,20 @@ std::string format_params(uint64_t params) {
 }
 
 std::string format_markdown(const std::vector<BenchResult>& results, const BenchConditions& c, const BenchDefaults& d) {
-  bool show_batch = false, show_ubatch = false, show_ctk = false;
+  bool show_batch = false, show_ubatch = false, show_ctk = false, show_ctv = false, show_fa = false;
   for (const auto& r : results) {
     show_batch |= r.n_batch != d.n_batch;
     show_ubatch |= r.n_ubatch != d.n_ubatch;
     show_ctk |= r.type_k != d.type_k;
+    show_ctv |= r.type_v != d.type_v;
+    show_fa |= r.flash_attn != d.flash_attn;
   }
   std::vector<std::string> head = {"model", "size", "params", "backend", "threads"};
   if (show_batch) head.push_back("n_batch");
   if (show_ubatch) head.push_back("n_ubatch");
   if (show_ctk) head.push_back("type_k");
+  if (show_ctv) head.push_back("type_v");
+  if (show_fa) head.push_back("fa");
   for (const char* h : {"lm", "test", "GB/s", "% bw", "t/s"}) head.push_back(h);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : results) {
@@ -262,6 +269,8 @@ std::string format_markdown(const std::vector<BenchResult>& results, const Bench
     if (show_batch) row.push_back(std::to_string(r.n_batch));
     if (show_ubatch) row.push_back(std::to_string(r.n_ubatch));
     if (show_ctk) row.push_back(r.type_k);
+    if (show_ctv) row.push_back(r.type_v);
+    if (show_fa) row.push_back(std::to_string(r.flash_attn));
     row.push_back(r.load_mode);
     row.push_back(r.test_name());
     row.push_back(fmt::format("{:.2f}", r.achieved_gbps()));
@@ -284,7 +293,7 @@ std::string format_markdown(const std::vector<BenchResult>& results, const Bench
   const size_t first_numeric = 1;  // size onwards are right-aligned, as llama-bench does (except backend/lm/test)
   auto is_left = [&](size_t i) {
     const std::string& h = head[i];
-    return i < first_numeric || h == "backend" || h == "lm" || h == "test" || h == "type_k";
+    return i < first_numeric || h == "backend" || h == "lm" || h == "test" || h == "type_k" || h == "type_v";
   };
   auto line = [&](const std::vector<std::string>& cells) {
     std::string s = "|";

@@ -35,6 +35,8 @@ struct BenchResult {
   int n_threads = 1;
   int64_t n_batch = 2048, n_ubatch = 512;
   std::string type_k = "f16", type_v = "f16";
+  int flash_attn = 0;   // llama-bench's fa: 1 = tiled attention (runtime/context.h FlashAttn)
+  int64_t n_depth = 0;  // tokens in the KV cache before each timed run (llama-bench's -d)
   std::string load_mode;
   double load_seconds = 0;  // Model::load wall time in this load mode
   int64_t n_prompt = 0, n_gen = 0;
@@ -54,7 +56,7 @@ struct BenchResult {
   };
   std::vector<DevicePrediction> predictions;
 
-  std::string test_name() const;  // pp512, tg128, pp512+tg128
+  std::string test_name() const;  // pp512, tg128, pp512+tg128; "pp512 @ d4096" at a depth
   double avg_ns() const;
   double stddev_ns() const;
   std::vector<double> samples_ts() const;
@@ -78,7 +80,8 @@ double measure_read_bandwidth(int n_threads);
 // Writers. `default_*` tell which parameter columns the markdown table can omit.
 struct BenchDefaults {
   int64_t n_batch = 2048, n_ubatch = 512;
-  std::string type_k = "f16";
+  std::string type_k = "f16", type_v = "f16";
+  int flash_attn = 0;
 };
 std::string format_markdown(const std::vector<BenchResult>& results, const BenchConditions& c, const BenchDefaults& d);
 std::string format_csv(const std::vector<BenchResult>& results, const BenchConditions& c);

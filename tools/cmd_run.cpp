@@ -70,13 +70,8 @@ int run_run(RunOptions o) {
   warn_context_size(cp.n_ctx, model->hparams(), "run");
   const Vocab vocab = Vocab::from_gguf(model->gguf());
   Context ctx(*model, cp);
-  if (const KvCache* swa = ctx.swa_kv_cache())
-    std::fprintf(stderr, "opal: KV cache %.2f MiB (%lld cells; sliding-window layers: %lld cells)\n",
-                 double(ctx.kv_bytes()) / 1048576.0, static_cast<long long>(ctx.n_ctx()),
-                 static_cast<long long>(swa->n_cells()));
-  else
-    std::fprintf(stderr, "opal: KV cache %.2f MiB (%lld cells)\n", double(ctx.kv_bytes()) / 1048576.0,
-                 static_cast<long long>(ctx.n_ctx()));
+  if (ctx.recurrent()) std::fprintf(stderr, "opal: KV cache %.2f MiB\n", double(ctx.kv_bytes()) / 1048576.0);
+  else std::fprintf(stderr, "opal: %s\n", ctx.kv_summary().c_str());
   const Draft draft = make_draft(o.spec, *reg, o.backend, threads, o.load, vocab, ctx);
   PerfSession perf(o.perf);
   ctx.set_hooks(perf.hooks());

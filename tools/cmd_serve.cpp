@@ -80,7 +80,10 @@ int run_serve(const ServeOptions& so) {
   o.n_ctx = so.context.n_ctx;
   o.n_batch = so.context.n_batch;
   o.n_ubatch = so.context.n_ubatch;
-  o.kv_type = so.context.params().kv_type;  // checks --ctk
+  const ContextParams cp = so.context.params();  // checks --ctk, --ctv, --fa
+  o.kv_type = cp.kv_type;
+  o.kv_type_v = cp.kv_type_v;
+  o.flash_attn = cp.flash_attn;
   o.threads = so.context.thread_count();
   o.backends = so.backend.backends;
   o.backend_tuning = so.backend.tuning();

@@ -11,9 +11,17 @@
 
 namespace opal::tools {
 
-DType parse_cache_type(const std::string& name) {
-  if (name != "f16" && name != "f32" && name != "bf16") fail("-ctk must be f16, bf16 or f32, got '{}'", name);
+DType parse_cache_type(const std::string& name, const char* flag) {
+  if (name != "f16" && name != "f32" && name != "bf16" && name != "q8_0" && name != "q4_0")
+    fail("{} must be f16, bf16, f32, q8_0 or q4_0, got '{}'", flag, name);
   return *dtype_from_name(name);
+}
+
+FlashAttn parse_flash_attn(const std::string& value) {
+  if (value == "on" || value == "1" || value == "true") return FlashAttn::On;
+  if (value == "off" || value == "0" || value == "false") return FlashAttn::Off;
+  if (value == "auto" || value == "-1") return FlashAttn::Auto;
+  fail("-fa must be on, off or auto, got '{}'", value);
 }
 
 ContextParams ContextOptions::params() const {
@@ -22,6 +30,8 @@ ContextParams ContextOptions::params() const {
   cp.n_batch = n_batch;
   cp.n_ubatch = n_ubatch;
   cp.kv_type = parse_cache_type(cache_type_k);
+  if (!cache_type_v.empty()) cp.kv_type_v = parse_cache_type(cache_type_v, "-ctv");
+  cp.flash_attn = parse_flash_attn(flash_attn);
   cp.swa_full = swa_full;
   return cp;
 }
@@ -104,6 +114,11 @@ void add_context_options(CLI::App* sub, ContextOptions& o, unsigned flags) {
   if (flags & kCacheTypeFlag)
     sub->add_option("--ctk,--cache-type-k", o.cache_type_k,
                     fmt::format("{} (default {}; llama.cpp: -ctk)", kCacheType, o.cache_type_k));
+  if (flags & kCacheTypeFlag) {
+    sub->add_option("--ctv,--cache-type-v", o.cache_type_v, fmt::format("{} (llama.cpp: -ctv)", kCacheTypeV));
+    sub->add_option("--fa,--flash-attn", o.flash_attn,
+                    fmt::format("{} (default {}; llama.cpp: -fa)", kFlashAttn, o.flash_attn));
+  }
   if (flags & kCacheTypeFlag)
     sub->add_flag("--swa-full", o.swa_full,
                   "sliding-window layers keep the whole context, not just their window (llama.cpp: --swa-full)");

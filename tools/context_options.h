@@ -1,7 +1,8 @@
 // The context flags of every subcommand that runs a model, with one spelling
 // and one help text: `-c,--ctx-size`, `-b,--batch-size`, `--ub,--ubatch-size`
-// (llama.cpp's -ub), `--ctk,--cache-type-k` (llama.cpp's -ctk) and
-// `-t,--threads`. A subcommand sets its defaults in ContextOptions before
+// (llama.cpp's -ub), `--ctk,--cache-type-k` and `--ctv,--cache-type-v`
+// (llama.cpp's -ctk / -ctv), `--fa,--flash-attn on|off|auto` (llama.cpp's -fa)
+// and `-t,--threads`. A subcommand sets its defaults in ContextOptions before
 // registering (they appear in the help) and may leave out flags it does not
 // take (`opal logits` sizes its context from --tokens):
 //
@@ -30,9 +31,11 @@ struct ContextOptions {
   int64_t n_batch = 2048;
   int64_t n_ubatch = 512;
   std::string cache_type_k = "f16";
-  bool swa_full = false;       // sliding-window layers keep n_ctx cells (llama.cpp --swa-full)
-  int threads = 0;             // 0: all cores
-  bool threads_force = false;  // --threads-force: keep -t above the core count
+  std::string cache_type_v = "";    // empty: as cache_type_k
+  std::string flash_attn = "auto";  // on, off or auto (runtime/context.h FlashAttn)
+  bool swa_full = false;            // sliding-window layers keep n_ctx cells (llama.cpp --swa-full)
+  int threads = 0;                  // 0: all cores
+  bool threads_force = false;       // --threads-force: keep -t above the core count
   // The ContextParams these options name; throws opal::Error for an unknown
   // cache type. Threads are not set: the registry gets them (make_registry).
   ContextParams params() const;
@@ -75,14 +78,21 @@ namespace context_help {
 inline constexpr const char* kCtxSize = "context size in tokens";
 inline constexpr const char* kBatch = "logical batch size: most tokens one decode call takes";
 inline constexpr const char* kUbatch = "physical batch size: most tokens one graph run takes";
-inline constexpr const char* kCacheType = "KV cache type: f16, bf16 or f32";
+inline constexpr const char* kCacheType = "K cache type: f16, bf16, f32, q8_0 or q4_0";
+inline constexpr const char* kCacheTypeV =
+    "V cache type: f16, bf16, f32, q8_0 or q4_0 (default: as --ctk; a quantized V needs flash attention)";
+inline constexpr const char* kFlashAttn =
+    "flash attention: on (tiled attention with an online softmax), off (llama.cpp's non-flash arithmetic, bit for "
+    "bit), auto (on for a quantized cache, else off)";
 inline constexpr const char* kThreads = "compute threads (capped at the core count unless --threads-force)";
 }  // namespace context_help
 
 // A CLI11 check: an integer >= lo ("--np: must be >= 1, got 0").
 CLI::Validator at_least(int64_t lo);
 
-// Checks a --ctk value: f16, bf16 or f32 (throws opal::Error naming the flag).
-DType parse_cache_type(const std::string& name);
+// Checks a cache type: f16, bf16, f32, q8_0 or q4_0 (throws opal::Error naming the flag, -ctk by default).
+DType parse_cache_type(const std::string& name, const char* flag = "-ctk");
+// Checks a -fa value: on, off or auto (also 1/0 and true/false, as llama-bench's -fa 0|1).
+FlashAttn parse_flash_attn(const std::string& value);
 
 }  // namespace opal::tools

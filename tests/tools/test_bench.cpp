@@ -193,6 +193,33 @@ TEST(Bench, LoadModesAndPlot) {
   EXPECT_EQ(bars, 4u);
 }
 
+// -d (llama-bench's depth) and --fa 0,1: a row per (fa, depth, test), named as llama-bench names it, with the
+// fa and type columns in the table and n_depth / flash_attn / type_v in the json.
+TEST(Bench, DepthAndFlashAttentionRows) {
+  const BenchRun r = bench("-m " + model() + " -p 8 -n 4 -d 0,24 --fa 0,1 -r 1 -t 1 --no-bw -o json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.size(), 8u);
+  std::vector<std::string> names;
+  for (const auto& x : j) {
+    names.push_back(x["test"].get<std::string>() + (x["flash_attn"].get<bool>() ? " fa" : ""));
+    EXPECT_EQ(x["type_v"], "f16");
+    EXPECT_GT(x["avg_ts"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"pp8", "tg4", "pp8 @ d24", "tg4 @ d24", "pp8 fa", "tg4 fa", "pp8 @ d24 fa",
+                                             "tg4 @ d24 fa"}));
+  EXPECT_EQ(j[2]["n_depth"], 24);
+  // A quantized cache (stories260K's head size 8 is not whole 32-blocks: a clear error) and the md columns.
+  const BenchRun q = bench_err("-m " + model() + " -p 8 -n 0 --ctk q8_0 --ctv q8_0 --fa 1 -r 1 --no-bw");
+  EXPECT_NE(q.status, 0);
+  EXPECT_NE(q.out.find("head size 8 is not a multiple of 32"), std::string::npos) << q.out;
+  const BenchRun md = bench("-m " + model() + " -p 8 -n 0 -d 16 --fa 1 --ctv f32 -r 1 -t 1 --no-bw");
+  ASSERT_EQ(md.status, 0) << md.out;
+  EXPECT_NE(md.out.find("| type_v | fa |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| f32    |  1 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("pp8 @ d16"), std::string::npos) << md.out;
+}
+
 TEST(Bench, BadFlagsFailClearly) {
   struct Case {
     std::string args, message;
@@ -207,7 +234,11 @@ TEST(Bench, BadFlagsFailClearly) {
       {"-m " + model() + " --pg 512", "PROMPT,GEN"},
       {"-m " + model() + " -p 0 -n 0", "no tests"},
       {"-m /nonexistent/model.gguf -p 8 -n 0 --no-bw", "/nonexistent/model.gguf"},
-      {"-m " + model() + " --ctk q4_0", "--ctk"},
+      {"-m " + model() + " --ctk q4_1", "-ctk"},
+      {"-m " + model() + " --ctv q8_0", "-ctv q8_0 needs flash attention: pass -fa 1"},
+      {"-m " + model() + " --ctk q8_0 --fa 1 --ctv q5_0", "-ctv must be f16, bf16, f32, q8_0 or q4_0"},
+      {"-m " + model() + " --fa auto", "bench takes 0 or 1"},
+      {"-m " + model() + " -d -5", "-d"},
       {"-m " + model() + " --bogus", "--bogus"},
   };
   for (const auto& c : cases) {

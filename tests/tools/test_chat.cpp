@@ -169,9 +169,14 @@ TEST(CliOptions, ContextFlagsHaveOneHelpText) {
     int rc = 0;
     const std::string help = run(std::string(cmd) + " --help 2>&1", &rc);
     ASSERT_EQ(rc, 0) << cmd << ": " << help;
-    EXPECT_NE(help.find("--ctk,--cache-type-k TEXT   KV cache type: f16, bf16 or f32 (default f16; llama.cpp: -ctk)"),
-              std::string::npos)
+    EXPECT_NE(
+        help.find(
+            "--ctk,--cache-type-k TEXT   K cache type: f16, bf16, f32, q8_0 or q4_0 (default f16; llama.cpp: -ctk)"),
+        std::string::npos)
         << cmd << ": " << help;
+    EXPECT_NE(help.find("--ctv,--cache-type-v TEXT   V cache type: f16, bf16, f32, q8_0 or q4_0"), std::string::npos)
+        << cmd << ": " << help;
+    EXPECT_NE(help.find("--fa,--flash-attn"), std::string::npos) << cmd << ": " << help;
     EXPECT_NE(help.find("compute threads"), std::string::npos) << cmd;
     EXPECT_NE(help.find("--backend"), std::string::npos) << cmd;
     EXPECT_NE(help.find("--perf-log"), std::string::npos) << cmd;

@@ -1,3 +1,5 @@
+// The attention kernels of the selected ISA (attn_kernels.h, attn_flash.h).
+#include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
 
@@ -12,6 +14,18 @@ const AttnKernels* attn_kernels() {
   }
 #else
   return nullptr;
+#endif
+}
+
+const FlashKernels& flash_kernels() {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (selected_isa()) {
+    case Isa::avx512:
+    case Isa::avx2: return avx2::kFlashKernels;
+    default: return ref_flash_kernels();
+  }
+#else
+  return ref_flash_kernels();
 #endif
 }
 

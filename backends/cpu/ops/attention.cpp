@@ -1,7 +1,11 @@
 // KV_STORE and ATTENTION on the CPU.
 //
 // KV_STORE converts token t's row to the cache type (f16 rounds to nearest
-// even) into cell cells[t].
+// even; q8_0 / q4_0 quantize each 32-block as llama.cpp's reference
+// quantizers) into cell cells[t].
+//
+// A node with iparams[2] = 1 (flash attention) runs ops/attention_flash.cpp;
+// what follows is the materialized path (-fa off, the default for f16).
 //
 // ATTENTION, per token t and query head h (kv head g = h / (Hq / Hkv)), in
 // the arithmetic of llama.cpp's non-flash-attention graph (K*Q with
@@ -143,6 +147,7 @@ uint64_t shared_bytes(const Tensor& node) {
 }  // namespace
 
 uint64_t attention_work_size(const Tensor& node, int n_threads) {
+  if (node.iparams[2]) return attention_flash_work_size(node, n_threads);
   return shared_bytes(node) + per_thread_bytes(node) * uint64_t(n_threads);
 }
 
@@ -262,6 +267,7 @@ void compute_kv_store(const Tensor& node, const OpContext& ctx) {
   const Tensor& cells = *node.src[2];
   const int64_t E = cache.ne[0], T = cells.ne[0];
   const AttnKernels* simd = cache.type == DType::F16 ? attn_kernels() : nullptr;  // vcvtps2ph: the same bits
+  const bool quantized = dtype_traits(cache.type).quantized;                      // q8_0, q4_0: whole 32-blocks per row
   auto store = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int32_t c = static_cast<const int32_t*>(cells.data)[t];
@@ -269,6 +275,7 @@ void compute_kv_store(const Tensor& node, const OpContext& ctx) {
       const float* src = static_cast<const float*>(x.data) + t * E;
       uint8_t* dst = static_cast<uint8_t*>(cache.data) + uint64_t(c) * cache.nb[1];
       if (simd && simd->to_f16) simd->to_f16(src, reinterpret_cast<uint16_t*>(dst), E);
+      else if (quantized) quantize_rows(cache.type, src, dst, 1, E);  // llama.cpp's reference quantizer
       else row_from_f32(cache.type, src, dst, E);
     }
   };
@@ -281,6 +288,7 @@ void compute_kv_store(const Tensor& node, const OpContext& ctx) {
 }
 
 void compute_attention(const Tensor& node, const OpContext& ctx) {
+  if (node.iparams[2]) return compute_attention_flash(node, ctx);
   const Tensor& q = *node.src[kAttnQ];
   const Tensor& k = *node.src[kAttnK];
   const Tensor& v = *node.src[kAttnV];

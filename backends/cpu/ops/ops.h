@@ -36,6 +36,9 @@ uint64_t mul_mat_work_size(const Tensor& node, int n_threads);
 void compute_rope(const Tensor& node, const OpContext& ctx);
 void compute_attention(const Tensor& node, const OpContext& ctx);
 uint64_t attention_work_size(const Tensor& node, int n_threads);
+// The tiled form (ops/attention_flash.cpp), which compute_attention runs for a node with iparams[2] = 1.
+void compute_attention_flash(const Tensor& node, const OpContext& ctx);
+uint64_t attention_flash_work_size(const Tensor& node, int n_threads);
 void compute_kv_store(const Tensor& node, const OpContext& ctx);
 void compute_top_k(const Tensor& node, const OpContext& ctx);
 // RWKV-7 (ops/rwkv.cpp).

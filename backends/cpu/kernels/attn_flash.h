@@ -1,0 +1,51 @@
+// Kernels of the tiled (flash-style) attention (ops/attention_flash.cpp), per
+// ISA (the dispatch of isa.h; the scalar forms in ref/attn_flash_ref.cpp are
+// the definition, the SIMD forms agree within float rounding: they sum in
+// other orders).
+//
+// A tile is up to kFlashTile cache cells of one kv head, widened to f32 rows
+// (K: [n][dk], V: [n][dv], row-major with a leading dimension) from the
+// cache's type: f16 and bf16 exactly, q8_0 / q4_0 blocks of 32 as
+// d * q (q4_0: d * (nibble - 8)), low nibbles first, as ggml's dequantizers.
+// The query rows of one kv head (its GQA group, for a few tokens) meet every
+// tile: scores by `dots`, the online softmax by `exp_sum` (the op keeps each
+// row's running max and sum and rescales its accumulator), V by `accum`.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace opal::cpu {
+
+inline constexpr int64_t kFlashTile = 64;
+
+struct FlashKernels {
+  const char* name;
+  // dst[r * ld + i] = f32(row r)[i] for r < n, i < d, where row r is the d values at base + cells[r] * stride
+  // (base points at the head's first element or block). One per cache type; d a multiple of 32 for q8_0/q4_0.
+  void (*widen_f16)(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                    int64_t ld);
+  void (*widen_q8_0)(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                     int64_t ld);
+  void (*widen_q4_0)(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                     int64_t ld);
+  // s[j * lds + r] = scale * sum_i q[j * ldq + i] * k[r * ldk + i], for j < m, r < n.
+  void (*dots)(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
+               float* s, int64_t lds);
+  // s[r] = exp(s[r] - mx) for r < n (-inf gives 0); returns their sum. mx >= every s[r], finite.
+  float (*exp_sum)(float* s, int64_t n, float mx);
+  // acc[j * lda + i] += sum_r p[j * ldp + r] * v[r * ldv + i], for j < m, i < dv, r < n.
+  void (*accum)(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
+                int64_t lda);
+};
+
+// The selected ISA's kernels (avx512 and avx2 use the AVX2 forms; scalar: the reference).
+const FlashKernels& flash_kernels();
+// The reference forms (every ISA's test oracle).
+const FlashKernels& ref_flash_kernels();
+
+namespace avx2 {
+extern const FlashKernels kFlashKernels;
+}
+
+}  // namespace opal::cpu

@@ -1,0 +1,81 @@
+// Reference kernels of the tiled attention (kernels/attn_flash.h): plain
+// loops, f32 sums in index order, std::exp. The SIMD forms are tested against
+// these.
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernels/attn_flash.h"
+#include "core/fp16.h"
+#include "core/quant/blocks.h"
+
+namespace opal::cpu {
+namespace {
+
+void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+               int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = base + uint64_t(cells[r]) * stride;
+    for (int64_t i = 0; i < d; ++i) {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      dst[r * ld + i] = f16_to_f32(h);
+    }
+  }
+}
+
+void widen_q8_0(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cells[r]) * stride);
+    for (int64_t i = 0; i < d; ++i) dst[r * ld + i] = f16_to_f32(b[i / 32].d) * float(b[i / 32].qs[i % 32]);
+  }
+}
+
+void widen_q4_0(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(base + uint64_t(cells[r]) * stride);
+    for (int64_t i = 0; i < d; ++i) {
+      const int64_t j = i % 32;
+      const int q = j < 16 ? (b[i / 32].qs[j] & 15) : (b[i / 32].qs[j - 16] >> 4);
+      dst[r * ld + i] = f16_to_f32(b[i / 32].d) * float(q - 8);
+    }
+  }
+}
+
+void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
+          float* s, int64_t lds) {
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t r = 0; r < n; ++r) {
+      float a = 0.0f;
+      for (int64_t i = 0; i < dk; ++i) a += q[j * ldq + i] * k[r * ldk + i];
+      s[j * lds + r] = a * scale;
+    }
+}
+
+float exp_sum(float* s, int64_t n, float mx) {
+  float sum = 0.0f;
+  for (int64_t r = 0; r < n; ++r) {
+    s[r] = s[r] == -INFINITY ? 0.0f : std::exp(s[r] - mx);
+    sum += s[r];
+  }
+  return sum;
+}
+
+void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
+           int64_t lda) {
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t r = 0; r < n; ++r) {
+      const float pr = p[j * ldp + r];
+      if (pr == 0.0f) continue;
+      for (int64_t i = 0; i < dv; ++i) acc[j * lda + i] += pr * v[r * ldv + i];
+    }
+}
+
+const FlashKernels kRef = {"scalar", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
+
+}  // namespace
+
+const FlashKernels& ref_flash_kernels() { return kRef; }
+
+}  // namespace opal::cpu

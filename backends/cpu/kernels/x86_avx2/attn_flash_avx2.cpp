@@ -1,0 +1,176 @@
+// The tiled attention's kernels (kernels/attn_flash.h) with AVX2 + FMA + F16C.
+// Layout: f32 rows of K and V per tile, row-major. dots: four K rows at a
+// time against one query row, 8-lane FMA accumulators folded with hadd;
+// accum: 8-lane column strips of V (up to 64 columns held in registers) with
+// each probability broadcast; exp: exp(x) = 2^n * p(r), n = round(x / ln 2),
+// r = x - n ln 2 in two parts, p a degree-6 polynomial (relative error about
+// 2e-7 on [-88, 0]; below -87.3 it flushes to 0).
+#if defined(__x86_64__) || defined(__i386__)
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernels/attn_flash.h"
+#include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+#include "core/quant/blocks.h"
+
+namespace opal::cpu::avx2 {
+namespace {
+
+void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+               int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint16_t* row = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
+    float* o = dst + r * ld;
+    int64_t i = 0;
+    for (; i + 8 <= d; i += 8)
+      _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i))));
+    for (; i < d; ++i) o[i] = _cvtsh_ss(row[i]);
+  }
+}
+
+void widen_q8_0(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cells[r]) * stride);
+    float* o = dst + r * ld;
+    for (int64_t blk = 0; blk < d / 32; ++blk, o += 32) {
+      const __m256 dd = _mm256_set1_ps(_cvtsh_ss(b[blk].d));
+      for (int k = 0; k < 4; ++k) {
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[blk].qs + 8 * k));
+        _mm256_storeu_ps(o + 8 * k, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+      }
+    }
+  }
+}
+
+void widen_q4_0(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                int64_t ld) {
+  const __m128i low = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(base + uint64_t(cells[r]) * stride);
+    float* o = dst + r * ld;
+    for (int64_t blk = 0; blk < d / 32; ++blk, o += 32) {
+      const __m256 dd = _mm256_set1_ps(_cvtsh_ss(b[blk].d));
+      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[blk].qs));
+      const __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, low), eight);                     // elements 0-15
+      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), low), eight);  // elements 16-31
+      _mm256_storeu_ps(o + 0, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+      _mm256_storeu_ps(o + 8, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+      _mm256_storeu_ps(o + 16, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+      _mm256_storeu_ps(o + 24, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+    }
+  }
+}
+
+// Sum of the 8 lanes of each of a, b, c, d as lanes 0-3.
+__m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);  // per 128-bit half: a, b, c, d partial sums
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+float dot_tail(const float* q, const float* k, int64_t i, int64_t dk) {
+  float a = 0.0f;
+  for (; i < dk; ++i) a += q[i] * k[i];
+  return a;
+}
+
+void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
+          float* s, int64_t lds) {
+  const int64_t d8 = dk & ~int64_t(7);
+  const __m128 sc = _mm_set1_ps(scale);
+  for (int64_t j = 0; j < m; ++j) {
+    const float* qj = q + j * ldq;
+    float* sj = s + j * lds;
+    int64_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+      const float* k0 = k + r * ldk;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t i = 0; i < d8; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(qj + i);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + ldk + i), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * ldk + i), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * ldk + i), a3);
+      }
+      __m128 t = hsum4x8(a0, a1, a2, a3);
+      if (d8 < dk)
+        t = _mm_add_ps(t, _mm_setr_ps(dot_tail(qj, k0, d8, dk), dot_tail(qj, k0 + ldk, d8, dk),
+                                      dot_tail(qj, k0 + 2 * ldk, d8, dk), dot_tail(qj, k0 + 3 * ldk, d8, dk)));
+      _mm_storeu_ps(sj + r, _mm_mul_ps(t, sc));
+    }
+    for (; r < n; ++r) {
+      const float* kr = k + r * ldk;
+      __m256 a = _mm256_setzero_ps();
+      for (int64_t i = 0; i < d8; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qj + i), _mm256_loadu_ps(kr + i), a);
+      sj[r] = (hsum8(a) + dot_tail(qj, kr, d8, dk)) * scale;
+    }
+  }
+}
+
+__m256 exp8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+float exp_sum(float* s, int64_t n, float mx) {
+  const __m256 m = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t r = 0;
+  for (; r + 8 <= n; r += 8) {
+    const __m256 x = _mm256_loadu_ps(s + r);
+    const __m256 e = _mm256_andnot_ps(_mm256_cmp_ps(x, ninf, _CMP_EQ_OQ), exp8(_mm256_sub_ps(x, m)));
+    _mm256_storeu_ps(s + r, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = hsum8(acc);
+  for (; r < n; ++r) {
+    s[r] = s[r] == -INFINITY ? 0.0f : std::exp(s[r] - mx);
+    sum += s[r];
+  }
+  return sum;
+}
+
+void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
+           int64_t lda) {
+  for (int64_t j = 0; j < m; ++j) {
+    const float* pj = p + j * ldp;
+    float* aj = acc + j * lda;
+    int64_t i0 = 0;
+    for (; i0 + 64 <= dv; i0 += 64) {  // 64 columns in 8 registers
+      __m256 a[8];
+      for (int c = 0; c < 8; ++c) a[c] = _mm256_loadu_ps(aj + i0 + 8 * c);
+      for (int64_t r = 0; r < n; ++r) {
+        const __m256 pr = _mm256_set1_ps(pj[r]);
+        const float* vr = v + r * ldv + i0;
+        for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(pr, _mm256_loadu_ps(vr + 8 * c), a[c]);
+      }
+      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(aj + i0 + 8 * c, a[c]);
+    }
+    for (; i0 + 8 <= dv; i0 += 8) {
+      __m256 a = _mm256_loadu_ps(aj + i0);
+      for (int64_t r = 0; r < n; ++r) a = _mm256_fmadd_ps(_mm256_set1_ps(pj[r]), _mm256_loadu_ps(v + r * ldv + i0), a);
+      _mm256_storeu_ps(aj + i0, a);
+    }
+    for (; i0 < dv; ++i0)
+      for (int64_t r = 0; r < n; ++r) aj[i0] += pj[r] * v[r * ldv + i0];
+  }
+}
+
+}  // namespace
+
+const FlashKernels kFlashKernels = {"avx2", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
+
+}  // namespace opal::cpu::avx2
+#endif  // x86

@@ -1,0 +1,277 @@
+// ATTENTION by tiles with an online softmax (flash-style; the node's
+// iparams[2] = 1, the context's -fa on, or auto with a quantized cache).
+//
+// The visibility rules are those of ops/attention.cpp: a token sees the cells
+// of its sequence with pos <= its pos (and pos_token - pos_cell < W under a
+// sliding window W), taken in position order. Work units are (kv head g,
+// block of up to kFlashRows / group consecutive tokens of one sequence, cell
+// range): the block's query rows (the GQA group of each token, j = token *
+// group + head) meet the visible cells kFlashTile at a time:
+//   K tile widened to f32 [n][dk] once for all rows (f16, bf16, f32, q8_0,
+//   q4_0 rows: kernels/attn_flash.h), scores s = scale * q . k for the tile
+//   only, each row's running max m and sum l updated
+//   (m' = max(m, max s), l' = l * e^(m - m') + sum e^(s - m')), its
+//   accumulator rescaled by e^(m - m') and the V tile (widened once) added
+//   with the weights e^(s - m');
+// the output is acc / l. No row of scores longer than a tile is ever held,
+// so memory does not grow with the depth beyond the cell lists.
+// Decode (few tokens, fewer units than threads) splits each unit's cells into
+// ranges: every range keeps its own (m, l, acc) in the work buffer and a
+// second pass merges them (acc = sum acc_c e^(m_c - M), l likewise).
+// q stays f32 (not rounded to the cache type) and sums run in the kernels'
+// orders: results agree with the materialized path within float rounding,
+// not bit for bit (the default f16 path keeps llama.cpp's bits).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/kernels/attn_flash.h"
+#include "backends/cpu/kernels/convert.h"
+#include "backends/cpu/ops/ops.h"
+#include "backends/cpu/ops/row_iter.h"
+
+namespace opal::cpu {
+namespace {
+
+constexpr int64_t kFlashRows = 64;       // query rows per unit (whole GQA groups)
+constexpr int64_t kSplitMaxTokens = 8;   // batches up to this size may split their cells across threads
+constexpr int64_t kSplitMinCells = 256;  // fewest cells per range of a split
+
+int64_t flash_block_tokens(int64_t group) { return std::max<int64_t>(1, kFlashRows / group); }
+int64_t max_splits(int n_threads) { return int64_t(std::max(1, n_threads)); }
+
+uint64_t a64(uint64_t x) { return (x + 63) / 64 * 64; }
+
+struct FlashLayout {
+  uint64_t off_bstart = 0, off_partial = 0, shared = 0;
+  uint64_t off_k = 0, off_v = 0, off_s = 0, off_q = 0, off_acc = 0, off_m = 0, off_l = 0, off_lo = 0, off_hi = 0;
+  uint64_t per_thread = 0;
+  int64_t rows = 0;
+};
+
+FlashLayout flash_layout(const Tensor& node, int n_threads) {
+  const Tensor& q = *node.src[kAttnQ];
+  const int64_t hkv = node.iparams[0];
+  const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = node.src[kAttnV]->ne[0] / hkv;
+  const int64_t n_cells = node.src[kAttnK]->ne[1];
+  const int64_t group = std::max<int64_t>(1, hq / hkv);
+  FlashLayout l;
+  l.rows = flash_block_tokens(group) * group;
+  l.off_bstart = a64(uint64_t(n_cells) * 4);
+  l.off_partial = l.off_bstart + a64(uint64_t(T + 1) * 4);
+  const uint64_t partial = T <= kSplitMaxTokens ? uint64_t(T * hq * max_splits(n_threads) * (dv + 2)) * 4 : 0;
+  l.shared = l.off_partial + a64(partial);
+  l.off_k = a64(uint64_t(n_cells) * 4);  // after the visible cells
+  l.off_v = l.off_k + a64(uint64_t(kFlashTile * dk) * 4);
+  l.off_s = l.off_v + a64(uint64_t(kFlashTile * dv) * 4);
+  l.off_q = l.off_s + a64(uint64_t(l.rows * kFlashTile) * 4);
+  l.off_acc = l.off_q + a64(uint64_t(l.rows * dk) * 4);
+  l.off_m = l.off_acc + a64(uint64_t(l.rows * dv) * 4);
+  l.off_l = l.off_m + a64(uint64_t(l.rows) * 4);
+  l.off_lo = l.off_l + a64(uint64_t(l.rows) * 4);
+  l.off_hi = l.off_lo + a64(uint64_t(l.rows) * 8);
+  l.per_thread = l.off_hi + a64(uint64_t(l.rows) * 8);
+  return l;
+}
+
+// Widens the rows of cells[0..n) of one head (d values from base) to f32.
+void widen(const FlashKernels& fk, DType type, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
+           int64_t d, float* dst, int64_t ld) {
+  switch (type) {
+    case DType::F16: return fk.widen_f16(base, stride, cells, n, d, dst, ld);
+    case DType::Q8_0: return fk.widen_q8_0(base, stride, cells, n, d, dst, ld);
+    case DType::Q4_0: return fk.widen_q4_0(base, stride, cells, n, d, dst, ld);
+    default:
+      for (int64_t r = 0; r < n; ++r) row_to_f32(type, base + uint64_t(cells[r]) * stride, dst + r * ld, d);
+  }
+}
+
+}  // namespace
+
+uint64_t attention_flash_work_size(const Tensor& node, int n_threads) {
+  const FlashLayout l = flash_layout(node, n_threads);
+  return l.shared + l.per_thread * uint64_t(std::max(1, n_threads));
+}
+
+void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
+  const Tensor& q = *node.src[kAttnQ];
+  const Tensor& k = *node.src[kAttnK];
+  const Tensor& v = *node.src[kAttnV];
+  const int32_t* tok = static_cast<const int32_t*>(node.src[kAttnTokens]->data);
+  const int32_t* cell = static_cast<const int32_t*>(node.src[kAttnCells]->data);
+  const int64_t hkv = node.iparams[0];
+  const int32_t window = node.iparams[1];
+  const float scale = node.fparams[0];
+  const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv, n_cells = k.ne[1];
+  const int64_t group = hq / hkv, bt = flash_block_tokens(group);
+  const int nth_pool = ctx.pool.size();  // the chunks run() hands out (work_size's n_threads)
+  const FlashLayout l = flash_layout(node, nth_pool);
+  const FlashKernels& fk = flash_kernels();
+
+  // The live cells in position order (cells past the last one in use are never visible).
+  int64_t n_live = 0;
+  for (int64_t c = n_cells; c-- > 0;)
+    if (cell[2 * c + 1] >= 0) {
+      n_live = c + 1;
+      break;
+    }
+  int32_t* order = reinterpret_cast<int32_t*>(ctx.work);
+  int64_t n_order = 0;
+  bool sorted = true;
+  for (int64_t c = 0; c < n_live; ++c) {
+    if (cell[2 * c + 1] < 0) continue;
+    sorted = sorted && (n_order == 0 || cell[2 * order[n_order - 1]] <= cell[2 * c]);
+    order[n_order++] = int32_t(c);
+  }
+  if (!sorted)
+    std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
+  // Blocks: up to bt consecutive tokens of one sequence.
+  int32_t* bstart = reinterpret_cast<int32_t*>(ctx.work + l.off_bstart);
+  int64_t nb = 0;
+  for (int64_t t = 0; t < T; ++t)
+    if (nb == 0 || t - bstart[nb - 1] >= bt || tok[2 * t + 1] != tok[2 * bstart[nb - 1] + 1]) bstart[nb++] = int32_t(t);
+  bstart[nb] = int32_t(T);
+  // Cell ranges per unit: only when there are fewer units than threads (decode).
+  int64_t n_split = 1;
+  if (T <= kSplitMaxTokens && hkv * nb < nth_pool)
+    n_split = std::max<int64_t>(
+        1, std::min({(nth_pool + hkv * nb - 1) / (hkv * nb), max_splits(nth_pool), n_order / kSplitMinCells}));
+  float* partial = reinterpret_cast<float*>(ctx.work + l.off_partial);
+  const int64_t pstride = dv + 2;  // m, l, acc[dv]
+
+  auto cost = [&](int64_t b) {
+    double c = 0.0;
+    for (int64_t t = bstart[b]; t < bstart[b + 1]; ++t)
+      c += double(window > 0 ? std::min(std::max(tok[2 * t], 0) + 1, window) : std::max(tok[2 * t], 0) + 1) + 16.0;
+    return c;
+  };
+  double per_head = 0.0;
+  for (int64_t b = 0; b < nb; ++b) per_head += cost(b);
+  const double total = per_head * double(hkv);
+
+  ctx.pool.run([&](int ith, int nth) {
+    uint8_t* w = ctx.work + l.shared + l.per_thread * uint64_t(ith);
+    int32_t* vis = reinterpret_cast<int32_t*>(w);
+    float* kt = reinterpret_cast<float*>(w + l.off_k);
+    float* vt = reinterpret_cast<float*>(w + l.off_v);
+    float* s = reinterpret_cast<float*>(w + l.off_s);
+    float* qb = reinterpret_cast<float*>(w + l.off_q);
+    float* acc = reinterpret_cast<float*>(w + l.off_acc);
+    float* mrow = reinterpret_cast<float*>(w + l.off_m);
+    float* lrow = reinterpret_cast<float*>(w + l.off_l);
+    int64_t* lo = reinterpret_cast<int64_t*>(w + l.off_lo);
+    int64_t* hi = reinterpret_cast<int64_t*>(w + l.off_hi);
+    double before = 0.0;
+    for (int64_t g = 0; g < hkv; ++g)
+      for (int64_t b = 0; b < nb; ++b)
+        for (int64_t split = 0; split < n_split; ++split) {
+          const double c = cost(b) / double(n_split);
+          const int owner = std::min(nth - 1, int((before + 0.5 * c) * double(nth) / total));
+          before += c;
+          if (owner != ith) continue;
+          const int64_t t0 = bstart[b], nt = bstart[b + 1] - t0, m = nt * group;
+          const int32_t seq = tok[2 * t0 + 1];
+          int32_t pmax = tok[2 * t0];
+          for (int64_t t = t0; t < t0 + nt; ++t) pmax = std::max(pmax, tok[2 * t]);
+          int64_t n_max = 0;
+          for (int64_t o = 0; o < n_order; ++o) {
+            const int64_t cc = order[o];
+            if (cell[2 * cc + 1] == seq && cell[2 * cc] <= pmax) vis[n_max++] = int32_t(cc);
+          }
+          for (int64_t tt = 0; tt < nt; ++tt) {
+            const int32_t pos = tok[2 * (t0 + tt)];
+            // vis is in position order: the visible cells of a token are one range of it
+            const int64_t h_end =
+                std::upper_bound(vis, vis + n_max, pos, [&](int32_t p, int32_t cc) { return p < cell[2 * cc]; }) - vis;
+            int64_t l_begin = 0;
+            if (window > 0)
+              l_begin = std::lower_bound(vis, vis + h_end, pos,
+                                         [&](int32_t cc, int32_t p) { return p - cell[2 * cc] >= window; }) -
+                        vis;
+            for (int64_t hh = 0; hh < group; ++hh) {
+              const int64_t j = tt * group + hh;
+              lo[j] = l_begin;
+              hi[j] = h_end;
+              const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, g * group + hh, t0 + tt, 0));
+              std::copy(qsrc, qsrc + dk, qb + j * dk);
+              mrow[j] = -INFINITY;
+              lrow[j] = 0.0f;
+              std::fill(acc + j * dv, acc + (j + 1) * dv, 0.0f);
+            }
+          }
+          const int64_t c0 = n_max * split / n_split, c1 = n_max * (split + 1) / n_split;
+          const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
+          const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + row_bytes(v.type, g * dv);
+          for (int64_t r0 = c0; r0 < c1; r0 += kFlashTile) {
+            const int64_t n = std::min(kFlashTile, c1 - r0);
+            int64_t j0 = m, j1 = 0;  // the rows that see some cell of the tile
+            for (int64_t j = 0; j < m; ++j)
+              if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
+            if (j0 >= j1) continue;
+            widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
+            fk.dots(qb + j0 * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + j0 * kFlashTile, kFlashTile);
+            for (int64_t j = j0; j < j1; ++j) {
+              float* sj = s + j * kFlashTile;
+              const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
+              float tmax = -INFINITY;
+              for (int64_t r = 0; r < n; ++r) {
+                if (r < a || r >= e) sj[r] = -INFINITY;
+                tmax = std::max(tmax, sj[r]);
+              }
+              if (tmax == -INFINITY) {  // nothing visible here: weights 0
+                std::fill(sj, sj + n, 0.0f);
+                continue;
+              }
+              const float mnew = std::max(mrow[j], tmax);
+              const float alpha = mrow[j] == -INFINITY ? 0.0f : std::exp(mrow[j] - mnew);
+              lrow[j] = lrow[j] * alpha + fk.exp_sum(sj, n, mnew);
+              if (alpha != 1.0f)
+                for (int64_t i = 0; i < dv; ++i) acc[j * dv + i] *= alpha;
+              mrow[j] = mnew;
+            }
+            widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
+            fk.accum(s + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + j0 * dv, dv);
+          }
+          for (int64_t j = 0; j < m; ++j) {
+            const int64_t t = t0 + j / group, h = g * group + j % group;
+            if (n_split > 1) {
+              float* pp = partial + ((t * hq + h) * n_split + split) * pstride;
+              pp[0] = mrow[j];
+              pp[1] = lrow[j];
+              std::copy(acc + j * dv, acc + (j + 1) * dv, pp + 2);
+              continue;
+            }
+            float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
+            const float inv = lrow[j] > 0.0f ? 1.0f / lrow[j] : 0.0f;
+            for (int64_t i = 0; i < dv; ++i) out[i] = acc[j * dv + i] * inv;
+          }
+        }
+  });
+  if (n_split == 1) return;
+  // Merge the ranges of each (token, head).
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t p0, p1;
+    split_range(T * hq, ith, nth, &p0, &p1);
+    for (int64_t pair = p0; pair < p1; ++pair) {
+      const int64_t t = pair / hq, h = pair % hq;
+      const float* pp = partial + pair * n_split * pstride;
+      float mx = -INFINITY;
+      for (int64_t c = 0; c < n_split; ++c) mx = std::max(mx, pp[c * pstride]);
+      float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
+      std::fill(out, out + dv, 0.0f);
+      if (mx == -INFINITY) continue;
+      float sum = 0.0f;
+      for (int64_t c = 0; c < n_split; ++c) {
+        const float* pc = pp + c * pstride;
+        if (pc[0] == -INFINITY) continue;
+        const float f = std::exp(pc[0] - mx);
+        sum += pc[1] * f;
+        for (int64_t i = 0; i < dv; ++i) out[i] += pc[2 + i] * f;
+      }
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      for (int64_t i = 0; i < dv; ++i) out[i] *= inv;
+    }
+  });
+}
+
+}  // namespace opal::cpu

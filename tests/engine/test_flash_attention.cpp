@@ -1,0 +1,162 @@
+// Flash attention (-fa on: ops/attention_flash.cpp) and the quantized KV
+// cache (-ctk / -ctv q8_0, q4_0), judged on llama.cpp's goldens (its f16-cache
+// logits): the whole-matrix max |diff| / std and the top-1 agreement of the
+// prompt and teacher-forced decode rows, beside the materialized f16 path.
+// The bounds are a few times what was measured when this was written
+// (docs/PERF.md "Long contexts (#18 item 4)"); a wrong tile, mask or merge
+// moves the logits by whole units and fails them.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+#include "backends/factory/backend_factory.h"
+#include "core/error.h"
+#include "golden_support.h"
+#include "graph/registry.h"
+#include "models/model.h"
+#include "runtime/context.h"
+
+namespace opal {
+namespace {
+
+struct Setting {
+  const char* name;
+  DType k, v;
+  FlashAttn fa;
+  double max_diff_over_std;  // bound
+  double top1;               // bound
+};
+
+std::vector<float> run_rows(const test::Golden& g, Registry& reg, const Setting& s) {
+  auto model = Model::load(test::golden_model_path(g.stem), reg);
+  ContextParams cp;
+  cp.n_ctx = int64_t(g.prompt.size() + g.greedy.size());
+  cp.n_batch = cp.n_ubatch = int64_t(g.prompt.size());
+  cp.kv_type = s.k;
+  cp.kv_type_v = s.v;
+  cp.flash_attn = s.fa;
+  Context ctx(*model, cp);
+  EXPECT_EQ(ctx.flash_attn(), s.fa == FlashAttn::On || s.k != DType::F16);
+  std::vector<float> rows;
+  Batch b;
+  for (size_t i = 0; i < g.prompt.size(); ++i) b.add(g.prompt[i], int32_t(i), 0, true);
+  ctx.decode(b);
+  const int64_t nv = ctx.n_vocab();
+  for (int64_t i = 0; i < ctx.n_outputs(); ++i) rows.insert(rows.end(), ctx.logits(i), ctx.logits(i) + nv);
+  for (size_t i = 0; i < g.greedy.size(); ++i) {
+    b.clear();
+    b.add(g.greedy[i], int32_t(g.prompt.size() + i), 0, true);
+    ctx.decode(b);
+    rows.insert(rows.end(), ctx.logits(0), ctx.logits(0) + nv);
+  }
+  return rows;
+}
+
+void check_stem(const std::string& stem, const std::vector<Setting>& settings) {
+  const test::Golden g = test::load_golden(stem);
+  std::vector<float> ref = g.prompt_logits;
+  ref.insert(ref.end(), g.gen_logits.begin(), g.gen_logits.end());
+  auto reg = make_registry({}, 2);
+  for (const Setting& s : settings) {
+    const std::vector<float> ours = run_rows(g, *reg, s);
+    ASSERT_EQ(ours.size(), ref.size()) << stem << " " << s.name;
+    const test::Comparison c = test::compare_logits(ours, ref, g.n_vocab);
+    std::printf("[ flash ] %-16s %-22s max|diff|/std %.5f  top-1 %.3f  (%lld rows)\n", stem.c_str(), s.name,
+                c.max_diff_over_std, c.top1_agreement, static_cast<long long>(c.rows));
+    EXPECT_LE(c.max_diff_over_std, s.max_diff_over_std) << stem << " " << s.name;
+    EXPECT_GE(c.top1_agreement, s.top1) << stem << " " << s.name;
+  }
+}
+
+// Measured (2 threads, AVX-512 host): f16 flash 0.0026-0.0048 / top-1 0.99-1; q8_0 0.024-0.059 / 0.96-1;
+// q4_0 0.37-1.13 / 0.69-0.85 (these tiny models have random weights: q4_0 keys cost them much more than a
+// trained model's). A near-tie flips one qwen3 row under flash.
+const Setting kOff{"f16 materialized", DType::F16, DType::F16, FlashAttn::Off, 0.01, 1.0};
+const Setting kOn{"f16 flash", DType::F16, DType::F16, FlashAttn::On, 0.02, 0.97};
+const Setting kQ8{"q8_0/q8_0 flash", DType::Q8_0, DType::Q8_0, FlashAttn::Auto, 0.15, 0.9};
+const Setting kQ4{"q4_0/q4_0 flash", DType::Q4_0, DType::Q4_0, FlashAttn::Auto, 2.0, 0.6};
+const Setting kQ8K{"q8_0/f16 flash", DType::Q8_0, DType::F16, FlashAttn::Auto, 0.1, 0.9};
+
+TEST(FlashAttention, TinyLlamaWithinBoundsOfTheGolden) { check_stem("tiny-llama-f16", {kOff, kOn, kQ8, kQ4, kQ8K}); }
+TEST(FlashAttention, TinyQwen3WithinBoundsOfTheGolden) { check_stem("tiny-qwen3-f16", {kOff, kOn, kQ8, kQ4}); }
+// Sliding-window layers (their own cache) and a head size of 128.
+TEST(FlashAttention, TinyGemma3WithinBoundsOfTheGolden) { check_stem("tiny-gemma3-f16", {kOff, kOn, kQ8, kQ4}); }
+// Head size 8: no quantized cache (32-blocks), flash attention only.
+TEST(FlashAttention, Stories260KWithinBoundsOfTheGolden) { check_stem("stories260K", {kOff, kOn}); }
+
+// Decode deep into a cache splits each head's cells over the threads and merges the ranges: the logits match
+// one thread's (no split) within float rounding, and the materialized path's within its f16 rounding of q and p.
+TEST(FlashAttention, SplitDecodeAtDepthMatchesTheMaterializedPath) {
+  auto reg = make_registry({}, 4);
+  auto model = Model::load(test::golden_model("tiny-llama-f16"), *reg);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> pick(0, int32_t(model->hparams().n_vocab) - 1);
+  std::vector<int32_t> toks(1200);
+  for (auto& t : toks) t = pick(rng);
+  std::vector<std::vector<float>> last;
+  for (int run = 0; run < 4; ++run) {
+    const FlashAttn fa = run == 0 || run == 3 ? FlashAttn::Off : FlashAttn::On;
+    reg->set_threads(run >= 2 ? 1 : 4);  // 4 threads: 16 chunks for 2 kv heads, each head's cells in 4 ranges
+    ContextParams cp;
+    cp.n_ctx = 1280;
+    cp.flash_attn = fa;
+    Context ctx(*model, cp);
+    Batch b;
+    for (size_t i = 0; i + 1 < toks.size(); ++i) b.add(toks[i], int32_t(i), 0, false);
+    ctx.decode(b);
+    b.clear();
+    b.add(toks.back(), int32_t(toks.size() - 1), 0, true);
+    ctx.decode(b);
+    last.emplace_back(ctx.logits(0), ctx.logits(0) + ctx.n_vocab());
+  }
+  auto max_diff = [&](int a, int b) {
+    double m = 0;
+    for (size_t i = 0; i < last[0].size(); ++i) m = std::max(m, double(std::fabs(last[a][i] - last[b][i])));
+    return m;
+  };
+  // Measured: split vs one thread 0.0015, either vs materialized 0.0044 (the materialized path rounds q and p
+  // to f16); the materialized path gives the same bits at 1 and 4 threads. A lost or misweighted range moves
+  // the logits by tenths.
+  EXPECT_EQ(max_diff(0, 3), 0.0);
+  EXPECT_LT(max_diff(1, 2), 4e-3) << "flash decode at depth 1200: split over 4 threads vs 1";
+  EXPECT_GT(max_diff(1, 2), 0.0) << "the split changed nothing: was it taken?";
+  EXPECT_LT(max_diff(0, 1), 2e-2) << "flash vs materialized decode at depth 1200";
+  EXPECT_EQ(test::argmax_row(last[0].data(), int64_t(last[0].size())),
+            test::argmax_row(last[1].data(), int64_t(last[1].size())));
+}
+
+TEST(FlashAttention, QuantizedCacheRulesFailClearly) {
+  auto reg = make_registry({}, 1);
+  auto llama = Model::load(test::golden_model("tiny-llama-f16"), *reg);
+  ContextParams cp;
+  cp.n_ctx = 64;
+  cp.kv_type_v = DType::Q8_0;
+  cp.flash_attn = FlashAttn::Off;
+  try {
+    Context ctx(*llama, cp);
+    ADD_FAILURE() << "a q8_0 V cache without flash attention was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs flash attention"), std::string::npos) << e.what();
+  }
+  auto stories = Model::load(test::shared_path("models/stories260K.gguf"), *reg);
+  cp.kv_type = cp.kv_type_v.value();
+  cp.flash_attn = FlashAttn::Auto;
+  try {
+    Context ctx(*stories, cp);
+    ADD_FAILURE() << "a q8_0 cache with head size 8 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head size 8 is not a multiple of 32"), std::string::npos) << e.what();
+  }
+  // The cache line names the types and the bytes per token (llama.cpp's "KV self size").
+  cp.kv_type = DType::Q8_0;
+  Context q8(*llama, cp);
+  const HParams& hp = llama->hparams();
+  const uint64_t per_token = uint64_t(hp.n_layer) * 2 * row_bytes(DType::Q8_0, hp.n_embd_k_gqa(0));
+  EXPECT_NE(q8.kv_summary().find(fmt::format("K q8_0, V q8_0: {} bytes per token; flash attention on", per_token)),
+            std::string::npos)
+      << q8.kv_summary();
+}
+
+}  // namespace
+}  // namespace opal

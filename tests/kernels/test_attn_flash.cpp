@@ -1,0 +1,99 @@
+// The tiled attention's kernels (kernels/attn_flash.h) of every ISA the host
+// has against the reference forms: widening is exact (f16, q8_0, q4_0 rows
+// from the reference quantizers), dots / exp / accumulation agree within
+// float rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernels/attn_flash.h"
+#include "backends/cpu/kernels/isa.h"
+#include "core/fp16.h"
+#include "core/quant.h"
+#include "support/isa_coverage.h"
+
+namespace opal::cpu {
+namespace {
+
+std::vector<const FlashKernels*> flash_kernel_sets() {
+  std::vector<const FlashKernels*> v;
+  const Isa before = selected_isa();
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
+    set_isa(isa);
+    v.push_back(&flash_kernels());
+  }
+  set_isa(before);
+  return v;
+}
+
+TEST(AttnFlash, WideningIsExactForEveryCacheType) {
+  const FlashKernels& ref = ref_flash_kernels();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> val(0.0f, 2.0f);
+  const int64_t d = 96, n_cells = 7, E = 2 * d;  // two heads per row; widen the second
+  std::vector<float> src(size_t(n_cells * E));
+  for (auto& x : src) x = val(rng);
+  const std::vector<int32_t> cells = {6, 0, 3, 5};
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    const uint64_t stride = row_bytes(t, E);
+    std::vector<uint8_t> rows(stride * n_cells);
+    if (t == DType::F16)
+      for (int64_t i = 0; i < n_cells * E; ++i)
+        reinterpret_cast<uint16_t*>(rows.data())[i] = f32_to_f16(src[size_t(i)]);
+    else quantize_rows(t, src.data(), rows.data(), n_cells, E);
+    const uint8_t* base = rows.data() + row_bytes(t, d);
+    std::vector<float> want(cells.size() * size_t(d)), full(static_cast<size_t>(E), 0.0f);
+    for (size_t r = 0; r < cells.size(); ++r) {  // the reference dequantizer of the whole row
+      dequantize_row(t, rows.data() + stride * uint64_t(cells[r]), full.data(), E);
+      for (int64_t i = 0; i < d; ++i) want[r * d + size_t(i)] = full[size_t(d + i)];
+    }
+    for (const FlashKernels* k : flash_kernel_sets()) {
+      auto fn = t == DType::F16 ? k->widen_f16 : t == DType::Q8_0 ? k->widen_q8_0 : k->widen_q4_0;
+      auto fr = t == DType::F16 ? ref.widen_f16 : t == DType::Q8_0 ? ref.widen_q8_0 : ref.widen_q4_0;
+      std::vector<float> got(cells.size() * d, -1.0f), got_ref = got;
+      fn(base, stride, cells.data(), int64_t(cells.size()), d, got.data(), d);
+      fr(base, stride, cells.data(), int64_t(cells.size()), d, got_ref.data(), d);
+      EXPECT_EQ(got, want) << k->name << " " << dtype_name(t);
+      EXPECT_EQ(got_ref, want) << "ref " << dtype_name(t);
+    }
+  }
+}
+
+TEST(AttnFlash, DotsExpAndAccumulationAgreeWithTheReference) {
+  const FlashKernels& ref = ref_flash_kernels();
+  std::mt19937 rng(9);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (int64_t dk : {32, 64, 80, 128}) {
+    const int64_t m = 5, n = 37, dv = dk + 8;
+    std::vector<float> q(size_t(m * dk)), k(size_t(n * dk)), v(size_t(n * dv));
+    for (auto* a : {&q, &k, &v})
+      for (auto& x : *a) x = val(rng);
+    for (const FlashKernels* kk : flash_kernel_sets()) {
+      std::vector<float> s(size_t(m * 40)), s_ref = s;
+      kk->dots(q.data(), dk, m, k.data(), dk, n, dk, 0.125f, s.data(), 40);
+      ref.dots(q.data(), dk, m, k.data(), dk, n, dk, 0.125f, s_ref.data(), 40);
+      for (int64_t j = 0; j < m; ++j)
+        for (int64_t r = 0; r < n; ++r)
+          EXPECT_NEAR(s[size_t(j * 40 + r)], s_ref[size_t(j * 40 + r)], 1e-5f) << kk->name << " dk " << dk;
+      // exp with a masked cell and a max above every score
+      std::vector<float> e(s.begin(), s.begin() + n), e_ref;
+      e[3] = -INFINITY;
+      float mx = -INFINITY;
+      for (float x : e) mx = std::max(mx, x);
+      e_ref = e;
+      const float sum = kk->exp_sum(e.data(), n, mx), sum_ref = ref.exp_sum(e_ref.data(), n, mx);
+      EXPECT_EQ(e[3], 0.0f);
+      EXPECT_NEAR(sum, sum_ref, 1e-5f * sum_ref) << kk->name;
+      for (int64_t r = 0; r < n; ++r) EXPECT_NEAR(e[size_t(r)], e_ref[size_t(r)], 1e-6f) << kk->name << " r " << r;
+      std::vector<float> acc(size_t(m * dv), 0.5f), acc_ref = acc;
+      kk->accum(s.data(), 40, m, v.data(), dv, n, dv, acc.data(), dv);
+      ref.accum(s.data(), 40, m, v.data(), dv, n, dv, acc_ref.data(), dv);
+      for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], acc_ref[i], 1e-4f) << kk->name << " i " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace opal::cpu
