@@ -27,12 +27,18 @@ void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
 }
 void* operator new[](std::size_t n) { return operator new(n); }
 void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+// GCC 12 at -O1 inlines these into gtest's `new TestClass` / `delete` pairs and,
+// not seeing that the operator new above is malloc, warns of a mismatch
+// (-Wmismatched-new-delete): a false positive, these are the matching pair.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 using namespace opal;
 
