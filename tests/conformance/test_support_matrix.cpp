@@ -56,10 +56,15 @@ TEST(SupportMatrix, CpuRunsEveryMatmulWeightTypeAndEveryF32Op) {
       EXPECT_FALSE(c.reason.empty()) << c.op << " " << c.dtype;
     }
   }
-  // a dtype the CPU declines, with a reason: a q8_0 KV cache
+  // a q8_0 KV cache is stored on the CPU, and read by the tiled (flash)
+  // attention only: the probe (materialized attention) is declined with a reason
   const SupportCell* kv = cell(m, "cpu", "KV_STORE", "q8_0");
   ASSERT_NE(kv, nullptr);
-  EXPECT_EQ(kv->state, SupportCell::No);
+  EXPECT_EQ(kv->state, SupportCell::Yes) << kv->reason;
+  const SupportCell* attn = cell(m, "cpu", "ATTENTION", "q8_0");
+  ASSERT_NE(attn, nullptr);
+  EXPECT_EQ(attn->state, SupportCell::No);
+  EXPECT_NE(attn->reason.find("flash"), std::string::npos) << attn->reason;
 }
 
 TEST(SupportMatrix, CsvHasOneRowPerCell) {
