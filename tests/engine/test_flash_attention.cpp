@@ -117,10 +117,10 @@ TEST(FlashAttention, SplitDecodeAtDepthMatchesTheMaterializedPath) {
   };
   // Measured: split vs one thread 0.0015, either vs materialized 0.0044 (the materialized path rounds q and p
   // to f16); the materialized path gives the same bits at 1 and 4 threads. A lost or misweighted range moves
-  // the logits by tenths.
+  // the logits by tenths. (That the split differs from one thread at all is not asserted: under the
+  // sanitizer build's -O1 the two gave the same bits.)
   EXPECT_EQ(max_diff(0, 3), 0.0);
   EXPECT_LT(max_diff(1, 2), 4e-3) << "flash decode at depth 1200: split over 4 threads vs 1";
-  EXPECT_GT(max_diff(1, 2), 0.0) << "the split changed nothing: was it taken?";
   EXPECT_LT(max_diff(0, 1), 2e-2) << "flash vs materialized decode at depth 1200";
   EXPECT_EQ(test::argmax_row(last[0].data(), int64_t(last[0].size())),
             test::argmax_row(last[1].data(), int64_t(last[1].size())));
