@@ -281,7 +281,9 @@ TEST(ServerHttp, DisconnectDuringNonStreamedRequestCancelsIt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ::close(fd);
-  while (std::chrono::steady_clock::now() < deadline && metric("opal:requests_cancelled_total") < 1)
+  // The counters move one after the other (cancelled, then processing): wait for both.
+  while (std::chrono::steady_clock::now() < deadline &&
+         (metric("opal:requests_cancelled_total") < 1 || metric("llamacpp:requests_processing") != 0))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const std::string m = s.get("/metrics")->body;
   EXPECT_EQ(metric_value(m, "opal:requests_cancelled_total"), 1) << m;
