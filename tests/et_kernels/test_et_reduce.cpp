@@ -33,7 +33,7 @@ Tensor host_f32(void* data, int64_t ne0, int64_t ne1, DType t = DType::F32) {
   return x;
 }
 
-void run_cpu(const Tensor& node) {
+void run_reduce_on_cpu(const Tensor& node) {
   ThreadPool pool(1);
   std::vector<uint8_t> work(cpu::work_size(node, pool.size()) + 64);
   uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
@@ -89,7 +89,7 @@ Unary run_unary(Op op, uint32_t kernel, const std::vector<float>& x, int64_t n, 
   node.op = op;
   node.src[0] = &ts;
   node.fparams[0] = scale;
-  run_cpu(node);
+  run_reduce_on_cpu(node);
   return u;
 }
 
@@ -145,7 +145,7 @@ void check_top_k(int64_t n, int64_t rows, int k, bool ties) {
   node.op = Op::TopK;
   node.src[0] = &ts;
   node.iparams[0] = k;
-  run_cpu(node);
+  run_reduce_on_cpu(node);
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
 }
 
@@ -196,7 +196,7 @@ void check_cpy(DType to, int64_t n, int64_t rows) {
   Tensor node = host_f32(want.data(), n, rows, to);
   node.op = Op::Cpy;
   node.src[0] = &ts;
-  run_cpu(node);
+  run_reduce_on_cpu(node);
   ASSERT_EQ(got, want);
 }
 

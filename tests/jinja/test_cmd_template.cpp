@@ -14,7 +14,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) { return opal::test::read_file(p.string()); }
+std::string read_template(const fs::path& p) { return opal::test::read_file(p.string()); }
 
 void write_file(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);
@@ -46,7 +46,7 @@ CmdResult run_template(const std::string& args) {
   const int status = opal::test::run_command("( " + quote(opal::test::opal_binary()) + " template " + args + " >" +
                                                  quote(out.string()) + " 2>" + quote(err.string()) + " )",
                                              &ignored);
-  return {status, slurp(out), slurp(err)};
+  return {status, read_template(out), read_template(err)};
 }
 
 // Arguments that pass a golden case's variables on the command line.
@@ -63,13 +63,13 @@ std::string case_args(const Json& c, const fs::path& messages_file, bool with_co
 
 TEST(CmdTemplate, EveryGoldenCaseThroughTheBinary) {
   const fs::path root = opal::test::shared_path("chat-templates");
-  const Json index = Json::parse(slurp(root / "index.json"));
+  const Json index = Json::parse(read_template(root / "index.json"));
   size_t cases = 0;
   const size_t stride = opal::test::binary_sweep_stride();
   for (auto it = index.at("families").begin(); it != index.at("families").end(); ++it) {
     const std::string family = it.key();
     const fs::path tmpl = root / family / "template.jinja";
-    for (const Json& c : Json::parse(slurp(root / family / "cases.json"))) {
+    for (const Json& c : Json::parse(read_template(root / family / "cases.json"))) {
       if (cases++ % stride != 0) continue;
       const std::string name = family + "/" + c.at("name").get<std::string>();
       const fs::path messages = fs::path(opal::test::temp_dir()) / "messages.json";
@@ -94,7 +94,7 @@ TEST(CmdTemplate, EveryGoldenCaseThroughTheBinary) {
 // -m: template and bos/eos come from the GGUF (phi3-mini-gguf's cases).
 TEST(CmdTemplate, ModelTemplateAndSpecialTokensFromGguf) {
   const std::string model = opal::test::shared_path("tokenizer-vectors/ggml-vocab-phi-3.gguf");
-  const Json cases = Json::parse(slurp(opal::test::shared_path("chat-templates/phi3-mini-gguf/cases.json")));
+  const Json cases = Json::parse(read_template(opal::test::shared_path("chat-templates/phi3-mini-gguf/cases.json")));
   ASSERT_FALSE(cases.empty());
   for (const Json& c : cases) {
     const fs::path messages = fs::path(opal::test::temp_dir()) / "gguf_messages.json";

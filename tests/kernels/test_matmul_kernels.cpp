@@ -31,7 +31,7 @@ const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DTyp
 std::vector<Isa> host_isas(bool with_scalar) {
   return test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, with_scalar);
 }
-std::vector<Isa> simd_isas() { return host_isas(false); }
+std::vector<Isa> host_simd_isas() { return host_isas(false); }
 
 bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
@@ -158,7 +158,7 @@ class KernelsVsReference : public ::testing::TestWithParam<DType> {};
 
 TEST_P(KernelsVsReference, EverySupportedIsaMatchesTheReference) {
   const DType t = GetParam();
-  const auto isas = simd_isas();
+  const auto isas = host_simd_isas();
   for (Isa isa : isas)
     for (int64_t k : {32, 256, 4096, 4352, 4357}) {
       if (is_k_quant(t) && k % 256 != 0) continue;
@@ -177,7 +177,7 @@ TEST_P(KernelsVsReference, EverySupportedIsaMatchesTheReference) {
 TEST(KernelsVsReferenceQ8_0, LanesOrderMatchesTheReference) {
   const BatchOrder before = q8_0_batch_order();
   set_q8_0_batch_order(BatchOrder::lanes);
-  for (Isa isa : simd_isas())
+  for (Isa isa : host_simd_isas())
     for (int64_t k : {32, 4096})
       for (int64_t n_act : {17, 32, 83}) compare(isa, DType::Q8_0, k, n_act, k == 32);
   set_q8_0_batch_order(before);
@@ -200,7 +200,7 @@ TEST(KernelsActivation, TiesSignsAndZeroBlocksMatchTheReferenceQuantizer) {
   x[300] = -127.0f;
   x[301] = 127.0f;
   for (int64_t i = 768; i < 1024; ++i) x[size_t(i)] = 0.0f;  // a zero Q8_K block (and zero Q8_0 blocks)
-  for (Isa isa : simd_isas())
+  for (Isa isa : host_simd_isas())
     for (DType t : {DType::Q8_0, DType::Q4_K}) {
       const MatmulKernels* fast = isa_matmul_kernels(t, isa);
       ASSERT_NE(fast, nullptr);
@@ -236,7 +236,7 @@ TEST(KernelsDispatch, SelectionPicksTheIsaAndFallsBackPerType) {
   const Isa before = selected_isa();
   set_isa(Isa::scalar);
   EXPECT_STREQ(matmul_kernels(DType::Q8_0)->name, "ref");
-  for (Isa isa : simd_isas()) {
+  for (Isa isa : host_simd_isas()) {
     set_isa(isa);
     for (DType t : kTypes) {
       const MatmulKernels* k = matmul_kernels(t);

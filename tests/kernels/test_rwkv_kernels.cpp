@@ -27,7 +27,7 @@ std::vector<const RwkvKernels*> simd_kernels() {
   return v;
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b)); }
+bool same_bits_or_nan(float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b)); }
 
 TEST(RwkvKernels, Wkv7HeadEqualsTheScalarFormBitForBit) {
   if (host_supports(Isa::avx2)) {
@@ -50,8 +50,8 @@ TEST(RwkvKernels, Wkv7HeadEqualsTheScalarFormBitForBit) {
         kern->wkv7_head(st.data(), r.data(), w.data(), k.data(), v.data(), a.data(), b.data(), y.data(), S);
         rwkv_ref::wkv7_head(st_ref.data(), r.data(), w.data(), k.data(), v.data(), a.data(), b.data(), y_ref.data(), S);
         for (int64_t i = 0; i < S; ++i)
-          ASSERT_TRUE(same_bits(y[size_t(i)], y_ref[size_t(i)])) << "S " << S << " y " << i;
-        for (size_t i = 0; i < st.size(); ++i) ASSERT_TRUE(same_bits(st[i], st_ref[i])) << "S " << S << " state " << i;
+          ASSERT_TRUE(same_bits_or_nan(y[size_t(i)], y_ref[size_t(i)])) << "S " << S << " y " << i;
+        for (size_t i = 0; i < st.size(); ++i) ASSERT_TRUE(same_bits_or_nan(st[i], st_ref[i])) << "S " << S << " state " << i;
       }
     }
   }
@@ -106,8 +106,8 @@ TEST(RwkvKernels, ExpAndSigmoidRowsEqualTheScalarFormsAndDoubleMath) {
       kern->exp_row(x.data(), e.data(), len);
       kern->sigmoid_row(x.data(), s.data(), len);
       for (int64_t i = 0; i < len; ++i) {
-        ASSERT_TRUE(same_bits(e[size_t(i)], rwkv_ref::exp1(x[size_t(i)]))) << "exp " << x[size_t(i)];
-        ASSERT_TRUE(same_bits(s[size_t(i)], rwkv_ref::sigmoid1(x[size_t(i)]))) << "sigmoid " << x[size_t(i)];
+        ASSERT_TRUE(same_bits_or_nan(e[size_t(i)], rwkv_ref::exp1(x[size_t(i)]))) << "exp " << x[size_t(i)];
+        ASSERT_TRUE(same_bits_or_nan(s[size_t(i)], rwkv_ref::sigmoid1(x[size_t(i)]))) << "sigmoid " << x[size_t(i)];
       }
     }
   }

@@ -23,7 +23,7 @@
 namespace opal::test {
 namespace {
 
-json parse(const httplib::Result& r) {
+json parse_ok(const httplib::Result& r) {
   EXPECT_TRUE(r) << "request failed";
   if (!r) return json();
   EXPECT_EQ(r->status, 200) << r->body;
@@ -72,7 +72,7 @@ Rendered render(const std::string& stem, const json& messages, const std::string
 // so the repeat of a prompt re-evaluates it). Returns the first reply.
 json chat_end_to_end(LocalServer& s, const json& messages, const Rendered& want, bool repeat_reuses = true) {
   const json req{{"messages", messages}, {"max_tokens", 8}, {"temperature", 0}};
-  const json a = parse(s.post("/v1/chat/completions", req));
+  const json a = parse_ok(s.post("/v1/chat/completions", req));
   EXPECT_EQ(a["object"], "chat.completion");
   EXPECT_TRUE(a["choices"][0]["message"]["content"].is_string());
   const std::string reason = a["choices"][0]["finish_reason"].get<std::string>();
@@ -85,7 +85,7 @@ json chat_end_to_end(LocalServer& s, const json& messages, const Rendered& want,
   EXPECT_TRUE(st.well_formed) << st.error;
   EXPECT_TRUE(st.done_marker);
   EXPECT_EQ(chat_stream_text(st), a["choices"][0]["message"]["content"].get<std::string>());
-  const json b = parse(s.post("/v1/chat/completions", req));
+  const json b = parse_ok(s.post("/v1/chat/completions", req));
   if (repeat_reuses) {
     EXPECT_GT(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << b.dump();
   }
@@ -98,13 +98,13 @@ const json kHi = json::array({json{{"role", "user"}, {"content", "Hi"}}});
 TEST(ServerFamilies, Gemma3ChatWithGemmaTemplate) {
   const std::string tmpl_path = shared_path("chat-templates/gemma3-it/template.jinja");
   LocalServer s(family_options("tiny-gemma3-q8_0", tmpl_path));
-  const json props = parse(s.get("/props"));
+  const json props = parse_ok(s.get("/props"));
   EXPECT_FALSE(props["chat_template_is_fallback"].get<bool>());
   EXPECT_EQ(props["chat_template"], read_text(tmpl_path));
 
   const Rendered want = render("tiny-gemma3-q8_0", kHi, read_text(tmpl_path));
   EXPECT_EQ(want.text, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_EQ(parse(s.post("/apply-template", {{"messages", kHi}}))["prompt"], want.text);
+  EXPECT_EQ(parse_ok(s.post("/apply-template", {{"messages", kHi}}))["prompt"], want.text);
   // The turn markers are single special tokens, BOS once.
   auto file = gguf::File::open(golden_model("tiny-gemma3-q8_0"));
   const Vocab vocab = Vocab::from_gguf(file);
@@ -118,9 +118,9 @@ TEST(ServerFamilies, Gemma3ChatWithGemmaTemplate) {
 
 TEST(ServerFamilies, Gemma4ChatCompletion) {
   LocalServer s(family_options("tiny-gemma4-q8_0"));
-  EXPECT_TRUE(parse(s.get("/props"))["chat_template_is_fallback"].get<bool>());  // no template in the file
+  EXPECT_TRUE(parse_ok(s.get("/props"))["chat_template_is_fallback"].get<bool>());  // no template in the file
   const Rendered want = render("tiny-gemma4-q8_0", kHi);
-  EXPECT_EQ(parse(s.post("/apply-template", {{"messages", kHi}}))["prompt"], want.text);
+  EXPECT_EQ(parse_ok(s.post("/apply-template", {{"messages", kHi}}))["prompt"], want.text);
   chat_end_to_end(s, kHi, want);
 }
 
@@ -134,10 +134,10 @@ TEST(ServerFamilies, Rwkv7ChatStateInSlots) {
   turn2.push_back({{"role", "assistant"}, {"content", first["choices"][0]["message"]["content"]}});
   turn2.push_back({{"role", "user"}, {"content", "More"}});
   const json req{{"messages", turn2}, {"max_tokens", 8}, {"temperature", 0}};
-  const json cached = parse(s.post("/v1/chat/completions", req));
+  const json cached = parse_ok(s.post("/v1/chat/completions", req));
   json fresh_req = req;
   fresh_req["cache_prompt"] = false;
-  const json fresh = parse(s.post("/v1/chat/completions", fresh_req));
+  const json fresh = parse_ok(s.post("/v1/chat/completions", fresh_req));
   EXPECT_GT(cached["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << cached.dump();
   EXPECT_EQ(cached["choices"][0]["message"]["content"], fresh["choices"][0]["message"]["content"]);
   EXPECT_EQ(cached["usage"]["prompt_tokens"].get<size_t>(), render("tiny-rwkv7-q8_0", turn2).tokens.size());

@@ -22,7 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string run(const std::string& args, int* status) {
+std::string run_merged(const std::string& args, int* status) {
   std::string out;
   *status = test::run_command(test::opal_binary() + " " + args + " 2>&1", &out);
   return out;
@@ -47,12 +47,12 @@ TEST(CliGuards, NegativeSizesAreRejectedNamingTheFlag) {
   };
   for (const Case& c : cases) {
     int rc = 0;
-    const std::string out = run(c.args, &rc);
+    const std::string out = run_merged(c.args, &rc);
     EXPECT_NE(rc, 0) << c.args << "\n" << out;
     EXPECT_NE(out.find(c.flag), std::string::npos) << c.args << "\n" << out;
   }
   int rc = 0;  // -1 stays legal (until end of generation)
-  const std::string ok = run("run -m " + stories() + " -p Once -n -1 -c 64 -t 1", &rc);
+  const std::string ok = run_merged("run -m " + stories() + " -p Once -n -1 -c 64 -t 1", &rc);
   EXPECT_EQ(rc, 0) << ok;
 }
 
@@ -61,7 +61,7 @@ TEST(CliGuards, ThreadsAboveTheCoresAreCappedUnlessForced) {
   const std::string many = std::to_string(cores * 64);
   int rc = 0;
   const auto t0 = Clock::now();
-  const std::string out = run("run -m " + stories() + " -p Once -n 5 -t " + many, &rc);
+  const std::string out = run_merged("run -m " + stories() + " -p Once -n 5 -t " + many, &rc);
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("warning: -t " + many + " is more than this machine's " + std::to_string(cores) + " cores"),
@@ -69,21 +69,21 @@ TEST(CliGuards, ThreadsAboveTheCoresAreCappedUnlessForced) {
       << out;
   EXPECT_NE(out.find("--threads-force"), std::string::npos) << out;
   EXPECT_LT(s, 30.0) << out;  // uncapped, 256 threads on 2 cores took over a minute for 5 tokens
-  const std::string at = run("run -m " + stories() + " -p Once -n 2 -t " + std::to_string(cores), &rc);
+  const std::string at = run_merged("run -m " + stories() + " -p Once -n 2 -t " + std::to_string(cores), &rc);
   EXPECT_EQ(at.find("warning: -t"), std::string::npos) << at;
   const std::string forced =
-      run("run -m " + stories() + " -p Once -n 1 --threads-force -t " + std::to_string(cores + 1), &rc);
+      run_merged("run -m " + stories() + " -p Once -n 1 --threads-force -t " + std::to_string(cores + 1), &rc);
   ASSERT_EQ(rc, 0) << forced;
   EXPECT_EQ(forced.find("warning: -t"), std::string::npos) << forced;
 }
 
 TEST(CliGuards, ContextAboveTrainingIsWarned) {
   int rc = 0;  // stories260K was trained with 2048 tokens and has no rope scaling
-  const std::string out = run("run -m " + stories() + " -p Once -n 2 -t 1 -c 4096", &rc);
+  const std::string out = run_merged("run -m " + stories() + " -p Once -n 2 -t 1 -c 4096", &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("-c 4096 is above the model's training context of 2048"), std::string::npos) << out;
   EXPECT_NE(out.find("no rope scaling"), std::string::npos) << out;
-  const std::string fits = run("run -m " + stories() + " -p Once -n 2 -t 1 -c 2048", &rc);
+  const std::string fits = run_merged("run -m " + stories() + " -p Once -n 2 -t 1 -c 2048", &rc);
   EXPECT_EQ(fits.find("training context"), std::string::npos) << fits;
 }
 

@@ -12,7 +12,7 @@
 namespace opal {
 namespace {
 
-std::string stories() { return test::shared_path("models/stories260K.gguf"); }
+std::string stories_model() { return test::shared_path("models/stories260K.gguf"); }
 
 struct Result {
   int rc = 0;
@@ -44,15 +44,15 @@ int drafted(const std::string& err) {
 }
 
 TEST(SpecCli, DraftContextThreadsAndDevicesTakeEffect) {
-  const std::string base = "run -m " + stories() + " -p Once -n 64 --temp 0 -t 1 -c 256";
+  const std::string base = "run -m " + stories_model() + " -p Once -n 64 --temp 0 -t 1 -c 256";
   const Result plain = opal(base);
   ASSERT_EQ(plain.rc, 0) << plain.err;
-  const Result full = opal(base + " -md " + stories() + " --draft-p-min 0");
+  const Result full = opal(base + " -md " + stories_model() + " --draft-p-min 0");
   ASSERT_EQ(full.rc, 0) << full.err;
   EXPECT_EQ(full.out, plain.out);
   EXPECT_NE(full.err.find("opal: draft model: "), std::string::npos) << full.err;
   EXPECT_NE(full.err.find("(256 cells)"), std::string::npos) << full.err;  // the target's context
-  const Result small = opal(base + " -md " + stories() + " --draft-p-min 0 -cd 32 -td 1 -devd none");
+  const Result small = opal(base + " -md " + stories_model() + " --draft-p-min 0 -cd 32 -td 1 -devd none");
   ASSERT_EQ(small.rc, 0) << small.err;
   EXPECT_EQ(small.out, plain.out);
   EXPECT_NE(small.err.find("(32 cells), 1 threads, devices cpu"), std::string::npos) << small.err;
@@ -63,7 +63,7 @@ TEST(SpecCli, DraftContextThreadsAndDevicesTakeEffect) {
 }
 
 TEST(SpecCli, BadDraftFlagsAreRefusedNamingTheFlag) {
-  const std::string run = "run -m " + stories() + " -p Once -n 4 -t 1 -c 128 ";
+  const std::string run = "run -m " + stories_model() + " -p Once -n 4 -t 1 -c 128 ";
   struct Case {
     std::string args, says;
   };
@@ -71,14 +71,14 @@ TEST(SpecCli, BadDraftFlagsAreRefusedNamingTheFlag) {
       {run + "-cd 64", "-cd sets up the draft model"},
       {run + "--spec-type ngram-simple -td 1", "-td sets up the draft model"},
       {run + "-devd none", "-devd sets up the draft model"},
-      {run + "-md " + stories() + " -cd -5", "cd"},
-      {run + "-md " + stories() + " -td -1", "td"},
-      {run + "-md " + stories() + " -devd bogus", "-devd 'bogus'"},
+      {run + "-md " + stories_model() + " -cd -5", "cd"},
+      {run + "-md " + stories_model() + " -td -1", "td"},
+      {run + "-md " + stories_model() + " -devd bogus", "-devd 'bogus'"},
       {run + "--spec-type eagle", "ngram-map-k4v"},
       {run + "--spec-type ngram-mod --spec-ngram-min-hits 0", "--spec-ngram-min-hits"},
-      {"chat -m " + stories() + " --single-turn -p x -cd 8", "-cd sets up the draft model"},
-      {"bench-spec -m " + stories() + " --spec-type ngram-simple -devd none", "-devd sets up the draft model"},
-      {"serve -m " + stories() + " --port 0 --spec-type ngram-mod -td 2", "-td sets up the draft model"},
+      {"chat -m " + stories_model() + " --single-turn -p x -cd 8", "-cd sets up the draft model"},
+      {"bench-spec -m " + stories_model() + " --spec-type ngram-simple -devd none", "-devd sets up the draft model"},
+      {"serve -m " + stories_model() + " --port 0 --spec-type ngram-mod -td 2", "-td sets up the draft model"},
   };
   for (const Case& c : cases) {
     const Result r = opal(c.args);
@@ -88,7 +88,7 @@ TEST(SpecCli, BadDraftFlagsAreRefusedNamingTheFlag) {
 }
 
 TEST(SpecCli, NgramModesRunFromTheCommandLine) {
-  const std::string base = "run -m " + stories() + " -p Once -n 48 --temp 0 -t 1 -c 256";
+  const std::string base = "run -m " + stories_model() + " -p Once -n 48 --temp 0 -t 1 -c 256";
   const Result plain = opal(base);
   ASSERT_EQ(plain.rc, 0) << plain.err;
   for (const char* type : {"ngram-map-k", "ngram-map-k4v", "ngram-mod"}) {
