@@ -107,6 +107,8 @@ TEST(ServerSpeculative, DraftContextSizeAndThreadsTakeEffect) {
   small.draft_n_ctx = 48;
   small.draft_threads = 1;
   small.draft_backends = "none";
+  small.draft_kv_type = DType::F32;  // -ctkd, -ctvd
+  small.draft_kv_type_v = DType::BF16;
   int64_t n_full = 0, n_small = 0;
   {
     LocalServer s(full);
@@ -115,11 +117,18 @@ TEST(ServerSpeculative, DraftContextSizeAndThreadsTakeEffect) {
     n_full = got["timings"]["draft_n"].get<int64_t>();
   }
   {
-    LocalServer s(small);
-    const json got = completion(s, kPrompts[0], 100);
-    EXPECT_EQ(got["content"], plain);
-    n_small = got["timings"]["draft_n"].get<int64_t>();
-    EXPECT_EQ(got["timings"]["draft_n_accepted"], got["timings"]["draft_n"]);
+    testing::internal::CaptureStderr();
+    std::string log;
+    {
+      LocalServer s(small);
+      const json got = completion(s, kPrompts[0], 100);
+      log = testing::internal::GetCapturedStderr();
+      EXPECT_EQ(got["content"], plain);
+      n_small = got["timings"]["draft_n"].get<int64_t>();
+      EXPECT_EQ(got["timings"]["draft_n_accepted"], got["timings"]["draft_n"]);
+    }
+    EXPECT_NE(log.find("serve: draft model: "), std::string::npos) << log;
+    EXPECT_NE(log.find("(48 cells shared by the slots, K f32, V bf16)"), std::string::npos) << log;
   }
   EXPECT_GT(n_full, 50);
   EXPECT_GT(n_small, 0);
