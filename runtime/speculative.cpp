@@ -52,9 +52,14 @@ std::vector<int32_t> NgramDrafter::draft(std::span<const int32_t> tokens, int n_
   // The most recent earlier occurrence of the key: it starts at i < len - n. What followed it is copied as an
   // overlapping copy (LZ77's): past the end of `tokens` the copy reads the draft itself, so a repeating
   // stretch of period p drafts m tokens, not p.
-  for (size_t i = len - n; i-- > 0;) {
+  // With min_hits H > 1 the key must have occurred H times; the most recent occurrence is drafted from.
+  size_t latest = len, hits = 0;
+  for (size_t i = len - n; i-- > 0 && hits < size_t(min_hits_);) {
     if (!std::equal(key.begin(), key.end(), tokens.begin() + std::ptrdiff_t(i))) continue;
-    const size_t from = i + n;  // < len
+    if (hits++ == 0) latest = i;
+  }
+  if (hits >= size_t(min_hits_)) {
+    const size_t from = latest + n;  // < len
     std::vector<int32_t> out;
     out.reserve(m);
     for (size_t j = 0; j < m; ++j) out.push_back(from + j < len ? tokens[from + j] : out[from + j - len]);
@@ -131,32 +136,98 @@ ModelDrafter::ModelDrafter(Context& draft_ctx, int32_t seq, float p_min, int64_t
   check_speculation_supported(draft_ctx, "draft");
 }
 
-std::vector<int32_t> ModelDrafter::draft(std::span<const int32_t> tokens, int n_max) {
-  Context& c = seq_.context();
-  std::vector<int32_t> out;
-  // The drafts sit at positions size()..size()+n_max-2 of the draft context (the last one is not decoded).
-  const int64_t room = c.n_ctx() - int64_t(tokens.size()) + 1;
-  n_max = int(std::min<int64_t>(n_max, room));
-  if (tokens.empty() || n_max <= 0) return out;
-  try {
-    const size_t keep = seq_.reuse_prefix(tokens);
-    seq_.decode(tokens.subspan(keep));
-    n_decoded_ += int64_t(tokens.size() - keep);
-    const int64_t nv = c.n_vocab();
-    for (;;) {
-      const float* l = c.logits(c.n_outputs() - 1);
-      const int64_t best = std::max_element(l, l + nv) - l;
-      double sum = 0;  // the top token's probability: 1 / sum(exp(l - max))
-      for (int64_t i = 0; i < nv; ++i) sum += std::exp(double(l[i]) - double(l[best]));
-      if (1.0 / sum < double(p_min_) || best >= n_vocab_target_) break;
-      out.push_back(int32_t(best));
-      if (int(out.size()) >= n_max) break;
-      seq_.decode(std::span<const int32_t>(out.end() - 1, out.end()));
-      ++n_decoded_;
-    }
-  } catch (const Error&) {  // a draft is only a guess: a failed draft decode drafts nothing more
-    seq_.clear();
+bool ModelDrafter::pick(const float* l, int n_max, std::vector<int32_t>& out) const {
+  const int64_t nv = seq_.context().n_vocab();
+  const int64_t best = std::max_element(l, l + nv) - l;
+  if (best >= n_vocab_target_) return false;
+  if (p_min_ > 0) {
+    double sum = 0;  // the top token's probability: 1 / sum(exp(l - max))
+    for (int64_t i = 0; i < nv; ++i) sum += std::exp(double(l[i]) - double(l[best]));
+    if (1.0 / sum < double(p_min_)) return false;
   }
+  out.push_back(int32_t(best));
+  return int(out.size()) < n_max;
+}
+
+std::vector<int32_t> ModelDrafter::draft(std::span<const int32_t> tokens, int n_max) {
+  ModelDrafter* self = this;
+  return draft_together({&self, 1}, {&tokens, 1}, {&n_max, 1})[0];
+}
+
+std::vector<std::vector<int32_t>> ModelDrafter::draft_together(std::span<ModelDrafter* const> drafters,
+                                                               std::span<const std::span<const int32_t>> tokens,
+                                                               std::span<const int> n_max, int64_t* n_decodes) {
+  const size_t n = drafters.size();
+  std::vector<std::vector<int32_t>> out(n);
+  if (n == 0) return out;
+  if (tokens.size() != n || n_max.size() != n)
+    fail("draft_together: {} drafters, {} token lists, {} limits", n, tokens.size(), n_max.size());
+  Context& c = drafters[0]->context();
+  for (ModelDrafter* d : drafters)
+    if (&d->context() != &c) fail("drafters drafting together must share one draft context");
+  const size_t n_batch = size_t(std::max<int64_t>(1, c.params().n_batch));
+  std::vector<int> limit(n, 0);
+  std::vector<size_t> going;  // drafters whose last draft token is still to be decoded
+  int64_t decodes = 0;
+  // Decodes `batch` carrying the drafters `who` (their logits rows in order); a failure clears their sequences.
+  Batch batch;
+  const auto decode = [&](const std::vector<size_t>& who) {
+    ++decodes;
+    try {
+      c.decode(batch);
+    } catch (const Error&) {  // a draft is only a guess: a failed draft decode drafts nothing more
+      for (size_t i : who) drafters[i]->seq_.clear();
+      return false;
+    }
+    return true;
+  };
+  // 1. Catch-up: each sequence is brought to its tokens (prefix reuse), all in one batch where they fit.
+  std::vector<size_t> first;
+  for (size_t i = 0; i < n; ++i) {
+    ModelDrafter& d = *drafters[i];
+    const std::span<const int32_t> t = tokens[i];
+    // The drafts sit at positions size()..size()+n_max-2 of the draft context (the last one is not decoded).
+    limit[i] = int(std::min<int64_t>(n_max[i], c.n_ctx() - int64_t(t.size()) + 1));
+    if (t.empty() || limit[i] <= 0) continue;
+    const size_t keep = d.seq_.reuse_prefix(t);
+    const std::span<const int32_t> rest = t.subspan(keep);
+    d.n_decoded_ += int64_t(rest.size());
+    if (rest.size() <= n_batch - batch.size()) {
+      for (size_t j = 0; j < rest.size(); ++j) d.seq_.add(batch, rest[j], j + 1 == rest.size());
+      first.push_back(i);
+      continue;
+    }
+    try {  // too long for the shared batch: on its own, in chunks
+      ++decodes;
+      d.seq_.decode(rest);
+    } catch (const Error&) {
+      d.seq_.clear();
+      continue;
+    }
+    if (d.pick(c.logits(c.n_outputs() - 1), limit[i], out[i])) going.push_back(i);
+  }
+  if (batch.size() > 0 && decode(first))
+    for (size_t r = 0; r < first.size(); ++r)
+      if (drafters[first[r]]->pick(c.logits(int64_t(r)), limit[first[r]], out[first[r]])) going.push_back(first[r]);
+  // 2. One decode per draft position for every drafter still drafting (in groups of n_batch).
+  while (!going.empty()) {
+    std::sort(going.begin(), going.end());
+    std::vector<size_t> next;
+    for (size_t g = 0; g < going.size(); g += n_batch) {
+      const std::vector<size_t> who(going.begin() + std::ptrdiff_t(g),
+                                    going.begin() + std::ptrdiff_t(std::min(going.size(), g + n_batch)));
+      batch.clear();
+      for (size_t i : who) {
+        drafters[i]->seq_.add(batch, out[i].back(), true);
+        ++drafters[i]->n_decoded_;
+      }
+      if (!decode(who)) continue;
+      for (size_t r = 0; r < who.size(); ++r)
+        if (drafters[who[r]]->pick(c.logits(int64_t(r)), limit[who[r]], out[who[r]])) next.push_back(who[r]);
+    }
+    going = std::move(next);
+  }
+  if (n_decodes) *n_decodes += decodes;
   return out;
 }
 
@@ -203,6 +274,53 @@ std::vector<int32_t> Speculation::propose(std::span<const int32_t> tokens, int64
   return d;
 }
 
+std::vector<std::vector<int32_t>> Speculation::propose_together(std::span<Speculation* const> specs,
+                                                                std::span<const std::span<const int32_t>> tokens,
+                                                                std::span<const int64_t> rooms, int64_t* n_decodes) {
+  const size_t n = specs.size();
+  if (tokens.size() != n || rooms.size() != n)
+    fail("propose_together: {} speculations, {} token lists, {} rooms", n, tokens.size(), rooms.size());
+  std::vector<std::vector<int32_t>> drafts(n);
+  std::vector<int> limit(n);
+  std::vector<bool> done(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    limit[i] = int(std::min<int64_t>(specs[i]->params_.n_max, rooms[i]));
+    done[i] = limit[i] <= 0;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i]) continue;
+    auto* md = dynamic_cast<ModelDrafter*>(specs[i]->drafter_.get());
+    if (!md) {
+      drafts[i] = specs[i]->drafter_->draft(tokens[i], limit[i]);
+      done[i] = true;
+      continue;
+    }
+    // Every draft-model drafter on the same context as this one drafts with it.
+    std::vector<size_t> group;
+    std::vector<ModelDrafter*> ds;
+    std::vector<std::span<const int32_t>> ts;
+    std::vector<int> lims;
+    for (size_t j = i; j < n; ++j) {
+      auto* mj = done[j] ? nullptr : dynamic_cast<ModelDrafter*>(specs[j]->drafter_.get());
+      if (!mj || &mj->context() != &md->context()) continue;
+      group.push_back(j);
+      ds.push_back(mj);
+      ts.push_back(tokens[j]);
+      lims.push_back(limit[j]);
+      done[j] = true;
+    }
+    std::vector<std::vector<int32_t>> got = ModelDrafter::draft_together(ds, ts, lims, n_decodes);
+    for (size_t k = 0; k < group.size(); ++k) drafts[group[k]] = std::move(got[k]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (limit[i] <= 0) continue;
+    std::vector<int32_t>& d = drafts[i];
+    if (int(d.size()) > limit[i]) d.resize(size_t(limit[i]));
+    if (int(d.size()) < std::max(1, specs[i]->params_.n_min)) d.clear();
+  }
+  return drafts;
+}
+
 void Speculation::record(int64_t drafted, int64_t accepted) {
   if (drafted <= 0) return;
   stats_.n_drafted += drafted;
@@ -220,7 +338,8 @@ std::unique_ptr<Speculation> make_speculation(const SpecParams& params, Context*
   switch (params.type) {
     case SpecType::None: return nullptr;
     case SpecType::NgramSimple:
-      return std::make_unique<Speculation>(std::make_unique<NgramDrafter>(params.ngram_n, params.ngram_m), params);
+      return std::make_unique<Speculation>(
+          std::make_unique<NgramDrafter>(params.ngram_n, params.ngram_m, params.ngram_min_hits), params);
     case SpecType::NgramMapK:
     case SpecType::NgramMapK4v:
       return std::make_unique<Speculation>(

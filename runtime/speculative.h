@@ -59,7 +59,8 @@ struct SpecParams {
   float p_min = 0.8f;      // the draft model drafts while its top probability is at least this (--draft-p-min)
   int ngram_n = 3;         // ngram-simple: tokens of the key looked up (--spec-ngram-size-n)
   int ngram_m = 0;         // ngram-simple, -map-*: most tokens drafted after a match; 0: n_max (--spec-ngram-size-m)
-  int ngram_min_hits = 1;  // ngram-map-*: times an m-gram must have followed the key (--spec-ngram-min-hits)
+  int ngram_min_hits = 1;  // ngram-map-*: times an m-gram must have followed the key; ngram-simple: times the
+                           // key must have occurred (--spec-ngram-min-hits)
   // Throws opal::Error naming the flag for a value out of range.
   void validate() const;
 };
@@ -83,11 +84,12 @@ class Drafter {
 
 class NgramDrafter : public Drafter {
  public:
-  NgramDrafter(int n, int m) : n_(n), m_(m) {}
+  // min_hits: the key must have occurred at least this often before (llama.cpp's --spec-ngram-simple-min-hits).
+  NgramDrafter(int n, int m, int min_hits = 1) : n_(n), m_(m), min_hits_(min_hits) {}
   std::vector<int32_t> draft(std::span<const int32_t> tokens, int n_max) override;
 
  private:
-  int n_, m_;
+  int n_, m_, min_hits_;
 };
 
 class NgramMapDrafter : public Drafter {
@@ -126,8 +128,20 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> draft(std::span<const int32_t> tokens, int n_max) override;
   void reset() override { seq_.clear(); }
   int64_t n_decoded() const { return n_decoded_; }  // draft-model tokens evaluated (prompt catch-up and drafts)
+  Context& context() const { return seq_.context(); }
+
+  // Drafts for several drafters sharing one draft Context (the server's slots) in lock step: drafter i
+  // drafts up to n_max[i] tokens after tokens[i], as draft() would. Every drafter's catch-up tokens go into
+  // the first decode and each further draft position is one decode for all the drafters still drafting
+  // (a catch-up longer than the batch has room for is decoded alone first). Adds the draft-model decodes
+  // made to *n_decodes when given. A failed decode clears the sequences it carried and ends their drafts.
+  static std::vector<std::vector<int32_t>> draft_together(std::span<ModelDrafter* const> drafters,
+                                                          std::span<const std::span<const int32_t>> tokens,
+                                                          std::span<const int> n_max, int64_t* n_decodes = nullptr);
 
  private:
+  // Takes the draft token after logits `l` into `out` if the draft model is sure enough; false: drafting ends.
+  bool pick(const float* l, int n_max, std::vector<int32_t>& out) const;
   Sequence seq_;
   float p_min_;
   int64_t n_vocab_target_;
@@ -148,6 +162,13 @@ class Speculation {
   Speculation(std::unique_ptr<Drafter> drafter, const SpecParams& params);
   // The draft for `tokens`, at most min(n_max, room) tokens; empty when shorter than n_min.
   std::vector<int32_t> propose(std::span<const int32_t> tokens, int64_t room);
+  // Drafts for several Speculations at once: drafts[i] = specs[i]->propose(tokens[i], rooms[i]), with the
+  // draft models' drafters that share a Context drafting together (ModelDrafter::draft_together: one
+  // draft-model decode per draft position for all of them). Adds the draft-model decodes to *n_decodes.
+  static std::vector<std::vector<int32_t>> propose_together(std::span<Speculation* const> specs,
+                                                            std::span<const std::span<const int32_t>> tokens,
+                                                            std::span<const int64_t> rooms,
+                                                            int64_t* n_decodes = nullptr);
   // Counts a verification: `drafted` tokens sent, `accepted` of them taken.
   void record(int64_t drafted, int64_t accepted);
   Drafter& drafter() { return *drafter_; }

@@ -96,6 +96,12 @@ void Metrics::add_draft(int64_t n, int64_t accepted) {
   draft_accepted_ += uint64_t(accepted);
 }
 
+void Metrics::add_draft_decodes(int64_t n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  draft_decodes_ += uint64_t(n);
+  ++draft_rounds_;
+}
+
 Metrics::Snapshot Metrics::snapshot() const {
   std::lock_guard<std::mutex> lk(mu_);
   return {prompt_tokens_, predicted_tokens_, n_decode_, requests_, cancelled_, ttft_.count()};
@@ -117,6 +123,11 @@ std::string Metrics::render() const {
          double(draft_tokens_));
   scalar(out, "opal:draft_tokens_accepted_total", "counter", "Speculative decoding: draft tokens accepted.",
          double(draft_accepted_));
+  scalar(out, "opal:draft_decodes_total", "counter",
+         "Speculative decoding: draft-model decodes (each drafts one position for every drafting slot).",
+         double(draft_decodes_));
+  scalar(out, "opal:draft_rounds_total", "counter",
+         "Speculative decoding: engine steps that drafted with a draft model.", double(draft_rounds_));
   scalar(out, "llamacpp:n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call",
          n_decode_ ? double(busy_slots_sum_) / double(n_decode_) : 0.0);
   scalar(out, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",

@@ -50,6 +50,8 @@ class Metrics {
   void add_request_cancelled();  // the client went away before the end
   // Speculative decoding: n draft tokens verified, `accepted` of them taken.
   void add_draft(int64_t n, int64_t accepted);
+  // One engine step's drafting with a draft model took n draft-model decodes (for all its slots together).
+  void add_draft_decodes(int64_t n);
 
   std::string render() const;
 
@@ -61,7 +63,7 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   uint64_t prompt_tokens_ = 0, predicted_tokens_ = 0, n_decode_ = 0, busy_slots_sum_ = 0, requests_ = 0, cancelled_ = 0;
-  uint64_t draft_tokens_ = 0, draft_accepted_ = 0;
+  uint64_t draft_tokens_ = 0, draft_accepted_ = 0, draft_decodes_ = 0, draft_rounds_ = 0;
   double prompt_seconds_ = 0, predicted_seconds_ = 0;
   int processing_ = 0, deferred_ = 0;
   Histogram ttft_, inter_token_, request_, queue_wait_;

@@ -405,10 +405,13 @@ void Server::load() {
     check_draft_vocab(*st.vocab, Vocab::from_gguf(st.draft_model->gguf()));
     ContextParams dcp = cp;
     if (st.opts.draft_n_ctx > 0) dcp.n_ctx = st.opts.draft_n_ctx;
+    if (st.opts.draft_kv_type) dcp.kv_type = *st.opts.draft_kv_type;
+    if (st.opts.draft_kv_type_v) dcp.kv_type_v = st.opts.draft_kv_type_v;
     st.draft_ctx = std::make_unique<Context>(*st.draft_model, dcp);
     eo.draft_ctx = st.draft_ctx.get();
-    fmt::print(stderr, "serve: draft model: KV cache {:.2f} MiB ({} cells shared by the slots)\n",
-               double(st.draft_ctx->kv_bytes()) / 1048576.0, st.draft_ctx->n_ctx());
+    fmt::print(stderr, "serve: draft model: KV cache {:.2f} MiB ({} cells shared by the slots, K {}, V {})\n",
+               double(st.draft_ctx->kv_bytes()) / 1048576.0, st.draft_ctx->n_ctx(), dtype_name(dcp.kv_type),
+               dtype_name(dcp.kv_type_v.value_or(dcp.kv_type)));
   }
   st.engine = std::make_unique<SlotEngine>(*st.ctx, *st.vocab, st.metrics, eo);
   st.model_id = st.opts.alias.empty() ? st.opts.model : st.opts.alias;

@@ -56,6 +56,7 @@ struct ServerOptions {
   int64_t draft_n_ctx = 0;     // -cd: the draft context's cells, shared by the slots (0: the target's)
   int draft_threads = 0;       // -td: the draft model's compute threads (0: the target's registry)
   std::string draft_backends;  // -devd: the draft's backends, "none" for the CPU alone (empty: the target's)
+  std::optional<DType> draft_kv_type, draft_kv_type_v;  // -ctkd, -ctvd (unset: the target's)
 
   // Jinja chat template used instead of the model's (--chat-template-file); empty: the model's.
   std::string chat_template_file;

@@ -378,11 +378,9 @@ void SlotEngine::step() {
   const size_t n_batch = size_t(ctx_.params().n_batch);
   size_t n_generating = 0;
   for (auto& s : slots_) n_generating += s->task && s->pending >= 0;
-  size_t n_left = n_generating;  // generating slots not in the batch yet (one token each at least)
+  draft_all(int64_t(n_batch) - int64_t(n_generating));
   for (auto& s : slots_)
     if (s->task && s->pending >= 0) {
-      --n_left;
-      if (s->spec) draft_for(*s, int64_t(n_batch) - int64_t(batch_.size()) - int64_t(n_left) - 1);
       s->seq.add(batch_, s->pending, true);
       for (int32_t d : s->draft) s->seq.add(batch_, d, true);
       s->pending = -1;
@@ -439,15 +437,30 @@ void SlotEngine::step() {
   }
 }
 
-void SlotEngine::draft_for(Slot& s, int64_t room) {
-  s.draft.clear();
-  if (room <= 0) return;
-  room = std::min(room, s.rules.n_ctx - s.seq.size() - 1);
-  if (s.rules.n_predict >= 0) room = std::min(room, s.rules.n_predict - s.n_decoded - 1);
-  if (room <= 0) return;
-  std::vector<int32_t> history = s.seq.tokens();
-  history.push_back(s.pending);
-  s.draft = s.spec->propose(history, room);
+void SlotEngine::draft_all(int64_t rows) {
+  std::vector<Slot*> who;
+  std::vector<Speculation*> specs;
+  std::vector<std::vector<int32_t>> histories;
+  std::vector<int64_t> rooms;
+  for (auto& s : slots_) {
+    if (!s->task || s->pending < 0 || !s->spec) continue;
+    s->draft.clear();
+    int64_t room = std::min(rows, s->rules.n_ctx - s->seq.size() - 1);
+    if (s->rules.n_predict >= 0) room = std::min(room, s->rules.n_predict - s->n_decoded - 1);
+    if (room <= 0) continue;
+    rows -= std::min<int64_t>(room, s->spec->params().n_max);
+    who.push_back(s.get());
+    specs.push_back(s->spec.get());
+    histories.push_back(s->seq.tokens());
+    histories.back().push_back(s->pending);
+    rooms.push_back(room);
+  }
+  if (who.empty()) return;
+  const std::vector<std::span<const int32_t>> tokens(histories.begin(), histories.end());
+  int64_t decodes = 0;
+  std::vector<std::vector<int32_t>> drafts = Speculation::propose_together(specs, tokens, rooms, &decodes);
+  for (size_t i = 0; i < who.size(); ++i) who[i]->draft = std::move(drafts[i]);
+  if (decodes > 0) metrics_.add_draft_decodes(decodes);
 }
 
 bool SlotEngine::take_token(Slot& s, const float* logits, int64_t n_cached) {

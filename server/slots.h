@@ -187,8 +187,11 @@ class SlotEngine {
   // tokens of its sequence) and streams it; false when that ended the request
   // (the sequence cut to n_cached, finish() called), else the token is in s.pending.
   bool take_token(Slot& s, const float* logits, int64_t n_cached);
-  // Drafts the tokens after s.pending into s.draft: at most `room` of them, within the slot's context and n_predict.
-  void draft_for(Slot& s, int64_t room);
+  // Drafts the tokens after pending into draft for every generating slot that speculates, together (with a
+  // draft model: one draft-model decode per draft position for all of them); `rows` is what the batch has
+  // room for besides the slots' own tokens, given out in slot order, each draft also within its slot's
+  // context and n_predict.
+  void draft_all(int64_t rows);
   // Ends every running request with an Error event and forgets its slot's
   // cached tokens (a failed batch may have recorded tokens the cache lacks).
   void fail_running(const std::string& error);

@@ -90,7 +90,9 @@ int run_serve(const ServeOptions& so) {
   o.spec = so.spec.resolved();
   o.model_draft = so.spec.model_draft;
   o.draft_n_ctx = so.spec.draft.n_ctx;
-  o.draft_threads = so.spec.draft.threads;
+  o.draft_threads = so.spec.draft.thread_count();
+  if (!so.spec.draft.cache_type_k.empty()) o.draft_kv_type = parse_cache_type(so.spec.draft.cache_type_k, "-ctkd");
+  if (!so.spec.draft.cache_type_v.empty()) o.draft_kv_type_v = parse_cache_type(so.spec.draft.cache_type_v, "-ctvd");
   o.draft_backends = so.spec.draft.devices;
   PerfSession perf(so.perf);
   o.hooks = perf.hooks();

@@ -6,9 +6,9 @@ namespace opal::tools {
 
 const std::vector<std::string>& llama_multi_letter_flags() {
   static const std::vector<std::string> names = {
-      "ub",     "tb",  "ctk", "ctv", "ngl", "np",  "cb",    "fa",   "lm",  "lv",  "pg", "sys",  "cnv",
-      "no-cnv", "dev", "sm",  "ts",  "mg",  "ot",  "ncmoe", "to",   "hf",  "hff", "mu", "nkvo", "dt",
-      "mli",    "nr",  "sp",  "sps", "md",  "hfd", "hfr",   "hfrd", "hft", "cd",  "td", "devd",
+      "ub", "tb",  "ctk", "ctv",  "ngl",   "np", "cb", "fa",   "lm",  "lv",   "pg",   "sys",  "cnv", "no-cnv", "dev",
+      "sm", "ts",  "mg",  "ot",   "ncmoe", "to", "hf", "hff",  "mu",  "nkvo", "dt",   "mli",  "nr",  "sp",     "sps",
+      "md", "hfd", "hfr", "hfrd", "hft",   "cd", "td", "devd", "tbd", "ctkd", "ctvd", "hffd", "lcs", "lcd",
   };
   return names;
 }

@@ -46,7 +46,9 @@ std::string* add_hub_options(CLI::App* sub, std::string* model) {
     const int given = int(!model->empty()) + int(!n->hf.empty()) + int(!n->url.empty());
     if (given > 1) fail("give one of -m, -hf and -mu");
     if (!n->hff.empty() && n->hf.empty()) fail("-hff names a file of the repository -hf names: give -hf too");
-    if (!n->revision.empty() && n->hf.empty()) fail("--hf-revision names a revision of the -hf repository: give -hf");
+    const CLI::Option* hfd = sub->get_option_no_throw("--hfd");  // --hf-revision applies to -hfd's repository too
+    if (!n->revision.empty() && n->hf.empty() && !(hfd && hfd->count() > 0))
+      fail("--hf-revision names a revision of the -hf (or -hfd) repository: give -hf or -hfd");
     hub::HubOptions o = hub_options(sub);
     if (!n->revision.empty()) o.revision = n->revision;
     if (!n->hf.empty()) *model = hub::fetch_hf(o, n->hf, n->hff);

@@ -10,8 +10,13 @@
 //   --spec-ngram-min-hits H     ngram-map-*: times the m-gram must have followed the key (1)
 //   -cd,--ctx-size-draft N      the draft model's context in tokens (0: the target's)
 //   -td,--threads-draft N       the draft model's compute threads (0: the target's -t)
+//   -tbd,--threads-batch-draft N  the same count as -td (Opal has one thread count for batches and single
+//                               tokens): sets it when -td is not given, refused when it differs
 //   -devd,--device-draft LIST   the draft model's backends besides the CPU ("none": the CPU alone; default: the
 //                               target's --backend)
+//   -ctkd,-ctvd TYPE            the draft model's K and V cache types (default: the target's -ctk, -ctv)
+//   -hffd,--hf-file-draft FILE  with -hfd: this file of the repository (--hf-revision applies to -hfd too)
+//   -lcs,-lcd FILE              llama.cpp's ngram-cache lookup files: refused, not implemented
 // and the draft model's loading for the CLI (run, chat, bench): make_draft().
 #pragma once
 #include <CLI/CLI.hpp>
@@ -30,11 +35,19 @@ namespace opal::tools {
 
 // The draft model's own context and devices (llama.cpp's -cd, -td, -devd).
 struct DraftModelOptions {
-  int64_t n_ctx = 0;    // -cd: context in tokens (0: the target's)
-  int threads = 0;      // -td: compute threads (0: the target's)
-  std::string devices;  // -devd: backends besides the CPU, "none" for the CPU alone; empty: the target's
+  int64_t n_ctx = 0;         // -cd: context in tokens (0: the target's)
+  int threads = 0;           // -td: compute threads (0: the target's)
+  int threads_batch = 0;     // -tbd: must equal -td when both are given (0: as -td)
+  std::string devices;       // -devd: backends besides the CPU, "none" for the CPU alone; empty: the target's
+  std::string cache_type_k;  // -ctkd: empty: the target's -ctk
+  std::string cache_type_v;  // -ctvd: empty: the target's -ctv
+  // The draft's compute threads: -td, else -tbd (0: the target's).
+  int thread_count() const { return threads > 0 ? threads : threads_batch; }
   // True when the draft needs a registry of its own (other threads or devices than the target's).
-  bool own_registry() const { return threads > 0 || !devices.empty(); }
+  bool own_registry() const { return thread_count() > 0 || !devices.empty(); }
+  // The draft context's parameters: the target's `cp` with -cd, -ctkd and -ctvd applied (throws opal::Error
+  // naming the flag for an unknown cache type).
+  ContextParams context_params(ContextParams cp) const;
   // The --backend list for the draft's registry: `target` unless -devd names another.
   std::string backends(const std::string& target) const {
     return devices.empty() ? target : devices == "none" ? "" : devices;
@@ -45,7 +58,8 @@ struct SpecOptions {
   std::string model_draft;  // -md (or the -hfd file)
   std::string type;         // --spec-type; empty: draft with -md, else none
   SpecParams params;
-  DraftModelOptions draft;  // -cd, -td, -devd
+  int mod_n_max = -1, mod_n_min = -1;  // --spec-ngram-mod-n-max/-n-min (ngram-mod's --draft-max/-min); -1: unset
+  DraftModelOptions draft;             // -cd, -td, -tbd, -devd, -ctkd, -ctvd
   // The SpecParams these flags name: the type resolved, values checked (throws opal::Error naming the flag).
   SpecParams resolved() const;
 };

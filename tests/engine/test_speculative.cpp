@@ -34,6 +34,12 @@ TEST(NgramDrafter, ProposesWhatFollowedTheMostRecentEarlierMatch) {
   EXPECT_TRUE(d.draft(t, 0).empty());
 }
 
+TEST(NgramDrafter, MinHitsWaitsForAKeySeenThatOften) {
+  const std::vector<int32_t> t = {1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2, 3};    // the key 1 2 3 occurred twice before
+  EXPECT_EQ(NgramDrafter(3, 2, 2).draft(t, 16), (std::vector<int32_t>{7, 8}));  // from the most recent
+  EXPECT_TRUE(NgramDrafter(3, 2, 3).draft(t, 16).empty());
+}
+
 TEST(NgramMapDrafter, DraftsAnMGramThatFollowedTheKeyMinHitsTimes) {
   // Key {1, 2} followed by {3, 4} twice and by {5, 6} once (most recently).
   const std::vector<int32_t> t = {1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 5, 6, 0, 1, 2};
@@ -295,6 +301,73 @@ TEST_F(Speculative, DraftPMinStopsUnconfidentDrafts) {
   EXPECT_TRUE(sure.draft(prompt, 16).empty());
   ModelDrafter any(*dctx, 0, 0.0f, s.model->hparams().n_vocab);
   EXPECT_EQ(any.draft(prompt, 5).size(), 5u);
+}
+
+// Drafters sharing one draft context draft together: the same drafts as each drafting alone, in one
+// draft-model decode per draft position for all of them (the catch-up of every sequence in the first).
+TEST_F(Speculative, DraftModelsDraftTogetherInOneDecodePerPosition) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  const int64_t nv = s.model->hparams().n_vocab;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* p : {"Once upon a time", "The dog ran to the park and", "Lily had a big red ball"})
+    prompts.push_back(s.vocab->tokenize(p, true, false));
+  const std::vector<int> n_max = {5, 3, 6};
+  std::vector<std::vector<int32_t>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto c = context(*s.model);
+    alone.push_back(ModelDrafter(*c, 0, 0.0f, nv).draft(prompts[i], n_max[i]));
+    ASSERT_EQ(alone.back().size(), size_t(n_max[i]));
+  }
+  ContextParams cp;
+  cp.n_ctx = 1024;
+  cp.kv_type = DType::F32;
+  cp.n_seq_max = 3;
+  Context shared(*s.model, cp);
+  std::vector<std::unique_ptr<ModelDrafter>> ds;
+  std::vector<ModelDrafter*> ptrs;
+  for (int32_t i = 0; i < 3; ++i) {
+    ds.push_back(std::make_unique<ModelDrafter>(shared, i, 0.0f, nv));
+    ptrs.push_back(ds.back().get());
+  }
+  std::vector<std::span<const int32_t>> tokens(prompts.begin(), prompts.end());
+  int64_t decodes = 0;
+  std::vector<std::vector<int32_t>> together = ModelDrafter::draft_together(ptrs, tokens, n_max, &decodes);
+  EXPECT_EQ(together, alone);
+  EXPECT_EQ(decodes, 6);  // the catch-up and one decode per further position of the longest draft (6)
+  // The next step: each sequence took its draft and one more token; the sequences catch up by prefix reuse.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    prompts[i].insert(prompts[i].end(), together[i].begin(), together[i].end());
+    prompts[i].push_back(together[i].front());
+  }
+  std::vector<std::vector<int32_t>> alone2;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto c = context(*s.model);
+    alone2.push_back(ModelDrafter(*c, 0, 0.0f, nv).draft(prompts[i], 4));
+  }
+  decodes = 0;
+  tokens.assign(prompts.begin(), prompts.end());
+  const std::vector<int> four(3, 4);
+  EXPECT_EQ(ModelDrafter::draft_together(ptrs, tokens, four, &decodes), alone2);
+  EXPECT_EQ(decodes, 4);
+  // Speculation::propose_together gives each its draft (limits, draft-min) and drafts the models together.
+  std::vector<std::unique_ptr<Speculation>> specs;
+  std::vector<Speculation*> sp;
+  SpecParams p;
+  p.type = SpecType::Draft;
+  p.p_min = 0;
+  p.n_max = 4;
+  for (int32_t i = 0; i < 3; ++i) {
+    specs.push_back(make_speculation(p, &shared, i, nv));
+    sp.push_back(specs.back().get());
+  }
+  decodes = 0;
+  const std::vector<int64_t> rooms = {4, 2, 0};
+  const auto drafts = Speculation::propose_together(sp, tokens, rooms, &decodes);
+  ASSERT_EQ(drafts.size(), 3u);
+  EXPECT_EQ(drafts[0], alone2[0]);
+  EXPECT_EQ(drafts[1], std::vector<int32_t>(alone2[1].begin(), alone2[1].begin() + 2));
+  EXPECT_TRUE(drafts[2].empty());
+  EXPECT_EQ(decodes, 4);
 }
 
 TEST_F(Speculative, ChatWithSpeculationEqualsChatWithout) {

@@ -439,6 +439,40 @@ TEST_F(Hub, SplitModelByNameRuns) {
   EXPECT_NE(out.find("generation: 4 tokens"), std::string::npos) << out;
 }
 
+// -hffd picks the draft's file in -hfd's repository, and --hf-revision applies to -hfd: the draft comes from
+// that revision (cached apart from main's) and speculates.
+TEST_F(Hub, DraftFileAndRevisionByName) {
+  const std::string stories = read_file(shared_path("models/stories260K.gguf"));
+  hub_.repos["user/draft-GGUF@v2"] = {{"draft-model.gguf", stories}, {"other-F32.gguf", stories}};
+  hub_.repos["user/draft-GGUF"] = {{"unrelated-F32.gguf", stories}};
+  const std::string env = "HF_ENDPOINT=" + hub_.endpoint() + " OPAL_CACHE=" + dir_.string() + " ";
+  const std::string err = (dir_ / "stderr.txt").string();
+  fs::create_directories(dir_);
+  const std::string args = " run -m " + shared_path("models/stories260K.gguf") + " -p Once -n 32 --temp 0 -t 1 -c 256";
+  std::string plain, spec, out;
+  ASSERT_EQ(run_command("(" + opal_binary() + args + " 2>" + err + ")", &plain), 0) << plain;
+  ASSERT_EQ(
+      run_command("(" + env + opal_binary() + args +
+                      " -hfd user/draft-GGUF -hffd draft-model.gguf --hf-revision v2 --draft-p-min 0 2>" + err + ")",
+                  &spec),
+      0)
+      << spec << read_all(err);
+  EXPECT_EQ(spec, plain);
+  EXPECT_NE(read_all(err).find("speculative: draft: "), std::string::npos) << read_all(err);
+  EXPECT_EQ(read_all((dir_ / "hf/user/draft-GGUF@v2/draft-model.gguf").string()), stories);
+  EXPECT_FALSE(fs::exists(dir_ / "hf/user/draft-GGUF@v2/other-F32.gguf"));
+  // Without --hf-revision the file is looked for in main, which lacks it: the error names it.
+  EXPECT_EQ(run_command(env + opal_binary() + args + " -hfd user/draft-GGUF -hffd draft-model.gguf", &out), 1) << out;
+  EXPECT_NE(out.find("draft-model.gguf"), std::string::npos) << out;
+  // -hffd without -hfd, and --hf-revision with neither -hf nor -hfd, are refused naming the flags.
+  out.clear();
+  EXPECT_EQ(run_command(env + opal_binary() + args + " -hffd draft-model.gguf", &out), 1) << out;
+  EXPECT_NE(out.find("-hffd names a file of the repository -hfd names"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run_command(env + opal_binary() + args + " --hf-revision v2", &out), 1) << out;
+  EXPECT_NE(out.find("--hf-revision names a revision of the -hf (or -hfd) repository"), std::string::npos) << out;
+}
+
 // --hf-revision: the tree and resolve URLs name it, and its files are cached apart from main's.
 TEST_F(Hub, RevisionOtherThanMain) {
   hub_.repos["user/tiny-GGUF@v2"] = {{"tiny-Q8_0.gguf", make_content(1000, 9)}};

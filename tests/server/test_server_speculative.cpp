@@ -107,6 +107,8 @@ TEST(ServerSpeculative, DraftContextSizeAndThreadsTakeEffect) {
   small.draft_n_ctx = 48;
   small.draft_threads = 1;
   small.draft_backends = "none";
+  small.draft_kv_type = DType::F32;  // -ctkd, -ctvd
+  small.draft_kv_type_v = DType::BF16;
   int64_t n_full = 0, n_small = 0;
   {
     LocalServer s(full);
@@ -115,11 +117,18 @@ TEST(ServerSpeculative, DraftContextSizeAndThreadsTakeEffect) {
     n_full = got["timings"]["draft_n"].get<int64_t>();
   }
   {
-    LocalServer s(small);
-    const json got = completion(s, kPrompts[0], 100);
-    EXPECT_EQ(got["content"], plain);
-    n_small = got["timings"]["draft_n"].get<int64_t>();
-    EXPECT_EQ(got["timings"]["draft_n_accepted"], got["timings"]["draft_n"]);
+    testing::internal::CaptureStderr();
+    std::string log;
+    {
+      LocalServer s(small);
+      const json got = completion(s, kPrompts[0], 100);
+      log = testing::internal::GetCapturedStderr();
+      EXPECT_EQ(got["content"], plain);
+      n_small = got["timings"]["draft_n"].get<int64_t>();
+      EXPECT_EQ(got["timings"]["draft_n_accepted"], got["timings"]["draft_n"]);
+    }
+    EXPECT_NE(log.find("serve: draft model: "), std::string::npos) << log;
+    EXPECT_NE(log.find("(48 cells shared by the slots, K f32, V bf16)"), std::string::npos) << log;
   }
   EXPECT_GT(n_full, 50);
   EXPECT_GT(n_small, 0);
@@ -169,6 +178,41 @@ TEST(ServerSpeculative, TheModelAsItsOwnDraftAcceptsEveryDraftToken) {
   const json again = completion(s, kPrompts[0], 100);
   EXPECT_EQ(again["content"], plain[0]);
   EXPECT_EQ(again["timings"]["draft_n_accepted"], again["timings"]["draft_n"]);
+}
+
+// With a draft model the slots draft together: each draft position is one draft-model decode for every
+// drafting slot (opal:draft_decodes_total), not one per slot, and the answers stay those of plain decoding.
+TEST(ServerSpeculative, SlotsDraftTogetherInOneDraftBatchPerPosition) {
+  for (int n_slots : {2, 4}) {
+    std::vector<std::string> plain;
+    {
+      LocalServer s(default_options(n_slots, 1024 * n_slots));
+      for (int i = 0; i < n_slots; ++i) plain.push_back(completion(s, kPrompts[i], 80)["content"]);
+    }
+    server::ServerOptions o = with_spec(SpecType::Draft, n_slots);
+    o.spec.n_max = 6;
+    LocalServer s(o);
+    std::vector<json> got(static_cast<size_t>(n_slots));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n_slots; ++i) threads.emplace_back([&, i] { got[size_t(i)] = completion(s, kPrompts[i], 80); });
+    for (auto& t : threads) t.join();
+    int64_t drafted = 0;
+    for (int i = 0; i < n_slots; ++i) {
+      EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << n_slots << " slots: " << kPrompts[i];
+      drafted += got[size_t(i)]["timings"].value("draft_n", int64_t(0));
+    }
+    const std::string m = s.get("/metrics")->body;
+    const double decodes = metric_value(m, "opal:draft_decodes_total");
+    const double rounds = metric_value(m, "opal:draft_rounds_total");
+    EXPECT_GT(drafted, 40 * n_slots) << n_slots << " slots";
+    EXPECT_GT(rounds, 0);
+    // A round is one catch-up decode and one per further draft position, whatever the number of slots.
+    EXPECT_LE(decodes, rounds * o.spec.n_max) << n_slots << " slots";
+    // Drafting one slot after the other takes exactly one decode per drafted token (p-min 0: a draft of k
+    // tokens is a catch-up decode and k - 1 more); every round in which slots drafted together takes fewer.
+    EXPECT_LT(decodes, double(drafted)) << n_slots << " slots: " << decodes << " decodes, " << drafted
+                                        << " tokens drafted";
+  }
 }
 
 TEST(ServerSpeculative, RefusedAtLoadWithTheReason) {
