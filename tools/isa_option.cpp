@@ -13,8 +13,8 @@ void add_isa_option(CLI::App* sub) {
   sub->add_option_function<std::string>(
          "--q8-0-order", [](const std::string& name) { cpu::set_q8_0_batch_order(cpu::parse_batch_order(name)); },
          "Summation order of Q8_0 prompt batches (over 16 tokens) on the CPU: llama (default; llama.cpp's, "
-         "bit-identical with it) or lanes (weight rows in the SIMD lanes, each block summed exactly: faster, "
-         "within the q8_0 tolerance). Alias: $OPAL_Q8_0_ORDER")
+         "bit-identical with it) or lanes (weight rows in the SIMD lanes, each block summed exactly: faster; "
+         "logits close to llama.cpp's but not bit-identical). Alias: $OPAL_Q8_0_ORDER")
       ->type_name("ORDER");
 }
 
