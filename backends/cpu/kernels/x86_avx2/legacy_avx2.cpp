@@ -10,7 +10,8 @@
 // d_w * d_x into a float accumulator per pair, summed horizontally at the end
 // of the row (llama.cpp's vec_dot order).
 // Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers);
-// decode 8 rows per step (LegacyDecode).
+// decode 8 rows per step (LegacyDecode). Q8_0 batches of more than 16 rows in
+// the lanes order (--q8-0-order lanes): Q8_0Lanes, weight rows in the lanes.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cmath>
