@@ -61,7 +61,8 @@ Tolerance tolerance_for(const std::string& stem) {
 bool expect_bit_identical(const std::string& stem) {
 #if defined(__x86_64__)
   const cpu::Isa isa = cpu::selected_isa();
-  if (isa != cpu::Isa::scalar && isa != cpu::Isa::avx2 && isa != cpu::Isa::avx512) return false;
+  if (isa != cpu::Isa::scalar && isa != cpu::Isa::avx2 && isa != cpu::Isa::avx2_vnni && isa != cpu::Isa::avx512)
+    return false;
   for (const char* s : {"stories260K", "stories260K-kvf32", "tiny-llama-f32", "tiny-llama-f32-kvf32",
                         "tiny-llama-f32-long", "tiny-llama-f16", "tiny-llama-bf16", "tiny-llama-q8_0", "tiny-qwen3-f32",
                         "tiny-qwen3-f16", "tiny-qwen3-q8_0", "tiny-qwen3moe-f32", "tiny-qwen3moe-q8_0",

@@ -110,6 +110,8 @@ void compare(Isa isa, DType t, int64_t k, int64_t n_act, bool raw) {
   ASSERT_NE(ref, nullptr);
   if (!fast && isa == Isa::neon && t != DType::Q8_0 && t != DType::Q4_0 && t != DType::Q4_K)
     return;  // reference on ARM
+  if (!fast && isa == Isa::avx2_vnni && t != DType::Q8_0 && t != DType::Q4_0)
+    return;  // avx2's kernels (covered under avx2)
   if (!fast) GTEST_FAIL() << "no " << isa_name(isa) << " kernel for " << dtype_name(t);
   EXPECT_EQ(fast->act_type, ref->act_type);
   std::mt19937 rng(uint32_t(k * 131 + n_act * 7 + int(t) + (raw ? 1000 : 0)));
@@ -202,7 +204,7 @@ TEST(KernelsActivation, TiesSignsAndZeroBlocksMatchTheReferenceQuantizer) {
   for (int64_t i = 768; i < 1024; ++i) x[size_t(i)] = 0.0f;  // a zero Q8_K block (and zero Q8_0 blocks)
   for (Isa isa : host_simd_isas())
     for (DType t : {DType::Q8_0, DType::Q4_K}) {
-      const MatmulKernels* fast = isa_matmul_kernels(t, isa);
+      const MatmulKernels* fast = matmul_kernels(t, isa);  // avx2-vnni: Q4_K falls back to avx2's
       ASSERT_NE(fast, nullptr);
       std::vector<uint8_t> want(row_bytes(fast->act_type, k)), got(fast->act_row_bytes(k));
       ASSERT_GE(got.size(), want.size());  // a kernel may append per-row data (block scales and sums)
@@ -217,6 +219,9 @@ TEST(KernelsDispatch, IsaNamesParseAndUnsupportedIsasAreRefused) {
   EXPECT_EQ(parse_isa("scalar"), Isa::scalar);
   EXPECT_EQ(parse_isa("avx2"), Isa::avx2);
   EXPECT_EQ(parse_isa("avx512"), Isa::avx512);
+  EXPECT_EQ(parse_isa("avx2-vnni"), Isa::avx2_vnni);
+  EXPECT_STREQ(isa_name(Isa::avx2_vnni), "avx2-vnni");
+  EXPECT_THROW(parse_isa("avx2_vnni"), Error);
   EXPECT_EQ(parse_isa("neon"), Isa::neon);
   EXPECT_THROW(parse_isa("sse9"), Error);
   EXPECT_TRUE(host_supports(Isa::scalar));
@@ -241,6 +246,12 @@ TEST(KernelsDispatch, SelectionPicksTheIsaAndFallsBackPerType) {
     for (DType t : kTypes) {
       const MatmulKernels* k = matmul_kernels(t);
       ASSERT_NE(k, nullptr);
+      if (!isa_matmul_kernels(t, isa) && isa == Isa::avx2_vnni) {  // Q4_0 and Q8_0 only, the rest avx2's
+        EXPECT_NE(t, DType::Q8_0);
+        EXPECT_NE(t, DType::Q4_0);
+        EXPECT_STREQ(k->name, "avx2") << dtype_name(t);
+        continue;
+      }
       if (!isa_matmul_kernels(t, isa)) {  // NEON covers Q8_0, Q4_0, Q4_K only
         EXPECT_EQ(isa, Isa::neon);
         EXPECT_STREQ(k->name, "ref");

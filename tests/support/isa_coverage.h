@@ -20,7 +20,7 @@ namespace opal::test {
 // The ISAs of this build's architecture other than scalar.
 inline std::vector<cpu::Isa> architecture_isas() {
 #if defined(__x86_64__) || defined(__i386__)
-  return {cpu::Isa::avx2, cpu::Isa::avx512};
+  return {cpu::Isa::avx2, cpu::Isa::avx2_vnni, cpu::Isa::avx512};
 #elif defined(__aarch64__)
   return {cpu::Isa::neon};
 #else

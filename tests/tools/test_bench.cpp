@@ -220,6 +220,17 @@ TEST(Bench, DepthAndFlashAttentionRows) {
   EXPECT_NE(md.out.find("pp8 @ d16"), std::string::npos) << md.out;
 }
 
+// --q8-0-order lanes (the flag form of $OPAL_Q8_0_ORDER) is named on the isa line.
+TEST(Bench, Q8_0OrderFlagIsShownOnTheIsaLine) {
+  const BenchRun lanes = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw --q8-0-order lanes");
+  ASSERT_EQ(lanes.status, 0) << lanes.out;
+  EXPECT_NE(lanes.out.find(", q8_0 order lanes"), std::string::npos) << lanes.out;
+  const BenchRun llama = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw --q8-0-order llama");
+  ASSERT_EQ(llama.status, 0) << llama.out;
+  EXPECT_NE(llama.out.find("- isa: "), std::string::npos) << llama.out;
+  EXPECT_EQ(llama.out.find("q8_0 order"), std::string::npos) << llama.out;
+}
+
 TEST(Bench, BadFlagsFailClearly) {
   struct Case {
     std::string args, message;
@@ -240,6 +251,8 @@ TEST(Bench, BadFlagsFailClearly) {
       {"-m " + model() + " --fa auto", "bench takes 0 or 1"},
       {"-m " + model() + " -d -5", "-d"},
       {"-m " + model() + " --bogus", "--bogus"},
+      {"-m " + model() + " --q8-0-order fast", "unknown Q8_0 batch order 'fast' (choose llama or lanes"},
+      {"-m " + model() + " --isa avx3", "unknown ISA 'avx3' (choose scalar, avx2, avx2-vnni, avx512 or neon)"},
   };
   for (const auto& c : cases) {
     const BenchRun r = bench_err(c.args);

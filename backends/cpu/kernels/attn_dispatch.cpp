@@ -9,7 +9,8 @@ const AttnKernels* attn_kernels() {
 #if defined(__x86_64__) || defined(__i386__)
   switch (selected_isa()) {
     case Isa::avx512: return &avx512::kAttnKernels;
-    case Isa::avx2: return &avx2::kAttnKernels;
+    case Isa::avx2:
+    case Isa::avx2_vnni: return &avx2::kAttnKernels;
     default: return nullptr;
   }
 #else
@@ -21,7 +22,8 @@ const FlashKernels& flash_kernels() {
 #if defined(__x86_64__) || defined(__i386__)
   switch (selected_isa()) {
     case Isa::avx512:
-    case Isa::avx2: return avx2::kFlashKernels;
+    case Isa::avx2:
+    case Isa::avx2_vnni: return avx2::kFlashKernels;
     default: return ref_flash_kernels();
   }
 #else

@@ -20,6 +20,7 @@ struct HostFeatures {
   bool avx2 = false;    // AVX2 + FMA + F16C, OS saves ymm
   bool avx512 = false;  // F, BW, VL, DQ, OS saves zmm and opmask
   bool avx512_vnni = false;
+  bool avx_vnni = false;  // AVX-VNNI (VEX vpdpbusd on ymm), with avx2
   bool avx512_bf16 = false;
   bool neon = false;
   bool dotprod = false;
@@ -46,6 +47,7 @@ HostFeatures detect() {
   unsigned a1, b1, c1, d1;
   __cpuid_count(7, 1, a1, b1, c1, d1);
   f.avx512_bf16 = f.avx512 && (a1 & (1u << 5));
+  f.avx_vnni = f.avx2 && (a1 & (1u << 4));
 #elif defined(__aarch64__)
   const unsigned long hw = getauxval(AT_HWCAP);
   f.neon = hw & (1ul << 1);      // HWCAP_ASIMD
@@ -79,6 +81,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
+    case Isa::avx2_vnni: return "avx2-vnni";
     case Isa::avx512: return "avx512";
     case Isa::neon: return "neon";
   }
@@ -86,10 +89,10 @@ const char* isa_name(Isa isa) {
 }
 
 Isa parse_isa(std::string_view name) {
-  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon})
+  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx2_vnni, Isa::avx512, Isa::neon})
     if (name == isa_name(i)) return i;
   if (name == "ref") return Isa::scalar;
-  fail("unknown ISA '{}' (choose scalar, avx2, avx512 or neon)", name);
+  fail("unknown ISA '{}' (choose scalar, avx2, avx2-vnni, avx512 or neon)", name);
 }
 
 bool host_supports(Isa isa) {
@@ -97,9 +100,11 @@ bool host_supports(Isa isa) {
     case Isa::scalar: return true;
 #if defined(__x86_64__) || defined(__i386__)
     case Isa::avx2: return host().avx2;
+    case Isa::avx2_vnni: return host().avx_vnni;
     case Isa::avx512: return host().avx512_vnni;  // the AVX-512 kernels use VNNI
 #else
     case Isa::avx2:
+    case Isa::avx2_vnni:
     case Isa::avx512: return false;
 #endif
 #if defined(__aarch64__)
@@ -113,7 +118,7 @@ bool host_supports(Isa isa) {
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon})
+  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx2_vnni, Isa::avx512, Isa::neon})
     if (host_supports(i)) v.push_back(i);
   return v;
 }
@@ -121,6 +126,7 @@ std::vector<Isa> supported_isas() {
 Isa best_isa() { return supported_isas().back(); }
 
 bool host_has_avx512_vnni() { return host().avx512_vnni; }
+bool host_has_avx_vnni() { return host().avx_vnni; }
 bool host_has_avx512_bf16() { return host().avx512_bf16; }
 bool host_has_neon_dotprod() { return host().dotprod; }
 

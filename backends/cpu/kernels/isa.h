@@ -13,8 +13,11 @@
 
 namespace opal::cpu {
 
-// Names as users type them (`--isa avx512`).
-enum class Isa { scalar, avx2, avx512, neon };
+// Names as users type them (`--isa avx512`). avx2_vnni ("avx2-vnni") is AVX2
+// plus AVX-VNNI (the 256-bit VEX vpdpbusd; Alder Lake, Zen 4 and later): its
+// own kernels for Q4_0 / Q8_0 prompt batches, the avx2 entries otherwise.
+// `avx2` stays plain AVX2 on every host (what llama.cpp's haswell build runs).
+enum class Isa { scalar, avx2, avx2_vnni, avx512, neon };
 
 const char* isa_name(Isa isa);
 // Parses a user's ISA name; throws opal::Error naming the valid choices.
@@ -27,6 +30,7 @@ std::vector<Isa> supported_isas();
 Isa best_isa();
 // Features of the host beyond the ISA level that the kernels use ("vnni", "bf16", "dotprod").
 bool host_has_avx512_vnni();
+bool host_has_avx_vnni();
 bool host_has_avx512_bf16();
 bool host_has_neon_dotprod();
 

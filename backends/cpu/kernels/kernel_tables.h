@@ -8,6 +8,7 @@ namespace opal::cpu {
 
 const MatmulKernels* ref_matmul_kernels(DType weight_type);
 const MatmulKernels* avx2_matmul_kernels(DType weight_type);
+const MatmulKernels* avx2vnni_matmul_kernels(DType weight_type);  // Q4_0 and Q8_0 only
 const MatmulKernels* avx512_matmul_kernels(DType weight_type);
 const MatmulKernels* neon_matmul_kernels(DType weight_type);
 

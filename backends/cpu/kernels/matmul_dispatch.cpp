@@ -1,5 +1,6 @@
 // matmul_kernels(): the selected ISA's entry for a weight type, falling back
-// per type to the next lower ISA (avx512 -> avx2 -> scalar, neon -> scalar);
+// per type to the next lower ISA (avx512 -> avx2 -> scalar, avx2-vnni -> avx2,
+// neon -> scalar);
 // round_activations(): the selected ISA's f16 rounding, else the reference's;
 // the process-wide Q8_0 batch order.
 #include <atomic>
@@ -16,6 +17,7 @@ const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa) {
   switch (isa) {
     case Isa::scalar: return ref_matmul_kernels(weight_type);
     case Isa::avx2: return avx2_matmul_kernels(weight_type);
+    case Isa::avx2_vnni: return avx2vnni_matmul_kernels(weight_type);
     case Isa::avx512: return avx512_matmul_kernels(weight_type);
     case Isa::neon: return neon_matmul_kernels(weight_type);
   }
@@ -25,7 +27,7 @@ const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa) {
 const MatmulKernels* matmul_kernels(DType weight_type, Isa isa) {
   const MatmulKernels* ref = ref_matmul_kernels(weight_type);
   if (!ref) return nullptr;  // no reference dequantizer: no kernel at all
-  for (Isa i = isa;; i = (i == Isa::avx512 ? Isa::avx2 : Isa::scalar)) {
+  for (Isa i = isa;; i = (i == Isa::avx512 || i == Isa::avx2_vnni ? Isa::avx2 : Isa::scalar)) {
     if (const MatmulKernels* k = isa_matmul_kernels(weight_type, i)) return k;
     if (i == Isa::scalar) return nullptr;
   }
@@ -57,7 +59,7 @@ void round_activations(DType act_type, const float* x, float* out, int64_t k) {
   // The same round-to-nearest-even in hardware (F16C) when a SIMD ISA is selected.
   if (act_type == DType::F16) {
     if (selected_isa() == Isa::avx512) return avx512::round_f16(x, out, k);
-    if (selected_isa() == Isa::avx2) return avx2::round_f16(x, out, k);
+    if (selected_isa() == Isa::avx2 || selected_isa() == Isa::avx2_vnni) return avx2::round_f16(x, out, k);
   }
 #endif
   ref_round_activations(act_type, x, out, k);

@@ -61,10 +61,13 @@ const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa);
 //   llama: llama.cpp's (each block's 8 int32 lanes converted and accumulated
 //          per (weight row, activation row) pair, reduced at the end): the
 //          Q8_0 goldens stay bit-identical with llama.cpp;
-//   lanes: weight rows in the lanes (AVX-512), each block's exact int32 sum
-//          then one FMA, as llama.cpp does for repacked Q4_0: about 2x the
-//          prompt speed, within the q8_0 tolerance.
-// Initially $OPAL_Q8_0_ORDER ("llama" or "lanes") if set, else llama.
+//   lanes: weight rows in the lanes (avx512, avx2-vnni, avx2; the same bits
+//          on each), each block's exact int32 sum then one FMA, as llama.cpp
+//          does for repacked Q4_0: about 2x the prompt speed with VNNI; logits
+//          close to llama.cpp's (max|d|/std < 0.08) but two q8_0 goldens
+//          fork in greedy decoding, so not the default.
+// Initially $OPAL_Q8_0_ORDER ("llama" or "lanes") if set, else llama; the
+// tools' --q8-0-order sets it (tools/isa_option.cpp).
 // Decode, small batches and expert rows (single_rows) always take llama's.
 enum class BatchOrder { llama, lanes };
 BatchOrder q8_0_batch_order();

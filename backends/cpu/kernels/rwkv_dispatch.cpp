@@ -9,7 +9,8 @@ const RwkvKernels* rwkv_kernels() {
 #if defined(__x86_64__) || defined(__i386__)
   switch (selected_isa()) {
     case Isa::avx512: return &avx512::kRwkvKernels;
-    case Isa::avx2: return &avx2::kRwkvKernels;
+    case Isa::avx2:
+    case Isa::avx2_vnni: return &avx2::kRwkvKernels;
     default: return nullptr;
   }
 #else

@@ -10,7 +10,8 @@
 // d_w * d_x into a float accumulator per pair, summed horizontally at the end
 // of the row (llama.cpp's vec_dot order).
 // Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers);
-// decode 8 rows per step (LegacyDecode).
+// decode 8 rows per step (LegacyDecode). Q8_0 batches of more than 16 rows in
+// the lanes order (--q8-0-order lanes): Q8_0Lanes, weight rows in the lanes.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cmath>
@@ -186,7 +187,117 @@ void small_batch(const GemmArgs& g) {
     for (int64_t a = 0; a < g.n_act; ++a) LegacyKernel<T>::template tile<1, 1>(g, r, a);
 }
 
+// Q8_0 batches in the lanes order (q8_0_batch_order() == lanes): weight rows
+// in the int32 lanes. Each slice of 16 weight rows is repacked once per call
+// into the thread's scratch: per block, the 16 rows' scales as f32, then the
+// signed quants grouped by 4 elements, [group 0..7][row 0..15][4 bytes]. Per
+// group, one vector holds 8 rows' 4 quants w, and an activation row's 4 quants
+// x (broadcast) meet them as vpmaddubsw(|w|, sign(x, w)) (pairs <= 2 * 128 *
+// 127, no saturation) and vpmaddwd by ones: the 8 rows' exact int32 group
+// sums, added over the block's 8 groups. Then one convert and FMA per block
+// serve 8 (row, activation) pairs: acc = fma(float(isum), d_w * d_x, acc), the
+// AVX-512 lanes kernel's order (the same bits). Tiles: 16 rows x 3 activation
+// rows, one 8-row vector at a time (the int32 sums of 3 activation rows, 6
+// float accumulators in registers).
+struct Q8_0Lanes {
+  static constexpr int kSlice = 16;
+  static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
+  static constexpr int kActs = 3;
+
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      float* scales = reinterpret_cast<float*>(pb);
+      uint32_t* q = reinterpret_cast<uint32_t*>(pb + kSlice * 4);
+      for (int r = 0; r < kSlice; ++r) {
+        if (r >= rows) {  // zero rows up to the slice
+          scales[r] = 0.0f;
+          for (int grp = 0; grp < 8; ++grp) q[grp * kSlice + r] = 0;
+          continue;
+        }
+        const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ8_0Bytes;
+        scales[r] = load_f16(blk);
+        for (int grp = 0; grp < 8; ++grp) std::memcpy(&q[grp * kSlice + r], blk + 2 + 4 * grp, 4);
+      }
+    }
+  }
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out16[]) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m256 facc[2][RA];
+    for (int v = 0; v < 2; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      __m256 xd[RA];
+      for (int a = 0; a < RA; ++a) xd[a] = _mm256_set1_ps(load_f16(x[a] + b * kQ8_0Bytes));
+      for (int v = 0; v < 2; ++v) {
+        __m256i iacc[RA];
+        for (int a = 0; a < RA; ++a) iacc[a] = _mm256_setzero_si256();
+        for (int grp = 0; grp < 8; ++grp) {
+          const __m256i w =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + kSlice * 4 + (grp * kSlice + 8 * v) * 4));
+          const __m256i aw = _mm256_abs_epi8(w);
+          for (int a = 0; a < RA; ++a) {
+            int32_t four;
+            std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
+            const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(four), w));
+            iacc[a] = _mm256_add_epi32(iacc[a], _mm256_madd_epi16(p, ones16()));
+          }
+        }
+        const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8 * v);
+        for (int a = 0; a < RA; ++a)
+          facc[v][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[a]), _mm256_mul_ps(wd, xd[a]), facc[v][a]);
+      }
+    }
+    for (int a = 0; a < RA; ++a) {
+      _mm256_storeu_ps(out16[a], facc[0][a]);
+      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
+    }
+  }
+
+  // One repacked slice of `rows` weight rows from `row` against every activation row.
+  static void slice(const GemmArgs& g, const uint8_t* packed, int64_t row, int rows) {
+    alignas(32) float tmp[kActs][kSlice];
+    float* out16[kActs];
+    const bool full = rows == kSlice;
+    auto put = [&](int64_t act, int n) {
+      for (int a = 0; a < n; ++a) out16[a] = full ? g.out + (act + a) * g.out_stride + row : tmp[a];
+    };
+    auto flush = [&](int64_t act, int n) {
+      if (full) return;
+      for (int a = 0; a < n; ++a) std::memcpy(g.out + (act + a) * g.out_stride + row, tmp[a], sizeof(float) * rows);
+    };
+    int64_t a = 0;
+    for (; a + kActs <= g.n_act; a += kActs) {
+      put(a, kActs);
+      tile<kActs>(g, packed, a, out16);
+      flush(a, kActs);
+    }
+    const int n = int(g.n_act - a);
+    put(a, n);
+    if (n == 2) tile<2>(g, packed, a, out16);
+    else if (n == 1) tile<1>(g, packed, a, out16);
+    flush(a, n);
+  }
+
+  static void run(const GemmArgs& g) {
+    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+    for (int64_t r = g.row_begin; r < g.row_end; r += kSlice) {
+      const int rows = int(std::min<int64_t>(kSlice, g.row_end - r));
+      repack(g, r, rows, packed);
+      slice(g, packed, r, rows);
+    }
+  }
+};
+
 }  // namespace
+
+int64_t q8_0_scratch_floats(int64_t k) { return k / 32 * Q8_0Lanes::kBlockBytes / 4 + 8; }
 
 // Q5_0 batches of up to kSmallBatch rows take the decode kernel (weights
 // streamed once, with prefetch); larger ones the 2 x 2 tiles, which need fewer
@@ -203,6 +314,7 @@ void gemm_q5_0(const GemmArgs& g) {
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
+  else if (!g.single_rows && g.scratch != nullptr && q8_0_batch_order() == BatchOrder::lanes) Q8_0Lanes::run(g);
   else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
 }
 

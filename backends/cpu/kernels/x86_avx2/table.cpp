@@ -42,7 +42,8 @@ constexpr MatmulKernels kTable[] = {
         entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums, avx2::gemm_q4_0),
         avx2::q4_0_scratch_floats),
     entry(DType::Q5_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q5_0),
-    entry(DType::Q8_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q8_0),
+    with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q8_0),
+                 avx2::q8_0_scratch_floats),
     with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q4_K),
                  avx2::q4_K_scratch_floats),
     entry(DType::Q5_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q5_K),
@@ -50,6 +51,16 @@ constexpr MatmulKernels kTable[] = {
     entry(DType::F32, DType::F32, "avx2", f32_row_bytes, round_act, avx2::gemm_f32),
     entry(DType::F16, DType::F16, "avx2", f32_row_bytes, round_act, avx2::gemm_f16),
     entry(DType::BF16, DType::BF16, "avx2", f32_row_bytes, round_act, avx2::gemm_bf16),
+};
+
+// avx2-vnni: its own Q4_0 and Q8_0 entries (the other types fall back to avx2).
+constexpr MatmulKernels kVnniTable[] = {
+    with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
+                       avx2vnni::gemm_q4_0),
+                 avx2vnni::scratch_floats),
+    with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
+                       avx2vnni::gemm_q8_0),
+                 avx2vnni::scratch_floats),
 };
 
 }  // namespace
@@ -60,9 +71,16 @@ const MatmulKernels* avx2_matmul_kernels(DType weight_type) {
   return nullptr;
 }
 
+const MatmulKernels* avx2vnni_matmul_kernels(DType weight_type) {
+  for (const auto& k : kVnniTable)
+    if (k.weight_type == weight_type) return &k;
+  return nullptr;
+}
+
 }  // namespace opal::cpu
 #else
 namespace opal::cpu {
 const MatmulKernels* avx2_matmul_kernels(DType) { return nullptr; }
+const MatmulKernels* avx2vnni_matmul_kernels(DType) { return nullptr; }
 }  // namespace opal::cpu
 #endif  // x86

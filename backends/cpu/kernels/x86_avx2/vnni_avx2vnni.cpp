@@ -1,0 +1,234 @@
+// Q4_0 and Q8_0 prompt batches with AVX-VNNI (the VEX-encoded 256-bit
+// vpdpbusd of Alder Lake, Zen 4 and later; the `avx2-vnni` ISA). Decode and
+// small batches stay on the plain AVX2 kernels (bandwidth-bound there), so
+// only the compute-bound batches come here.
+//
+// vpdpbusd multiplies unsigned by signed bytes and adds each 4 products to an
+// int32 lane in one instruction, where plain AVX2 needs vpmaddubsw +
+// vpmaddwd (+ vpsignb for signed Q8_0 weights). The weights are made unsigned
+// by an offset: Q4_0's nibbles q in [0, 15] stand for q - 8, a Q8_0 quant w
+// becomes w + 128 (w xor 0x80); the offset times the activation block's sum
+// starts the int32 sum, so the sums are exact:
+//   sum((q - off) * x) = dpbusd(-off * sum(x), q_u8, x).
+// Activation rows are convert_q8_0_sums rows (the Q8_0 blocks, then each
+// block's d as f32 and its sum of quants as int32).
+//
+// * Q8_0, llama order (the default): LlamaTiles, llama.cpp's 8-lane order per
+//   (weight row, activation row) pair, as the plain AVX2 tiles: vpdpbusd's
+//   lane j holds elements 4j..4j+3, exactly vpmaddubsw + vpmaddwd's lane j, so
+//   the int32 lanes, and with them the results, are the same bits. The lane
+//   start -128 * (x[4j] + .. + x[4j+3]) is one vpdpbusd of 0x80 bytes by the
+//   activation block, once per block per tile. Tiles of 4 weight rows x 3
+//   activation rows (12 float accumulators; the activation quants are read
+//   from memory by vpdpbusd).
+// * Q4_0 and Q8_0 in the lanes order: RowsInLanes, weight rows in the int32
+//   lanes, each block's exact sum, then acc = fma(float(isum), d_w * d_x, acc)
+//   (llama.cpp's repacked-Q4_0 order; for Q8_0 the AVX-512 lanes kernel's, the
+//   same bits). Slices of 16 weight rows repacked per call into the thread's
+//   scratch: per block the 16 rows' scales as f32, then the unsigned quants
+//   grouped by 4 elements, [group 0..7][row 0..15][4 bytes]; one vpdpbusd
+//   multiplies 8 rows' 4 quants by one activation row's 4 quants broadcast.
+//   Tiles of 16 rows x 3 activation rows (6 int32 and 6 float accumulators).
+#if defined(__x86_64__) || defined(__i386__)
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/tile_driver.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+
+namespace opal::cpu::avx2vnni {
+namespace {
+
+constexpr int64_t kSmallBatch = 16;  // Q8_0 batches up to this size: the plain AVX2 small-batch kernel
+constexpr int64_t kQ4_0SmallBatch = 8;
+
+__m256i dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+
+struct Q4_0Weights {
+  static constexpr int kBytes = kQ4_0Bytes;
+  static constexpr int kOffset = 8;
+  // The block's 32 quants as unsigned bytes in element order (low nibbles: 0-15, high: 16-31).
+  static __m256i quants(const uint8_t* blk) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+  }
+};
+
+struct Q8_0Weights {
+  static constexpr int kBytes = kQ8_0Bytes;
+  static constexpr int kOffset = 128;
+  static __m256i quants(const uint8_t* blk) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                            _mm256_set1_epi8(char(0x80)));
+  }
+};
+
+// Q8_0 prompt tiles in llama.cpp's 8-lane order (see the file comment).
+struct LlamaTiles {
+  template <int RW, int RA>
+  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* w[RW];
+    const uint8_t* x[RA];
+    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m256 acc[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
+    const __m256i offset = _mm256_set1_epi8(char(0x80));
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i xq[RA], neg[RA];
+      float xd[RA];
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+        xq[a] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
+        neg[a] = _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), offset, xq[a]));
+        xd[a] = load_f16(xb);
+      }
+      for (int i = 0; i < RW; ++i) {
+        const uint8_t* wb = w[i] + b * kQ8_0Bytes;
+        const __m256i q = Q8_0Weights::quants(wb);
+        const float wd = load_f16(wb);
+        for (int a = 0; a < RA; ++a)
+          acc[i][a] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dpbusd(neg[a], q, xq[a])), _mm256_set1_ps(wd * xd[a]), acc[i][a]);
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = hsum8(acc[i][a]);
+  }
+};
+
+template <class W>
+struct RowsInLanes {
+  static constexpr int kSlice = 16;
+  static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
+  static constexpr int kActs = 3;
+
+  // rows (1 to 16) weight rows from row into packed, zero rows after them.
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      float* scales = reinterpret_cast<float*>(pb);
+      alignas(32) uint32_t tmp[kSlice][8];  // a row's 32 quants as 8 groups of 4
+      for (int r = 0; r < kSlice; ++r) {
+        if (r >= rows) {
+          scales[r] = 0.0f;
+          std::memset(tmp[r], 0, sizeof tmp[r]);
+          continue;
+        }
+        const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * W::kBytes;
+        scales[r] = load_f16(blk);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::quants(blk));
+      }
+      uint32_t* q = reinterpret_cast<uint32_t*>(pb + kSlice * 4);
+      for (int grp = 0; grp < 8; ++grp)
+        for (int r = 0; r < kSlice; ++r) q[grp * kSlice + r] = tmp[r][grp];
+    }
+  }
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out16[]) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
+    __m256 facc[2][RA];
+    for (int v = 0; v < 2; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      const uint8_t* pq = pb + kSlice * 4;
+      __m256i iacc[2][RA];
+      for (int a = 0; a < RA; ++a) {
+        int32_t sum;
+        std::memcpy(&sum, x[a] + sums_at + 4 * b, 4);
+        iacc[0][a] = iacc[1][a] = _mm256_set1_epi32(-W::kOffset * sum);
+      }
+      for (int grp = 0; grp < 8; ++grp) {
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4 + 32));
+        for (int a = 0; a < RA; ++a) {
+          int32_t four;
+          std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
+          const __m256i xb = _mm256_set1_epi32(four);
+          iacc[0][a] = dpbusd(iacc[0][a], w0, xb);
+          iacc[1][a] = dpbusd(iacc[1][a], w1, xb);
+        }
+      }
+      const __m256 wd0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb));
+      const __m256 wd1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8);
+      for (int a = 0; a < RA; ++a) {
+        float xd;
+        std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
+        const __m256 xdv = _mm256_set1_ps(xd);
+        facc[0][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[0][a]), _mm256_mul_ps(wd0, xdv), facc[0][a]);
+        facc[1][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[1][a]), _mm256_mul_ps(wd1, xdv), facc[1][a]);
+      }
+    }
+    for (int a = 0; a < RA; ++a) {
+      _mm256_storeu_ps(out16[a], facc[0][a]);
+      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
+    }
+  }
+
+  // One repacked slice of `rows` weight rows from `row` against every activation row.
+  static void slice(const GemmArgs& g, const uint8_t* packed, int64_t row, int rows) {
+    alignas(32) float tmp[kActs][kSlice];
+    float* out16[kActs];
+    const bool full = rows == kSlice;
+    auto put = [&](int64_t act, int n) {
+      for (int a = 0; a < n; ++a) out16[a] = full ? g.out + (act + a) * g.out_stride + row : tmp[a];
+    };
+    auto flush = [&](int64_t act, int n) {
+      if (full) return;
+      for (int a = 0; a < n; ++a) std::memcpy(g.out + (act + a) * g.out_stride + row, tmp[a], sizeof(float) * rows);
+    };
+    int64_t a = 0;
+    for (; a + kActs <= g.n_act; a += kActs) {
+      put(a, kActs);
+      tile<kActs>(g, packed, a, out16);
+      flush(a, kActs);
+    }
+    const int n = int(g.n_act - a);
+    put(a, n);
+    if (n == 2) tile<2>(g, packed, a, out16);
+    else if (n == 1) tile<1>(g, packed, a, out16);
+    flush(a, n);
+  }
+
+  static void run(const GemmArgs& g) {
+    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+    for (int64_t r = g.row_begin; r < g.row_end; r += kSlice) {
+      const int rows = int(std::min<int64_t>(kSlice, g.row_end - r));
+      repack(g, r, rows, packed);
+      slice(g, packed, r, rows);
+    }
+  }
+};
+
+}  // namespace
+
+int64_t scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q8_0Weights>::kBlockBytes / 4 + 8; }
+
+// Q4_0: decode and batches of up to 8 rows on the plain AVX2 kernel, larger
+// batches in the lanes; both in the block-exact order, so the split never
+// changes a result.
+void gemm_q4_0(const GemmArgs& g) {
+  if (g.n_act > kQ4_0SmallBatch && g.scratch != nullptr) RowsInLanes<Q4_0Weights>::run(g);
+  else avx2::gemm_q4_0(g);
+}
+
+// Q8_0: decode, small batches and expert rows on the plain AVX2 kernels (the
+// llama order); larger batches in the selected order (q8_0_batch_order()).
+void gemm_q8_0(const GemmArgs& g) {
+  if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
+  else if (g.scratch != nullptr && q8_0_batch_order() == BatchOrder::lanes) RowsInLanes<Q8_0Weights>::run(g);
+  else gemm_entry<LlamaTiles, 4, 3, 4>(g);
+}
+
+}  // namespace opal::cpu::avx2vnni
+#endif  // x86
