@@ -265,6 +265,16 @@ Tensor* Graph::wkv7(Tensor* r, Tensor* w, Tensor* k, Tensor* v, Tensor* a, Tenso
   return new_node(Op::Wkv7, DType::F32, {S * H, T, 1, 1}, {r, w, k, v, a, b, state, slots});
 }
 
+Tensor* Graph::lerp(Tensor* x, Tensor* p, Tensor* mix) {
+  require(x->type == DType::F32 && x->is_contiguous() && x->ne[2] == 1 && x->ne[3] == 1, "LERP", x, nullptr,
+          "x must be contiguous f32 [C, T]");
+  require(p->type == DType::F32 && p->is_contiguous() && p->ne == x->ne, "LERP", x, p,
+          "p must be contiguous f32 of x's shape [C, T]");
+  require(mix->type == DType::F32 && mix->is_contiguous() && mix->ne[0] == x->ne[0], "LERP", x, mix,
+          "mix must be contiguous f32 [C, n]");
+  return new_node(Op::Lerp, DType::F32, {x->ne[0], x->ne[1], mix->n_elements() / mix->ne[0], 1}, {x, p, mix});
+}
+
 Tensor* Graph::reshape(Tensor* x, std::array<int64_t, kMaxDims> ne) {
   require(x->is_contiguous(), "RESHAPE", x, nullptr, "source must be contiguous");
   const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];

@@ -59,6 +59,10 @@ enum class Op : uint8_t {
   // Gemma (issue 17).
   Gelu,   // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), through llama.cpp's f16 table
   Geglu,  // gelu_tanh(src0) * src1, F32, same shape (GELU as Gelu)
+  // RWKV-7's token-shift mixes in one pass (the fused form of n SUB, MUL, ADD chains):
+  Lerp,  // src0 x F32 [C, T], src1 p F32 [C, T] (both contiguous), src2 mix F32 [C, n] (contiguous)
+         //   -> F32 [C, T, n]: y[:, t, i] = ((p[:, t] - x[:, t]) * mix[:, i]) + x[:, t], each operation
+         //   rounded to f32 on its own (no fused multiply-add), as the three separate ops round
   Count
 };
 const char* op_name(Op op);
@@ -176,7 +180,8 @@ class Graph {
   Tensor* wkv7(Tensor* r, Tensor* w, Tensor* k, Tensor* v, Tensor* a, Tensor* b, Tensor* state, Tensor* slots);
   Tensor* gelu(Tensor* x);
   Tensor* geglu(Tensor* gate, Tensor* up);
-  Tensor* tanh(Tensor* x);  // UNARY(tanh)
+  Tensor* tanh(Tensor* x);                          // UNARY(tanh)
+  Tensor* lerp(Tensor* x, Tensor* p, Tensor* mix);  // LERP: mix [C, n] (or [C, 1, 1, n]) -> [C, T, n]
   // Views: reshape needs a contiguous source; view() takes explicit strides.
   Tensor* reshape(Tensor* x, std::array<int64_t, kMaxDims> ne);
   Tensor* view(Tensor* x, std::array<int64_t, kMaxDims> ne, std::array<uint64_t, kMaxDims> nb, uint64_t offset);

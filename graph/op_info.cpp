@@ -42,6 +42,8 @@
 // GELU costs 8 FLOPs per element (x^3, two multiply-adds, tanh counted as 4,
 // the final product), GEGLU one more (the product with the up projection).
 // Gemma's soft-cap tanh is UNARY(tanh).
+// LERP (RWKV-7's token-shift mixes) costs 3 FLOPs per output element (subtract,
+// multiply, add) and rounds as the SUB/MUL/ADD chain it replaces: 1e-7.
 #include "graph/op_info.h"
 
 #include <fmt/format.h>
@@ -198,6 +200,7 @@ constexpr OpInfo kOps[] = {
     // Gemma (issue 17)
     {Op::Gelu,      "GELU",       1, 0, elementwise_cost<8>,    no_fields,        gelu_nmse,       C::Input},
     {Op::Geglu,     "GEGLU",      2, 0, elementwise_cost<9>,    no_fields,        gelu_nmse,       C::Input},
+    {Op::Lerp,      "LERP",       3, 0, elementwise_cost<3>,    no_fields,        f32_nmse,        C::Input},
 };
 // clang-format on
 

@@ -4,7 +4,7 @@
 // functions and its own hyperparameters.
 //
 // Per token: x = LN(token_embd[t]; token_embd_norm) once; per layer a time mix
-// (LN attn_norm -> token shift -> six lerps -> r, w (decay LoRA, tanh,
+// (LN attn_norm -> token shift -> six lerps (one LERP node) -> r, w (decay LoRA, tanh,
 // exp(-0.606531 sigmoid)), k, v (value residual from layer 0's v through the
 // value LoRA), a (ICLR LoRA, sigmoid), g (gate LoRA, sigmoid) -> L2-normed kk
 // per head -> the WKV-7 recurrence over the layer's state -> group norm per
@@ -120,12 +120,9 @@ struct Builder {
   Tensor* time_mix(int64_t il, Tensor* cur, Tensor*& v_first) {
     const int64_t C = hp.n_embd, S = hp.wkv_head_size, H = hp.n_wkv_head();
     Tensor* prev = g.token_shift(cur, c.in.shift_att[size_t(il)], c.in.state_slots);
-    Tensor* sx = sub(prev, cur);
-    Tensor* lerp = w(il, "time_mix_lerp_fused");
-    auto mix = [&](int i) {
-      Tensor* li = g.view(lerp, {C, 1, 1, 1}, lerp->nb, uint64_t(i) * lerp->nb[3]);
-      return g.add(g.mul(sx, li), cur);
-    };
+    // The six lerps cur + (prev - cur) * lerp_i in one LERP node [C, T, 6] (rounded as sub, mul, add).
+    Tensor* mixes = g.lerp(cur, prev, w(il, "time_mix_lerp_fused"));
+    auto mix = [&](int i) { return g.view(mixes, {C, T, 1, 1}, mixes->nb, uint64_t(i) * mixes->nb[2]); };
     Tensor *xr = mix(0), *xw = mix(1), *xk = mix(2), *xv = mix(3), *xa = mix(4), *xg = mix(5);
 
     Tensor* r = g.mul_mat(w(il, "time_mix_receptance"), xr);
@@ -164,7 +161,7 @@ struct Builder {
 
   Tensor* channel_mix(int64_t il, Tensor* cur) {
     Tensor* prev = g.token_shift(cur, c.in.shift_ffn[size_t(il)], c.in.state_slots);
-    Tensor* xk = g.add(g.mul(sub(prev, cur), w(il, "channel_mix_lerp_k")), cur);
+    Tensor* xk = g.lerp(cur, prev, w(il, "channel_mix_lerp_k"));
     Tensor* k = g.unary(g.mul_mat(w(il, "channel_mix_key"), xk), UnaryFn::ReluSqr);
     return g.named(g.mul_mat(w(il, "channel_mix_value"), k), fmt::format("blk.{}.channel_mix", il));
   }

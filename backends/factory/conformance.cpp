@@ -166,7 +166,7 @@ std::vector<OpCase> conformance_cases(const std::string& set) {
   for (int64_t m : ms) v.push_back({Op::TopK, DType::F32, m, 1, 64});
   // RWKV-7 (issue 17): 0.1B's width 768, its heads of 64 (12 of them).
   for (int64_t m : ms) {
-    for (Op op : {Op::Norm, Op::L2Norm, Op::TokenShift}) v.push_back({op, DType::F32, m, 1, 768});
+    for (Op op : {Op::Norm, Op::L2Norm, Op::TokenShift, Op::Lerp}) v.push_back({op, DType::F32, m, 1, 768});
     for (int fn = 0; fn <= int(UnaryFn::ReluSqr); ++fn) v.push_back({Op::Unary, DType::F32, m, 1, 768, fn});
     v.push_back({Op::Wkv7, DType::F32, m, 12, 64});
   }

@@ -205,6 +205,10 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
       out = g.token_shift(input("x", c.dtype, {k, m, 1, 1}), input("state", DType::F32, {k, 2, 1, 1}), slots);
       break;
     }
+    case Op::Lerp:  // RWKV-7's six token-shift mixes of one time mix
+      out = g.lerp(input("x", c.dtype, {k, m, 1, 1}), input("p", DType::F32, {k, m, 1, 1}),
+                   input("mix", DType::F32, {k, 6, 1, 1}, 0, 1));
+      break;
     case Op::Wkv7: {  // S = k, H = n, T = m; decays in (0.5, 1), small a and b as after RWKV-7's L2 norm
       auto in = [&](const char* name, float lo, float hi) { return input(name, DType::F32, {k, n, m, 1}, lo, hi); };
       Tensor* r = input("r", c.dtype, {k, n, m, 1});  // the case's dtype: f16 is declined

@@ -181,5 +181,21 @@ TEST(OpInfo, RwkvRows) {
   EXPECT_EQ(max_nmse(*y), 1e-6);
 }
 
+// LERP (RWKV-7's token-shift mixes): [C, T] and [C, n] -> [C, T, n], 3 FLOPs per output element, f32 tolerance.
+TEST(OpInfo, LerpRow) {
+  Graph g;
+  Tensor* x = input(g, DType::F32, {256, 4, 1, 1});
+  Tensor* mix = input(g, DType::F32, {256, 1, 1, 6});
+  Tensor* y = g.lerp(x, x, mix);
+  EXPECT_STREQ(op_name(Op::Lerp), "LERP");
+  EXPECT_EQ(op_info(Op::Lerp).n_src, 3);
+  EXPECT_EQ(y->ne, (std::array<int64_t, 4>{256, 4, 6, 1}));
+  EXPECT_EQ(node_cost(*y).flops, 3.0 * 256 * 4 * 6);
+  EXPECT_EQ(node_cost(*y).bytes, uint64_t((2 * 256 * 4 + 256 * 6 + 256 * 4 * 6) * 4));
+  EXPECT_EQ(max_nmse(*y), 1e-7);
+  EXPECT_THROW(g.lerp(x, input(g, DType::F32, {256, 3, 1, 1}), mix), Error);
+  EXPECT_THROW(g.lerp(x, x, input(g, DType::F32, {128, 6, 1, 1})), Error);
+}
+
 }  // namespace
 }  // namespace opal

@@ -1,4 +1,4 @@
-// The ops RWKV-7 brought (NORM, L2_NORM, UNARY, TOKEN_SHIFT, RWKV_WKV7)
+// The ops RWKV-7 brought (NORM, L2_NORM, UNARY, TOKEN_SHIFT, RWKV_WKV7, LERP)
 // against straightforward double-precision math on random inputs, run through
 // the scheduler like a model graph (1 and 3 threads), with several sequences
 // (state slots) interleaved in one batch.
@@ -100,6 +100,38 @@ TEST_P(RwkvOps, TokenShiftInterleavedSequences) {
     for (int64_t c = 0; c < C; ++c) ASSERT_EQ(state->ptr<float>()[s * C + c], px[last[s] * C + c]);
 }
 
+// LERP against double math, and bit for bit against the SUB, MUL, ADD chain it replaces in the model
+// (C = 37: SIMD blocks plus a tail; the six mixes of a time mix).
+TEST_P(RwkvOps, LerpMatchesDoubleMathAndTheUnfusedChain) {
+  Harness h(GetParam());
+  const int64_t C = 37, T = 5, N = 6;
+  Tensor* x = h.input(DType::F32, {C, T, 1, 1}, "x");
+  Tensor* p = h.input(DType::F32, {C, T, 1, 1}, "p");
+  Tensor* mix = h.input(DType::F32, {C, 1, 1, N}, "mix");
+  Tensor* y = h.g->lerp(x, p, mix);
+  ASSERT_EQ(y->ne, (std::array<int64_t, 4>{C, T, N, 1}));
+  Tensor* d = h.g->add(p, h.g->scale(x, -1.0f));
+  std::vector<Tensor*> outs = {y};
+  for (int64_t i = 0; i < N; ++i) {
+    Tensor* mi = h.g->view(mix, {C, 1, 1, 1}, mix->nb, uint64_t(i) * mix->nb[3]);
+    outs.push_back(h.g->add(h.g->mul(d, mi), x));
+  }
+  auto sg = h.schedule(outs);
+  h.fill(x, -3, 3);
+  h.fill(p, -3, 3);
+  h.fill(mix, 0, 1);
+  sg->run();
+  const float *px = x->ptr<float>(), *pp = p->ptr<float>(), *pm = mix->ptr<float>(), *py = y->ptr<float>();
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        const double want = (double(pp[t * C + c]) - px[t * C + c]) * pm[i * C + c] + px[t * C + c];
+        const float got = py[(i * T + t) * C + c];
+        ASSERT_NEAR(got, want, 4e-7 * (std::abs(want) + 3.0)) << i << " " << t << " " << c;
+        ASSERT_EQ(got, outs[size_t(i + 1)]->ptr<float>()[t * C + c]) << "mix " << i << " token " << t << " ch " << c;
+      }
+}
+
 // The recurrence in double, token after token, with the state of each slot.
 TEST_P(RwkvOps, Wkv7MatchesDoubleRecurrence) {
   Harness h(GetParam());
@@ -156,6 +188,8 @@ TEST(RwkvOpsShapes, BadShapesAreClearErrors) {
   Tensor* ws = g.new_leaf("ws", DType::F32, {32, 1, 1, 1}, TensorRole::Input);
   EXPECT_THROW(g.wkv7(r, r, r, bad, r, r, ws, sl), Error);
   EXPECT_THROW(g.unary(x, UnaryFn(9)), Error);
+  EXPECT_THROW(g.lerp(x, st, x), Error);  // p of another shape
+  EXPECT_THROW(g.lerp(x, x, g.new_leaf("m", DType::F32, {4, 6, 1, 1}, TensorRole::Input)), Error);  // mix of another C
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, RwkvOps, ::testing::Values(1, 3));

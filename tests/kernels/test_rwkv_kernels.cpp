@@ -113,5 +113,41 @@ TEST(RwkvKernels, ExpAndSigmoidRowsEqualTheScalarFormsAndDoubleMath) {
   }
 }
 
+// LERP: the scalar form against double math (d * m + x with the two roundings: within 2 ulp of the exact
+// value, as |d * m| <= |d| here), every SIMD form bit for bit against it; C = 773 gives whole 16- and
+// 8-lane blocks and a tail; a form that fused the multiply and add into one FMA would differ somewhere.
+TEST(RwkvKernels, LerpEqualsTheScalarFormAndDoubleMath) {
+  const int64_t C = 773, N = 6;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-4, 4), u(0, 1);
+  std::vector<float> x(static_cast<size_t>(C)), p(static_cast<size_t>(C)), mix(static_cast<size_t>(C * N));
+  for (float& f : x) f = d(rng);
+  for (float& f : p) f = d(rng);
+  for (float& f : mix) f = u(rng);
+  std::vector<float> ref(size_t(C * N * 2), -1.0f);
+  rwkv_ref::lerp(x.data(), p.data(), mix.data(), N, ref.data(), 2 * C, C);  // y stride 2C: the gaps stay
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < C; ++j) {
+      const double want = (double(p[size_t(j)]) - x[size_t(j)]) * mix[size_t(i * C + j)] + x[size_t(j)];
+      ASSERT_NEAR(ref[size_t(i * 2 * C + j)], want, 1e-6 * (std::abs(want) + 8.0)) << i << " " << j;
+      ASSERT_EQ(ref[size_t(i * 2 * C + C + j)], -1.0f);
+    }
+  int rounded_differently_from_fma = 0;
+  for (int64_t j = 0; j < C; ++j) {
+    const float dd = p[size_t(j)] - x[size_t(j)];
+    rounded_differently_from_fma += std::fma(dd, mix[size_t(j)], x[size_t(j)]) != ref[size_t(j)];
+  }
+  EXPECT_GT(rounded_differently_from_fma, 0);  // the inputs tell the two roundings apart
+  for (const RwkvKernels* kern : simd_kernels()) {
+    SCOPED_TRACE(kern->name);
+    for (int64_t len : {C, int64_t(16), int64_t(5)}) {
+      std::vector<float> y(size_t(C * N * 2), -1.0f), want(size_t(C * N * 2), -1.0f);
+      kern->lerp(x.data(), p.data(), mix.data(), N, y.data(), 2 * C, len);
+      rwkv_ref::lerp(x.data(), p.data(), mix.data(), N, want.data(), 2 * C, len);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_TRUE(same_bits(y[i], want[i])) << "len " << len << " at " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace opal::cpu

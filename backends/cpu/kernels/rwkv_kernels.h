@@ -14,6 +14,11 @@
 //
 // exp and sigmoid: llama_order::expf_avx512 (ggml_v_expf's polynomial, about
 // 1 ulp) on every element and every ISA; sigmoid(x) = 1 / (1 + exp(-x)).
+//
+// LERP (one token's token-shift mixes): d_j = p_j - x_j once, then for each
+// mix i: y_i[j] = (d_j * mix_i[j]) + x_j, the multiply and the add rounded
+// apart (never one fused multiply-add), as the SUB, MUL and ADD nodes it
+// replaces round. x and p are read once for all n mixes.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -29,6 +34,8 @@ struct RwkvKernels {
                     const float* b, float* y, int64_t S);
   void (*exp_row)(const float* x, float* y, int64_t n);
   void (*sigmoid_row)(const float* x, float* y, int64_t n);
+  // LERP of one token (above): mix i at mix + i * C, its output at y + i * y_stride.
+  void (*lerp)(const float* x, const float* p, const float* mix, int64_t n_mix, float* y, int64_t y_stride, int64_t C);
 };
 
 // The selected ISA's kernels (avx512, avx2), or null under scalar (use the forms below).
@@ -71,6 +78,28 @@ inline void wkv7_head(float* st, const float* r, const float* w, const float* k,
         py[l] = std::fma(s, r[j + l], py[l]);
       }
     y[i] = sum_lanes16(py);
+  }
+}
+
+// The scalar form of RwkvKernels::lerp. Built without floating-point
+// contraction (a compiler that fused d * m + x into one FMA would round once
+// where the op rounds twice).
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+inline void
+lerp(const float* x, const float* p, const float* mix, int64_t n_mix, float* y, int64_t y_stride, int64_t C) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+  for (int64_t i = 0; i < n_mix; ++i) {
+    const float* m = mix + i * C;
+    float* yi = y + i * y_stride;
+    for (int64_t j = 0; j < C; ++j) {
+      const float d = p[j] - x[j];
+      const float dm = d * m[j];
+      yi[j] = dm + x[j];
+    }
   }
 }
 

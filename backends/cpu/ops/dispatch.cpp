@@ -77,6 +77,9 @@ Support supports(const Tensor& node) {
       return need(a->is_contiguous() && node.src[1]->is_contiguous() && i32(node.src[2]),
                   "needs contiguous x and state and i32 slots");
     case Op::Wkv7: return need(i32(node.src[kWkvSlot]), "needs i32 slots");
+    case Op::Lerp:
+      return need(a->is_contiguous() && node.src[1]->is_contiguous() && node.src[2]->is_contiguous(),
+                  "needs contiguous x, p and mix");
     case Op::Count: break;
   }
   return Support::no("unknown op");
@@ -119,6 +122,7 @@ void compute(const Tensor& node, const OpContext& ctx) {
     case Op::Unary: compute_rwkv_rows(node, ctx); return;
     case Op::TokenShift: compute_token_shift(node, ctx); return;
     case Op::Wkv7: compute_wkv7(node, ctx); return;
+    case Op::Lerp: compute_lerp(node, ctx); return;
     case Op::Count: return;
   }
 }

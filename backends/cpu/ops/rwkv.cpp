@@ -20,6 +20,10 @@
 //                with the fused multiply-adds of kernels/rwkv_kernels.h (the
 //                AVX2 / AVX-512 kernels there, else its scalar form: the same
 //                bits on every ISA and with any compiler contraction).
+//   LERP         y[:, t, i] = ((p - x) * mix_i) + x for the n mixes of one
+//                token at once (x and p read once), a multiply and an add
+//                rounded apart as the SUB/MUL/ADD nodes it replaces
+//                (kernels/rwkv_kernels.h). Threads split the tokens.
 // Rows, threads: NORM / L2_NORM / UNARY split the rows of the output.
 #include <algorithm>
 #include <cmath>
@@ -127,6 +131,22 @@ void compute_token_shift(const Tensor& node, const OpContext& ctx) {
       if (later < T) continue;
       std::copy(px + t * C + c0, px + t * C + c1, ps + int64_t(slot[t]) * C + c0);
     }
+  });
+}
+
+void compute_lerp(const Tensor& node, const OpContext& ctx) {
+  const Tensor& x = *node.src[0];
+  const int64_t C = x.ne[0], T = x.ne[1], n_mix = node.ne[2];
+  const float* px = static_cast<const float*>(x.data);
+  const float* pp = static_cast<const float*>(node.src[1]->data);
+  const float* mix = static_cast<const float*>(node.src[2]->data);
+  float* py = static_cast<float*>(node.data);
+  const RwkvKernels* kern = rwkv_kernels();
+  const auto lerp = kern ? kern->lerp : rwkv_ref::lerp;
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t t0, t1;
+    split_range(T, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t) lerp(px + t * C, pp + t * C, mix, n_mix, py + t * C, T * C, C);
   });
 }
 

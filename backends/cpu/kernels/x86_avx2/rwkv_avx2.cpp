@@ -7,6 +7,7 @@
 // exp / sigmoid: llama_order::expf_avx512 on 8 lanes: its FMAs, and
 // vscalefps's j * 2^n as (j * 2^a) * 2^(n - a), a = trunc(n / 2) (the scalar
 // form's scale_pow2), 0 / inf where |n| > 192; the tail through a buffer.
+// LERP: 8 channels at a time, a multiply and an add per mix (no FMA).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -111,9 +112,28 @@ void row(const float* x, float* y, int64_t n) {
 void exp_row(const float* x, float* y, int64_t n) { row<false>(x, y, n); }
 void sigmoid_row(const float* x, float* y, int64_t n) { row<true>(x, y, n); }
 
+// LERP: 8 channels at a time, p - x once, then a separate multiply and add per mix (no FMA); the last
+// C % 8 channels through the scalar form, which rounds the same way.
+// GCC writes the intrinsics' multiply and add as plain vector arithmetic, which -ffp-contract=fast would fuse.
+__attribute__((optimize("fp-contract=off"))) void lerp(const float* x, const float* p, const float* mix, int64_t n_mix,
+                                                       float* y, int64_t y_stride, int64_t C) {
+  const int64_t C8 = C & ~int64_t(7);
+  for (int64_t j = 0; j < C8; j += 8) {
+    const __m256 xj = _mm256_loadu_ps(x + j);
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p + j), xj);
+    for (int64_t i = 0; i < n_mix; ++i) {
+      const __m256 dm = _mm256_mul_ps(d, _mm256_loadu_ps(mix + i * C + j));
+      _mm256_storeu_ps(y + i * y_stride + j, _mm256_add_ps(dm, xj));
+    }
+  }
+  if (C8 == C) return;
+  for (int64_t i = 0; i < n_mix; ++i)
+    rwkv_ref::lerp(x + C8, p + C8, mix + i * C + C8, 1, y + i * y_stride + C8, 0, C - C8);
+}
+
 }  // namespace
 
-const RwkvKernels kRwkvKernels = {"avx2", wkv7_head, exp_row, sigmoid_row};
+const RwkvKernels kRwkvKernels = {"avx2", wkv7_head, exp_row, sigmoid_row, lerp};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -6,6 +6,8 @@
 // tree (256-bit halves, 128-bit halves, then within 128 bits).
 // exp / sigmoid: llama_order::expf_avx512 on 16 lanes (its FMAs, vscalefps),
 // the tail under a mask.
+// LERP: 16 channels at a time, p - x once, then a separate multiply and add
+// per mix (no FMA), the tail under a mask.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -94,9 +96,23 @@ void sigmoid_row(const float* x, float* y, int64_t n) {
   }
 }
 
+// GCC writes the intrinsics' multiply and add as plain vector arithmetic, which -ffp-contract=fast would fuse.
+__attribute__((optimize("fp-contract=off"))) void lerp(const float* x, const float* p, const float* mix, int64_t n_mix,
+                                                       float* y, int64_t y_stride, int64_t C) {
+  for (int64_t j = 0; j < C; j += 16) {
+    const __mmask16 m = tail_mask(C - j);
+    const __m512 xj = _mm512_maskz_loadu_ps(m, x + j);
+    const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), xj);
+    for (int64_t i = 0; i < n_mix; ++i) {
+      const __m512 dm = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, mix + i * C + j));
+      _mm512_mask_storeu_ps(y + i * y_stride + j, m, _mm512_add_ps(dm, xj));
+    }
+  }
+}
+
 }  // namespace
 
-const RwkvKernels kRwkvKernels = {"avx512", wkv7_head, exp_row, sigmoid_row};
+const RwkvKernels kRwkvKernels = {"avx512", wkv7_head, exp_row, sigmoid_row, lerp};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
