@@ -175,6 +175,7 @@ enum EtKernelId {
   ET_K_MUL_MAT_Q6_K = 15,
   ET_K_MUL_MAT_TU_Q8_0 = 16, /* through the tensor unit (int8 TensorFMA); the launch needs the L1 scratchpad */
   ET_K_MUL_MAT_TU_Q4_0 = 17,
+  ET_K_MUL_MAT_TU_F16 = 18, /* through the tensor unit (fp16 TensorFMA, fp32 accumulation) */
   ET_K_MUL_MAT_ID_F32 = 20,
   ET_K_MUL_MAT_ID_F16 = 21,
   ET_K_MUL_MAT_ID_Q8_0 = 22,
@@ -220,6 +221,7 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_MUL_MAT_Q6_K: return "mul_mat_q6_k";
     case ET_K_MUL_MAT_TU_Q8_0: return "mul_mat_tu_q8_0";
     case ET_K_MUL_MAT_TU_Q4_0: return "mul_mat_tu_q4_0";
+    case ET_K_MUL_MAT_TU_F16: return "mul_mat_tu_f16";
     case ET_K_MUL_MAT_ID_F32: return "mul_mat_id_f32";
     case ET_K_MUL_MAT_ID_F16: return "mul_mat_id_f16";
     case ET_K_MUL_MAT_ID_Q8_0: return "mul_mat_id_q8_0";
