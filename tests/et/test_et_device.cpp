@@ -234,6 +234,27 @@ TEST(EtDevice, SupportReasons) {
   EXPECT_TRUE(f.et->kernels().count(ET_K_ADD_F32));
 }
 
+// The lowering sends prompt-sized MUL_MATs (>= tensor_rows activation rows) of the three
+// tensor-unit weight types to the tensor unit, and decode rows, tensor_rows = 0 and shapes the
+// tile cannot take (F16 with K % 32 != 0, N % 16 != 0) to the SIMD kernels.
+TEST(EtDevice, TensorUnitChosenFromTheRowThreshold) {
+  Graph g;
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    BuiltCase prompt = build_case({Op::MulMat, t, 32, 64, 256}, g, 1, false);
+    BuiltCase decode = build_case({Op::MulMat, t, 1, 64, 256}, g, 1, false);
+    EXPECT_TRUE(et::uses_tensor_unit(et::choose_kernel(*prompt.out, 32).kernel_id)) << dtype_name(t);
+    EXPECT_FALSE(et::uses_tensor_unit(et::choose_kernel(*prompt.out, 33).kernel_id)) << dtype_name(t);
+    EXPECT_FALSE(et::uses_tensor_unit(et::choose_kernel(*prompt.out, 0).kernel_id)) << dtype_name(t);
+    EXPECT_FALSE(et::uses_tensor_unit(et::choose_kernel(*decode.out, 32).kernel_id)) << dtype_name(t);
+    BuiltCase odd_n = build_case({Op::MulMat, t, 32, 24, 256}, g, 1, false);
+    EXPECT_FALSE(et::uses_tensor_unit(et::choose_kernel(*odd_n.out, 32).kernel_id)) << dtype_name(t);
+  }
+  BuiltCase f16 = build_case({Op::MulMat, DType::F16, 32, 64, 256}, g, 1, false);
+  EXPECT_EQ(et::choose_kernel(*f16.out, 16).kernel_id, uint32_t(ET_K_MUL_MAT_TU_F16));
+  BuiltCase f16_k = build_case({Op::MulMat, DType::F16, 32, 64, 72}, g, 1, false);  // K % 32 != 0
+  EXPECT_EQ(et::choose_kernel(*f16_k.out, 16).kernel_id, uint32_t(ET_K_MUL_MAT_F16));
+}
+
 TEST(EtDevice, UnavailableBackendSaysWhy) {
   EXPECT_NE(et_unavailable_reason("etrt").find("not built"), std::string::npos);
   test::expect_error([] { make_registry({"et:card"}, 1); }, {"ET backend is unavailable", "etrt"});

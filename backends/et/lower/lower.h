@@ -24,9 +24,10 @@ struct KernelChoice {
 
 // The kernel that computes `node`, or why there is none. Does not look at
 // whether the device image has it (EtDevice checks that). `tensor_rows`: a
-// MUL_MAT of Q8_0 / Q4_0 weights with at least this many activation rows (a
-// prompt) runs through the tensor unit (ET_K_MUL_MAT_TU_*) when its shape
-// allows (N % 16 == 0, output rows whole 64-byte lines); 0 = never.
+// MUL_MAT of Q8_0 / Q4_0 / F16 weights with at least this many activation rows
+// (a prompt) runs through the tensor unit (ET_K_MUL_MAT_TU_*) when its shape
+// allows (N % 16 == 0, output rows whole 64-byte lines; F16: K % 32 == 0);
+// 0 = never.
 KernelChoice choose_kernel(const Tensor& node, uint32_t tensor_rows = 0);
 
 // Whether kernel `id` issues tensor-unit instructions (its launch needs the
