@@ -6,13 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/et/abi/et_kernel_abi.h"
 #include "backends/et/driver/fake/fake_driver.h"
 #include "backends/et/host/et_device.h"
 #include "backends/et/kernels/et_kernel_images.h"
 #include "backends/et/lower/lower.h"
+#include "backends/et/perf/et_cost_model.h"
 #include "backends/factory/backend_factory.h"
 #include "backends/factory/op_cases.h"
 #include "graph/registry.h"
@@ -253,6 +257,44 @@ TEST(EtDevice, TensorUnitChosenFromTheRowThreshold) {
   EXPECT_EQ(et::choose_kernel(*f16.out, 16).kernel_id, uint32_t(ET_K_MUL_MAT_TU_F16));
   BuiltCase f16_k = build_case({Op::MulMat, DType::F16, 32, 64, 72}, g, 1, false);  // K % 32 != 0
   EXPECT_EQ(et::choose_kernel(*f16_k.out, 16).kernel_id, uint32_t(ET_K_MUL_MAT_F16));
+}
+
+// The crossover of the tensor unit (docs/PERF.md "The tensor-unit crossover"): one MUL_MAT of
+// SmolLM2's attention shape (K = N = 576) per weight type and activation rows M, on the emulator
+// (1 shire, 64 harts, op by op) through the SIMD kernel (tensor_rows = 0) and the tensor unit
+// (tensor_rows = 1): the emulated instructions (every hart's kernel cycles) and the card model's
+// node time (the launch's fixed cost left out), as a markdown table. Minutes of emulation: with
+// OPAL_ET_CROSSOVER=1 only.
+TEST(EtDevice, TensorUnitCrossoverTable) {
+  if (!et_unavailable_reason().empty()) GTEST_SKIP() << et_unavailable_reason();
+  const char* e = std::getenv("OPAL_ET_CROSSOVER");
+  if (!e || std::string(e) != "1") GTEST_SKIP() << "set OPAL_ET_CROSSOVER=1 (minutes of emulation)";
+  std::printf(
+      "| type | M | SIMD instructions | tensor unit instructions | SIMD predicted us | tensor unit predicted us |"
+      " tensor unit / SIMD |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
+    for (int64_t m : {1, 4, 8, 16, 32, 64, 128}) {
+      double insns[2], us[2];
+      for (int tu = 0; tu < 2; ++tu) {
+        auto reg = make_registry({}, 1);
+        EtOptions o;
+        o.fusion = false;
+        o.tensor_rows = uint32_t(tu);
+        auto dev = make_et_device(o);
+        EtDevice* et = dev.get();
+        reg->add(std::move(dev));
+        CountingHooks hooks;
+        run_case({Op::MulMat, t, m, 576, 576}, std::move(reg), et, &hooks);
+        ASSERT_EQ(hooks.kernels.size(), 1u);
+        EXPECT_EQ(hooks.kernels[0].find("mul_mat_tu_") == 0, tu == 1) << hooks.kernels[0];
+        EXPECT_EQ(et->et_stats().nodes_fallback, 0u);
+        insns[tu] = hooks.counters.at("et_insns");
+        us[tu] = (et->et_stats().predicted_s - et::card_model().launch_s) * 1e6;
+      }
+      std::printf("| %s | %lld | %.0f | %.0f | %.2f | %.2f | %.2f |\n", dtype_name(t), (long long)m, insns[0], insns[1],
+                  us[0], us[1], us[1] / us[0]);
+      std::fflush(stdout);
+    }
 }
 
 TEST(EtDevice, UnavailableBackendSaysWhy) {

@@ -29,6 +29,7 @@ struct MmCase {
   int64_t K, N, T, wb = 1, xb = 1;  // weight batches, activation batches (a multiple)
   uint32_t minions = 0x3;
   bool tensor = false;  // a tensor-unit kernel: the launch gets the L1 scratchpad
+  bool card = false;    // on the emulator set up as a card (the kernel entry turns the scratchpad on)
 };
 
 void check_mul_mat(const MmCase& c) {
@@ -45,6 +46,7 @@ void check_mul_mat(const MmCase& c) {
     dequantize_row(c.type, wq.data() + uint64_t(r) * wrow, wd.data() + r * c.K, c.K);
 
   EtDevice dev;
+  dev.card = c.card;
   dev.minion_mask = c.minions;
   dev.scratchpad = c.tensor;
   EtMulMatArgs a{};
@@ -117,6 +119,9 @@ TEST(EtMulMatTensor, Q8_0TwoKChunksOddBlocks) {
 // rounds it, the weight rows loaded straight into the scratchpad; a partial activation chunk, two
 // K chunks (K = 1024 + 64: the second adds into dst) and batch broadcast.
 TEST(EtMulMatTensor, F16ManyRows) { check_mul_mat({DType::F16, ET_K_MUL_MAT_TU_F16, 256, 32, 33, 1, 1, 0x3, true}); }
+TEST(EtMulMatTensor, F16OnACardSetUp) {
+  check_mul_mat({DType::F16, ET_K_MUL_MAT_TU_F16, 256, 32, 20, 1, 1, 0x3, true, true});
+}
 TEST(EtMulMatTensor, F16TwoKChunksBatched) {
   check_mul_mat({DType::F16, ET_K_MUL_MAT_TU_F16, 1024 + 64, 32, 17, 2, 4, 0xF, true});
 }
