@@ -108,15 +108,15 @@ std::string fault_error(uint32_t mode) {
   return "";
 }
 
-// The prompt's MUL_MATs through the tensor unit (EtOptions::tensor_rows = 4: the 4-token batch
+// The prompt's MUL_MATs through the tensor unit (EtOptions::tensor_rows all 4: the 4-token batch
 // qualifies) inside the fused launch, against the SIMD kernels: the checker stays clean, no node
 // falls back, the prompt rows differ (another kernel ran) but only within `tol` of the logits'
 // spread, and the decode row (1 activation row: SIMD on both) is bit-identical when `step_exact`
 // (else within `tol` too: it reads the K/V the prompt's projections wrote).
 void check_tensor_unit_prompt(const char* stem, double tol, bool step_exact) {
   EtOptions tu, simd;
-  tu.tensor_rows = 4;
-  simd.tensor_rows = 0;
+  tu.tensor_rows = et::TensorRows::all(4);
+  simd.tensor_rows = et::TensorRows::all(0);
   const ModelRun a = run_model(tu, stem), b = run_model(simd, stem);
   ASSERT_EQ(a.logits.size(), b.logits.size());
   EXPECT_EQ(a.stats.nodes_fallback, 0u);
