@@ -176,7 +176,9 @@ static float block_amax(const float* x) {
   return r;
 }
 
-static void block_round_store(int8_t* q, const float* x, float id) {
+/* q[off[k]] = round-half-even(x[k] * id) for the 32 values of a block (fscb.ps scatters by the
+ * byte offsets off[0..31]: k_off8 stores them in order, k_panel_off into a TensorFMA B panel). */
+static void block_round_store(int8_t* q, const float* x, float id, const int32_t* off) {
   __asm__ volatile(ETI_FBC(ft7, 0, i) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o)
                        ETI_FLW(ft0, 0, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft8, q)
                            ETI_FLW(ft0, 32, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0)
@@ -184,17 +186,21 @@ static void block_round_store(int8_t* q, const float* x, float id) {
                                    ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft10, q) ETI_FLW(ft0, 96, x)
                                        ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft11, q)
                    :
-                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(k_off8)
+                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(off)
                    : "ft0", "ft7", "ft8", "ft9", "ft10", "ft11", "memory");
 }
 
+/* One Q8_0 block of 32 activations: the quants to q at the offsets off (block_round_store),
+ * returns the block's scale d (amax / 127 rounded through f16, as the CPU's quantizer stores it). */
+static float quantize_block_q8_0(int8_t* q, const float* x, const int32_t* off) {
+  const float amax = block_amax(x);
+  const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
+  block_round_store(q, x, id, off);
+  return et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
+}
+
 static void quantize_q8_0(const float* x, int64_t k, int8_t* q, float* d) {
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const float amax = block_amax(x + 32 * b);
-    const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
-    d[b] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
-    block_round_store(q + 32 * b, x + 32 * b, id);
-  }
+  for (int64_t b = 0; b < k / 32; ++b) d[b] = quantize_block_q8_0(q + 32 * b, x + 32 * b, k_off8);
 }
 
 /* Q8_K activation row: q[K], d[K/256], xsum[K/32] (sum of each 32 quants). */
@@ -552,18 +558,6 @@ static const int32_t k_panel_off[32] = {0,   1,   2,   3,   64,  65,  66,  67,  
                                         256, 257, 258, 259, 320, 321, 322, 323, 384, 385, 386, 387, 448, 449, 450, 451};
 static const int32_t k_off_h[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
 
-static void block_round_scatter(int8_t* q, const float* x, float id) {
-  __asm__ volatile(ETI_FBC(ft7, 0, i) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o)
-                       ETI_FLW(ft0, 0, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft8, q)
-                           ETI_FLW(ft0, 32, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0)
-                               ETI_FSCB(ft0, ft9, q) ETI_FLW(ft0, 64, x) ETI_FMUL(ft0, ft0, ft7)
-                                   ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft10, q) ETI_FLW(ft0, 96, x)
-                                       ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft11, q)
-                   :
-                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(k_panel_off)
-                   : "ft0", "ft7", "ft8", "ft9", "ft10", "ft11", "memory");
-}
-
 /* The 32 int8 quants of one weight block into 32 staged bytes at s: Q8_0 (qs at w + 2, halfword
  * aligned) by two halfword gathers and scatters; Q4_0 (16 bytes of nibbles at w + 2) unpacked to
  * lo - 8 (k 0..15) and hi - 8 (k 16..31). */
@@ -701,10 +695,7 @@ static int64_t mul_mat_tensor(const void* args, uint32_t want) {
             continue;
           }
           const float* xr = (const float*)(xb + (t0 + j) * x->nb[1]) + (kb0 + b) * 32;
-          const float amax = block_amax(xr);
-          const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
-          pd[b * 16 + j] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
-          block_round_scatter(q, xr, id);
+          pd[b * 16 + j] = quantize_block_q8_0(q, xr, k_panel_off);
         }
       /* TensorLoad reads past the L1: the panel goes to L2 first */
       et_evict(ET_CACHE_L2, panel, (uint64_t)kc * 512);
