@@ -14,15 +14,16 @@ namespace opal {
 
 namespace {
 // OPAL_ET_TENSOR_ROWS=N (a measurement knob, docs/backends/et.md): the activation rows from which
-// a Q8_0 / Q4_0 MUL_MAT runs through the ET tensor unit (EtOptions::tensor_rows; 0 = never).
-uint32_t et_tensor_rows() {
+// a Q8_0 / Q4_0 / F16 MUL_MAT runs through the ET tensor unit (every type; 0 = never); unset: the
+// measured per-type defaults (EtOptions::tensor_rows).
+et::TensorRows et_tensor_rows() {
   const char* v = std::getenv("OPAL_ET_TENSOR_ROWS");
   if (!v || !*v) return EtOptions{}.tensor_rows;
   char* end = nullptr;
   const unsigned long n = std::strtoul(v, &end, 10);
   if (*end != '\0' || n > 1000000)
     fail("OPAL_ET_TENSOR_ROWS='{}': expected a row count (0 = never use the ET tensor unit)", v);
-  return uint32_t(n);
+  return et::TensorRows::all(uint32_t(n));
 }
 }  // namespace
 

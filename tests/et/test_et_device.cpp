@@ -6,13 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <tuple>
 
 #include "backends/et/abi/et_kernel_abi.h"
 #include "backends/et/driver/fake/fake_driver.h"
 #include "backends/et/host/et_device.h"
 #include "backends/et/kernels/et_kernel_images.h"
 #include "backends/et/lower/lower.h"
+#include "backends/et/perf/et_cost_model.h"
 #include "backends/factory/backend_factory.h"
 #include "backends/factory/op_cases.h"
 #include "graph/registry.h"
@@ -232,6 +237,96 @@ TEST(EtDevice, SupportReasons) {
   EXPECT_TRUE(f.et->supports(*add.out)) << f.et->supports(*add.out).reason;
   for (uint32_t id : f.et->kernels()) EXPECT_NE(et_kernel_name(id), nullptr) << id;
   EXPECT_TRUE(f.et->kernels().count(ET_K_ADD_F32));
+}
+
+// The lowering sends prompt-sized MUL_MATs (>= tensor_rows activation rows) of the three
+// tensor-unit weight types to the tensor unit, and decode rows, tensor_rows = 0 and shapes the
+// tile cannot take (F16 with K % 32 != 0, N % 16 != 0) to the SIMD kernels.
+TEST(EtDevice, TensorUnitChosenFromTheRowThreshold) {
+  Graph g;
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    BuiltCase prompt = build_case({Op::MulMat, t, 32, 64, 256}, g, 1, false);
+    BuiltCase decode = build_case({Op::MulMat, t, 1, 64, 256}, g, 1, false);
+    const auto tr = et::TensorRows::all;
+    EXPECT_TRUE(et::uses_tensor_unit(et::choose_kernel(*prompt.out, tr(32)).kernel_id)) << dtype_name(t);
+    EXPECT_FALSE(et::uses_tensor_unit(et::choose_kernel(*prompt.out, tr(33)).kernel_id)) << dtype_name(t);
+    EXPECT_FALSE(et::uses_tensor_unit(et::choose_kernel(*prompt.out, tr(0)).kernel_id)) << dtype_name(t);
+    EXPECT_FALSE(et::uses_tensor_unit(et::choose_kernel(*decode.out, tr(32)).kernel_id)) << dtype_name(t);
+    BuiltCase odd_n = build_case({Op::MulMat, t, 32, 24, 256}, g, 1, false);
+    EXPECT_FALSE(et::uses_tensor_unit(et::choose_kernel(*odd_n.out, tr(32)).kernel_id)) << dtype_name(t);
+  }
+  BuiltCase f16 = build_case({Op::MulMat, DType::F16, 32, 64, 256}, g, 1, false);
+  EXPECT_EQ(et::choose_kernel(*f16.out, et::TensorRows::all(16)).kernel_id, uint32_t(ET_K_MUL_MAT_TU_F16));
+  BuiltCase f16_k = build_case({Op::MulMat, DType::F16, 32, 64, 72}, g, 1, false);  // K % 32 != 0
+  EXPECT_EQ(et::choose_kernel(*f16_k.out, et::TensorRows::all(16)).kernel_id, uint32_t(ET_K_MUL_MAT_F16));
+  // the measured defaults: F16 from 1 row, Q8_0 / Q4_0 from 4
+  const et::TensorRows d;
+  const std::tuple<DType, int64_t, bool> cases[] = {{DType::F16, 1, true},
+                                                    {DType::Q8_0, 3, false},
+                                                    {DType::Q8_0, 4, true},
+                                                    {DType::Q4_0, 3, false},
+                                                    {DType::Q4_0, 4, true}};
+  for (const auto& [t, m, tu] : cases) {
+    BuiltCase b = build_case({Op::MulMat, t, m, 64, 256}, g, 1, false);
+    EXPECT_EQ(et::uses_tensor_unit(et::choose_kernel(*b.out, d).kernel_id), tu) << dtype_name(t) << " m=" << m;
+  }
+}
+
+// The card model's split of a SIMD MUL_MAT: N/16 harts (16 weight rows each, matmul.c) whatever
+// its activation rows, two harts per minion; elementwise nodes keep a hart per output line. The
+// fp16 tiles run at half the int8 rate.
+TEST(EtDevice, CardModelSplitsASimdMulMatByItsWeightRows) {
+  Graph g;
+  const et::CardModel& m = et::card_model();
+  BuiltCase mm = build_case({Op::MulMat, DType::Q8_0, 32, 576, 576}, g, 1, false);
+  const uint64_t insns = 18'000'000;  // 1 ms on the 18 minions 36 harts fill
+  EXPECT_NEAR(et::predict_node_s(*mm.out, insns, ET_K_MUL_MAT_Q8_0), insns / (18 * m.clock_hz), 1e-9);
+  BuiltCase add = build_case({Op::Add, DType::F32, 32, 1, 576}, g, 1, false);
+  const double add_minions = double(add.out->nbytes() / 64 / 2);  // a hart per output line
+  EXPECT_NEAR(et::predict_node_s(*add.out, insns, ET_K_ADD_F32), insns / (add_minions * m.clock_hz), 1e-9);
+  BuiltCase f16 = build_case({Op::MulMat, DType::F16, 32, 576, 576}, g, 1, false);
+  BuiltCase q8 = build_case({Op::MulMat, DType::Q8_0, 32, 576, 576}, g, 1, false);
+  EXPECT_NEAR(et::tensor_unit_s(*f16.out), 2 * et::tensor_unit_s(*q8.out), 1e-12);
+  // 72 items (36 x 2) on 72 minions, 18 tiles of 8,192 MACs each at 64 int8 MACs per cycle
+  EXPECT_NEAR(et::tensor_unit_s(*q8.out), 18 * 8192.0 / 64 / m.clock_hz, 1e-12);
+}
+
+// The crossover of the tensor unit (docs/PERF.md "The tensor-unit crossover"): one MUL_MAT of
+// SmolLM2's attention shape (K = N = 576) per weight type and activation rows M, on the emulator
+// (1 shire, 64 harts, op by op) through the SIMD kernel (tensor_rows = 0) and the tensor unit
+// (tensor_rows = 1): the emulated instructions (every hart's kernel cycles) and the card model's
+// node time (the launch's fixed cost left out), as a markdown table. Minutes of emulation: with
+// OPAL_ET_CROSSOVER=1 only.
+TEST(EtDevice, TensorUnitCrossoverTable) {
+  if (!et_unavailable_reason().empty()) GTEST_SKIP() << et_unavailable_reason();
+  const char* e = std::getenv("OPAL_ET_CROSSOVER");
+  if (!e || std::string(e) != "1") GTEST_SKIP() << "set OPAL_ET_CROSSOVER=1 (minutes of emulation)";
+  std::printf(
+      "| type | M | SIMD instructions | tensor unit instructions | SIMD predicted us | tensor unit predicted us |"
+      " tensor unit / SIMD |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
+    for (int64_t m : {1, 4, 8, 16, 32, 64, 128}) {
+      double insns[2], us[2];
+      for (int tu = 0; tu < 2; ++tu) {
+        auto reg = make_registry({}, 1);
+        EtOptions o;
+        o.fusion = false;
+        o.tensor_rows = et::TensorRows::all(uint32_t(tu));
+        auto dev = make_et_device(o);
+        EtDevice* et = dev.get();
+        reg->add(std::move(dev));
+        CountingHooks hooks;
+        run_case({Op::MulMat, t, m, 576, 576}, std::move(reg), et, &hooks);
+        ASSERT_EQ(hooks.kernels.size(), 1u);
+        EXPECT_EQ(hooks.kernels[0].find("mul_mat_tu_") == 0, tu == 1) << hooks.kernels[0];
+        EXPECT_EQ(et->et_stats().nodes_fallback, 0u);
+        insns[tu] = hooks.counters.at("et_insns");
+        us[tu] = (et->et_stats().predicted_s - et::card_model().launch_s) * 1e6;
+      }
+      std::printf("| %s | %lld | %.0f | %.0f | %.2f | %.2f | %.2f |\n", dtype_name(t), (long long)m, insns[0], insns[1],
+                  us[0], us[1], us[1] / us[0]);
+      std::fflush(stdout);
+    }
 }
 
 TEST(EtDevice, UnavailableBackendSaysWhy) {

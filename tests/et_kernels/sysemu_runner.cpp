@@ -27,15 +27,15 @@ uint64_t block_bytes(uint32_t type, int64_t* block) {
 
 }  // namespace
 
-et::Driver* sysemu_driver() {
-  static std::unique_ptr<et::Driver> drv;
-  static std::string why;
+namespace {
+et::Driver* open_sysemu(std::unique_ptr<et::Driver>& drv, std::string& why, bool card) {
   if (!drv && why.empty()) {
     try {
       et::DriverOptions o;
       o.kind = "sysemu";
       o.harts = et::HartSet{0x1, 0xFFFFFFFF, 2};
-      o.mem_check = true;
+      o.mem_check = !card;
+      o.card_scratchpad = card;
       drv = et::open_driver(o);
     } catch (const Error& e) {
       why = e.what();
@@ -44,14 +44,27 @@ et::Driver* sysemu_driver() {
   if (!drv) ADD_FAILURE() << "the ET emulator driver is unavailable: " << why;
   return drv.get();
 }
+}  // namespace
+
+et::Driver* sysemu_driver() {
+  static std::unique_ptr<et::Driver> drv;
+  static std::string why;
+  return open_sysemu(drv, why, false);
+}
+
+et::Driver* sysemu_card_driver() {
+  static std::unique_ptr<et::Driver> drv;
+  static std::string why;
+  return open_sysemu(drv, why, true);
+}
 
 EtDevice::~EtDevice() {
-  if (et::Driver* d = sysemu_driver())
+  if (et::Driver* d = card ? sysemu_card_driver() : sysemu_driver())
     for (uint64_t a : allocs_) d->free(a);
 }
 
 uint64_t EtDevice::alloc(uint64_t bytes) {
-  et::Driver* d = sysemu_driver();
+  et::Driver* d = card ? sysemu_card_driver() : sysemu_driver();
   if (!d) return ET_HEAP_BASE;
   uint64_t a = d->alloc((bytes + 63) / 64 * 64, 64);
   allocs_.push_back(a);
@@ -59,11 +72,11 @@ uint64_t EtDevice::alloc(uint64_t bytes) {
 }
 
 void EtDevice::write(uint64_t addr, const void* src, uint64_t bytes) {
-  if (et::Driver* d = sysemu_driver()) d->copy_in(addr, src, bytes);
+  if (et::Driver* d = card ? sysemu_card_driver() : sysemu_driver()) d->copy_in(addr, src, bytes);
 }
 
 void EtDevice::read(uint64_t addr, void* dst, uint64_t bytes) const {
-  if (et::Driver* d = sysemu_driver()) d->copy_out(addr, dst, bytes);
+  if (et::Driver* d = card ? sysemu_card_driver() : sysemu_driver()) d->copy_out(addr, dst, bytes);
 }
 
 EtArgsHeader EtDevice::header(uint32_t kernel_id, uint32_t blob_bytes) const {
@@ -79,16 +92,16 @@ EtArgsHeader EtDevice::header(uint32_t kernel_id, uint32_t blob_bytes) const {
 
 EtRunResult EtDevice::run(const std::string& image, const void* blob, uint64_t blob_bytes) {
   EtRunResult r;
-  et::Driver* d = sysemu_driver();
+  et::Driver* d = card ? sysemu_card_driver() : sysemu_driver();
   if (!d) return r;
   std::span<const uint8_t> kern = et::et_kernel_image(image);
   if (kern.empty()) {
     ADD_FAILURE() << "no ET kernel image '" << image << "' (" << et::et_kernels_unavailable_reason() << ")";
     return r;
   }
-  static std::map<std::string, et::CodeId> loaded;
-  auto it = loaded.find(image);
-  if (it == loaded.end()) it = loaded.emplace(image, d->load_code(image, kern)).first;
+  static std::map<std::pair<et::Driver*, std::string>, et::CodeId> loaded;
+  auto it = loaded.find({d, image});
+  if (it == loaded.end()) it = loaded.emplace(std::make_pair(d, image), d->load_code(image, kern)).first;
   et::LaunchRequest rq;
   rq.code = it->second;
   const auto* h = static_cast<const EtArgsHeader*>(blob);

@@ -17,6 +17,12 @@ namespace opal::et_test {
 // The process's sysemu driver (shire 0, 32 minions, 2 threads, coherence checker on); null, with
 // a test failure naming why (no sw-sysemu at configure time, OPAL_SHARED_DIR), if it cannot open.
 et::Driver* sysemu_driver();
+// A second one set up as a card sets up the L1 (DriverOptions::card_scratchpad: the firmware's
+// split mode only; a scratchpad launch's kernel entry turns the scratchpad on itself). Its
+// coherence checker is off: the checker wants every L1 line of the minion invalid when the cache
+// mode changes, which U-mode code cannot arrange (EvictSW is an M-mode CSR, and the minion's
+// other hart runs meanwhile); on the chip the scratchpad sets are apart from the cache's.
+et::Driver* sysemu_card_driver();
 
 struct EtRunResult {
   bool passed = false;      // every hart returned ET_STATUS_OK
@@ -36,6 +42,7 @@ class EtDevice {
   uint32_t threads = 2;
   uint64_t max_cycles = 20000000;
   bool scratchpad = false;  // the launch uses the tensor unit (L1 scratchpad on)
+  bool card = false;        // on sysemu_card_driver() (set before the first alloc)
 
   // Device memory (64-byte aligned, zeroed), freed with the EtDevice.
   uint64_t alloc(uint64_t bytes);

@@ -29,6 +29,7 @@ struct MmCase {
   int64_t K, N, T, wb = 1, xb = 1;  // weight batches, activation batches (a multiple)
   uint32_t minions = 0x3;
   bool tensor = false;  // a tensor-unit kernel: the launch gets the L1 scratchpad
+  bool card = false;    // on the emulator set up as a card (the kernel entry turns the scratchpad on)
 };
 
 void check_mul_mat(const MmCase& c) {
@@ -45,6 +46,7 @@ void check_mul_mat(const MmCase& c) {
     dequantize_row(c.type, wq.data() + uint64_t(r) * wrow, wd.data() + r * c.K, c.K);
 
   EtDevice dev;
+  dev.card = c.card;
   dev.minion_mask = c.minions;
   dev.scratchpad = c.tensor;
   EtMulMatArgs a{};
@@ -77,6 +79,9 @@ void check_mul_mat(const MmCase& c) {
           wmax = std::max(wmax, std::fabs(double(w[i])));
         }
         double tol = 2.0 * double(c.K / 8 + 16) * u * mag;
+        // the fp16 TensorFMA rounds toward zero at each of its K/2 pair steps (at most 1 ulp of
+        // the partial sum each), plus one round-to-nearest add per K chunk
+        if (c.kernel == ET_K_MUL_MAT_TU_F16) tol += double(c.K / 2 + c.K / 1024 + 1) * 2.0 * u * mag;
         if (act != DType::F32 && act != DType::F16) tol += wmax * dmax * 1.01;
         const float got = out[size_t((b * c.T + t) * c.N + n)];
         ASSERT_LE(std::fabs(double(got) - want), tol)
@@ -109,6 +114,16 @@ TEST(EtMulMatTensor, Q8_0ManyRows) { check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_TU
 TEST(EtMulMatTensor, Q4_0Batched) { check_mul_mat({DType::Q4_0, ET_K_MUL_MAT_TU_Q4_0, 320, 64, 20, 2, 4, 0xF, true}); }
 TEST(EtMulMatTensor, Q8_0TwoKChunksOddBlocks) {
   check_mul_mat({DType::Q8_0, ET_K_MUL_MAT_TU_Q8_0, 4096 + 96, 16, 17, 1, 1, 0x1, true});
+}
+// F16 weights through the fp16 TensorFMA (mul_mat_tensor_f16): x rounded to f16 as the CPU
+// rounds it, the weight rows loaded straight into the scratchpad; a partial activation chunk, two
+// K chunks (K = 1024 + 64: the second adds into dst) and batch broadcast.
+TEST(EtMulMatTensor, F16ManyRows) { check_mul_mat({DType::F16, ET_K_MUL_MAT_TU_F16, 256, 32, 33, 1, 1, 0x3, true}); }
+TEST(EtMulMatTensor, F16OnACardSetUp) {
+  check_mul_mat({DType::F16, ET_K_MUL_MAT_TU_F16, 256, 32, 20, 1, 1, 0x3, true, true});
+}
+TEST(EtMulMatTensor, F16TwoKChunksBatched) {
+  check_mul_mat({DType::F16, ET_K_MUL_MAT_TU_F16, 1024 + 64, 32, 17, 2, 4, 0xF, true});
 }
 // The same prompt-shaped product through the SIMD kernel and the tensor unit: the emulated
 // instructions (every hart's kernel cycles summed) are printed; the tensor unit needs under a third.

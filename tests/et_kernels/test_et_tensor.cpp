@@ -6,9 +6,11 @@
 // sum is exact) must match exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
+#include "core/error.h"
 #include "core/fp16.h"
 #include "sysemu_runner.h"
 
@@ -21,8 +23,9 @@ struct Tile {
 };
 
 std::vector<int32_t> run_tile(const Tile& t, uint32_t type, uint32_t arows, uint32_t kvals, uint32_t aoff,
-                              EtRunResult* res, bool scratchpad = true) {
+                              EtRunResult* res, bool scratchpad = true, bool card = false) {
   EtDevice dev;
+  dev.card = card;
   dev.scratchpad = scratchpad;
   EtTestTensorArgs a{};
   a.h = dev.header(ET_K_TEST_TENSOR, sizeof(a));
@@ -119,6 +122,61 @@ TEST(EtTensor, WithoutTheScratchpadTheTensorErrorIsReported) {
   // and the next launch with the scratchpad works on the same chip
   auto c = run_tile(t, 0, 16, 32, 0, &r);
   EXPECT_TRUE(r.passed) << r.log;
+}
+
+// A card's launch (the etrt driver): the firmware only splits the L1, and the blob's header asks
+// the kernel entry to turn the scratchpad on (card_launch_blob: ET_ARGS_SCP_ON_ENTRY, set for
+// scratchpad launches only; a blob shorter than a header is refused naming the kernel).
+TEST(EtTensor, CardLaunchBlobAsksTheKernelForTheScratchpad) {
+  et::LaunchRequest rq;
+  rq.kernel = "mul_mat_tu_f16";
+  EtArgsHeader h{};
+  h.abi_version = ET_ABI_VERSION;
+  h.kernel_id = ET_K_MUL_MAT_TU_F16;
+  rq.args.resize(sizeof(EtMulMatArgs));
+  std::memcpy(rq.args.data(), &h, sizeof h);
+  EXPECT_EQ(et::card_launch_blob(rq), rq.args);  // no scratchpad: the blob as it is
+  rq.scratchpad = true;
+  const std::vector<uint8_t> b = et::card_launch_blob(rq);
+  ASSERT_EQ(b.size(), rq.args.size());
+  EtArgsHeader got;
+  std::memcpy(&got, b.data(), sizeof got);
+  EXPECT_EQ(got.flags, uint32_t(ET_ARGS_SCP_ON_ENTRY));
+  EXPECT_EQ(got.kernel_id, uint32_t(ET_K_MUL_MAT_TU_F16));
+  EXPECT_TRUE(std::equal(b.begin() + sizeof got, b.end(), rq.args.begin() + sizeof got));  // the rest unchanged
+  rq.args.resize(16);
+  try {
+    et::card_launch_blob(rq);
+    ADD_FAILURE() << "a 16-byte blob was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'mul_mat_tu_f16'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("16 bytes"), std::string::npos) << e.what();
+  }
+}
+
+// The same tiles on the emulator set up as a card: D1Split only from the driver, the scratchpad
+// turned on by the kernel entry (dispatch.c) and off after it (coherence checker off:
+// sysemu_card_driver); a second launch on the same minions works (the entry's enabling is not a
+// second one), and without the request the tensor unit reports the missing scratchpad.
+TEST(EtTensor, TilesWorkWhenTheKernelEntryTurnsTheScratchpadOn) {
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int> q(-128, 127);
+  Tile t;
+  for (auto& v : t.a) v = uint8_t(q(rng));
+  for (auto& v : t.b) v = uint8_t(q(rng));
+  EtRunResult r1, r2, r3;
+  const auto want = run_tile(t, 0, 16, 32, 0, &r1);
+  ASSERT_TRUE(r1.passed) << r1.log;
+  const auto c1 = run_tile(t, 0, 16, 32, 0, &r2, true, true);
+  ASSERT_TRUE(r2.passed) << r2.log;
+  EXPECT_EQ(c1, want);
+  const auto c2 = run_tile(t, 0, 16, 32, 0, &r3, true, true);
+  ASSERT_TRUE(r3.passed) << r3.log;
+  EXPECT_EQ(c2, want);
+  // without a scratchpad request the card driver splits nothing and the kernel enables nothing
+  run_tile(t, 0, 16, 32, 0, &r3, false, true);
+  ASSERT_FALSE(r3.passed);
+  EXPECT_EQ(r3.launch.device_status, uint32_t(ET_STATUS_TENSOR_ERROR)) << r3.log;
 }
 
 }  // namespace

@@ -175,6 +175,7 @@ enum EtKernelId {
   ET_K_MUL_MAT_Q6_K = 15,
   ET_K_MUL_MAT_TU_Q8_0 = 16, /* through the tensor unit (int8 TensorFMA); the launch needs the L1 scratchpad */
   ET_K_MUL_MAT_TU_Q4_0 = 17,
+  ET_K_MUL_MAT_TU_F16 = 18, /* through the tensor unit (fp16 TensorFMA, fp32 accumulation) */
   ET_K_MUL_MAT_ID_F32 = 20,
   ET_K_MUL_MAT_ID_F16 = 21,
   ET_K_MUL_MAT_ID_Q8_0 = 22,
@@ -220,6 +221,7 @@ static inline const char* et_kernel_name(uint32_t id) {
     case ET_K_MUL_MAT_Q6_K: return "mul_mat_q6_k";
     case ET_K_MUL_MAT_TU_Q8_0: return "mul_mat_tu_q8_0";
     case ET_K_MUL_MAT_TU_Q4_0: return "mul_mat_tu_q4_0";
+    case ET_K_MUL_MAT_TU_F16: return "mul_mat_tu_f16";
     case ET_K_MUL_MAT_ID_F32: return "mul_mat_id_f32";
     case ET_K_MUL_MAT_ID_F16: return "mul_mat_id_f16";
     case ET_K_MUL_MAT_ID_Q8_0: return "mul_mat_id_q8_0";
@@ -255,6 +257,12 @@ static inline const char* et_kernel_name(uint32_t id) {
  * that passes it); 0 = none. Only RMS_NORM uses it in ABI version 1: with fewer rows than
  * harts and scratch_bytes >= 64 * (2 * harts + 1) it splits each row over all harts (global
  * atomics, see norm.c); without scratch it runs one hart per row. */
+/* EtArgsHeader.flags: ET_ARGS_SCP_ON_ENTRY: the device code turns the L1 scratchpad on itself at
+ * entry (ucache_control ScpEnable on every even hart, once per launch; the firmware has put the
+ * L1 in split mode) and off before it returns: how a card's launch gets the scratchpad (the
+ * etrt driver sets it for tensor-unit launches). On the emulator the driver sets the scratchpad
+ * up as the firmware and leaves it clear (enabling the scratchpad twice hangs the chip). */
+#define ET_ARGS_SCP_ON_ENTRY 1u
 typedef struct EtArgsHeader {
   uint32_t abi_version; /* ET_ABI_VERSION */
   uint32_t kernel_id;   /* EtKernelId     */
@@ -262,7 +270,7 @@ typedef struct EtArgsHeader {
   uint32_t minion_mask;
   uint32_t threads;    /* 1 or 2 */
   uint32_t blob_bytes; /* sizeof the whole Et*Args struct */
-  uint32_t flags;      /* reserved, 0 */
+  uint32_t flags;      /* ET_ARGS_* */
   uint64_t scratch;
   uint64_t scratch_bytes;
   uint64_t reserved[2];

@@ -2,6 +2,7 @@
 #include "backends/et/driver/driver.h"
 
 #include <bit>
+#include <cstring>
 
 #include "backends/et/abi/et_kernel_abi.h"
 #include "backends/et/driver/fake/fake_driver.h"
@@ -14,6 +15,19 @@
 #endif
 
 namespace opal::et {
+
+std::vector<uint8_t> card_launch_blob(const LaunchRequest& rq) {
+  std::vector<uint8_t> blob = rq.args;
+  if (!rq.scratchpad) return blob;
+  if (blob.size() < sizeof(EtArgsHeader))
+    fail("et: launch of '{}': argument blob of {} bytes is shorter than its {}-byte header", rq.kernel, blob.size(),
+         sizeof(EtArgsHeader));
+  EtArgsHeader h;
+  std::memcpy(&h, blob.data(), sizeof(h));
+  h.flags |= ET_ARGS_SCP_ON_ENTRY;
+  std::memcpy(blob.data(), &h, sizeof(h));
+  return blob;
+}
 
 unsigned HartSet::count() const {
   return unsigned(std::popcount(shire_mask)) * unsigned(std::popcount(minion_mask)) * threads;

@@ -124,7 +124,16 @@ struct DriverOptions {
   HartSet harts;                // sysemu: the emulated chip's enabled harts
   bool mem_check = true;        // sysemu: the coherence checker
   bool echo_log = false;        // sysemu: copy emulator messages to stderr
+  // sysemu: set up scratchpad launches as on a card (the firmware's part only: the L1 in split
+  // mode; the kernel's entry turns the scratchpad on, card_launch_blob), to test that path
+  bool card_scratchpad = false;
 };
+
+// The argument blob a card launch sends for `rq`: rq.args, with ET_ARGS_SCP_ON_ENTRY set in its
+// header's flags when the launch uses the scratchpad (the firmware only splits the L1; the
+// device code turns the scratchpad on, et_kernel_abi.h). Throws opal::Error naming the kernel
+// when the blob is shorter than an EtArgsHeader.
+std::vector<uint8_t> card_launch_blob(const LaunchRequest& rq);
 
 // Opens a driver; throws opal::Error naming why when the kind is not built or
 // cannot open.

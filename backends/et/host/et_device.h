@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "backends/et/driver/driver.h"
+#include "backends/et/lower/lower.h"
 #include "backends/et/perf/et_perf.h"
 #include "graph/backend.h"
 #include "graph/host_buffer.h"
@@ -57,11 +58,11 @@ struct EtOptions {
   // wrote or read. false (`--et-fusion off`): one launch per node.
   bool fusion = true;
   uint64_t barrier_budget = 0;  // cycles a hart may wait at one fused barrier; 0 = cycle_budget
-  // A Q8_0 / Q4_0 MUL_MAT with at least this many activation rows (a prompt)
-  // runs through the tensor unit (int8 TensorFMA, its launch with the L1
-  // scratchpad); decode (1 row) stays on the SIMD kernels. 0 = never. Not a
-  // measured crossover (docs/backends/et.md "The tensor unit for prompts").
-  uint32_t tensor_rows = 32;
+  // A Q8_0 / Q4_0 / F16 MUL_MAT with at least this many activation rows (per
+  // type) runs through the tensor unit (int8 / fp16 TensorFMA, its launch
+  // with the L1 scratchpad); the defaults are the measured crossover
+  // (lower.h TensorRows: F16 from 1 row, Q8_0 / Q4_0 from 4); all(0) = never.
+  et::TensorRows tensor_rows;
   // Test seam: in fused launches the plan's node of this index runs TEST_FAULT
   // (image "test") with fault_mode (0 fails, 1 traps, 3 never arrives) on rank 0.
   int fault_node = -1;

@@ -176,7 +176,9 @@ static float block_amax(const float* x) {
   return r;
 }
 
-static void block_round_store(int8_t* q, const float* x, float id) {
+/* q[off[k]] = round-half-even(x[k] * id) for the 32 values of a block (fscb.ps scatters by the
+ * byte offsets off[0..31]: k_off8 stores them in order, k_panel_off into a TensorFMA B panel). */
+static void block_round_store(int8_t* q, const float* x, float id, const int32_t* off) {
   __asm__ volatile(ETI_FBC(ft7, 0, i) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o)
                        ETI_FLW(ft0, 0, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft8, q)
                            ETI_FLW(ft0, 32, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0)
@@ -184,17 +186,21 @@ static void block_round_store(int8_t* q, const float* x, float id) {
                                    ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft10, q) ETI_FLW(ft0, 96, x)
                                        ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft11, q)
                    :
-                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(k_off8)
+                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(off)
                    : "ft0", "ft7", "ft8", "ft9", "ft10", "ft11", "memory");
 }
 
+/* One Q8_0 block of 32 activations: the quants to q at the offsets off (block_round_store),
+ * returns the block's scale d (amax / 127 rounded through f16, as the CPU's quantizer stores it). */
+static float quantize_block_q8_0(int8_t* q, const float* x, const int32_t* off) {
+  const float amax = block_amax(x);
+  const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
+  block_round_store(q, x, id, off);
+  return et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
+}
+
 static void quantize_q8_0(const float* x, int64_t k, int8_t* q, float* d) {
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const float amax = block_amax(x + 32 * b);
-    const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
-    d[b] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
-    block_round_store(q + 32 * b, x + 32 * b, id);
-  }
+  for (int64_t b = 0; b < k / 32; ++b) d[b] = quantize_block_q8_0(q + 32 * b, x + 32 * b, k_off8);
 }
 
 /* Q8_K activation row: q[K], d[K/256], xsum[K/32] (sum of each 32 quants). */
@@ -552,18 +558,6 @@ static const int32_t k_panel_off[32] = {0,   1,   2,   3,   64,  65,  66,  67,  
                                         256, 257, 258, 259, 320, 321, 322, 323, 384, 385, 386, 387, 448, 449, 450, 451};
 static const int32_t k_off_h[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
 
-static void block_round_scatter(int8_t* q, const float* x, float id) {
-  __asm__ volatile(ETI_FBC(ft7, 0, i) ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o)
-                       ETI_FLW(ft0, 0, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft8, q)
-                           ETI_FLW(ft0, 32, x) ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0)
-                               ETI_FSCB(ft0, ft9, q) ETI_FLW(ft0, 64, x) ETI_FMUL(ft0, ft0, ft7)
-                                   ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft10, q) ETI_FLW(ft0, 96, x)
-                                       ETI_FMUL(ft0, ft0, ft7) ETI_FCVT_PW_PS_RNE(ft0, ft0) ETI_FSCB(ft0, ft11, q)
-                   :
-                   : [x] "r"(x), [q] "r"(q), [i] "r"(&id), [o] "r"(k_panel_off)
-                   : "ft0", "ft7", "ft8", "ft9", "ft10", "ft11", "memory");
-}
-
 /* The 32 int8 quants of one weight block into 32 staged bytes at s: Q8_0 (qs at w + 2, halfword
  * aligned) by two halfword gathers and scatters; Q4_0 (16 bytes of nibbles at w + 2) unpacked to
  * lo - 8 (k 0..15) and hi - 8 (k 16..31). */
@@ -630,8 +624,8 @@ static void tile_column_out(float* out, const float* acc_col, int add) {
                      : "ft0", "ft1", "ft8", "ft9", "memory");
 }
 
-static int64_t mul_mat_tensor(const void* args, uint32_t want) {
-  const EtMulMatArgs* p = (const EtMulMatArgs*)args;
+/* The shape and type checks both tensor-unit kernels make (ET_STATUS_OK or the failure). */
+static int64_t tensor_check(const EtMulMatArgs* p, uint32_t want) {
   const EtTensor *w = &p->w, *x = &p->x, *d = &p->dst;
   if (w->type != want) return et_fail(ET_STATUS_BAD_TYPE, 0);
   if (x->type != ET_TYPE_F32) return et_fail(ET_STATUS_BAD_TYPE, 1);
@@ -644,18 +638,32 @@ static int64_t mul_mat_tensor(const void* args, uint32_t want) {
     return et_fail(ET_STATUS_BAD_SHAPE, 1);
   if (x->nb[0] != 4 || (x->addr | x->nb[1]) % 32 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 1);
   if (d->nb[0] != 4 || (d->addr | d->nb[1] | d->nb[2] | d->nb[3]) % 64 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 2);
-  const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+  if (w->nb[1] * 15 > 0x7fffffffull) return et_fail(ET_STATUS_BAD_SHAPE, 0);
+  return ET_STATUS_OK;
+}
 
-  /* the even hart of each minion; units = minions, work items = (batch, 16-row activation chunk,
-   * 16 weight rows), a contiguous range per minion (one panel per chunk it touches) */
+/* This minion's work items [*i0, *i1): (batch, 16-row activation chunk, 16 weight rows), a
+ * contiguous range per minion, worked by its even hart only (0: nothing to do here). */
+static int tensor_items(const EtMulMatArgs* p, int64_t* i0, int64_t* i1) {
   const EtSpmd s = et_spmd(&p->h);
   const uint32_t th = p->h.threads == 2 ? 2 : 1;
-  if (s.rank % th != 0) return ET_STATUS_OK;
+  if (s.rank % th != 0) return 0;
   const EtSpmd unit = {s.rank / th, s.n / th};
+  const int64_t NT = p->w.ne[1] / 16, MC = (p->x.ne[1] + 15) / 16;
+  et_split(unit, p->x.ne[3] * p->x.ne[2] * MC * NT, 1, i0, i1);
+  return *i0 < *i1;
+}
+
+static int64_t mul_mat_tensor(const void* args, uint32_t want) {
+  const EtMulMatArgs* p = (const EtMulMatArgs*)args;
+  const EtTensor *w = &p->w, *x = &p->x, *d = &p->dst;
+  const int64_t bad = tensor_check(p, want);
+  if (bad != ET_STATUS_OK) return bad;
+  const int64_t K = w->ne[0], N = w->ne[1], T = x->ne[1];
+  const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
   const int64_t NT = N / 16, MC = (T + 15) / 16, B2 = x->ne[2];
   int64_t i0, i1;
-  et_split(unit, x->ne[3] * B2 * MC * NT, 1, &i0, &i1);
-  if (i0 >= i1) return ET_STATUS_OK;
+  if (!tensor_items(p, &i0, &i1)) return ET_STATUS_OK;
 
   uint8_t panel[ET_TU_KC * 512] __attribute__((aligned(64)));
   float pd[ET_TU_KC * 16] __attribute__((aligned(64)));
@@ -665,7 +673,6 @@ static int64_t mul_mat_tensor(const void* args, uint32_t want) {
   float dw[16] __attribute__((aligned(64)));
   int32_t row_off[16] __attribute__((aligned(64)));
   const int64_t nblk = K / 32, wblk = want == ET_TYPE_Q8_0 ? 34 : 18;
-  if (w->nb[1] * 15 > 0x7fffffffull) return et_fail(ET_STATUS_BAD_SHAPE, 0);
   for (int i = 0; i < 16; ++i) row_off[i] = (int32_t)(i * w->nb[1]);
 
   for (int64_t item = i0; item < i1;) {
@@ -688,10 +695,7 @@ static int64_t mul_mat_tensor(const void* args, uint32_t want) {
             continue;
           }
           const float* xr = (const float*)(xb + (t0 + j) * x->nb[1]) + (kb0 + b) * 32;
-          const float amax = block_amax(xr);
-          const float id = amax != 0.0f ? et_divf(127.0f, amax) : 0.0f;
-          pd[b * 16 + j] = et_f16_to_f32(et_f32_to_f16(et_divf(amax, 127.0f)));
-          block_round_scatter(q, xr, id);
+          pd[b * 16 + j] = quantize_block_q8_0(q, xr, k_panel_off);
         }
       /* TensorLoad reads past the L1: the panel goes to L2 first */
       et_evict(ET_CACHE_L2, panel, (uint64_t)kc * 512);
@@ -732,3 +736,108 @@ static int64_t mul_mat_tensor_q4_0(const void* a, const EtEnv* e) {
 }
 ET_KERNEL(ET_K_MUL_MAT_TU_Q8_0, mul_mat_tensor_q8_0);
 ET_KERNEL(ET_K_MUL_MAT_TU_Q4_0, mul_mat_tensor_q4_0);
+
+/* ---- MUL_MAT of F16 weights through the tensor unit (fp16 TensorFMA, fp32 accumulation) -----
+ * dst[n, t] = sum_k w[n, k] * f16(x[t, k]): the activations rounded to f16 as the SIMD kernel and
+ * the CPU reference round them (fcvt.f16.ps, round to nearest even; f16 subnormals flush to
+ * zero), the products summed in fp32 by the tensor unit (pairs of k per pass, rounding toward
+ * zero) across a whole K chunk of ET_TU16_KC * 32 values in the f registers, then added to dst
+ * in fp32. Work items, even harts and the dst lines as mul_mat_tensor. Per (16 activation rows, K
+ * chunk) the hart converts x into a B panel on its stack in the fp16 TensorFMA B layout (per 32
+ * k one 1 KiB step of 16 lines, line g holding activation row j's k = 2g, 2g + 1 at bytes 4j..4j+3;
+ * rows past the batch zero) and evicts it to L2; then per 16 weight rows and step one TensorLoad
+ * puts the 16 weight rows' 32 halves straight from the weight tensor (row stride nb[1], a multiple
+ * of 64 as K % 32 == 0) into SCP lines 0-15, one the step's panel lines into SCP lines 16-31, and
+ * one TensorFMA16A32 (16 x 16 x 32) accumulates into f0-f31 (the first step of a chunk starts
+ * from zero). The chunk's tile is stored and written to dst transposed as mul_mat_tensor does.
+ * Needs the scratchpad, N % 16 == 0, K % 32 == 0, a 64-byte aligned weight and dst rows. */
+#define ET_TU16_KC 32 /* 32-value steps per K chunk: the B panel is ET_TU16_KC KiB of stack */
+
+/* Value k of a 32-step of activation row j goes to panel byte (k / 2) * 64 + 4j + (k % 2) * 2. */
+static const int32_t k_panel16_off[32] = {0,   2,   64,  66,  128, 130, 192, 194, 256, 258, 320,
+                                          322, 384, 386, 448, 450, 512, 514, 576, 578, 640, 642,
+                                          704, 706, 768, 770, 832, 834, 896, 898, 960, 962};
+
+/* 32 floats at x rounded to f16 and scattered into one panel step at q (= step + 4j). */
+static void step_f16_scatter(uint8_t* q, const float* x) {
+  __asm__ volatile(ETI_FLW(ft8, 0, o) ETI_FLW(ft9, 32, o) ETI_FLW(ft10, 64, o) ETI_FLW(ft11, 96, o) ETI_FLW(ft0, 0, x)
+                       ETI_FCVT_F16_PS(ft0, ft0) ETI_FSCH(ft0, ft8, q) ETI_FLW(ft0, 32, x) ETI_FCVT_F16_PS(ft0, ft0)
+                           ETI_FSCH(ft0, ft9, q) ETI_FLW(ft0, 64, x) ETI_FCVT_F16_PS(ft0, ft0) ETI_FSCH(ft0, ft10, q)
+                               ETI_FLW(ft0, 96, x) ETI_FCVT_F16_PS(ft0, ft0) ETI_FSCH(ft0, ft11, q)
+                   :
+                   : [x] "r"(x), [q] "r"(q), [o] "r"(k_panel16_off)
+                   : "ft0", "ft8", "ft9", "ft10", "ft11", "memory");
+}
+
+/* `steps` TensorLoad + TensorFMA16A32 pairs accumulating one 16 x 16 fp32 tile in f0-f31 (A: 16
+ * weight rows of 64 bytes at a, a + stride, ...; B: the panel steps at b, 1 KiB apart), then the
+ * tile to out (1 KiB, row i = weight row i). One asm statement: nothing may touch an f register
+ * while the tile accumulates. */
+static void tile_f16_run(const uint8_t* a, uint64_t stride, const uint8_t* b, int64_t steps, void* out) {
+  const uint64_t bload = (16ull << 53) | 15ull; /* SCP line 16, 16 lines */
+  uint64_t ctrl = et_tensor_fma16_ctrl(16, 32, 0, 0, 16), t;
+  __asm__ volatile(
+      "1:\n\tmv x31, %[s]\n\tori %[t], %[a], 15\n\tcsrw 0x83f, %[t]\n\t"
+      "li x31, 64\n\tor %[t], %[b], %[bl]\n\tcsrw 0x83f, %[t]\n\tcsrwi 0x830, 0\n\t"
+      "csrw 0x801, %[c]\n\tcsrwi 0x830, 7\n\tandi %[c], %[c], -2\n\t"
+      "addi %[a], %[a], 64\n\taddi %[b], %[b], 1024\n\taddi %[n], %[n], -1\n\tbnez %[n], 1b\n\t" ETI_FSW(f0, 0, o)
+          ETI_FSW(f1, 32, o) ETI_FSW(f2, 64, o) ETI_FSW(f3, 96, o) ETI_FSW(f4, 128, o) ETI_FSW(f5, 160, o) ETI_FSW(
+              f6, 192, o) ETI_FSW(f7, 224, o) ETI_FSW(f8, 256, o) ETI_FSW(f9, 288, o) ETI_FSW(f10, 320, o)
+              ETI_FSW(f11, 352, o) ETI_FSW(f12, 384, o) ETI_FSW(f13, 416, o) ETI_FSW(f14, 448, o) ETI_FSW(f15, 480, o)
+                  ETI_FSW(f16, 512, o) ETI_FSW(f17, 544, o) ETI_FSW(f18, 576, o) ETI_FSW(f19, 608, o)
+                      ETI_FSW(f20, 640, o) ETI_FSW(f21, 672, o) ETI_FSW(f22, 704, o) ETI_FSW(f23, 736, o)
+                          ETI_FSW(f24, 768, o) ETI_FSW(f25, 800, o) ETI_FSW(f26, 832, o) ETI_FSW(f27, 864, o)
+                              ETI_FSW(f28, 896, o) ETI_FSW(f29, 928, o) ETI_FSW(f30, 960, o) ETI_FSW(f31, 992, o)
+      : [a] "+r"(a), [b] "+r"(b), [n] "+r"(steps), [c] "+r"(ctrl), [t] "=&r"(t)
+      : [s] "r"(stride), [bl] "r"(bload), [o] "r"(out)
+      : "x31", "f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9", "f10", "f11", "f12", "f13", "f14", "f15",
+        "f16", "f17", "f18", "f19", "f20", "f21", "f22", "f23", "f24", "f25", "f26", "f27", "f28", "f29", "f30", "f31",
+        "memory");
+}
+
+static int64_t mul_mat_tensor_f16(const void* args, const EtEnv* e) {
+  (void)e;
+  const EtMulMatArgs* p = (const EtMulMatArgs*)args;
+  const EtTensor *w = &p->w, *x = &p->x, *d = &p->dst;
+  const int64_t bad = tensor_check(p, ET_TYPE_F16);
+  if (bad != ET_STATUS_OK) return bad;
+  if ((w->addr | w->nb[1] | w->nb[2] | w->nb[3]) % 64 != 0) return et_fail(ET_STATUS_BAD_ALIGN, 0);
+  const int64_t K = w->ne[0], N = w->ne[1], T = x->ne[1];
+  const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+  const int64_t NT = N / 16, MC = (T + 15) / 16, B2 = x->ne[2], nsteps = K / 32;
+  int64_t i0, i1;
+  if (!tensor_items(p, &i0, &i1)) return ET_STATUS_OK;
+
+  uint8_t panel[ET_TU16_KC * 1024] __attribute__((aligned(64)));
+  float ctile[256] __attribute__((aligned(64)));
+  for (int64_t item = i0; item < i1;) {
+    const int64_t bm = item / NT, nt0 = item % NT, nt1 = NT < nt0 + (i1 - item) ? NT : nt0 + (i1 - item);
+    const int64_t i3 = bm / (B2 * MC), i2 = (bm / MC) % B2, t0 = (bm % MC) * 16;
+    item += nt1 - nt0;
+    const uint8_t* wb = (const uint8_t*)(uintptr_t)w->addr + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
+    const uint8_t* xb = (const uint8_t*)(uintptr_t)x->addr + i2 * x->nb[2] + i3 * x->nb[3];
+    uint8_t* db = (uint8_t*)(uintptr_t)d->addr + i2 * d->nb[2] + i3 * d->nb[3];
+    const int64_t tm = T - t0 < 16 ? T - t0 : 16;
+    for (int64_t s0 = 0; s0 < nsteps; s0 += ET_TU16_KC) {
+      const int64_t kc = nsteps - s0 < ET_TU16_KC ? nsteps - s0 : ET_TU16_KC;
+      for (int64_t j = 0; j < 16; ++j)
+        for (int64_t st = 0; st < kc; ++st) {
+          uint8_t* q = panel + st * 1024 + j * 4;
+          if (j >= tm) {
+            for (int g = 0; g < 16; ++g) *(int32_t*)(q + g * 64) = 0;
+            continue;
+          }
+          step_f16_scatter(q, (const float*)(xb + (t0 + j) * x->nb[1]) + (s0 + st) * 32);
+        }
+      /* TensorLoad reads past the L1: the panel goes to L2 first */
+      et_evict(ET_CACHE_L2, panel, (uint64_t)kc * 1024);
+      for (int64_t n = nt0 * 16; n < nt1 * 16; n += 16) {
+        tile_f16_run(wb + n * w->nb[1] + s0 * 64, w->nb[1], panel, kc, ctile);
+        for (int64_t j = 0; j < tm; ++j) tile_column_out((float*)(db + (t0 + j) * d->nb[1]) + n, ctile + j, s0 > 0);
+      }
+    }
+  }
+  const uint64_t err = et_tensor_error();
+  return err ? et_fail(ET_STATUS_TENSOR_ERROR, (uint32_t)err) : ET_STATUS_OK;
+}
+ET_KERNEL(ET_K_MUL_MAT_TU_F16, mul_mat_tensor_f16);

@@ -107,7 +107,7 @@ std::vector<uint8_t> blob(Args& a, uint32_t kernel_id, const HartSet& h, DevAddr
 
 }  // namespace
 
-KernelChoice choose_kernel(const Tensor& n, uint32_t tensor_rows) {
+KernelChoice choose_kernel(const Tensor& n, const TensorRows& tensor_rows) {
   const Tensor* s0 = n.src[0];
   const Tensor* s1 = n.src[1];
   const Tensor* s2 = n.src[2];
@@ -173,9 +173,18 @@ KernelChoice choose_kernel(const Tensor& n, uint32_t tensor_rows) {
       if (!(r = check_line_rows(n)).empty()) return no(r);
       // prompts through the tensor unit: 16 weight rows x 16 activation rows per TensorFMA tile,
       // each minion whole 64-byte lines of every output row
-      if (tensor_rows && (k == ET_K_MUL_MAT_Q8_0 || k == ET_K_MUL_MAT_Q4_0) && uint64_t(s1->ne[1]) >= tensor_rows &&
-          n.ne[0] % 16 == 0 && n.nb[0] == 4 && n.nb[1] % 64 == 0 && n.nb[2] % 64 == 0 && n.nb[3] % 64 == 0)
-        return {k == ET_K_MUL_MAT_Q8_0 ? uint32_t(ET_K_MUL_MAT_TU_Q8_0) : uint32_t(ET_K_MUL_MAT_TU_Q4_0), {}};
+      // (F16: the weight rows go straight into the scratchpad, so whole 64-byte lines: K % 32 == 0)
+      const bool tu_type = k == ET_K_MUL_MAT_Q8_0 || k == ET_K_MUL_MAT_Q4_0 ||
+                           (k == ET_K_MUL_MAT_F16 && s0->ne[0] % 32 == 0 && s0->nb[2] % 64 == 0 && s0->nb[3] % 64 == 0);
+      const uint32_t rows = k == ET_K_MUL_MAT_Q8_0   ? tensor_rows.q8_0
+                            : k == ET_K_MUL_MAT_Q4_0 ? tensor_rows.q4_0
+                                                     : tensor_rows.f16;
+      if (rows && tu_type && uint64_t(s1->ne[1]) >= rows && n.ne[0] % 16 == 0 && n.nb[0] == 4 && n.nb[1] % 64 == 0 &&
+          n.nb[2] % 64 == 0 && n.nb[3] % 64 == 0)
+        return {k == ET_K_MUL_MAT_Q8_0   ? uint32_t(ET_K_MUL_MAT_TU_Q8_0)
+                : k == ET_K_MUL_MAT_Q4_0 ? uint32_t(ET_K_MUL_MAT_TU_Q4_0)
+                                         : uint32_t(ET_K_MUL_MAT_TU_F16),
+                {}};
       return {k, {}};
     }
     case Op::MulMatId: {
@@ -243,7 +252,7 @@ std::vector<const Tensor*> kernel_sources(const Tensor& n) {
 bool writes_in_place(const Tensor& n) { return n.op == Op::KvStore; }
 
 bool uses_tensor_unit(uint32_t kernel_id) {
-  return kernel_id == ET_K_MUL_MAT_TU_Q8_0 || kernel_id == ET_K_MUL_MAT_TU_Q4_0;
+  return kernel_id == ET_K_MUL_MAT_TU_Q8_0 || kernel_id == ET_K_MUL_MAT_TU_Q4_0 || kernel_id == ET_K_MUL_MAT_TU_F16;
 }
 
 HartSet fit_harts(const Tensor& n, const HartSet& all) {

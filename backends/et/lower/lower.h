@@ -22,12 +22,25 @@ struct KernelChoice {
   explicit operator bool() const { return kernel_id != 0; }
 };
 
+// The activation rows from which a MUL_MAT of each tensor-unit weight type
+// runs through the tensor unit (0 = never). The defaults are the measured
+// crossover (docs/PERF.md "The tensor-unit crossover": emulated instructions
+// and the card model's time, SIMD against the tensor unit, K = N = 576, M = 1
+// to 128): F16 from 1 row (the fp16 TensorFMA needs fewer instructions than the
+// SIMD kernel's per-dot f16 rounding even for one row), Q8_0 / Q4_0 from 4
+// (at 1 row the int8 path's per-item activation quantization costs more
+// instructions than SIMD; from 4 rows it is fewer and faster).
+struct TensorRows {
+  uint32_t f16 = 1, q8_0 = 4, q4_0 = 4;
+  static TensorRows all(uint32_t rows) { return {rows, rows, rows}; }
+};
+
 // The kernel that computes `node`, or why there is none. Does not look at
 // whether the device image has it (EtDevice checks that). `tensor_rows`: a
-// MUL_MAT of Q8_0 / Q4_0 weights with at least this many activation rows (a
-// prompt) runs through the tensor unit (ET_K_MUL_MAT_TU_*) when its shape
-// allows (N % 16 == 0, output rows whole 64-byte lines); 0 = never.
-KernelChoice choose_kernel(const Tensor& node, uint32_t tensor_rows = 0);
+// MUL_MAT of Q8_0 / Q4_0 / F16 weights with at least that type's rows of
+// activations runs through the tensor unit (ET_K_MUL_MAT_TU_*) when its shape
+// allows (N % 16 == 0, output rows whole 64-byte lines; F16: K % 32 == 0).
+KernelChoice choose_kernel(const Tensor& node, const TensorRows& tensor_rows = TensorRows::all(0));
 
 // Whether kernel `id` issues tensor-unit instructions (its launch needs the
 // L1 scratchpad: LaunchRequest::scratchpad).

@@ -39,7 +39,9 @@ uint64_t tensor_minions(const Tensor& n, const CardModel& m) {
 double tensor_unit_s(const Tensor& n, const CardModel& m) {
   const uint64_t minions = tensor_minions(n, m), blocks = uint64_t(n.src[0]->ne[0]) / 32;
   const uint64_t tiles_per_minion = (tensor_items(n) + minions - 1) / minions * blocks;
-  return double(tiles_per_minion) * (16.0 * 16.0 * 32.0 / m.tensor_int8_macs_per_cycle) / m.clock_hz;
+  const double macs_per_cycle =
+      n.src[0]->type == DType::F16 ? m.tensor_fp16_macs_per_cycle : m.tensor_int8_macs_per_cycle;
+  return double(tiles_per_minion) * (16.0 * 16.0 * 32.0 / macs_per_cycle) / m.clock_hz;
 }
 
 double predict_node_s(const Tensor& n, uint64_t insns, uint32_t kernel_id, const CardModel& m) {
@@ -47,8 +49,9 @@ double predict_node_s(const Tensor& n, uint64_t insns, uint32_t kernel_id, const
     const double compute_s = double(insns) / (double(tensor_minions(n, m)) * m.clock_hz) + tensor_unit_s(n, m);
     return std::max(compute_s, roofline_node_s(n, m));
   }
-  const uint64_t lines = std::max<uint64_t>(1, (n.nbytes() + 63) / 64);
-  const uint64_t minions = std::clamp<uint64_t>((lines + 1) / 2, 1, m.minions);
+  uint64_t harts = std::max<uint64_t>(1, (n.nbytes() + 63) / 64);  // one per output line
+  if (n.op == Op::MulMat && n.ne[0] % 16 == 0) harts = std::min<uint64_t>(harts, uint64_t(n.ne[0]) / 16);
+  const uint64_t minions = std::clamp<uint64_t>((harts + 1) / 2, 1, m.minions);
   const double compute_s = double(insns) / (double(minions) * m.clock_hz);
   return std::max(compute_s, roofline_node_s(n, m));
 }

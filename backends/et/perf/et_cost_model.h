@@ -14,7 +14,10 @@
 // where insns is the emulated instruction count of its kernel (every hart's
 // cycles summed on sw-sysemu: one instruction per hart per cycle) and the
 // minions its split can use are its output's 64-byte lines over two harts per
-// minion (lower.h fit_harts: no two minions write one line), at most 1,024.
+// minion (lower.h fit_harts: no two minions write one line), at most 1,024;
+// a SIMD MUL_MAT splits only its weight rows, in groups of 16 (matmul.c), so
+// it uses N/16 harts whatever its activation rows (N % 16 == 0; the row split
+// of other N keeps the lines rule).
 // The bandwidth floor alone (node bytes / bandwidth) is the roofline.
 //
 // A MUL_MAT through the tensor unit (lower.h uses_tensor_unit) is split in
@@ -24,8 +27,12 @@
 // activation rows of each 16-row chunk padded to 16) at 64 int8 MACs per
 // cycle per minion, from the published peak (139 int8 TOPS at 1 GHz on 1,024
 // minions, ~128 int8 ops per cycle per minion: et-soc.md §1.3), serialized
-// with the minion's instructions (the kernel waits for each tile). The
-// emulator counts a TensorFMA as one instruction.
+// with the minion's instructions (the kernel waits for each tile). F16 tiles
+// (16 x 16 x 32 fp16, fp32 accumulation) at 32 MACs per cycle: the fp16 rate
+// is not published (et-soc.md §1.3 [open]); the emulator's TensorFMA16A32
+// takes 2 k per pass where the int8 one takes 4, so at the same pass rate it
+// is half the int8 rate (an assumption). The emulator counts a TensorFMA as
+// one instruction.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -41,6 +48,7 @@ struct CardModel {
   double launch_s = 3.1e-3;
   double barrier_s = 2.0e-6;
   double tensor_int8_macs_per_cycle = 64;  // per minion
+  double tensor_fp16_macs_per_cycle = 32;  // per minion (assumed: half the int8 rate)
 };
 
 const CardModel& card_model();
@@ -50,8 +58,8 @@ std::string card_model_description();
 // Predicted card seconds of node `n` whose kernel `kernel_id` (ET_K_*; 0: a
 // SIMD kernel) executed `insns` emulated instructions.
 double predict_node_s(const Tensor& n, uint64_t insns, uint32_t kernel_id = 0, const CardModel& m = card_model());
-// The tensor-unit seconds of MUL_MAT node `n` on the card (its int8 tiles at
-// the model's MACs per cycle, on the minions its work items can use).
+// The tensor-unit seconds of MUL_MAT node `n` on the card (its int8 or fp16
+// tiles at the model's MACs per cycle, on the minions its work items can use).
 double tensor_unit_s(const Tensor& n, const CardModel& m = card_model());
 // The bandwidth floor of node `n`: the bytes it moves / DRAM bandwidth.
 double roofline_node_s(const Tensor& n, const CardModel& m = card_model());

@@ -2,7 +2,9 @@
 // ../shared/docs/et-soc.md §2.2) for a real card: mallocDevice/freeDevice,
 // memcpyHostToDevice/DeviceToHost on one stream, loadCode, kernelLaunch with
 // a shire mask and the argument blob (the runtime copies it to the device
-// and the firmware passes a0 = blob, a1 = environment), waitForStream and
+// and the firmware passes a0 = blob, a1 = environment; a tensor-unit launch's
+// blob asks the kernel entry to turn the L1 scratchpad on: card_launch_blob),
+// waitForStream and
 // retrieveStreamErrors. UNTESTED: compiled only where CMake finds /opt/et,
 // which this repository's CI does not have; it is kept small so that what it
 // assumes of the runtime API is easy to check on a machine with a card.
@@ -75,8 +77,9 @@ class EtrtDriver final : public Driver {
     rt::KernelLaunchOptions lo;
     lo.setShireMask(rq.harts.shire_mask);
     lo.setBarrier(true);
-    rt_->kernelLaunch(stream_, kernels_[rq.code], reinterpret_cast<const std::byte*>(rq.args.data()), rq.args.size(),
-                      lo);
+    // a tensor-unit launch: the firmware splits the L1, the kernel's entry turns the scratchpad on
+    const std::vector<uint8_t> blob = card_launch_blob(rq);
+    rt_->kernelLaunch(stream_, kernels_[rq.code], reinterpret_cast<const std::byte*>(blob.data()), blob.size(), lo);
     pending_.push_back(rq.kernel);
     timeout_s_ = std::max(timeout_s_, rq.timeout_s);
   }

@@ -129,14 +129,17 @@ class Chip final : private api_communicate {
   // `self_booting`: a bare-metal image with its own boot code, whose failing
   // hart is the one that wrote FAIL (and trapped, if mcause changed); for
   // images under the boot stub the driver reads the hart records instead.
-  LaunchResult run(const LaunchRequest& rq, uint64_t entry, uint64_t a0, uint64_t a1, bool self_booting) {
+  // `card_scratchpad`: a scratchpad launch gets only the firmware's split mode; its device code
+  // turns the scratchpad on (DriverOptions::card_scratchpad).
+  LaunchResult run(const LaunchRequest& rq, uint64_t entry, uint64_t a0, uint64_t a1, bool self_booting,
+                   bool card_scratchpad = false) {
     LaunchResult r;
     r.kernel = rq.kernel;
     r.harts = rq.harts.count();
     log_.str("");
     if (mem_check_ && runs_ > 0) emu_->get_mem_checker() = mem_checker(sys_);
     runs_++;
-    set_cache_mode(rq.harts, rq.scratchpad);
+    set_cache_mode(rq.harts, rq.scratchpad ? (card_scratchpad ? 1 : 3) : 0);
     for_each_hart(rq.harts, [&](bemu::Hart& h) {
       h.pc = entry;
       h.set_prv(bemu::Privilege::M);
@@ -209,12 +212,12 @@ class Chip final : private api_communicate {
 
  private:
   // The firmware's part of the L1 set-up: a scratchpad launch gets every minion of its harts in
-  // D1Split mode with the L1 scratchpad on (mcache_control 3: the tensor unit's operands), any
-  // other launch the shared L1 (0). Between launches the boot stub has evicted every L1 and the
+  // D1Split mode with the L1 scratchpad on (mcache_control 3: the tensor unit's operands), or in
+  // D1Split mode only (1: a card's launch, whose device code turns the scratchpad on), any other
+  // launch the shared L1 (0). Between launches the boot stub has evicted every L1 and the
   // coherence checker's directory is fresh, so the checker is told the mode with nothing cached
   // (its precondition); the scratchpad lines are zeroed when it is turned on, as on the chip.
-  void set_cache_mode(const HartSet& hs, bool scratchpad) {
-    const uint8_t mode = scratchpad ? 3 : 0;
+  void set_cache_mode(const HartSet& hs, uint8_t mode) {
     for_each_hart_id(hs, [&](unsigned id, bemu::Hart& h) {
       if (id % 2 != 0 || h.core->mcache_control == mode) return;
       if (mode == 3)
@@ -399,7 +402,9 @@ class SysemuDriver final : public Driver {
         resident_ = rq.code;
         if (self_booting) boot_loaded_ = false;  // it overwrote the boot image
       }
-      chip_->write(args_, rq.args.data(), rq.args.size());
+      const bool card_scp = opts_.card_scratchpad && rq.scratchpad && !self_booting;
+      const std::vector<uint8_t> blob = card_scp ? card_launch_blob(rq) : std::vector<uint8_t>();
+      chip_->write(args_, card_scp ? blob.data() : rq.args.data(), rq.args.size());
       auto t0 = std::chrono::steady_clock::now();
       if (self_booting) {
         uint64_t env[8] = {ET_ABI_VERSION, rq.harts.shire_mask, 1000, 0, 0, 0, 0, 0};
@@ -417,7 +422,7 @@ class SysemuDriver final : public Driver {
         l.threads = rq.harts.threads;
         l.freq_mhz = 1000;
         chip_->write(ET_LAUNCH_ADDR, &l, sizeof l);
-        last = chip_->run(rq, ET_BOOT_ENTRY, args_, 0, false);
+        last = chip_->run(rq, ET_BOOT_ENTRY, args_, 0, false, card_scp);
         read_records(rq, l.launch_id, last);
       }
       last.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
