@@ -137,6 +137,7 @@ int run_bench_spec(BenchSpecOptions o) {
       st.n_verify > 0 ? double(st.n_accepted + st.n_verify) / double(st.n_verify) : 0.0, same_text);
   fmt::print("\nbuild: {} (opal), isa: {}, threads: {}, repetitions: {}\n", git_commit(), cpu::isa_description(),
              o.context.thread_count(), o.repetitions);
+  finish_draft(draft);
   return same ? 0 : 1;
 }
 
