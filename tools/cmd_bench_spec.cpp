@@ -125,7 +125,8 @@ int run_bench_spec(BenchSpecOptions o) {
   const SpecStats& st = draft.spec->stats();
   const SpecParams& p = draft.spec->params();
   const std::string how = p.type == SpecType::Draft ? fmt::format("draft {} (p-min {})", o.spec.model_draft, p.p_min)
-                                                    : fmt::format("{} n={}", spec_type_name(p.type), p.ngram_n);
+                          : p.type == SpecType::NgramCache ? std::string("ngram-cache")
+                                                           : fmt::format("{} n={}", spec_type_name(p.type), p.ngram_n);
   fmt::print(
       "| model | speculation | draft-max | prompt | n | t/s plain | t/s speculative | speedup | drafted | "
       "accepted | acceptance | tokens per verify | same output |\n");
