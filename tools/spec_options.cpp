@@ -86,7 +86,7 @@ void add_spec_options(CLI::App* sub, SpecOptions& o) {
   });
   sub->add_option("--spec-type", o.type,
                   "speculative decoding: none, draft (with -md), or without a draft model ngram-simple (prompt "
-                  "lookup), ngram-map-k, ngram-map-k4v or ngram-mod")
+                  "lookup), ngram-map-k, ngram-map-k4v, ngram-mod or ngram-cache (with -lcs, -lcd)")
       ->type_name("TYPE")
       ->group(group);
   sub->add_option("--draft-max,--draft-n,--spec-draft-n-max", o.params.n_max, "most tokens per draft")
