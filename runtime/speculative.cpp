@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "runtime/ngram_cache.h"
 
 namespace opal {
 
@@ -17,20 +18,19 @@ const char* spec_type_name(SpecType t) {
     case SpecType::NgramMapK: return "ngram-map-k";
     case SpecType::NgramMapK4v: return "ngram-map-k4v";
     case SpecType::NgramMod: return "ngram-mod";
+    case SpecType::NgramCache: return "ngram-cache";
   }
   return "?";
 }
 
 SpecType spec_type_from_name(const std::string& name) {
-  constexpr SpecType kAll[] = {SpecType::None,      SpecType::Draft,       SpecType::NgramSimple,
-                               SpecType::NgramMapK, SpecType::NgramMapK4v, SpecType::NgramMod};
+  constexpr SpecType kAll[] = {SpecType::None,        SpecType::Draft,    SpecType::NgramSimple, SpecType::NgramMapK,
+                               SpecType::NgramMapK4v, SpecType::NgramMod, SpecType::NgramCache};
   std::string known;
   for (SpecType t : kAll) {
     if (name == spec_type_name(t)) return t;
     known += fmt::format("{}{}", known.empty() ? "" : ", ", spec_type_name(t));
   }
-  if (name == "ngram-cache")
-    fail("--spec-type ngram-cache (llama.cpp's lookup statistics) is not implemented (known: {})", known);
   fail("--spec-type: unknown speculative decoding type '{}' (known: {})", name, known);
 }
 
@@ -42,6 +42,12 @@ void SpecParams::validate() const {
   if (ngram_m < 0 || ngram_m > 1024) fail("--spec-ngram-size-m must be in [0, 1024], got {}", ngram_m);
   if (ngram_min_hits < 1 || ngram_min_hits > 1024)
     fail("--spec-ngram-min-hits must be in [1, 1024], got {}", ngram_min_hits);
+  if (type != SpecType::NgramCache) {
+    if (!lookup_static.empty())
+      fail("-lcs is a lookup cache for --spec-type ngram-cache, not {}", spec_type_name(type));
+    if (!lookup_dynamic.empty())
+      fail("-lcd is a lookup cache for --spec-type ngram-cache, not {}", spec_type_name(type));
+  }
 }
 
 std::vector<int32_t> NgramDrafter::draft(std::span<const int32_t> tokens, int n_max) {
@@ -348,6 +354,10 @@ std::unique_ptr<Speculation> make_speculation(const SpecParams& params, Context*
           params);
     case SpecType::NgramMod:
       return std::make_unique<Speculation>(std::make_unique<NgramModDrafter>(params.ngram_n), params);
+    case SpecType::NgramCache:
+      return std::make_unique<Speculation>(make_ngram_cache_drafter(params.lookup_static, params.lookup_dynamic,
+                                                                    n_vocab_target, params.lookup_write_back),
+                                           params);
     case SpecType::Draft:
       if (!draft_ctx) fail("speculative decoding with a draft model needs one (-md FILE)");
       return std::make_unique<Speculation>(

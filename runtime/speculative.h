@@ -17,6 +17,8 @@
 //   NgramModDrafter    llama.cpp's ngram-mod: a pool of 2^20 entries maps a hash of n tokens to the token that
 //                      followed them last; the draft follows the chain from the last n tokens, as long as
 //                      entries are found (kept across a slot's requests)
+//   NgramCacheDrafter  llama.cpp's ngram-cache: 1- to 4-gram statistics of the text, of earlier runs (-lcd)
+//                      and of a corpus (-lcs) (runtime/ngram_cache.h)
 //   Speculation        a drafter with its limits (draft-max, draft-min) and counters (drafted, accepted), what
 //                      generate() (runtime/generation.h) and the server's slots take
 //
@@ -46,21 +48,24 @@
 namespace opal {
 
 // llama.cpp's --spec-type names: none, draft (a draft model), ngram-simple (prompt lookup), ngram-map-k,
-// ngram-map-k4v, ngram-mod.
-enum class SpecType { None, Draft, NgramSimple, NgramMapK, NgramMapK4v, NgramMod };
+// ngram-map-k4v, ngram-mod, ngram-cache.
+enum class SpecType { None, Draft, NgramSimple, NgramMapK, NgramMapK4v, NgramMod, NgramCache };
 const char* spec_type_name(SpecType t);
 // Throws opal::Error listing the known names.
 SpecType spec_type_from_name(const std::string& name);
 
 struct SpecParams {
   SpecType type = SpecType::None;
-  int n_max = 16;          // most tokens per draft (llama.cpp --draft-max)
-  int n_min = 0;           // a shorter draft is not verified (llama.cpp --draft-min)
-  float p_min = 0.8f;      // the draft model drafts while its top probability is at least this (--draft-p-min)
-  int ngram_n = 3;         // ngram-simple: tokens of the key looked up (--spec-ngram-size-n)
-  int ngram_m = 0;         // ngram-simple, -map-*: most tokens drafted after a match; 0: n_max (--spec-ngram-size-m)
-  int ngram_min_hits = 1;  // ngram-map-*: times an m-gram must have followed the key; ngram-simple: times the
-                           // key must have occurred (--spec-ngram-min-hits)
+  int n_max = 16;             // most tokens per draft (llama.cpp --draft-max)
+  int n_min = 0;              // a shorter draft is not verified (llama.cpp --draft-min)
+  float p_min = 0.8f;         // the draft model drafts while its top probability is at least this (--draft-p-min)
+  int ngram_n = 3;            // ngram-simple: tokens of the key looked up (--spec-ngram-size-n)
+  int ngram_m = 0;            // ngram-simple, -map-*: most tokens drafted after a match; 0: n_max (--spec-ngram-size-m)
+  int ngram_min_hits = 1;     // ngram-map-*: times an m-gram must have followed the key; ngram-simple: times the
+                              // key must have occurred (--spec-ngram-min-hits)
+  std::string lookup_static;  // ngram-cache: the static lookup cache file (-lcs), read at start
+  std::string lookup_dynamic;     // ngram-cache: the dynamic lookup cache file (-lcd), read at start (if it exists)
+  bool lookup_write_back = true;  // ngram-cache: Drafter::finish() writes -lcd back (false: opal serve reads it only)
   // Throws opal::Error naming the flag for a value out of range.
   void validate() const;
 };
@@ -80,6 +85,9 @@ class Drafter {
   virtual std::vector<int32_t> draft(std::span<const int32_t> tokens, int n_max) = 0;
   // Forgets any state (a new conversation in a server slot).
   virtual void reset() {}
+  // The end of a run (opal run, chat, bench-spec): a drafter that keeps what it learned in a file writes it
+  // (ngram-cache's -lcd). Returns a line saying what was written, empty for nothing; throws opal::Error.
+  virtual std::string finish() { return {}; }
 };
 
 class NgramDrafter : public Drafter {

@@ -125,7 +125,8 @@ int run_bench_spec(BenchSpecOptions o) {
   const SpecStats& st = draft.spec->stats();
   const SpecParams& p = draft.spec->params();
   const std::string how = p.type == SpecType::Draft ? fmt::format("draft {} (p-min {})", o.spec.model_draft, p.p_min)
-                                                    : fmt::format("{} n={}", spec_type_name(p.type), p.ngram_n);
+                          : p.type == SpecType::NgramCache ? std::string("ngram-cache")
+                                                           : fmt::format("{} n={}", spec_type_name(p.type), p.ngram_n);
   fmt::print(
       "| model | speculation | draft-max | prompt | n | t/s plain | t/s speculative | speedup | drafted | "
       "accepted | acceptance | tokens per verify | same output |\n");
@@ -137,6 +138,7 @@ int run_bench_spec(BenchSpecOptions o) {
       st.n_verify > 0 ? double(st.n_accepted + st.n_verify) / double(st.n_verify) : 0.0, same_text);
   fmt::print("\nbuild: {} (opal), isa: {}, threads: {}, repetitions: {}\n", git_commit(), cpu::isa_description(),
              o.context.thread_count(), o.repetitions);
+  finish_draft(draft);
   return same ? 0 : 1;
 }
 

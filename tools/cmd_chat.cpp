@@ -305,6 +305,7 @@ int run_chat(const ChatOptions& o_in) {
   }
   chat.print_summary();
   if (draft.spec) std::fprintf(stderr, "speculative: %s\n", spec_summary(*draft.spec).c_str());
+  finish_draft(draft);
   const int perf_status = perf.finish();
   return failures ? 1 : perf_status;
 }

@@ -111,6 +111,7 @@ int run_run(RunOptions o) {
                prompt.size(), pp_s, pp_s > 0 ? double(prompt.size()) / pp_s : 0.0, n_gen, tg_s,
                tg_s > 0 ? n_gen / tg_s : 0.0, stop_label(g.reason));
   if (draft.spec) std::fprintf(stderr, "speculative: %s\n", spec_summary(*draft.spec).c_str());
+  finish_draft(draft);
   return perf.finish();
 }
 

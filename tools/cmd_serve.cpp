@@ -88,6 +88,7 @@ int run_serve(const ServeOptions& so) {
   o.backends = so.backend.backends;
   o.backend_tuning = so.backend.tuning();
   o.spec = so.spec.resolved();
+  o.spec.lookup_write_back = false;  // -lcd: read by every slot, written by none (llama-server's behaviour)
   o.model_draft = so.spec.model_draft;
   o.draft_n_ctx = so.spec.draft.n_ctx;
   o.draft_threads = so.spec.draft.thread_count();

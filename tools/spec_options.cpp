@@ -19,7 +19,8 @@ namespace opal::tools {
 SpecParams SpecOptions::resolved() const {
   SpecParams p = params;
   if (!type.empty()) p.type = spec_type_from_name(type == "draft-simple" ? "draft" : type);  // newer llama.cpp's name
-  else p.type = model_draft.empty() ? SpecType::None : SpecType::Draft;
+  else if (!model_draft.empty()) p.type = SpecType::Draft;
+  else p.type = p.lookup_static.empty() && p.lookup_dynamic.empty() ? SpecType::None : SpecType::NgramCache;
   if (p.type == SpecType::Draft && model_draft.empty())
     fail("--spec-type draft needs a draft model: -md FILE or -hfd user/repo[:quant]");
   if (p.type != SpecType::Draft && !model_draft.empty())
@@ -85,7 +86,7 @@ void add_spec_options(CLI::App* sub, SpecOptions& o) {
   });
   sub->add_option("--spec-type", o.type,
                   "speculative decoding: none, draft (with -md), or without a draft model ngram-simple (prompt "
-                  "lookup), ngram-map-k, ngram-map-k4v or ngram-mod")
+                  "lookup), ngram-map-k, ngram-map-k4v, ngram-mod or ngram-cache (with -lcs, -lcd)")
       ->type_name("TYPE")
       ->group(group);
   sub->add_option("--draft-max,--draft-n,--spec-draft-n-max", o.params.n_max, "most tokens per draft")
@@ -143,20 +144,16 @@ void add_spec_options(CLI::App* sub, SpecOptions& o) {
                   "the draft model's V cache type (default: the target's -ctv; a quantized V needs flash attention)")
       ->type_name("TYPE")
       ->group(group);
-  for (const char* name : {"--lcs,--lookup-cache-static", "--lcd,--lookup-cache-dynamic"}) {
-    const std::string flag = std::string(name).substr(1, 4);  // "-lcs" / "-lcd"
-    sub->add_option_function<std::string>(
-           name,
-           [flag](const std::string&) {
-             fail(
-                 "{}: llama.cpp's ngram-cache lookup files are not supported: Opal does not implement "
-                 "--spec-type ngram-cache (use ngram-simple, ngram-map-k, ngram-map-k4v or ngram-mod)",
-                 flag);
-           },
-           "llama.cpp's ngram-cache lookup file: not supported (refused)")
-        ->type_name("FILE")
-        ->group(group);
-  }
+  sub->add_option("--lcs,--lookup-cache-static", o.params.lookup_static,
+                  "ngram-cache: a static lookup cache (llama-lookup-create's file), read at start; implies "
+                  "--spec-type ngram-cache")
+      ->type_name("FILE")
+      ->group(group);
+  sub->add_option("--lcd,--lookup-cache-dynamic", o.params.lookup_dynamic,
+                  "ngram-cache: a dynamic lookup cache, read at start if it exists and written back with this run's "
+                  "text at its end (opal serve reads it only); implies --spec-type ngram-cache")
+      ->type_name("FILE")
+      ->group(group);
   sub->add_option("--devd,--device-draft,--spec-draft-device", o.draft.devices,
                   "the draft model's backends besides the CPU, comma-separated, or 'none' for the CPU alone "
                   "(default: the target's --backend)")
@@ -205,6 +202,12 @@ Draft make_draft(const SpecOptions& o, Registry& reg, const BackendOptions& back
   }
   d.spec = make_speculation(p, d.ctx.get(), seq, target.n_vocab());
   return d;
+}
+
+void finish_draft(const Draft& d) {
+  if (!d.spec) return;
+  const std::string done = d.spec->drafter().finish();
+  if (!done.empty()) fmt::print(stderr, "opal: {}\n", done);
 }
 
 std::string spec_summary(const Speculation& spec) {

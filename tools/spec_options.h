@@ -1,7 +1,7 @@
 // The speculative decoding flags of `run`, `chat`, `serve` and `bench`, with
 // llama.cpp's names (docs/speculative.md):
 //   -md,--model-draft FILE      a draft model (implies --spec-type draft); -hfd user/repo[:quant] fetches one by name
-//   --spec-type none|draft|ngram-simple|ngram-map-k|ngram-map-k4v|ngram-mod
+//   --spec-type none|draft|ngram-simple|ngram-map-k|ngram-map-k4v|ngram-mod|ngram-cache
 //   --draft-max,--draft-n N     most tokens per draft (16); --spec-draft-n-max as in newer llama.cpp
 //   --draft-min N               shorter drafts are not verified (0); --spec-draft-n-min
 //   --draft-p-min P             the draft model drafts while its top probability >= P (0.8); --spec-draft-p-min
@@ -16,7 +16,8 @@
 //                               target's --backend)
 //   -ctkd,-ctvd TYPE            the draft model's K and V cache types (default: the target's -ctk, -ctv)
 //   -hffd,--hf-file-draft FILE  with -hfd: this file of the repository (--hf-revision applies to -hfd too)
-//   -lcs,-lcd FILE              llama.cpp's ngram-cache lookup files: refused, not implemented
+//   -lcs,-lcd FILE              ngram-cache's static and dynamic lookup cache files (llama.cpp's format); either
+//                               implies --spec-type ngram-cache, with another type they are refused
 // and the draft model's loading for the CLI (run, chat, bench): make_draft().
 #pragma once
 #include <CLI/CLI.hpp>
@@ -82,6 +83,9 @@ struct Draft {
 // Prints the draft's context, threads and devices on stderr.
 Draft make_draft(const SpecOptions& o, Registry& reg, const BackendOptions& backend, int threads,
                  const LoadOptions& load, const Vocab& target_vocab, const Context& target, int32_t seq = 0);
+
+// The end of a run: the drafter writes what it keeps (ngram-cache's -lcd), said on stderr. Throws opal::Error.
+void finish_draft(const Draft& d);
 
 // "draft: 123 drafted, 100 accepted (81.3 %) in 40 verifications" for the summary lines.
 std::string spec_summary(const Speculation& spec);

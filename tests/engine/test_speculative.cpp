@@ -7,12 +7,16 @@
 // that does not match, and recurrent models refused.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <string>
 
 #include "backends/factory/backend_factory.h"
 #include "core/error.h"
 #include "models/model.h"
 #include "runtime/generation.h"
+#include "runtime/ngram_cache.h"
 #include "runtime/speculative.h"
 #include "support/test_support.h"
 
@@ -96,10 +100,11 @@ TEST(SpecParams, BadValuesNameTheFlag) {
     spec_type_from_name("eagle");
     ADD_FAILURE() << "an unknown type was taken";
   } catch (const Error& e) {  // the valid ones are listed
-    for (const char* name : {"none", "draft", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod"})
+    for (const char* name :
+         {"none", "draft", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"})
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
   }
-  EXPECT_THROW(spec_type_from_name("ngram-cache"), Error);
+  EXPECT_EQ(spec_type_from_name("ngram-cache"), SpecType::NgramCache);
   EXPECT_EQ(spec_type_from_name("ngram-simple"), SpecType::NgramSimple);
   EXPECT_EQ(spec_type_from_name("ngram-map-k4v"), SpecType::NgramMapK4v);
   EXPECT_EQ(spec_type_from_name("ngram-mod"), SpecType::NgramMod);
@@ -434,6 +439,119 @@ TEST_F(Speculative, RecurrentModelsAreRefused) {
   StopRules r;
   r.n_predict = 4;
   EXPECT_THROW(run(*rwkv.model, *rwkv.vocab, prompt, greedy(), r, spec.get(), 64), Error);
+}
+
+// --spec-type ngram-cache (runtime/ngram_cache.h): llama.cpp's lookup-cache file, byte for byte.
+TEST(NgramCache, FileIsLlamaCppsFormatAndReadsBack) {
+  NgramCache c;
+  c.add(std::vector<int32_t>{1, 2, 1, 3}, 0, 1, 2);  // {1}: 2, 3; {2}: 1; {1 2}: 1; {2 1}: 3
+  ASSERT_NE(c.find(std::vector<int32_t>{1}), nullptr);
+  EXPECT_EQ(*c.find(std::vector<int32_t>{1}), (NgramCache::Followers{{2, 1}, {3, 1}}));
+  EXPECT_EQ(c.find(std::vector<int32_t>{3}), nullptr);
+  const std::string path = test::temp_dir() + "/ngram_cache_format.bin";
+  c.save(path);
+  // Records sorted by key: 4 key tokens (-1 past the n-gram), the follower count, (token, count) pairs.
+  const std::vector<int32_t> want = {1, -1, -1, -1, 2, 2, 1, 3, 1,  //
+                                     1, 2,  -1, -1, 1, 1, 1,        //
+                                     2, -1, -1, -1, 1, 1, 1,        //
+                                     2, 1,  -1, -1, 1, 3, 1};
+  const std::vector<uint8_t> bytes = test::read_bytes(path);
+  ASSERT_EQ(bytes.size(), want.size() * 4);
+  EXPECT_EQ(std::memcmp(bytes.data(), want.data(), bytes.size()), 0);
+  const NgramCache back = NgramCache::load(path, 10);
+  EXPECT_EQ(back.size(), 4u);
+  EXPECT_EQ(*back.find(std::vector<int32_t>{2, 1}), (NgramCache::Followers{{3, 1}}));
+  NgramCache twice = back;
+  twice.merge(c);
+  EXPECT_EQ(*twice.find(std::vector<int32_t>{1}), (NgramCache::Followers{{2, 2}, {3, 2}}));
+}
+
+TEST(NgramCache, CorruptFilesAreRefusedNamingTheFile) {
+  const std::string dir = test::temp_dir();
+  const auto write = [&](const std::string& name, const std::vector<int32_t>& v, size_t cut = 0) {
+    const std::string path = dir + "/" + name;
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 4 - cut));
+    return path;
+  };
+  const std::vector<int32_t> good = {5, 6, -1, -1, 2, 7, 1, 8, 3};
+  EXPECT_EQ(NgramCache::load(write("nc_good.bin", good), 100).size(), 1u);
+  EXPECT_EQ(NgramCache::load(write("nc_empty.bin", {}), 100).size(), 0u);  // an empty cache
+  const std::string cut = write("nc_cut.bin", good, 3);
+  test::expect_error([&] { NgramCache::load(cut, 100); }, {cut, "truncated"});
+  const std::string half = write("nc_half.bin", {5, 6, -1});
+  test::expect_error([&] { NgramCache::load(half, 100); }, {half, "truncated"});
+  const std::string zero = write("nc_zero.bin", {5, -1, -1, -1, 0});
+  test::expect_error([&] { NgramCache::load(zero, 100); }, {zero, "0 followers"});
+  const std::string gap = write("nc_gap.bin", {5, -1, 6, -1, 1, 7, 1});
+  test::expect_error([&] { NgramCache::load(gap, 100); }, {gap, "malformed"});
+  const std::string count = write("nc_count.bin", {5, -1, -1, -1, 1, 7, -2});
+  test::expect_error([&] { NgramCache::load(count, 100); }, {count, "count -2"});
+  const std::string vocab = write("nc_vocab.bin", {5, -1, -1, -1, 1, 100, 1});
+  test::expect_error([&] { NgramCache::load(vocab, 100); }, {vocab, "token id 100", "vocabulary of 100"});
+  test::expect_error([&] { NgramCache::load(dir + "/nc_missing.bin"); }, {"nc_missing.bin", "cannot open"});
+}
+
+TEST(NgramCacheDrafter, DraftsFromTheContextThenTheDynamicThenTheStaticCache) {
+  // The context: the 4-gram {3 4 1 2} was followed by 3 once (enough for a 4-gram), and so on.
+  NgramCacheDrafter ctx({}, {});
+  EXPECT_EQ(ctx.draft(std::vector<int32_t>{1, 2, 3, 4, 1, 2, 3, 4, 1, 2}, 4), (std::vector<int32_t>{3, 4, 1, 2}));
+  EXPECT_TRUE(ctx.draft(std::vector<int32_t>{9}, 4).empty());  // a new text: the context is counted again
+  // The dynamic cache alone, with its strict thresholds: {7 8} followed by 9 three times is enough, once is not.
+  NgramCache often, once;
+  often.add(std::vector<int32_t>{7, 8, 9, 7, 8, 9, 7, 8, 9}, 0);
+  once.add(std::vector<int32_t>{7, 8, 9}, 0);
+  EXPECT_EQ(NgramCacheDrafter({}, often).draft(std::vector<int32_t>{7, 8}, 3), (std::vector<int32_t>{9, 7, 8}));
+  EXPECT_TRUE(NgramCacheDrafter({}, once).draft(std::vector<int32_t>{7, 8}, 3).empty());
+  // The static cache: the last two tokens' most frequent follower.
+  NgramCache st;
+  st.add(std::vector<int32_t>{1, 5, 1, 5, 1, 5, 1}, 0, 2, 2);  // {1 5}: 1 x3; {5 1}: 5 x2
+  EXPECT_EQ(NgramCacheDrafter(st, {}).draft(std::vector<int32_t>{0, 1, 5}, 3), (std::vector<int32_t>{1, 5, 1}));
+  // The static counts weigh the context's candidates: {3 4} was followed by 6, then by 5; the first seen wins
+  // a tie, unless the static cache knows 5 after {3 4}.
+  NgramCache st2;
+  st2.add(std::vector<int32_t>{3, 4, 5}, 0, 2, 2);
+  const std::vector<int32_t> t = {3, 4, 6, 3, 4, 5, 3, 4};
+  EXPECT_EQ(NgramCacheDrafter({}, {}).draft(t, 1), (std::vector<int32_t>{6}));
+  EXPECT_EQ(NgramCacheDrafter(st2, {}).draft(t, 1), (std::vector<int32_t>{5}));
+}
+
+TEST_F(Speculative, NgramCacheGreedyEqualsPlainDecodingAndLearnsFromItsDynamicFile) {
+  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time, there was a little girl", true, false);
+  StopRules r;
+  r.n_predict = 200;
+  r.ignore_eog = true;
+  const Out plain = run(*s.model, *s.vocab, prompt, greedy(), r, nullptr);
+  const std::string lcd = test::temp_dir() + "/ngram_cache_dynamic.bin";
+  std::remove(lcd.c_str());
+  SpecParams p;
+  p.type = SpecType::NgramCache;
+  p.lookup_dynamic = lcd;  // not there yet: started empty, written by finish()
+  auto first = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+  const Out a = run(*s.model, *s.vocab, prompt, greedy(), r, first.get());
+  EXPECT_EQ(a.tokens, plain.tokens);
+  EXPECT_GT(first->stats().n_accepted, 0);
+  EXPECT_NE(first->drafter().finish().find(lcd), std::string::npos);
+  const NgramCache written = NgramCache::load(lcd, s.model->hparams().n_vocab);
+  EXPECT_GT(written.size(), 100u);
+  // A second run reads it: the story is known from its first token on, so more is drafted and accepted.
+  auto second = make_speculation(p, nullptr, 0, s.model->hparams().n_vocab);
+  const Out b = run(*s.model, *s.vocab, prompt, greedy(), r, second.get());
+  EXPECT_EQ(b.tokens, plain.tokens);
+  EXPECT_GT(second->stats().n_accepted, first->stats().n_accepted);
+  // Token by token along the story, the drafter with the file drafts the right next token more often than one
+  // with the context alone.
+  NgramCacheDrafter with_file({}, written), context_only({}, {});
+  std::vector<int32_t> text = prompt;
+  int right_with_file = 0, right_context_only = 0;
+  for (int32_t next : plain.tokens) {
+    const std::vector<int32_t> f = with_file.draft(text, 1), c = context_only.draft(text, 1);
+    right_with_file += !f.empty() && f[0] == next;
+    right_context_only += !c.empty() && c[0] == next;
+    text.push_back(next);
+  }
+  EXPECT_GT(right_with_file, right_context_only);
 }
 
 }  // namespace

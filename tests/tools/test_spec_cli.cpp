@@ -4,7 +4,8 @@
 // stays that of plain decoding. Bad values and the flags without a draft
 // model are refused naming the flag; an unknown --spec-type lists the known.
 // -ctkd/-ctvd/-tbd, -hffd, the finer n-gram flags (--spec-ngram-mod-n-max/-n-min,
-// --spec-ngram-simple-min-hits) take effect or are refused; -lcs/-lcd are refused.
+// --spec-ngram-simple-min-hits) take effect or are refused. ngram-cache: a dynamic
+// lookup cache (-lcd) written by runs drafts more in the next; a corrupt one is refused naming the file.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -164,9 +165,9 @@ TEST(SpecCli, NewDraftFlagsRefuseBadValuesNamingTheFlag) {
       {run + "--spec-type ngram-mod --spec-ngram-mod-n-max 0", "--spec-ngram-mod-n-max must be in [1, 1024], got 0"},
       {run + "--spec-type ngram-mod --spec-ngram-mod-n-min -3", "--spec-ngram-mod-n-min must be"},
       {run + "--spec-type ngram-simple --spec-ngram-simple-min-hits 0", "--spec-ngram-min-hits must be in"},
-      {run + "-lcs cache.bin", "-lcs: llama.cpp's ngram-cache lookup files are not supported"},
-      {run + "--lookup-cache-dynamic cache.bin", "-lcd: llama.cpp's ngram-cache lookup files are not supported"},
-      {run + "--spec-type ngram-cache", "ngram-cache"},
+      {run + "--spec-type ngram-simple -lcs cache.bin", "-lcs is a lookup cache for --spec-type ngram-cache"},
+      {run + "-md " + stories_model() + " --lookup-cache-dynamic c.bin", "-lcd is a lookup cache for --spec-type"},
+      {run + "-lcs no_such_cache.bin", "lookup cache 'no_such_cache.bin': cannot open"},
       {"serve -m " + stories_model() + " --port 0 -md " + stories_model() + " -ctkd f8", "-ctkd must be"},
   };
   for (const Case& c : cases) {
@@ -186,6 +187,48 @@ TEST(SpecCli, NgramModesRunFromTheCommandLine) {
     EXPECT_EQ(r.out, plain.out) << type;
     EXPECT_NE(r.err.find(std::string("speculative: ") + type + ": "), std::string::npos) << r.err;
   }
+}
+
+TEST(SpecCli, NgramCacheWritesItsDynamicFileAndLaterRunsDraftMore) {
+  const std::string base = "run -m " + stories_model() + " -p Once -n 64 --temp 0 -t 1 -c 256";
+  const std::string lcd = test::temp_dir() + "/spec_cli_lcd.bin";
+  std::remove(lcd.c_str());
+  const Result plain = opal(base);
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  const Result first = opal(base + " -lcd " + lcd);  // implies --spec-type ngram-cache
+  ASSERT_EQ(first.rc, 0) << first.err;
+  EXPECT_EQ(first.out, plain.out);
+  EXPECT_NE(first.err.find("speculative: ngram-cache: "), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("lookup cache: wrote "), std::string::npos) << first.err;
+  // The dynamic cache's strict thresholds want an n-gram seen twice: after two runs the third drafts the text.
+  const Result second = opal(base + " --spec-type ngram-cache -lcd " + lcd);
+  ASSERT_EQ(second.rc, 0) << second.err;
+  EXPECT_EQ(second.out, plain.out);
+  const Result third = opal(base + " -lcd " + lcd);
+  ASSERT_EQ(third.rc, 0) << third.err;
+  EXPECT_EQ(third.out, plain.out);
+  EXPECT_GT(drafted(third.err), drafted(first.err) + 20) << first.err << third.err;
+  int n = 0, accepted = 0;
+  const size_t at = third.err.find("speculative: ngram-cache: ");
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(std::sscanf(third.err.c_str() + at, "speculative: ngram-cache: %d drafted, %d accepted", &n, &accepted), 2);
+  EXPECT_GT(accepted, n / 2) << third.err;
+  // A static cache in the same format is read too; a truncated file is refused naming it.
+  const Result with_static = opal(base + " --spec-type ngram-cache -lcs " + lcd);
+  ASSERT_EQ(with_static.rc, 0) << with_static.err;
+  EXPECT_EQ(with_static.out, plain.out);
+  std::string bytes = test::read_file(lcd);
+  ASSERT_GT(bytes.size(), 8u);
+  const std::string cut = test::temp_dir() + "/spec_cli_lcd_cut.bin";
+  {
+    std::FILE* f = std::fopen(cut.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size() - 6, f);
+    std::fclose(f);
+  }
+  const Result bad = opal(base + " -lcd " + cut);
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("lookup cache '" + cut + "': truncated"), std::string::npos) << bad.err;
 }
 
 }  // namespace
