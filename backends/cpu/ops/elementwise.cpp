@@ -11,11 +11,13 @@
 // default): for -10 < x < 10 the input is rounded to f16 and the result is
 // the f16 rounding of 0.5 x (1 + tanhf(sqrt(2/pi) x (1 + 0.044715 x^2)))
 // computed in f32; x <= -10 gives 0 and x >= 10 gives x. The table holds the
-// 65536 results widened to f32.
+// 65536 results widened to f32. Under avx2/avx512 whole rows go through
+// kernels/gelu_kernels.h, which reads the same table and gives the same bits.
 #include <cmath>
 #include <vector>
 
 #include "backends/cpu/kernels/convert.h"
+#include "backends/cpu/kernels/gelu_kernels.h"
 #include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
@@ -82,9 +84,39 @@ void cpy(const Tensor& node, const OpContext& ctx) {
   });
 }
 
+// GELU rows through the ISA's kernel (kernels/gelu_kernels.h).
+void gelu_rows(const Tensor& node, const OpContext& ctx, const GeluKernels& k) {
+  const Tensor& a = *node.src[0];
+  const float* table = gelu_table();
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r)
+      k.gelu_row(table, reinterpret_cast<const float*>(row_ptr_flat(a, r)),
+                 reinterpret_cast<float*>(row_ptr_flat(node, r)), node.ne[0]);
+  });
+}
+
+// GEGLU rows through the ISA's kernel; src1's rows as long as the output's.
+void geglu_rows(const Tensor& node, const OpContext& ctx, const GeluKernels& k) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const float* table = gelu_table();
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i1 = r % node.ne[1], i2 = (r / node.ne[1]) % node.ne[2], i3 = r / (node.ne[1] * node.ne[2]);
+      k.geglu_row(table, reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3)),
+                  reinterpret_cast<const float*>(row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3])),
+                  reinterpret_cast<float*>(row_ptr(node, i1, i2, i3)), node.ne[0]);
+    }
+  });
+}
+
 }  // namespace
 
-float gelu_ref(float x) {
+const float* gelu_table() {
   static const std::vector<float> table = [] {
     std::vector<float> t(65536);
     const float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
@@ -94,9 +126,18 @@ float gelu_ref(float x) {
     }
     return t;
   }();
+  return table.data();
+}
+
+float gelu_ref(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
-  return table[f32_to_f16(x)];
+  return gelu_table()[f32_to_f16(x)];
+}
+
+float geglu_ref(float g, float u) {
+  // ggml_vec_geglu_f32: x >= 10 multiplies x itself, below -10 the product is 0
+  return g <= -10.0f ? 0.0f : gelu_ref(g) * u;
 }
 
 void compute_elementwise(const Tensor& node, const OpContext& ctx) {
@@ -115,12 +156,19 @@ void compute_elementwise(const Tensor& node, const OpContext& ctx) {
     case Op::Silu:
       unary(node, ctx, [](float x, int64_t i, int64_t n) { return llama_order::silu_at(x, i, n); });
       return;
-    case Op::Gelu: unary(node, ctx, [](float x, int64_t, int64_t) { return gelu_ref(x); }); return;
+    case Op::Gelu:
+      if (const GeluKernels* k = gelu_kernels()) {
+        gelu_rows(node, ctx, *k);
+      } else {
+        unary(node, ctx, [](float x, int64_t, int64_t) { return gelu_ref(x); });
+      }
+      return;
     case Op::Geglu:
-      binary(node, ctx, [](float g, float u, int64_t, int64_t) {
-        // ggml_vec_geglu_f32: x >= 10 multiplies x itself, below -10 the product is 0
-        return g <= -10.0f ? 0.0f : gelu_ref(g) * u;
-      });
+      if (const GeluKernels* k = gelu_kernels(); k && node.src[1]->ne[0] == node.ne[0]) {
+        geglu_rows(node, ctx, *k);
+      } else {
+        binary(node, ctx, [](float g, float u, int64_t, int64_t) { return geglu_ref(g, u); });
+      }
       return;
     case Op::Cpy: cpy(node, ctx); return;
     default: break;

@@ -29,6 +29,9 @@ void compute_elementwise(const Tensor& node,
                          const OpContext& ctx);  // Mul Add Div Scale Silu Swiglu Cpy Gelu Geglu
 // llama.cpp's GELU (tanh form through its f16 table), the definition GELU / GEGLU kernels are tested against.
 float gelu_ref(float x);
+// gelu_ref(g) * u, 0 where g <= -10 (llama.cpp's GEGLU); and the f16 table both read (65536 floats).
+float geglu_ref(float g, float u);
+const float* gelu_table();
 void compute_norm(const Tensor& node, const OpContext& ctx);  // RmsNorm Softmax SumRows
 void compute_mul_mat(const Tensor& node, const OpContext& ctx);
 void compute_mul_mat_id(const Tensor& node, const OpContext& ctx);

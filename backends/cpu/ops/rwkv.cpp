@@ -1,6 +1,7 @@
 // The ops RWKV-7 brought (issue 17), on f32 rows:
 //   NORM         layer norm without weight, as ggml_norm: mean and variance
-//                summed in double, y = (x - mean) * 1/sqrtf(var + eps);
+//                summed in double (in 8 lanes, sum8 below), y = (x - mean) *
+//                1/sqrtf(var + eps);
 //   L2_NORM      as ggml_l2_norm: sum of squares in double,
 //                y = x * 1/max(sqrtf(sum), eps);
 //   UNARY        sigmoid 1/(1+exp(-x)) and exp through ggml_v_expf's
@@ -35,6 +36,23 @@
 namespace opal::cpu {
 namespace {
 
+// The sum of f(x[i]) in double, in 8 lanes (lane l takes i = l mod 8, in
+// order), then (l0 + l4) + (l2 + l6) + ((l1 + l5) + (l3 + l7)), then the tail
+// of n % 8 in order. The lanes break the one long chain of dependent adds
+// (the compiler vectorizes them); the order is fixed, so every ISA gives the
+// same bits. NORM's mean and variance, within an ulp or so of the sequential
+// double sum they replaced (the tiny-rwkv7 goldens did not move).
+template <typename F>
+double sum8(const float* x, int64_t n, F f) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += f(x[i + l]);
+  double sum = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) sum += f(x[i]);
+  return sum;
+}
+
 void rows_op(const Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
   const int64_t n = a.ne[0];
@@ -49,16 +67,9 @@ void rows_op(const Tensor& node, const OpContext& ctx) {
       float* y = reinterpret_cast<float*>(row_ptr_flat(node, r));
       switch (node.op) {
         case Op::Norm: {
-          double sum = 0.0;
-          for (int64_t i = 0; i < n; ++i) sum += double(x[i]);
-          const float mean = float(sum / double(n));
-          double sum2 = 0.0;
-          for (int64_t i = 0; i < n; ++i) {
-            const float d = x[i] - mean;
-            y[i] = d;
-            sum2 += double(d * d);
-          }
-          const float var = float(sum2 / double(n));
+          const float mean = float(sum8(x, n, [](float v) { return double(v); }) / double(n));
+          for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
+          const float var = float(sum8(y, n, [](float d) { return double(d * d); }) / double(n));
           const float s = 1.0f / std::sqrt(var + eps);
           for (int64_t i = 0; i < n; ++i) y[i] *= s;
           break;
