@@ -51,7 +51,8 @@ TEST(RwkvKernels, Wkv7HeadEqualsTheScalarFormBitForBit) {
         rwkv_ref::wkv7_head(st_ref.data(), r.data(), w.data(), k.data(), v.data(), a.data(), b.data(), y_ref.data(), S);
         for (int64_t i = 0; i < S; ++i)
           ASSERT_TRUE(same_bits_or_nan(y[size_t(i)], y_ref[size_t(i)])) << "S " << S << " y " << i;
-        for (size_t i = 0; i < st.size(); ++i) ASSERT_TRUE(same_bits_or_nan(st[i], st_ref[i])) << "S " << S << " state " << i;
+        for (size_t i = 0; i < st.size(); ++i)
+          ASSERT_TRUE(same_bits_or_nan(st[i], st_ref[i])) << "S " << S << " state " << i;
       }
     }
   }
@@ -144,7 +145,8 @@ TEST(RwkvKernels, LerpEqualsTheScalarFormAndDoubleMath) {
       std::vector<float> y(size_t(C * N * 2), -1.0f), want(size_t(C * N * 2), -1.0f);
       kern->lerp(x.data(), p.data(), mix.data(), N, y.data(), 2 * C, len);
       rwkv_ref::lerp(x.data(), p.data(), mix.data(), N, want.data(), 2 * C, len);
-      for (size_t i = 0; i < y.size(); ++i) ASSERT_TRUE(same_bits_or_nan(y[i], want[i])) << "len " << len << " at " << i;
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_TRUE(same_bits_or_nan(y[i], want[i])) << "len " << len << " at " << i;
     }
   }
 }

@@ -49,8 +49,8 @@ TEST(LoadOptions, PerplexityAndLogitsAcceptThem) {
       &rc);
   EXPECT_EQ(rc, 0) << out;
   const std::string out2 = run_opal("logits -m " + test::shared_path("models/stories260K.gguf") +
-                                   " --tokens 1,2,3 --lm read --out " + test::temp_dir() + "/lo 2>&1",
-                               &rc);
+                                        " --tokens 1,2,3 --lm read --out " + test::temp_dir() + "/lo 2>&1",
+                                    &rc);
   EXPECT_EQ(rc, 0) << out2;
 }
 
