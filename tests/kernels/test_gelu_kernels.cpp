@@ -20,7 +20,7 @@
 namespace opal::cpu {
 namespace {
 
-std::vector<const GeluKernels*> simd_kernels() {
+std::vector<const GeluKernels*> gelu_simd_kernels() {
   std::vector<const GeluKernels*> v;
   const Isa before = selected_isa();
   for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
@@ -31,7 +31,7 @@ std::vector<const GeluKernels*> simd_kernels() {
   return v;
 }
 
-uint32_t bits(float x) {
+uint32_t gelu_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
   return u;
@@ -70,23 +70,24 @@ std::vector<float> edge_inputs() {
 
 TEST(GeluKernels, GeluEqualsTheScalarFormBitForBit) {
   if (host_supports(Isa::avx2)) {
-    ASSERT_FALSE(simd_kernels().empty());
+    ASSERT_FALSE(gelu_simd_kernels().empty());
   }
   const std::vector<float> x = edge_inputs();
-  for (const GeluKernels* k : simd_kernels()) {
+  for (const GeluKernels* k : gelu_simd_kernels()) {
     SCOPED_TRACE(k->name);
     for (int64_t n : {int64_t(x.size()), int64_t(1), int64_t(7), int64_t(15), int64_t(17), int64_t(33)}) {
       std::vector<float> y(size_t(n), -1.0f);
       k->gelu_row(gelu_table(), x.data(), y.data(), n);
       for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(bits(y[size_t(i)]), bits(gelu_ref(x[size_t(i)]))) << "n " << n << " x " << x[size_t(i)] << " i " << i;
+        ASSERT_EQ(gelu_bits(y[size_t(i)]), gelu_bits(gelu_ref(x[size_t(i)])))
+            << "n " << n << " x " << x[size_t(i)] << " i " << i;
     }
   }
 }
 
 TEST(GeluKernels, GegluEqualsTheScalarFormBitForBit) {
   if (host_supports(Isa::avx2)) {
-    ASSERT_FALSE(simd_kernels().empty());
+    ASSERT_FALSE(gelu_simd_kernels().empty());
   }
   const std::vector<float> g = edge_inputs();
   std::vector<float> u(g.size());
@@ -96,20 +97,20 @@ TEST(GeluKernels, GegluEqualsTheScalarFormBitForBit) {
   // the gate below -10 gives 0 even against inf / NaN; above 10 multiplies those
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   for (size_t i = 0; i < 64; ++i) u[i * 997 % u.size()] = (i % 3 == 0) ? inf : (i % 3 == 1) ? -inf : nan;
-  for (const GeluKernels* k : simd_kernels()) {
+  for (const GeluKernels* k : gelu_simd_kernels()) {
     SCOPED_TRACE(k->name);
     for (int64_t n : {int64_t(g.size()), int64_t(1), int64_t(9), int64_t(31)}) {
       std::vector<float> y(size_t(n), -1.0f);
       k->geglu_row(gelu_table(), g.data(), u.data(), y.data(), n);
       for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(bits(y[size_t(i)]), bits(geglu_ref(g[size_t(i)], u[size_t(i)])))
+        ASSERT_EQ(gelu_bits(y[size_t(i)]), gelu_bits(geglu_ref(g[size_t(i)], u[size_t(i)])))
             << "n " << n << " g " << g[size_t(i)] << " u " << u[size_t(i)] << " i " << i;
     }
   }
 }
 
 TEST(GeluKernels, ScalarFormKeepsTheThresholdsAndTheF16Rounding) {
-  EXPECT_EQ(bits(gelu_ref(-10.0f)), bits(0.0f));
+  EXPECT_EQ(gelu_bits(gelu_ref(-10.0f)), gelu_bits(0.0f));
   EXPECT_EQ(gelu_ref(10.0f), 10.0f);
   EXPECT_EQ(gelu_ref(1e30f), 1e30f);
   EXPECT_EQ(geglu_ref(-11.0f, std::numeric_limits<float>::infinity()), 0.0f);
