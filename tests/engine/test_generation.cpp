@@ -17,7 +17,7 @@
 namespace opal {
 namespace {
 
-std::vector<float> last_logits(const Context& ctx) {
+std::vector<float> gen_last_logits(const Context& ctx) {
   const float* l = ctx.logits(ctx.n_outputs() - 1);
   return {l, l + ctx.n_vocab()};
 }
@@ -107,7 +107,7 @@ TEST_F(Generation, PromptInChunksGivesTheLogitsOfOneBatch) {
   last.n_batch = 4;
   decode_prompt(*ctx, toks, last);
   EXPECT_EQ(ctx->n_outputs(), 1);
-  expect_close(last_logits(*ctx), one.back());
+  expect_close(gen_last_logits(*ctx), one.back());
 }
 
 TEST_F(Generation, BadPromptsAreClearErrors) {
@@ -241,7 +241,7 @@ TEST_F(Generation, PrefixReuseDecodesOnlyTheSuffixAndMatchesAFreshDecode) {
 
   auto fresh = make_context(64);
   decode_prompt(*fresh, b);
-  const std::vector<float> want = last_logits(*fresh);
+  const std::vector<float> want = gen_last_logits(*fresh);
 
   Sequence seq(*ctx);
   seq.decode(a);
@@ -253,12 +253,12 @@ TEST_F(Generation, PrefixReuseDecodesOnlyTheSuffixAndMatchesAFreshDecode) {
   seq.decode(std::span<const int32_t>(b).subspan(kept));
   EXPECT_EQ(seq.tokens(), b);
   EXPECT_EQ(ctx->kv_cache().n_free(), ctx->n_ctx() - int64_t(b.size()));
-  expect_close(last_logits(*ctx), want);
+  expect_close(gen_last_logits(*ctx), want);
 
   // The same prompt again: everything but the last token is kept (its logits are needed).
   EXPECT_EQ(seq.reuse_prefix(b), b.size() - 1);
   seq.decode(std::span<const int32_t>(b).subspan(b.size() - 1));
-  expect_close(last_logits(*ctx), want);
+  expect_close(gen_last_logits(*ctx), want);
   EXPECT_EQ(common_prefix(a, b), 7u);
 }
 
@@ -282,7 +282,7 @@ TEST_F(Generation, PromptChunksForABatchOfSeveralSequences) {
 
   auto fresh = make_context(64);
   decode_prompt(*fresh, prompt);
-  expect_close(last_logits(*ctx), last_logits(*fresh));
+  expect_close(gen_last_logits(*ctx), gen_last_logits(*fresh));
   s1.clear();
   EXPECT_EQ(ctx->seq_pos_max(1), -1);
   EXPECT_EQ(s1.size(), 0);
@@ -327,7 +327,7 @@ TEST_F(Generation, ChatStateEvaluatesOnlyTheNewTurn) {
   EXPECT_EQ(chat.sequence().tokens(), conv);
   auto fresh = make_context(64);
   decode_prompt(*fresh, conv);
-  expect_close(last_logits(*ctx), last_logits(*fresh));
+  expect_close(gen_last_logits(*ctx), gen_last_logits(*fresh));
 
   chat.clear();
   EXPECT_EQ(chat.sequence().size(), 0);

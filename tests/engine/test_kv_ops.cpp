@@ -15,7 +15,7 @@
 namespace opal {
 namespace {
 
-std::vector<float> last_logits(const Context& ctx) {
+std::vector<float> kv_last_logits(const Context& ctx) {
   const float* l = ctx.logits(ctx.n_outputs() - 1);
   return {l, l + ctx.n_vocab()};
 }
@@ -58,25 +58,25 @@ struct KvOps : ::testing::TestWithParam<std::string> {
 
 TEST_P(KvOps, RemoveTailThenRedecodeIsIdentical) {
   decode(*ctx, toks, 0, 0);
-  const auto want = last_logits(*ctx);
+  const auto want = kv_last_logits(*ctx);
   ctx->seq_rm(0, 5, -1);
   EXPECT_EQ(ctx->seq_pos_max(0), 4);
   EXPECT_EQ(ctx->kv_cache().n_free(), ctx->n_ctx() - 5);
   decode(*ctx, {toks.begin() + 5, toks.end()}, 5, 0);
-  EXPECT_EQ(last_logits(*ctx), want);
+  EXPECT_EQ(kv_last_logits(*ctx), want);
 }
 
 TEST_P(KvOps, CopiedSequenceContinuesLikeTheOriginal) {
   decode(*ctx, toks, 0, 0);
   decode(*ctx, {toks[0]}, int32_t(toks.size()), 0);
-  const auto want = last_logits(*ctx);
+  const auto want = kv_last_logits(*ctx);
   ctx->seq_rm(0, int32_t(toks.size()), -1);
   ctx->seq_cp(0, 3, 0, -1);
   EXPECT_EQ(ctx->seq_pos_max(3), int32_t(toks.size()) - 1);
   ctx->seq_keep(3);
   EXPECT_EQ(ctx->seq_pos_max(0), -1);
   decode(*ctx, {toks[0]}, int32_t(toks.size()), 3);
-  EXPECT_EQ(last_logits(*ctx), want);
+  EXPECT_EQ(kv_last_logits(*ctx), want);
 }
 
 TEST_P(KvOps, CopyWithoutRoomIsAClearError) {
@@ -88,7 +88,7 @@ TEST_P(KvOps, CopyWithoutRoomIsAClearError) {
 TEST_P(KvOps, ShiftedKeysMatchKeysComputedAtTheNewPositions) {
   decode(*ctx, toks, 0, 0);
   decode(*ctx, {toks[1]}, int32_t(toks.size()), 0);
-  const auto want = last_logits(*ctx);
+  const auto want = kv_last_logits(*ctx);
 
   ctx->reset();
   decode(*ctx, toks, 7, 0);  // the same tokens, 7 positions later
@@ -96,7 +96,7 @@ TEST_P(KvOps, ShiftedKeysMatchKeysComputedAtTheNewPositions) {
   EXPECT_EQ(ctx->seq_pos_min(0), 0);
   EXPECT_EQ(ctx->seq_pos_max(0), int32_t(toks.size()) - 1);
   decode(*ctx, {toks[1]}, int32_t(toks.size()), 0);
-  const auto got = last_logits(*ctx);
+  const auto got = kv_last_logits(*ctx);
   // Only float rounding of the composed rotation differs.
   EXPECT_LT(max_abs_diff(got, want) / stddev(want), 1e-3);
 
@@ -106,7 +106,7 @@ TEST_P(KvOps, ShiftedKeysMatchKeysComputedAtTheNewPositions) {
   decode(*ctx, toks, 7, 0);
   ctx->kv_cache().seq_add(0, 0, -1, -7);
   decode(*ctx, {toks[1]}, int32_t(toks.size()), 0);
-  EXPECT_GT(max_abs_diff(last_logits(*ctx), want) / stddev(want), 1e-3);
+  EXPECT_GT(max_abs_diff(kv_last_logits(*ctx), want) / stddev(want), 1e-3);
 }
 
 TEST_P(KvOps, ShiftBelowZeroFreesCells) {

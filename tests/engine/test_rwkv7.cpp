@@ -45,7 +45,7 @@ struct GoldenRun {
   std::vector<int32_t> next;
 };
 
-GoldenRun run_golden(const test::Golden& g, Registry& reg) {
+GoldenRun run_rwkv_golden(const test::Golden& g, Registry& reg) {
   auto model = Model::load(test::golden_model_path(g.stem), reg);
   ContextParams cp;
   cp.n_ctx = int64_t(g.prompt.size() + g.greedy.size());
@@ -80,7 +80,7 @@ TEST_P(Rwkv7Fidelity, MatchesLlamaCppOnEveryIsa) {
   for (cpu::Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
     cpu::set_isa(isa);
     auto reg = make_registry({}, 1);
-    const GoldenRun r = run_golden(g, *reg);
+    const GoldenRun r = run_rwkv_golden(g, *reg);
     ASSERT_EQ(r.prompt.size(), g.prompt_logits.size());
     ASSERT_EQ(r.gen.size(), g.gen_logits.size());
     for (const auto& [what, ours, ref] :

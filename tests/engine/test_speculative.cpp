@@ -110,15 +110,15 @@ TEST(SpecParams, BadValuesNameTheFlag) {
   EXPECT_EQ(spec_type_from_name("ngram-mod"), SpecType::NgramMod);
 }
 
-struct Loaded {
+struct SpecLoaded {
   std::unique_ptr<Model> model;
   std::optional<Vocab> vocab;
 };
 
 struct Speculative : ::testing::Test {
   void SetUp() override { reg = make_registry({}, 1); }
-  Loaded load(const std::string& path) {
-    Loaded l;
+  SpecLoaded load(const std::string& path) {
+    SpecLoaded l;
     l.model = Model::load(path, *reg);
     l.vocab.emplace(Vocab::from_gguf(l.model->gguf()));
     return l;
@@ -160,7 +160,7 @@ struct Speculative : ::testing::Test {
 };
 
 TEST_F(Speculative, NgramGreedyEqualsPlainDecodingOnStories) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time, there was a little girl", true, false);
   StopRules r;
   r.n_predict = 200;
@@ -182,7 +182,7 @@ TEST_F(Speculative, NgramGreedyEqualsPlainDecodingOnStories) {
 // llama.cpp's other draft-free modes: greedy output equal to plain decoding, and drafts accepted on a story
 // that repeats itself.
 TEST_F(Speculative, NgramMapAndModGreedyEqualPlainDecoding) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time, there was a little girl", true, false);
   StopRules r;
   r.n_predict = 200;
@@ -204,7 +204,7 @@ TEST_F(Speculative, NgramMapAndModGreedyEqualPlainDecoding) {
 }
 
 TEST_F(Speculative, SampledOutputEqualsPlainDecodingToo) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time", true, false);
   SamplerParams sp;
   sp.temp = 0.7f;
@@ -223,7 +223,7 @@ TEST_F(Speculative, SampledOutputEqualsPlainDecodingToo) {
 }
 
 TEST_F(Speculative, StopRulesInsideAVerifiedDraft) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time", true, false);
   SpecParams p;
   p.type = SpecType::NgramSimple;
@@ -258,8 +258,8 @@ TEST_F(Speculative, StopRulesInsideAVerifiedDraft) {
 
 TEST_F(Speculative, DraftModelQuantizedLowerGivesTheSameGreedyOutput) {
   // Random weights: only a draft that is the target quantized lower agrees with it often.
-  Loaded target = load(test::golden_model("tiny-llama-f32"));
-  Loaded draft = load(test::golden_model("tiny-llama-q8_0"));
+  SpecLoaded target = load(test::golden_model("tiny-llama-f32"));
+  SpecLoaded draft = load(test::golden_model("tiny-llama-q8_0"));
   check_draft_vocab(*target.vocab, *draft.vocab);
   const std::vector<int32_t> prompt = target.vocab->tokenize("The quick brown fox", true, false);
   StopRules r;
@@ -279,7 +279,7 @@ TEST_F(Speculative, DraftModelQuantizedLowerGivesTheSameGreedyOutput) {
 }
 
 TEST_F(Speculative, TheTargetAsItsOwnDraftAcceptsEveryDraftToken) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time", true, false);
   StopRules r;
   r.n_predict = 120;
@@ -299,7 +299,7 @@ TEST_F(Speculative, TheTargetAsItsOwnDraftAcceptsEveryDraftToken) {
 }
 
 TEST_F(Speculative, DraftPMinStopsUnconfidentDrafts) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time", true, false);
   auto dctx = context(*s.model);
   ModelDrafter sure(*dctx, 0, 1.01f, s.model->hparams().n_vocab);  // no token is that probable
@@ -311,7 +311,7 @@ TEST_F(Speculative, DraftPMinStopsUnconfidentDrafts) {
 // Drafters sharing one draft context draft together: the same drafts as each drafting alone, in one
 // draft-model decode per draft position for all of them (the catch-up of every sequence in the first).
 TEST_F(Speculative, DraftModelsDraftTogetherInOneDecodePerPosition) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const int64_t nv = s.model->hparams().n_vocab;
   std::vector<std::vector<int32_t>> prompts;
   for (const char* p : {"Once upon a time", "The dog ran to the park and", "Lily had a big red ball"})
@@ -376,7 +376,7 @@ TEST_F(Speculative, DraftModelsDraftTogetherInOneDecodePerPosition) {
 }
 
 TEST_F(Speculative, ChatWithSpeculationEqualsChatWithout) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   SpecParams p;
   p.type = SpecType::NgramSimple;
   p.ngram_n = 2;
@@ -408,8 +408,8 @@ TEST_F(Speculative, ChatWithSpeculationEqualsChatWithout) {
 }
 
 TEST_F(Speculative, ADraftWithAnotherVocabularyIsRefusedWithTheReason) {
-  Loaded target = load(test::shared_path("models/stories260K.gguf"));
-  Loaded other = load(test::shared_path("models/llama-2-tiny-random.gguf"));
+  SpecLoaded target = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded other = load(test::shared_path("models/llama-2-tiny-random.gguf"));
   try {
     check_draft_vocab(*target.vocab, *other.vocab);
     FAIL() << "a 512-token and a 32000-token vocabulary were accepted";
@@ -418,12 +418,12 @@ TEST_F(Speculative, ADraftWithAnotherVocabularyIsRefusedWithTheReason) {
     EXPECT_NE(m.find("does not match"), std::string::npos) << m;
     EXPECT_NE(m.find("32000"), std::string::npos) << m;
   }
-  Loaded qwen = load(test::golden_model("tiny-qwen3-q8_0"));
+  SpecLoaded qwen = load(test::golden_model("tiny-qwen3-q8_0"));
   EXPECT_THROW(check_draft_vocab(*target.vocab, *qwen.vocab), Error);  // another tokenizer type
 }
 
 TEST_F(Speculative, RecurrentModelsAreRefused) {
-  Loaded rwkv = load(test::golden_model("tiny-rwkv7-q8_0"));
+  SpecLoaded rwkv = load(test::golden_model("tiny-rwkv7-q8_0"));
   auto ctx = context(*rwkv.model, 64);
   try {
     check_speculation_supported(*ctx, "target");
@@ -517,7 +517,7 @@ TEST(NgramCacheDrafter, DraftsFromTheContextThenTheDynamicThenTheStaticCache) {
 }
 
 TEST_F(Speculative, NgramCacheGreedyEqualsPlainDecodingAndLearnsFromItsDynamicFile) {
-  Loaded s = load(test::shared_path("models/stories260K.gguf"));
+  SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time, there was a little girl", true, false);
   StopRules r;
   r.n_predict = 200;

@@ -49,7 +49,7 @@ std::vector<std::string> write_split(const std::string& src, const std::string& 
   return paths;
 }
 
-std::vector<float> prompt_logits(const Model& m) {
+std::vector<float> split_prompt_logits(const Model& m) {
   ContextParams cp;
   cp.n_ctx = 64;
   Context ctx(m, cp);
@@ -59,7 +59,7 @@ std::vector<float> prompt_logits(const Model& m) {
   return {l, l + ctx.n_vocab()};
 }
 
-std::string load_error(const std::string& path, Registry& reg) {
+std::string split_load_error(const std::string& path, Registry& reg) {
   try {
     Model::load(path, reg);
   } catch (const Error& e) {
@@ -82,26 +82,27 @@ TEST(SplitModel, LoadsEveryPartAndMatchesTheWholeFile) {
   std::set<uint32_t> used;
   for (const auto& t : g.tensors()) used.insert(t.part);
   EXPECT_EQ(used, (std::set<uint32_t>{0, 1, 2}));
-  const std::vector<float> a = prompt_logits(*whole), b = prompt_logits(*split);
+  const std::vector<float> a = split_prompt_logits(*whole), b = split_prompt_logits(*split);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   // Read mode (not mapped) too.
   LoadOptions read;
   read.load_mode = LoadMode::Read;
   auto split_read = Model::load(parts[0], *reg, read);
-  const std::vector<float> c = prompt_logits(*split_read);
+  const std::vector<float> c = split_prompt_logits(*split_read);
   EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)), 0);
 
   // A later part given instead of the first.
-  EXPECT_NE(load_error(parts[1], *reg).find("give its first part"), std::string::npos) << load_error(parts[1], *reg);
+  EXPECT_NE(split_load_error(parts[1], *reg).find("give its first part"), std::string::npos)
+      << split_load_error(parts[1], *reg);
   // A missing part is named.
   std::filesystem::remove(parts[2]);
-  const std::string missing = load_error(parts[0], *reg);
+  const std::string missing = split_load_error(parts[0], *reg);
   EXPECT_NE(missing.find("part 3"), std::string::npos) << missing;
   EXPECT_NE(missing.find(parts[2]), std::string::npos) << missing;
   // A tensor count that does not add up.
   const std::vector<std::string> wrong = write_split(src, dir + "/wrong", 2, 5);
-  EXPECT_NE(load_error(wrong[0], *reg).find("split.tensors.count"), std::string::npos);
+  EXPECT_NE(split_load_error(wrong[0], *reg).find("split.tensors.count"), std::string::npos);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ class ServerLimits : public ::testing::Test {
 };
 LocalServer* ServerLimits::server_ = nullptr;
 
-const json kMsgs = json::array({json{{"role", "user"}, {"content", "Hi"}}});
+const json kLimitMsgs = json::array({json{{"role", "user"}, {"content", "Hi"}}});
 
 // The status, and the error's param ("" when null); fails the test on a non-JSON body.
 void expect_400(const httplib::Result& r, const std::string& param) {
@@ -54,30 +54,32 @@ TEST_F(ServerLimits, NumbersOutOfRangeName400TheField) {
   expect_400(post_raw("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":1e400})"),
              "max_tokens");
   expect_400(post_raw("/completion", R"({"prompt":"Hi","temperature":-1e400})"), "temperature");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"max_tokens", 1e300}}), "max_tokens");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"max_tokens", -5}}), "max_tokens");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"max_tokens", 2.5}}), "max_tokens");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"max_tokens", 1e300}}), "max_tokens");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"max_tokens", -5}}), "max_tokens");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"max_tokens", 2.5}}), "max_tokens");
   expect_400(srv().post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 1e10}}), "max_tokens");
   expect_400(srv().post("/completion", {{"prompt", "Hi"}, {"n_predict", -2}}), "n_predict");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"top_p", 7.0}}), "top_p");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"min_p", -0.5}}), "min_p");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"temperature", 1e30}}), "temperature");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"repeat_penalty", 0}}), "repeat_penalty");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"seed", -7}}), "seed");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"logit_bias", {{"5", 1e30}}}}), "logit_bias");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"top_p", 7.0}}), "top_p");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"min_p", -0.5}}), "min_p");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"temperature", 1e30}}), "temperature");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"repeat_penalty", 0}}), "repeat_penalty");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"seed", -7}}), "seed");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"logit_bias", {{"5", 1e30}}}}),
+             "logit_bias");
 }
 
 TEST_F(ServerLimits, WrongTypesName400TheField) {
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"response_format", "json_object"}}),
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"response_format", "json_object"}}),
              "response_format");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"response_format", {{"type", 5}}}}),
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"response_format", {{"type", 5}}}}),
              "response_format");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"tools", {{"type", "function"}}}}), "tools");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"tool_choice", 3}}), "tool_choice");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"stop", 5}}), "stop");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"logit_bias", "x"}}), "logit_bias");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"tools", {{"type", "function"}}}}),
+             "tools");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"tool_choice", 3}}), "tool_choice");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"stop", 5}}), "stop");
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"logit_bias", "x"}}), "logit_bias");
   // accepted shapes still work
-  auto r = srv().post("/v1/chat/completions", {{"messages", kMsgs},
+  auto r = srv().post("/v1/chat/completions", {{"messages", kLimitMsgs},
                                                {"max_tokens", 2},
                                                {"response_format", {{"type", "text"}}},
                                                {"tools", json::array()},
@@ -97,7 +99,7 @@ TEST_F(ServerLimits, PerRequestCaps) {
   for (int i = 0; i < 600; ++i) bias.push_back(json::array({i % 512, 1.0}));
   expect_400(srv().post("/completion", {{"prompt", "Hi"}, {"logit_bias", bias}}), "logit_bias");
   expect_400(srv().post("/completion", {{"prompt", "Hi"}, {"n_probs", 101}}), "n_probs");
-  expect_400(srv().post("/v1/chat/completions", {{"messages", kMsgs}, {"logprobs", true}, {"top_logprobs", 21}}),
+  expect_400(srv().post("/v1/chat/completions", {{"messages", kLimitMsgs}, {"logprobs", true}, {"top_logprobs", 21}}),
              "top_logprobs");
   expect_400(srv().post("/v1/completions", {{"prompt", "Hi"}, {"logprobs", 21}}), "logprobs");
   // at the caps it works; repeated logit_bias tokens add up (two halves of a ban still ban)

@@ -15,10 +15,10 @@
 namespace opal::test {
 namespace {
 
-const char* kPrompts[] = {"Once upon a time", "The dog ran to the", "Lily had a big red ball",
-                          "One day, a little boy named Tom"};
+const char* kSpecPrompts[] = {"Once upon a time", "The dog ran to the", "Lily had a big red ball",
+                              "One day, a little boy named Tom"};
 
-json completion(LocalServer& s, const std::string& prompt, int n, const json& extra = json::object()) {
+json spec_completion(LocalServer& s, const std::string& prompt, int n, const json& extra = json::object()) {
   json body = {{"prompt", prompt}, {"n_predict", n}, {"temperature", 0}, {"ignore_eos", true}};
   body.update(extra);
   auto r = s.post("/completion", body);
@@ -42,16 +42,17 @@ TEST(ServerSpeculative, NgramAnswersEqualPlainOnesAcrossSlots) {
   std::vector<std::string> plain;
   {
     LocalServer s(default_options(2, 2048));
-    for (const char* p : kPrompts) plain.push_back(completion(s, p, 120)["content"]);
+    for (const char* p : kSpecPrompts) plain.push_back(spec_completion(s, p, 120)["content"]);
   }
   LocalServer s(with_spec(SpecType::NgramSimple, 2));
   std::vector<json> got(4);
   std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { got[size_t(i)] = completion(s, kPrompts[i], 120); });
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] { got[size_t(i)] = spec_completion(s, kSpecPrompts[i], 120); });
   for (auto& t : threads) t.join();
   int64_t drafted = 0, accepted = 0;
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << kPrompts[i];
+    EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << kSpecPrompts[i];
     EXPECT_EQ(got[size_t(i)]["tokens_predicted"], 120);
     const json& t = got[size_t(i)]["timings"];
     if (t.contains("draft_n")) {
@@ -68,7 +69,7 @@ TEST(ServerSpeculative, NgramAnswersEqualPlainOnesAcrossSlots) {
   // Streamed: the same text.
   const SseStream st = post_stream(
       "127.0.0.1", s.port(), "/v1/completions",
-      {{"prompt", kPrompts[0]}, {"max_tokens", 120}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}});
+      {{"prompt", kSpecPrompts[0]}, {"max_tokens", 120}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}});
   ASSERT_TRUE(st.well_formed) << st.error;
   EXPECT_EQ(chat_stream_text(st), plain[0]);
 }
@@ -78,7 +79,7 @@ TEST(ServerSpeculative, NgramMapAndModAnswersEqualPlainOnes) {
   std::vector<std::string> plain;
   {
     LocalServer s(default_options(1, 1024));
-    for (int i = 0; i < 2; ++i) plain.push_back(completion(s, kPrompts[i], 100)["content"]);
+    for (int i = 0; i < 2; ++i) plain.push_back(spec_completion(s, kSpecPrompts[i], 100)["content"]);
   }
   for (SpecType type : {SpecType::NgramMapK4v, SpecType::NgramMod}) {
     SCOPED_TRACE(spec_type_name(type));
@@ -87,8 +88,8 @@ TEST(ServerSpeculative, NgramMapAndModAnswersEqualPlainOnes) {
     LocalServer s(o);
     int64_t accepted = 0;
     for (int i = 0; i < 2; ++i) {
-      const json got = completion(s, kPrompts[i], 100);
-      EXPECT_EQ(got["content"], plain[size_t(i)]) << kPrompts[i];
+      const json got = spec_completion(s, kSpecPrompts[i], 100);
+      EXPECT_EQ(got["content"], plain[size_t(i)]) << kSpecPrompts[i];
       accepted += got["timings"].value("draft_n_accepted", int64_t(0));
     }
     EXPECT_GT(accepted, 0);
@@ -100,7 +101,7 @@ TEST(ServerSpeculative, NgramMapAndModAnswersEqualPlainOnes) {
 TEST(ServerSpeculative, DraftContextSizeAndThreadsTakeEffect) {
   const std::string plain = [] {
     LocalServer s(default_options(1, 1024));
-    return completion(s, kPrompts[0], 100)["content"].get<std::string>();
+    return spec_completion(s, kSpecPrompts[0], 100)["content"].get<std::string>();
   }();
   server::ServerOptions full = with_spec(SpecType::Draft, 1);
   server::ServerOptions small = full;
@@ -112,7 +113,7 @@ TEST(ServerSpeculative, DraftContextSizeAndThreadsTakeEffect) {
   int64_t n_full = 0, n_small = 0;
   {
     LocalServer s(full);
-    const json got = completion(s, kPrompts[0], 100);
+    const json got = spec_completion(s, kSpecPrompts[0], 100);
     EXPECT_EQ(got["content"], plain);
     n_full = got["timings"]["draft_n"].get<int64_t>();
   }
@@ -121,7 +122,7 @@ TEST(ServerSpeculative, DraftContextSizeAndThreadsTakeEffect) {
     std::string log;
     {
       LocalServer s(small);
-      const json got = completion(s, kPrompts[0], 100);
+      const json got = spec_completion(s, kSpecPrompts[0], 100);
       log = testing::internal::GetCapturedStderr();
       EXPECT_EQ(got["content"], plain);
       n_small = got["timings"]["draft_n"].get<int64_t>();
@@ -139,18 +140,19 @@ TEST(ServerSpeculative, StopStringsAndLimitsInsideADraft) {
   LocalServer plain_s(default_options(1, 1024));
   LocalServer spec_s(with_spec(SpecType::NgramSimple, 1));
   for (int n : {1, 3, 45}) {
-    const json a = completion(plain_s, kPrompts[2], n), b = completion(spec_s, kPrompts[2], n);
+    const json a = spec_completion(plain_s, kSpecPrompts[2], n), b = spec_completion(spec_s, kSpecPrompts[2], n);
     EXPECT_EQ(b["content"], a["content"]) << n;
     EXPECT_EQ(b["tokens_predicted"], n);
   }
   // A stop word found after the first sentence: the same cut, the same word.
-  const json full = completion(plain_s, kPrompts[2], 80);
+  const json full = spec_completion(plain_s, kSpecPrompts[2], 80);
   const std::string text = full["content"];
   const size_t dot = text.find(". ");
   ASSERT_NE(dot, std::string::npos) << text;
   const std::string word = text.substr(dot + 2, 4);
   const json extra = {{"stop", json::array({word})}};
-  const json a = completion(plain_s, kPrompts[2], 80, extra), b = completion(spec_s, kPrompts[2], 80, extra);
+  const json a = spec_completion(plain_s, kSpecPrompts[2], 80, extra),
+             b = spec_completion(spec_s, kSpecPrompts[2], 80, extra);
   EXPECT_EQ(b["content"], a["content"]);
   EXPECT_EQ(b["stopping_word"], word);
   EXPECT_EQ(b["tokens_predicted"], a["tokens_predicted"]);
@@ -160,22 +162,23 @@ TEST(ServerSpeculative, TheModelAsItsOwnDraftAcceptsEveryDraftToken) {
   std::vector<std::string> plain;
   {
     LocalServer s(default_options(2, 2048));
-    for (const char* p : kPrompts) plain.push_back(completion(s, p, 100)["content"]);
+    for (const char* p : kSpecPrompts) plain.push_back(spec_completion(s, p, 100)["content"]);
   }
   LocalServer s(with_spec(SpecType::Draft, 2));
   std::vector<json> got(4);
   std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { got[size_t(i)] = completion(s, kPrompts[i], 100); });
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] { got[size_t(i)] = spec_completion(s, kSpecPrompts[i], 100); });
   for (auto& t : threads) t.join();
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << kPrompts[i];
+    EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << kSpecPrompts[i];
     const json& t = got[size_t(i)]["timings"];
     ASSERT_TRUE(t.contains("draft_n")) << t.dump();
     EXPECT_GT(t["draft_n"].get<int64_t>(), 50);
     EXPECT_EQ(t["draft_n_accepted"], t["draft_n"]);
   }
   // A follow-up on a slot's cached prefix keeps its draft in step.
-  const json again = completion(s, kPrompts[0], 100);
+  const json again = spec_completion(s, kSpecPrompts[0], 100);
   EXPECT_EQ(again["content"], plain[0]);
   EXPECT_EQ(again["timings"]["draft_n_accepted"], again["timings"]["draft_n"]);
 }
@@ -187,18 +190,19 @@ TEST(ServerSpeculative, SlotsDraftTogetherInOneDraftBatchPerPosition) {
     std::vector<std::string> plain;
     {
       LocalServer s(default_options(n_slots, 1024 * n_slots));
-      for (int i = 0; i < n_slots; ++i) plain.push_back(completion(s, kPrompts[i], 80)["content"]);
+      for (int i = 0; i < n_slots; ++i) plain.push_back(spec_completion(s, kSpecPrompts[i], 80)["content"]);
     }
     server::ServerOptions o = with_spec(SpecType::Draft, n_slots);
     o.spec.n_max = 6;
     LocalServer s(o);
     std::vector<json> got(static_cast<size_t>(n_slots));
     std::vector<std::thread> threads;
-    for (int i = 0; i < n_slots; ++i) threads.emplace_back([&, i] { got[size_t(i)] = completion(s, kPrompts[i], 80); });
+    for (int i = 0; i < n_slots; ++i)
+      threads.emplace_back([&, i] { got[size_t(i)] = spec_completion(s, kSpecPrompts[i], 80); });
     for (auto& t : threads) t.join();
     int64_t drafted = 0;
     for (int i = 0; i < n_slots; ++i) {
-      EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << n_slots << " slots: " << kPrompts[i];
+      EXPECT_EQ(got[size_t(i)]["content"], plain[size_t(i)]) << n_slots << " slots: " << kSpecPrompts[i];
       drafted += got[size_t(i)]["timings"].value("draft_n", int64_t(0));
     }
     const std::string m = s.get("/metrics")->body;

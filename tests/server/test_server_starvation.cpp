@@ -24,7 +24,7 @@ constexpr double kBoundS = 3.0;  // sanitizers slow the completion itself
 constexpr double kBoundS = 1.0;
 #endif
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
+double starvation_seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
@@ -66,7 +66,7 @@ TEST(ServerStarvation, IdlePartialAndKeepAliveClientsDoNotStarveOthers) {
     c.set_read_timeout(5, 0);
     auto t0 = std::chrono::steady_clock::now();
     auto h = c.Get("/health");
-    const double health_s = seconds_since(t0);
+    const double health_s = starvation_seconds_since(t0);
     ASSERT_TRUE(h) << "/health failed under load: " << httplib::to_string(h.error());
     EXPECT_EQ(h->status, 200);
     EXPECT_LT(health_s, kBoundS) << "/health took " << health_s << " s";
@@ -76,7 +76,7 @@ TEST(ServerStarvation, IdlePartialAndKeepAliveClientsDoNotStarveOthers) {
     c2.set_read_timeout(5, 0);
     t0 = std::chrono::steady_clock::now();
     auto r = c2.Post("/v1/completions", json{{"prompt", "Once upon"}, {"max_tokens", 4}}.dump(), "application/json");
-    const double completion_s = seconds_since(t0);
+    const double completion_s = starvation_seconds_since(t0);
     ASSERT_TRUE(r) << "a completion failed under load: " << httplib::to_string(r.error());
     EXPECT_EQ(r->status, 200) << r->body;
     EXPECT_LT(completion_s, kBoundS) << "a 4-token completion took " << completion_s << " s";

@@ -68,7 +68,7 @@ TEST(ToolCalls, ForcedGrammarAcceptsOnlyValidCalls) {
   EXPECT_EQ(tool_call_gbnf(read_tools(body)), "");
 }
 
-std::string read_text(const std::string& path) {
+std::string read_tool_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -92,7 +92,8 @@ TEST(ToolCalls, SharedTemplatesRenderToolsAndResults) {
                                {"function", {{"name", "get_weather"}, {"arguments", {{"city", "Paris"}}}}}}})}},
        json{{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "18 C"}}});
   for (const char* name : {"qwen3", "llama3.1-instruct"}) {
-    const std::string src = read_text(test::shared_path(std::string("chat-templates/") + name + "/template.jinja"));
+    const std::string src =
+        read_tool_text(test::shared_path(std::string("chat-templates/") + name + "/template.jinja"));
     ASSERT_FALSE(src.empty()) << name;
     const std::string out = jinja::apply_chat_template(src, messages, true, json{{"tools", tools}});
     EXPECT_NE(out.find("get_weather"), std::string::npos) << name << out;
@@ -110,7 +111,8 @@ TEST(ToolCalls, ForcedCallsInTheTemplatesOwnFormat) {
                                                       {"llama3.2-instruct", ToolFormat::Llama},
                                                       {"smollm2-instruct", ToolFormat::Hermes}};
   for (const auto& [name, want] : cases) {
-    const std::string src = read_text(test::shared_path(std::string("chat-templates/") + name + "/template.jinja"));
+    const std::string src =
+        read_tool_text(test::shared_path(std::string("chat-templates/") + name + "/template.jinja"));
     EXPECT_EQ(int(tool_format_of_template(src)), int(want)) << name;
   }
   json body{{"tools", json::array({json{{"type", "function"},
