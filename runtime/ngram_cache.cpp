@@ -181,10 +181,12 @@ void NgramCacheDrafter::reset() {
 
 std::vector<int32_t> NgramCacheDrafter::draft(std::span<const int32_t> tokens, int n_max) {
   // The context cache follows the text: the n-grams of new tokens are added; a text that is not the one seen
-  // plus more (a new conversation, a truncation) is counted again from the start.
+  // plus more (a new conversation, a truncation, a context shift) is counted again from the start. For the
+  // save, only the n-grams of what was dropped (those ending past the kept prefix) are retired: the kept
+  // prefix's are counted again in the context cache, and the saved file would count them twice.
   size_t from = size_t(std::mismatch(seen_.begin(), seen_.end(), tokens.begin(), tokens.end()).first - seen_.begin());
   if (from < seen_.size()) {
-    if (!save_path_.empty()) retired_.merge(context_);
+    if (!save_path_.empty()) retired_.add(seen_, from);
     context_.clear();
     from = 0;
   }

@@ -516,6 +516,25 @@ TEST(NgramCacheDrafter, DraftsFromTheContextThenTheDynamicThenTheStaticCache) {
   EXPECT_EQ(NgramCacheDrafter(st2, {}).draft(t, 1), (std::vector<int32_t>{5}));
 }
 
+TEST(NgramCacheDrafter, ATextCutBackIsSavedWithEachNgramCountedOnce) {
+  // A chat whose text was cut back to a prefix and continued (/clear, a context shift): the saved dynamic cache
+  // holds the n-grams of everything the run saw, the kept prefix's once, the dropped tail's once.
+  const std::string path = test::temp_dir() + "/ngram_cache_cut.bin";
+  NgramCacheDrafter d({}, {}, path);
+  d.draft(std::vector<int32_t>{1, 2, 3, 4}, 0);
+  d.draft(std::vector<int32_t>{1, 2, 5}, 0);  // cut back to {1 2}, then 5
+  d.finish();
+  NgramCache want;
+  want.add(std::vector<int32_t>{1, 2, 3, 4}, 0);
+  want.add(std::vector<int32_t>{1, 2, 5}, 2);  // only what followed the kept prefix is new
+  const NgramCache got = NgramCache::load(path, 10);
+  ASSERT_EQ(got.size(), want.size());
+  for (const std::vector<int32_t>& key : {std::vector<int32_t>{1}, {2}, {3}, {1, 2}, {2, 3}, {1, 2, 3}})
+    EXPECT_EQ(*got.find(key), *want.find(key)) << "key starting " << key[0] << ", length " << key.size();
+  EXPECT_EQ(*got.find(std::vector<int32_t>{1}), (NgramCache::Followers{{2, 1}}));
+  EXPECT_EQ(*got.find(std::vector<int32_t>{2}), (NgramCache::Followers{{3, 1}, {5, 1}}));
+}
+
 TEST_F(Speculative, NgramCacheGreedyEqualsPlainDecodingAndLearnsFromItsDynamicFile) {
   SpecLoaded s = load(test::shared_path("models/stories260K.gguf"));
   const std::vector<int32_t> prompt = s.vocab->tokenize("Once upon a time, there was a little girl", true, false);
