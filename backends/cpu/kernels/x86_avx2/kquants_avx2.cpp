@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -284,36 +285,12 @@ struct Q4KRowsInLanes {
   }
 };
 
-// Drives a rows-in-lanes kernel K (16-row slices): each slice repacked once,
-// then met by every activation row, kActs at a time; a last partial slice
-// goes through a buffer so that only its rows reach the output.
-template <class K>
-void rows_in_lanes(const GemmArgs& g) {
-  uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
-  for (int64_t r = g.row_begin; r < g.row_end; r += K::kSlice) {
-    const int rows = int(std::min<int64_t>(K::kSlice, g.row_end - r));
-    K::repack(g, r, rows, packed);
-    alignas(32) float tmp[K::kActs][K::kSlice];
-    float* out16[K::kActs];
-    const bool full = rows == K::kSlice;
-    for (int64_t a = 0; a < g.n_act; a += K::kActs) {
-      const int n = int(std::min<int64_t>(K::kActs, g.n_act - a));
-      for (int i = 0; i < n; ++i) out16[i] = full ? g.out + (a + i) * g.out_stride + r : tmp[i];
-      if (n == K::kActs) K::template tile<K::kActs>(g, packed, a, out16);
-      else if (n == 2) K::template tile<2>(g, packed, a, out16);
-      else K::template tile<1>(g, packed, a, out16);
-      if (!full)
-        for (int i = 0; i < n; ++i) std::memcpy(g.out + (a + i) * g.out_stride + r, tmp[i], sizeof(float) * rows);
-    }
-  }
-}
-
 }  // namespace
 
 int64_t q4_K_scratch_floats(int64_t k) { return k / 256 * Q4KRowsInLanes::kSuperBytes / 4 + 8; }
 
 void gemm_q4_K(const GemmArgs& g) {
-  if (Q4KRowsInLanes::applies(g)) rows_in_lanes<Q4KRowsInLanes>(g);
+  if (Q4KRowsInLanes::applies(g)) SliceDriver<Q4KRowsInLanes>::run(g);
   else gemm_entry<Q45KKernel<false>, 2, 2, 2>(g);
 }
 void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 2, 2>(g); }
