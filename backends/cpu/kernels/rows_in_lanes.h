@@ -1,6 +1,7 @@
-// The loop nest of the "weight rows in the lanes" batch kernels (AVX-512
-// Q4_0 in legacy_avx512.cpp, Q4_K and Q6_K in kquants_avx512.cpp). A kernel K
-// provides
+// The loop nests of the "weight rows in the lanes" batch kernels, two forms:
+// RowsInLanesDriver (32-row slices, AVX-512 Q4_0 in legacy_avx512.cpp, Q4_K
+// and Q6_K in kquants_avx512.cpp) and SliceDriver (16-row slices, AVX2; see
+// below). For RowsInLanesDriver a kernel K provides
 //   kSlice (32), kActs: the tile is kSlice weight rows x kActs activation rows;
 //   repack(g, row, rows, packed): rows (1 to 32) weight rows from row into
 //     the thread's scratch, in the kernel's interleaved layout;
@@ -13,7 +14,9 @@
 //
 // Included by each ISA's files inside an unnamed namespace (like tile_driver.h).
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/kernels/matmul_kernels.h"
 
@@ -51,6 +54,63 @@ struct RowsInLanesDriver {
       const uint16_t last = n % 16 == 0 ? uint16_t(0xFFFF) : uint16_t((1u << (n % 16)) - 1);
       if (n > 16) slice<2>(g, packed, r, last);
       else slice<1>(g, packed, r, last);
+    }
+  }
+};
+
+// The 16-row form of the AVX2 batch kernels (Q4_0 in q4_0_avx2.cpp, the Q8_0
+// lanes order in legacy_avx2.cpp, Q4_K in kquants_avx2.cpp, Q4_0/Q8_0 with
+// vpdpbusd in vnni_avx2vnni.cpp). A kernel K provides
+//   kSlice (16), kActs: the tile is kSlice weight rows x kActs activation rows;
+//   repack(g, row, rows, packed): rows (1 to kSlice) weight rows from row into
+//     the thread's scratch, zero rows after them;
+//   tile<RA>(g, packed, act, out16): the slice's kSlice rows x RA activation
+//     rows from act over the whole row length, activation row a's kSlice
+//     results stored at out16[a].
+// Each slice is repacked once per call and meets every activation row in
+// tiles of kActs rows, then one tile of the remaining rows. A full slice
+// writes straight to the output; a final partial slice is computed into a
+// local buffer and its `rows` results copied out.
+template <class K>
+struct SliceDriver {
+  template <int RA = K::kActs - 1>
+  static void tail(const opal::cpu::GemmArgs& g, const uint8_t* packed, int64_t act, int n, float* out16[]) {
+    if constexpr (RA > 0) {
+      if (n == RA) return K::template tile<RA>(g, packed, act, out16);
+      tail<RA - 1>(g, packed, act, n, out16);
+    }
+  }
+
+  // One repacked slice of `rows` weight rows from `row` against every activation row.
+  static void slice(const opal::cpu::GemmArgs& g, const uint8_t* packed, int64_t row, int rows) {
+    alignas(32) float tmp[K::kActs][K::kSlice];
+    float* out16[K::kActs];
+    const bool full = rows == K::kSlice;
+    auto put = [&](int64_t act, int n) {  // targets of n activation rows from act
+      for (int a = 0; a < n; ++a) out16[a] = full ? g.out + (act + a) * g.out_stride + row : tmp[a];
+    };
+    auto flush = [&](int64_t act, int n) {
+      if (full) return;
+      for (int a = 0; a < n; ++a) std::memcpy(g.out + (act + a) * g.out_stride + row, tmp[a], sizeof(float) * rows);
+    };
+    int64_t a = 0;
+    for (; a + K::kActs <= g.n_act; a += K::kActs) {
+      put(a, K::kActs);
+      K::template tile<K::kActs>(g, packed, a, out16);
+      flush(a, K::kActs);
+    }
+    const int n = int(g.n_act - a);
+    put(a, n);
+    tail(g, packed, a, n, out16);
+    flush(a, n);
+  }
+
+  static void run(const opal::cpu::GemmArgs& g) {
+    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+    for (int64_t r = g.row_begin; r < g.row_end; r += K::kSlice) {
+      const int rows = int(std::min<int64_t>(K::kSlice, g.row_end - r));
+      K::repack(g, r, rows, packed);
+      slice(g, packed, r, rows);
     }
   }
 };

@@ -18,6 +18,8 @@ uint64_t q8_0_sums_row_bytes(int64_t k);
 int64_t q4_0_scratch_floats(int64_t k);
 // Per-thread scratch of the Q4_K gemm (a repacked slice of weight rows).
 int64_t q4_K_scratch_floats(int64_t k);
+// Per-thread scratch of the Q6_K gemm (a repacked slice of weight rows).
+int64_t q6_K_scratch_floats(int64_t k);
 // Per-thread scratch of the Q8_0 gemm (a repacked slice for the lanes order).
 int64_t q8_0_scratch_floats(int64_t k);
 void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);

@@ -3,12 +3,15 @@
 // 32-element sub-block (Q4_K/Q5_K) or two 16-element sub-blocks (Q6_K) per
 // register: vpmaddubsw(q_u8, x_s8) -> int16 pairs, vpmaddwd(pairs, scale16)
 // -> int32 (exact), added into an int32 sum per super-block.
-// Tiles: 2 weight rows x 2 activation rows for prompts, 2 x 1 for decode.
+// Tiles: 2 weight rows x 2 activation rows, 2 x 1 for decode; Q4_K and Q6_K
+// batches of 4 rows or more with weight rows in the lanes (Q4KRowsInLanes,
+// Q6KRowsInLanes).
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -284,40 +287,143 @@ struct Q4KRowsInLanes {
   }
 };
 
-// Drives a rows-in-lanes kernel K (16-row slices): each slice repacked once,
-// then met by every activation row, kActs at a time; a last partial slice
-// goes through a buffer so that only its rows reach the output.
-template <class K>
-void rows_in_lanes(const GemmArgs& g) {
-  uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
-  for (int64_t r = g.row_begin; r < g.row_end; r += K::kSlice) {
-    const int rows = int(std::min<int64_t>(K::kSlice, g.row_end - r));
-    K::repack(g, r, rows, packed);
-    alignas(32) float tmp[K::kActs][K::kSlice];
-    float* out16[K::kActs];
-    const bool full = rows == K::kSlice;
-    for (int64_t a = 0; a < g.n_act; a += K::kActs) {
-      const int n = int(std::min<int64_t>(K::kActs, g.n_act - a));
-      for (int i = 0; i < n; ++i) out16[i] = full ? g.out + (a + i) * g.out_stride + r : tmp[i];
-      if (n == K::kActs) K::template tile<K::kActs>(g, packed, a, out16);
-      else if (n == 2) K::template tile<2>(g, packed, a, out16);
-      else K::template tile<1>(g, packed, a, out16);
-      if (!full)
-        for (int i = 0; i < n; ++i) std::memcpy(g.out + (a + i) * g.out_stride + r, tmp[i], sizeof(float) * rows);
+// Q6_K batches (4 activation rows or more): the scheme of Q4KRowsInLanes on 16
+// sub-blocks of 16 elements. Per super-block and 16-row slice:
+//   d[16]                    f32
+//   scale[16][16]            int32 = the sub-block's signed scale in both int16 halves
+//   pair[8][16]              int32 = int16 pair (sc_2t, sc_2t+1)
+//   quants[64][16]           4 unsigned 6-bit quants (q in 0..63 stands for q - 32)
+// vpmaddubsw of a group (8 rows' 4 quants) with one activation row's 4 quants
+// gives int16 pairs of at most 2 * 63 * 128; two groups add in int16 (32256,
+// no saturation) and vpmaddwd by the scale pair gives the 8 rows' scaled sums
+// in int32, added over the super-block. The offset -32 * sum_s sc_s * bsum_s
+// starts the sum (vpmaddwd of the scale pairs with the activation's bsums,
+// already int16 pairs). Then acc = fma(float(isum), d * d_x, acc): the AVX-512
+// rows-in-lanes kernel's order, so the same bits.
+struct Q6KRowsInLanes {
+  static constexpr int kSlice = 16;
+  static constexpr int kActs = 3;
+  static constexpr int kScale = kSlice * 4, kPairs = kScale + 16 * kSlice * 4, kQuants = kPairs + 8 * kSlice * 4;
+  static constexpr int kSuperBytes = kQuants + 64 * kSlice * 4;
+
+  static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr; }
+
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 256;
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kSuperBytes;
+      float* d = reinterpret_cast<float*>(pb);
+      uint32_t* scale = reinterpret_cast<uint32_t*>(pb + kScale);
+      uint32_t* pair = reinterpret_cast<uint32_t*>(pb + kPairs);
+      uint32_t* quants = reinterpret_cast<uint32_t*>(pb + kQuants);
+      alignas(32) uint32_t tmp[64];  // a row's 256 quants in element order
+      for (int r = 0; r < kSlice; ++r) {
+        if (r >= rows) {
+          d[r] = 0.0f;
+          for (int s = 0; s < 16; ++s) scale[s * kSlice + r] = 0;
+          for (int t = 0; t < 8; ++t) pair[t * kSlice + r] = 0;
+          for (int grp = 0; grp < 64; ++grp) quants[grp * kSlice + r] = 0;
+          continue;
+        }
+        const uint8_t* wb = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ6_KBytes;
+        d[r] = load_f16(wb + kQ6_KD);
+        const int8_t* s8 = reinterpret_cast<const int8_t*>(wb + kQ6_KScales);
+        for (int s = 0; s < 16; ++s) scale[s * kSlice + r] = uint32_t(uint16_t(s8[s])) * 0x10001u;
+        for (int t = 0; t < 8; ++t)
+          pair[t * kSlice + r] = uint32_t(uint16_t(s8[2 * t])) | uint32_t(uint16_t(s8[2 * t + 1])) << 16;
+        for (int half = 0; half < 2; ++half) {
+          const __m256i qh = load32(wb + kQ6_KQh + 32 * half);
+          for (int t = 0; t < 4; ++t) {  // elements 128 half + 32 t .. + 31, as Q6KKernel
+            const __m256i ql = load32(wb + 64 * half + 32 * (t % 2));
+            const __m256i lo = t < 2 ? _mm256_and_si256(ql, lo4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), lo4);
+            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * t), lo2), 4);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 32 * half + 8 * t), _mm256_or_si256(lo, hi));
+          }
+        }
+        for (int grp = 0; grp < 64; ++grp) quants[grp * kSlice + r] = tmp[grp];
+      }
     }
   }
-}
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out16[]) {
+    const int64_t nb = g.k / 256;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    __m256 facc[2][RA];
+    for (int v = 0; v < 2; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kSuperBytes;
+      __m256i isum[2][RA];
+      for (int a = 0; a < RA; ++a) {  // -32 * sum_s sc_s * bsum_s
+        const uint8_t* bs = x[a] + b * kQ8_KBytes + kQ8_KBsums;
+        for (int v = 0; v < 2; ++v) {
+          __m256i c = _mm256_setzero_si256();
+          for (int t = 0; t < 8; ++t) {
+            int32_t two;
+            std::memcpy(&two, bs + 4 * t, 4);
+            c = _mm256_add_epi32(
+                c, _mm256_madd_epi16(load32(pb + kPairs + (t * kSlice + 8 * v) * 4), _mm256_set1_epi32(two)));
+          }
+          isum[v][a] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c, 5));
+        }
+      }
+      for (int s = 0; s < 16; ++s) {
+        const __m256i s0 = load32(pb + kScale + s * kSlice * 4), s1 = load32(pb + kScale + s * kSlice * 4 + 32);
+        for (int h = 0; h < 2; ++h) {  // groups 4s + 2h, 4s + 2h + 1
+          __m256i i16[2][RA];
+          for (int v = 0; v < 2; ++v)
+            for (int a = 0; a < RA; ++a) i16[v][a] = _mm256_setzero_si256();
+          for (int u = 0; u < 2; ++u) {
+            const int grp = 4 * s + 2 * h + u;
+            const uint8_t* pq = pb + kQuants + grp * kSlice * 4;
+            const __m256i w0 = load32(pq), w1 = load32(pq + 32);
+            for (int a = 0; a < RA; ++a) {
+              int32_t four;
+              std::memcpy(&four, x[a] + b * kQ8_KBytes + kQ8_KQs + 4 * grp, 4);
+              const __m256i xb = _mm256_set1_epi32(four);
+              const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
+              i16[0][a] = u == 0 ? p0 : _mm256_add_epi16(i16[0][a], p0);
+              i16[1][a] = u == 0 ? p1 : _mm256_add_epi16(i16[1][a], p1);
+            }
+          }
+          for (int a = 0; a < RA; ++a) {
+            isum[0][a] = _mm256_add_epi32(isum[0][a], _mm256_madd_epi16(i16[0][a], s0));
+            isum[1][a] = _mm256_add_epi32(isum[1][a], _mm256_madd_epi16(i16[1][a], s1));
+          }
+        }
+      }
+      for (int a = 0; a < RA; ++a) {
+        const __m256 xd = _mm256_set1_ps(load_f32(x[a] + b * kQ8_KBytes));
+        for (int v = 0; v < 2; ++v) {
+          const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8 * v);
+          facc[v][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v][a]), _mm256_mul_ps(d, xd), facc[v][a]);
+        }
+      }
+    }
+    for (int a = 0; a < RA; ++a) {
+      _mm256_storeu_ps(out16[a], facc[0][a]);
+      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
+    }
+  }
+};
 
 }  // namespace
 
 int64_t q4_K_scratch_floats(int64_t k) { return k / 256 * Q4KRowsInLanes::kSuperBytes / 4 + 8; }
 
 void gemm_q4_K(const GemmArgs& g) {
-  if (Q4KRowsInLanes::applies(g)) rows_in_lanes<Q4KRowsInLanes>(g);
+  if (Q4KRowsInLanes::applies(g)) SliceDriver<Q4KRowsInLanes>::run(g);
   else gemm_entry<Q45KKernel<false>, 2, 2, 2>(g);
 }
 void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 2, 2>(g); }
-void gemm_q6_K(const GemmArgs& g) { gemm_entry<Q6KKernel, 2, 2, 2>(g); }
+void gemm_q6_K(const GemmArgs& g) {
+  if (Q6KRowsInLanes::applies(g)) SliceDriver<Q6KRowsInLanes>::run(g);
+  else gemm_entry<Q6KKernel, 2, 2, 2>(g);
+}
+int64_t q6_K_scratch_floats(int64_t k) { return k / 256 * Q6KRowsInLanes::kSuperBytes / 4 + 8; }
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -259,40 +260,6 @@ struct Q8_0Lanes {
       _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
     }
   }
-
-  // One repacked slice of `rows` weight rows from `row` against every activation row.
-  static void slice(const GemmArgs& g, const uint8_t* packed, int64_t row, int rows) {
-    alignas(32) float tmp[kActs][kSlice];
-    float* out16[kActs];
-    const bool full = rows == kSlice;
-    auto put = [&](int64_t act, int n) {
-      for (int a = 0; a < n; ++a) out16[a] = full ? g.out + (act + a) * g.out_stride + row : tmp[a];
-    };
-    auto flush = [&](int64_t act, int n) {
-      if (full) return;
-      for (int a = 0; a < n; ++a) std::memcpy(g.out + (act + a) * g.out_stride + row, tmp[a], sizeof(float) * rows);
-    };
-    int64_t a = 0;
-    for (; a + kActs <= g.n_act; a += kActs) {
-      put(a, kActs);
-      tile<kActs>(g, packed, a, out16);
-      flush(a, kActs);
-    }
-    const int n = int(g.n_act - a);
-    put(a, n);
-    if (n == 2) tile<2>(g, packed, a, out16);
-    else if (n == 1) tile<1>(g, packed, a, out16);
-    flush(a, n);
-  }
-
-  static void run(const GemmArgs& g) {
-    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
-    for (int64_t r = g.row_begin; r < g.row_end; r += kSlice) {
-      const int rows = int(std::min<int64_t>(kSlice, g.row_end - r));
-      repack(g, r, rows, packed);
-      slice(g, packed, r, rows);
-    }
-  }
 };
 
 }  // namespace
@@ -314,7 +281,8 @@ void gemm_q5_0(const GemmArgs& g) {
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
-  else if (!g.single_rows && g.scratch != nullptr && q8_0_batch_order() == BatchOrder::lanes) Q8_0Lanes::run(g);
+  else if (!g.single_rows && g.scratch != nullptr && q8_0_batch_order() == BatchOrder::lanes)
+    SliceDriver<Q8_0Lanes>::run(g);
   else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
 }
 

@@ -30,8 +30,9 @@ constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*r
   return k;
 }
 
-// Q4_0 and Q4_K batches repack a slice of weight rows into per-thread scratch
-// (q4_0_avx2.cpp, kquants_avx2.cpp); Q4_0's activation rows carry block scales and sums after the blocks.
+// Q4_0, Q8_0 (lanes order), Q4_K and Q6_K batches repack a slice of weight rows into per-thread scratch
+// (q4_0_avx2.cpp, legacy_avx2.cpp, kquants_avx2.cpp); Q4_0's activation rows carry block scales and sums after the
+// blocks.
 constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(int64_t)) {
   k.scratch_floats = scratch_floats;
   return k;
@@ -47,7 +48,8 @@ constexpr MatmulKernels kTable[] = {
     with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q4_K),
                  avx2::q4_K_scratch_floats),
     entry(DType::Q5_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q5_K),
-    entry(DType::Q6_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q6_K),
+    with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q6_K),
+                 avx2::q6_K_scratch_floats),
     entry(DType::F32, DType::F32, "avx2", f32_row_bytes, round_act, avx2::gemm_f32),
     entry(DType::F16, DType::F16, "avx2", f32_row_bytes, round_act, avx2::gemm_f16),
     entry(DType::BF16, DType::BF16, "avx2", f32_row_bytes, round_act, avx2::gemm_bf16),

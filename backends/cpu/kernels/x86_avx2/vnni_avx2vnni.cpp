@@ -34,6 +34,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -174,40 +175,6 @@ struct RowsInLanes {
       _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
     }
   }
-
-  // One repacked slice of `rows` weight rows from `row` against every activation row.
-  static void slice(const GemmArgs& g, const uint8_t* packed, int64_t row, int rows) {
-    alignas(32) float tmp[kActs][kSlice];
-    float* out16[kActs];
-    const bool full = rows == kSlice;
-    auto put = [&](int64_t act, int n) {
-      for (int a = 0; a < n; ++a) out16[a] = full ? g.out + (act + a) * g.out_stride + row : tmp[a];
-    };
-    auto flush = [&](int64_t act, int n) {
-      if (full) return;
-      for (int a = 0; a < n; ++a) std::memcpy(g.out + (act + a) * g.out_stride + row, tmp[a], sizeof(float) * rows);
-    };
-    int64_t a = 0;
-    for (; a + kActs <= g.n_act; a += kActs) {
-      put(a, kActs);
-      tile<kActs>(g, packed, a, out16);
-      flush(a, kActs);
-    }
-    const int n = int(g.n_act - a);
-    put(a, n);
-    if (n == 2) tile<2>(g, packed, a, out16);
-    else if (n == 1) tile<1>(g, packed, a, out16);
-    flush(a, n);
-  }
-
-  static void run(const GemmArgs& g) {
-    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
-    for (int64_t r = g.row_begin; r < g.row_end; r += kSlice) {
-      const int rows = int(std::min<int64_t>(kSlice, g.row_end - r));
-      repack(g, r, rows, packed);
-      slice(g, packed, r, rows);
-    }
-  }
 };
 
 }  // namespace
@@ -218,7 +185,7 @@ int64_t scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q8_0Weights>::kB
 // batches in the lanes; both in the block-exact order, so the split never
 // changes a result.
 void gemm_q4_0(const GemmArgs& g) {
-  if (g.n_act > kQ4_0SmallBatch && g.scratch != nullptr) RowsInLanes<Q4_0Weights>::run(g);
+  if (g.n_act > kQ4_0SmallBatch && g.scratch != nullptr) SliceDriver<RowsInLanes<Q4_0Weights>>::run(g);
   else avx2::gemm_q4_0(g);
 }
 
@@ -226,7 +193,8 @@ void gemm_q4_0(const GemmArgs& g) {
 // llama order); larger batches in the selected order (q8_0_batch_order()).
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
-  else if (g.scratch != nullptr && q8_0_batch_order() == BatchOrder::lanes) RowsInLanes<Q8_0Weights>::run(g);
+  else if (g.scratch != nullptr && q8_0_batch_order() == BatchOrder::lanes)
+    SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
   else gemm_entry<LlamaTiles, 4, 3, 4>(g);
 }
 
