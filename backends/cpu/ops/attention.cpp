@@ -317,6 +317,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   // per-(token, head) path's SIMD helpers read f16 K and V only.
   const AttnKernels* block_simd = (k.type == DType::F16 || quant_k) && v.type == DType::F16 ? attn_kernels() : nullptr;
   const AttnKernels* simd = k.type == DType::F16 ? block_simd : nullptr;
+  // The softmax and the f16 V helpers also serve a quantized K (its rows dequantized by the tiled path's widening).
+  const AttnKernels* simd_v = quant_k ? block_simd : simd;
+  const FlashKernels& widen_k = flash_kernels();
   // llama.cpp's MUL_MAT takes tinyBLAS (llamafile sgemm) for >= 2 tokens when
   // the row length is a multiple of 16, else ggml_vec_dot.
   const bool batched = T >= 2;
@@ -390,7 +393,10 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           const uint16_t* kh = reinterpret_cast<const uint16_t*>(krow_ptr);
           s = kq_lanes16 ? simd->dot_f16_lanes16(kh, qv, dk) : simd->dot_f16_vec(kh, qv, dk);
         } else {
-          row_to_f32(k.type, krow_ptr, row, dk);
+          const int32_t here = 0;
+          if (k.type == DType::Q8_0) widen_k.widen_q8_0(krow_ptr, 0, &here, 1, dk, row, dk);
+          else if (k.type == DType::Q4_0) widen_k.widen_q4_0(krow_ptr, 0, &here, 1, dk, row, dk);
+          else row_to_f32(k.type, krow_ptr, row, dk);
           s = kq_lanes16 ? lo::dot_lanes16(row, qv, dk)
                          : (vec_f32_tail ? lo::dot_vec_f32(row, qv, dk) : lo::dot_vec_f16(row, qv, dk));
         }
@@ -408,8 +414,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const int64_t n_chunked = (n_vis + 15) / 16 * 16;
       for (int64_t r = n_vis; r < n_chunked; ++r) scores[r] = -INFINITY;
       double sum = 0.0;
-      if (simd && simd->softmax_exp) sum = simd->softmax_exp(scores, n_chunked, mx);
-      for (int64_t c0 = 0; c0 < n_chunked && !(simd && simd->softmax_exp); c0 += 16) {
+      if (simd_v && simd_v->softmax_exp) sum = simd_v->softmax_exp(scores, n_chunked, mx);
+      for (int64_t c0 = 0; c0 < n_chunked && !(simd_v && simd_v->softmax_exp); c0 += 16) {
         float* e = scores + c0;
         for (int j = 0; j < 16; ++j) e[j] = e[j] == -INFINITY ? 0.0f : lo::expf_avx512(e[j] - mx);
         sum += double(lo::reduce_add16(e));
@@ -419,22 +425,23 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
       for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
       if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
-      if (batched_simd)
-        simd->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis, n_vis,
-                             lanes, dv, acc);
-      for (int64_t r = 0; r < n_vis && !batched_simd; ++r) {
+      const bool batched_v = simd_v && simd_v->accumulate_f16;
+      if (batched_v)
+        simd_v->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis,
+                               n_vis, lanes, dv, acc);
+      for (int64_t r = 0; r < n_vis && !batched_v; ++r) {
         const int64_t c = vis[r];
         const float pc = scores[r];
         const uint8_t* vrow_ptr = static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] + uint64_t(g * dv) * vrow;
         float* lane_acc = acc + (r % lanes) * dv;
-        if (simd) {
-          simd->axpy_f16(pc, reinterpret_cast<const uint16_t*>(vrow_ptr), lane_acc, dv);
+        if (simd_v) {
+          simd_v->axpy_f16(pc, reinterpret_cast<const uint16_t*>(vrow_ptr), lane_acc, dv);
         } else {
           row_to_f32(v.type, vrow_ptr, row, dv);
           for (int64_t i = 0; i < dv; ++i) lane_acc[i] = std::fma(row[i], pc, lane_acc[i]);
         }
       }
-      (simd && simd->reduce_lanes ? simd->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
+      (simd_v && simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
     }
   });
 }
