@@ -32,11 +32,6 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
   const DType type_k = params_.kv_type, type_v = params_.kv_type_v.value_or(params_.kv_type);
   const bool quantized = dtype_traits(type_k).quantized || dtype_traits(type_v).quantized;
   flash_ = params_.flash_attn == FlashAttn::On || (params_.flash_attn == FlashAttn::Auto && quantized);
-  if (!hp.recurrent && dtype_traits(type_k).quantized && !flash_)
-    fail(
-        "K cache type {} with flash attention off: Opal reads a quantized cache with the tiled attention only "
-        "(-fa on or auto; llama.cpp also has a non-flash path for it)",
-        dtype_name(type_k));
   if (!hp.recurrent && dtype_traits(type_v).quantized && !flash_)
     fail(
         "V cache type {} needs flash attention (-fa on or auto), as in llama.cpp: a quantized V cache is read by "

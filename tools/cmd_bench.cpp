@@ -1,5 +1,5 @@
 // `opal bench -m MODEL[,MODEL...] [-p 512] [-n 128] [--pg 512,128] [-r 5]
-//             [-t 1,2] [-b 2048] [--ub 512] [-d 0,4096] [--fa 0,1] [--ctk T] [--ctv T]
+//             [-t 1,2] [-b 2048] [--ub 512] [-d 0,4096] [--fa 0,1] [--ctk f16,q8_0] [--ctv T,...]
 //             [--lm huge,mmap] [-o md|csv|json|jsonl]
 //             [--plot FILE.svg] [--idle SECONDS] [--no-warmup] [--no-bw] [--isa NAME]`
 // llama-bench for Opal (docs/bench.md). List flags (comma lists or ranges
@@ -14,6 +14,8 @@
 // each repetition the test's own cells are removed again), and the row is
 // named as llama-bench names it: "pp512 @ d4096". --fa 0|1 (a list) is
 // llama-bench's -fa: off = the materialized attention, on = the tiled one.
+// --ctk / --ctv (lists, as llama-bench's -ctk / -ctv) give each (K, V) cache
+// type pair its rows; without --ctv each K type is paired with itself.
 // One untimed warm-up first (the full prompt for pp, one token for tg), then
 // -r timed repetitions, each from an empty KV cache. Random tokens stand in
 // for text, so tokenization and sampling are excluded, as in llama-bench.
@@ -56,7 +58,8 @@ struct BenchOptions {
   std::vector<std::string> models;
   std::vector<std::string> n_prompt = {"512"}, n_gen = {"128"}, pg, threads, n_batch = {"2048"}, n_ubatch = {"512"};
   std::vector<std::string> load_modes, depths = {"0"}, flash = {"0"};
-  std::string type_k = "f16", type_v, output = "md", plot;
+  std::vector<std::string> type_k = {"f16"}, type_v;
+  std::string output = "md", plot;
   int repetitions = 5;
   double idle_seconds = 0;
   bool no_mmap = false, mlock = false, no_warmup = false, no_bw = false, progress = false;
@@ -165,8 +168,14 @@ int run_bench(const BenchOptions& o) {
     fail("-o {}: expected md, csv, json or jsonl", o.output);
   if (o.repetitions < 1 || o.repetitions > 1000) fail("-r {}: expected 1 to 1000 repetitions", o.repetitions);
   if (o.idle_seconds < 0 || o.idle_seconds > 3600) fail("--idle {}: expected 0 to 3600 seconds", o.idle_seconds);
-  const DType kv_type = parse_cache_type(o.type_k, "-ctk");
-  const DType kv_type_v = o.type_v.empty() ? kv_type : parse_cache_type(o.type_v, "-ctv");
+  // (K, V) cache type pairs: the product of the lists, or each K type with itself without --ctv.
+  std::vector<std::pair<DType, DType>> kv_types;
+  if (o.type_k.empty()) fail("-ctk: expected one or more cache types");
+  for (const auto& tk : o.type_k) {
+    const DType k = parse_cache_type(tk, "-ctk");
+    if (o.type_v.empty()) kv_types.emplace_back(k, k);
+    for (const auto& tv : o.type_v) kv_types.emplace_back(k, parse_cache_type(tv, "-ctv"));
+  }
   const auto depths = parse_int_list(o.depths, "-d", 0);
   std::vector<int> flashes;
   for (const auto& f : o.flash) {
@@ -174,10 +183,10 @@ int run_bench(const BenchOptions& o) {
     if (fa == FlashAttn::Auto) fail("-fa {}: bench takes 0 or 1 (a list), as llama-bench", f);
     flashes.push_back(fa == FlashAttn::On ? 1 : 0);
   }
-  if (dtype_traits(kv_type_v).quantized && std::find(flashes.begin(), flashes.end(), 0) != flashes.end())
-    fail("-ctv {} needs flash attention: pass -fa 1 (llama.cpp's rule)", o.type_v);
-  if (dtype_traits(kv_type).quantized && std::find(flashes.begin(), flashes.end(), 0) != flashes.end())
-    fail("-ctk {} is read by the tiled attention only: pass -fa 1", o.type_k);
+  for (const auto& [tk, tv] : kv_types) {  // a quantized K also runs without flash attention, as in llama.cpp
+    if (dtype_traits(tv).quantized && std::find(flashes.begin(), flashes.end(), 0) != flashes.end())
+      fail("-ctv {} needs flash attention: pass -fa 1 (llama.cpp's rule)", dtype_name(tv));
+  }
   const auto prompts = parse_int_list(o.n_prompt, "-p", 0);
   const auto gens = parse_int_list(o.n_gen, "-n", 0);
   const auto batches = parse_int_list(o.n_batch, "-b", 1);
@@ -220,7 +229,7 @@ int run_bench(const BenchOptions& o) {
 
   std::vector<BenchResult> results;
   const size_t n_total = o.models.size() * modes.size() * batches.size() * ubatches.size() * threads.size() *
-                         flashes.size() * depths.size() * tests.size();
+                         kv_types.size() * flashes.size() * depths.size() * tests.size();
   size_t n_done = 0;
   std::mt19937 rng(1234);
   for (const auto& path : o.models) {
@@ -254,101 +263,102 @@ int run_bench(const BenchOptions& o) {
         for (int64_t nub : ubatches)
           for (int64_t nt : threads) {
             reg->set_threads(int(nt));
-            for (int fa : flashes)
-              for (int64_t depth : depths)
-                for (const auto& test : tests) {
-                  ++n_done;
-                  if (o.progress) {
-                    BenchResult named;
-                    named.n_prompt = test.n_prompt;
-                    named.n_gen = test.n_gen;
-                    named.n_depth = depth;
-                    std::fprintf(stderr, "opal bench: benchmark %zu/%zu: %s %s t=%lld fa=%d\n", n_done, n_total,
-                                 filename.c_str(), named.test_name().c_str(), (long long)nt, fa);
-                  }
-                  ContextParams cp;
-                  cp.n_ctx = depth + test.n_prompt + test.n_gen;
-                  cp.n_batch = nb;
-                  cp.n_ubatch = std::min(nb, nub);
-                  cp.kv_type = kv_type;
-                  cp.kv_type_v = kv_type_v;
-                  cp.flash_attn = fa ? FlashAttn::On : FlashAttn::Off;
-                  cp.n_threads = int(nt);
-                  Context ctx(*model, cp);
-                  if (hooks) ctx.set_hooks(hooks);
-                  std::vector<int32_t> prompt(size_t(test.n_prompt));
-                  std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
-                  for (auto& tok : prompt) tok = pick(rng);
-                  // The depth: filled once, untimed; each run below starts from it (its own cells removed after).
-                  auto back_to_depth = [&] {
-                    if (depth == 0) return ctx.reset();
-                    ctx.seq_rm(0, int32_t(depth), -1);
-                  };
-                  if (depth > 0) {
-                    std::vector<int32_t> fill(static_cast<size_t>(depth), 0);
-                    for (auto& tok : fill) tok = pick(rng);
-                    if (o.progress)
-                      std::fprintf(stderr, "opal bench: filling the cache to depth %lld\n", (long long)depth);
-                    run_prompt(ctx, fill, nb);
-                  }
-                  if (!o.no_warmup) {
-                    if (test.n_prompt > 0) run_prompt_at(ctx, prompt, nb, depth);
-                    if (test.n_gen > 0) {
-                      back_to_depth();
-                      run_gen(ctx, depth, 1, rng, n_vocab);
+            for (const auto& [kv_type, kv_type_v] : kv_types)
+              for (int fa : flashes)
+                for (int64_t depth : depths)
+                  for (const auto& test : tests) {
+                    ++n_done;
+                    if (o.progress) {
+                      BenchResult named;
+                      named.n_prompt = test.n_prompt;
+                      named.n_gen = test.n_gen;
+                      named.n_depth = depth;
+                      std::fprintf(stderr, "opal bench: benchmark %zu/%zu: %s %s t=%lld fa=%d\n", n_done, n_total,
+                                   filename.c_str(), named.test_name().c_str(), (long long)nt, fa);
                     }
+                    ContextParams cp;
+                    cp.n_ctx = depth + test.n_prompt + test.n_gen;
+                    cp.n_batch = nb;
+                    cp.n_ubatch = std::min(nb, nub);
+                    cp.kv_type = kv_type;
+                    cp.kv_type_v = kv_type_v;
+                    cp.flash_attn = fa ? FlashAttn::On : FlashAttn::Off;
+                    cp.n_threads = int(nt);
+                    Context ctx(*model, cp);
+                    if (hooks) ctx.set_hooks(hooks);
+                    std::vector<int32_t> prompt(size_t(test.n_prompt));
+                    std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
+                    for (auto& tok : prompt) tok = pick(rng);
+                    // The depth: filled once, untimed; each run below starts from it (its own cells removed after).
+                    auto back_to_depth = [&] {
+                      if (depth == 0) return ctx.reset();
+                      ctx.seq_rm(0, int32_t(depth), -1);
+                    };
+                    if (depth > 0) {
+                      std::vector<int32_t> fill(static_cast<size_t>(depth), 0);
+                      for (auto& tok : fill) tok = pick(rng);
+                      if (o.progress)
+                        std::fprintf(stderr, "opal bench: filling the cache to depth %lld\n", (long long)depth);
+                      run_prompt(ctx, fill, nb);
+                    }
+                    if (!o.no_warmup) {
+                      if (test.n_prompt > 0) run_prompt_at(ctx, prompt, nb, depth);
+                      if (test.n_gen > 0) {
+                        back_to_depth();
+                        run_gen(ctx, depth, 1, rng, n_vocab);
+                      }
+                    }
+                    if (o.idle_seconds > 0) {
+                      if (o.progress) std::fprintf(stderr, "opal bench: idle for %.0f s\n", o.idle_seconds);
+                      std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_seconds));
+                    }
+                    BenchResult r;
+                    r.model_filename = path;
+                    r.model_type = type;
+                    r.model_size = size;
+                    r.model_n_params = n_params;
+                    r.weight_bytes_per_token = has_output ? size - embd_bytes : size;
+                    r.n_threads = int(nt);
+                    r.n_batch = nb;
+                    r.n_ubatch = cp.n_ubatch;
+                    r.type_k = dtype_name(kv_type);
+                    r.type_v = dtype_name(kv_type_v);
+                    r.flash_attn = fa;
+                    r.n_depth = depth;
+                    r.load_mode = load_mode_name(mode);
+                    r.load_seconds = load_s;
+                    r.n_prompt = test.n_prompt;
+                    r.n_gen = test.n_gen;
+                    r.test_time = utc_now();
+                    if (!o.backend.backends.empty()) r.backend = "CPU," + o.backend.backends;
+                    // Device counters before the timed runs, for the predicting devices' share.
+                    std::vector<DeviceStats> stats_before;
+                    for (const Device* d : reg->devices()) stats_before.push_back(d->stats());
+                    for (int rep = 0; rep < o.repetitions; ++rep) {
+                      back_to_depth();
+                      const auto t0 = Clock::now();
+                      if (test.n_prompt > 0) run_prompt_at(ctx, prompt, nb, depth);
+                      if (test.n_gen > 0) run_gen(ctx, depth + test.n_prompt, test.n_gen, rng, n_vocab);
+                      r.samples_ns.push_back(
+                          uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+                    }
+                    for (size_t i = 0; i < reg->devices().size(); ++i) {
+                      const DeviceStats after = reg->devices()[i]->stats();
+                      if (after.prediction.model.empty()) continue;
+                      const DeviceStats& before = stats_before[i];
+                      BenchResult::DevicePrediction p;
+                      p.device = reg->devices()[i]->name();
+                      p.model = after.prediction.model;
+                      p.scope = after.prediction.scope;
+                      p.nodes_label = after.prediction.nodes;
+                      p.only_label = after.prediction.only;
+                      p.predicted_s = (after.get("predicted_s") - before.get("predicted_s")) / o.repetitions;
+                      p.roofline_s = (after.get("roofline_s") - before.get("roofline_s")) / o.repetitions;
+                      p.nodes_run = int64_t(after.get("nodes_run") - before.get("nodes_run")) / o.repetitions;
+                      r.predictions.push_back(std::move(p));
+                    }
+                    results.push_back(std::move(r));
                   }
-                  if (o.idle_seconds > 0) {
-                    if (o.progress) std::fprintf(stderr, "opal bench: idle for %.0f s\n", o.idle_seconds);
-                    std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_seconds));
-                  }
-                  BenchResult r;
-                  r.model_filename = path;
-                  r.model_type = type;
-                  r.model_size = size;
-                  r.model_n_params = n_params;
-                  r.weight_bytes_per_token = has_output ? size - embd_bytes : size;
-                  r.n_threads = int(nt);
-                  r.n_batch = nb;
-                  r.n_ubatch = cp.n_ubatch;
-                  r.type_k = dtype_name(kv_type);
-                  r.type_v = dtype_name(kv_type_v);
-                  r.flash_attn = fa;
-                  r.n_depth = depth;
-                  r.load_mode = load_mode_name(mode);
-                  r.load_seconds = load_s;
-                  r.n_prompt = test.n_prompt;
-                  r.n_gen = test.n_gen;
-                  r.test_time = utc_now();
-                  if (!o.backend.backends.empty()) r.backend = "CPU," + o.backend.backends;
-                  // Device counters before the timed runs, for the predicting devices' share.
-                  std::vector<DeviceStats> stats_before;
-                  for (const Device* d : reg->devices()) stats_before.push_back(d->stats());
-                  for (int rep = 0; rep < o.repetitions; ++rep) {
-                    back_to_depth();
-                    const auto t0 = Clock::now();
-                    if (test.n_prompt > 0) run_prompt_at(ctx, prompt, nb, depth);
-                    if (test.n_gen > 0) run_gen(ctx, depth + test.n_prompt, test.n_gen, rng, n_vocab);
-                    r.samples_ns.push_back(
-                        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
-                  }
-                  for (size_t i = 0; i < reg->devices().size(); ++i) {
-                    const DeviceStats after = reg->devices()[i]->stats();
-                    if (after.prediction.model.empty()) continue;
-                    const DeviceStats& before = stats_before[i];
-                    BenchResult::DevicePrediction p;
-                    p.device = reg->devices()[i]->name();
-                    p.model = after.prediction.model;
-                    p.scope = after.prediction.scope;
-                    p.nodes_label = after.prediction.nodes;
-                    p.only_label = after.prediction.only;
-                    p.predicted_s = (after.get("predicted_s") - before.get("predicted_s")) / o.repetitions;
-                    p.roofline_s = (after.get("roofline_s") - before.get("roofline_s")) / o.repetitions;
-                    p.nodes_run = int64_t(after.get("nodes_run") - before.get("nodes_run")) / o.repetitions;
-                    r.predictions.push_back(std::move(p));
-                  }
-                  results.push_back(std::move(r));
-                }
           }
     }
   }
@@ -399,8 +409,11 @@ void add_bench_command(CLI::App& app) {
                   fmt::format("{}, a list (default 512; llama.cpp: -ub)", context_help::kUbatch))
       ->delimiter(',');
   sub->add_option("--ctk,--cache-type-k", o->type_k,
-                  fmt::format("{} (default f16; llama.cpp: -ctk)", context_help::kCacheType));
-  sub->add_option("--ctv,--cache-type-v", o->type_v, fmt::format("{} (llama.cpp: -ctv)", context_help::kCacheTypeV));
+                  fmt::format("{}, a list (default f16; llama.cpp: -ctk)", context_help::kCacheType))
+      ->delimiter(',');
+  sub->add_option("--ctv,--cache-type-v", o->type_v,
+                  fmt::format("{}, a list (llama.cpp: -ctv)", context_help::kCacheTypeV))
+      ->delimiter(',');
   sub->add_option("-d,--n-depth", o->depths,
                   "Depths: tokens in the KV cache before each test, a list (default 0; llama-bench's -d)")
       ->delimiter(',');

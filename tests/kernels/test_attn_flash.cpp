@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -65,31 +66,45 @@ TEST(AttnFlash, DotsExpAndAccumulationAgreeWithTheReference) {
   const FlashKernels& ref = ref_flash_kernels();
   std::mt19937 rng(9);
   std::normal_distribution<float> val(0.0f, 1.0f);
-  for (int64_t dk : {32, 64, 80, 128}) {
-    const int64_t m = 5, n = 37, dv = dk + 8;
+  // m and n cover whole and partial register tiles of every ISA (rows of 1-6, cells of 8 and 16, a full tile)
+  for (auto [dk, m, n] : {std::tuple<int64_t, int64_t, int64_t>{32, 5, 37},
+                          {64, 5, 37},
+                          {80, 5, 37},
+                          {128, 5, 37},
+                          {64, 13, 64},
+                          {64, 1, 64},
+                          {40, 7, 9},
+                          {256, 6, 64},
+                          {64, 3, 1}}) {
+    const int64_t dv = dk + 8;
     std::vector<float> q(size_t(m * dk)), k(size_t(n * dk)), v(size_t(n * dv));
     for (auto* a : {&q, &k, &v})
       for (auto& x : *a) x = val(rng);
     for (const FlashKernels* kk : flash_kernel_sets()) {
-      std::vector<float> s(size_t(m * 40)), s_ref = s;
-      kk->dots(q.data(), dk, m, k.data(), dk, n, dk, 0.125f, s.data(), 40);
-      ref.dots(q.data(), dk, m, k.data(), dk, n, dk, 0.125f, s_ref.data(), 40);
+      std::vector<float> s(size_t(m * 72), -9.0f), s_ref = s;
+      kk->dots(q.data(), dk, m, k.data(), dk, n, dk, 0.125f, s.data(), 72);
+      ref.dots(q.data(), dk, m, k.data(), dk, n, dk, 0.125f, s_ref.data(), 72);
       for (int64_t j = 0; j < m; ++j)
         for (int64_t r = 0; r < n; ++r)
-          EXPECT_NEAR(s[size_t(j * 40 + r)], s_ref[size_t(j * 40 + r)], 1e-5f) << kk->name << " dk " << dk;
+          EXPECT_NEAR(s[size_t(j * 72 + r)], s_ref[size_t(j * 72 + r)], 1e-5f) << kk->name << " dk " << dk;
+      for (int64_t j = 0; j < m; ++j)
+        for (int64_t r = n; r < 72; ++r) ASSERT_EQ(s[size_t(j * 72 + r)], -9.0f) << kk->name << ": wrote past n";
       // exp with a masked cell and a max above every score
       std::vector<float> e(s.begin(), s.begin() + n), e_ref;
-      e[3] = -INFINITY;
+      const size_t masked = size_t(std::min<int64_t>(3, n - 1));
+      if (n > 1) e[masked] = -INFINITY;
       float mx = -INFINITY;
       for (float x : e) mx = std::max(mx, x);
       e_ref = e;
       const float sum = kk->exp_sum(e.data(), n, mx), sum_ref = ref.exp_sum(e_ref.data(), n, mx);
-      EXPECT_EQ(e[3], 0.0f);
+      if (n > 1) {
+        EXPECT_EQ(e[masked], 0.0f);
+      }
       EXPECT_NEAR(sum, sum_ref, 1e-5f * sum_ref) << kk->name;
       for (int64_t r = 0; r < n; ++r) EXPECT_NEAR(e[size_t(r)], e_ref[size_t(r)], 1e-6f) << kk->name << " r " << r;
       std::vector<float> acc(size_t(m * dv), 0.5f), acc_ref = acc;
-      kk->accum(s.data(), 40, m, v.data(), dv, n, dv, acc.data(), dv);
-      ref.accum(s.data(), 40, m, v.data(), dv, n, dv, acc_ref.data(), dv);
+      kk->accum(s.data(), 72, m, v.data(), dv, n, dv, acc.data(), dv);
+      ref.accum(s.data(), 72, m, v.data(), dv, n, dv, acc_ref.data(), dv);
       for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], acc_ref[i], 1e-4f) << kk->name << " i " << i;
     }
   }

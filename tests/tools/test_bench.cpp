@@ -220,6 +220,29 @@ TEST(Bench, DepthAndFlashAttentionRows) {
   EXPECT_NE(md.out.find("pp8 @ d16"), std::string::npos) << md.out;
 }
 
+// --ctk / --ctv take lists, as llama-bench's -ctk / -ctv: a row per (K, V) pair (the product of the lists), each
+// K type paired with itself without --ctv; a bad entry or a quantized V with fa 0 anywhere in the lists fails.
+TEST(Bench, CacheTypeListsGiveARowPerPair) {
+  auto types = [](const BenchRun& r) {
+    std::vector<std::string> v;
+    for (const auto& x : json::parse(r.out))
+      v.push_back(x["type_k"].get<std::string>() + "/" + x["type_v"].get<std::string>());
+    return v;
+  };
+  const BenchRun same = bench("-m " + model() + " -p 8 -n 0 --ctk f16,f32 -r 1 -t 1 --no-bw -o json");
+  ASSERT_EQ(same.status, 0) << same.out;
+  EXPECT_EQ(types(same), (std::vector<std::string>{"f16/f16", "f32/f32"}));
+  const BenchRun product = bench("-m " + model() + " -p 8 -n 0 --ctk f16,bf16 --ctv f16,f32 -r 1 -t 1 --no-bw -o json");
+  ASSERT_EQ(product.status, 0) << product.out;
+  EXPECT_EQ(types(product), (std::vector<std::string>{"f16/f16", "f16/f32", "bf16/f16", "bf16/f32"}));
+  const BenchRun bad = bench_err("-m " + model() + " -p 8 -n 0 --ctk f16,q9 -r 1 --no-bw");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("-ctk must be f16, bf16, f32, q8_0 or q4_0, got 'q9'"), std::string::npos) << bad.out;
+  const BenchRun v = bench_err("-m " + model() + " -p 8 -n 0 --ctv f16,q4_0 --fa 0,1 -r 1 --no-bw");
+  EXPECT_NE(v.status, 0);
+  EXPECT_NE(v.out.find("-ctv q4_0 needs flash attention: pass -fa 1"), std::string::npos) << v.out;
+}
+
 // --q8-0-order lanes (the flag form of $OPAL_Q8_0_ORDER) is named on the isa line.
 TEST(Bench, Q8_0OrderFlagIsShownOnTheIsaLine) {
   const BenchRun lanes = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw --q8-0-order lanes");

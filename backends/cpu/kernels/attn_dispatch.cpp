@@ -21,7 +21,7 @@ const AttnKernels* attn_kernels() {
 const FlashKernels& flash_kernels() {
 #if defined(__x86_64__) || defined(__i386__)
   switch (selected_isa()) {
-    case Isa::avx512:
+    case Isa::avx512: return avx512::kFlashKernels;
     case Isa::avx2:
     case Isa::avx2_vnni: return avx2::kFlashKernels;
     default: return ref_flash_kernels();

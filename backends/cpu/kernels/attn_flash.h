@@ -39,12 +39,15 @@ struct FlashKernels {
                 int64_t lda);
 };
 
-// The selected ISA's kernels (avx512 and avx2 use the AVX2 forms; scalar: the reference).
+// The selected ISA's kernels (avx2-vnni uses the AVX2 forms; scalar: the reference).
 const FlashKernels& flash_kernels();
 // The reference forms (every ISA's test oracle).
 const FlashKernels& ref_flash_kernels();
 
 namespace avx2 {
+extern const FlashKernels kFlashKernels;
+}
+namespace avx512 {
 extern const FlashKernels kFlashKernels;
 }
 

@@ -38,12 +38,18 @@
 // (token, head) pairs. With an f16 cache and a SIMD ISA selected
 // (kernels/attn_kernels.h), the dots and the per-lane accumulation run in SIMD
 // with identical results; a batch with tinyBLAS dots on an ISA with the block
-// helpers (AVX-512) runs by blocks of query rows (attention_blocks), the
+// helpers (AVX-512, AVX2) runs by blocks of query rows (attention_blocks), the
 // threads splitting (kv head, block) units by cost.
+// A q8_0 / q4_0 K cache (-fa off, as llama.cpp allows; a quantized V needs the
+// tiled path): q is rounded through q8_0 (llama.cpp's vec_dot type for both)
+// and each K row is dequantized, then the dots run in the orders above on the
+// dequantized values; llama.cpp sums its integer blocks instead, so the
+// results agree within float rounding, not bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/llama_order.h"
@@ -156,7 +162,7 @@ namespace {
 // ATTENTION by blocks of query rows (see BlockLayout); `order` holds the
 // live cells in position order.
 void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* order, int64_t n_order,
-                      const AttnKernels& simd) {
+                      const AttnKernels& simd, DType q_round) {
   const Tensor& q = *node.src[kAttnQ];
   const Tensor& k = *node.src[kAttnK];
   const Tensor& v = *node.src[kAttnV];
@@ -221,12 +227,14 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
             const int64_t j = tt * group + hh;
             nv[j] = n_vis;
             const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, g * group + hh, t0 + tt, 0));
-            round_activations(k.type, qsrc, qb + j * dk, dk);
+            round_activations(q_round, qsrc, qb + j * dk, dk);
           }
         }
-        const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + uint64_t(g * dk) * 2;
+        const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
         const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * 2;
-        simd.widen_f16(kbase, k.nb[1], vis, n_max, dk, kv, dk);
+        if (k.type == DType::F16) simd.widen_f16(kbase, k.nb[1], vis, n_max, dk, kv, dk);
+        else if (k.type == DType::Q8_0) flash_kernels().widen_q8_0(kbase, k.nb[1], vis, n_max, dk, kv, dk);
+        else flash_kernels().widen_q4_0(kbase, k.nb[1], vis, n_max, dk, kv, dk);
         simd.dots_f32_lanes16(kv, dk, nv, qb, dk, m, dk, scores, lds);
         for (int64_t j = 0; j < m; ++j) {
           float* s = scores + j * lds;
@@ -299,11 +307,19 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const float scale = node.fparams[0];
   const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv, n_cells = k.ne[1];
   const int64_t group = hq / hkv;
-  const bool round_k = k.type != DType::F32;  // llama.cpp converts q to the cache type
+  const bool round_k = k.type != DType::F32;  // llama.cpp converts q to the cache type (q8_0 for a quantized one)
+  const bool quant_k = k.type == DType::Q8_0 || k.type == DType::Q4_0;
+  const DType q_round = quant_k ? DType::Q8_0 : k.type;
   const bool round_v = v.type != DType::F32;
   const AttnLayout l = attn_layout(node);
-  const uint64_t krow = uint64_t(type_size(k.type)), vrow = uint64_t(type_size(v.type));
-  const AttnKernels* simd = k.type == DType::F16 && v.type == DType::F16 ? attn_kernels() : nullptr;
+  const uint64_t vrow = uint64_t(type_size(v.type));
+  // The block path takes an f16 or quantized K (widened to f32 once per block) with an f16 V; the
+  // per-(token, head) path's SIMD helpers read f16 K and V only.
+  const AttnKernels* block_simd = (k.type == DType::F16 || quant_k) && v.type == DType::F16 ? attn_kernels() : nullptr;
+  const AttnKernels* simd = k.type == DType::F16 ? block_simd : nullptr;
+  // The softmax and the f16 V helpers also serve a quantized K (its rows dequantized by the tiled path's widening).
+  const AttnKernels* simd_v = quant_k ? block_simd : simd;
+  const FlashKernels& widen_k = flash_kernels();
   // llama.cpp's MUL_MAT takes tinyBLAS (llamafile sgemm) for >= 2 tokens when
   // the row length is a multiple of 16, else ggml_vec_dot.
   const bool batched = T >= 2;
@@ -331,9 +347,10 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   }
   if (!sorted)
     std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
-  if (kq_lanes16 && simd && simd->widen_f16 && simd->dots_f32_lanes16 && simd->attend_v_lanes16 && simd->scale_max &&
-      simd->scale_round_f16 && simd->softmax_exp)
-    return attention_blocks(node, ctx, order, n_order, *simd);
+  const AttnKernels* bs = block_simd;
+  if (kq_lanes16 && bs && bs->widen_f16 && bs->dots_f32_lanes16 && bs->attend_v_lanes16 && bs->scale_max &&
+      bs->scale_round_f16 && bs->softmax_exp)
+    return attention_blocks(node, ctx, order, n_order, *bs, q_round);
 
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
@@ -348,7 +365,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const int64_t t = pair / hq, h = pair % hq, g = h / group;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
       const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, h, t, 0));
-      if (round_k) round_activations(k.type, qsrc, qv, dk);
+      if (round_k) round_activations(q_round, qsrc, qv, dk);
       else
         for (int64_t i = 0; i < dk; ++i) qv[i] = qsrc[i];
       float mx = -INFINITY;
@@ -359,7 +376,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           const int64_t c = order[o];
           if (cell[2 * c + 1] == seq && cell[2 * c] <= pos) vis[n_vis++] = int32_t(c);
         }
-        simd->dots_f16(static_cast<const uint8_t*>(k.data) + uint64_t(g * dk) * krow, k.nb[1], vis, n_vis, qv, dk,
+        simd->dots_f16(static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk), k.nb[1], vis, n_vis, qv, dk,
                        kq_lanes16, scores);
         for (int64_t r = 0; r < n_vis; ++r) {
           scores[r] = window > 0 && pos - cell[2 * vis[r]] >= window ? -INFINITY : scores[r] * scale;
@@ -369,13 +386,17 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       for (int64_t o = 0; o < n_order && !batched_simd; ++o) {
         const int64_t c = order[o];
         if (cell[2 * c + 1] != seq || cell[2 * c] > pos) continue;
-        const uint8_t* krow_ptr = static_cast<const uint8_t*>(k.data) + uint64_t(c) * k.nb[1] + uint64_t(g * dk) * krow;
+        const uint8_t* krow_ptr =
+            static_cast<const uint8_t*>(k.data) + uint64_t(c) * k.nb[1] + row_bytes(k.type, g * dk);
         float s;
         if (simd) {
           const uint16_t* kh = reinterpret_cast<const uint16_t*>(krow_ptr);
           s = kq_lanes16 ? simd->dot_f16_lanes16(kh, qv, dk) : simd->dot_f16_vec(kh, qv, dk);
         } else {
-          row_to_f32(k.type, krow_ptr, row, dk);
+          const int32_t here = 0;
+          if (k.type == DType::Q8_0) widen_k.widen_q8_0(krow_ptr, 0, &here, 1, dk, row, dk);
+          else if (k.type == DType::Q4_0) widen_k.widen_q4_0(krow_ptr, 0, &here, 1, dk, row, dk);
+          else row_to_f32(k.type, krow_ptr, row, dk);
           s = kq_lanes16 ? lo::dot_lanes16(row, qv, dk)
                          : (vec_f32_tail ? lo::dot_vec_f32(row, qv, dk) : lo::dot_vec_f16(row, qv, dk));
         }
@@ -393,8 +414,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const int64_t n_chunked = (n_vis + 15) / 16 * 16;
       for (int64_t r = n_vis; r < n_chunked; ++r) scores[r] = -INFINITY;
       double sum = 0.0;
-      if (simd && simd->softmax_exp) sum = simd->softmax_exp(scores, n_chunked, mx);
-      for (int64_t c0 = 0; c0 < n_chunked && !(simd && simd->softmax_exp); c0 += 16) {
+      if (simd_v && simd_v->softmax_exp) sum = simd_v->softmax_exp(scores, n_chunked, mx);
+      for (int64_t c0 = 0; c0 < n_chunked && !(simd_v && simd_v->softmax_exp); c0 += 16) {
         float* e = scores + c0;
         for (int j = 0; j < 16; ++j) e[j] = e[j] == -INFINITY ? 0.0f : lo::expf_avx512(e[j] - mx);
         sum += double(lo::reduce_add16(e));
@@ -404,22 +425,23 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
       for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
       if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
-      if (batched_simd)
-        simd->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis, n_vis,
-                             lanes, dv, acc);
-      for (int64_t r = 0; r < n_vis && !batched_simd; ++r) {
+      const bool batched_v = simd_v && simd_v->accumulate_f16;
+      if (batched_v)
+        simd_v->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis,
+                               n_vis, lanes, dv, acc);
+      for (int64_t r = 0; r < n_vis && !batched_v; ++r) {
         const int64_t c = vis[r];
         const float pc = scores[r];
         const uint8_t* vrow_ptr = static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] + uint64_t(g * dv) * vrow;
         float* lane_acc = acc + (r % lanes) * dv;
-        if (simd) {
-          simd->axpy_f16(pc, reinterpret_cast<const uint16_t*>(vrow_ptr), lane_acc, dv);
+        if (simd_v) {
+          simd_v->axpy_f16(pc, reinterpret_cast<const uint16_t*>(vrow_ptr), lane_acc, dv);
         } else {
           row_to_f32(v.type, vrow_ptr, row, dv);
           for (int64_t i = 0; i < dv; ++i) lane_acc[i] = std::fma(row[i], pc, lane_acc[i]);
         }
       }
-      (simd && simd->reduce_lanes ? simd->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
+      (simd_v && simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
     }
   });
 }

@@ -12,7 +12,7 @@ namespace {
 bool rows_f32(const Tensor* t) { return t && t->type == DType::F32 && t->nb[0] == 4; }
 bool i32(const Tensor* t) { return t && t->type == DType::I32 && t->is_contiguous(); }
 bool cache_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-// A KV cache's: the float types, and q8_0 / q4_0 (read by the tiled attention only).
+// A KV cache's: the float types, and q8_0 / q4_0 (a quantized V is read by the tiled attention only).
 bool kv_type(DType t) { return cache_type(t) || t == DType::Q8_0 || t == DType::Q4_0; }
 bool kv_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 
@@ -59,8 +59,8 @@ Support supports(const Tensor& node) {
     case Op::MulMatId: return supports_mul_mat(node);
     case Op::Rope: return need(rows_f32(a) && node.iparams[0] <= 1024, "input must be f32 rows, n_rot <= 1024");
     case Op::Attention:
-      if ((kv_quantized(node.src[kAttnK]->type) || kv_quantized(node.src[kAttnV]->type)) && !node.iparams[2])
-        return Support::no("a q8_0 / q4_0 KV cache is read by the tiled (flash) attention only");
+      if (kv_quantized(node.src[kAttnV]->type) && !node.iparams[2])
+        return Support::no("a q8_0 / q4_0 V cache is read by the tiled (flash) attention only");
       return need(rows_f32(a) && kv_type(node.src[kAttnK]->type) && kv_type(node.src[kAttnV]->type) &&
                       node.src[kAttnK]->nb[0] == uint64_t(type_size(node.src[kAttnK]->type)) &&
                       node.src[kAttnV]->nb[0] == uint64_t(type_size(node.src[kAttnV]->type)) &&

@@ -3,8 +3,16 @@
 // 16-lane accumulator is a pair of 8-lane registers (lanes 0-7, 8-15), and the
 // final reduction follows reduce_add16 exactly, so results equal the AVX-512
 // and scalar forms bit for bit.
+// The block helpers (ops/attention.cpp's attention_blocks) work on K/V rows
+// widened to f32 once for a block of query rows: dots in 4-cell x 2-query
+// tiles (the lanes 0-7 halves of the eight 16-lane accumulators first, then
+// the lanes 8-15 halves, then eight reduce_add16 trees side by side), and the
+// V rows accumulated lane by lane with up to 3 queries x 32 elements in
+// registers. The softmax exponential is llama_order::expf_avx512 on 8 lanes,
+// vscalefps replaced by scale_pow2's two exact multiplications.
 #if defined(__x86_64__) || defined(__i386__)
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -53,10 +61,328 @@ void axpy_f16(float p, const uint16_t* v, float* acc, int64_t n) {
   for (; i < n; ++i) acc[i] = std::fma(_cvtsh_ss(v[i]), p, acc[i]);
 }
 
+// Four cells at a time (8 accumulators: lanes 0-7 and 8-15 of four 16-lane
+// ones); each cell's arithmetic is dot_f16_lanes16's.
+void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t dk,
+              bool lanes16, float* out) {
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r]) * k_stride); };
+  int64_t r = 0;
+  if (lanes16)
+    for (; r + 4 <= n; r += 4) {
+      const uint16_t *k0 = row(r), *k1 = row(r + 1), *k2 = row(r + 2), *k3 = row(r + 3);
+      __m256 a[8];
+      for (auto& x : a) x = _mm256_setzero_ps();
+      for (int64_t i = 0; i < dk; i += 16)
+        for (int h = 0; h < 2; ++h) {
+          const __m256 qv = _mm256_loadu_ps(q + i + 8 * h);
+          a[h] = _mm256_fmadd_ps(load8(k0 + i + 8 * h), qv, a[h]);
+          a[2 + h] = _mm256_fmadd_ps(load8(k1 + i + 8 * h), qv, a[2 + h]);
+          a[4 + h] = _mm256_fmadd_ps(load8(k2 + i + 8 * h), qv, a[4 + h]);
+          a[6 + h] = _mm256_fmadd_ps(load8(k3 + i + 8 * h), qv, a[6 + h]);
+        }
+      for (int c = 0; c < 4; ++c) out[r + c] = reduce16(a[2 * c], a[2 * c + 1]);
+    }
+  for (; r < n; ++r) out[r] = lanes16 ? dot_f16_lanes16(row(r), q, dk) : dot_f16_vec(row(r), q, dk);
+}
+
+// Lane by lane: lane l's accumulator row stays in registers (64 elements)
+// while the cells l, l + lanes, ... are added in order: the FMAs of one
+// axpy_f16 per cell, element by element.
+void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n, int64_t lanes,
+                    int64_t dv, float* acc) {
+  const int64_t d8 = dv & ~int64_t(7);
+  for (int64_t l = 0; l < lanes && l < n; ++l) {
+    float* a = acc + l * dv;
+    for (int64_t i0 = 0; i0 < d8; i0 += 64) {
+      const int nreg = int(d8 - i0 >= 64 ? 8 : (d8 - i0) / 8);
+      __m256 reg[8];
+      for (int j = 0; j < nreg; ++j) reg[j] = _mm256_loadu_ps(a + i0 + 8 * j);
+      for (int64_t r = l; r < n; r += lanes) {
+        const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+        const __m256 pv = _mm256_set1_ps(p[r]);
+        for (int j = 0; j < nreg; ++j) reg[j] = _mm256_fmadd_ps(load8(vr + 8 * j), pv, reg[j]);
+      }
+      for (int j = 0; j < nreg; ++j) _mm256_storeu_ps(a + i0 + 8 * j, reg[j]);
+    }
+    for (int64_t r = l; r < n && d8 < dv; r += lanes) {
+      const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride);
+      for (int64_t i = d8; i < dv; ++i) a[i] = std::fma(_cvtsh_ss(vr[i]), p[r], a[i]);
+    }
+  }
+}
+
+// 2^e for integral e in [-126, 127], per lane.
+__m256 pow2i(__m256i e) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+}
+
+// llama_order::expf_avx512 on 8 lanes: the same FMAs, j * 2^n as scale_pow2
+// (j * 2^a exact, then one rounding by 2^(n - a), a = n / 2), and 0 / inf
+// where |n| > 192.
+__m256 expf8(__m256 x) {
+  const __m256 r = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+  const __m256 n = _mm256_sub_ps(z, r);
+  const __m256 b =
+      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+  const __m256 big = _mm256_cmp_ps(abs_ps(n), _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256i ni = _mm256_cvttps_epi32(_mm256_andnot_ps(big, n));  // n is integral; 0 where big
+  const __m256i a = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1);  // n / 2, toward 0
+  const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, pow2i(a)), pow2i(_mm256_sub_epi32(ni, a)));
+  if (_mm256_testz_ps(big, big)) return res;
+  const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+                                      _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
+  return _mm256_blendv_ps(res, alt, big);
+}
+
+double softmax_exp(float* s, int64_t n, float mx) {
+  const __m256 m = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
+  double sum = 0.0;
+  for (int64_t c = 0; c < n; c += 16) {
+    __m256 e[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 v = _mm256_loadu_ps(s + c + 8 * h);
+      e[h] = _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), expf8(_mm256_sub_ps(v, m)));
+      _mm256_storeu_ps(s + c + 8 * h, e[h]);
+    }
+    sum += double(reduce16(e[0], e[1]));
+  }
+  return sum;
+}
+
+// 8 outputs at a time; every output sees exactly the scalar form's adds.
+void reduce_lanes(const float* acc, int64_t lanes, int64_t used, int64_t dv, float* out) {
+  const int64_t d8 = dv & ~int64_t(7);
+  auto at = [&](int64_t lane, int64_t i) {
+    return lane < used ? _mm256_loadu_ps(acc + lane * dv + i) : _mm256_setzero_ps();
+  };
+  for (int64_t i = 0; i < d8; i += 8) {
+    __m256 t[16];
+    for (int l = 0; l < 16; ++l)
+      t[l] = lanes == 16
+                 ? at(l, i)
+                 : _mm256_add_ps(_mm256_add_ps(at(l, i), at(32 + l, i)), _mm256_add_ps(at(16 + l, i), at(48 + l, i)));
+    for (int l = 0; l < 8; ++l) t[l] = _mm256_add_ps(t[l], t[l + 8]);
+    for (int l = 0; l < 4; ++l) t[l] = _mm256_add_ps(t[l], t[l + 4]);
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_add_ps(t[0], t[2]), _mm256_add_ps(t[1], t[3])));
+  }
+  auto sat = [&](int64_t lane, int64_t i) { return lane < used ? acc[lane * dv + i] : 0.0f; };
+  for (int64_t i = d8; i < dv; ++i) {
+    float t[16];
+    for (int l = 0; l < 16; ++l)
+      t[l] = lanes == 16 ? sat(l, i) : (sat(l, i) + sat(32 + l, i)) + (sat(16 + l, i) + sat(48 + l, i));
+    for (int l = 0; l < 8; ++l) t[l] += t[l + 8];
+    for (int l = 0; l < 4; ++l) t[l] += t[l + 4];
+    out[i] = (t[0] + t[2]) + (t[1] + t[3]);
+  }
+}
+
+uint16_t to_f16_one(float x) {
+  return uint16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 0));
+}
+
+void to_f16(const float* x, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) dst[i] = to_f16_one(x[i]);
+}
+
+void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+               int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
+    float* o = dst + r * ld;
+    int64_t i = 0;
+    for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, load8(src + i));
+    for (; i < d; ++i) o[i] = _cvtsh_ss(src[i]);
+  }
+}
+
+// reduce_add16 of eight 16-lane accumulators (lo[c]: lanes 0-7, hi[c]: lanes
+// 8-15) at once, in its exact order; result lane c is accumulator c's sum.
+__m256 reduce16x8(const __m256* lo, const __m256* hi) {
+  __m256 t[8], u[4];
+  for (int c = 0; c < 8; ++c) t[c] = _mm256_add_ps(lo[c], hi[c]);  // t[i] = a[i] + a[i + 8]
+  for (int p = 0; p < 4; ++p)  // u of t[2p] in the low 128 bits, of t[2p + 1] in the high
+    u[p] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * p], t[2 * p + 1], 0x20),
+                         _mm256_permute2f128_ps(t[2 * p], t[2 * p + 1], 0x31));
+  // per 128 bits: [u0 + u2, u1 + u3] of one accumulator, then of another
+  const __m256 v0 = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 v1 = _mm256_add_ps(_mm256_shuffle_ps(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // lanes: 0 2 4 6 | 1 3 5 7
+  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Tiles of 4 cells x 2 queries: the lanes 0-7 of the eight accumulators over
+// all of dk, then lanes 8-15, then one reduce16x8. Short tiles repeat the
+// last row or query and drop the extra results; a tile of queries stops at
+// its longest row.
+void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m, int64_t dk,
+                      float* out, int64_t ldo) {
+  int64_t n_max = 0;
+  for (int64_t j = 0; j < m; ++j) n_max = n[j] > n_max ? n[j] : n_max;
+  for (int64_t r0 = 0; r0 < n_max; r0 += 4)  // four K rows stay in L1 while every query pair meets them
+    for (int64_t j0 = 0; j0 < m; j0 += 2) {
+      const int64_t nq = m - j0 < 2 ? m - j0 : 2;
+      const int64_t n_tile = nq == 2 && n[j0 + 1] > n[j0] ? n[j0 + 1] : n[j0];
+      if (n_tile <= r0) continue;
+      const float* q0 = q + j0 * ldq;
+      const float* q1 = q + (j0 + nq - 1) * ldq;
+      const int64_t nc = n_tile - r0 < 4 ? n_tile - r0 : 4;
+      const float* kr[4];
+      for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
+      __m256 half[2][8];
+      for (int h = 0; h < 2; ++h) {
+        __m256* a = half[h];
+        for (int x = 0; x < 8; ++x) a[x] = _mm256_setzero_ps();
+        for (int64_t i = 8 * h; i < dk; i += 16) {
+          const __m256 k0 = _mm256_loadu_ps(kr[0] + i), k1 = _mm256_loadu_ps(kr[1] + i);
+          const __m256 k2 = _mm256_loadu_ps(kr[2] + i), k3 = _mm256_loadu_ps(kr[3] + i);
+          const __m256 x0 = _mm256_loadu_ps(q0 + i), x1 = _mm256_loadu_ps(q1 + i);
+          a[0] = _mm256_fmadd_ps(k0, x0, a[0]);
+          a[1] = _mm256_fmadd_ps(k1, x0, a[1]);
+          a[2] = _mm256_fmadd_ps(k2, x0, a[2]);
+          a[3] = _mm256_fmadd_ps(k3, x0, a[3]);
+          a[4] = _mm256_fmadd_ps(k0, x1, a[4]);
+          a[5] = _mm256_fmadd_ps(k1, x1, a[5]);
+          a[6] = _mm256_fmadd_ps(k2, x1, a[6]);
+          a[7] = _mm256_fmadd_ps(k3, x1, a[7]);
+        }
+      }
+      alignas(32) float res[8];
+      _mm256_store_ps(res, reduce16x8(half[0], half[1]));
+      for (int j = 0; j < nq; ++j) {
+        const int64_t left = n[j0 + j] - r0;
+        for (int64_t c = 0; c < 4 && c < left; ++c) out[(j0 + j) * ldo + r0 + c] = res[4 * j + c];
+      }
+    }
+}
+
+// 32 elements of MQ queries at a time, lane by lane: the lane's
+// accumulators stay in registers over its cells (r = l, l + 16, ...), each v
+// vector loaded feeds MQ FMAs; a cell seen by only some queries of the tile
+// is added to theirs alone (each query gets exactly its own FMAs, in the
+// cells' order). The 16 lanes then go through reduce_lanes' tree from an L1
+// buffer; lanes without a cell stay +0, which is what reduce_lanes reads.
+template <int MQ>
+void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
+                   int64_t dv, float* const* out) {
+  int64_t lo = nv[0], hi = nv[0];
+  for (int j = 1; j < MQ; ++j) {
+    lo = nv[j] < lo ? nv[j] : lo;
+    hi = nv[j] > hi ? nv[j] : hi;
+  }
+  alignas(32) float lanes[16][MQ][32];
+  for (int64_t i0 = 0; i0 < dv; i0 += 32) {
+    const int64_t len = dv - i0 >= 32 ? 32 : dv - i0;
+    const bool full = len == 32;
+    __m256i mk[4];
+    for (int d = 0; d < 4; ++d) {
+      const int64_t left = len - 8 * d;
+      mk[d] =
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(int(left < 0 ? 0 : left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    auto load = [&](const float* x, int d) { return full ? _mm256_loadu_ps(x) : _mm256_maskload_ps(x, mk[d]); };
+    for (int64_t l = 0; l < 16; ++l) {
+      __m256 a[MQ][4];
+      for (int j = 0; j < MQ; ++j)
+        for (int d = 0; d < 4; ++d) a[j][d] = _mm256_setzero_ps();
+      int64_t r = l;
+      const float* vr = v + l * lane_rows * ldv + i0;  // the lane's rows in order
+      for (; r < lo; r += 16, vr += ldv) {
+        __m256 x[4];
+        for (int d = 0; d < 4; ++d) x[d] = load(vr + 8 * d, d);
+        for (int j = 0; j < MQ; ++j) {
+          const __m256 pj = _mm256_set1_ps(p[j * ldp + r]);
+          for (int d = 0; d < 4; ++d) a[j][d] = _mm256_fmadd_ps(x[d], pj, a[j][d]);
+        }
+      }
+      for (; r < hi; r += 16, vr += ldv) {
+        __m256 x[4];
+        for (int d = 0; d < 4; ++d) x[d] = load(vr + 8 * d, d);
+        for (int j = 0; j < MQ; ++j) {
+          if (r >= nv[j]) continue;
+          const __m256 pj = _mm256_set1_ps(p[j * ldp + r]);
+          for (int d = 0; d < 4; ++d) a[j][d] = _mm256_fmadd_ps(x[d], pj, a[j][d]);
+        }
+      }
+      for (int j = 0; j < MQ; ++j)
+        for (int d = 0; d < 4; ++d) _mm256_store_ps(lanes[l][j] + 8 * d, a[j][d]);
+    }
+    for (int j = 0; j < MQ; ++j)
+      for (int d = 0; d < 4 && 8 * d < len; ++d) {
+        __m256 t[8];
+        for (int q = 0; q < 8; ++q)
+          t[q] = _mm256_add_ps(_mm256_load_ps(lanes[q][j] + 8 * d), _mm256_load_ps(lanes[q + 8][j] + 8 * d));
+        for (int q = 0; q < 4; ++q) t[q] = _mm256_add_ps(t[q], t[q + 4]);
+        const __m256 res = _mm256_add_ps(_mm256_add_ps(t[0], t[2]), _mm256_add_ps(t[1], t[3]));
+        if (full) _mm256_storeu_ps(out[j] + i0 + 8 * d, res);
+        else _mm256_maskstore_ps(out[j] + i0 + 8 * d, mk[d], res);
+      }
+  }
+}
+
+void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
+                      int64_t lane_rows, int64_t dv, float* const* out) {
+  for (int64_t j = 0; j < m; j += 3) {
+    const int64_t left = m - j;
+    if (left >= 3) attend_v_tile<3>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
+    else if (left == 2) attend_v_tile<2>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
+    else attend_v_tile<1>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
+  }
+}
+
+// s *= scale, and std::max's fold from -inf (NaN skipped: vmaxps returns its
+// second operand for a NaN). Lane-wise maxima give the same number; only +0
+// and -0 could come out in another order, so a zero maximum is folded again
+// in order.
+float scale_max(float* s, int64_t n, float scale) {
+  const __m256 sc = _mm256_set1_ps(scale);
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + i), sc);
+    _mm256_storeu_ps(s + i, x);
+    mx = _mm256_max_ps(x, mx);
+  }
+  float r = hmax8(mx);
+  for (; i < n; ++i) {
+    s[i] *= scale;
+    r = r < s[i] ? s[i] : r;
+  }
+  if (r == 0.0f) {
+    r = -INFINITY;
+    for (int64_t c = 0; c < n; ++c) r = r < s[c] ? s[c] : r;
+  }
+  return r;
+}
+
+void scale_round_f16(float* s, int64_t n, float inv) {
+  const __m256 iv = _mm256_set1_ps(inv);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + i), iv);
+    _mm256_storeu_ps(s + i, _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+  }
+  for (; i < n; ++i) s[i] = _cvtsh_ss(to_f16_one(s[i] * inv));
+}
+
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx2",  dot_f16_lanes16, dot_f16_vec, axpy_f16, nullptr, nullptr, nullptr,
-                                  nullptr, nullptr,         nullptr,     nullptr,  nullptr, nullptr, nullptr};
+const AttnKernels kAttnKernels = {"avx2",           dot_f16_lanes16,  dot_f16_vec,  axpy_f16,       dots_f16,
+                                  accumulate_f16,   softmax_exp,      reduce_lanes, to_f16,         widen_f16,
+                                  dots_f32_lanes16, attend_v_lanes16, scale_max,    scale_round_f16};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

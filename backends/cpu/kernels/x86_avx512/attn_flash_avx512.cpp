@@ -1,0 +1,255 @@
+// The tiled attention's kernels (kernels/attn_flash.h) with AVX-512.
+// Layout: f32 rows of K and V per tile, row-major. dots: the K tile is
+// transposed once (8 x 8 blocks) to [dk][64 cells], then register tiles of
+// 6 query rows x 64 cells (four 16-cell vectors) walk dk, each q element
+// broadcast against the four vectors (no horizontal sums); accum: register
+// tiles of 6 query rows x 64 columns of V walk the tile's cells, each V vector
+// feeding 6 FMAs (masked loads and stores for a dv that is not a multiple of
+// 16); exp: exp(x) = 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 in two
+// parts, p a degree-6 polynomial (the AVX2 form's, 16 lanes: relative error
+// about 2e-7 on [-88, 0]; below -87.3 it flushes to 0). Widening: f16 by
+// vcvtph2ps, q8_0 / q4_0 blocks as d * q (q4_0: nibble - 8, low nibbles first).
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "backends/cpu/kernels/attn_flash.h"
+#include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+#include "core/quant/blocks.h"
+
+namespace opal::cpu::avx512 {
+namespace {
+
+__mmask16 flash_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
+
+void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+               int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint16_t* row = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
+    float* o = dst + r * ld;
+    for (int64_t i = 0; i < d; i += 16) {
+      const __mmask16 m = flash_mask(d - i);
+      _mm512_mask_storeu_ps(o + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + i)));
+    }
+  }
+}
+
+void widen_q8_0(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                int64_t ld) {
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cells[r]) * stride);
+    float* o = dst + r * ld;
+    for (int64_t blk = 0; blk < d / 32; ++blk, o += 32) {
+      const __m512 dd = _mm512_set1_ps(_cvtsh_ss(b[blk].d));
+      for (int h = 0; h < 2; ++h) {
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[blk].qs + 16 * h));
+        _mm512_storeu_ps(o + 16 * h, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))));
+      }
+    }
+  }
+}
+
+void widen_q4_0(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                int64_t ld) {
+  const __m128i low = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(base + uint64_t(cells[r]) * stride);
+    float* o = dst + r * ld;
+    for (int64_t blk = 0; blk < d / 32; ++blk, o += 32) {
+      const __m512 dd = _mm512_set1_ps(_cvtsh_ss(b[blk].d));
+      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[blk].qs));
+      const __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, low), eight);                     // elements 0-15
+      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), low), eight);  // elements 16-31
+      _mm512_storeu_ps(o, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo))));
+      _mm512_storeu_ps(o + 16, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi))));
+    }
+  }
+}
+
+// out[c * ldo + r] = in[r * ldi + c] for an 8 x 8 block.
+void flash_transpose8(const float* in, int64_t ldi, float* out, int64_t ldo) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * ldi);
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    r[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(out + i * ldo, _mm256_permute2f128_ps(r[i], r[4 + i], 0x20));
+    _mm256_storeu_ps(out + (4 + i) * ldo, _mm256_permute2f128_ps(r[i], r[4 + i], 0x31));
+  }
+}
+
+constexpr int64_t kFlashMaxDk = 256;  // the transposed tile's depth (larger heads take the row form)
+
+// Row by row for large heads or single rows: 16-lane FMAs along dk, one sum per cell.
+void dots_rows(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
+               float* s, int64_t lds) {
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t r = 0; r < n; ++r) {
+      __m512 a = _mm512_setzero_ps();
+      for (int64_t i = 0; i < dk; i += 16) {
+        const __mmask16 mk = flash_mask(dk - i);
+        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, q + j * ldq + i), _mm512_maskz_loadu_ps(mk, k + r * ldk + i), a);
+      }
+      s[j * lds + r] = _mm512_reduce_add_ps(a) * scale;
+    }
+}
+
+// R query rows x C vectors of 16 cells from the transposed tile kt ([dk][kFlashTile]).
+template <int R, int C>
+void dots_tile(const float* q, int64_t ldq, const float* kt, int64_t dk, float scale, float* s, int64_t lds,
+               int64_t n_left) {
+  __m512 a[R][C];
+  for (int j = 0; j < R; ++j)
+    for (int c = 0; c < C; ++c) a[j][c] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < dk; ++i) {
+    __m512 kv[C];
+    for (int c = 0; c < C; ++c) kv[c] = _mm512_loadu_ps(kt + i * kFlashTile + 16 * c);
+    for (int j = 0; j < R; ++j) {
+      const __m512 b = _mm512_set1_ps(q[j * ldq + i]);
+      for (int c = 0; c < C; ++c) a[j][c] = _mm512_fmadd_ps(b, kv[c], a[j][c]);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int c = 0; c < C; ++c) {
+    const __mmask16 mk = flash_mask(n_left - 16 * c);
+    for (int j = 0; j < R; ++j) _mm512_mask_storeu_ps(s + j * lds + 16 * c, mk, _mm512_mul_ps(a[j][c], sc));
+  }
+}
+
+template <int R>
+void dots_rows_of(const float* q, int64_t ldq, const float* kt, int64_t n, int64_t dk, float scale, float* s,
+                  int64_t lds) {
+  const int64_t vecs = (n + 15) / 16;  // n <= kFlashTile: at most 4
+  if (vecs >= 4) dots_tile<R, 4>(q, ldq, kt, dk, scale, s, lds, n);
+  else if (vecs == 3) dots_tile<R, 3>(q, ldq, kt, dk, scale, s, lds, n);
+  else if (vecs == 2) dots_tile<R, 2>(q, ldq, kt, dk, scale, s, lds, n);
+  else dots_tile<R, 1>(q, ldq, kt, dk, scale, s, lds, n);
+}
+
+void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
+          float* s, int64_t lds) {
+  if (dk > kFlashMaxDk || n > kFlashTile || m < 2) return dots_rows(q, ldq, m, k, ldk, n, dk, scale, s, lds);
+  alignas(64) float kt[kFlashMaxDk * kFlashTile];
+  alignas(64) float pad[8 * 8];
+  const int64_t d8 = dk & ~int64_t(7);
+  for (int64_t r0 = 0; r0 < n; r0 += 8) {
+    const int64_t rows = n - r0 < 8 ? n - r0 : 8;
+    for (int64_t i0 = 0; i0 < d8; i0 += 8) {
+      if (rows == 8) {
+        flash_transpose8(k + r0 * ldk + i0, ldk, kt + i0 * kFlashTile + r0, kFlashTile);
+        continue;
+      }
+      for (int64_t r = 0; r < 8; ++r)
+        for (int64_t i = 0; i < 8; ++i) pad[r * 8 + i] = r < rows ? k[(r0 + r) * ldk + i0 + i] : 0.0f;
+      flash_transpose8(pad, 8, kt + i0 * kFlashTile + r0, kFlashTile);
+    }
+    for (int64_t i = d8; i < dk; ++i)
+      for (int64_t r = 0; r < 8; ++r) kt[i * kFlashTile + r0 + r] = r < rows ? k[(r0 + r) * ldk + i] : 0.0f;
+  }
+  // the last 16-cell vector may read past the transposed cells: zero them
+  for (int64_t r = (n + 7) / 8 * 8; r < (n + 15) / 16 * 16; ++r)
+    for (int64_t i = 0; i < dk; ++i) kt[i * kFlashTile + r] = 0.0f;
+  int64_t j = 0;
+  for (; j + 6 <= m; j += 6) dots_rows_of<6>(q + j * ldq, ldq, kt, n, dk, scale, s + j * lds, lds);
+  switch (m - j) {
+    case 5: return dots_rows_of<5>(q + j * ldq, ldq, kt, n, dk, scale, s + j * lds, lds);
+    case 4: return dots_rows_of<4>(q + j * ldq, ldq, kt, n, dk, scale, s + j * lds, lds);
+    case 3: return dots_rows_of<3>(q + j * ldq, ldq, kt, n, dk, scale, s + j * lds, lds);
+    case 2: return dots_rows_of<2>(q + j * ldq, ldq, kt, n, dk, scale, s + j * lds, lds);
+    case 1: return dots_rows_of<1>(q + j * ldq, ldq, kt, n, dk, scale, s + j * lds, lds);
+    default: return;
+  }
+}
+
+__m512 exp16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+float exp_sum(float* s, int64_t n, float mx) {
+  const __m512 m = _mm512_set1_ps(mx), ninf = _mm512_set1_ps(-INFINITY);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t r = 0; r < n; r += 16) {
+    const __mmask16 mk = flash_mask(n - r);
+    const __m512 x = _mm512_mask_loadu_ps(ninf, mk, s + r);
+    const __mmask16 live = _mm512_cmp_ps_mask(x, ninf, _CMP_NEQ_UQ);
+    const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(x, m)));
+    _mm512_mask_storeu_ps(s + r, mk, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+// R query rows x C vectors of 16 columns (the last one masked), over the tile's n cells.
+template <int R, int C>
+void accum_tile(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t n, float* acc, int64_t lda,
+                int64_t cols) {
+  __mmask16 mk[C];
+  for (int c = 0; c < C; ++c) mk[c] = flash_mask(cols - 16 * c);
+  __m512 a[R][C];
+  for (int j = 0; j < R; ++j)
+    for (int c = 0; c < C; ++c) a[j][c] = _mm512_maskz_loadu_ps(mk[c], acc + j * lda + 16 * c);
+  for (int64_t r = 0; r < n; ++r) {
+    __m512 x[C];
+    for (int c = 0; c < C; ++c) x[c] = _mm512_maskz_loadu_ps(mk[c], v + r * ldv + 16 * c);
+    for (int j = 0; j < R; ++j) {
+      const __m512 b = _mm512_set1_ps(p[j * ldp + r]);
+      for (int c = 0; c < C; ++c) a[j][c] = _mm512_fmadd_ps(b, x[c], a[j][c]);
+    }
+  }
+  for (int j = 0; j < R; ++j)
+    for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(acc + j * lda + 16 * c, mk[c], a[j][c]);
+}
+
+template <int R>
+void accum_rows_of(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
+                   int64_t lda) {
+  for (int64_t i0 = 0; i0 < dv; i0 += 64) {
+    const int64_t cols = dv - i0, vecs = (cols + 15) / 16;
+    if (vecs >= 4) accum_tile<R, 4>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
+    else if (vecs == 3) accum_tile<R, 3>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
+    else if (vecs == 2) accum_tile<R, 2>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
+    else accum_tile<R, 1>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
+  }
+}
+
+void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
+           int64_t lda) {
+  int64_t j = 0;
+  for (; j + 6 <= m; j += 6) accum_rows_of<6>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
+  switch (m - j) {
+    case 5: return accum_rows_of<5>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
+    case 4: return accum_rows_of<4>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
+    case 3: return accum_rows_of<3>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
+    case 2: return accum_rows_of<2>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
+    case 1: return accum_rows_of<1>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
+    default: return;
+  }
+}
+
+}  // namespace
+
+const FlashKernels kFlashKernels = {"avx512", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
+
+}  // namespace opal::cpu::avx512
+#endif  // x86
