@@ -129,18 +129,32 @@ def one_request(port, messages, max_tokens, seed, timeout, stop_at=None):
     monotonic time passes stop_at before the stream ends."""
     body = json.dumps({"messages": messages, "max_tokens": max_tokens, "stream": True, "seed": seed,
                        "temperature": 0.8, "ignore_eos": True}).encode()
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     t0 = time.monotonic()
-    c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
-    r = c.getresponse()
+    if stop_at is not None:  # no read may outlast the hard stop (a slow server may not even send its headers)
+        timeout = max(0.5, min(timeout, stop_at - t0))
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    ttft, last, gaps, tokens, finished, done = None, None, [], 0, False, False
+    try:
+        c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+    except socket.timeout:
+        c.close()
+        if stop_at is not None and time.monotonic() >= stop_at:
+            raise Cut(ttft, gaps, tokens)
+        raise
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]!r}")
-    ttft, last, gaps, tokens, finished, done = None, None, [], 0, False, False
     while True:
         if stop_at is not None and time.monotonic() > stop_at:
             c.close()
             raise Cut(ttft, gaps, tokens)
-        line = r.readline()
+        try:
+            line = r.readline()
+        except socket.timeout:
+            c.close()
+            if stop_at is not None and time.monotonic() >= stop_at:
+                raise Cut(ttft, gaps, tokens)
+            raise
         if not line:
             break
         line = line.strip()
@@ -245,6 +259,9 @@ def main():
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
     levels = [int(x) for x in args.clients.split(",")]
+    # A SIGTERM (e.g. from `timeout`) unwinds through the finally below, which stops the server: an orphaned
+    # server would go on decoding its queued requests and load the host for the next measurements.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench_server.py: terminated"))
     system_prefix = " ".join(random.Random(7).choice(WORDS) for _ in range(args.prefix_words))
     results = {}
     for spec in args.server:
@@ -268,7 +285,14 @@ def main():
                     print(f"           {e}", flush=True)
         finally:
             srv.stop()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": args.model, "args": vars(args), "results": results}, f, indent=1)
     names = list(results)
+
+    def ratio(a, b):  # a / b, or "-" when either is missing (no token or no request in the window)
+        return f"{a / b:.2f}x" if a == a and b == b and a > 0 and b > 0 else "-"
+
     print("\n| clients | server | agg tok/s | req/s | TTFT p50 / p99 (s) | ITL p50 / p99 (ms) | peak RSS (MB) | errors | "
           "cut | load |"
           + (" vs " + names[0] + ": tok/s, TTFT p99, ITL p99 |" if len(names) > 1 else ""))
@@ -284,12 +308,9 @@ def main():
                 if n == names[0]:
                     row += " |"
                 else:
-                    row += (f" {r['agg_tok_s'] / base['agg_tok_s']:.2f}x, {base['ttft_p99_s'] / r['ttft_p99_s']:.2f}x, "
-                            f"{base['itl_p99_ms'] / r['itl_p99_ms']:.2f}x |")
+                    row += (f" {ratio(r['agg_tok_s'], base['agg_tok_s'])}, {ratio(base['ttft_p99_s'], r['ttft_p99_s'])}, "
+                            f"{ratio(base['itl_p99_ms'], r['itl_p99_ms'])} |")
             print(row)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"model": args.model, "args": vars(args), "results": results}, f, indent=1)
     return 0 if all(r["errors"] == 0 for rs in results.values() for r in rs) else 1
 
 
