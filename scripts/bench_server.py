@@ -11,16 +11,19 @@ system prompt, as a chat product's requests do. Per level and server it reports:
   req/s       completed requests / wall time
   TTFT p50/p99  request sent -> first content chunk (queueing included)
   ITL p50/p99   gaps between successive content chunks of one stream
-  RSS         the server's peak resident set (VmHWM) at the end of the level, MB
+  RSS         the server's peak resident set (VmHWM) since it started, read at the end of the level, MB
   errors      failed or malformed streams (the figures are only meaningful at 0)
+  cut         streams still running --drain seconds after the level's end, cut there (their tokens and
+              TTFT count; a slow server is not waited for without end)
+  load        the host's 1-minute load average when the level began
 
 and for every server after the first, its ratio to the first (agg tok/s; TTFT and ITL
 p99 as first/this, so > 1 means better). Standard library only; the servers must run
 on this machine (RSS from /proc).
 
   python3 scripts/bench_server.py --model M.gguf --clients 1,4,16,64 --seconds 30 \\
-    --server 'opal=build/release/opal serve -m {model} --port {port} -np 16 -c 32768 -t 2' \\
-    --server 'llama=../shared/llamacpp/bin/llama-server -m {model} --port {port} -np 16 -c 32768 -t 2'
+    --server 'llama=../shared/llamacpp/bin/llama-server -m {model} --port {port} -np 16 -c 32768 -t 2' \\
+    --server 'opal=build/release/opal serve -m {model} --port {port} -np 16 -c 32768 -t 2'
 
 --json FILE writes every figure. Exit status 0 when no stream failed.
 """
@@ -102,8 +105,10 @@ class Server:
 
 
 def make_prompt(rng, system_prefix, shared_prefix):
+    # Word counts sized so that the longest prompt with the system prompt and the answer fits a 2048-token
+    # slot (-np 16 -c 32768) even under a tokenizer of ~3.5 tokens a word (opal synth's).
     kind = rng.random()
-    n = rng.randint(3, 20) if kind < 0.5 else rng.randint(50, 150) if kind < 0.85 else rng.randint(300, 600)
+    n = rng.randint(3, 20) if kind < 0.5 else rng.randint(30, 80) if kind < 0.85 else rng.randint(150, 250)
     user = " ".join(rng.choice(WORDS) for _ in range(n))
     messages = [{"role": "user", "content": user}]
     if rng.random() < shared_prefix:
@@ -111,19 +116,45 @@ def make_prompt(rng, system_prefix, shared_prefix):
     return messages
 
 
-def one_request(port, messages, max_tokens, seed, timeout):
-    """Streams one chat completion. Returns (ttft, [inter-token gaps], tokens) or raises."""
+class Cut(Exception):
+    """The level's hard stop came while the stream was still running; carries what it had received."""
+
+    def __init__(self, ttft, gaps, tokens):
+        super().__init__("cut at the hard stop")
+        self.ttft, self.gaps, self.tokens = ttft, gaps, tokens
+
+
+def one_request(port, messages, max_tokens, seed, timeout, stop_at=None):
+    """Streams one chat completion. Returns (ttft, [inter-token gaps], tokens) or raises; Cut when the
+    monotonic time passes stop_at before the stream ends."""
     body = json.dumps({"messages": messages, "max_tokens": max_tokens, "stream": True, "seed": seed,
                        "temperature": 0.8, "ignore_eos": True}).encode()
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     t0 = time.monotonic()
-    c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
-    r = c.getresponse()
+    if stop_at is not None:  # no read may outlast the hard stop (a slow server may not even send its headers)
+        timeout = max(0.5, min(timeout, stop_at - t0))
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    ttft, last, gaps, tokens, finished, done = None, None, [], 0, False, False
+    try:
+        c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+    except socket.timeout:
+        c.close()
+        if stop_at is not None and time.monotonic() >= stop_at:
+            raise Cut(ttft, gaps, tokens)
+        raise
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]!r}")
-    ttft, last, gaps, tokens, finished, done = None, None, [], 0, False, False
     while True:
-        line = r.readline()
+        if stop_at is not None and time.monotonic() > stop_at:
+            c.close()
+            raise Cut(ttft, gaps, tokens)
+        try:
+            line = r.readline()
+        except socket.timeout:
+            c.close()
+            if stop_at is not None and time.monotonic() >= stop_at:
+                raise Cut(ttft, gaps, tokens)
+            raise
         if not line:
             break
         line = line.strip()
@@ -156,8 +187,10 @@ def one_request(port, messages, max_tokens, seed, timeout):
 
 
 def run_level(server, clients, seconds, args, system_prefix):
-    stats = {"ttft": [], "gaps": [], "tokens": 0, "requests": 0, "errors": [], "lock": threading.Lock()}
+    stats = {"ttft": [], "gaps": [], "tokens": 0, "requests": 0, "cut": 0, "errors": [], "lock": threading.Lock()}
     deadline = time.monotonic() + seconds
+    stop_at = deadline + args.drain  # streams still running then are cut (their tokens so far count)
+    load = os.getloadavg()[0]
 
     def client(idx):
         rng = random.Random(args.seed * 1000 + idx)
@@ -165,12 +198,19 @@ def run_level(server, clients, seconds, args, system_prefix):
             messages = make_prompt(rng, system_prefix, args.shared_prefix)
             try:
                 ttft, gaps, tokens = one_request(server.port, messages, args.max_tokens, rng.randint(0, 1 << 30),
-                                                 args.timeout)
+                                                 args.timeout, stop_at)
                 with stats["lock"]:
                     stats["ttft"].append(ttft)
                     stats["gaps"].extend(gaps)
                     stats["tokens"] += tokens
                     stats["requests"] += 1
+            except Cut as cut:  # the hard stop: what arrived counts, the request is not complete
+                with stats["lock"]:
+                    if cut.ttft is not None:
+                        stats["ttft"].append(cut.ttft)
+                    stats["gaps"].extend(cut.gaps)
+                    stats["tokens"] += cut.tokens
+                    stats["cut"] += 1
             except Exception as e:  # connection errors, HTTP errors, malformed streams
                 with stats["lock"]:
                     stats["errors"].append(f"{type(e).__name__}: {e}")
@@ -194,6 +234,8 @@ def run_level(server, clients, seconds, args, system_prefix):
         "itl_p50_ms": pct(stats["gaps"], 50) * 1000,
         "itl_p99_ms": pct(stats["gaps"], 99) * 1000,
         "peak_rss_mb": vm_kib(server.proc.pid, "VmHWM") / 1024.0,
+        "cut": stats["cut"],
+        "load_avg": load,
         "errors": len(stats["errors"]),
         "first_errors": stats["errors"][:3],
     }
@@ -209,12 +251,18 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--shared-prefix", type=float, default=0.5, help="share of requests with the common system prompt")
     ap.add_argument("--timeout", type=float, default=300, help="per-request socket timeout (s)")
+    ap.add_argument("--drain", type=float, default=30,
+                    help="after --seconds, requests in flight may run this long; then they are cut (counted as cut)")
     ap.add_argument("--ready-timeout", type=float, default=300)
+    ap.add_argument("--prefix-words", type=int, default=100, help="words of the shared system prompt")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
     levels = [int(x) for x in args.clients.split(",")]
-    system_prefix = " ".join(random.Random(7).choice(WORDS) for _ in range(200))
+    # A SIGTERM (e.g. from `timeout`) unwinds through the finally below, which stops the server: an orphaned
+    # server would go on decoding its queued requests and load the host for the next measurements.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench_server.py: terminated"))
+    system_prefix = " ".join(random.Random(7).choice(WORDS) for _ in range(args.prefix_words))
     results = {}
     for spec in args.server:
         name, _, cmd = spec.partition("=")
@@ -230,33 +278,39 @@ def main():
                 results[name].append(r)
                 print(f"{name:>8} clients={c:>3}: {r['agg_tok_s']:8.1f} tok/s {r['req_s']:6.2f} req/s  TTFT p50 "
                       f"{r['ttft_p50_s']:.3f} p99 {r['ttft_p99_s']:.3f} s  ITL p50 {r['itl_p50_ms']:.1f} p99 "
-                      f"{r['itl_p99_ms']:.1f} ms  RSS {r['peak_rss_mb']:.0f} MB  errors {r['errors']}",
+                      f"{r['itl_p99_ms']:.1f} ms  RSS {r['peak_rss_mb']:.0f} MB  errors {r['errors']}  cut {r['cut']}  "
+                      f"load {r['load_avg']:.1f}",
                       flush=True)
                 for e in r["first_errors"]:
                     print(f"           {e}", flush=True)
         finally:
             srv.stop()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": args.model, "args": vars(args), "results": results}, f, indent=1)
     names = list(results)
-    print("\n| clients | server | agg tok/s | req/s | TTFT p50 / p99 (s) | ITL p50 / p99 (ms) | peak RSS (MB) | errors |"
+
+    def ratio(a, b):  # a / b, or "-" when either is missing (no token or no request in the window)
+        return f"{a / b:.2f}x" if a == a and b == b and a > 0 and b > 0 else "-"
+
+    print("\n| clients | server | agg tok/s | req/s | TTFT p50 / p99 (s) | ITL p50 / p99 (ms) | peak RSS (MB) | errors | "
+          "cut | load |"
           + (" vs " + names[0] + ": tok/s, TTFT p99, ITL p99 |" if len(names) > 1 else ""))
-    print("|---:|---|---:|---:|---|---|---:|---:|" + ("---|" if len(names) > 1 else ""))
+    print("|---:|---|---:|---:|---|---|---:|---:|---:|---:|" + ("---|" if len(names) > 1 else ""))
     for i, c in enumerate(levels):
         base = results[names[0]][i]
         for n in names:
             r = results[n][i]
             row = (f"| {c} | {n} | {r['agg_tok_s']:.1f} | {r['req_s']:.2f} | {r['ttft_p50_s']:.3f} / "
                    f"{r['ttft_p99_s']:.3f} | {r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | "
-                   f"{r['errors']} |")
+                   f"{r['errors']} | {r['cut']} | {r['load_avg']:.1f} |")
             if len(names) > 1:
                 if n == names[0]:
                     row += " |"
                 else:
-                    row += (f" {r['agg_tok_s'] / base['agg_tok_s']:.2f}x, {base['ttft_p99_s'] / r['ttft_p99_s']:.2f}x, "
-                            f"{base['itl_p99_ms'] / r['itl_p99_ms']:.2f}x |")
+                    row += (f" {ratio(r['agg_tok_s'], base['agg_tok_s'])}, {ratio(base['ttft_p99_s'], r['ttft_p99_s'])}, "
+                            f"{ratio(base['itl_p99_ms'], r['itl_p99_ms'])} |")
             print(row)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"model": args.model, "args": vars(args), "results": results}, f, indent=1)
     return 0 if all(r["errors"] == 0 for rs in results.values() for r in rs) else 1
 
 

@@ -389,6 +389,7 @@ void Server::load() {
   eo.n_ctx_slot = per_slot;
   eo.prompt_similarity = st.opts.slot_prompt_similarity;
   eo.before_decode = st.opts.before_decode;
+  eo.on_batch = st.opts.on_batch;
   eo.spec = st.opts.spec;
   if (eo.spec.type == SpecType::Draft) {  // one draft context, slot i drafting in its sequence i
     if (st.opts.model_draft.empty()) fail("speculative decoding with a draft model needs one (-md FILE)");

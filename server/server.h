@@ -26,12 +26,12 @@ struct ServerOptions {
   std::string model;  // GGUF path
   LoadOptions load;   // how the weights are loaded (--lm)
   std::string host = "127.0.0.1";
-  int port = 8080;                      // 0: any free port
-  int n_parallel = 1;                   // slots (-np)
-  float slot_prompt_similarity = 0.5f;  // -sps: see EngineOptions::prompt_similarity
-  int64_t n_ctx = 0;                    // total context, split evenly over the slots (0: the model's)
-  int64_t n_batch = 2048;               // most tokens one batched decode takes
-  int64_t n_ubatch = 512;
+  int port = 8080;                         // 0: any free port
+  int n_parallel = 1;                      // slots (-np)
+  float slot_prompt_similarity = 0.5f;     // -sps: see EngineOptions::prompt_similarity
+  int64_t n_ctx = 0;                       // total context, split evenly over the slots (0: the model's)
+  int64_t n_batch = 2048;                  // most tokens one batched decode takes
+  int64_t n_ubatch = 512;                  // most tokens per graph run, and per step while slots generate
   DType kv_type = DType::F16;              // KV cache type (--ctk)
   std::optional<DType> kv_type_v;          // V cache type (--ctv; unset: kv_type)
   FlashAttn flash_attn = FlashAttn::Auto;  // --fa
@@ -77,6 +77,8 @@ struct ServerOptions {
   // Test seam: runs on the engine thread before each batched decode; an
   // exception from it fails the decode (every running request ends with an error).
   std::function<void()> before_decode;
+  // Test seam: EngineOptions::on_batch (each batch's size and generating slots).
+  std::function<void(int64_t n_tokens, int64_t n_generating)> on_batch;
 };
 
 class Server {

@@ -387,10 +387,14 @@ void SlotEngine::step() {
       outputs.emplace_back(s.get(), n_rows);
       n_rows += 1 + int64_t(s->draft.size());
     }
+  // Decode priority: while slots generate, prompt chunks fill the batch only up to one ubatch, so each
+  // generating slot's next token waits for one graph run, not for a whole n_batch of prompt (docs/server.md).
+  const size_t n_ubatch = size_t(std::max<int64_t>(1, ctx_.params().n_ubatch));
+  const size_t budget = n_generating > 0 ? std::max(batch_.size(), std::min(n_batch, n_ubatch)) : n_batch;
   for (auto& s : slots_) {
-    if (!s->task || s->seq.size() >= int64_t(s->task->params.prompt.size()) || batch_.size() >= n_batch) continue;
+    if (!s->task || s->seq.size() >= int64_t(s->task->params.prompt.size()) || batch_.size() >= budget) continue;
     const auto& prompt = s->task->params.prompt;
-    const size_t k = s->seq.add_prompt_chunk(batch_, prompt, n_batch - batch_.size());
+    const size_t k = s->seq.add_prompt_chunk(batch_, prompt, budget - batch_.size());
     s->timings.prompt_n += int64_t(k);
     prompt_slots.push_back(s.get());
     if (s->seq.size() == int64_t(prompt.size())) outputs.emplace_back(s.get(), n_rows++);
@@ -400,6 +404,7 @@ void SlotEngine::step() {
   // 4. One forward pass for all of them.
   const auto t0 = Clock::now();
   try {
+    if (opts_.on_batch) opts_.on_batch(int64_t(batch_.size()), int64_t(n_generating));
     if (opts_.before_decode) opts_.before_decode();
     ctx_.decode(batch_);
   } catch (const std::exception& e) {  // the cache is unchanged: forget what this batch added

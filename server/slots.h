@@ -8,7 +8,10 @@
 //      cells after the common prefix are removed and only the rest of the
 //      prompt is evaluated (prefix reuse: runtime/generation.h's Sequence);
 //   3. build ONE batch: the last sampled token of every generating slot plus
-//      prompt chunks of slots still reading their prompt (up to n_batch);
+//      prompt chunks of slots still reading their prompt: up to n_batch
+//      tokens when no slot is generating, else up to n_ubatch (decode
+//      priority: a generating slot waits one graph run per step, not
+//      n_batch / n_ubatch of them, while a long prompt is read);
 //      With speculative decoding a generating slot's token comes with a
 //      draft of the tokens after it (runtime/speculative.h), each with logits;
 //   4. decode it, sample each slot that got logits, and push events (text
@@ -138,6 +141,9 @@ struct EngineOptions {
   // Test seam: called on the engine thread before each batched decode; an
   // exception from it fails that decode as a failed Context::decode would.
   std::function<void()> before_decode;
+  // Test seam: called on the engine thread with each batch's size and how many of its slots were generating
+  // (one token each, plus drafts) before it is decoded.
+  std::function<void(int64_t n_tokens, int64_t n_generating)> on_batch;
   // Speculative decoding (runtime/speculative.h), per slot: each generating
   // slot's next token goes into the batch with a draft of the tokens after it.
   // A draft model drafts in sequence i of draft_ctx for slot i (not owned).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "server/server_test_util.h"
@@ -110,6 +111,63 @@ TEST(ServerBatching, ShutdownEndsInFlightStreamsWithFinalEvent) {
   ASSERT_TRUE(st.well_formed) << st.error;
   EXPECT_TRUE(st.done_marker);
   EXPECT_EQ(st.events.back()["choices"][0]["finish_reason"], "abort");  // cut, not a natural end
+}
+
+// Decode priority: while a slot generates, a long prompt arriving on another slot is read one ubatch per step
+// (each step also carrying the generating slot's token), so no step makes the generating slot wait for more
+// than n_ubatch tokens; with nothing generating, a prompt takes up to n_batch tokens in one step. The answers
+// stay those of the requests alone.
+TEST(ServerBatching, PromptChunksYieldToDecodingSlots) {
+  server::ServerOptions o = default_options(2, 2048);
+  o.n_ubatch = 16;
+  struct BatchingRecord {
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> batches;  // (tokens, generating slots)
+  };
+  auto rec = std::make_shared<BatchingRecord>();
+  o.on_batch = [rec](int64_t n_tokens, int64_t n_generating) {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->batches.emplace_back(n_tokens, n_generating);
+  };
+  LocalServer s(o);
+  std::string long_prompt;
+  for (int i = 0; i < 12; ++i) long_prompt += "Lily had a big red ball and she liked to play with it in the park. ";
+  const std::string alone_long = completion(s, long_prompt, 4)["content"];
+  const std::string alone_short = completion(s, kPrompts[0], 120)["content"];
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    ASSERT_FALSE(rec->batches.empty());
+    EXPECT_GT(rec->batches.front().first, 16) << "a prompt alone is read in one step of up to n_batch tokens";
+    rec->batches.clear();
+  }
+
+  std::string together_short;
+  std::thread generating([&] { together_short = completion(s, kPrompts[0], 120)["content"]; });
+  const auto batching_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {  // the first request is generating
+    if (std::chrono::steady_clock::now() > batching_deadline) {
+      ADD_FAILURE() << "the first request never generated";
+      break;
+    }
+    {
+      std::lock_guard<std::mutex> lk(rec->mu);
+      if (!rec->batches.empty() && rec->batches.back().second > 0) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const std::string together_long = completion(s, long_prompt, 4)["content"];
+  generating.join();
+  EXPECT_EQ(together_long, alone_long);
+  EXPECT_EQ(together_short, alone_short);
+
+  std::lock_guard<std::mutex> lk(rec->mu);
+  int mixed = 0;
+  for (const auto& [n_tokens, n_generating] : rec->batches) {
+    if (n_generating == 0) continue;
+    EXPECT_LE(n_tokens, 16) << "a step with a generating slot carried more than n_ubatch tokens";
+    mixed += n_tokens > n_generating;
+  }
+  EXPECT_GE(mixed, 3) << "the long prompt was not read alongside the generating slot over several steps";
 }
 
 }  // namespace
