@@ -221,9 +221,16 @@ const char* unary_fn_name(UnaryFn f) {
   return "?";
 }
 
-Tensor* Graph::norm(Tensor* x, float eps) {
+Tensor* Graph::norm(Tensor* x, float eps, Tensor* weight, Tensor* bias) {
   require(x->type == DType::F32, "NORM", x, nullptr, "input must be f32");
-  Tensor* t = new_node(Op::Norm, DType::F32, x->ne, {x});
+  for (Tensor* w : {weight, bias}) {
+    if (!w) continue;
+    require(w->type == DType::F32 && w->nb[0] == 4, "NORM", x, w, "weight and bias must be f32 rows");
+    bool fits = w->ne[0] == x->ne[0];
+    for (int d = 1; d < kMaxDims; ++d) fits = fits && w->ne[d] > 0 && x->ne[d] % w->ne[d] == 0;
+    require(fits, "NORM", x, w, "weight and bias need x's row length and dims that divide x's");
+  }
+  Tensor* t = new_node(Op::Norm, DType::F32, x->ne, {x, weight, bias});
   t->fparams[0] = eps;
   return t;
 }

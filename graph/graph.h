@@ -48,8 +48,10 @@ enum class Op : uint8_t {
   TopK,       // src0 F32 [N, T] -> I32 [k, T]: indices of the k largest, descending; iparams[0] = k
   Cpy,        // src0 (any layout, F32/F16/BF16) -> this tensor's dtype, contiguous
   // RWKV-7 (issue 17):
-  Norm,        // layer norm without weight (ggml_norm): rows of ne[0], F32; fparams[0] = eps.
-               //   y = (x - mean) / sqrt(var + eps); GROUP_NORM is this over a [group, n_groups * T] reshape
+  Norm,        // layer norm (ggml_norm): rows of ne[0], F32; fparams[0] = eps. y = (x - mean) / sqrt(var + eps);
+               //   GROUP_NORM is this over a [group, n_groups * T] reshape. Optional src1 weight and src2 bias
+               //   (F32, ne[0] = x's, higher dims broadcast as Mul): then y = (y * weight) + bias, each rounded
+               //   to f32 on its own, as the MUL and ADD nodes it fuses
   Unary,       // y = f(x), F32; iparams[0] = UnaryFn: sigmoid, tanh, exp, relu^2 (tanh also Gemma's soft-cap)
   L2Norm,      // rows of ne[0], F32; fparams[0] = eps. y = x / max(sqrt(sum(x^2)), eps)
   TokenShift,  // src0 x F32 [C, T], src1 state F32 [C, n_slots] (Cache), src2 slot I32 [T] -> F32 [C, T]:
@@ -173,7 +175,7 @@ class Graph {
   Tensor* top_k(Tensor* x, int k);
   Tensor* cpy(Tensor* x, DType type);
   // RWKV-7 (issue 17).
-  Tensor* norm(Tensor* x, float eps);
+  Tensor* norm(Tensor* x, float eps, Tensor* weight = nullptr, Tensor* bias = nullptr);  // NORM (+ MUL, ADD)
   Tensor* unary(Tensor* x, UnaryFn f);
   Tensor* l2_norm(Tensor* x, float eps);
   Tensor* token_shift(Tensor* x, Tensor* state, Tensor* slots);

@@ -26,15 +26,12 @@
 //   - GET_ROWS copies dequantized rows: exact (1e-12); TOP_K indices: exact (0).
 //
 // RWKV-7 ops (issue 17): NORM 5 FLOPs per element (mean, subtract, square,
-// sum, scale), L2_NORM 3 (square, sum, scale), UNARY 4 (sigmoid's exp, add,
-// divide; tanh, exp and relu^2 counted alike), TOKEN_SHIFT a copy (0 FLOPs; it
-// reads x and writes y, and touches one state column per slot), RWKV_WKV7
-// 10 * S FLOPs per output element (per key index: a multiply-add for sa,
-// three multiplies and two adds for the state, a multiply-add for y) and its
-// bytes the inputs, the state of the slots it reads and writes, and y.
-// Tolerances: NORM, L2_NORM, UNARY as the f32 row ops (1e-7); TOKEN_SHIFT
-// copies (1e-12); RWKV_WKV7 sums S products per token over a recurrence whose
-// rounding compounds over the tokens: 1e-6.
+// sum, scale; one more each for its optional weight and bias), L2_NORM 3 (square, sum, scale), UNARY 4 (sigmoid's exp,
+// add, divide; tanh, exp and relu^2 counted alike), TOKEN_SHIFT a copy (0 FLOPs; it reads x and writes y, and touches
+// one state column per slot), RWKV_WKV7 10 * S FLOPs per output element (per key index: a multiply-add for sa, three
+// multiplies and two adds for the state, a multiply-add for y) and its bytes the inputs, the state of the slots it
+// reads and writes, and y. Tolerances: NORM, L2_NORM, UNARY as the f32 row ops (1e-7); TOKEN_SHIFT copies (1e-12);
+// RWKV_WKV7 sums S products per token over a recurrence whose rounding compounds over the tokens: 1e-6.
 //   - GELU / GEGLU: llama.cpp's CPU backend reads GELU from an f16 table (the
 //     input rounded to f16, the result rounded to f16: relative error up to
 //     2^-11 each, squared ~5e-7); a backend that computes the tanh form in f32
@@ -77,6 +74,12 @@ NodeCost per_input_cost(const Tensor& node) {
 }
 
 NodeCost no_cost(const Tensor&) { return {}; }
+
+// NORM: 5 per element, one more for each of its optional weight and bias.
+NodeCost norm_cost(const Tensor& node) {
+  const int flops = 5 + (node.src[1] ? 1 : 0) + (node.src[2] ? 1 : 0);
+  return {double(flops) * double(node.n_elements()), src_bytes(node) + node.nbytes()};
+}
 
 NodeCost mul_mat_cost(const Tensor& node) {
   const Tensor& w = *node.src[0];
@@ -192,7 +195,7 @@ constexpr OpInfo kOps[] = {
     {Op::TopK,      "TOP_K",      1, 0, per_input_cost,         top_k_fields,     exact_nmse,      C::Input},
     {Op::Cpy,       "CPY",        1, 0, elementwise_cost<0>,    no_fields,        convert_nmse,    C::Output},
     // RWKV-7 (issue 17)
-    {Op::Norm,      "NORM",       1, 0, elementwise_cost<5>,    no_fields,        f32_nmse,        C::Input},
+    {Op::Norm,      "NORM",       3, 2, norm_cost,              no_fields,        f32_nmse,        C::Input},
     {Op::Unary,     "UNARY",      1, 0, elementwise_cost<4>,    unary_fields,     f32_nmse,        C::Input},
     {Op::L2Norm,    "L2_NORM",    1, 0, elementwise_cost<3>,    no_fields,        f32_nmse,        C::Input},
     {Op::TokenShift,"TOKEN_SHIFT",3, 0, token_shift_cost,       no_fields,        exact_copy_nmse, C::Input},

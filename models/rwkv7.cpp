@@ -3,7 +3,8 @@
 // attention decoder: a recurrent block kind with its own declare and build
 // functions and its own hyperparameters.
 //
-// Per token: x = LN(token_embd[t]; token_embd_norm) once; per layer a time mix
+// Per token: x = LN(token_embd[t]; token_embd_norm) once (each LayerNorm and
+// GroupNorm is one NORM node with its weight and bias); per layer a time mix
 // (LN attn_norm -> token shift -> six lerps (one LERP node) -> r, w (decay LoRA, tanh,
 // exp(-0.606531 sigmoid)), k, v (value residual from layer 0's v through the
 // value LoRA), a (ICLR LoRA, sigmoid), g (gate LoRA, sigmoid) -> L2-normed kk
@@ -107,10 +108,8 @@ struct Builder {
     return &m.require(TT::layer(il, what, suffix));
   }
   Tensor* sub(Tensor* a, Tensor* b) { return g.add(a, g.scale(b, -1.0f)); }
-  // LayerNorm with weight and bias (llama.cpp's LLM_NORM).
-  Tensor* layer_norm(Tensor* x, Tensor* weight, Tensor* bias) {
-    return g.add(g.mul(g.norm(x, hp.norm_eps), weight), bias);
-  }
+  // LayerNorm with weight and bias (llama.cpp's LLM_NORM: norm, mul, add), one NORM node.
+  Tensor* layer_norm(Tensor* x, Tensor* weight, Tensor* bias) { return g.norm(x, hp.norm_eps, weight, bias); }
   Tensor* lora(Tensor* x, Tensor* a1, Tensor* a2, UnaryFn mid, bool has_mid) {
     Tensor* h = g.mul_mat(a1, x);
     if (has_mid) h = g.unary(h, mid);
@@ -150,9 +149,11 @@ struct Builder {
     Tensor *r3 = heads(r), *w3 = heads(dw), *k3 = heads(k), *v3 = heads(v), *a3 = heads(a);
     Tensor* y = g.wkv7(r3, w3, k3, v3, g.scale(kk, -1.0f), g.mul(kk, a3), c.in.wkv_state[size_t(il)], c.in.state_slots);
     g.named(y, fmt::format("blk.{}.wkv7", il));
-    // Group norm: one group per head.
-    y = g.reshape(g.norm(g.reshape(y, {S, H, T, 1}), 64e-5f), {C, T, 1, 1});
-    y = g.add(g.mul(y, w(il, "time_mix_ln")), w(il, "time_mix_ln", "bias"));
+    // Group norm: one group per head, its weight and bias [C] seen as [S, H] (one NORM node).
+    auto per_head = [&](Tensor* p) { return g.reshape(p, {S, H, 1, 1}); };
+    y = g.norm(g.reshape(y, {S, H, T, 1}), 64e-5f, per_head(w(il, "time_mix_ln")),
+               per_head(w(il, "time_mix_ln", "bias")));
+    y = g.reshape(y, {C, T, 1, 1});
     Tensor* rk = g.sum_rows(g.mul(g.mul(k3, r3), g.reshape(w(il, "time_mix_r_k"), {S, H, 1, 1})));  // [1, H, T]
     y = g.add(y, g.reshape(g.mul(v3, rk), {C, T, 1, 1}));
     y = g.mul(y, gate);

@@ -58,6 +58,7 @@ std::string OpCase::label() const {
   if (op == Op::Rope) s += variant ? " neox" : " normal";
   if (op == Op::Unary) s += std::string(" ") + unary_fn_name(UnaryFn(variant));
   if (op == Op::Attention && variant > 0) s += fmt::format(" window {}", variant);
+  if (op == Op::Norm && variant > 0) s += " weight bias";
   return s;
 }
 
@@ -195,7 +196,14 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
     case Op::TopK: out = g.top_k(input("x", c.dtype, {k, m, 1, 1}), int(std::min<int64_t>(8, k))); break;
     case Op::Cpy: out = g.cpy(input("x", DType::F32, {k, m, 1, 1}, -8, 8), c.dtype); break;
     // RWKV-7: tokens alternate between two state slots (two sequences in one batch).
-    case Op::Norm: out = g.norm(input("x", c.dtype, {k, m, 1, 1}, -2, 3), 1e-5f); break;
+    case Op::Norm:
+      if (c.variant == 0) {
+        out = g.norm(input("x", c.dtype, {k, m, 1, 1}, -2, 3), 1e-5f);
+      } else {  // with weight and bias (a LayerNorm for n = 1, RWKV-7's group norm of n heads of k)
+        out = g.norm(input("x", c.dtype, {k, n, m, 1}, -2, 3), 1e-5f, input("weight", DType::F32, {k, n, 1, 1}, -2, 2),
+                     input("bias", DType::F32, {k, n, 1, 1}, -1, 1));
+      }
+      break;
     case Op::L2Norm: out = g.l2_norm(input("x", c.dtype, {k, m, 1, 1}), 1e-12f); break;
     case Op::Unary: out = g.unary(input("x", c.dtype, {k, m, 1, 1}, -4, 4), UnaryFn(c.variant)); break;
     case Op::TokenShift: {

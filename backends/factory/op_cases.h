@@ -27,7 +27,8 @@ struct OpCase {
   Op op = Op::MulMat;
   DType dtype = DType::F32;
   int64_t m = 1, n = 1, k = 1;
-  int variant = 0;            // ROPE: 0 normal, 1 neox; UNARY: the UnaryFn; ATTENTION: > 0 a sliding window
+  int variant = 0;            // ROPE: 0 normal, 1 neox; UNARY: the UnaryFn; ATTENTION: > 0 a sliding window;
+                              // NORM: 1 with weight and bias
   std::string label() const;  // "MUL_MAT q8_0 m=7 n=33 k=256"
 };
 

@@ -181,6 +181,23 @@ TEST(OpInfo, RwkvRows) {
   EXPECT_EQ(max_nmse(*y), 1e-6);
 }
 
+// NORM: optional weight and bias (the fused LayerNorm / GroupNorm), 5 FLOPs per element and one more for each.
+TEST(OpInfo, NormRowWithWeightAndBias) {
+  Graph g;
+  Tensor* x = input(g, DType::F32, {64, 12, 4, 1});
+  Tensor* wb = input(g, DType::F32, {64, 12, 1, 1});
+  EXPECT_EQ(op_info(Op::Norm).n_src, 3);
+  EXPECT_EQ(op_info(Op::Norm).n_optional, 2);
+  Tensor* plain = g.norm(x, 1e-5f);
+  Tensor* both = g.norm(x, 1e-5f, wb, wb);
+  EXPECT_EQ(node_cost(*plain).flops, 5.0 * 64 * 12 * 4);
+  EXPECT_EQ(node_cost(*plain).bytes, uint64_t(2 * 64 * 12 * 4 * 4));
+  EXPECT_EQ(node_cost(*both).flops, 7.0 * 64 * 12 * 4);
+  EXPECT_EQ(node_cost(*both).bytes, uint64_t((2 * 64 * 12 * 4 + 2 * 64 * 12) * 4));
+  EXPECT_EQ(max_nmse(*both), 1e-7);
+  EXPECT_THROW(g.norm(x, 1e-5f, input(g, DType::F32, {64, 5, 1, 1})), Error);
+}
+
 // LERP (RWKV-7's token-shift mixes): [C, T] and [C, n] -> [C, T, n], 3 FLOPs per output element, f32 tolerance.
 TEST(OpInfo, LerpRow) {
   Graph g;

@@ -1,4 +1,4 @@
-// The ops RWKV-7 brought (NORM, L2_NORM, UNARY, TOKEN_SHIFT, RWKV_WKV7, LERP)
+// The ops RWKV-7 brought (NORM with and without weight and bias, L2_NORM, UNARY, TOKEN_SHIFT, RWKV_WKV7, LERP)
 // against straightforward double-precision math on random inputs, run through
 // the scheduler like a model graph (1 and 3 threads), with several sequences
 // (state slots) interleaved in one batch.
@@ -130,6 +130,53 @@ TEST_P(RwkvOps, LerpMatchesDoubleMathAndTheUnfusedChain) {
         ASSERT_NEAR(got, want, 4e-7 * (std::abs(want) + 3.0)) << i << " " << t << " " << c;
         ASSERT_EQ(got, outs[size_t(i + 1)]->ptr<float>()[t * C + c]) << "mix " << i << " token " << t << " ch " << c;
       }
+}
+
+// NORM with weight and bias (the fused LayerNorm / GroupNorm) against double math, and bit for bit against the
+// NORM, MUL, ADD chain it replaces; the GroupNorm form with a [S, H] weight broadcast over tokens (S = 67: the
+// 8-lane sums and their tail; H = 3 heads, T = 4 tokens), and a weight without a bias.
+TEST_P(RwkvOps, NormWeightBiasMatchesDoubleMathAndTheUnfusedChain) {
+  Harness h(GetParam());
+  const int64_t S = 67, H = 3, T = 4;
+  Tensor* x = h.input(DType::F32, {S, H, T, 1}, "x");
+  Tensor* w = h.input(DType::F32, {S, H, 1, 1}, "w");
+  Tensor* b = h.input(DType::F32, {S, H, 1, 1}, "b");
+  Tensor* y = h.g->norm(x, 64e-5f, w, b);
+  Tensor* yw = h.g->norm(x, 64e-5f, w);
+  Tensor* chain = h.g->add(h.g->mul(h.g->norm(x, 64e-5f), w), b);
+  auto sg = h.schedule({y, yw, chain});
+  h.fill(x, -3, 4);
+  h.fill(w, -2, 2);
+  h.fill(b, -1, 1);
+  sg->run();
+  const float *px = x->ptr<float>(), *pw = w->ptr<float>(), *pb = b->ptr<float>();
+  for (int64_t r = 0; r < H * T; ++r) {
+    const float* xr = px + r * S;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < S; ++i) mean += xr[i];
+    mean /= double(S);
+    for (int64_t i = 0; i < S; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= double(S);
+    const int64_t head = r % H;
+    for (int64_t i = 0; i < S; ++i) {
+      const double nrm = (xr[i] - mean) / std::sqrt(var + 64e-5);
+      const double ww = pw[head * S + i], bb = pb[head * S + i];
+      const int64_t at = r * S + i;
+      ASSERT_NEAR(y->ptr<float>()[at], nrm * ww + bb, 4e-5) << r << " " << i;
+      ASSERT_NEAR(yw->ptr<float>()[at], nrm * ww, 4e-5) << r << " " << i;
+      ASSERT_EQ(y->ptr<float>()[at], chain->ptr<float>()[at]) << "row " << r << " element " << i;
+    }
+  }
+}
+
+// NORM's weight and bias must fit x: f32, its row length, dims that divide x's.
+TEST(RwkvOpsShapes, NormWeightBiasShapesAreChecked) {
+  Graph g;
+  Tensor* x = g.new_leaf("x", DType::F32, {64, 12, 5, 1}, TensorRole::Input);
+  EXPECT_NO_THROW(g.norm(x, 1e-5f, g.new_leaf("w", DType::F32, {64, 12, 1, 1}, TensorRole::Input)));
+  EXPECT_THROW(g.norm(x, 1e-5f, g.new_leaf("w2", DType::F32, {32, 12, 1, 1}, TensorRole::Input)), Error);
+  EXPECT_THROW(g.norm(x, 1e-5f, nullptr, g.new_leaf("b2", DType::F32, {64, 5, 1, 1}, TensorRole::Input)), Error);
+  EXPECT_THROW(g.norm(x, 1e-5f, g.new_leaf("w3", DType::F16, {64, 1, 1, 1}, TensorRole::Input)), Error);
 }
 
 // The recurrence in double, token after token, with the state of each slot.

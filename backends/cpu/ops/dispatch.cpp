@@ -71,6 +71,8 @@ Support supports(const Tensor& node) {
                   "cache must be f32/f16/bf16/q8_0/q4_0 (whole blocks per row)");
     case Op::TopK: return need(rows_f32(a) && a->ne[0] <= 1024, "input must be f32 rows of at most 1024");
     case Op::Norm:
+      return need(rows_f32(a) && (!node.src[1] || rows_f32(node.src[1])) && (!node.src[2] || rows_f32(node.src[2])),
+                  "input, weight and bias must be f32 rows");
     case Op::L2Norm:
     case Op::Unary: return need(rows_f32(a), "input must be f32 rows");
     case Op::TokenShift:

@@ -1,7 +1,11 @@
 // The ops RWKV-7 brought (issue 17), on f32 rows:
-//   NORM         layer norm without weight, as ggml_norm: mean and variance
-//                summed in double (in 8 lanes, sum8 below), y = (x - mean) *
-//                1/sqrtf(var + eps);
+//   NORM         layer norm, as ggml_norm: mean and variance summed in
+//                double (in 8 lanes, sum8 below), y = (x - mean) *
+//                1/sqrtf(var + eps); with a weight and/or bias (the MUL and
+//                ADD nodes of a LayerNorm or GroupNorm, fused) then y * w,
+//                then + b, each in its own pass over the row (the row is in
+//                L1), so neither is contracted into a fused multiply-add on a
+//                target that has one: the same bits as the three nodes;
 //   L2_NORM      as ggml_l2_norm: sum of squares in double,
 //                y = x * 1/max(sqrtf(sum), eps);
 //   UNARY        sigmoid 1/(1+exp(-x)) and exp through ggml_v_expf's
@@ -53,6 +57,15 @@ double sum8(const float* x, int64_t n, F f) {
   return sum;
 }
 
+// NORM's optional weight (src1) or bias (src2) row for output row r,
+// broadcast as MUL / ADD broadcast (row_iter.h); null when absent.
+const float* norm_affine_row(const Tensor& node, int src, int64_t r) {
+  const Tensor* w = node.src[src];
+  if (!w) return nullptr;
+  const int64_t i1 = r % node.ne[1], i2 = (r / node.ne[1]) % node.ne[2], i3 = r / (node.ne[1] * node.ne[2]);
+  return reinterpret_cast<const float*>(row_ptr(*w, i1 % w->ne[1], i2 % w->ne[2], i3 % w->ne[3]));
+}
+
 void rows_op(const Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
   const int64_t n = a.ne[0];
@@ -72,6 +85,10 @@ void rows_op(const Tensor& node, const OpContext& ctx) {
           const float var = float(sum8(y, n, [](float d) { return double(d * d); }) / double(n));
           const float s = 1.0f / std::sqrt(var + eps);
           for (int64_t i = 0; i < n; ++i) y[i] *= s;
+          if (const float* w = norm_affine_row(node, 1, r))
+            for (int64_t i = 0; i < n; ++i) y[i] *= w[i];
+          if (const float* b = norm_affine_row(node, 2, r))
+            for (int64_t i = 0; i < n; ++i) y[i] += b[i];
           break;
         }
         case Op::L2Norm: {
