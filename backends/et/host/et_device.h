@@ -61,7 +61,7 @@ struct EtOptions {
   // A Q8_0 / Q4_0 / F16 MUL_MAT with at least this many activation rows (per
   // type) runs through the tensor unit (int8 / fp16 TensorFMA, its launch
   // with the L1 scratchpad); the defaults are the measured crossover
-  // (lower.h TensorRows: F16 from 1 row, Q8_0 / Q4_0 from 4); all(0) = never.
+  // (lower.h TensorRows: F16 from 1 row, Q8_0 / Q4_0 from 2); all(0) = never.
   et::TensorRows tensor_rows;
   // Prediction by shape (docs/backends/et.md "Predicted performance"): the
   // first node of each distinct shape (kernel, op, types, shapes, strides,
