@@ -117,6 +117,10 @@ class RunHooks {
   virtual void node_counter(const Device& dev, const Tensor& node, const char* name, double value) {}
   // Called by the scheduler around each copy between devices (CrossCopy in
   // scheduler.h), made at the start of the consuming device's segment.
+  // Whether after_node reads the node's sources and output from memory (the
+  // shadow compare): an executor that reports nodes after a launch of several
+  // (a fused launch) must then keep those bytes as they were when the node ran.
+  virtual bool reads_node_memory() const { return false; }
   virtual void before_copy(const CrossCopy& copy, const Device& to) {}
   virtual void after_copy(const CrossCopy& copy, const Device& to) {}
 };

@@ -25,6 +25,16 @@ et::TensorRows et_tensor_rows() {
     fail("OPAL_ET_TENSOR_ROWS='{}': expected a row count (0 = never use the ET tensor unit)", v);
   return et::TensorRows::all(uint32_t(n));
 }
+// OPAL_ET_PREDICT=shapes: prediction by shape (EtOptions::predict_by_shape),
+// with the coherence checker off (the instruction counts do not depend on it).
+void et_predict_mode(EtOptions& o) {
+  const char* v = std::getenv("OPAL_ET_PREDICT");
+  if (!v || !*v) return;
+  if (std::string_view(v) != "shapes")
+    fail("OPAL_ET_PREDICT='{}': expected 'shapes' (emulate each distinct node shape once, docs/backends/et.md)", v);
+  o.predict_by_shape = true;
+  o.mem_check = false;
+}
 }  // namespace
 
 const std::vector<BackendFactory>& backend_factories() {
@@ -49,6 +59,7 @@ const std::vector<BackendFactory>& backend_factories() {
          EtOptions o;
          o.fusion = t.et_fusion;
          o.tensor_rows = et_tensor_rows();
+         et_predict_mode(o);
          return make_et_device(o);
        }},
       {"et:card", "ET-SoC-1 card through the et-platform runtime (rt::IRuntime, built only with /opt/et)",

@@ -34,6 +34,7 @@ class ShadowCompare : public RunHooks {
   explicit ShadowCompare(int n_threads = 1);
   ~ShadowCompare() override;
   void after_node(const Device& dev, const Tensor& node, const char* kernel) override;
+  bool reads_node_memory() const override { return true; }
 
   uint64_t compared() const { return compared_; }
   uint64_t skipped() const { return skipped_; }

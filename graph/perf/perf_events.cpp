@@ -102,6 +102,11 @@ void PerfRecorder::finish() {
 void HookChain::before_node(const Device& dev, const Tensor& node) {
   for (auto it = hooks_.rbegin(); it != hooks_.rend(); ++it) (*it)->before_node(dev, node);
 }
+bool HookChain::reads_node_memory() const {
+  for (RunHooks* h : hooks_)
+    if (h->reads_node_memory()) return true;
+  return false;
+}
 void HookChain::after_node(const Device& dev, const Tensor& node, const char* kernel) {
   for (RunHooks* h : hooks_) h->after_node(dev, node, kernel);
 }

@@ -113,6 +113,7 @@ class HookChain : public RunHooks {
   void after_node(const Device& dev, const Tensor& node, const char* kernel) override;
   void node_phase(const Device& dev, const Tensor& node, const char* phase, int64_t start_ns, int64_t end_ns) override;
   void node_counter(const Device& dev, const Tensor& node, const char* name, double value) override;
+  bool reads_node_memory() const override;
   void before_copy(const CrossCopy& copy, const Device& to) override;
   void after_copy(const CrossCopy& copy, const Device& to) override;
 

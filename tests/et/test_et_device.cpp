@@ -5,12 +5,14 @@
 // then on the in-process emulator with the real kernel image.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backends/et/abi/et_kernel_abi.h"
 #include "backends/et/driver/fake/fake_driver.h"
@@ -259,13 +261,11 @@ TEST(EtDevice, TensorUnitChosenFromTheRowThreshold) {
   EXPECT_EQ(et::choose_kernel(*f16.out, et::TensorRows::all(16)).kernel_id, uint32_t(ET_K_MUL_MAT_TU_F16));
   BuiltCase f16_k = build_case({Op::MulMat, DType::F16, 32, 64, 72}, g, 1, false);  // K % 32 != 0
   EXPECT_EQ(et::choose_kernel(*f16_k.out, et::TensorRows::all(16)).kernel_id, uint32_t(ET_K_MUL_MAT_F16));
-  // the measured defaults: F16 from 1 row, Q8_0 / Q4_0 from 4
+  // the measured defaults: F16 from 1 row, Q8_0 / Q4_0 from 2 (decode stays SIMD)
   const et::TensorRows d;
-  const std::tuple<DType, int64_t, bool> cases[] = {{DType::F16, 1, true},
-                                                    {DType::Q8_0, 3, false},
-                                                    {DType::Q8_0, 4, true},
-                                                    {DType::Q4_0, 3, false},
-                                                    {DType::Q4_0, 4, true}};
+  const std::tuple<DType, int64_t, bool> cases[] = {{DType::F16, 1, true},   {DType::Q8_0, 1, false},
+                                                    {DType::Q8_0, 2, true},  {DType::Q8_0, 3, true},
+                                                    {DType::Q4_0, 1, false}, {DType::Q4_0, 2, true}};
   for (const auto& [t, m, tu] : cases) {
     BuiltCase b = build_case({Op::MulMat, t, m, 64, 256}, g, 1, false);
     EXPECT_EQ(et::uses_tensor_unit(et::choose_kernel(*b.out, d).kernel_id), tu) << dtype_name(t) << " m=" << m;
@@ -296,7 +296,20 @@ TEST(EtDevice, CardModelSplitsASimdMulMatByItsWeightRows) {
 // (1 shire, 64 harts, op by op) through the SIMD kernel (tensor_rows = 0) and the tensor unit
 // (tensor_rows = 1): the emulated instructions (every hart's kernel cycles) and the card model's
 // node time (the launch's fixed cost left out), as a markdown table. Minutes of emulation: with
-// OPAL_ET_CROSSOVER=1 only.
+// OPAL_ET_CROSSOVER=1 only; OPAL_ET_CROSSOVER_M (e.g. "2,3") and OPAL_ET_CROSSOVER_TYPES (e.g.
+// "q8_0,q4_0") pick rows of the table.
+std::vector<std::string> crossover_list(const char* env, const char* fallback) {
+  const char* v = std::getenv(env);
+  std::string s = v && *v ? v : fallback;
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    if (comma > at) out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 TEST(EtDevice, TensorUnitCrossoverTable) {
   if (!et_unavailable_reason().empty()) GTEST_SKIP() << et_unavailable_reason();
   const char* e = std::getenv("OPAL_ET_CROSSOVER");
@@ -304,8 +317,11 @@ TEST(EtDevice, TensorUnitCrossoverTable) {
   std::printf(
       "| type | M | SIMD instructions | tensor unit instructions | SIMD predicted us | tensor unit predicted us |"
       " tensor unit / SIMD |\n|---|---:|---:|---:|---:|---:|---:|\n");
-  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
-    for (int64_t m : {1, 4, 8, 16, 32, 64, 128}) {
+  for (const std::string& type : crossover_list("OPAL_ET_CROSSOVER_TYPES", "f16,q8_0,q4_0"))
+    for (const std::string& rows : crossover_list("OPAL_ET_CROSSOVER_M", "1,2,3,4,8,16,32,64,128")) {
+      const DType t = type == "f16" ? DType::F16 : type == "q8_0" ? DType::Q8_0 : DType::Q4_0;
+      ASSERT_TRUE(type == "f16" || type == "q8_0" || type == "q4_0") << "OPAL_ET_CROSSOVER_TYPES: " << type;
+      const int64_t m = std::stoll(rows);
       double insns[2], us[2];
       for (int tu = 0; tu < 2; ++tu) {
         auto reg = make_registry({}, 1);

@@ -2,6 +2,7 @@
 #include "backends/et/host/et_device.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <bit>
@@ -56,6 +57,7 @@ struct EtNode {
   std::string why_cpu;   // when kernel == 0
   uint64_t staging = 0;  // bytes of staging it needs (compile time)
   bool faulted = false;  // a launch failed: the CPU runs it from now on
+  double node_s = 0;     // the card model's time of its last launch, launch cost left out
 };
 
 struct EtPlan : Plan {
@@ -211,11 +213,16 @@ DeviceStats EtDevice::stats() const {
               {"sub_ops", double(stats_.sub_ops)},
               {"barriers", double(stats_.barriers)},
               {"predicted_s", stats_.predicted_s},
-              {"roofline_s", stats_.roofline_s}};
+              {"roofline_s", stats_.roofline_s},
+              {"shapes_emulated", double(stats_.shapes_emulated)},
+              {"nodes_predicted", double(stats_.nodes_predicted)}};
   d.prediction.model = et::card_model_description();
   d.prediction.scope =
       "nodes run on ET: per node max(emulated instructions / (minions its split uses x clock), bytes / bandwidth), "
       "plus each launch and fused barrier; host staging and CPU nodes not modelled";
+  if (options_.predict_by_shape)
+    d.prediction.scope +=
+        "; predicted by shape: each distinct node shape emulated once (op by op), repeats charged its time";
   d.prediction.nodes = "ET nodes";
   d.prediction.only = "ET-only";
   return d;
@@ -306,7 +313,9 @@ std::unique_ptr<Plan> EtExecutor::compile(const Segment& segment) {
 namespace {
 
 // One node op by op: stage its sources, launch, copy its output back (or the CPU).
-void run_node(EtDevice& dev, EtPlan& p, EtNode& en, RunHooks* hooks) {
+// `charge_launch`: the card model counts its launch (false when prediction by
+// shape composes it into a fused launch).
+void run_node(EtDevice& dev, EtPlan& p, EtNode& en, RunHooks* hooks, bool charge_launch = true) {
   EtStats& st = dev.mutable_stats();
   et::Driver& drv = dev.driver();
   Tensor& n = *en.node;
@@ -367,7 +376,8 @@ void run_node(EtDevice& dev, EtPlan& p, EtNode& en, RunHooks* hooks) {
         }
       st.bytes_staged_in += in_bytes;
       st.bytes_staged_out += out_bytes;
-      st.predicted_s += et::card_model().launch_s + et::predict_node_s(n, r.hart_cycles, en.kernel);
+      en.node_s = et::predict_node_s(n, r.hart_cycles, en.kernel);
+      st.predicted_s += (charge_launch ? et::card_model().launch_s : 0.0) + en.node_s;
       st.roofline_s += et::roofline_node_s(n);
       if (hooks) {
         int64_t t3 = phase_clock_ns();
@@ -417,6 +427,56 @@ bool overlaps_any(const Span& a, const std::vector<Span>& v) {
     if (a.lo < b.hi && b.lo < a.hi) return true;
   return false;
 }
+
+// What node `n`'s kernel reads in host memory (its non-weight sources, with
+// their storage tensors) and writes (its output).
+struct NodeIo {
+  std::vector<Span> reads;
+  std::vector<const Tensor*> read_storage;
+  Span write;
+};
+
+NodeIo node_io(const Tensor& n, const EtWeightBufferType& wts) {
+  NodeIo io;
+  for (const Tensor* s : et::kernel_sources(n)) {
+    const Tensor* stg = s->storage();
+    if (stg->is_leaf() && wts.device_address(*stg)) continue;  // resident weight: never written
+    const uint8_t* d = static_cast<const uint8_t*>(s->data);
+    if (!d) fail("et: source '{}' of '{}' has no memory", s->name, n.name);
+    io.reads.push_back({d, d + s->nbytes()});
+    io.read_storage.push_back(stg);
+  }
+  const uint8_t* o = static_cast<const uint8_t*>(n.data);
+  if (!o) fail("et: node '{}' has no memory", n.name);
+  io.write = {o, o + n.nbytes()};
+  return io;
+}
+
+// The 64-byte lines earlier sub-ops (of one phase, or of one fused group)
+// read and wrote.
+struct LineSet {
+  std::vector<Span> r, w;
+  // Whether a sub-op reading `reads` and writing `write` meets them: it writes
+  // a line read before (write after read: the planner reuses memory) or
+  // written before (write after write), or with `raw` reads a line written
+  // before (read after write).
+  bool conflicts(const std::vector<Span>& reads, const Span& write, bool raw) const {
+    const Span wl = lines_of(write);
+    if (overlaps_any(wl, r) || overlaps_any(wl, w)) return true;
+    if (raw)
+      for (const Span& s : reads)
+        if (overlaps_any(lines_of(s), w)) return true;
+    return false;
+  }
+  void add(const std::vector<Span>& reads, const Span& write) {
+    for (const Span& s : reads) r.push_back(lines_of(s));
+    w.push_back(lines_of(write));
+  }
+  void clear() {
+    r.clear();
+    w.clear();
+  }
+};
 
 void zero_device(et::Driver& drv, DevAddr a, uint64_t n) {
   static const std::vector<uint8_t> zeros(1 << 16);
@@ -480,19 +540,13 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
     FusedOp& op = ops[k];
     op.node = first + k;
     const Tensor& n = *p.nodes[op.node].node;
-    for (const Tensor* s : et::kernel_sources(n)) {
-      const Tensor* stg = s->storage();
-      if (stg->is_leaf() && wts.device_address(*stg)) continue;  // resident weight: never written
-      const uint8_t* d = static_cast<const uint8_t*>(s->data);
-      if (!d) fail("et: source '{}' of '{}' has no memory", s->name, n.name);
-      const Span sp{d, d + s->nbytes()};
-      op.reads.push_back(sp);
-      all.push_back(sp);
-      if (!produced.count(stg)) copy_in.push_back(sp);
+    NodeIo io = node_io(n, wts);
+    for (size_t s = 0; s < io.reads.size(); ++s) {
+      all.push_back(io.reads[s]);
+      if (!produced.count(io.read_storage[s])) copy_in.push_back(io.reads[s]);
     }
-    const uint8_t* o = static_cast<const uint8_t*>(n.data);
-    if (!o) fail("et: node '{}' has no memory", n.name);
-    op.write = {o, o + n.nbytes()};
+    op.reads = std::move(io.reads);
+    op.write = io.write;
     all.push_back(op.write);
     if (et::writes_in_place(n)) copy_in.push_back(op.write);  // it writes part of it
     else produced.insert(&n);
@@ -553,7 +607,8 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
   // or read (write after read: the planner reuses memory).
   std::vector<EtFusedEntry> entries;
   std::vector<uint8_t> blobs;
-  std::vector<Span> phase_r, phase_w, phase_touched;
+  LineSet phase;
+  std::vector<Span> phase_touched;
   uint32_t n_barriers = 0;
   // The end of a phase: EVICT of every byte it read or wrote (merged), then a
   // BARRIER (see et_kernel_abi.h EtFusedArgs).
@@ -575,8 +630,7 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
     b.kind = ET_FUSED_BARRIER;
     b.node = node;
     entries.push_back(b);
-    phase_r.clear();
-    phase_w.clear();
+    phase.clear();
     phase_touched.clear();
   };
   for (size_t k = 0; k < ops.size(); ++k) {
@@ -603,18 +657,12 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
       op.blob = std::move(call.args);
       op.name = call.name;
     }
-    const Span w = lines_of(op.write);
-    bool conflict = overlaps_any(w, phase_r) || overlaps_any(w, phase_w);
-    for (const Span& r : op.reads) conflict = conflict || overlaps_any(lines_of(r), phase_w);
-    if (conflict) {
+    if (phase.conflicts(op.reads, op.write, true)) {
       end_phase(uint32_t(op.node));
       ++n_barriers;
     }
-    for (const Span& r : op.reads) {
-      phase_r.push_back(lines_of(r));
-      phase_touched.push_back(r);
-    }
-    phase_w.push_back(w);
+    phase.add(op.reads, op.write);
+    for (const Span& r : op.reads) phase_touched.push_back(r);
     phase_touched.push_back(op.write);
     EtFusedEntry e{};
     e.kind = ET_FUSED_SUB_OP;
@@ -763,17 +811,121 @@ bool run_fused(EtDevice& dev, EtPlan& p, size_t first, size_t last, RunHooks* ho
   return true;
 }
 
+// The end of the fused group starting at plan node `i`: the run of nodes with
+// a kernel (none faulted). With `keep_io` (hooks that read a node's memory in
+// after_node: --shadow) the group also ends before a node that writes a line
+// an earlier node of the group read or wrote: a fused launch reports its nodes
+// after the whole launch, when the planner's reuse of that memory would
+// already have overwritten an earlier node's sources or output.
+size_t fused_group_end(EtDevice& dev, const EtPlan& p, size_t i, bool keep_io) {
+  size_t j = i;
+  LineSet group;
+  while (j < p.nodes.size() && p.nodes[j].kernel && !p.nodes[j].faulted) {
+    if (keep_io) {
+      const NodeIo io = node_io(*p.nodes[j].node, dev.weights());
+      if (j > i && group.conflicts(io.reads, io.write, false)) break;
+      group.add(io.reads, io.write);
+    }
+    ++j;
+  }
+  return j;
+}
+
+// The barriers a fused launch of plan nodes [first, last) has (run_fused's phases).
+uint32_t fused_barriers(EtDevice& dev, const EtPlan& p, size_t first, size_t last) {
+  LineSet phase;
+  uint32_t barriers = 0;
+  for (size_t k = first; k < last; ++k) {
+    const NodeIo io = node_io(*p.nodes[k].node, dev.weights());
+    if (phase.conflicts(io.reads, io.write, true)) {
+      ++barriers;
+      phase.clear();
+    }
+    phase.add(io.reads, io.write);
+  }
+  return barriers;
+}
+
+// What makes two nodes the same work for the card model: kernel, op, types,
+// shapes, strides, parameters, which sources are resident weights, harts.
+std::string shape_key(EtDevice& dev, const Tensor& n, uint32_t kernel) {
+  const et::HartSet h = dev.options().fit_harts ? et::fit_harts(n, dev.options().harts) : dev.options().harts;
+  std::string k = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{:x}.{:x}.{}", kernel, int(n.op), int(n.type),
+                              fmt::join(n.ne, ","), fmt::join(n.nb, ","), fmt::join(n.iparams, ","),
+                              fmt::join(n.fparams, ","), n.view_offset % 64, h.shire_mask, h.minion_mask, h.threads);
+  for (const Tensor* s : n.src) {
+    if (!s) continue;
+    const Tensor* st = s->storage();
+    k += fmt::format("|{}:{}:{}:{}", int(s->type), fmt::join(s->ne, ","), fmt::join(s->nb, ","),
+                     st->is_leaf() && dev.weights().device_address(*st) ? 'w' : 'a');
+  }
+  return k;
+}
+
+// Prediction by shape (EtOptions::predict_by_shape): the first node of each
+// distinct shape_key runs on the device op by op and its card-model time is
+// kept; a later node of that shape runs on the CPU (the segment's fallback)
+// and is charged the kept time. Launches and barriers are charged as the run
+// would launch them: fused, one launch per group plus its phases' barriers.
+void run_predicted(EtDevice& dev, EtPlan& p, RunHooks* hooks) {
+  EtStats& st = dev.mutable_stats();
+  const et::CardModel& m = et::card_model();
+  if (!p.fallback)
+    fail("et: prediction by shape runs repeated shapes on the CPU, and this segment has no host fallback");
+  const bool fuse = dev.options().fusion && dev.kernels().count(ET_K_FUSED);
+  size_t i = 0;
+  while (i < p.nodes.size()) {
+    size_t j = fuse ? fused_group_end(dev, p, i, false) : i;
+    const bool group = j - i >= 2;
+    if (group) {
+      const uint32_t b = fused_barriers(dev, p, i, j);
+      st.predicted_s += m.launch_s + b * m.barrier_s;
+      st.barriers += b;
+    } else {
+      j = i + 1;
+    }
+    for (size_t k = i; k < j; ++k) {
+      EtNode& en = p.nodes[k];
+      Tensor& n = *en.node;
+      if (!en.kernel || en.faulted) {
+        run_node(dev, p, en, hooks, !group);
+        continue;
+      }
+      const std::string key = shape_key(dev, n, en.kernel);
+      auto& kept = dev.shape_predictions();
+      auto it = kept.find(key);
+      if (it == kept.end()) {
+        run_node(dev, p, en, hooks, !group);
+        if (!en.faulted) kept[key] = en.node_s;
+        ++st.shapes_emulated;
+        continue;
+      }
+      if (hooks) hooks->before_node(dev, n);
+      p.fallback->run(n);
+      st.predicted_s += (group ? 0.0 : m.launch_s) + it->second;
+      st.roofline_s += et::roofline_node_s(n);
+      ++st.nodes_run;
+      ++st.nodes_predicted;
+      if (hooks) hooks->after_node(dev, n, "et-predicted-by-shape");
+    }
+    i = j;
+  }
+}
+
 }  // namespace
 
 void EtExecutor::run(Plan& plan, RunHooks* hooks) {
   auto& p = static_cast<EtPlan&>(plan);
   std::lock_guard lock(launch_mutex());
+  if (dev_.options().predict_by_shape) {
+    run_predicted(dev_, p, hooks);
+    return;
+  }
   const bool fuse = dev_.options().fusion && dev_.kernels().count(ET_K_FUSED) && !p.no_fusion;
+  const bool keep_io = hooks && hooks->reads_node_memory();
   size_t i = 0;
   while (i < p.nodes.size()) {
-    size_t j = i;
-    if (fuse)
-      while (j < p.nodes.size() && p.nodes[j].kernel && !p.nodes[j].faulted) ++j;
+    const size_t j = fuse ? fused_group_end(dev_, p, i, keep_io) : i;
     if (j - i >= 2) {
       if (!run_fused(dev_, p, i, j, hooks))
         for (size_t k = i; k < j; ++k) run_node(dev_, p, p.nodes[k], hooks);

@@ -61,8 +61,15 @@ struct EtOptions {
   // A Q8_0 / Q4_0 / F16 MUL_MAT with at least this many activation rows (per
   // type) runs through the tensor unit (int8 / fp16 TensorFMA, its launch
   // with the L1 scratchpad); the defaults are the measured crossover
-  // (lower.h TensorRows: F16 from 1 row, Q8_0 / Q4_0 from 4); all(0) = never.
+  // (lower.h TensorRows: F16 from 1 row, Q8_0 / Q4_0 from 2); all(0) = never.
   et::TensorRows tensor_rows;
+  // Prediction by shape (docs/backends/et.md "Predicted performance"): the
+  // first node of each distinct shape (kernel, op, types, shapes, strides,
+  // parameters) runs on the device op by op and its card-model time is kept;
+  // every later node of that shape runs on the CPU and is charged the kept
+  // time, launches and fused barriers charged as the run would launch them. A
+  // whole preset costs one emulated layer. Needs the CPU fallback.
+  bool predict_by_shape = false;
   // Test seam: in fused launches the plan's node of this index runs TEST_FAULT
   // (image "test") with fault_mode (0 fails, 1 traps, 3 never arrives) on rank 0.
   int fault_node = -1;
@@ -97,6 +104,7 @@ struct EtStats {
   uint64_t fused_launches = 0, sub_ops = 0, barriers = 0;  // fused dispatch (launches counts these too)
   double predicted_s = 0;  // the card model's seconds for the work run here (perf/et_cost_model.h)
   double roofline_s = 0;   // its bandwidth floor: node bytes / DRAM bandwidth
+  uint64_t shapes_emulated = 0, nodes_predicted = 0;  // prediction by shape: emulated once / charged the kept time
   std::string last_error;
 };
 
@@ -138,6 +146,8 @@ class EtDevice : public Device {
   EtWeightBufferType& weights() { return weights_; }
   const EtStats& et_stats() const { return stats_; }
   EtStats& mutable_stats() { return stats_; }
+  // Prediction by shape: the card-model seconds of each shape emulated so far.
+  std::map<std::string, double>& shape_predictions() { return shape_predictions_; }
   // Kernel ids the device image holds.
   const std::set<uint32_t>& kernels() const { return kernels_; }
 
@@ -153,6 +163,7 @@ class EtDevice : public Device {
   HostBufferType compute_{"et-host"};
   EtExecutor executor_{*this};
   EtStats stats_;
+  std::map<std::string, double> shape_predictions_;
 };
 
 // Why `--backend et` cannot be used in this build (empty: it can).

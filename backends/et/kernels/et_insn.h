@@ -120,6 +120,9 @@ static inline uint64_t et_cycles(void) {
 
 static inline void et_fence(void) { __asm__ volatile("fence" ::: "memory"); }
 
+/* Idle about 2n cycles in registers (n iterations of addi + bnez): no memory access. */
+static inline void et_idle(uint32_t n) { __asm__ volatile("1: addi %0, %0, -1\n\tbnez %0, 1b" : "+r"(n)); }
+
 /* Write back and invalidate `bytes` starting at p (whole 64-byte lines) from this minion's L1
  * to `dest`, then wait for the cache operations to finish. At most 16 lines per operation. */
 static inline void et_evict(uint64_t dest, const volatile void* p, uint64_t bytes) {

@@ -11,11 +11,18 @@
  *     host lists every non-weight byte of the phase before its barrier;
  *   - BARRIER: fence, amoaddg.w on the counter, then global reads of the counter until every hart
  *     of the launch arrived, within barrier_budget cycles (else ET_STATUS_BARRIER_TIMEOUT naming
- *     the entry). The counter only grows: barrier b is passed at b * harts arrivals.
+ *     the entry). The counter only grows: barrier b is passed at b * harts arrivals. Between two
+ *     reads a waiting hart idles ~2 * ET_BARRIER_IDLE cycles in registers: a global read is the
+ *     costly access (on the card a round trip past the caches; on the emulator a coherence-checker
+ *     look-up), and a barrier passed up to that many cycles late costs little next to the
+ *     sub-ops. The budget is checked at every read.
  * Progress (EtFusedHart.entry / .arrived) goes out with global stores (amoswapg.w: past every
  * cache) so the host reads it after any failure; per-entry cycles (stats) with amoaddg.d.
  */
 #include "backends/et/kernels/et_runtime.h"
+
+/* Loop iterations (about 2 cycles each) a waiting hart idles between two reads of the counter. */
+#define ET_BARRIER_IDLE 32u
 
 static int in_set(uint64_t hart, const EtArgsHeader* h) {
   const uint32_t shire = (uint32_t)(hart >> 6), minion = (uint32_t)((hart >> 1) & 31), thread = (uint32_t)(hart & 1);
@@ -41,8 +48,10 @@ static int64_t fused(const void* args, const EtEnv* env) {
       et_amoaddg_w(counter, 1);
       const uint32_t target = arrived * sp.n;
       const uint64_t start = et_cycles();
-      while (et_amoorg_w(counter, 0) < target)
+      while (et_amoorg_w(counter, 0) < target) {
         if (et_cycles() - start > p->barrier_budget) return et_fail(ET_STATUS_BARRIER_TIMEOUT, i);
+        et_idle(ET_BARRIER_IDLE);
+      }
     } else if (e[i].kind == ET_FUSED_SUB_OP) {
       const EtArgsHeader* h = (const EtArgsHeader*)(uintptr_t)e[i].args;
       if (!h || h->kernel_id == ET_K_FUSED) return et_fail(ET_STATUS_BAD_ENTRY, i);

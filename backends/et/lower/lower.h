@@ -27,11 +27,13 @@ struct KernelChoice {
 // crossover (docs/PERF.md "The tensor-unit crossover": emulated instructions
 // and the card model's time, SIMD against the tensor unit, K = N = 576, M = 1
 // to 128): F16 from 1 row (the fp16 TensorFMA needs fewer instructions than the
-// SIMD kernel's per-dot f16 rounding even for one row), Q8_0 / Q4_0 from 4
-// (at 1 row the int8 path's per-item activation quantization costs more
-// instructions than SIMD; from 4 rows it is fewer and faster).
+// SIMD kernel's per-dot f16 rounding even for one row), Q8_0 / Q4_0 from 2
+// (predicted at 0.59-0.61 of SIMD's time at 2 rows, 0.43-0.45 at 3: the work
+// items spread over more minions than SIMD's N/16 harts, although at 2 rows
+// they still execute 1.1x SIMD's instructions; one row, decode, stays SIMD:
+// 1.6x the instructions for a predicted 0.90).
 struct TensorRows {
-  uint32_t f16 = 1, q8_0 = 4, q4_0 = 4;
+  uint32_t f16 = 1, q8_0 = 2, q4_0 = 2;
   static TensorRows all(uint32_t rows) { return {rows, rows, rows}; }
 };
 
