@@ -122,6 +122,11 @@ struct Q6KKernel {
       for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
     const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03);
     for (int64_t b = 0; b < nb; ++b) {
+      if constexpr (RA == 1)  // decode: the same super-block of the rows three tiles on (a prefetch does not fault)
+        for (int i = 0; i < RW; ++i)
+          for (int l = 0; l < kQ6_KBytes; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(w[i]) + b * kQ6_KBytes + 3 * RW * g.w_row_bytes + l,
+                         _MM_HINT_T0);
       __m256i isum[RW][RA];
       for (int i = 0; i < RW; ++i)
         for (int a = 0; a < RA; ++a) isum[i][a] = _mm256_setzero_si256();
