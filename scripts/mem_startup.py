@@ -17,6 +17,7 @@ Standard library only.
 """
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -83,16 +84,19 @@ def main():
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--opal-args", default="", help="more `opal run` arguments, e.g. '--lm mmap' (llama.cpp's mapping)")
+    ap.add_argument("--only", choices=("opal", "llama.cpp"), help="measure one tool")
     args = ap.parse_args()
 
     def opal(n, ctx):
-        return [args.opal, "run", "-m", args.model, "-p", PROMPT, "-n", str(n), "-c", str(ctx), "-t", str(args.threads)]
+        return [args.opal, "run", "-m", args.model, "-p", PROMPT, "-n", str(n), "-c", str(ctx), "-t", str(args.threads)
+                ] + shlex.split(args.opal_args)
 
     def llama(n, ctx):  # llama-cli is conversational now: one turn, then exit
         return [args.llama_cli, "-m", args.model, "-p", PROMPT, "-n", str(n), "-c", str(ctx), "-t", str(args.threads),
                 "-st", "--simple-io"]
 
-    tools = {"opal": opal, "llama.cpp": llama}
+    tools = {name: cmd for name, cmd in (("opal", opal), ("llama.cpp", llama)) if args.only in (None, name)}
     rows = {}
     for name, cmd in tools.items():
         r = {}
