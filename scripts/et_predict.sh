@@ -26,7 +26,7 @@ P=${P:-8}
 MODE=${MODE:-shapes}
 WORK=${WORK:-$(mktemp -d)}
 declare -A LAYERS=([smollm2-135m]=30 [qwen3-0.6b]=28 [llama32-1b]=16)
-echo "mode: $MODE; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); bench outputs in $WORK"
+echo "mode: $MODE; commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown); bench outputs in $WORK"
 echo "| preset | type | test | predicted ms | predicted t/s | roofline t/s | emulated wall s |"
 echo "| --- | --- | --- | ---: | ---: | ---: | ---: |"
 
