@@ -66,11 +66,17 @@ TEST(ServerDeploy, SigtermDrainsInFlightRequestsThenExits) {
                               {"stream_options", {{"include_usage", true}}}});
   });
   httplib::Client cli("127.0.0.1", p.port());
-  for (int i = 0; i < 200; ++i) {  // until the stream has started
+  // Until the stream has started: a SIGTERM before it is in flight rightly stops the server at once, so on a
+  // loaded host this waits by the clock (not a count of polls), and fails rather than signal too early.
+  bool started = false;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       !started && std::chrono::steady_clock::now() < until;) {
     auto m = cli.Get("/metrics");
-    if (m && m->status == 200 && m->body.find("llamacpp:requests_processing 1") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    started = m && m->status == 200 && m->body.find("llamacpp:requests_processing 1") != std::string::npos;
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (!started) t.join();
+  ASSERT_TRUE(started) << "the stream never showed in /metrics\n" << p.log();
   ASSERT_EQ(::kill(p.pid(), SIGTERM), 0);
   // Draining: /health says 503, a new request gets 503, the stream goes on.
   int health = 0;
