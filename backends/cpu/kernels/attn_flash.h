@@ -39,6 +39,29 @@ struct FlashKernels {
                 int64_t lda);
 };
 
+// K's tile transposed for a register-tiled `dots`: kt[i * kFlashTile + r] = k[r * ldk + i] for r < n, i < dk,
+// and 0 for the rows of the last 8-row group past n. Transpose8(in, ldi, out, ldo) moves one 8x8 block; each
+// ISA passes its own (a function of internal linkage, so every ISA's file instantiates its own copy).
+template <void (*Transpose8)(const float*, int64_t, float*, int64_t)>
+void flash_transpose_k_tile(const float* k, int64_t ldk, int64_t n, int64_t dk, float* kt) {
+  alignas(64) float pad[8 * 8];
+  const int64_t d8 = dk & ~int64_t(7);
+  for (int64_t r0 = 0; r0 < n; r0 += 8) {
+    const int64_t rows = n - r0 < 8 ? n - r0 : 8;
+    for (int64_t i0 = 0; i0 < d8; i0 += 8) {
+      if (rows == 8) {
+        Transpose8(k + r0 * ldk + i0, ldk, kt + i0 * kFlashTile + r0, kFlashTile);
+        continue;
+      }
+      for (int64_t r = 0; r < 8; ++r)
+        for (int64_t i = 0; i < 8; ++i) pad[r * 8 + i] = r < rows ? k[(r0 + r) * ldk + i0 + i] : 0.0f;
+      Transpose8(pad, 8, kt + i0 * kFlashTile + r0, kFlashTile);
+    }
+    for (int64_t i = d8; i < dk; ++i)
+      for (int64_t r = 0; r < 8; ++r) kt[i * kFlashTile + r0 + r] = r < rows ? k[(r0 + r) * ldk + i] : 0.0f;
+  }
+}
+
 // The selected ISA's kernels (avx2-vnni uses the AVX2 forms; scalar: the reference).
 const FlashKernels& flash_kernels();
 // The reference forms (every ISA's test oracle).

@@ -111,35 +111,6 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
   }
 }
 
-// 2^e for integral e in [-126, 127], per lane.
-__m256 pow2i(__m256i e) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
-}
-
-// llama_order::expf_avx512 on 8 lanes: the same FMAs, j * 2^n as scale_pow2
-// (j * 2^a exact, then one rounding by 2^(n - a), a = n / 2), and 0 / inf
-// where |n| > 192.
-__m256 expf8(__m256 x) {
-  const __m256 r = _mm256_set1_ps(0x1.8p23f);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-  const __m256 n = _mm256_sub_ps(z, r);
-  const __m256 b =
-      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-  const __m256 big = _mm256_cmp_ps(abs_ps(n), _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-  const __m256i ni = _mm256_cvttps_epi32(_mm256_andnot_ps(big, n));  // n is integral; 0 where big
-  const __m256i a = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1);  // n / 2, toward 0
-  const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, pow2i(a)), pow2i(_mm256_sub_epi32(ni, a)));
-  if (_mm256_testz_ps(big, big)) return res;
-  const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
-                                      _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
-  return _mm256_blendv_ps(res, alt, big);
-}
-
 double softmax_exp(float* s, int64_t n, float mx) {
   const __m256 m = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
   double sum = 0.0;

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/kernels/rwkv_kernels.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
 
 namespace opal::cpu::avx2 {
 namespace {
@@ -60,32 +61,6 @@ void wkv7_head(float* st, const float* r, const float* w, const float* k, const 
       }
     for (int q = 0; q < kRows; ++q) y[i + q] = sum16(py[q][0], py[q][1]);
   }
-}
-
-__m256 pow2(__m256 e) {  // 2^e for integral e in [-126, 127]
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(e), _mm256_set1_epi32(127)), 23));
-}
-
-__m256 expf8(__m256 x) {
-  const __m256 r = _mm256_set1_ps(0x1.8p23f);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-  const __m256 n = _mm256_sub_ps(z, r);
-  const __m256 b =
-      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-  const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-  const __m256 big = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-  const __m256 nn = _mm256_andnot_ps(big, n);  // 0 where big (replaced below), NaN stays NaN
-  const __m256 ha = _mm256_round_ps(_mm256_mul_ps(nn, _mm256_set1_ps(0.5f)), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, pow2(ha)), pow2(_mm256_sub_ps(nn, ha)));
-  if (_mm256_movemask_ps(big) == 0) return res;
-  const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
-                                      _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
-  return _mm256_blendv_ps(res, alt, big);
 }
 
 template <bool kSigmoid>

@@ -139,22 +139,7 @@ void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, i
           float* s, int64_t lds) {
   if (dk > kFlashMaxDk || n > kFlashTile || m < 2) return dots_rows(q, ldq, m, k, ldk, n, dk, scale, s, lds);
   alignas(64) float kt[kFlashMaxDk * kFlashTile];
-  alignas(64) float pad[8 * 8];
-  const int64_t d8 = dk & ~int64_t(7);
-  for (int64_t r0 = 0; r0 < n; r0 += 8) {
-    const int64_t rows = n - r0 < 8 ? n - r0 : 8;
-    for (int64_t i0 = 0; i0 < d8; i0 += 8) {
-      if (rows == 8) {
-        flash_transpose8(k + r0 * ldk + i0, ldk, kt + i0 * kFlashTile + r0, kFlashTile);
-        continue;
-      }
-      for (int64_t r = 0; r < 8; ++r)
-        for (int64_t i = 0; i < 8; ++i) pad[r * 8 + i] = r < rows ? k[(r0 + r) * ldk + i0 + i] : 0.0f;
-      flash_transpose8(pad, 8, kt + i0 * kFlashTile + r0, kFlashTile);
-    }
-    for (int64_t i = d8; i < dk; ++i)
-      for (int64_t r = 0; r < 8; ++r) kt[i * kFlashTile + r0 + r] = r < rows ? k[(r0 + r) * ldk + i] : 0.0f;
-  }
+  flash_transpose_k_tile<flash_transpose8>(k, ldk, n, dk, kt);
   // the last 16-cell vector may read past the transposed cells: zero them
   for (int64_t r = (n + 7) / 8 * 8; r < (n + 15) / 16 * 16; ++r)
     for (int64_t i = 0; i < dk; ++i) kt[i * kFlashTile + r] = 0.0f;
