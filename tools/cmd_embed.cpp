@@ -62,7 +62,10 @@ std::string number(float v) { return fmt::format("{:.7g}", v); }
 
 std::string vector_json(const std::vector<float>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + number(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += number(v[i]);  // appended, not `"," + number(...)`: GCC 12 -O3 raises a false -Wrestrict on that
+  }
   return s + "]";
 }
 
