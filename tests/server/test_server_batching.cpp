@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -23,13 +24,28 @@ json completion(LocalServer& s, const std::string& prompt, int n) {
 }
 
 TEST(ServerBatching, ConcurrentGreedyEqualsSequential) {
-  LocalServer s(default_options(2));
+  // The concurrent phase's first decode waits until all four requests are in the server (at most 30 s), so
+  // they overlap however the host schedules the client threads (on a loaded host each could otherwise finish
+  // its 24 steps before the next one arrives).
+  std::atomic<bool> hold{false};
+  std::atomic<LocalServer*> self{nullptr};
+  auto opts = default_options(2);
+  opts.before_decode = [&] {
+    if (!hold.load()) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (self.load()->server().in_flight() < 4 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    hold = false;
+  };
+  LocalServer s(opts);
+  self = &s;
   std::vector<std::string> sequential;
   for (const char* p : kPrompts) sequential.push_back(completion(s, p, 24)["content"]);
 
   const std::string before = s.get("/metrics")->body;
   std::vector<std::string> concurrent(4);
   std::vector<std::thread> threads;
+  hold = true;
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&, i] { concurrent[size_t(i)] = completion(s, kPrompts[i], 24)["content"]; });
   for (auto& t : threads) t.join();
