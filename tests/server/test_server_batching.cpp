@@ -141,11 +141,25 @@ TEST(ServerBatching, PromptChunksYieldToDecodingSlots) {
     std::vector<std::pair<int64_t, int64_t>> batches;  // (tokens, generating slots)
   };
   auto rec = std::make_shared<BatchingRecord>();
-  o.on_batch = [rec](int64_t n_tokens, int64_t n_generating) {
+  // Once armed, the first step with a generating slot waits (at most 30 s) until the long request is in the
+  // server too, so the two overlap however the host schedules the client threads (the short answer's 120 steps
+  // could otherwise all run before the long prompt arrives).
+  std::atomic<bool> armed{false}, hold{false};
+  std::atomic<LocalServer*> self{nullptr};
+  o.on_batch = [rec, &armed, &hold](int64_t n_tokens, int64_t n_generating) {
+    if (n_generating > 0 && armed.exchange(false)) hold = true;
     std::lock_guard<std::mutex> lk(rec->mu);
     rec->batches.emplace_back(n_tokens, n_generating);
   };
+  o.before_decode = [&hold, &self] {
+    if (!hold.load()) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (self.load()->server().in_flight() < 2 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    hold = false;
+  };
   LocalServer s(o);
+  self = &s;
   std::string long_prompt;
   for (int i = 0; i < 12; ++i) long_prompt += "Lily had a big red ball and she liked to play with it in the park. ";
   const std::string alone_long = completion(s, long_prompt, 4)["content"];
@@ -158,6 +172,7 @@ TEST(ServerBatching, PromptChunksYieldToDecodingSlots) {
   }
 
   std::string together_short;
+  armed = true;
   std::thread generating([&] { together_short = completion(s, kPrompts[0], 120)["content"]; });
   const auto batching_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {  // the first request is generating
