@@ -365,7 +365,7 @@ int run_bench(const BenchOptions& o) {
   cond.load_after = read_loadavg();
   for (const auto& k : kernel_names) cond.kernels += (cond.kernels.empty() ? "" : " ") + k;
   cond.isa = cpu::isa_description();
-  if (cpu::q8_0_batch_order() == cpu::BatchOrder::lanes) cond.isa += ", q8_0 order lanes";
+  if (cpu::batch_order() == cpu::BatchOrder::lanes) cond.isa += ", batch order lanes";
 
   std::string out;
   if (o.output == "md") out = format_markdown(results, cond, BenchDefaults{});

@@ -10,11 +10,14 @@ void add_isa_option(CLI::App* sub) {
          "--isa", [](const std::string& name) { cpu::set_isa(cpu::parse_isa(name)); },
          "CPU kernel ISA: scalar, avx2, avx2-vnni (AVX2 + AVX-VNNI), avx512, neon (default: the best this CPU has)")
       ->type_name("ISA");
+  const auto set_order = [](const std::string& name) { cpu::set_batch_order(cpu::parse_batch_order(name)); };
   sub->add_option_function<std::string>(
-         "--q8-0-order", [](const std::string& name) { cpu::set_q8_0_batch_order(cpu::parse_batch_order(name)); },
-         "Summation order of Q8_0 prompt batches (over 16 tokens) on the CPU: llama (default; llama.cpp's, "
+         "--batch-order", set_order,
+         "Summation order of Q8_0 and Q5_0 prompt batches (over 16 tokens) on the CPU: llama (default; llama.cpp's, "
          "bit-identical with it) or lanes (weight rows in the SIMD lanes, each block summed exactly: faster; "
-         "logits close to llama.cpp's but not bit-identical). Alias: $OPAL_Q8_0_ORDER")
+         "logits close to llama.cpp's but not bit-identical). Alias: $OPAL_BATCH_ORDER")
+      ->type_name("ORDER");
+  sub->add_option_function<std::string>("--q8-0-order", set_order, "The older name of --batch-order")
       ->type_name("ORDER");
 }
 

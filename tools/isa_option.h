@@ -2,14 +2,14 @@
 // matmul kernels (scalar, avx2, avx512, neon; backends/cpu/kernels/isa.h)
 // before the model is loaded. Without it the best ISA the CPU has is used
 // (or $OPAL_ISA when set). An ISA the CPU lacks is an error naming the ones it has.
-// With it, `--q8-0-order llama|lanes` (cpu::set_q8_0_batch_order; the same as
-// $OPAL_Q8_0_ORDER, which it overrides).
+// With it, `--batch-order llama|lanes` (alias `--q8-0-order`;
+// cpu::set_batch_order; the same as $OPAL_BATCH_ORDER, which it overrides).
 #pragma once
 #include <CLI/CLI.hpp>
 
 namespace opal::tools {
 
-// Adds --isa and --q8-0-order to a subcommand; the selection happens while parsing.
+// Adds --isa and --batch-order (--q8-0-order) to a subcommand; the selection happens while parsing.
 void add_isa_option(CLI::App* sub);
 
 }  // namespace opal::tools

@@ -53,7 +53,7 @@ std::vector<float> gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w
 }
 
 TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
-  set_q8_0_batch_order(BatchOrder::llama);  // Q8_0 batches: llama.cpp's order (the lanes order is not)
+  set_batch_order(BatchOrder::llama);  // Q8_0 / Q5_0 batches: llama.cpp's order (the lanes order is not)
   std::mt19937 rng(7);
   for (Isa isa : simd_isas())
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
@@ -104,44 +104,45 @@ TEST(LlamaOrder, Q4_0BatchesEqualTheRepackedOrderBitForBit) {
   }
 }
 
-// The Q8_0 lanes order (each block's exact int32 sum, then one FMA) gives the
-// same bits on every ISA that has it (AVX2's vpmaddubsw chains, AVX-VNNI's and
-// AVX-512's vpdpbusd), and differs from the llama order somewhere.
-TEST(LlamaOrder, Q8_0LanesOrderIsTheSameBitsOnEveryIsa) {
+// The Q8_0 and Q5_0 lanes order (each block's exact int32 sum, then one FMA)
+// gives the same bits on every ISA that has it (AVX2's vpmaddubsw chains,
+// AVX-VNNI's and AVX-512's vpdpbusd), and differs from the llama order
+// somewhere.
+TEST(LlamaOrder, LanesOrderIsTheSameBitsOnEveryIsa) {
   std::mt19937 rng(17);
-  const DType t = DType::Q8_0;
-  const BatchOrder before = q8_0_batch_order();
+  const BatchOrder before = batch_order();
   const auto isas = simd_isas();
-  for (int64_t k : {32, 576, 4096}) {
-    const int64_t rows = 37;  // slices of 16 / 32 rows, then a partial one
-    const auto w = weights(t, rows, k, rng);
-    for (int64_t n_act : {17, 40}) {
-      std::normal_distribution<float> val(0.0f, 2.0f);
-      std::vector<float> x(size_t(n_act * k));
-      for (auto& v : x) v = val(rng);
-      std::vector<float> first;
-      bool differs_from_llama = false;
-      for (Isa isa : isas) {
-        const MatmulKernels* fast = isa_matmul_kernels(t, isa);
-        if (!fast) continue;
-        set_q8_0_batch_order(BatchOrder::lanes);
-        const auto lanes = gemm(*fast, w, t, rows, k, x, n_act, false);
-        set_q8_0_batch_order(BatchOrder::llama);
-        const auto llama = gemm(*fast, w, t, rows, k, x, n_act, false);
-        differs_from_llama |= std::memcmp(lanes.data(), llama.data(), lanes.size() * sizeof(float)) != 0;
-        if (first.empty()) {
-          first = lanes;
-        } else {
-          EXPECT_EQ(0, std::memcmp(first.data(), lanes.data(), lanes.size() * sizeof(float)))
-              << isa_name(isa) << " k=" << k << " n_act=" << n_act;
+  for (DType t : {DType::Q8_0, DType::Q5_0})
+    for (int64_t k : {32, 576, 4096}) {
+      const int64_t rows = 37;  // slices of 16 / 32 rows, then a partial one
+      const auto w = weights(t, rows, k, rng);
+      for (int64_t n_act : {17, 40}) {
+        std::normal_distribution<float> val(0.0f, 2.0f);
+        std::vector<float> x(size_t(n_act * k));
+        for (auto& v : x) v = val(rng);
+        std::vector<float> first;
+        bool differs_from_llama = false;
+        for (Isa isa : isas) {
+          const MatmulKernels* fast = isa_matmul_kernels(t, isa);
+          if (!fast) continue;
+          set_batch_order(BatchOrder::lanes);
+          const auto lanes = gemm(*fast, w, t, rows, k, x, n_act, false);
+          set_batch_order(BatchOrder::llama);
+          const auto llama = gemm(*fast, w, t, rows, k, x, n_act, false);
+          differs_from_llama |= std::memcmp(lanes.data(), llama.data(), lanes.size() * sizeof(float)) != 0;
+          if (first.empty()) {
+            first = lanes;
+          } else {
+            EXPECT_EQ(0, std::memcmp(first.data(), lanes.data(), lanes.size() * sizeof(float)))
+                << isa_name(isa) << " " << dtype_name(t) << " k=" << k << " n_act=" << n_act;
+          }
+        }
+        if (!first.empty() && k >= 576) {
+          EXPECT_TRUE(differs_from_llama) << dtype_name(t) << " k=" << k << " n_act=" << n_act;
         }
       }
-      if (!first.empty() && k >= 576) {
-        EXPECT_TRUE(differs_from_llama) << "k=" << k << " n_act=" << n_act;
-      }
     }
-  }
-  set_q8_0_batch_order(before);
+  set_batch_order(before);
 }
 
 // The scalar form itself: a block's integer sum, exactly, then one FMA.

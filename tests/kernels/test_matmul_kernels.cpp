@@ -172,17 +172,18 @@ TEST_P(KernelsVsReference, EverySupportedIsaMatchesTheReference) {
     }
 }
 
-// Q8_0 batches in the lanes order (q8_0_batch_order): within the tolerance,
-// on 84 rows (slices of 32, a padded last slice, a masked store) and batches
-// past the small-batch sizes; the llama order is asserted bit for bit in
-// test_llama_order.cpp.
-TEST(KernelsVsReferenceQ8_0, LanesOrderMatchesTheReference) {
-  const BatchOrder before = q8_0_batch_order();
-  set_q8_0_batch_order(BatchOrder::lanes);
-  for (Isa isa : host_simd_isas())
-    for (int64_t k : {32, 4096})
-      for (int64_t n_act : {17, 32, 83}) compare(isa, DType::Q8_0, k, n_act, k == 32);
-  set_q8_0_batch_order(before);
+// Q8_0 and Q5_0 batches in the lanes order (batch_order): within the
+// tolerance, on 84 rows (slices of 32, a padded last slice, a masked store)
+// and batches past the small-batch sizes; the llama order is asserted bit for
+// bit in test_llama_order.cpp.
+TEST(KernelsVsReferenceLanes, LanesOrderMatchesTheReference) {
+  const BatchOrder before = batch_order();
+  set_batch_order(BatchOrder::lanes);
+  for (DType t : {DType::Q8_0, DType::Q5_0})
+    for (Isa isa : host_simd_isas())
+      for (int64_t k : {32, 4096})
+        for (int64_t n_act : {17, 32, 83}) compare(isa, t, k, n_act, k == 32);
+  set_batch_order(before);
   EXPECT_EQ(parse_batch_order("lanes"), BatchOrder::lanes);
   EXPECT_EQ(parse_batch_order("llama"), BatchOrder::llama);
   EXPECT_THROW(parse_batch_order("fast"), Error);

@@ -243,15 +243,18 @@ TEST(Bench, CacheTypeListsGiveARowPerPair) {
   EXPECT_NE(v.out.find("-ctv q4_0 needs flash attention: pass -fa 1"), std::string::npos) << v.out;
 }
 
-// --q8-0-order lanes (the flag form of $OPAL_Q8_0_ORDER) is named on the isa line.
-TEST(Bench, Q8_0OrderFlagIsShownOnTheIsaLine) {
-  const BenchRun lanes = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw --q8-0-order lanes");
-  ASSERT_EQ(lanes.status, 0) << lanes.out;
-  EXPECT_NE(lanes.out.find(", q8_0 order lanes"), std::string::npos) << lanes.out;
-  const BenchRun llama = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw --q8-0-order llama");
-  ASSERT_EQ(llama.status, 0) << llama.out;
-  EXPECT_NE(llama.out.find("- isa: "), std::string::npos) << llama.out;
-  EXPECT_EQ(llama.out.find("q8_0 order"), std::string::npos) << llama.out;
+// --batch-order lanes (the flag form of $OPAL_BATCH_ORDER; --q8-0-order is its older name) is named on the isa
+// line.
+TEST(Bench, BatchOrderFlagIsShownOnTheIsaLine) {
+  for (const char* flag : {"--batch-order", "--q8-0-order"}) {
+    const BenchRun lanes = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw " + flag + " lanes");
+    ASSERT_EQ(lanes.status, 0) << lanes.out;
+    EXPECT_NE(lanes.out.find(", batch order lanes"), std::string::npos) << flag << "\n" << lanes.out;
+    const BenchRun llama = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw " + flag + " llama");
+    ASSERT_EQ(llama.status, 0) << llama.out;
+    EXPECT_NE(llama.out.find("- isa: "), std::string::npos) << llama.out;
+    EXPECT_EQ(llama.out.find("batch order"), std::string::npos) << flag << "\n" << llama.out;
+  }
 }
 
 TEST(Bench, BadFlagsFailClearly) {
@@ -274,7 +277,8 @@ TEST(Bench, BadFlagsFailClearly) {
       {"-m " + model() + " --fa auto", "bench takes 0 or 1"},
       {"-m " + model() + " -d -5", "-d"},
       {"-m " + model() + " --bogus", "--bogus"},
-      {"-m " + model() + " --q8-0-order fast", "unknown Q8_0 batch order 'fast' (choose llama or lanes"},
+      {"-m " + model() + " --q8-0-order fast", "unknown batch order 'fast' (choose llama or lanes"},
+      {"-m " + model() + " --batch-order fast", "unknown batch order 'fast' (choose llama or lanes"},
       {"-m " + model() + " --isa avx3", "unknown ISA 'avx3' (choose scalar, avx2, avx2-vnni, avx512 or neon)"},
   };
   for (const auto& c : cases) {

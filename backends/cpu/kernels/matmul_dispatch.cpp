@@ -2,7 +2,7 @@
 // per type to the next lower ISA (avx512 -> avx2 -> scalar, avx2-vnni -> avx2,
 // neon -> scalar);
 // round_activations(): the selected ISA's f16 rounding, else the reference's;
-// the process-wide Q8_0 batch order.
+// the process-wide batch order of Q8_0 / Q5_0 prompts.
 #include <atomic>
 #include <cstdlib>
 
@@ -38,21 +38,22 @@ const MatmulKernels* matmul_kernels(DType weight_type) { return matmul_kernels(w
 BatchOrder parse_batch_order(std::string_view name) {
   if (name == "llama") return BatchOrder::llama;
   if (name == "lanes") return BatchOrder::lanes;
-  fail("unknown Q8_0 batch order '{}' (choose llama or lanes; $OPAL_Q8_0_ORDER or --q8-0-order)", name);
+  fail("unknown batch order '{}' (choose llama or lanes; $OPAL_BATCH_ORDER or --batch-order)", name);
 }
 
 namespace {
 std::atomic<int>& batch_order_selection() {
   static std::atomic<int> s{[] {
-    const char* env = std::getenv("OPAL_Q8_0_ORDER");
+    const char* env = std::getenv("OPAL_BATCH_ORDER");
+    if (!env || !*env) env = std::getenv("OPAL_Q8_0_ORDER");  // the older name
     return int(env && *env ? parse_batch_order(env) : BatchOrder::llama);
   }()};
   return s;
 }
 }  // namespace
 
-BatchOrder q8_0_batch_order() { return BatchOrder(batch_order_selection().load(std::memory_order_relaxed)); }
-void set_q8_0_batch_order(BatchOrder order) { batch_order_selection().store(int(order), std::memory_order_relaxed); }
+BatchOrder batch_order() { return BatchOrder(batch_order_selection().load(std::memory_order_relaxed)); }
+void set_batch_order(BatchOrder order) { batch_order_selection().store(int(order), std::memory_order_relaxed); }
 
 void round_activations(DType act_type, const float* x, float* out, int64_t k) {
 #if defined(__x86_64__) || defined(__i386__)

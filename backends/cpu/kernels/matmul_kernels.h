@@ -56,22 +56,25 @@ const MatmulKernels* matmul_kernels(DType weight_type);
 const MatmulKernels* matmul_kernels(DType weight_type, Isa isa);
 // Only the ISA's own entry (no fallback), or null.
 const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa);
-// The summation order of Q8_0 batches beyond the small-batch sizes (more than
-// 16 activation rows), process-wide:
+// The summation order of quantized prompt batches whose fast kernel leaves
+// llama.cpp's order (Q8_0 and Q5_0 batches of more than 16 activation rows),
+// one process-wide switch:
 //   llama: llama.cpp's (each block's 8 int32 lanes converted and accumulated
 //          per (weight row, activation row) pair, reduced at the end): the
-//          Q8_0 goldens stay bit-identical with llama.cpp;
-//   lanes: weight rows in the lanes (avx512, avx2-vnni, avx2; the same bits
-//          on each), each block's exact int32 sum then one FMA, as llama.cpp
-//          does for repacked Q4_0: about 2x the prompt speed with VNNI; logits
-//          close to llama.cpp's (max|d|/std < 0.08) but two q8_0 goldens
-//          fork in greedy decoding, so not the default.
-// Initially $OPAL_Q8_0_ORDER ("llama" or "lanes") if set, else llama; the
-// tools' --q8-0-order sets it (tools/isa_option.cpp).
+//          Q8_0 / Q5_0 goldens stay bit-identical with llama.cpp;
+//   lanes: weight rows in the lanes, each block's exact int32 sum then one
+//          FMA, as llama.cpp does for repacked Q4_0 (Q8_0: avx512, avx2-vnni,
+//          avx2; Q5_0: avx2, which avx2-vnni uses too; the same bits on each):
+//          about 2x the Q8_0 prompt speed with VNNI; logits close to
+//          llama.cpp's (max|d|/std < 0.08) but two q8_0 goldens fork in greedy
+//          decoding, so not the default.
+// Initially $OPAL_BATCH_ORDER ("llama" or "lanes") if set, else
+// $OPAL_Q8_0_ORDER (the older name), else llama; the tools' --batch-order
+// (alias --q8-0-order) sets it (tools/isa_option.cpp).
 // Decode, small batches and expert rows (single_rows) always take llama's.
 enum class BatchOrder { llama, lanes };
-BatchOrder q8_0_batch_order();
-void set_q8_0_batch_order(BatchOrder order);
+BatchOrder batch_order();
+void set_batch_order(BatchOrder order);
 // Parses "llama" / "lanes"; throws opal::Error naming the choices.
 BatchOrder parse_batch_order(std::string_view name);
 

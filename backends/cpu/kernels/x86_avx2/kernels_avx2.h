@@ -20,6 +20,8 @@ int64_t q4_0_scratch_floats(int64_t k);
 int64_t q4_K_scratch_floats(int64_t k);
 // Per-thread scratch of the Q6_K gemm (a repacked slice of weight rows).
 int64_t q6_K_scratch_floats(int64_t k);
+// Per-thread scratch of the Q5_0 gemm (a repacked slice of weight rows).
+int64_t q5_0_scratch_floats(int64_t k);
 // Per-thread scratch of the Q8_0 gemm (a repacked slice for the lanes order).
 int64_t q8_0_scratch_floats(int64_t k);
 void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);
@@ -37,12 +39,13 @@ void gemm_bf16(const GemmArgs& g);
 
 }  // namespace opal::cpu::avx2
 
-// AVX-VNNI batches (vnni_avx2vnni.cpp; the avx2-vnni ISA): Q4_0 and Q8_0 on
+// AVX-VNNI batches (vnni_avx2vnni.cpp; the avx2-vnni ISA): Q4_0, Q5_0 and Q8_0 on
 // convert_q8_0_sums activation rows, decode and small batches on the avx2 kernels.
 namespace opal::cpu::avx2vnni {
 
 int64_t scratch_floats(int64_t k);
 void gemm_q4_0(const GemmArgs& g);
+void gemm_q5_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
 
 }  // namespace opal::cpu::avx2vnni

@@ -11,7 +11,9 @@
 // of the row (llama.cpp's vec_dot order).
 // Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers);
 // decode 8 rows per step (LegacyDecode). Q8_0 batches of more than 16 rows in
-// the lanes order (--q8-0-order lanes): Q8_0Lanes, weight rows in the lanes.
+// the lanes order (--batch-order lanes): Q8_0Lanes, weight rows in the lanes;
+// Q5_0 batches of more than 16 rows in the lanes order: Q5_0Lanes
+// (block-exact order, on convert_q8_0_sums activation rows).
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cmath>
@@ -36,18 +38,7 @@ struct Q5_0Weights {
     __m256i q;
   };
   static Act act(__m256i x) { return {x, _mm256_maddubs_epi16(_mm256_set1_epi8(16), x)}; }
-  static W load(const uint8_t* blk) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
-    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
-    int32_t h;
-    std::memcpy(&h, blk + 2, 4);
-    // byte i <- byte i/8 of qh, tested against bit i%8.
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32(h), _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
-    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    return {_mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)))};
-  }
+  static W load(const uint8_t* blk) { return {q5_0_quants(blk)}; }
   static __m256i dot(const W& w, const Act& a) {
     return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w.q, a.x), a.c16), ones16());
   }
@@ -188,7 +179,7 @@ void small_batch(const GemmArgs& g) {
     for (int64_t a = 0; a < g.n_act; ++a) LegacyKernel<T>::template tile<1, 1>(g, r, a);
 }
 
-// Q8_0 batches in the lanes order (q8_0_batch_order() == lanes): weight rows
+// Q8_0 batches in the lanes order (batch_order() == lanes): weight rows
 // in the int32 lanes. Each slice of 16 weight rows is repacked once per call
 // into the thread's scratch: per block, the 16 rows' scales as f32, then the
 // signed quants grouped by 4 elements, [group 0..7][row 0..15][4 bytes]. Per
@@ -262,6 +253,101 @@ struct Q8_0Lanes {
   }
 };
 
+// Q5_0 batches in the lanes order (batch_order() == lanes): weight rows in the int32
+// lanes, each block's exact sum, then acc = fma(float(isum), d_w * d_x, acc)
+// (the block-exact order of q4_0_avx2.cpp's RowsInLanes). Activation rows are
+// convert_q8_0_sums rows (the Q8_0 blocks, then each block's d as f32 and its
+// sum of quants as int32). Each slice of 16 weight rows is repacked once per
+// call into the thread's scratch: per block, the 16 rows' scales as f32, then
+// the 5-bit quants q in [0, 31] (standing for q - 16) grouped by 4 elements,
+// [group 0..7][row 0..15][4 bytes]. vpmaddubsw of a group with one activation
+// row's 4 quants (broadcast) gives int16 pairs of at most 2 * 31 * 128 = 7936,
+// so 4 groups add in int16 (31744) before one vpmaddwd by ones; the two halves
+// of the block and -16 * sum(x) make the exact int32 block sum.
+struct Q5_0Lanes {
+  static constexpr int kSlice = 16;
+  static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
+  static constexpr int kActs = 3;
+
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      float* scales = reinterpret_cast<float*>(pb);
+      alignas(32) uint32_t tmp[kSlice][8];  // a row's 32 quants as 8 groups of 4
+      for (int r = 0; r < kSlice; ++r) {
+        if (r >= rows) {
+          scales[r] = 0.0f;
+          std::memset(tmp[r], 0, sizeof tmp[r]);
+          continue;
+        }
+        const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * Q5_0Weights::kBytes;
+        scales[r] = load_f16(blk);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), Q5_0Weights::load(blk).q);
+      }
+      uint32_t* q = reinterpret_cast<uint32_t*>(pb + kSlice * 4);
+      for (int grp = 0; grp < 8; ++grp)
+        for (int r = 0; r < kSlice; ++r) q[grp * kSlice + r] = tmp[r][grp];
+    }
+  }
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out16[]) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
+    __m256 facc[2][RA];
+    for (int v = 0; v < 2; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      const uint8_t* pq = pb + kSlice * 4;
+      __m256i isum[2][RA];
+      for (int a = 0; a < RA; ++a) {
+        int32_t sum;
+        std::memcpy(&sum, x[a] + sums_at + 4 * b, 4);
+        isum[0][a] = isum[1][a] = _mm256_set1_epi32(-16 * sum);
+      }
+      for (int half = 0; half < 2; ++half) {
+        __m256i i16[2][RA];
+        for (int v = 0; v < 2; ++v)  // set before the first group (which overwrites them): no uninitialized reads
+          for (int a = 0; a < RA; ++a) i16[v][a] = _mm256_setzero_si256();
+        for (int u = 0; u < 4; ++u) {
+          const int grp = 4 * half + u;
+          const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
+          const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4 + 32));
+          for (int a = 0; a < RA; ++a) {
+            int32_t four;
+            std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
+            const __m256i xb = _mm256_set1_epi32(four);
+            const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
+            i16[0][a] = u == 0 ? p0 : _mm256_add_epi16(i16[0][a], p0);
+            i16[1][a] = u == 0 ? p1 : _mm256_add_epi16(i16[1][a], p1);
+          }
+        }
+        for (int a = 0; a < RA; ++a) {
+          isum[0][a] = _mm256_add_epi32(isum[0][a], _mm256_madd_epi16(i16[0][a], ones16()));
+          isum[1][a] = _mm256_add_epi32(isum[1][a], _mm256_madd_epi16(i16[1][a], ones16()));
+        }
+      }
+      const __m256 wd0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb));
+      const __m256 wd1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8);
+      for (int a = 0; a < RA; ++a) {
+        float xd;
+        std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
+        const __m256 xdv = _mm256_set1_ps(xd);
+        facc[0][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][a]), _mm256_mul_ps(wd0, xdv), facc[0][a]);
+        facc[1][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][a]), _mm256_mul_ps(wd1, xdv), facc[1][a]);
+      }
+    }
+    for (int a = 0; a < RA; ++a) {
+      _mm256_storeu_ps(out16[a], facc[0][a]);
+      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
+    }
+  }
+};
+
 }  // namespace
 
 int64_t q8_0_scratch_floats(int64_t k) { return k / 32 * Q8_0Lanes::kBlockBytes / 4 + 8; }
@@ -269,20 +355,30 @@ int64_t q8_0_scratch_floats(int64_t k) { return k / 32 * Q8_0Lanes::kBlockBytes 
 // Q5_0 batches of up to kSmallBatch rows take the decode kernel (weights
 // streamed once, with prefetch); larger ones the 2 x 2 tiles, which need fewer
 // instructions per pair and win once the batch is compute-bound (measured on
-// Q8_0: pp2 1.9x faster on the decode kernel, pp4-pp16 no better). Q8_0
-// batches of 2-16 rows take small_batch (4 x 2 tiles with prefetch:
-// batch2/4 GB/s 1.1-1.3x the decode kernel's). The same order on every path.
+// Q8_0: pp2 1.9x faster on the decode kernel, pp4-pp16 no better), all in
+// llama.cpp's order; batches of more than 16 rows in the lanes order
+// (batch_order() == lanes) Q5_0Lanes (block-exact order). Q8_0 batches of
+// 2-16 rows take small_batch (4 x 2 tiles with prefetch: batch2/4 GB/s
+// 1.1-1.3x the decode kernel's). Small batches and expert rows (single_rows)
+// keep llama.cpp's order on every path.
 constexpr int64_t kSmallBatch = 3;
+constexpr int64_t kLanesFrom = 17;
+
+int64_t q5_0_scratch_floats(int64_t k) { return k / 32 * Q5_0Lanes::kBlockBytes / 4 + 8; }
+
+bool lanes_batch(const GemmArgs& g) {
+  return g.n_act >= kLanesFrom && !g.single_rows && g.scratch != nullptr && batch_order() == BatchOrder::lanes;
+}
 
 void gemm_q5_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
+  else if (lanes_batch(g)) SliceDriver<Q5_0Lanes>::run(g);
   else gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g);
 }
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
-  else if (!g.single_rows && g.scratch != nullptr && q8_0_batch_order() == BatchOrder::lanes)
-    SliceDriver<Q8_0Lanes>::run(g);
+  else if (lanes_batch(g)) SliceDriver<Q8_0Lanes>::run(g);
   else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
 }
 

@@ -4,6 +4,8 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace {
 
@@ -35,6 +37,22 @@ inline __m256i pack_epi32_to_epi8(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
   const __m256i abcd = _mm256_packs_epi16(ab, cd);  // lane-interleaved groups of 4
   return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// A Q5_0 block's 32 five-bit quants q in [0, 31] (standing for q - 16) as
+// bytes in element order: the nibbles as Q4_0's plus bit j of qh (bytes 2-5)
+// as bit 4 of element j.
+inline __m256i q5_0_quants(const uint8_t* blk) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
+  const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+  int32_t h;
+  std::memcpy(&h, blk + 2, 4);
+  // byte i <- byte i/8 of qh, tested against bit i%8.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(h), _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
 }
 
 // int32 pair sums of 16 int16 lanes.

@@ -30,9 +30,9 @@ constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*r
   return k;
 }
 
-// Q4_0, Q8_0 (lanes order), Q4_K and Q6_K batches repack a slice of weight rows into per-thread scratch
-// (q4_0_avx2.cpp, legacy_avx2.cpp, kquants_avx2.cpp); Q4_0's activation rows carry block scales and sums after the
-// blocks.
+// Q4_0, Q5_0, Q8_0 (lanes order), Q4_K and Q6_K batches repack a slice of weight rows into per-thread scratch
+// (q4_0_avx2.cpp, legacy_avx2.cpp, kquants_avx2.cpp); Q4_0's and Q5_0's activation rows carry block scales and sums
+// after the blocks.
 constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(int64_t)) {
   k.scratch_floats = scratch_floats;
   return k;
@@ -42,7 +42,9 @@ constexpr MatmulKernels kTable[] = {
     with_scratch(
         entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums, avx2::gemm_q4_0),
         avx2::q4_0_scratch_floats),
-    entry(DType::Q5_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q5_0),
+    with_scratch(
+        entry(DType::Q5_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums, avx2::gemm_q5_0),
+        avx2::q5_0_scratch_floats),
     with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q8_0),
                  avx2::q8_0_scratch_floats),
     with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q4_K),
@@ -55,11 +57,14 @@ constexpr MatmulKernels kTable[] = {
     entry(DType::BF16, DType::BF16, "avx2", f32_row_bytes, round_act, avx2::gemm_bf16),
 };
 
-// avx2-vnni: its own Q4_0 and Q8_0 entries (the other types fall back to avx2).
+// avx2-vnni: its own Q4_0, Q5_0 and Q8_0 entries (the other types fall back to avx2).
 constexpr MatmulKernels kVnniTable[] = {
     with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
                        avx2vnni::gemm_q4_0),
                  avx2vnni::scratch_floats),
+    with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
+                       avx2vnni::gemm_q5_0),
+                 avx2::q5_0_scratch_floats),
     with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
                        avx2vnni::gemm_q8_0),
                  avx2vnni::scratch_floats),

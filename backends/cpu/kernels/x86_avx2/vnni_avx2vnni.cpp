@@ -1,4 +1,4 @@
-// Q4_0 and Q8_0 prompt batches with AVX-VNNI (the VEX-encoded 256-bit
+// Q4_0, Q5_0 and Q8_0 prompt batches with AVX-VNNI (the VEX-encoded 256-bit
 // vpdpbusd of Alder Lake, Zen 4 and later; the `avx2-vnni` ISA). Decode and
 // small batches stay on the plain AVX2 kernels (bandwidth-bound there), so
 // only the compute-bound batches come here.
@@ -6,7 +6,8 @@
 // vpdpbusd multiplies unsigned by signed bytes and adds each 4 products to an
 // int32 lane in one instruction, where plain AVX2 needs vpmaddubsw +
 // vpmaddwd (+ vpsignb for signed Q8_0 weights). The weights are made unsigned
-// by an offset: Q4_0's nibbles q in [0, 15] stand for q - 8, a Q8_0 quant w
+// by an offset: Q4_0's nibbles q in [0, 15] stand for q - 8 (Q5_0's five-bit
+// q in [0, 31] for q - 16), a Q8_0 quant w
 // becomes w + 128 (w xor 0x80); the offset times the activation block's sum
 // starts the int32 sum, so the sums are exact:
 //   sum((q - off) * x) = dpbusd(-off * sum(x), q_u8, x).
@@ -21,10 +22,10 @@
 //   activation block, once per block per tile. Tiles of 4 weight rows x 3
 //   activation rows (12 float accumulators; the activation quants are read
 //   from memory by vpdpbusd).
-// * Q4_0 and Q8_0 in the lanes order: RowsInLanes, weight rows in the int32
+// * Q4_0, and Q5_0 / Q8_0 in the lanes order: RowsInLanes, weight rows in the int32
 //   lanes, each block's exact sum, then acc = fma(float(isum), d_w * d_x, acc)
-//   (llama.cpp's repacked-Q4_0 order; for Q8_0 the AVX-512 lanes kernel's, the
-//   same bits). Slices of 16 weight rows repacked per call into the thread's
+//   (llama.cpp's repacked-Q4_0 order; for Q5_0 / Q8_0 the AVX2 and AVX-512
+//   lanes kernels', the same bits). Slices of 16 weight rows repacked per call into the thread's
 //   scratch: per block the 16 rows' scales as f32, then the unsigned quants
 //   grouped by 4 elements, [group 0..7][row 0..15][4 bytes]; one vpdpbusd
 //   multiplies 8 rows' 4 quants by one activation row's 4 quants broadcast.
@@ -55,6 +56,12 @@ struct Q4_0Weights {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
   }
+};
+
+struct Q5_0Weights {
+  static constexpr int kBytes = 22;
+  static constexpr int kOffset = 16;
+  static __m256i quants(const uint8_t* blk) { return q5_0_quants(blk); }
 };
 
 struct Q8_0Weights {
@@ -189,12 +196,19 @@ void gemm_q4_0(const GemmArgs& g) {
   else avx2::gemm_q4_0(g);
 }
 
+// Q5_0: everything but the lanes order's batches on the plain AVX2 kernels
+// (llama.cpp's order there).
+void gemm_q5_0(const GemmArgs& g) {
+  if (g.n_act > kSmallBatch && !g.single_rows && g.scratch != nullptr && batch_order() == BatchOrder::lanes)
+    SliceDriver<RowsInLanes<Q5_0Weights>>::run(g);
+  else avx2::gemm_q5_0(g);
+}
+
 // Q8_0: decode, small batches and expert rows on the plain AVX2 kernels (the
-// llama order); larger batches in the selected order (q8_0_batch_order()).
+// llama order); larger batches in the selected order (batch_order()).
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
-  else if (g.scratch != nullptr && q8_0_batch_order() == BatchOrder::lanes)
-    SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
+  else if (g.scratch != nullptr && batch_order() == BatchOrder::lanes) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
   else gemm_entry<LlamaTiles, 4, 3, 4>(g);
 }
 

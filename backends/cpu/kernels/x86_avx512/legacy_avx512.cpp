@@ -16,8 +16,8 @@
 // Tiles: see LegacyDecode (one activation row, and batches of up to 16 rows:
 // each step of weight rows meets every activation row while it is in L1),
 // LegacyPrompt (larger batches) and RowsInLanes (Q4_0 batches of more than 16
-// rows, and Q8_0 batches of more than 16 in the lanes order when
-// q8_0_batch_order() says so; weights repacked per call).
+// rows, and Q5_0 / Q8_0 batches of more than 16 in the lanes order when
+// batch_order() says so; weights repacked per call).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -581,17 +581,21 @@ void gemm_q4_0(const GemmArgs& g) {
 // Batches of up to kSmallBatch rows take the decode kernel, each weight step
 // meeting every activation row (the weights streamed once, with prefetch);
 // larger ones the prompt tiles. The same order on both paths.
+// In the lanes order (batch_order()) Q5_0 and Q8_0 batches of more than 16
+// rows take RowsInLanes, the weights offset to unsigned (Q5_0: q as stored,
+// the sums started at -16 * sum(x); Q8_0: w + 128, -128 * sum(x)).
 void gemm_q5_0(const GemmArgs& g) {
-  if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
-  else LegacyPrompt<Q5_0Weights>::run(g);
+  using W = Q5_0Weights;
+  if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
+  else if (!g.single_rows && RowsInLanes<W>::applies(g) && batch_order() == BatchOrder::lanes)
+    RowsInLanesDriver<RowsInLanes<W>>::run(g);
+  else LegacyPrompt<W>::run(g);
 }
 
-// Q8_0 batches in the lanes order when chosen (q8_0_batch_order()): the
-// weights offset to unsigned (w + 128) and the sums started at -128 * sum(x).
 void gemm_q8_0(const GemmArgs& g) {
   using W = Q8_0Weights;
   if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
-  else if (!g.single_rows && RowsInLanes<W>::applies(g) && q8_0_batch_order() == BatchOrder::lanes)
+  else if (!g.single_rows && RowsInLanes<W>::applies(g) && batch_order() == BatchOrder::lanes)
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
   else LegacyPrompt<W>::run(g);
 }

@@ -9,7 +9,6 @@
 namespace opal::cpu {
 namespace {
 
-uint64_t q8_0_row_bytes(int64_t k) { return uint64_t(k / 32) * 34; }
 uint64_t q8_K_row_bytes(int64_t k) { return uint64_t(k / 256) * 292; }
 uint64_t f32_row_bytes(int64_t k) { return uint64_t(k) * 4; }
 int64_t none(int64_t) { return 0; }
@@ -30,9 +29,10 @@ constexpr MatmulKernels entry(DType w, DType act, const char* name, uint64_t (*r
   return k;
 }
 
-// Q4_0, Q4_K and Q6_K batches repack a slice of weight rows into per-thread
-// scratch (legacy_avx512.cpp, kquants_avx512.cpp); Q4_0's activation rows
-// carry block scales and sums after the blocks.
+// Q4_0, Q4_K and Q6_K batches (and Q5_0 / Q8_0 ones in the lanes order)
+// repack a slice of weight rows into per-thread scratch (legacy_avx512.cpp,
+// kquants_avx512.cpp); Q4_0's, Q5_0's and Q8_0's activation rows carry block
+// scales and sums after the blocks.
 constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(int64_t)) {
   k.scratch_floats = scratch_floats;
   return k;
@@ -42,7 +42,9 @@ constexpr MatmulKernels kTable[] = {
     with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
                        avx512::gemm_q4_0),
                  avx512::legacy_scratch_floats),
-    entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", q8_0_row_bytes, avx512::convert_q8_0, avx512::gemm_q5_0),
+    with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
+                       avx512::gemm_q5_0),
+                 avx512::legacy_scratch_floats),
     with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
                        avx512::gemm_q8_0),
                  avx512::legacy_scratch_floats),
