@@ -145,6 +145,41 @@ TEST(LlamaOrder, LanesOrderIsTheSameBitsOnEveryIsa) {
   set_batch_order(before);
 }
 
+// Q4_K and Q6_K batches (5 rows or more) in the lanes: each super-block's
+// exact int32 sum, then the same FMAs, so AVX2's vpmaddubsw chains, AVX-VNNI's
+// vpdpbusd and AVX-512's give the same bits.
+TEST(LlamaOrder, KQuantLanesBatchesAreTheSameBitsOnEveryIsa) {
+  std::mt19937 rng(19);
+  const auto isas = simd_isas();
+  for (DType t : {DType::Q4_K, DType::Q6_K})
+    for (int64_t k : {256, 2048}) {
+      const int64_t rows = 37;  // slices of 16 / 32 rows, then a partial one
+      const auto w = weights(t, rows, k, rng);
+      for (int64_t n_act : {5, 17, 40}) {
+        std::normal_distribution<float> val(0.0f, 2.0f);
+        std::vector<float> x(size_t(n_act * k));
+        for (auto& v : x) v = val(rng);
+        std::vector<float> first;
+        int compared = 0;
+        for (Isa isa : isas) {
+          const MatmulKernels* fast = isa_matmul_kernels(t, isa);
+          if (!fast) continue;
+          const auto out = gemm(*fast, w, t, rows, k, x, n_act, false);
+          if (first.empty()) {
+            first = out;
+          } else {
+            ++compared;
+            EXPECT_EQ(0, std::memcmp(first.data(), out.data(), out.size() * sizeof(float)))
+                << isa_name(isa) << " " << dtype_name(t) << " k=" << k << " n_act=" << n_act;
+          }
+        }
+        if (isas.size() > 1) {
+          EXPECT_GT(compared, 0) << dtype_name(t);
+        }
+      }
+    }
+}
+
 // The scalar form itself: a block's integer sum, exactly, then one FMA.
 TEST(LlamaOrder, BlockExactIsOneFmaOfTheExactBlockSum) {
   int8_t w[32], x[32];

@@ -110,7 +110,8 @@ void compare(Isa isa, DType t, int64_t k, int64_t n_act, bool raw) {
   ASSERT_NE(ref, nullptr);
   if (!fast && isa == Isa::neon && t != DType::Q8_0 && t != DType::Q4_0 && t != DType::Q4_K)
     return;  // reference on ARM
-  if (!fast && isa == Isa::avx2_vnni && t != DType::Q8_0 && t != DType::Q4_0)
+  if (!fast && isa == Isa::avx2_vnni && t != DType::Q8_0 && t != DType::Q4_0 && t != DType::Q5_0 && t != DType::Q4_K &&
+      t != DType::Q6_K)
     return;  // avx2's kernels (covered under avx2)
   if (!fast) GTEST_FAIL() << "no " << isa_name(isa) << " kernel for " << dtype_name(t);
   EXPECT_EQ(fast->act_type, ref->act_type);

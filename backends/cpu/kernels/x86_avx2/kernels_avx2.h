@@ -47,5 +47,10 @@ int64_t scratch_floats(int64_t k);
 void gemm_q4_0(const GemmArgs& g);
 void gemm_q5_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
+// Q4_K / Q6_K batches (kquants_avx2vnni.cpp), on the avx2 Q8_K activation rows.
+int64_t q4_K_scratch_floats(int64_t k);
+int64_t q6_K_scratch_floats(int64_t k);
+void gemm_q4_K(const GemmArgs& g);
+void gemm_q6_K(const GemmArgs& g);
 
 }  // namespace opal::cpu::avx2vnni

@@ -57,7 +57,7 @@ constexpr MatmulKernels kTable[] = {
     entry(DType::BF16, DType::BF16, "avx2", f32_row_bytes, round_act, avx2::gemm_bf16),
 };
 
-// avx2-vnni: its own Q4_0, Q5_0 and Q8_0 entries (the other types fall back to avx2).
+// avx2-vnni: its own Q4_0, Q5_0, Q8_0, Q4_K and Q6_K entries (the other types fall back to avx2).
 constexpr MatmulKernels kVnniTable[] = {
     with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
                        avx2vnni::gemm_q4_0),
@@ -68,6 +68,10 @@ constexpr MatmulKernels kVnniTable[] = {
     with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
                        avx2vnni::gemm_q8_0),
                  avx2vnni::scratch_floats),
+    with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K, avx2vnni::gemm_q4_K),
+                 avx2vnni::q4_K_scratch_floats),
+    with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K, avx2vnni::gemm_q6_K),
+                 avx2vnni::q6_K_scratch_floats),
 };
 
 }  // namespace
