@@ -25,13 +25,15 @@ namespace {
 
 int g_failures = 0;
 
-void check(Isa isa, DType t, int64_t k, int64_t n_act) {
+// exact: the results must equal the reference's bit for bit (Q4_0 batches in
+// the lanes: llama_order::block_exact on both).
+void check(Isa isa, DType t, int64_t k, int64_t n_act, bool exact = false) {
   const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
   const MatmulKernels* fast = isa_matmul_kernels(t, isa);
   if (!fast) return;
   std::mt19937 rng(uint32_t(k + 31 * n_act + int(t)));
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int64_t rows = 13;
+  const int64_t rows = 13;  // a slice of 8 rows and a partial one
   std::vector<float> wf(size_t(rows * k)), x(size_t(n_act * k));
   for (auto& v : wf) v = nd(rng);
   for (auto& v : x) v = 2.0f * nd(rng);
@@ -63,8 +65,13 @@ void check(Isa isa, DType t, int64_t k, int64_t n_act) {
       if (!(err <= 1e-5 * mag + 1e-30)) ok = false;
     }
   }
-  std::printf("%-4s %-12s %-5s k=%-5lld n_act=%-3lld max rel err %.2e\n", ok ? "ok" : "FAIL", fast->name, dtype_name(t),
-              (long long)k, (long long)n_act, worst);
+  if (exact && std::memcmp(out_ref.data(), out_fast.data(), out_ref.size() * sizeof(float)) != 0) {
+    std::printf("  results differ from the reference's bits\n");
+    ok = false;
+  }
+  std::printf("%-4s %-12s %-5s k=%-5lld n_act=%-3lld max rel err %.2e%s%s\n", ok ? "ok" : "FAIL", fast->name,
+              dtype_name(t), (long long)k, (long long)n_act, worst, batch_order() == BatchOrder::lanes ? " lanes" : "",
+              exact ? " bit-exact" : "");
   if (!ok) ++g_failures;
 }
 
@@ -83,8 +90,13 @@ int main() {
       for (int64_t k : {32, 256, 4096, 4352})
         for (int64_t n_act : {1, 2, 7, 32}) {
           if (block_size(t) == 256 && k % 256 != 0) continue;
-          check(isa, t, k, n_act);
+          check(isa, t, k, n_act, t == DType::Q4_0 && n_act >= 4);
         }
+    // Q8_0 batches past 16 rows in the lanes order (the default is llama's, above).
+    set_batch_order(BatchOrder::lanes);
+    for (int64_t k : {32, 4096})
+      for (int64_t n_act : {17, 32}) check(isa, DType::Q8_0, k, n_act);
+    set_batch_order(BatchOrder::llama);
   }
   if (isas == 0) {
     std::printf("no SIMD ISA on this host: nothing checked\n");

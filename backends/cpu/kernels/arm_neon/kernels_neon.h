@@ -19,5 +19,7 @@ void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);
 void gemm_q4_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
+// Per-thread scratch of the Q4_0 / Q8_0 batches in the lanes (a repacked slice of weight rows).
+int64_t legacy_scratch_floats(int64_t k);
 
 }  // namespace opal::cpu::neon

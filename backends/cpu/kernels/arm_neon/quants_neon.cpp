@@ -7,11 +7,17 @@
 //     (vmlaq_n_s32) into one int32x4 per super-block; the mins use the
 //     activation's bsums: - dmin * d_x * sum_s m_s * (bsum_2s + bsum_2s+1).
 // Tiles: 2 weight rows x 2 activation rows for prompts, 4 x 1 for decode.
+// Q4_0 batches of 4 rows or more, and Q8_0 batches of more than 16 in the
+// lanes order (batch_order()), take RowsInLanes: weight rows in the int32
+// lanes, each block's exact sum, then one FMA (see there).
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
+#include <cstring>
+
 #include "backends/cpu/kernels/arm_neon/kernels_neon.h"
 #include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 
 namespace opal::cpu::neon {
@@ -121,10 +127,101 @@ struct Q4KKernel {
   }
 };
 
+// Batches with weight rows in the int32 lanes (the x86 rows-in-lanes kernels'
+// order): each slice of 8 weight rows is repacked once per call into the
+// thread's scratch, per block: the 8 rows' scales as f32, then the signed
+// quants (Q4_0: q - 8) grouped by 4 elements, [group 0..7][row 0..7][4 bytes].
+// sdot of a group vector (4 rows' 4 quants) with one activation row's 4
+// quants (broadcast) adds the 4 rows' exact group sums into int32 lanes; the
+// block's 8 groups give its exact int32 sum, then acc = fma(float(isum), d_w *
+// d_x, acc) per block: llama_order::block_exact, the scalar reference's Q4_0
+// order (the same bits) and the lanes order of Q8_0 (the x86 lanes kernels'
+// bits). Tiles of 8 rows x 4 activation rows (8 int32 and 8 float
+// accumulators, the activation blocks in 8 registers).
+template <class W>
+struct RowsInLanes {
+  static constexpr int kSlice = 8, kActs = 4;
+  static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
+
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      float* scales = reinterpret_cast<float*>(pb);
+      uint32_t* q = reinterpret_cast<uint32_t*>(pb + kSlice * 4);
+      for (int r = 0; r < kSlice; ++r) {
+        uint32_t tmp[8] = {};  // the row's 32 signed quants as 8 groups of 4
+        scales[r] = 0.0f;
+        if (r < rows) {
+          const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * W::kBytes;
+          int8x16_t lo, hi;
+          W::load(blk, &lo, &hi);
+          vst1q_u32(tmp, vreinterpretq_u32_s8(lo));
+          vst1q_u32(tmp + 4, vreinterpretq_u32_s8(hi));
+          scales[r] = load_f16(blk);
+        }
+        for (int grp = 0; grp < 8; ++grp) q[grp * kSlice + r] = tmp[grp];
+      }
+    }
+  }
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out8[]) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    float32x4_t facc[2][RA];
+    for (int v = 0; v < 2; ++v)
+      for (int a = 0; a < RA; ++a) facc[v][a] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      const int8_t* pq = reinterpret_cast<const int8_t*>(pb + kSlice * 4);
+      int32x4_t isum[2][RA];
+      for (int v = 0; v < 2; ++v)
+        for (int a = 0; a < RA; ++a) isum[v][a] = vdupq_n_s32(0);
+      for (int grp = 0; grp < 8; ++grp) {
+        const int8x16_t w0 = vld1q_s8(pq + grp * kSlice * 4), w1 = vld1q_s8(pq + grp * kSlice * 4 + 16);
+        for (int a = 0; a < RA; ++a) {
+          int32_t four;
+          std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
+          const int8x16_t xb = vreinterpretq_s8_s32(vdupq_n_s32(four));
+          isum[0][a] = vdotq_s32(isum[0][a], w0, xb);
+          isum[1][a] = vdotq_s32(isum[1][a], w1, xb);
+        }
+      }
+      const float* wd = reinterpret_cast<const float*>(pb);
+      const float32x4_t wd0 = vld1q_f32(wd), wd1 = vld1q_f32(wd + 4);
+      for (int a = 0; a < RA; ++a) {
+        const float xd = load_f16(x[a] + b * kQ8_0Bytes);
+        facc[0][a] = vfmaq_f32(facc[0][a], vcvtq_f32_s32(isum[0][a]), vmulq_n_f32(wd0, xd));
+        facc[1][a] = vfmaq_f32(facc[1][a], vcvtq_f32_s32(isum[1][a]), vmulq_n_f32(wd1, xd));
+      }
+    }
+    for (int a = 0; a < RA; ++a) {
+      vst1q_f32(out8[a], facc[0][a]);
+      vst1q_f32(out8[a] + 4, facc[1][a]);
+    }
+  }
+};
+
+constexpr int64_t kQ4_0LanesFrom = 4, kQ8_0LanesFrom = 17;
+
 }  // namespace
 
-void gemm_q4_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q4_0Weights>, 2, 2, 4>(g); }
-void gemm_q8_0(const GemmArgs& g) { gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g); }
+int64_t legacy_scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q8_0Weights>::kBlockBytes / 4 + 8; }
+
+// Q4_0: batches in the lanes (the reference's order); decode and batches of
+// up to 3 rows keep the 2 x 2 tiles.
+void gemm_q4_0(const GemmArgs& g) {
+  if (g.n_act >= kQ4_0LanesFrom && g.scratch != nullptr) SliceDriver<RowsInLanes<Q4_0Weights>>::run(g);
+  else gemm_entry<LegacyKernel<Q4_0Weights>, 2, 2, 4>(g);
+}
+// Q8_0: the lanes only for batches of more than 16 rows in the lanes order.
+void gemm_q8_0(const GemmArgs& g) {
+  if (g.n_act >= kQ8_0LanesFrom && !g.single_rows && g.scratch != nullptr && batch_order() == BatchOrder::lanes)
+    SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
+  else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
+}
 void gemm_q4_K(const GemmArgs& g) { gemm_entry<Q4KKernel, 2, 2, 2>(g); }
 
 }  // namespace opal::cpu::neon
