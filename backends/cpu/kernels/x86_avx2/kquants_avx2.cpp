@@ -58,6 +58,10 @@ struct Q45KKernel {
       for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
+      if constexpr (RA == 1)  // decode: the same super-block of the rows three tiles on (a prefetch does not fault)
+        for (int i = 0; i < RW; ++i)
+          for (int l = 0; l < kBytes; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(w[i]) + b * kBytes + 3 * RW * g.w_row_bytes + l, _MM_HINT_T0);
       __m128i sm[RW];
       __m256i sc16[RW];
       for (int i = 0; i < RW; ++i) {
