@@ -43,8 +43,9 @@
 // A q8_0 / q4_0 K cache (-fa off, as llama.cpp allows; a quantized V needs the
 // tiled path): q is rounded through q8_0 (llama.cpp's vec_dot type for both)
 // and each K row is dequantized, then the dots run in the orders above on the
-// dequantized values; llama.cpp sums its integer blocks instead, so the
-// results agree within float rounding, not bit for bit.
+// dequantized values (decode with the SIMD helpers: 64 rows dequantized at
+// once, then dots_f32_lanes16's tinyBLAS order); llama.cpp sums its integer
+// blocks instead, so the results agree within float rounding, not bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -67,8 +68,10 @@ constexpr int64_t kLanesSingle = 64;  // ggml_vec_dot_f16: 4 accumulators x 16 l
 
 struct AttnLayout {
   uint64_t per_thread = 0;
-  uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0;
+  uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0, off_kchunk = 0;
 };
+
+constexpr int64_t kQuantChunk = 64;  // quantized K rows dequantized at once (per-pair path)
 
 AttnLayout attn_layout(const Tensor& node) {
   const Tensor& q = *node.src[kAttnQ];
@@ -82,7 +85,9 @@ AttnLayout attn_layout(const Tensor& node) {
   l.off_row = l.off_q + a64(uint64_t(dk) * 4);
   l.off_acc = l.off_row + a64(uint64_t(std::max(dk, dv)) * 4);
   l.off_vis = l.off_acc + a64(uint64_t(kLanesSingle * dv) * 4);
-  l.per_thread = l.off_vis + a64(uint64_t(n_cells) * 4);
+  l.off_kchunk = l.off_vis + a64(uint64_t(n_cells) * 4);
+  const bool quant_k = k.type == DType::Q8_0 || k.type == DType::Q4_0;
+  l.per_thread = l.off_kchunk + (quant_k ? a64(uint64_t(kQuantChunk * dk) * 4) : 0);
   return l;
 }
 
@@ -359,6 +364,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     float* row = reinterpret_cast<float*>(w + l.off_row);
     float* acc = reinterpret_cast<float*>(w + l.off_acc);
     int32_t* vis = reinterpret_cast<int32_t*>(w + l.off_vis);  // visible cells, in cell order
+    float* kchunk = reinterpret_cast<float*>(w + l.off_kchunk);
     int64_t p0, p1;
     split_range(T * hq, ith, nth, &p0, &p1);
     for (int64_t pair = p0; pair < p1; ++pair) {
@@ -370,14 +376,24 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         for (int64_t i = 0; i < dk; ++i) qv[i] = qsrc[i];
       float mx = -INFINITY;
       int64_t n_vis = 0;
-      const bool batched_simd = simd && simd->dots_f16 && simd->accumulate_f16;
+      const bool batched_f16 = simd && simd->dots_f16 && simd->accumulate_f16;
+      // A quantized K: its rows dequantized kQuantChunk at a time (the tiled path's widening), then SIMD dots in
+      // tinyBLAS order (within float rounding of the other orders, as any quantized-K result here).
+      const bool batched_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
+      const bool batched_simd = batched_f16 || batched_quant;
       if (batched_simd) {  // the same dots and FMAs, batched (kernels/attn_kernels.h)
         for (int64_t o = 0; o < n_order; ++o) {
           const int64_t c = order[o];
           if (cell[2 * c + 1] == seq && cell[2 * c] <= pos) vis[n_vis++] = int32_t(c);
         }
-        simd->dots_f16(static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk), k.nb[1], vis, n_vis, qv, dk,
-                       kq_lanes16, scores);
+        const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
+        if (batched_f16) simd->dots_f16(kbase, k.nb[1], vis, n_vis, qv, dk, kq_lanes16, scores);
+        for (int64_t r0 = 0; r0 < n_vis && !batched_f16; r0 += kQuantChunk) {
+          const int64_t nn = std::min(kQuantChunk, n_vis - r0);
+          if (k.type == DType::Q8_0) widen_k.widen_q8_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
+          else widen_k.widen_q4_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
+          simd_v->dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, scores + r0, 0);
+        }
         for (int64_t r = 0; r < n_vis; ++r) {
           scores[r] = window > 0 && pos - cell[2 * vis[r]] >= window ? -INFINITY : scores[r] * scale;
           mx = std::max(mx, scores[r]);

@@ -2,6 +2,9 @@
 // in llama.cpp's summation orders (kernels/llama_order.h): one 16-lane
 // FMA accumulator (tinyBLAS), or four over steps of 64 with a double tail
 // (ggml_vec_dot_f16). _mm512_reduce_add_ps is the reduce_add16 tree.
+// The per-(token, head) helpers batch cells: dots 4 cells at a time (16 cells
+// reduced together in ggml_vec_dot_f16 order), V accumulated 4 lanes at a
+// time with the accumulators in registers (each lane's cells in order).
 // The block helpers work on K/V rows widened to f32 once for many query rows:
 // 4 x 4 tiles of dots with a transposed reduce_add16, and V accumulation in
 // registers lane by lane with the lanes' reduction fused.
@@ -72,16 +75,63 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
       out[r + 2] = _mm512_reduce_add_ps(a2);
       out[r + 3] = _mm512_reduce_add_ps(a3);
     }
+  // ggml_vec_dot_f16 order without a tail (dk % 64 == 0, so the double sum is the float one): four cells at
+  // a time, each combined (a0 + a2) + (a1 + a3), and sixteen cells reduced at once by reduce16x16.
+  if (!lanes16 && dk % 64 == 0)
+    for (; r + 16 <= n; r += 16) {
+      __m512 comb[16];
+      for (int g = 0; g < 16; g += 4) {
+        const uint16_t* kr[4] = {row(r + g), row(r + g + 1), row(r + g + 2), row(r + g + 3)};
+        __m512 a[4][4];
+        for (auto& c : a)
+          for (auto& x : c) x = _mm512_setzero_ps();
+        for (int64_t i = 0; i < dk; i += 64)
+          for (int u = 0; u < 4; ++u) {
+            const __m512 qv = _mm512_loadu_ps(q + i + 16 * u);
+            for (int c = 0; c < 4; ++c) a[c][u] = _mm512_fmadd_ps(load16(kr[c] + i + 16 * u), qv, a[c][u]);
+          }
+        for (int c = 0; c < 4; ++c)
+          comb[g + c] = _mm512_add_ps(_mm512_add_ps(a[c][0], a[c][2]), _mm512_add_ps(a[c][1], a[c][3]));
+      }
+      _mm512_storeu_ps(out + r, _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(comb)));
+    }
   for (; r < n; ++r) out[r] = lanes16 ? dot_f16_lanes16(row(r), q, dk) : dot_f16_vec(row(r), q, dk);
 }
 
 // Lane by lane: the accumulator row of lane l stays in registers while the
 // cells l, l + lanes, l + 2 lanes, ... are added in order (the same sequence
 // of FMAs per element as one axpy per cell), 128 elements at a time.
+// Four lanes side by side (16 independent FMA chains, adjacent cells) for up to 64 elements at a time.
+void accumulate_f16_lanes4(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                           int64_t lanes, int64_t l0, int64_t dv, float* acc) {
+  for (int64_t i0 = 0; i0 < dv; i0 += 64) {
+    const int64_t len = dv - i0 < 64 ? dv - i0 : 64;
+    __mmask16 mk[4];
+    for (int j = 0; j < 4; ++j) mk[j] = 16 * j < len ? tail_mask(len - 16 * j) : __mmask16(0);
+    __m512 reg[4][4];
+    for (int u = 0; u < 4; ++u)
+      for (int j = 0; j < 4; ++j) reg[u][j] = _mm512_maskz_loadu_ps(mk[j], acc + (l0 + u) * dv + i0 + 16 * j);
+    for (int64_t base = l0; base < n; base += lanes)
+      for (int u = 0; u < 4; ++u) {
+        const int64_t r = base + u;
+        if (r >= n) break;
+        const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+        const __m512 pv = _mm512_set1_ps(p[r]);
+        for (int j = 0; j < 4; ++j)
+          reg[u][j] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk[j], vr + 16 * j)), pv, reg[u][j]);
+      }
+    for (int u = 0; u < 4 && l0 + u < n; ++u)
+      for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(acc + (l0 + u) * dv + i0 + 16 * j, mk[j], reg[u][j]);
+  }
+}
+
 void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n, int64_t lanes,
                     int64_t dv, float* acc) {
   constexpr int kRegs = 8;
-  for (int64_t l = 0; l < lanes && l < n; ++l)
+  int64_t l = 0;
+  if (lanes % 4 == 0)
+    for (; l + 4 <= lanes && l + 4 <= n; l += 4) accumulate_f16_lanes4(p, v, v_stride, cells, n, lanes, l, dv, acc);
+  for (; l < lanes && l < n; ++l)
     for (int64_t i0 = 0; i0 < dv; i0 += 16 * kRegs) {
       float* a = acc + l * dv + i0;
       const int64_t len = dv - i0 < 16 * kRegs ? dv - i0 : 16 * kRegs;
