@@ -143,7 +143,7 @@ struct EngineOptions {
   float prompt_similarity = 0.5f;
   // Decode priority (docs/server.md, "Under load"): the most prompt tokens a step takes beside generating
   // slots (--prompt-chunk; within n_ubatch in all). 0: n_ubatch less the generating slots' rows.
-  int64_t prompt_chunk = 0;
+  int64_t prompt_chunk = 256;
   // Shared prefixes: a request whose prompt shares a longer prefix with another slot's cached tokens than with
   // its own slot's gets those K/V cells copied (Sequence::copy_prefix) instead of computing them again.
   bool copy_prefixes = true;

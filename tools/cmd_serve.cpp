@@ -143,7 +143,7 @@ void add_serve_command(CLI::App& app) {
                   "that slot's cache, else the least recently used slot (0.5; 0 = any shared prefix)")
       ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--prompt-chunk", o->prompt_chunk,
-                  "most prompt tokens a step takes while any slot is generating, within -ub (0 = -ub); smaller: "
+                  "most prompt tokens a step takes while any slot is generating, within -ub (256; 0 = -ub); smaller: "
                   "shorter gaps in the streams, slower prompts under load")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag(
