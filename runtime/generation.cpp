@@ -50,6 +50,23 @@ size_t Sequence::reuse_prefix(std::span<const int32_t> prompt) {
   return keep;
 }
 
+bool Sequence::copy_prefix(const Sequence& src, size_t n) {
+  if (ctx_->recurrent() || src.ctx_ != ctx_ || src.id_ == id_ || n == 0 || n > src.tokens_.size()) return false;
+  if (!ctx_->seq_can_resume(src.id_, int32_t(n))) return false;
+  clear();
+  try {
+    ctx_->kv_cache().seq_cp(src.id_, id_, 0, int32_t(n));
+    // A sliding cache needs only the window before n (seq_can_resume's rule).
+    if (KvCache* swa = ctx_->swa_kv_cache())
+      swa->seq_cp(src.id_, id_, int32_t(std::max<int64_t>(0, int64_t(n) - swa->window() + 1)), int32_t(n));
+  } catch (const Error&) {  // no room for the copy: the caller computes the prefix instead
+    ctx_->remove_seq(id_);
+    return false;
+  }
+  tokens_.assign(src.tokens_.begin(), src.tokens_.begin() + std::ptrdiff_t(n));
+  return true;
+}
+
 void Sequence::truncate(size_t n) {
   ctx_->seq_rm(id_, int32_t(n), -1);
   if (n < tokens_.size()) tokens_.resize(n);

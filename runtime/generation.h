@@ -71,6 +71,13 @@ class Sequence {
   // tokens kept: the caller evaluates prompt[kept..]. A recurrent model keeps
   // the longest prefix it has a state checkpoint for (Context::seq_reusable_prefix).
   size_t reuse_prefix(std::span<const int32_t> prompt);
+  // Shared prefixes across sequences: makes this sequence hold src's first n
+  // tokens by copying their K/V cells (Context::seq_cp) instead of computing
+  // them again; its own cached tokens are removed first. False, with nothing
+  // changed, when the cells cannot be shared so: a recurrent state, src holding
+  // fewer than n tokens, or a sliding-window layer of src that lost the window
+  // before n. False with the sequence emptied when the cache had no room.
+  bool copy_prefix(const Sequence& src, size_t n);
   // Keeps the first n tokens, removes the rest from the cache (seq_rm).
   void truncate(size_t n);
   // Forgets every token: removes the sequence from the cache.

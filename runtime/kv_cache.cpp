@@ -145,6 +145,7 @@ void KvCache::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
     fail("context is full: copying {} cells of sequence {} to sequence {} needs {} free cells, {} are free",
          from.size(), src, dst, from.size(), to.size());
   auto copy_rows = [&](Tensor& t) {
+    if (!t.data) return;  // a layer this cache does not hold (the other cache of a sliding-window model has it)
     for (size_t i = 0; i < from.size(); ++i)
       t.buffer->write(uint64_t(to[i]) * t.nb[1], static_cast<const uint8_t*>(t.data) + uint64_t(from[i]) * t.nb[1],
                       t.nb[1]);

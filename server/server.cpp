@@ -388,6 +388,8 @@ void Server::load() {
   eo.n_slots = st.opts.n_parallel;
   eo.n_ctx_slot = per_slot;
   eo.prompt_similarity = st.opts.slot_prompt_similarity;
+  eo.prompt_chunk = st.opts.prompt_chunk;
+  eo.copy_prefixes = st.opts.copy_prefixes;
   eo.before_decode = st.opts.before_decode;
   eo.on_batch = st.opts.on_batch;
   eo.spec = st.opts.spec;

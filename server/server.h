@@ -32,6 +32,8 @@ struct ServerOptions {
   int64_t n_ctx = 0;                       // total context, split evenly over the slots (0: the model's)
   int64_t n_batch = 2048;                  // most tokens one batched decode takes
   int64_t n_ubatch = 512;                  // most tokens per graph run, and per step while slots generate
+  int64_t prompt_chunk = 256;              // --prompt-chunk: see EngineOptions::prompt_chunk
+  bool copy_prefixes = true;               // --no-prefix-copy clears it: see EngineOptions::copy_prefixes
   DType kv_type = DType::F16;              // KV cache type (--ctk)
   std::optional<DType> kv_type_v;          // V cache type (--ctv; unset: kv_type)
   FlashAttn flash_attn = FlashAttn::Auto;  // --fa

@@ -257,6 +257,23 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
   size_t keep = 0;
   if (p.cache_prompt) keep = s.seq.reuse_prefix(p.prompt);
   else s.seq.truncate(0);
+  // Shared prefix: another slot holding more of the prompt (the same system prompt) lends its cells.
+  if (p.cache_prompt && opts_.copy_prefixes) {
+    const Slot* donor = nullptr;
+    size_t donor_n = keep;
+    for (const auto& o : slots_) {
+      if (o.get() == &s) continue;
+      const size_t n = std::min(common_prefix(o->seq.tokens(), p.prompt), p.prompt.size() - 1);
+      if (n > donor_n) {
+        donor = o.get();
+        donor_n = n;
+      }
+    }
+    if (donor) {
+      s.seq.copy_prefix(donor->seq, donor_n);
+      keep = size_t(s.seq.size());  // the copy, or (no room) nothing, or (refused) the slot's own prefix
+    }
+  }
   // The slot keeps one cell free: a token that would fill it ends the request.
   s.rules.n_predict = p.n_predict;
   s.rules.n_ctx = opts_.n_ctx_slot - 1;
@@ -389,15 +406,29 @@ void SlotEngine::step() {
     }
   // Decode priority: while slots generate, prompt chunks fill the batch only up to one ubatch, so each
   // generating slot's next token waits for one graph run, not for a whole n_batch of prompt (docs/server.md).
+  // --prompt-chunk narrows that further: a step with n generating slots costs about the same as one with
+  // none for small n (the weights are read once), while each prompt token adds compute, so the prompt share
+  // sets the step's length, the streams' inter-token gap.
   const size_t n_ubatch = size_t(std::max<int64_t>(1, ctx_.params().n_ubatch));
-  const size_t budget = n_generating > 0 ? std::max(batch_.size(), std::min(n_batch, n_ubatch)) : n_batch;
-  for (auto& s : slots_) {
-    if (!s->task || s->seq.size() >= int64_t(s->task->params.prompt.size()) || batch_.size() >= budget) continue;
+  size_t budget = n_batch;
+  if (n_generating > 0) {
+    budget = std::min(n_batch, n_ubatch);
+    if (opts_.prompt_chunk > 0) budget = std::min(budget, batch_.size() + size_t(opts_.prompt_chunk));
+    budget = std::max(budget, batch_.size());
+  }
+  // Oldest request first, so a prompt's wait does not depend on its slot's number.
+  std::vector<Slot*> reading;
+  for (auto& s : slots_)
+    if (s->task && s->seq.size() < int64_t(s->task->params.prompt.size())) reading.push_back(s.get());
+  std::stable_sort(reading.begin(), reading.end(),
+                   [](const Slot* a, const Slot* b) { return a->task->arrival < b->task->arrival; });
+  for (Slot* s : reading) {
+    if (batch_.size() >= budget) break;
     const auto& prompt = s->task->params.prompt;
     const size_t k = s->seq.add_prompt_chunk(batch_, prompt, budget - batch_.size());
     s->timings.prompt_n += int64_t(k);
-    prompt_slots.push_back(s.get());
-    if (s->seq.size() == int64_t(prompt.size())) outputs.emplace_back(s.get(), n_rows++);
+    prompt_slots.push_back(s);
+    if (s->seq.size() == int64_t(prompt.size())) outputs.emplace_back(s, n_rows++);
   }
   if (batch_.size() == 0) return;
 

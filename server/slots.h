@@ -7,11 +7,14 @@
 //      cached tokens share the longest prefix with the prompt; that slot's
 //      cells after the common prefix are removed and only the rest of the
 //      prompt is evaluated (prefix reuse: runtime/generation.h's Sequence);
+//      when another slot (busy or not) holds a longer prefix of the prompt
+//      (a chat's system prompt), its K/V cells are copied instead;
 //   3. build ONE batch: the last sampled token of every generating slot plus
-//      prompt chunks of slots still reading their prompt: up to n_batch
-//      tokens when no slot is generating, else up to n_ubatch (decode
-//      priority: a generating slot waits one graph run per step, not
-//      n_batch / n_ubatch of them, while a long prompt is read);
+//      prompt chunks of slots still reading their prompt, oldest request
+//      first: up to n_batch tokens when no slot is generating, else at most
+//      prompt_chunk prompt tokens within n_ubatch in all (decode priority: a
+//      generating slot waits one short graph run per step, not n_batch /
+//      n_ubatch of them, while a long prompt is read);
 //      With speculative decoding a generating slot's token comes with a
 //      draft of the tokens after it (runtime/speculative.h), each with logits;
 //   4. decode it, sample each slot that got logits, and push events (text
@@ -138,6 +141,12 @@ struct EngineOptions {
   // a short shared head (a chat template's first tokens) does not evict another
   // conversation's cache. 0: any shared prefix counts.
   float prompt_similarity = 0.5f;
+  // Decode priority (docs/server.md, "Under load"): the most prompt tokens a step takes beside generating
+  // slots (--prompt-chunk; within n_ubatch in all). 0: n_ubatch less the generating slots' rows.
+  int64_t prompt_chunk = 256;
+  // Shared prefixes: a request whose prompt shares a longer prefix with another slot's cached tokens than with
+  // its own slot's gets those K/V cells copied (Sequence::copy_prefix) instead of computing them again.
+  bool copy_prefixes = true;
   // Test seam: called on the engine thread before each batched decode; an
   // exception from it fails that decode as a failed Context::decode would.
   std::function<void()> before_decode;

@@ -142,6 +142,13 @@ void add_serve_command(CLI::App& app) {
                   "reuse the idle slot with the longest common prefix only when it keeps more than this fraction of "
                   "that slot's cache, else the least recently used slot (0.5; 0 = any shared prefix)")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--prompt-chunk", o->prompt_chunk,
+                  "most prompt tokens a step takes while any slot is generating, within -ub (256; 0 = -ub); smaller: "
+                  "shorter gaps in the streams, slower prompts under load")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag(
+      "--no-prefix-copy", [o](int64_t) { o->copy_prefixes = false; },
+      "compute a prompt's prefix again even when another slot holds its K/V (a shared system prompt)");
   add_engine_options(sub, so->context, so->backend, so->perf);
   CLI::Option* ctx_size = sub->get_option("--ctx-size");
   ctx_size->description(ctx_size->get_description() + "; the total, split evenly over the slots");

@@ -249,6 +249,9 @@ TEST(Rwkv7State, SequencePrefixReuseUsesCheckpoints) {
   next.push_back(5);
   EXPECT_EQ(s.reuse_prefix(next), 20u) << "the latest checkpoint inside the common prefix (23)";
   EXPECT_EQ(s.size(), 20);
+  Sequence other(*c, 1);  // a state is not per position: no prefix of it can be copied to another sequence
+  EXPECT_FALSE(other.copy_prefix(s, 10));
+  EXPECT_EQ(other.size(), 0);
   s.decode(std::span<const int32_t>(next).subspan(20));
   auto ref = f.ctx();
   decode_prompt(*ref, next);

@@ -3,7 +3,8 @@
 // of pad256(window * n_seq_max + n_ubatch) cells whose cells are reused once
 // out of the window, and give the logits of a full cache (--swa-full) after
 // the ring has wrapped; prefix reuse falls back to a full re-decode when the
-// window before the prefix is gone, and keeps the prefix when it is there.
+// window before the prefix is gone, and keeps the prefix when it is there;
+// a prefix copied to another sequence (Sequence::copy_prefix) follows the same rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,6 +77,44 @@ TEST(SlidingWindowCache, SizedLikeLlamaCppAndEqualToAFullCacheAfterWrapping) {
   EXPECT_TRUE(swa.seq_can_resume(0, int32_t(p2.size() - 1)));
   EXPECT_EQ(a.reuse_prefix(p3), p2.size() - 1);
   EXPECT_GE(swa.seq_pos_min(0), 0);
+}
+
+// Sequence::copy_prefix: another sequence gets a prefix's cells (the full cache's, the sliding cache's window
+// before its end) and then gives the logits of decoding the whole prompt; a prefix whose window the sliding
+// cache lost is refused with nothing changed. The sliding cache frees cells once they are out of the window of
+// the donor's own next tokens, so only a prefix close to the donor's end can be copied from it.
+TEST(SlidingWindowCache, CopiedPrefixGivesTheLogitsOfAFullDecode) {
+  auto reg = make_registry({}, 2);
+  auto model = Model::load(test::golden_model("tiny-gemma3-f32"), *reg);
+  ContextParams cp;
+  cp.n_ctx = 1024, cp.n_batch = cp.n_ubatch = 16, cp.kv_type = DType::F32, cp.n_seq_max = 2;
+  Context swa(*model, cp);
+  cp.n_seq_max = 1;
+  cp.swa_full = true;
+  Context full(*model, cp);
+  const std::vector<int32_t> t = tokens(100);
+  Sequence a(swa, 0), b(swa, 1), ref(full, 0);
+  a.decode(t);
+  std::vector<int32_t> p(t.begin(), t.begin() + 98);
+  p.push_back(5);
+  p.push_back(6);
+  EXPECT_FALSE(b.copy_prefix(a, 80)) << "the window before 80 left the sliding cache while a was decoded";
+  EXPECT_EQ(b.size(), 0);
+  ASSERT_TRUE(b.copy_prefix(a, 98));
+  EXPECT_EQ(b.size(), 98);
+  EXPECT_EQ(b.tokens(), std::vector<int32_t>(t.begin(), t.begin() + 98));
+  EXPECT_EQ(swa.seq_pos_max(1), 97);
+  b.decode(std::span<const int32_t>(p).subspan(98));
+  ref.decode(p);
+  EXPECT_LT(max_rel_diff(swa.logits(0), full.logits(0), swa.n_vocab()), 1e-4);
+  EXPECT_EQ(a.size(), 100) << "the donor keeps its cells";
+
+  // a goes on past its window: the window before 98 is gone, so copying that prefix is refused.
+  a.decode(tokens(400));
+  EXPECT_FALSE(swa.seq_can_resume(0, 98));
+  EXPECT_FALSE(b.copy_prefix(a, 98));
+  EXPECT_EQ(b.size(), 100) << "a refused copy leaves the sequence as it was";
+  EXPECT_FALSE(b.copy_prefix(a, 600)) << "more tokens than the donor holds";
 }
 
 }  // namespace

@@ -131,11 +131,12 @@ TEST(ServerBatching, ShutdownEndsInFlightStreamsWithFinalEvent) {
 
 // Decode priority: while a slot generates, a long prompt arriving on another slot is read one ubatch per step
 // (each step also carrying the generating slot's token), so no step makes the generating slot wait for more
-// than n_ubatch tokens; with nothing generating, a prompt takes up to n_batch tokens in one step. The answers
-// stay those of the requests alone.
-TEST(ServerBatching, PromptChunksYieldToDecodingSlots) {
+// than n_ubatch tokens, nor for more than prompt_chunk prompt tokens when that is set; with nothing
+// generating, a prompt takes up to n_batch tokens in one step. The answers stay those of the requests alone.
+void batching_check_mixed_steps(int64_t n_ubatch, int64_t prompt_chunk) {
   server::ServerOptions o = default_options(2, 2048);
-  o.n_ubatch = 16;
+  o.n_ubatch = n_ubatch;
+  o.prompt_chunk = prompt_chunk;
   struct BatchingRecord {
     std::mutex mu;
     std::vector<std::pair<int64_t, int64_t>> batches;  // (tokens, generating slots)
@@ -167,7 +168,7 @@ TEST(ServerBatching, PromptChunksYieldToDecodingSlots) {
   {
     std::lock_guard<std::mutex> lk(rec->mu);
     ASSERT_FALSE(rec->batches.empty());
-    EXPECT_GT(rec->batches.front().first, 16) << "a prompt alone is read in one step of up to n_batch tokens";
+    EXPECT_GT(rec->batches.front().first, n_ubatch) << "a prompt alone is read in one step of up to n_batch tokens";
     rec->batches.clear();
   }
 
@@ -195,11 +196,62 @@ TEST(ServerBatching, PromptChunksYieldToDecodingSlots) {
   int mixed = 0;
   for (const auto& [n_tokens, n_generating] : rec->batches) {
     if (n_generating == 0) continue;
-    EXPECT_LE(n_tokens, 16) << "a step with a generating slot carried more than n_ubatch tokens";
+    EXPECT_LE(n_tokens, n_ubatch) << "a step with a generating slot carried more than n_ubatch tokens";
+    if (prompt_chunk > 0) {
+      EXPECT_LE(n_tokens - n_generating, prompt_chunk) << "a step beside a generating slot took more prompt tokens";
+    }
     mixed += n_tokens > n_generating;
   }
   EXPECT_GE(mixed, 3) << "the long prompt was not read alongside the generating slot over several steps";
 }
+
+TEST(ServerBatching, PromptChunksYieldToDecodingSlots) { batching_check_mixed_steps(16, 0); }
+
+// --prompt-chunk: at most that many prompt tokens in a step beside a generating slot (fewer than -ub allows).
+TEST(ServerBatching, PromptChunkBoundsPromptTokensBesideDecoding) { batching_check_mixed_steps(16, 5); }
+
+// Shared prefixes: a request whose prompt starts like another slot's cached tokens (a common system prompt)
+// gets those K/V cells copied into its own slot instead of computing them again, and answers as a cold run.
+json batching_native(LocalServer& s, const std::string& prompt, int n, bool cache) {
+  auto r = s.post("/completion", {{"prompt", prompt}, {"n_predict", n}, {"temperature", 0}, {"cache_prompt", cache}});
+  EXPECT_TRUE(r);
+  if (!r) return json();
+  EXPECT_EQ(r->status, 200) << r->body;
+  return json::parse(r->body);
+}
+
+void batching_check_prefix_copy(bool copy) {
+  server::ServerOptions o = default_options(2, 2048);
+  o.copy_prefixes = copy;
+  LocalServer s(o);
+  const std::string system = "Lily had a big red ball and she liked to play with it in the park every day. ";
+  const std::string a = system + "One day";
+  const std::string b = system + "The dog ran to the";
+  // The system prompt alone lands in slot 0 (both are idle and unused).
+  const int64_t n_system = batching_native(s, system, 1, false)["timings"]["prompt_n"].get<int64_t>();
+  ASSERT_GT(n_system, 10);
+  // a reuses slot 0 and fills it with the system prompt and 100 generated tokens, so b then shares under half
+  // of that slot's cache (-sps 0.5) and goes to the other, empty slot.
+  const json first = batching_native(s, a, 100, true);
+  ASSERT_GT(first["timings"]["cache_n"].get<int64_t>(), n_system / 2) << "a did not reuse slot 0";
+  const json second = batching_native(s, b, 16, true);
+  const int64_t cached = second["timings"]["cache_n"].get<int64_t>();
+  const int64_t evaluated = second["timings"]["prompt_n"].get<int64_t>();
+  // Cold (cache_prompt false: the whole prompt evaluated, in the least recently used slot 0).
+  const json cold = batching_native(s, b, 16, false);
+  const int64_t n_b = cold["timings"]["prompt_n"].get<int64_t>();
+  EXPECT_EQ(second["content"], cold["content"]);
+  EXPECT_EQ(cached + evaluated, n_b);
+  if (copy) {
+    EXPECT_GE(cached, n_system - 2) << "the shared system prompt was computed again";
+    EXPECT_LE(evaluated, n_b - n_system + 2);
+  } else {
+    EXPECT_EQ(cached, 0) << "b's slot held nothing of its prompt";
+  }
+}
+
+TEST(ServerBatching, SharedPrefixIsCopiedFromAnotherSlot) { batching_check_prefix_copy(true); }
+TEST(ServerBatching, SharedPrefixRecomputedWithoutPrefixCopy) { batching_check_prefix_copy(false); }
 
 }  // namespace
 }  // namespace opal::test
