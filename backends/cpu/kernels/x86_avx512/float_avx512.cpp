@@ -5,7 +5,8 @@
 // F32 and F16 follow llama.cpp's orders exactly as the reference does
 // (kernels/llama_order.h): for >= 2 activation rows and k % 16 == 0 one
 // 16-lane FMA accumulator per output (tinyBLAS; tiles of 4 weight rows x 4
-// activation rows, the 16 reductions of a tile at once by reduce16x16),
+// activation rows, the 16 reductions of a tile at once by reduce16x16, the
+// last 1-3 activation rows in one 4 x n tile; plain loads, k % 16 == 0),
 // otherwise ggml_vec_dot's 4 accumulators over steps of 64 and a tail one
 // product at a time (float for F32, double for F16): 16 weight rows in the
 // lanes (VecDotRows16: one reduce16x16, the F32 tail in the lanes from
@@ -16,6 +17,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/kernels/tile_driver.h"
@@ -29,6 +31,7 @@ struct F32Weights {
   static constexpr int kElemBytes = 4;
   static constexpr bool kDoubleTail = false;  // ggml_vec_dot_f32 sums its tail in float
   static __m512 load(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+  static __m512 load16(const uint8_t* p) { return _mm512_loadu_ps(p); }
   static float one(const uint8_t* p) {
     float f;
     std::memcpy(&f, p, 4);
@@ -39,6 +42,9 @@ struct F16Weights {
   static constexpr int kElemBytes = 2;
   static constexpr bool kDoubleTail = true;  // ggml_vec_dot_f16 sums its tail in double
   static __m512 load(const uint8_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+  static __m512 load16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   static float one(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -67,12 +73,14 @@ struct FloatKernel {
     __m512 acc[RW][RA];
     for (int i = 0; i < RW; ++i)
       for (int a = 0; a < RA; ++a) acc[i][a] = _mm512_setzero_ps();
-    for (int64_t e = 0; e < g.k; e += 16) {
-      const __mmask16 m = g.k - e >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (g.k - e)) - 1);
+    // k % 16 == 0 (gemm_llama_order): plain loads, which the compiler sees cannot
+    // touch the accumulators, so they stay in registers across the loop.
+    const int64_t k = g.k;
+    for (int64_t e = 0; e < k; e += 16) {
       __m512 xv[RA];
-      for (int a = 0; a < RA; ++a) xv[a] = _mm512_maskz_loadu_ps(m, x[a] + e);
+      for (int a = 0; a < RA; ++a) xv[a] = _mm512_loadu_ps(x[a] + e);
       for (int i = 0; i < RW; ++i) {
-        const __m512 wv = W::load(w[i] + e * W::kElemBytes, m);
+        const __m512 wv = W::load16(w[i] + e * W::kElemBytes);
         for (int a = 0; a < RA; ++a) acc[i][a] = _mm512_fmadd_ps(wv, xv[a], acc[i][a]);
       }
     }
@@ -110,8 +118,7 @@ struct VecDotKernel {
         for (int j = 0; j < 4; ++j) xv[j] = _mm512_loadu_ps(x + e + 16 * j);
         for (int i = 0; i < RW; ++i)
           for (int j = 0; j < 4; ++j)
-            acc[i][j] =
-                _mm512_fmadd_ps(W::load(w[i] + (e + 16 * j) * W::kElemBytes, __mmask16(0xFFFF)), xv[j], acc[i][j]);
+            acc[i][j] = _mm512_fmadd_ps(W::load16(w[i] + (e + 16 * j) * W::kElemBytes), xv[j], acc[i][j]);
       }
       for (int i = 0; i < RW; ++i) {
         const float head = _mm512_reduce_add_ps(
@@ -184,8 +191,7 @@ struct VecDotRows16 {
         for (int j = 0; j < 4; ++j) xv[j] = _mm512_loadu_ps(x + e + 16 * j);
         for (int i = 0; i < 4; ++i)
           for (int j = 0; j < 4; ++j)
-            acc[i][j] =
-                _mm512_fmadd_ps(W::load(w[i] + (e + 16 * j) * W::kElemBytes, __mmask16(0xFFFF)), xv[j], acc[i][j]);
+            acc[i][j] = _mm512_fmadd_ps(W::load16(w[i] + (e + 16 * j) * W::kElemBytes), xv[j], acc[i][j]);
       }
       for (int i = 0; i < 4; ++i)
         t[q + i] = _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][2]), _mm512_add_ps(acc[i][1], acc[i][3]));
@@ -242,10 +248,37 @@ void drive_vec_dot(const GemmArgs& g) {
   }
 }
 
+// drive() for the tinyBLAS tiles with the activation remainder (1-3 rows) in
+// one 4 x n tile, so that a batch of 2, 3, 5, 6 or 7 rows reads each weight
+// tile twice at most (small batches: speculative verification).
+template <class Kernel>
+void drive_lanes(const GemmArgs& g) {
+  auto tail = [&](auto rw, int64_t r, int64_t a, int64_t n) {
+    constexpr int RW = decltype(rw)::value;
+    if (n == 3) Kernel::template tile<RW, 3>(g, r, a);
+    else if (n == 2) Kernel::template tile<RW, 2>(g, r, a);
+    else if (n == 1) Kernel::template tile<RW, 1>(g, r, a);
+  };
+  for (int64_t a0 = 0; a0 < g.n_act; a0 += kActChunk) {
+    const int64_t a1 = a0 + kActChunk < g.n_act ? a0 + kActChunk : g.n_act;
+    int64_t r = g.row_begin;
+    for (; r + 4 <= g.row_end; r += 4) {
+      int64_t a = a0;
+      for (; a + 4 <= a1; a += 4) Kernel::template tile<4, 4>(g, r, a);
+      tail(std::integral_constant<int, 4>{}, r, a, a1 - a);
+    }
+    for (; r < g.row_end; ++r) {
+      int64_t a = a0;
+      for (; a + 4 <= a1; a += 4) Kernel::template tile<1, 4>(g, r, a);
+      tail(std::integral_constant<int, 1>{}, r, a, a1 - a);
+    }
+  }
+}
+
 // llama.cpp takes tinyBLAS for >= 2 activation rows when k % 16 == 0, else ggml_vec_dot.
 template <class W>
 void gemm_llama_order(const GemmArgs& g) {
-  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0) drive<FloatKernel<W>, 4, 4>(g);
+  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0) drive_lanes<FloatKernel<W>>(g);
   else drive_vec_dot<W>(g);
 }
 
