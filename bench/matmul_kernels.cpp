@@ -8,6 +8,10 @@
 //                         FFN up/gate shape), cycling over > 96 MB of copies.
 //   decode-2048/<isa>/<type>: n_act = 1 over 8192 x 2048 weights (Llama-3.2-1B's
 //                         FFN up/gate shape), cycling over > 96 MB of copies.
+//   decode-lora-up<R>, decode-lora-down<R> (F32): n_act = 1 over RWKV-7
+//                         0.1B's LoRA shapes, 768 rows of k = R and R rows of
+//                         k = 768 (R = 32, 64, 128), cycling over > 96 MB of
+//                         copies; decode-lora-up<R>-l2: one copy (in L2).
 //   decode-l2/<isa>/<type>: the same over 96 x 4096 weights that stay in L2:
 //                         the kernel's own speed, without DRAM.
 //   batch<M>/<isa>/<type>: n_act = M (2, 4, 8, 16) over the decode-1024 shape
@@ -116,11 +120,24 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("decode-2048/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 8192, 1, 0, 2048);
       })->Unit(benchmark::kMicrosecond);
-      if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K || t == DType::F16)
+      if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K || t == DType::F16 ||
+          t == DType::F32)
         for (int m : {2, 4, 8, 16})
           benchmark::RegisterBenchmark(("batch" + std::to_string(m) + "/" + suffix).c_str(), [=](benchmark::State& s) {
             run(s, isa, t, 3072, m, 0, 1024, true);
           })->Unit(benchmark::kMicrosecond);
+      if (t == DType::F32)  // RWKV-7 0.1B's LoRAs: 768 -> rank (32, 64, 128) and back
+        for (int64_t r : {32, 64, 128}) {
+          benchmark::RegisterBenchmark(("decode-lora-up" + std::to_string(r) + "/" + suffix).c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, t, 768, 1, 0, r); })
+              ->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(("decode-lora-up" + std::to_string(r) + "-l2/" + suffix).c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, t, 768, 1, 1, r); })
+              ->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(("decode-lora-down" + std::to_string(r) + "/" + suffix).c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, t, r, 1, 0, 768); })
+              ->Unit(benchmark::kMicrosecond);
+        }
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 96, 1, 1);
       })->Unit(benchmark::kMicrosecond);

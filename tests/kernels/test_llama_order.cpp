@@ -79,6 +79,36 @@ TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
     }
 }
 
+// One-row F32/F16 products (decode, single_rows) on 37 weight rows: slices of 16
+// rows in the lanes (AVX-512), then 4 x 1 and 1 x 1 tiles; k with no tail, a
+// tail under 8 (fused only), one of 8+ (rounded products, then fused), and a
+// tail-only row (k < 64: RWKV-7's rank-32 LoRA).
+TEST(LlamaOrder, FloatDecodeRowsInLanesEqualTheReferenceBitForBit) {
+  std::mt19937 rng(11);
+  for (Isa isa : simd_isas())
+    for (DType t : {DType::F32, DType::F16}) {
+      const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
+      const MatmulKernels* fast = isa_matmul_kernels(t, isa);
+      if (!fast) continue;
+      for (int64_t k : {32, 64, 69, 128, 181, 768})
+        for (int64_t rows : {16, 37}) {
+          const auto w = weights(t, rows, k, rng);
+          for (int64_t n_act : {1, 3})
+            for (bool single : {false, true}) {
+              if (n_act > 1 && !single && k % 16 == 0) continue;  // tinyBLAS: the test above
+              std::normal_distribution<float> val(0.0f, 2.0f);
+              std::vector<float> x(size_t(n_act * k));
+              for (auto& v : x) v = val(rng);
+              const auto a = gemm(*ref, w, t, rows, k, x, n_act, single);
+              const auto b = gemm(*fast, w, t, rows, k, x, n_act, single);
+              EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+                  << isa_name(isa) << " " << dtype_name(t) << " k=" << k << " rows=" << rows << " n_act=" << n_act
+                  << (single ? " single_rows" : "");
+            }
+        }
+    }
+}
+
 TEST(LlamaOrder, Q4_0BatchesEqualTheRepackedOrderBitForBit) {
   std::mt19937 rng(13);
   const DType t = DType::Q4_0;

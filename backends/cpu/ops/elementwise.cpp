@@ -30,7 +30,7 @@ void binary(const Tensor& node, const OpContext& ctx, F f) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const int64_t n0 = node.ne[0];
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
@@ -51,7 +51,7 @@ void binary(const Tensor& node, const OpContext& ctx, F f) {
 template <typename F>
 void unary(const Tensor& node, const OpContext& ctx, F f) {
   const Tensor& a = *node.src[0];
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
@@ -64,7 +64,7 @@ void unary(const Tensor& node, const OpContext& ctx, F f) {
 
 void cpy(const Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
     float tmp[256];
@@ -88,7 +88,7 @@ void cpy(const Tensor& node, const OpContext& ctx) {
 void gelu_rows(const Tensor& node, const OpContext& ctx, const GeluKernels& k) {
   const Tensor& a = *node.src[0];
   const float* table = gelu_table();
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r)
@@ -102,7 +102,7 @@ void geglu_rows(const Tensor& node, const OpContext& ctx, const GeluKernels& k) 
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const float* table = gelu_table();
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {

@@ -12,7 +12,7 @@ void compute_get_rows(const Tensor& node, const OpContext& ctx) {
   const Tensor& table = *node.src[0];
   const Tensor& ids = *node.src[1];
   const int64_t n = ids.ne[0], B = ids.ne[1];
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(n * B, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {

@@ -13,7 +13,7 @@ namespace opal::cpu {
 void compute_norm(const Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
   const int64_t n = a.ne[0];
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {

@@ -21,7 +21,7 @@ void compute_rope(const Tensor& node, const OpContext& ctx) {
   const bool neox = p.mode == RopeMode::Neox;
   const int64_t D = x.ne[0], H = x.ne[1], T = x.ne[2];
   const float* factors = ff ? static_cast<const float*>(ff->data) : nullptr;
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t t0, t1;
     split_range(T * x.ne[3], ith, nth, &t0, &t1);
     float cs[2 * 512];  // cos/sin per pair; n_rot <= 1024 is checked by supports()

@@ -72,7 +72,7 @@ void rows_op(const Tensor& node, const OpContext& ctx) {
   const float eps = node.fparams[0];
   const UnaryFn fn = UnaryFn(node.iparams[0]);
   const RwkvKernels* kern = rwkv_kernels();
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
@@ -143,7 +143,7 @@ void compute_token_shift(const Tensor& node, const OpContext& ctx) {
   const float* px = static_cast<const float*>(x.data);
   float* ps = static_cast<float*>(state.data);
   float* py = static_cast<float*>(node.data);
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t c0, c1;
     split_range(C, ith, nth, &c0, &c1);
     if (c0 >= c1) return;
@@ -171,7 +171,7 @@ void compute_lerp(const Tensor& node, const OpContext& ctx) {
   float* py = static_cast<float*>(node.data);
   const RwkvKernels* kern = rwkv_kernels();
   const auto lerp = kern ? kern->lerp : rwkv_ref::lerp;
-  ctx.pool.run([&](int ith, int nth) {
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t t0, t1;
     split_range(T, ith, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; ++t) lerp(px + t * C, pp + t * C, mix, n_mix, py + t * C, T * C, C);
