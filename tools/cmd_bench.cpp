@@ -366,6 +366,7 @@ int run_bench(const BenchOptions& o) {
   for (const auto& k : kernel_names) cond.kernels += (cond.kernels.empty() ? "" : " ") + k;
   cond.isa = cpu::isa_description();
   if (cpu::batch_order() == cpu::BatchOrder::lanes) cond.isa += ", batch order lanes";
+  if (cpu::batch_order() == cpu::BatchOrder::llama) cond.isa += ", batch order llama";
 
   std::string out;
   if (o.output == "md") out = format_markdown(results, cond, BenchDefaults{});

@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
     app.parse(int(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const opal::Error& e) {  // a flag's own check (e.g. --isa, --batch-order) failed while parsing
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
   }
   try {
     for (auto& [sub, action] : actions())

@@ -187,6 +187,16 @@ TEST(KernelsVsReferenceLanes, LanesOrderMatchesTheReference) {
   set_batch_order(before);
   EXPECT_EQ(parse_batch_order("lanes"), BatchOrder::lanes);
   EXPECT_EQ(parse_batch_order("llama"), BatchOrder::llama);
+  EXPECT_EQ(parse_batch_order("auto"), BatchOrder::by_type);
+  // auto: Q5_0 batches in the lanes, Q8_0 in llama.cpp's order; an explicit choice covers both.
+  set_batch_order(BatchOrder::by_type);
+  EXPECT_TRUE(lanes_order(DType::Q5_0));
+  EXPECT_FALSE(lanes_order(DType::Q8_0));
+  set_batch_order(BatchOrder::llama);
+  EXPECT_FALSE(lanes_order(DType::Q5_0));
+  set_batch_order(BatchOrder::lanes);
+  EXPECT_TRUE(lanes_order(DType::Q8_0));
+  set_batch_order(before);
   EXPECT_THROW(parse_batch_order("fast"), Error);
 }
 

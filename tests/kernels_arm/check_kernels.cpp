@@ -92,7 +92,7 @@ int main() {
           if (block_size(t) == 256 && k % 256 != 0) continue;
           check(isa, t, k, n_act, t == DType::Q4_0 && n_act >= 4);
         }
-    // Q8_0 batches past 16 rows in the lanes order (the default is llama's, above).
+    // Q8_0 batches past 16 rows in the lanes order (the default keeps llama's for Q8_0, above).
     set_batch_order(BatchOrder::lanes);
     for (int64_t k : {32, 4096})
       for (int64_t n_act : {17, 32}) check(isa, DType::Q8_0, k, n_act);

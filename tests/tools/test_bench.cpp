@@ -243,17 +243,19 @@ TEST(Bench, CacheTypeListsGiveARowPerPair) {
   EXPECT_NE(v.out.find("-ctv q4_0 needs flash attention: pass -fa 1"), std::string::npos) << v.out;
 }
 
-// --batch-order lanes (the flag form of $OPAL_BATCH_ORDER; --q8-0-order is its older name) is named on the isa
-// line.
+// --batch-order lanes|llama (the flag form of $OPAL_BATCH_ORDER; --q8-0-order is its older name) is named on the
+// isa line; the default (auto: per weight type) is not.
 TEST(Bench, BatchOrderFlagIsShownOnTheIsaLine) {
   for (const char* flag : {"--batch-order", "--q8-0-order"}) {
-    const BenchRun lanes = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw " + flag + " lanes");
-    ASSERT_EQ(lanes.status, 0) << lanes.out;
-    EXPECT_NE(lanes.out.find(", batch order lanes"), std::string::npos) << flag << "\n" << lanes.out;
-    const BenchRun llama = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw " + flag + " llama");
-    ASSERT_EQ(llama.status, 0) << llama.out;
-    EXPECT_NE(llama.out.find("- isa: "), std::string::npos) << llama.out;
-    EXPECT_EQ(llama.out.find("batch order"), std::string::npos) << flag << "\n" << llama.out;
+    for (const char* order : {"lanes", "llama"}) {
+      const BenchRun run = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw " + flag + " " + order);
+      ASSERT_EQ(run.status, 0) << run.out;
+      EXPECT_NE(run.out.find(std::string(", batch order ") + order), std::string::npos) << flag << "\n" << run.out;
+    }
+    const BenchRun by_type = bench("-m " + model() + " -p 8 -n 0 -r 1 -t 1 --no-bw " + flag + " auto");
+    ASSERT_EQ(by_type.status, 0) << by_type.out;
+    EXPECT_NE(by_type.out.find("- isa: "), std::string::npos) << by_type.out;
+    EXPECT_EQ(by_type.out.find("batch order"), std::string::npos) << flag << "\n" << by_type.out;
   }
 }
 
@@ -277,14 +279,15 @@ TEST(Bench, BadFlagsFailClearly) {
       {"-m " + model() + " --fa auto", "bench takes 0 or 1"},
       {"-m " + model() + " -d -5", "-d"},
       {"-m " + model() + " --bogus", "--bogus"},
-      {"-m " + model() + " --q8-0-order fast", "unknown batch order 'fast' (choose llama or lanes"},
-      {"-m " + model() + " --batch-order fast", "unknown batch order 'fast' (choose llama or lanes"},
+      {"-m " + model() + " --q8-0-order fast", "unknown batch order 'fast' (choose auto, llama or lanes"},
+      {"-m " + model() + " --batch-order fast", "unknown batch order 'fast' (choose auto, llama or lanes"},
       {"-m " + model() + " --isa avx3", "unknown ISA 'avx3' (choose scalar, avx2, avx2-vnni, avx512 or neon)"},
   };
   for (const auto& c : cases) {
     const BenchRun r = bench_err(c.args);
     EXPECT_NE(r.status, 0) << c.args;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << c.args << "\n" << r.out;  // an error, not a crash
   }
 }
 

@@ -36,9 +36,10 @@ const MatmulKernels* matmul_kernels(DType weight_type, Isa isa) {
 const MatmulKernels* matmul_kernels(DType weight_type) { return matmul_kernels(weight_type, selected_isa()); }
 
 BatchOrder parse_batch_order(std::string_view name) {
+  if (name == "auto") return BatchOrder::by_type;
   if (name == "llama") return BatchOrder::llama;
   if (name == "lanes") return BatchOrder::lanes;
-  fail("unknown batch order '{}' (choose llama or lanes; $OPAL_BATCH_ORDER or --batch-order)", name);
+  fail("unknown batch order '{}' (choose auto, llama or lanes; $OPAL_BATCH_ORDER or --batch-order)", name);
 }
 
 namespace {
@@ -46,7 +47,7 @@ std::atomic<int>& batch_order_selection() {
   static std::atomic<int> s{[] {
     const char* env = std::getenv("OPAL_BATCH_ORDER");
     if (!env || !*env) env = std::getenv("OPAL_Q8_0_ORDER");  // the older name
-    return int(env && *env ? parse_batch_order(env) : BatchOrder::llama);
+    return int(env && *env ? parse_batch_order(env) : BatchOrder::by_type);
   }()};
   return s;
 }
@@ -54,6 +55,10 @@ std::atomic<int>& batch_order_selection() {
 
 BatchOrder batch_order() { return BatchOrder(batch_order_selection().load(std::memory_order_relaxed)); }
 void set_batch_order(BatchOrder order) { batch_order_selection().store(int(order), std::memory_order_relaxed); }
+bool lanes_order(DType weight_type) {
+  const BatchOrder order = batch_order();
+  return order == BatchOrder::lanes || (order == BatchOrder::by_type && weight_type == DType::Q5_0);
+}
 
 void round_activations(DType act_type, const float* x, float* out, int64_t k) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -67,15 +67,21 @@ const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa);
 //          avx2; Q5_0: avx2, which avx2-vnni uses too; the same bits on each):
 //          about 2x the Q8_0 prompt speed with VNNI; logits close to
 //          llama.cpp's (max|d|/std < 0.08) but two q8_0 goldens fork in greedy
-//          decoding, so not the default.
-// Initially $OPAL_BATCH_ORDER ("llama" or "lanes") if set, else
-// $OPAL_Q8_0_ORDER (the older name), else llama; the tools' --batch-order
+//          decoding;
+//   by_type (the default, named "auto"): lanes for Q5_0 (its goldens stay
+//          within the 2-6-bit tolerance, greedy identical, and Q4_K_M files
+//          whose rows are not a multiple of 256 are mostly Q5_0: SmolLM2's
+//          AVX2 prompts 2-3x), llama for Q8_0 (bit-identical goldens).
+// Initially $OPAL_BATCH_ORDER ("auto", "llama" or "lanes") if set, else
+// $OPAL_Q8_0_ORDER (the older name), else auto; the tools' --batch-order
 // (alias --q8-0-order) sets it (tools/isa_option.cpp).
 // Decode, small batches and expert rows (single_rows) always take llama's.
-enum class BatchOrder { llama, lanes };
+enum class BatchOrder { by_type, llama, lanes };
 BatchOrder batch_order();
 void set_batch_order(BatchOrder order);
-// Parses "llama" / "lanes"; throws opal::Error naming the choices.
+// Whether batches of weight_type take the lanes order under the selection.
+bool lanes_order(DType weight_type);
+// Parses "auto" / "llama" / "lanes"; throws opal::Error naming the choices.
 BatchOrder parse_batch_order(std::string_view name);
 
 // llama.cpp's vec_dot type of a weight type (F32 if none applies).

@@ -218,7 +218,7 @@ void gemm_q4_0(const GemmArgs& g) {
 }
 // Q8_0: the lanes only for batches of more than 16 rows in the lanes order.
 void gemm_q8_0(const GemmArgs& g) {
-  if (g.n_act >= kQ8_0LanesFrom && !g.single_rows && g.scratch != nullptr && batch_order() == BatchOrder::lanes)
+  if (g.n_act >= kQ8_0LanesFrom && !g.single_rows && g.scratch != nullptr && lanes_order(DType::Q8_0))
     SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
   else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
 }

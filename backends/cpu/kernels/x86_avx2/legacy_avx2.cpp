@@ -366,19 +366,19 @@ constexpr int64_t kLanesFrom = 17;
 
 int64_t q5_0_scratch_floats(int64_t k) { return k / 32 * Q5_0Lanes::kBlockBytes / 4 + 8; }
 
-bool lanes_batch(const GemmArgs& g) {
-  return g.n_act >= kLanesFrom && !g.single_rows && g.scratch != nullptr && batch_order() == BatchOrder::lanes;
+bool lanes_batch(const GemmArgs& g, DType weight_type) {
+  return g.n_act >= kLanesFrom && !g.single_rows && g.scratch != nullptr && lanes_order(weight_type);
 }
 
 void gemm_q5_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
-  else if (lanes_batch(g)) SliceDriver<Q5_0Lanes>::run(g);
+  else if (lanes_batch(g, DType::Q5_0)) SliceDriver<Q5_0Lanes>::run(g);
   else gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g);
 }
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
-  else if (lanes_batch(g)) SliceDriver<Q8_0Lanes>::run(g);
+  else if (lanes_batch(g, DType::Q8_0)) SliceDriver<Q8_0Lanes>::run(g);
   else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
 }
 

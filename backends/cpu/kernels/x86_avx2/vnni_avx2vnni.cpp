@@ -199,7 +199,7 @@ void gemm_q4_0(const GemmArgs& g) {
 // Q5_0: everything but the lanes order's batches on the plain AVX2 kernels
 // (llama.cpp's order there).
 void gemm_q5_0(const GemmArgs& g) {
-  if (g.n_act > kSmallBatch && !g.single_rows && g.scratch != nullptr && batch_order() == BatchOrder::lanes)
+  if (g.n_act > kSmallBatch && !g.single_rows && g.scratch != nullptr && lanes_order(DType::Q5_0))
     SliceDriver<RowsInLanes<Q5_0Weights>>::run(g);
   else avx2::gemm_q5_0(g);
 }
@@ -208,7 +208,7 @@ void gemm_q5_0(const GemmArgs& g) {
 // llama order); larger batches in the selected order (batch_order()).
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
-  else if (g.scratch != nullptr && batch_order() == BatchOrder::lanes) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
+  else if (g.scratch != nullptr && lanes_order(DType::Q8_0)) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
   else gemm_entry<LlamaTiles, 4, 3, 4>(g);
 }
 

@@ -587,7 +587,7 @@ void gemm_q4_0(const GemmArgs& g) {
 void gemm_q5_0(const GemmArgs& g) {
   using W = Q5_0Weights;
   if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
-  else if (!g.single_rows && RowsInLanes<W>::applies(g) && batch_order() == BatchOrder::lanes)
+  else if (!g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q5_0))
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
   else LegacyPrompt<W>::run(g);
 }
@@ -595,7 +595,7 @@ void gemm_q5_0(const GemmArgs& g) {
 void gemm_q8_0(const GemmArgs& g) {
   using W = Q8_0Weights;
   if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
-  else if (!g.single_rows && RowsInLanes<W>::applies(g) && batch_order() == BatchOrder::lanes)
+  else if (!g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q8_0))
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
   else LegacyPrompt<W>::run(g);
 }
