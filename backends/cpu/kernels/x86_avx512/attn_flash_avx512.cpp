@@ -9,10 +9,6 @@
 // parts, p a degree-6 polynomial (the AVX2 form's, 16 lanes: relative error
 // about 2e-7 on [-88, 0]; below -87.3 it flushes to 0). Widening: f16 by
 // vcvtph2ps, q8_0 / q4_0 blocks as d * q (q4_0: nibble - 8, low nibbles first).
-// The f16 forms for few query rows read the cache in place: dots_f16 (up to
-// 4 rows) keeps a 16-lane accumulator per (row, cell) along dk and sums 16
-// cells at once (reduce16x16), with no tile widened or transposed; accum_f16
-// converts each V row once for its R FMAs.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -22,7 +18,6 @@
 
 #include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
-#include "backends/cpu/kernels/x86_avx512/reduce_avx512.h"
 #include "core/quant/blocks.h"
 
 namespace opal::cpu::avx512 {
@@ -142,6 +137,9 @@ void dots_rows_of(const float* q, int64_t ldq, const float* kt, int64_t n, int64
   else dots_tile<R, 1>(q, ldq, kt, dk, scale, s, lds, n);
 }
 
+void dots_transposed(const float* q, int64_t ldq, int64_t m, const float* kt, int64_t n, int64_t dk, float scale,
+                     float* s, int64_t lds);
+
 void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
           float* s, int64_t lds) {
   if (dk > kFlashMaxDk || n > kFlashTile || m < 2) return dots_rows(q, ldq, m, k, ldk, n, dk, scale, s, lds);
@@ -150,6 +148,12 @@ void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, i
   // the last 16-cell vector may read past the transposed cells: zero them
   for (int64_t r = (n + 7) / 8 * 8; r < (n + 15) / 16 * 16; ++r)
     for (int64_t i = 0; i < dk; ++i) kt[i * kFlashTile + r] = 0.0f;
+  dots_transposed(q, ldq, m, kt, n, dk, scale, s, lds);
+}
+
+// dots over a transposed tile kt ([dk][kFlashTile], cells past n zero up to the next 16), 2 <= m.
+void dots_transposed(const float* q, int64_t ldq, int64_t m, const float* kt, int64_t n, int64_t dk, float scale,
+                     float* s, int64_t lds) {
   int64_t j = 0;
   for (; j + 6 <= m; j += 6) dots_rows_of<6>(q + j * ldq, ldq, kt, n, dk, scale, s + j * lds, lds);
   switch (m - j) {
@@ -239,64 +243,49 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   }
 }
 
-// Few query rows (decode's GQA group): no widened or transposed tile. Four cells at a time meet the M rows
-// (4 M accumulators along dk, each K vector converted once for M FMAs), and every 16 cells' accumulators of a
-// row are summed at once by reduce16x16 into one vector of 16 scores.
-template <int M>
-void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* kbase, uint64_t stride, const int32_t* cells, int64_t n,
-                   int64_t dk, float scale, float* s, int64_t lds) {
-  const __m512 sc = _mm512_set1_ps(scale);
-  for (int64_t r0 = 0; r0 < n; r0 += 16) {
-    const int64_t rows = n - r0 < 16 ? n - r0 : 16;
-    __m512 part[M][16];
-    for (int64_t g = 0; g < 16; g += 4) {
-      const uint16_t* kr[4];
-      for (int c = 0; c < 4; ++c)
-        kr[c] =
-            g + c < rows ? reinterpret_cast<const uint16_t*>(kbase + uint64_t(cells[r0 + g + c]) * stride) : nullptr;
-      __m512 a[4][M];
-      for (auto& x : a)
-        for (auto& y : x) y = _mm512_setzero_ps();
-      for (int64_t i = 0; i < dk; i += 16) {
-        const __mmask16 mk = flash_mask(dk - i);
-        for (int c = 0; c < 4; ++c) {
-          if (!kr[c]) continue;
-          const __m512 kv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, kr[c] + i));
-          for (int j = 0; j < M; ++j)
-            a[c][j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, q + j * ldq + i), kv, a[c][j]);
-        }
-      }
-      for (int c = 0; c < 4; ++c)
-        for (int j = 0; j < M; ++j) part[j][g + c] = a[c][j];
+// The f16 K tile of cells[0..n) widened and transposed at once (8 x 8 blocks: eight rows' 8 halves converted,
+// then flash_transpose8's shuffles): kt[i * kFlashTile + r], rows past n up to the next 16 zeroed.
+void widen_transpose_f16(const uint8_t* kbase, uint64_t stride, const int32_t* cells, int64_t n, int64_t dk,
+                         float* kt) {
+  const int64_t d8 = dk & ~int64_t(7);
+  alignas(32) float blk[8 * 8];
+  for (int64_t r0 = 0; r0 < n; r0 += 8) {
+    const int64_t rows = n - r0 < 8 ? n - r0 : 8;
+    const uint16_t* row[8];
+    for (int64_t r = 0; r < 8; ++r)
+      row[r] = r < rows ? reinterpret_cast<const uint16_t*>(kbase + uint64_t(cells[r0 + r]) * stride) : nullptr;
+    for (int64_t i0 = 0; i0 < d8; i0 += 8) {
+      for (int64_t r = 0; r < 8; ++r)
+        _mm256_store_ps(blk + 8 * r,
+                        row[r] ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + i0)))
+                               : _mm256_setzero_ps());
+      flash_transpose8(blk, 8, kt + i0 * kFlashTile + r0, kFlashTile);
     }
-    const __mmask16 out = flash_mask(rows);
-    for (int j = 0; j < M; ++j) {
-      const __m512 sums = _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(part[j]));
-      _mm512_mask_storeu_ps(s + j * lds + r0, out, _mm512_mul_ps(sums, sc));
-    }
+    for (int64_t i = d8; i < dk; ++i)
+      for (int64_t r = 0; r < 8; ++r) kt[i * kFlashTile + r0 + r] = row[r] ? _cvtsh_ss(row[r][i]) : 0.0f;
   }
+  for (int64_t r = (n + 7) / 8 * 8; r < (n + 15) / 16 * 16; ++r)
+    for (int64_t i = 0; i < dk; ++i) kt[i * kFlashTile + r] = 0.0f;
 }
 
 void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* kbase, uint64_t stride, const int32_t* cells,
               int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
-  switch (m) {
-    case 1: return dots_f16_rows<1>(q, ldq, kbase, stride, cells, n, dk, scale, s, lds);
-    case 2: return dots_f16_rows<2>(q, ldq, kbase, stride, cells, n, dk, scale, s, lds);
-    case 3: return dots_f16_rows<3>(q, ldq, kbase, stride, cells, n, dk, scale, s, lds);
-    case 4: return dots_f16_rows<4>(q, ldq, kbase, stride, cells, n, dk, scale, s, lds);
-    default: break;
+  if (dk > kFlashMaxDk || n > kFlashTile || m < 2) {  // the row form over rows widened a few at a time
+    constexpr int64_t kBuf = 8192;
+    alignas(64) float buf[kBuf];
+    std::vector<float> big(dk > kBuf ? size_t(dk) : 0);
+    float* k = dk > kBuf ? big.data() : buf;
+    const int64_t chunk = std::max<int64_t>(1, kBuf / dk);
+    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+      const int64_t rows = std::min(chunk, n - r0);
+      widen_f16(kbase, stride, cells + r0, rows, dk, k, dk);
+      dots_rows(q, ldq, m, k, dk, rows, dk, scale, s + r0, lds);
+    }
+    return;
   }
-  // more rows: the widened tile (transposed inside dots), a tile's worth of rows at a time
-  constexpr int64_t kBuf = 16384;
-  alignas(64) float buf[kBuf];
-  std::vector<float> big(dk > kBuf ? size_t(dk) : 0);
-  float* k = dk > kBuf ? big.data() : buf;
-  const int64_t chunk = std::clamp<int64_t>(kBuf / dk, 1, kFlashTile);
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t rows = std::min(chunk, n - r0);
-    widen_f16(kbase, stride, cells + r0, rows, dk, k, dk);
-    dots(q, ldq, m, k, dk, rows, dk, scale, s + r0, lds);
-  }
+  alignas(64) float kt[kFlashMaxDk * kFlashTile];
+  widen_transpose_f16(kbase, stride, cells, n, dk, kt);
+  dots_transposed(q, ldq, m, kt, n, dk, scale, s, lds);
 }
 
 // R query rows x C vectors of 16 columns over f16 V rows (converted once per row, used R times).
