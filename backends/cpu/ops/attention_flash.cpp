@@ -8,12 +8,10 @@
 // range): the block's query rows (the GQA group of each token, j = token *
 // group + head) meet the visible cells kFlashTile at a time:
 //   K tile widened to f32 [n][dk] once for all rows (f16, bf16, f32, q8_0,
-//   q4_0 rows: kernels/attn_flash.h; an f16 tile straight into the dots'
-//   transposed layout where the ISA has dots_f16), scores s = scale * q . k for the tile
+//   q4_0 rows: kernels/attn_flash.h), scores s = scale * q . k for the tile
 //   only, each row's running max m and sum l updated
 //   (m' = max(m, max s), l' = l * e^(m - m') + sum e^(s - m')), its
-//   accumulator rescaled by e^(m - m') and the V tile (widened once; an f16
-//   tile read in place by accum_f16 for up to kDirectVRows rows) added
+//   accumulator rescaled by e^(m - m') and the V tile (widened once) added
 //   with the weights e^(s - m');
 // the output is acc / l. No row of scores longer than a tile is ever held,
 // so memory does not grow with the depth beyond the cell lists.
@@ -39,7 +37,6 @@ namespace {
 constexpr int64_t kFlashRows = 64;       // query rows per unit (whole GQA groups)
 constexpr int64_t kSplitMaxTokens = 8;   // batches up to this size may split their cells across threads
 constexpr int64_t kSplitMinCells = 256;  // fewest cells per range of a split
-constexpr int64_t kDirectVRows = 6;      // up to this many rows read an f16 V tile in place (decode: one GQA group)
 
 int64_t flash_block_tokens(int64_t group) { return std::max<int64_t>(1, kFlashRows / group); }
 int64_t max_splits(int n_threads) { return int64_t(std::max(1, n_threads)); }
@@ -225,13 +222,8 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = 0; j < m; ++j)
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
-            if (k.type == DType::F16 && fk.dots_f16) {  // widened and transposed in one pass
-              fk.dots_f16(qb + j0 * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale, s + j0 * kFlashTile,
-                          kFlashTile);
-            } else {
-              widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
-              fk.dots(qb + j0 * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + j0 * kFlashTile, kFlashTile);
-            }
+            widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
+            fk.dots(qb + j0 * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + j0 * kFlashTile, kFlashTile);
             for (int64_t j = j0; j < j1; ++j) {
               float* sj = s + j * kFlashTile;
               const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
@@ -249,13 +241,8 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 for (int64_t i = 0; i < dv; ++i) acc[j * dv + i] *= alpha;
               mrow[j] = mnew;
             }
-            if (v.type == DType::F16 && fk.accum_f16 && j1 - j0 <= kDirectVRows) {  // few rows: no widened tile
-              fk.accum_f16(s + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, acc + j0 * dv,
-                           dv);
-            } else {
-              widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
-              fk.accum(s + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + j0 * dv, dv);
-            }
+            widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
+            fk.accum(s + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + j0 * dv, dv);
           }
           for (int64_t j = 0; j < m; ++j) {
             const int64_t t = t0 + j / group, h = g * group + j % group;

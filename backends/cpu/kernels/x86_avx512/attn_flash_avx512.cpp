@@ -12,9 +12,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -137,9 +135,6 @@ void dots_rows_of(const float* q, int64_t ldq, const float* kt, int64_t n, int64
   else dots_tile<R, 1>(q, ldq, kt, dk, scale, s, lds, n);
 }
 
-void dots_transposed(const float* q, int64_t ldq, int64_t m, const float* kt, int64_t n, int64_t dk, float scale,
-                     float* s, int64_t lds);
-
 void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
           float* s, int64_t lds) {
   if (dk > kFlashMaxDk || n > kFlashTile || m < 2) return dots_rows(q, ldq, m, k, ldk, n, dk, scale, s, lds);
@@ -148,12 +143,6 @@ void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, i
   // the last 16-cell vector may read past the transposed cells: zero them
   for (int64_t r = (n + 7) / 8 * 8; r < (n + 15) / 16 * 16; ++r)
     for (int64_t i = 0; i < dk; ++i) kt[i * kFlashTile + r] = 0.0f;
-  dots_transposed(q, ldq, m, kt, n, dk, scale, s, lds);
-}
-
-// dots over a transposed tile kt ([dk][kFlashTile], cells past n zero up to the next 16), 2 <= m.
-void dots_transposed(const float* q, int64_t ldq, int64_t m, const float* kt, int64_t n, int64_t dk, float scale,
-                     float* s, int64_t lds) {
   int64_t j = 0;
   for (; j + 6 <= m; j += 6) dots_rows_of<6>(q + j * ldq, ldq, kt, n, dk, scale, s + j * lds, lds);
   switch (m - j) {
@@ -243,103 +232,9 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   }
 }
 
-// The f16 K tile of cells[0..n) widened and transposed at once (8 x 8 blocks: eight rows' 8 halves converted,
-// then flash_transpose8's shuffles): kt[i * kFlashTile + r], rows past n up to the next 16 zeroed.
-void widen_transpose_f16(const uint8_t* kbase, uint64_t stride, const int32_t* cells, int64_t n, int64_t dk,
-                         float* kt) {
-  const int64_t d8 = dk & ~int64_t(7);
-  alignas(32) float blk[8 * 8];
-  for (int64_t r0 = 0; r0 < n; r0 += 8) {
-    const int64_t rows = n - r0 < 8 ? n - r0 : 8;
-    const uint16_t* row[8];
-    for (int64_t r = 0; r < 8; ++r)
-      row[r] = r < rows ? reinterpret_cast<const uint16_t*>(kbase + uint64_t(cells[r0 + r]) * stride) : nullptr;
-    for (int64_t i0 = 0; i0 < d8; i0 += 8) {
-      for (int64_t r = 0; r < 8; ++r)
-        _mm256_store_ps(blk + 8 * r,
-                        row[r] ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + i0)))
-                               : _mm256_setzero_ps());
-      flash_transpose8(blk, 8, kt + i0 * kFlashTile + r0, kFlashTile);
-    }
-    for (int64_t i = d8; i < dk; ++i)
-      for (int64_t r = 0; r < 8; ++r) kt[i * kFlashTile + r0 + r] = row[r] ? _cvtsh_ss(row[r][i]) : 0.0f;
-  }
-  for (int64_t r = (n + 7) / 8 * 8; r < (n + 15) / 16 * 16; ++r)
-    for (int64_t i = 0; i < dk; ++i) kt[i * kFlashTile + r] = 0.0f;
-}
-
-void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* kbase, uint64_t stride, const int32_t* cells,
-              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
-  if (dk > kFlashMaxDk || n > kFlashTile || m < 2) {  // the row form over rows widened a few at a time
-    constexpr int64_t kBuf = 8192;
-    alignas(64) float buf[kBuf];
-    std::vector<float> big(dk > kBuf ? size_t(dk) : 0);
-    float* k = dk > kBuf ? big.data() : buf;
-    const int64_t chunk = std::max<int64_t>(1, kBuf / dk);
-    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-      const int64_t rows = std::min(chunk, n - r0);
-      widen_f16(kbase, stride, cells + r0, rows, dk, k, dk);
-      dots_rows(q, ldq, m, k, dk, rows, dk, scale, s + r0, lds);
-    }
-    return;
-  }
-  alignas(64) float kt[kFlashMaxDk * kFlashTile];
-  widen_transpose_f16(kbase, stride, cells, n, dk, kt);
-  dots_transposed(q, ldq, m, kt, n, dk, scale, s, lds);
-}
-
-// R query rows x C vectors of 16 columns over f16 V rows (converted once per row, used R times).
-template <int R, int C>
-void accum_tile_f16(const float* p, int64_t ldp, const uint8_t* vbase, uint64_t stride, const int32_t* cells, int64_t n,
-                    int64_t i0, float* acc, int64_t lda, int64_t cols) {
-  __mmask16 mk[C];
-  for (int c = 0; c < C; ++c) mk[c] = flash_mask(cols - 16 * c);
-  __m512 a[R][C];
-  for (int j = 0; j < R; ++j)
-    for (int c = 0; c < C; ++c) a[j][c] = _mm512_maskz_loadu_ps(mk[c], acc + j * lda + 16 * c);
-  for (int64_t r = 0; r < n; ++r) {
-    const uint16_t* vr = reinterpret_cast<const uint16_t*>(vbase + uint64_t(cells[r]) * stride) + i0;
-    __m512 x[C];
-    for (int c = 0; c < C; ++c) x[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk[c], vr + 16 * c));
-    for (int j = 0; j < R; ++j) {
-      const __m512 b = _mm512_set1_ps(p[j * ldp + r]);
-      for (int c = 0; c < C; ++c) a[j][c] = _mm512_fmadd_ps(b, x[c], a[j][c]);
-    }
-  }
-  for (int j = 0; j < R; ++j)
-    for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(acc + j * lda + 16 * c, mk[c], a[j][c]);
-}
-
-template <int R>
-void accum_f16_rows_of(const float* p, int64_t ldp, const uint8_t* vbase, uint64_t stride, const int32_t* cells,
-                       int64_t n, int64_t dv, float* acc, int64_t lda) {
-  for (int64_t i0 = 0; i0 < dv; i0 += 64) {
-    const int64_t cols = dv - i0, vecs = (cols + 15) / 16;
-    if (vecs >= 4) accum_tile_f16<R, 4>(p, ldp, vbase, stride, cells, n, i0, acc + i0, lda, cols);
-    else if (vecs == 3) accum_tile_f16<R, 3>(p, ldp, vbase, stride, cells, n, i0, acc + i0, lda, cols);
-    else if (vecs == 2) accum_tile_f16<R, 2>(p, ldp, vbase, stride, cells, n, i0, acc + i0, lda, cols);
-    else accum_tile_f16<R, 1>(p, ldp, vbase, stride, cells, n, i0, acc + i0, lda, cols);
-  }
-}
-
-void accum_f16(const float* p, int64_t ldp, int64_t m, const uint8_t* vbase, uint64_t stride, const int32_t* cells,
-               int64_t n, int64_t dv, float* acc, int64_t lda) {
-  int64_t j = 0;
-  for (; j + 6 <= m; j += 6) accum_f16_rows_of<6>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-  switch (m - j) {
-    case 5: return accum_f16_rows_of<5>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    case 4: return accum_f16_rows_of<4>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    case 3: return accum_f16_rows_of<3>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    case 2: return accum_f16_rows_of<2>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    case 1: return accum_f16_rows_of<1>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    default: return;
-  }
-}
-
 }  // namespace
 
-const FlashKernels kFlashKernels = {"avx512", widen_f16, widen_q8_0, widen_q4_0, dots,
-                                    exp_sum,  accum,     dots_f16,   accum_f16};
+const FlashKernels kFlashKernels = {"avx512", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
