@@ -87,17 +87,6 @@ void widen(const FlashKernels& fk, DType type, const uint8_t* base, uint64_t str
   }
 }
 
-// max of s[0..n): eight independent running maxima (vectorizable, no dependency chain through every cell).
-float flash_row_max(const float* s, int64_t n) {
-  float t[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  int64_t r = 0;
-  for (; r + 8 <= n; r += 8)
-    for (int u = 0; u < 8; ++u) t[u] = std::max(t[u], s[r + u]);
-  for (; r < n; ++r) t[0] = std::max(t[0], s[r]);
-  for (int u = 1; u < 8; ++u) t[0] = std::max(t[0], t[u]);
-  return t[0];
-}
-
 }  // namespace
 
 uint64_t attention_flash_work_size(const Tensor& node, int n_threads) {
@@ -143,9 +132,8 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   for (int64_t t = 0; t < T; ++t)
     if (nb == 0 || t - bstart[nb - 1] >= bt || tok[2 * t + 1] != tok[2 * bstart[nb - 1] + 1]) bstart[nb++] = int32_t(t);
   bstart[nb] = int32_t(T);
-  // Cell ranges per unit: only when there are fewer units than threads (decode).
-  // Enough ranges that the pieces divide evenly among the threads: nth / gcd(units, nth) ranges per unit
-  // (3 kv heads on 2 threads: 2 ranges each, 3 pieces per thread, where whole units would split 2 : 1).
+  // Cell ranges per unit (decode): enough ranges that the pieces divide evenly among the threads: nth / gcd(units, nth)
+  // ranges per unit (3 kv heads on 2 threads: 2 ranges each, 3 pieces per thread, where whole units would split 2 : 1).
   int64_t n_split = 1;
   if (T <= kSplitMaxTokens && (hkv * nb) % nth_pool != 0)
     n_split = std::max<int64_t>(1, std::min({nth_pool / std::gcd(hkv * nb, int64_t(nth_pool)), max_splits(nth_pool),
@@ -227,9 +215,11 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = j0; j < j1; ++j) {
               float* sj = s + j * kFlashTile;
               const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
-              std::fill(sj, sj + a, -INFINITY);
-              std::fill(sj + e, sj + n, -INFINITY);
-              const float tmax = flash_row_max(sj, n);
+              float tmax = -INFINITY;
+              for (int64_t r = 0; r < n; ++r) {
+                if (r < a || r >= e) sj[r] = -INFINITY;
+                tmax = std::max(tmax, sj[r]);
+              }
               if (tmax == -INFINITY) {  // nothing visible here: weights 0
                 std::fill(sj, sj + n, 0.0f);
                 continue;
