@@ -110,46 +110,5 @@ TEST(AttnFlash, DotsExpAndAccumulationAgreeWithTheReference) {
   }
 }
 
-TEST(AttnFlash, F16TileFormsAgreeWithWideningFirst) {
-  const FlashKernels& ref = ref_flash_kernels();
-  std::mt19937 rng(13);
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  // (dk, m, n): partial 8-row groups, a head that is not whole 8-blocks, single rows (the row form), a full tile
-  for (auto [dk, m, n] : {std::tuple<int64_t, int64_t, int64_t>{64, 3, 64},
-                          {64, 3, 37},
-                          {64, 1, 64},
-                          {128, 6, 13},
-                          {40, 5, 9},
-                          {256, 2, 64},
-                          {64, 9, 64}}) {
-    const int64_t dv = dk, n_cells = 80, E = 2 * dk;  // two heads per row: read the second
-    std::vector<uint16_t> cache(size_t(n_cells * E));
-    for (auto& h : cache) h = f32_to_f16(val(rng));
-    std::vector<int32_t> cells(static_cast<size_t>(n));
-    for (int64_t r = 0; r < n; ++r) cells[size_t(r)] = int32_t((r * 7 + 3) % n_cells);
-    const auto* base = reinterpret_cast<const uint8_t*>(cache.data()) + dk * 2;
-    const uint64_t stride = uint64_t(E) * 2;
-    std::vector<float> q(size_t(m * dk)), p(size_t(m * 72));
-    for (auto* a : {&q, &p})
-      for (auto& x : *a) x = val(rng);
-    for (const FlashKernels* kk : flash_kernel_sets()) {
-      if (!kk->dots_f16 || !kk->accum_f16) continue;
-      std::vector<float> s(size_t(m * 72), -9.0f), s_ref = s;
-      kk->dots_f16(q.data(), dk, m, base, stride, cells.data(), n, dk, 0.125f, s.data(), 72);
-      ref.dots_f16(q.data(), dk, m, base, stride, cells.data(), n, dk, 0.125f, s_ref.data(), 72);
-      for (int64_t j = 0; j < m; ++j) {
-        for (int64_t r = 0; r < n; ++r)
-          EXPECT_NEAR(s[size_t(j * 72 + r)], s_ref[size_t(j * 72 + r)], 1e-5f)
-              << kk->name << " dk " << dk << " m " << m;
-        for (int64_t r = n; r < 72; ++r) ASSERT_EQ(s[size_t(j * 72 + r)], -9.0f) << kk->name << ": wrote past n";
-      }
-      std::vector<float> acc(size_t(m * (dv + 8)), 0.5f), acc_ref = acc;
-      kk->accum_f16(p.data(), 72, m, base, stride, cells.data(), n, dv, acc.data(), dv + 8);
-      ref.accum_f16(p.data(), 72, m, base, stride, cells.data(), n, dv, acc_ref.data(), dv + 8);
-      for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], acc_ref[i], 1e-4f) << kk->name << " i " << i;
-    }
-  }
-}
-
 }  // namespace
 }  // namespace opal::cpu

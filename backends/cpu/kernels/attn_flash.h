@@ -37,14 +37,6 @@ struct FlashKernels {
   // acc[j * lda + i] += sum_r p[j * ldp + r] * v[r * ldv + i], for j < m, i < dv, r < n.
   void (*accum)(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
                 int64_t lda);
-  // Optional forms that read an f16 tile straight from the cache (null: the op widens the tile first, then
-  // calls the ones above; the results agree within float rounding). K and V rows are those of widen_f16.
-  // dots over the f16 K rows of cells[0..n): the tile widened and transposed in one pass.
-  void (*dots_f16)(const float* q, int64_t ldq, int64_t m, const uint8_t* kbase, uint64_t stride, const int32_t* cells,
-                   int64_t n, int64_t dk, float scale, float* s, int64_t lds);
-  // accum over the f16 V rows of cells[0..n), each row converted where it is used (for few query rows).
-  void (*accum_f16)(const float* p, int64_t ldp, int64_t m, const uint8_t* vbase, uint64_t stride, const int32_t* cells,
-                    int64_t n, int64_t dv, float* acc, int64_t lda);
 };
 
 // K's tile transposed for a register-tiled `dots`: kt[i * kFlashTile + r] = k[r * ldk + i] for r < n, i < dk,

@@ -8,12 +8,10 @@
 // range): the block's query rows (the GQA group of each token, j = token *
 // group + head) meet the visible cells kFlashTile at a time:
 //   K tile widened to f32 [n][dk] once for all rows (f16, bf16, f32, q8_0,
-//   q4_0 rows: kernels/attn_flash.h; an f16 tile straight into the dots'
-//   transposed layout where the ISA has dots_f16), scores s = scale * q . k for the tile
+//   q4_0 rows: kernels/attn_flash.h), scores s = scale * q . k for the tile
 //   only, each row's running max m and sum l updated
 //   (m' = max(m, max s), l' = l * e^(m - m') + sum e^(s - m')), its
-//   accumulator rescaled by e^(m - m') and the V tile (widened once; an f16
-//   tile read in place by accum_f16 for up to kDirectVRows rows) added
+//   accumulator rescaled by e^(m - m') and the V tile (widened once) added
 //   with the weights e^(s - m');
 // the output is acc / l. No row of scores longer than a tile is ever held,
 // so memory does not grow with the depth beyond the cell lists.
@@ -39,7 +37,6 @@ namespace {
 constexpr int64_t kFlashRows = 64;       // query rows per unit (whole GQA groups)
 constexpr int64_t kSplitMaxTokens = 8;   // batches up to this size may split their cells across threads
 constexpr int64_t kSplitMinCells = 256;  // fewest cells per range of a split
-constexpr int64_t kDirectVRows = 6;      // up to this many rows read an f16 V tile in place (decode: one GQA group)
 
 int64_t flash_block_tokens(int64_t group) { return std::max<int64_t>(1, kFlashRows / group); }
 int64_t max_splits(int n_threads) { return int64_t(std::max(1, n_threads)); }
@@ -90,17 +87,6 @@ void widen(const FlashKernels& fk, DType type, const uint8_t* base, uint64_t str
   }
 }
 
-// max of s[0..n): eight independent running maxima (vectorizable, no dependency chain through every cell).
-float flash_row_max(const float* s, int64_t n) {
-  float t[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  int64_t r = 0;
-  for (; r + 8 <= n; r += 8)
-    for (int u = 0; u < 8; ++u) t[u] = std::max(t[u], s[r + u]);
-  for (; r < n; ++r) t[0] = std::max(t[0], s[r]);
-  for (int u = 1; u < 8; ++u) t[0] = std::max(t[0], t[u]);
-  return t[0];
-}
-
 }  // namespace
 
 uint64_t attention_flash_work_size(const Tensor& node, int n_threads) {
@@ -146,9 +132,8 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   for (int64_t t = 0; t < T; ++t)
     if (nb == 0 || t - bstart[nb - 1] >= bt || tok[2 * t + 1] != tok[2 * bstart[nb - 1] + 1]) bstart[nb++] = int32_t(t);
   bstart[nb] = int32_t(T);
-  // Cell ranges per unit: only when there are fewer units than threads (decode).
-  // Enough ranges that the pieces divide evenly among the threads: nth / gcd(units, nth) ranges per unit
-  // (3 kv heads on 2 threads: 2 ranges each, 3 pieces per thread, where whole units would split 2 : 1).
+  // Cell ranges per unit (decode): enough ranges that the pieces divide evenly among the threads: nth / gcd(units, nth)
+  // ranges per unit (3 kv heads on 2 threads: 2 ranges each, 3 pieces per thread, where whole units would split 2 : 1).
   int64_t n_split = 1;
   if (T <= kSplitMaxTokens && (hkv * nb) % nth_pool != 0)
     n_split = std::max<int64_t>(1, std::min({nth_pool / std::gcd(hkv * nb, int64_t(nth_pool)), max_splits(nth_pool),
@@ -225,19 +210,16 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = 0; j < m; ++j)
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
-            if (k.type == DType::F16 && fk.dots_f16) {  // widened and transposed in one pass
-              fk.dots_f16(qb + j0 * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale, s + j0 * kFlashTile,
-                          kFlashTile);
-            } else {
-              widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
-              fk.dots(qb + j0 * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + j0 * kFlashTile, kFlashTile);
-            }
+            widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
+            fk.dots(qb + j0 * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + j0 * kFlashTile, kFlashTile);
             for (int64_t j = j0; j < j1; ++j) {
               float* sj = s + j * kFlashTile;
               const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
-              std::fill(sj, sj + a, -INFINITY);
-              std::fill(sj + e, sj + n, -INFINITY);
-              const float tmax = flash_row_max(sj, n);
+              float tmax = -INFINITY;
+              for (int64_t r = 0; r < n; ++r) {
+                if (r < a || r >= e) sj[r] = -INFINITY;
+                tmax = std::max(tmax, sj[r]);
+              }
               if (tmax == -INFINITY) {  // nothing visible here: weights 0
                 std::fill(sj, sj + n, 0.0f);
                 continue;
@@ -249,13 +231,8 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 for (int64_t i = 0; i < dv; ++i) acc[j * dv + i] *= alpha;
               mrow[j] = mnew;
             }
-            if (v.type == DType::F16 && fk.accum_f16 && j1 - j0 <= kDirectVRows) {  // few rows: no widened tile
-              fk.accum_f16(s + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, acc + j0 * dv,
-                           dv);
-            } else {
-              widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
-              fk.accum(s + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + j0 * dv, dv);
-            }
+            widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
+            fk.accum(s + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + j0 * dv, dv);
           }
           for (int64_t j = 0; j < m; ++j) {
             const int64_t t = t0 + j / group, h = g * group + j % group;

@@ -3,7 +3,6 @@
 // these.
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
 #include "core/fp16.h"
@@ -73,22 +72,7 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
     }
 }
 
-// The f16 forms: the tile widened, then the forms above (the definition the SIMD forms are tested against).
-void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* kbase, uint64_t stride, const int32_t* cells,
-              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
-  std::vector<float> k(size_t(n * dk));
-  widen_f16(kbase, stride, cells, n, dk, k.data(), dk);
-  dots(q, ldq, m, k.data(), dk, n, dk, scale, s, lds);
-}
-
-void accum_f16(const float* p, int64_t ldp, int64_t m, const uint8_t* vbase, uint64_t stride, const int32_t* cells,
-               int64_t n, int64_t dv, float* acc, int64_t lda) {
-  std::vector<float> v(size_t(n * dv));
-  widen_f16(vbase, stride, cells, n, dv, v.data(), dv);
-  accum(p, ldp, m, v.data(), dv, n, dv, acc, lda);
-}
-
-const FlashKernels kRef = {"scalar", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum, dots_f16, accum_f16};
+const FlashKernels kRef = {"scalar", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
 
 }  // namespace
 

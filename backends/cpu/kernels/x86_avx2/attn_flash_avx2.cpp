@@ -288,7 +288,7 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
 
 }  // namespace
 
-const FlashKernels kFlashKernels = {"avx2", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum, nullptr, nullptr};
+const FlashKernels kFlashKernels = {"avx2", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

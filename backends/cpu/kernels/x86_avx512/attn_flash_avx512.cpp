@@ -9,20 +9,13 @@
 // parts, p a degree-6 polynomial (the AVX2 form's, 16 lanes: relative error
 // about 2e-7 on [-88, 0]; below -87.3 it flushes to 0). Widening: f16 by
 // vcvtph2ps, q8_0 / q4_0 blocks as d * q (q4_0: nibble - 8, low nibbles first).
-// The f16 forms for few query rows read the cache in place: dots_f16 (up to
-// 4 rows) keeps a 16-lane accumulator per (row, cell) along dk and sums 16
-// cells at once (reduce16x16), with no tile widened or transposed; accum_f16
-// converts each V row once for its R FMAs.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
-#include "backends/cpu/kernels/x86_avx512/reduce_avx512.h"
 #include "core/quant/blocks.h"
 
 namespace opal::cpu::avx512 {
@@ -239,118 +232,9 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   }
 }
 
-// Few query rows (decode's GQA group): no widened or transposed tile. Four cells at a time meet the M rows
-// (4 M accumulators along dk, each K vector converted once for M FMAs), and every 16 cells' accumulators of a
-// row are summed at once by reduce16x16 into one vector of 16 scores.
-template <int M>
-void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* kbase, uint64_t stride, const int32_t* cells, int64_t n,
-                   int64_t dk, float scale, float* s, int64_t lds) {
-  const __m512 sc = _mm512_set1_ps(scale);
-  for (int64_t r0 = 0; r0 < n; r0 += 16) {
-    const int64_t rows = n - r0 < 16 ? n - r0 : 16;
-    __m512 part[M][16];
-    for (int64_t g = 0; g < 16; g += 4) {
-      const uint16_t* kr[4];
-      for (int c = 0; c < 4; ++c)
-        kr[c] =
-            g + c < rows ? reinterpret_cast<const uint16_t*>(kbase + uint64_t(cells[r0 + g + c]) * stride) : nullptr;
-      __m512 a[4][M];
-      for (auto& x : a)
-        for (auto& y : x) y = _mm512_setzero_ps();
-      for (int64_t i = 0; i < dk; i += 16) {
-        const __mmask16 mk = flash_mask(dk - i);
-        for (int c = 0; c < 4; ++c) {
-          if (!kr[c]) continue;
-          const __m512 kv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, kr[c] + i));
-          for (int j = 0; j < M; ++j)
-            a[c][j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, q + j * ldq + i), kv, a[c][j]);
-        }
-      }
-      for (int c = 0; c < 4; ++c)
-        for (int j = 0; j < M; ++j) part[j][g + c] = a[c][j];
-    }
-    const __mmask16 out = flash_mask(rows);
-    for (int j = 0; j < M; ++j) {
-      const __m512 sums = _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(part[j]));
-      _mm512_mask_storeu_ps(s + j * lds + r0, out, _mm512_mul_ps(sums, sc));
-    }
-  }
-}
-
-void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* kbase, uint64_t stride, const int32_t* cells,
-              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
-  switch (m) {
-    case 1: return dots_f16_rows<1>(q, ldq, kbase, stride, cells, n, dk, scale, s, lds);
-    case 2: return dots_f16_rows<2>(q, ldq, kbase, stride, cells, n, dk, scale, s, lds);
-    case 3: return dots_f16_rows<3>(q, ldq, kbase, stride, cells, n, dk, scale, s, lds);
-    case 4: return dots_f16_rows<4>(q, ldq, kbase, stride, cells, n, dk, scale, s, lds);
-    default: break;
-  }
-  // more rows: the widened tile (transposed inside dots), a tile's worth of rows at a time
-  constexpr int64_t kBuf = 16384;
-  alignas(64) float buf[kBuf];
-  std::vector<float> big(dk > kBuf ? size_t(dk) : 0);
-  float* k = dk > kBuf ? big.data() : buf;
-  const int64_t chunk = std::clamp<int64_t>(kBuf / dk, 1, kFlashTile);
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t rows = std::min(chunk, n - r0);
-    widen_f16(kbase, stride, cells + r0, rows, dk, k, dk);
-    dots(q, ldq, m, k, dk, rows, dk, scale, s + r0, lds);
-  }
-}
-
-// R query rows x C vectors of 16 columns over f16 V rows (converted once per row, used R times).
-template <int R, int C>
-void accum_tile_f16(const float* p, int64_t ldp, const uint8_t* vbase, uint64_t stride, const int32_t* cells, int64_t n,
-                    int64_t i0, float* acc, int64_t lda, int64_t cols) {
-  __mmask16 mk[C];
-  for (int c = 0; c < C; ++c) mk[c] = flash_mask(cols - 16 * c);
-  __m512 a[R][C];
-  for (int j = 0; j < R; ++j)
-    for (int c = 0; c < C; ++c) a[j][c] = _mm512_maskz_loadu_ps(mk[c], acc + j * lda + 16 * c);
-  for (int64_t r = 0; r < n; ++r) {
-    const uint16_t* vr = reinterpret_cast<const uint16_t*>(vbase + uint64_t(cells[r]) * stride) + i0;
-    __m512 x[C];
-    for (int c = 0; c < C; ++c) x[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk[c], vr + 16 * c));
-    for (int j = 0; j < R; ++j) {
-      const __m512 b = _mm512_set1_ps(p[j * ldp + r]);
-      for (int c = 0; c < C; ++c) a[j][c] = _mm512_fmadd_ps(b, x[c], a[j][c]);
-    }
-  }
-  for (int j = 0; j < R; ++j)
-    for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(acc + j * lda + 16 * c, mk[c], a[j][c]);
-}
-
-template <int R>
-void accum_f16_rows_of(const float* p, int64_t ldp, const uint8_t* vbase, uint64_t stride, const int32_t* cells,
-                       int64_t n, int64_t dv, float* acc, int64_t lda) {
-  for (int64_t i0 = 0; i0 < dv; i0 += 64) {
-    const int64_t cols = dv - i0, vecs = (cols + 15) / 16;
-    if (vecs >= 4) accum_tile_f16<R, 4>(p, ldp, vbase, stride, cells, n, i0, acc + i0, lda, cols);
-    else if (vecs == 3) accum_tile_f16<R, 3>(p, ldp, vbase, stride, cells, n, i0, acc + i0, lda, cols);
-    else if (vecs == 2) accum_tile_f16<R, 2>(p, ldp, vbase, stride, cells, n, i0, acc + i0, lda, cols);
-    else accum_tile_f16<R, 1>(p, ldp, vbase, stride, cells, n, i0, acc + i0, lda, cols);
-  }
-}
-
-void accum_f16(const float* p, int64_t ldp, int64_t m, const uint8_t* vbase, uint64_t stride, const int32_t* cells,
-               int64_t n, int64_t dv, float* acc, int64_t lda) {
-  int64_t j = 0;
-  for (; j + 6 <= m; j += 6) accum_f16_rows_of<6>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-  switch (m - j) {
-    case 5: return accum_f16_rows_of<5>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    case 4: return accum_f16_rows_of<4>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    case 3: return accum_f16_rows_of<3>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    case 2: return accum_f16_rows_of<2>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    case 1: return accum_f16_rows_of<1>(p + j * ldp, ldp, vbase, stride, cells, n, dv, acc + j * lda, lda);
-    default: return;
-  }
-}
-
 }  // namespace
 
-const FlashKernels kFlashKernels = {"avx512", widen_f16, widen_q8_0, widen_q4_0, dots,
-                                    exp_sum,  accum,     dots_f16,   accum_f16};
+const FlashKernels kFlashKernels = {"avx512", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
