@@ -53,14 +53,15 @@ TEST(ServerDeploy, ShortSharedPrefixDoesNotEvictAConversationsCache) {
 }
 
 TEST(ServerDeploy, SigtermDrainsInFlightRequestsThenExits) {
-  ServeProcess p("-m " + stories_model() + " -np 2 -c 4096 --metrics --drain-timeout 30");
+  // The drain allows 120 s: a sanitizer build (TSan) streams stories260K at ~40 tokens/s on a busy host.
+  ServeProcess p("-m " + stories_model() + " -np 2 -c 4096 --metrics --drain-timeout 120");
   ASSERT_TRUE(p.ready()) << p.log();
   // A long stream in flight when SIGTERM arrives.
   SseStream stream;
   std::thread t([&] {
     stream = post_stream("127.0.0.1", p.port(), "/v1/chat/completions",
                          json{{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
-                              {"max_tokens", 1500},
+                              {"max_tokens", 1000},
                               {"ignore_eos", true},
                               {"stream", true},
                               {"stream_options", {{"include_usage", true}}}});
@@ -102,7 +103,7 @@ TEST(ServerDeploy, SigtermDrainsInFlightRequestsThenExits) {
     if (e.contains("usage") && e["usage"].is_object()) completion_tokens = e["usage"]["completion_tokens"];
   }
   EXPECT_EQ(finish, "length");
-  EXPECT_EQ(completion_tokens, 1500);
+  EXPECT_EQ(completion_tokens, 1000);
   EXPECT_TRUE(stream.done_marker);
   EXPECT_EQ(p.wait_exit(30), 0) << p.log();
   EXPECT_NE(p.log().find("draining"), std::string::npos) << p.log();
