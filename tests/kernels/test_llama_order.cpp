@@ -44,6 +44,14 @@ std::vector<uint8_t> weights(DType t, int64_t rows, int64_t k, std::mt19937& rng
   return w;
 }
 
+// n_act activation rows of k values drawn from N(0, 2).
+std::vector<float> llama_order_activations(int64_t n_act, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> val(0.0f, 2.0f);
+  std::vector<float> x(size_t(n_act * k));
+  for (auto& v : x) v = val(rng);
+  return x;
+}
+
 std::vector<float> gemm(const MatmulKernels& kern, const std::vector<uint8_t>& w, DType t, int64_t rows, int64_t k,
                         const std::vector<float>& x, int64_t n_act, bool single_rows) {
   test::GemmCall call;
@@ -66,9 +74,7 @@ TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
         const auto w = weights(t, rows, k, rng);
         for (int64_t n_act : {1, 2, 7, 16, 17})  // 16 / 17: the last small batch, the first prompt tile
           for (bool single : {false, true}) {
-            std::normal_distribution<float> val(0.0f, 2.0f);
-            std::vector<float> x(size_t(n_act * k));
-            for (auto& v : x) v = val(rng);
+            const std::vector<float> x = llama_order_activations(n_act, k, rng);
             const auto a = gemm(*ref, w, t, rows, k, x, n_act, single);
             const auto b = gemm(*fast, w, t, rows, k, x, n_act, single);
             EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
@@ -96,9 +102,7 @@ TEST(LlamaOrder, FloatDecodeRowsInLanesEqualTheReferenceBitForBit) {
           for (int64_t n_act : {1, 3})
             for (bool single : {false, true}) {
               if (n_act > 1 && !single && k % 16 == 0) continue;  // tinyBLAS: the test above
-              std::normal_distribution<float> val(0.0f, 2.0f);
-              std::vector<float> x(size_t(n_act * k));
-              for (auto& v : x) v = val(rng);
+              const std::vector<float> x = llama_order_activations(n_act, k, rng);
               const auto a = gemm(*ref, w, t, rows, k, x, n_act, single);
               const auto b = gemm(*fast, w, t, rows, k, x, n_act, single);
               EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
@@ -122,9 +126,7 @@ TEST(LlamaOrder, Q4_0BatchesEqualTheRepackedOrderBitForBit) {
       for (int64_t n_act :
            {3, 4, 8, 9, 16, 17, 70})  // decode kernels up to 8 (AVX2) / 16 (AVX-512), then rows in the lanes
         for (bool single : {false, true}) {
-          std::normal_distribution<float> val(0.0f, 2.0f);
-          std::vector<float> x(size_t(n_act * k));
-          for (auto& v : x) v = val(rng);
+          const std::vector<float> x = llama_order_activations(n_act, k, rng);
           const auto a = gemm(*ref, w, t, rows, k, x, n_act, single);
           const auto b = gemm(*fast, w, t, rows, k, x, n_act, single);
           EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
@@ -147,9 +149,7 @@ TEST(LlamaOrder, LanesOrderIsTheSameBitsOnEveryIsa) {
       const int64_t rows = 37;  // slices of 16 / 32 rows, then a partial one
       const auto w = weights(t, rows, k, rng);
       for (int64_t n_act : {17, 40}) {
-        std::normal_distribution<float> val(0.0f, 2.0f);
-        std::vector<float> x(size_t(n_act * k));
-        for (auto& v : x) v = val(rng);
+        const std::vector<float> x = llama_order_activations(n_act, k, rng);
         std::vector<float> first;
         bool differs_from_llama = false;
         for (Isa isa : isas) {
@@ -186,9 +186,7 @@ TEST(LlamaOrder, KQuantLanesBatchesAreTheSameBitsOnEveryIsa) {
       const int64_t rows = 37;  // slices of 16 / 32 rows, then a partial one
       const auto w = weights(t, rows, k, rng);
       for (int64_t n_act : {5, 17, 40}) {
-        std::normal_distribution<float> val(0.0f, 2.0f);
-        std::vector<float> x(size_t(n_act * k));
-        for (auto& v : x) v = val(rng);
+        const std::vector<float> x = llama_order_activations(n_act, k, rng);
         std::vector<float> first;
         int compared = 0;
         for (Isa isa : isas) {
