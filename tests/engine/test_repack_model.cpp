@@ -2,7 +2,7 @@
 // backends/cpu/weight_repack.cpp; docs/cpu-kernels.md "Decode at the wall"):
 // under every ISA the host runs, a model loaded with repacking gives the
 // logits of the same model loaded with --no-repack bit for bit (a prompt
-// batch, which reads repacked weights through the unpack, and decode steps,
+// batch of 20 tokens, which reads repacked weights through the unpack, and decode steps,
 // which read the row groups), including a tied embedding (token_embd read by
 // GET_ROWS and as the output matrix) and under --lm mmap (the mapping made
 // writable for the rewrite). With an accelerator that can run a weight's
@@ -45,7 +45,8 @@ RepackLogits run_repack_model(const std::string& path, bool repack, LoadMode mod
   Context ctx(*model, cp);
   const int64_t nv = ctx.n_vocab();
   Batch b;
-  const std::vector<int32_t> prompt = {1, 5, 9, 17, 33, 2, 7, 11, 3};
+  // 20 tokens: more than any gemm_packed takes (Q8_0 16, Q4_0 8), so the prompt reads the weights unpacked.
+  const std::vector<int32_t> prompt = {1, 5, 9, 17, 33, 2, 7, 11, 3, 8, 21, 4, 6, 13, 29, 10, 12, 14, 19, 23};
   for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], int32_t(i), 0, i + 1 == prompt.size());
   ctx.decode(b);
   r.all.insert(r.all.end(), ctx.logits(0), ctx.logits(0) + nv);

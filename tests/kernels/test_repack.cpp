@@ -37,7 +37,9 @@ TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
         const auto plain = repack_test_weights(t, rows, k, rng);
         auto packed = plain;
         repack_matrix(kLayoutRowGroups8, t, packed.data(), k, rows);
-        if (rows >= 8) EXPECT_NE(0, std::memcmp(plain.data(), packed.data(), plain.size())) << "nothing moved";
+        if (rows >= 8) {
+          EXPECT_NE(0, std::memcmp(plain.data(), packed.data(), plain.size())) << "nothing moved";
+        }
         // Rows past the last whole group stay where they were.
         const uint64_t rb = row_bytes(t, k), tail = uint64_t(rows / 8 * 8) * rb;
         EXPECT_EQ(0, std::memcmp(plain.data() + tail, packed.data() + tail, plain.size() - tail));
@@ -126,7 +128,9 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
         }
     }
 #if defined(__x86_64__)
-  if (host_supports(Isa::avx2)) EXPECT_GT(checked, 0) << "AVX2 host: the row-group kernels were not run";
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the row-group kernels were not run";
+  }
 #endif
 }
 
