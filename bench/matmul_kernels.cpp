@@ -150,7 +150,8 @@ const int kRegistered = [] {
                                        [=](benchmark::State& s) { run(s, isa, t, r, 1, 0, 768); })
               ->Unit(benchmark::kMicrosecond);
         }
-      const MatmulKernels* entry = matmul_kernels(t, isa);
+      // The ISA's own entry (constant tables: safe during static initialization, unlike the fallback chain).
+      const MatmulKernels* entry = isa_matmul_kernels(t, isa);
       if (entry && entry->packed_layout != 0) {  // the same shapes on the load-time repacked layout
         benchmark::RegisterBenchmark(("packed-decode/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 8192, 1, 0, 4096, false, true);

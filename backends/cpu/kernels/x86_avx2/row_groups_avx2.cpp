@@ -7,8 +7,9 @@
 // in row order; Q4_0: rows j and j + 4 in 32 bytes, the two 128-bit lanes of
 // vector j). A group is one sequential stream of 8 * row_bytes, and the
 // groups follow each other, so the whole slice of a thread is one stream
-// the hardware prefetchers track; a software prefetch kAhead bytes on keeps
-// the next lines requested.
+// the hardware prefetchers track. No software prefetch: 1 KiB and 4 KiB
+// ahead both measured slower than none (bench_matmul_kernels
+// packed-decode*, docs/perf/stop13-repack.md).
 //
 // The arithmetic is the plain decode kernels' instruction for instruction
 // (legacy_avx2.cpp LegacyDecode for Q8_0: llama.cpp's 8-lane order per row;
@@ -28,21 +29,15 @@ namespace opal::cpu::avx2 {
 namespace {
 
 constexpr int64_t kGroup = 8;
-constexpr int64_t kAhead = 1024;  // software prefetch distance in the stream, bytes
-
-inline void prefetch_block(const uint8_t* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + o), _MM_HINT_T0);
-}
 
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
-void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
+void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
   constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
   __m256 acc[kGroup];
   for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
     const uint8_t* xb = x + b * kQ8_0Bytes;
-    if (prefetch) prefetch_block(gb, kBlock);
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
                                    _mm256_set1_ps(load_f16(xb)));
@@ -57,7 +52,7 @@ void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bo
 }
 
 // One group of 8 Q4_0 rows against one convert_q8_0_sums activation row.
-void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
+void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
   const uint8_t* sums = x + nb * kQ8_0Bytes + nb * 4;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -65,7 +60,6 @@ void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bo
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
     const uint8_t* xb = x + b * kQ8_0Bytes;
-    if (prefetch) prefetch_block(gb, kBlock);
     const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
     const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
     __m256i s[4];
@@ -88,7 +82,7 @@ void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bo
   _mm256_storeu_ps(out, acc);
 }
 
-using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t*, float*, bool);
+using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t*, float*);
 
 // The thread's groups, each met by every activation row in turn; then the
 // plain rows after the last whole group through the plain gemm.
@@ -97,13 +91,10 @@ void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
   const int64_t end = g.row_end < full ? g.row_end : full;
-  const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
-  for (uint64_t o = 0; o < uint64_t(kAhead) && g.row_begin < end; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
   for (int64_t r = g.row_begin; r < end; r += kGroup) {
     const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
     for (int64_t a = 0; a < g.n_act; ++a)
-      group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r, a == 0);
+      group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r);
   }
   if (g.row_end > end) {
     GemmArgs rest = g;
