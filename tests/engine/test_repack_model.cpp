@@ -12,9 +12,11 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/factory/backend_factory.h"
+#include "core/error.h"
 #include "models/model.h"
 #include "runtime/context.h"
 #include "support/isa_coverage.h"
@@ -94,6 +96,32 @@ TEST(RepackModel, WeightsAnAcceleratorCouldReadAreNotRepacked) {
   auto model = Model::load(test::golden_model("tiny-qwen3-q8_0"), *reg, LoadOptions{});
   for (const auto& [name, t] : model->weights()) EXPECT_EQ(t->layout, 0) << name << " was repacked";
   cpu::set_isa(before);
+}
+
+// A graph that reads a repacked weight other than as MUL_MAT's weight or
+// GET_ROWS's table (here: MUL_MAT through a view of it, and as MUL_MAT's
+// activations) is refused when the CPU compiles it, naming the weight.
+TEST(RepackModel, OtherReadersOfARepackedWeightAreRefused) {
+  Graph g;
+  Tensor* w = g.new_leaf("blk.0.w", DType::Q8_0, {64, 16, 1, 1}, TensorRole::Weight);
+  w->layout = 1;  // as the load-time repack leaves it
+  Tensor* x = g.new_leaf("x", DType::F32, {64, 2, 1, 1}, TensorRole::Input);
+  CpuDevice cpu(1);
+  auto compile = [&](std::vector<Tensor*> nodes) {
+    Segment seg;
+    seg.device = &cpu;
+    seg.nodes = std::move(nodes);
+    return cpu.executor().compile(seg);
+  };
+  EXPECT_NO_THROW(compile({g.mul_mat(w, x)}));
+  Tensor* v = g.view(w, {64, 8, 1, 1}, w->nb, 0);
+  try {
+    compile({v, g.mul_mat(v, x)});
+    ADD_FAILURE() << "a view of a repacked weight was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.0.w"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--no-repack"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
