@@ -14,6 +14,9 @@
 //                         copies; decode-lora-up<R>-l2: one copy (in L2).
 //   decode-l2/<isa>/<type>: the same over 96 x 4096 weights that stay in L2:
 //                         the kernel's own speed, without DRAM.
+//   packed-decode[-576|-1024|-2048]/<isa>/<type>: the decode shapes on weights
+//                         repacked into the entry's load-time layout (Q8_0 /
+//                         Q4_0 row groups on avx2, avx2-vnni), read by gemm_packed.
 //   batch<M>/<isa>/<type>: n_act = M (2, 4, 8, 16) over the decode-1024 shape
 //                         from DRAM: GB/s of weight bytes, as decode (a small
 //                         batch that streams the weights once runs near
@@ -30,6 +33,7 @@
 
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/kernels/repack.h"
 #include "core/quant.h"
 
 namespace {
@@ -60,12 +64,15 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t kK) {
 }
 
 // copies = 0: enough copies of the weights to exceed 96 MB (beyond any L3), cycled.
+// packed: the weights repacked into the entry's load-time layout (kernels/repack.h), read by gemm_packed.
 void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096,
-         bool bytes_rate = false) {
+         bool bytes_rate = false, bool packed = false) {
   const MatmulKernels* k = matmul_kernels(t, isa);
   if (copies == 0) copies = int(96e6 / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
   std::vector<std::vector<uint8_t>> w;
   for (int c = 0; c < copies; ++c) w.push_back(random_weights(t, rows, kK));
+  if (packed)
+    for (auto& m : w) repack_matrix(k->packed_layout, t, m.data(), kK, rows);
   std::mt19937 rng(3);
   std::normal_distribution<float> n(0.0f, 1.0f);
   std::vector<float> x(size_t(n_act * kK));
@@ -84,12 +91,17 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
   g.out = out.data();
   g.out_stride = rows;
   g.scratch = scratch.data();
+  if (packed) {
+    g.layout = k->packed_layout;
+    g.n_rows = rows;
+  }
   int c = 0;
   for (auto _ : state) {
     for (int64_t a = 0; a < n_act; ++a) k->convert_act(k->act_type, x.data() + a * kK, act.data() + a * arb, kK);
     g.w = w[size_t(c)].data();
     c = (c + 1) % copies;
-    k->gemm(g);
+    if (packed) k->gemm_packed(g);
+    else k->gemm(g);
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = double(g.w_row_bytes) * double(rows);
@@ -138,6 +150,20 @@ const int kRegistered = [] {
                                        [=](benchmark::State& s) { run(s, isa, t, r, 1, 0, 768); })
               ->Unit(benchmark::kMicrosecond);
         }
+      // The ISA's own entry (constant tables: safe during static initialization, unlike the fallback chain).
+      const MatmulKernels* entry = isa_matmul_kernels(t, isa);
+      if (entry && entry->packed_layout != 0) {  // the same shapes on the load-time repacked layout
+        benchmark::RegisterBenchmark(("packed-decode/" + suffix).c_str(), [=](benchmark::State& s) {
+          run(s, isa, t, 8192, 1, 0, 4096, false, true);
+        })->Unit(benchmark::kMillisecond);
+        for (int64_t kk : {576, 1024, 2048})
+          benchmark::RegisterBenchmark(
+              ("packed-decode-" + std::to_string(kk) + "/" + suffix).c_str(),
+              [=](benchmark::State& s) {
+                run(s, isa, t, kk == 576 ? 576 : kk == 1024 ? 3072 : 8192, 1, 0, kk, false, true);
+              })
+              ->Unit(benchmark::kMicrosecond);
+      }
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 96, 1, 1);
       })->Unit(benchmark::kMicrosecond);

@@ -29,6 +29,10 @@ void BufferType::upload_weight(Tensor& t, const void* host_bytes, Buffer& buf, u
   t.data = static_cast<uint8_t*>(buf.base()) + offset;
 }
 
+void BufferType::repack_weight(Tensor& t, uint8_t layout) const {
+  fail("buffer type {} cannot repack weight '{}' into layout {}", name(), t.name, int(layout));
+}
+
 Support Device::supports_weight(const Tensor& weight, const std::vector<const Tensor*>& consumers) const {
   if (consumers.empty()) return Support::no("no op reads it");
   for (const Tensor* c : consumers) {

@@ -63,6 +63,15 @@ class BufferType {
   // May transform it; then it updates t.type / t.nb to what it stored.
   // Sets t.buffer and t.data.
   virtual void upload_weight(Tensor& t, const void* host_bytes, Buffer& buf, uint64_t offset);
+  // Load-time repacking (models/model.cpp; the CPU's row groups,
+  // docs/cpu-kernels.md "Decode at the wall"): the layout (Tensor::layout) in
+  // which this buffer type's kernels stream weight `t` best, given every node
+  // that reads it (`consumers`, all placed where the layout is understood), or
+  // 0 to keep the GGUF's bytes. Default: never repack.
+  virtual uint8_t repack_layout(const Tensor& t, const std::vector<const Tensor*>& consumers) const { return 0; }
+  // Rewrites t's bytes, in writable host memory, in place into `layout` (a
+  // value repack_layout returned) and sets t.layout. Default: throws.
+  virtual void repack_weight(Tensor& t, uint8_t layout) const;
 };
 
 class Device;

@@ -114,6 +114,11 @@ struct Tensor {
   std::array<int32_t, 4> iparams{};
   std::array<float, 4> fparams{};
   uint64_t view_offset = 0;  // for View: byte offset into src[0]
+  // How a weight's bytes are laid out: 0 = as in the GGUF (ne/nb describe
+  // them); anything else is a layout its backend chose at upload (the CPU's
+  // row groups, backends/cpu/kernels/repack.h), read only by that backend's
+  // kernels and the ops it taught the layout.
+  uint8_t layout = 0;
 
   // Where the bytes are. Set for leaves by their owner; for computed tensors by
   // the scheduler's memory plan. Never dereference `data` of a tensor whose

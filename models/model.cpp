@@ -1,6 +1,11 @@
 #include "models/model.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/quant.h"
@@ -72,6 +77,57 @@ ProbeGraph probe_graph(const Model& m) {
 
 }  // namespace
 
+// Load-time repacking (LoadOptions::repack; docs/cpu-kernels.md "Decode at
+// the wall"): each weight on the host device whose buffer type names a
+// layout for it, given every node of the probe graph that reads it, and that
+// no other device could run any of those nodes (an accelerator or its copies
+// would read the repacked bytes as the GGUF's). Weights that alias the file's
+// mapping are rewritten in place: the mapping is made writable for the
+// rewrite and read-only again after it, so a repacked tensor's pages become
+// anonymous memory (copy-on-write) under --lm mmap / populate / lock, and stay
+// the anonymous copy they already were under --lm huge / read.
+void Model::repack_weights(const Graph& probe) {
+  std::map<const Tensor*, std::vector<const Tensor*>> consumers;
+  for (const Tensor* n : probe.nodes())
+    for (const Tensor* s : n->src)
+      if (s && s->is_leaf() && s->role == TensorRole::Weight) consumers[s].push_back(n);
+  Device& host = registry_.host();
+  BufferType& bt = host.weight_buffer_type();
+  std::vector<std::pair<Tensor*, uint8_t>> todo;
+  for (auto& [name, t] : by_name_) {
+    auto placed = weight_placement_.find(t);
+    auto readers = consumers.find(t);
+    if (placed == weight_placement_.end() || placed->second.device != &host || readers == consumers.end()) continue;
+    if (!t->data || !t->buffer || !t->buffer->type().host_visible()) continue;
+    bool elsewhere = false;
+    for (Device* d : registry_.devices())
+      for (const Tensor* c : readers->second)
+        if (d != &host && d->supports(*c)) elsewhere = true;
+    if (elsewhere) continue;
+    if (const uint8_t layout = bt.repack_layout(*t, readers->second)) todo.emplace_back(t, layout);
+  }
+  if (todo.empty()) return;
+  // The file's mappings (every part of a split model), writable while the repack runs.
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::vector<std::pair<uint8_t*, uint64_t>> spans;
+  for (const auto& part : file_->parts()) {
+    const uintptr_t b = reinterpret_cast<uintptr_t>(part->data()) / uintptr_t(page) * uintptr_t(page);
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(part->data()) + part->size() + uintptr_t(page) - 1) /
+                        uintptr_t(page) * uintptr_t(page);
+    spans.emplace_back(reinterpret_cast<uint8_t*>(b), uint64_t(e - b));
+  }
+  for (const auto& [b, n] : spans)
+    if (::mprotect(b, n, PROT_READ | PROT_WRITE) != 0)
+      fail("{}: cannot make the weights' mapping writable for the repack ({}); --no-repack skips it", path_,
+           std::strerror(errno));
+  for (auto& [t, layout] : todo) {
+    bt.repack_weight(*t, layout);
+    ++n_repacked_;
+    repacked_bytes_ += t->nbytes();
+  }
+  for (const auto& [b, n] : spans) ::mprotect(b, n, PROT_READ);
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, const LoadOptions& opts) {
   std::unique_ptr<Model> m(new Model(registry));
   m->path_ = path;
@@ -97,10 +153,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
 
   // Decide where each weight lives, then give it bytes there.
   Scheduler sched(registry);
-  {
-    ProbeGraph probe = probe_graph(*m);
-    m->weight_placement_ = sched.place_weights(*probe.g);
-  }
+  ProbeGraph placement_probe = probe_graph(*m);  // kept for the repack below: who reads each weight
+  m->weight_placement_ = sched.place_weights(*placement_probe.g);
   Device& host = registry.host();
   std::vector<std::unique_ptr<Buffer>> file_views;  // one per part of a split model
   bool views = true;
@@ -155,6 +209,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Registry& registry, 
   }
   for (auto& v : file_views)
     if (v) m->buffers_.push_back(std::move(v));
+  if (opts.repack) m->repack_weights(*placement_probe.g);
 
   // Reject ops no device can run (e.g. a weight type without a kernel) now,
   // with the scheduler's message, rather than at the first decode.

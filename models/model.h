@@ -24,6 +24,10 @@ struct Architecture;
 
 struct LoadOptions {
   LoadMode load_mode = default_load_mode();  // core/mapped_file.h
+  // Let the weights' buffer types repack weights at load into the layout
+  // their kernels stream best (BufferType::repack_layout; the CPU's row
+  // groups); false keeps every weight's GGUF bytes (--no-repack / -nr).
+  bool repack = true;
 };
 
 class Model {
@@ -45,9 +49,13 @@ class Model {
   const std::map<std::string, Tensor*>& weights() const { return by_name_; }
   // Where each weight went and why.
   const std::map<const Tensor*, Placement>& weight_placement() const { return weight_placement_; }
+  // Weights repacked at load (Tensor::layout != 0) and their bytes.
+  int n_repacked() const { return n_repacked_; }
+  uint64_t repacked_bytes() const { return repacked_bytes_; }
 
  private:
   explicit Model(Registry& r) : registry_(r) {}
+  void repack_weights(const Graph& probe);
   friend class TensorTable;
   Registry& registry_;
   std::string path_;
@@ -59,6 +67,8 @@ class Model {
   std::map<const Tensor*, Placement> weight_placement_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::vector<std::vector<float>> dequantized_;  // flat_blocks tensors converted at load
+  int n_repacked_ = 0;
+  uint64_t repacked_bytes_ = 0;
 };
 
 }  // namespace opal

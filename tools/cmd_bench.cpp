@@ -62,7 +62,7 @@ struct BenchOptions {
   std::string output = "md", plot;
   int repetitions = 5;
   double idle_seconds = 0;
-  bool no_mmap = false, mlock = false, no_warmup = false, no_bw = false, progress = false;
+  bool no_mmap = false, mlock = false, no_warmup = false, no_bw = false, progress = false, no_repack = false;
 };
 
 // "512", "1,2,4", "1-4", "128-512+128" (llama-bench's list syntax).
@@ -221,6 +221,7 @@ int run_bench(const BenchOptions& o) {
   if (!o.no_bw)
     for (int64_t t : threads) cond.bandwidth_gbps[int(t)] = measure_read_bandwidth(int(t));
   std::set<std::string> kernel_names;
+  std::set<std::string> repacked;  // per model: what the load-time repack did (the isa line says it)
 
   // Perf-event sinks (--perf-log, --trace, --summary) plug in here: the
   // hooks are set on every timed context.
@@ -237,11 +238,15 @@ int run_bench(const BenchOptions& o) {
       auto reg = o.backend.make_registry(int(threads.front()));
       LoadOptions lo;
       lo.load_mode = mode;
+      lo.repack = !o.no_repack;
       const auto t_load = Clock::now();
       auto model = Model::load(path, *reg, lo);
       const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
       if (o.progress)
         std::fprintf(stderr, "opal bench: loaded %s (%s) in %.2f s\n", path.c_str(), load_mode_name(mode), load_s);
+      repacked.insert(model->n_repacked() > 0 ? fmt::format("repacked {} weights, {:.0f} MiB", model->n_repacked(),
+                                                            double(model->repacked_bytes()) / (1 << 20))
+                                              : std::string("no weight repacked"));
       const gguf::File& g = model->gguf();
       uint64_t size = 0, n_params = 0, embd_bytes = 0;
       bool has_output = false;
@@ -367,6 +372,9 @@ int run_bench(const BenchOptions& o) {
   cond.isa = cpu::isa_description();
   if (cpu::batch_order() == cpu::BatchOrder::lanes) cond.isa += ", batch order lanes";
   if (cpu::batch_order() == cpu::BatchOrder::llama) cond.isa += ", batch order llama";
+  if (o.no_repack) cond.isa += ", --no-repack";
+  else
+    for (const auto& r : repacked) cond.isa += ", " + r;
 
   std::string out;
   if (o.output == "md") out = format_markdown(results, cond, BenchDefaults{});
@@ -428,6 +436,8 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',');
   sub->add_flag("--no-mmap", o->no_mmap, "Read the weights into memory (load mode read)");
   sub->add_flag("--mlock", o->mlock, "Map, populate and lock the weights (load mode lock)");
+  sub->add_flag("--no-repack,--nr", o->no_repack,
+                "Keep the GGUF layout of every weight (no load-time repacking; the isa line says which ran)");
   sub->add_option("-o,--output", o->output, "Output format: md (default), csv, json, jsonl");
   sub->add_option("--plot", o->plot, "Also draw the results as an SVG bar chart into this file");
   sub->add_option(

@@ -27,6 +27,9 @@ void add_load_options(CLI::App* sub, LoadOptions* opts) {
   sub->add_flag_callback(
       "--mlock", [opts] { opts->load_mode = LoadMode::Lock; },
       "map, populate and lock the weights in memory (load mode lock)");
+  sub->add_flag_callback(
+      "--no-repack,--nr", [opts] { opts->repack = false; },
+      "keep every weight's GGUF layout: no load-time repacking for the CPU kernels (-nr, as llama.cpp)");
 }
 
 std::string* add_hub_options(CLI::App* sub, std::string* model) {

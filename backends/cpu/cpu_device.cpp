@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/ops/ops.h"
+#include "core/error.h"
 
 namespace opal {
 namespace {
@@ -42,12 +43,37 @@ void CpuExecutor::reserve_work(uint64_t bytes) {
   work_bytes_ = bytes;
 }
 
+namespace {
+
+// A weight repacked at load (Tensor::layout, backends/cpu/weight_repack.cpp)
+// is read only by the ops taught its layout: MUL_MAT as the weight and
+// GET_ROWS as the table, never through a view. The load-time probe graph
+// decides what is repacked; a graph that reads such a weight any other way
+// is refused here, at compile, rather than read as the GGUF's bytes.
+void check_repacked_sources(const Tensor& n) {
+  if (n.op == Op::View || n.op == Op::None) return;
+  for (int i = 0; i < kMaxSrc; ++i) {
+    const Tensor* s = n.src[i];
+    if (!s || s->storage()->layout == 0) continue;
+    const bool taught = i == 0 && s->storage() == s && (n.op == Op::MulMat || n.op == Op::GetRows);
+    if (!taught)
+      fail(
+          "{} '{}' reads weight '{}', which was repacked at load for the CPU's {} kernels; only MUL_MAT and "
+          "GET_ROWS read it: load the model with --no-repack",
+          op_name(n.op), n.name, s->storage()->name, int(s->storage()->layout));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Plan> CpuExecutor::compile(const Segment& segment) {
   auto plan = std::make_unique<CpuPlan>();
   plan->nodes = segment.nodes;
   plan->n_threads = pool_->size();
-  for (const Tensor* n : segment.nodes)
+  for (const Tensor* n : segment.nodes) {
+    check_repacked_sources(*n);
     plan->work_bytes = std::max(plan->work_bytes, cpu::work_size(*n, plan->n_threads));
+  }
   reserve_work(plan->work_bytes);
   return plan;
 }

@@ -34,6 +34,16 @@ class CpuExecutor : public Executor {
   uint64_t work_bytes_ = 0;
 };
 
+// Host memory whose weights may be repacked at load into the layout the
+// selected ISA's decode kernels stream best (kernels/repack.h;
+// backends/cpu/weight_repack.cpp).
+class CpuBufferType : public HostBufferType {
+ public:
+  using HostBufferType::HostBufferType;
+  uint8_t repack_layout(const Tensor& t, const std::vector<const Tensor*>& consumers) const override;
+  void repack_weight(Tensor& t, uint8_t layout) const override;
+};
+
 class CpuDevice : public Device {
  public:
   explicit CpuDevice(int n_threads = 0);
@@ -49,7 +59,7 @@ class CpuDevice : public Device {
   int n_threads() const { return executor_.n_threads(); }
 
  private:
-  HostBufferType buffer_type_{"cpu"};
+  CpuBufferType buffer_type_{"cpu"};
   CpuExecutor executor_;
 };
 

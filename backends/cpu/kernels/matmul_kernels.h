@@ -35,6 +35,10 @@ struct GemmArgs {
   // which never takes tinyBLAS): the kernels then use the one-row (ggml_vec_dot)
   // summation order even for n_act >= 2.
   bool single_rows = false;
+  // The weight's layout (Tensor::layout, kernels/repack.h) and its total rows:
+  // under a row-group layout, rows from the last whole group on are plain.
+  uint8_t layout = 0;
+  int64_t n_rows = 0;
 };
 
 struct MatmulKernels {
@@ -46,6 +50,14 @@ struct MatmulKernels {
   void (*convert_act)(DType act_type, const float* x, uint8_t* dst, int64_t k) = nullptr;
   void (*gemm)(const GemmArgs& args) = nullptr;
   int64_t (*scratch_floats)(int64_t k) = nullptr;
+  // Load-time repacking (kernels/repack.h): the layout this entry's decode
+  // streams best (0: none), and gemm_packed, which reads weights in that
+  // layout for batches of up to packed_max_act activation rows (row_begin a
+  // multiple of the layout's group rows). Larger batches of a repacked weight
+  // are unpacked a slice at a time for gemm (ops/matmul.cpp).
+  uint8_t packed_layout = 0;
+  int64_t packed_max_act = 0;
+  void (*gemm_packed)(const GemmArgs& args) = nullptr;
 };
 
 // The kernels for a weight type under the selected ISA (selected_isa()),

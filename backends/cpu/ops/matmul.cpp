@@ -5,6 +5,13 @@
 //   2. the kernel's gemm over a slice of weight rows per thread.
 // Scratch layout: [converted activations][per-thread kernel scratch].
 //
+// A weight repacked at load (Tensor::layout, kernels/repack.h) is split
+// across threads on whole row groups. Batches the entry's gemm_packed takes
+// (decode, small batches) read the layout; any other (prompts, an entry of
+// another ISA or the reference) get the rows unpacked kUnpackRows at a time
+// into the thread's scratch (after the kernel's) and the plain gemm on them:
+// the same bytes per row, so the same results as on the GGUF's layout.
+//
 // MUL_MAT_ID (mixture of experts) groups the (token, slot) rows by expert so
 // that each expert's weights are streamed once per ubatch, not once per row:
 //   1. convert the activation rows; 2. count rows per expert and lay them out
@@ -13,16 +20,26 @@
 //   used expert into a [rows x N] staging matrix, then scatter the rows to
 //   their (slot, token) places. Extra scratch after the per-thread part:
 //   [gathered activations][staging outputs][row order][expert offsets].
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/kernels/repack.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
+#include "core/error.h"
 
 namespace opal::cpu {
 namespace {
 
 uint64_t align64(uint64_t x) { return (x + 63) / 64 * 64; }
+
+constexpr int64_t kUnpackRows = 32;  // a multiple of every layout's group rows and of the kernels' 16-row slices
+
+// Whether the entry reads the weight's layout itself for n_act activation rows.
+bool reads_packed(const MatmulKernels& k, const Tensor& w, int64_t n_act) {
+  return w.layout != kLayoutPlain && k.packed_layout == w.layout && k.gemm_packed && n_act <= k.packed_max_act;
+}
 
 struct Layout {
   uint64_t act_bytes = 0;     // all converted activation rows
@@ -39,6 +56,7 @@ Layout layout(const Tensor& node, int n_threads) {
   if (!k) return l;
   l.act_bytes = align64(k->act_row_bytes(w.ne[0]) * uint64_t(x.n_rows()));
   l.scratch_each = align64(uint64_t(k->scratch_floats(w.ne[0])) * sizeof(float));
+  if (w.layout != kLayoutPlain) l.scratch_each += align64(uint64_t(kUnpackRows) * w.nb[1]);
   if (node.op == Op::MulMatId) {
     const Tensor& ids = *node.src[2];
     const uint64_t pairs = uint64_t(ids.ne[0] * ids.ne[1]);
@@ -68,6 +86,39 @@ void convert_all(const MatmulKernels& k, const Tensor& x, uint8_t* act, uint64_t
   });
 }
 
+// The gemm of one weight matrix on a thread's slice of rows, whatever its layout.
+void gemm_any(const MatmulKernels& k, const Tensor& w, GemmArgs a, uint64_t kernel_scratch_bytes) {
+  if (w.layout == kLayoutPlain) return k.gemm(a);
+  a.layout = w.layout;
+  a.n_rows = w.ne[1];
+  if (reads_packed(k, w, a.n_act)) return k.gemm_packed(a);
+  uint8_t* rows = reinterpret_cast<uint8_t*>(a.scratch) + kernel_scratch_bytes;
+  const int64_t begin = a.row_begin, end = a.row_end;
+  float* out = a.out;
+  for (int64_t r = begin; r < end; r += kUnpackRows) {
+    const int64_t n = std::min(kUnpackRows, end - r);
+    unpack_rows(w.layout, w.type, a.w, w.ne[0], w.ne[1], r, r + n, rows);
+    GemmArgs s = a;
+    s.w = rows;
+    s.row_begin = 0;
+    s.row_end = n;
+    s.out = out + r;
+    s.layout = kLayoutPlain;
+    s.n_rows = n;
+    k.gemm(s);
+  }
+}
+
+// Thread ith's rows of N: whole groups of the layout (the rest after the last group with the last thread's).
+void split_rows(const Tensor& w, int ith, int nth, int64_t* n0, int64_t* n1) {
+  const int64_t N = w.ne[1], G = layout_group_rows(w.layout);
+  if (G == 1) return split_range(N, ith, nth, n0, n1);
+  int64_t g0, g1;
+  split_range((N + G - 1) / G, ith, nth, &g0, &g1);
+  *n0 = std::min(N, g0 * G);
+  *n1 = std::min(N, g1 * G);
+}
+
 }  // namespace
 
 uint64_t mul_mat_work_size(const Tensor& node, int n_threads) {
@@ -85,11 +136,15 @@ void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
   uint8_t* act = ctx.work;
   convert_all(k, x, act, act_row, ctx);
 
-  const int64_t N = w.ne[1], T = x.ne[1];
+  const int64_t T = x.ne[1];
   const int64_t r2 = x.ne[2] / w.ne[2], r3 = x.ne[3] / w.ne[3];
+  if (w.layout != kLayoutPlain && (w.ne[2] != 1 || w.ne[3] != 1 || !w.is_contiguous()))
+    fail("MUL_MAT '{}': weight '{}' in layout {} must be one contiguous matrix, found {}", node.name, w.name,
+         layout_name(w.layout), w.shape_string());
+  const uint64_t kernel_scratch = uint64_t(k.scratch_floats(w.ne[0])) * sizeof(float);
   ctx.pool.run([&](int ith, int nth) {
     int64_t n0, n1;
-    split_range(N, ith, nth, &n0, &n1);
+    split_rows(w, ith, nth, &n0, &n1);
     if (n0 >= n1) return;
     for (int64_t i3 = 0; i3 < x.ne[3]; ++i3)
       for (int64_t i2 = 0; i2 < x.ne[2]; ++i2) {
@@ -105,7 +160,7 @@ void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
         a.out = reinterpret_cast<float*>(row_ptr(node, 0, i2, i3));
         a.out_stride = int64_t(node.nb[1] / sizeof(float));
         a.scratch = reinterpret_cast<float*>(ctx.work + l.act_bytes + l.scratch_each * uint64_t(ith));
-        k.gemm(a);
+        gemm_any(k, w, a, kernel_scratch);
       }
   });
 }
@@ -115,6 +170,9 @@ void compute_mul_mat_id(const Tensor& node, const OpContext& ctx) {
   const Tensor& x = *node.src[1];
   const Tensor& ids = *node.src[2];
   const MatmulKernels& k = *matmul_kernels(w.type);
+  if (w.layout != kLayoutPlain)
+    fail("MUL_MAT_ID '{}': expert weights '{}' in layout {} (repacking refuses expert weights)", node.name, w.name,
+         layout_name(w.layout));
   const int nth_all = ctx.pool.size();
   const Layout l = layout(node, nth_all);
   const uint64_t act_row = k.act_row_bytes(w.ne[0]);

@@ -36,6 +36,13 @@ void gemm_q6_K(const GemmArgs& g);
 void gemm_f32(const GemmArgs& g);
 void gemm_f16(const GemmArgs& g);
 void gemm_bf16(const GemmArgs& g);
+// Q8_0 / Q4_0 weights in row groups of 8 (kernels/repack.h; row_groups_avx2.cpp):
+// decode and small batches; the plain rows after the last group go to gemm_q8_0 /
+// gemm_q4_0 (the _vnni forms: avx2vnni's, on its convert_q8_0_sums activation rows).
+void gemm_q8_0_groups(const GemmArgs& g);
+void gemm_q4_0_groups(const GemmArgs& g);
+void gemm_q8_0_groups_vnni(const GemmArgs& g);
+void gemm_q4_0_groups_vnni(const GemmArgs& g);
 
 }  // namespace opal::cpu::avx2
 

@@ -2,6 +2,7 @@
 // rows (the bytes of core/quant/activation.h); float types use f32 rows
 // rounded through the weight type, as the reference does.
 #include "backends/cpu/kernels/kernel_tables.h"
+#include "backends/cpu/kernels/repack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
@@ -38,15 +39,27 @@ constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(
   return k;
 }
 
+// Q8_0 and Q4_0 decode from row groups of 8 repacked at load (kernels/repack.h): batches of up to
+// max_act activation rows (the plain kernels' decode-path sizes) read the groups.
+constexpr MatmulKernels with_row_groups(MatmulKernels k, int64_t max_act, void (*gemm_packed)(const GemmArgs&)) {
+  k.packed_layout = kLayoutRowGroups8;
+  k.packed_max_act = max_act;
+  k.gemm_packed = gemm_packed;
+  return k;
+}
+
 constexpr MatmulKernels kTable[] = {
-    with_scratch(
-        entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums, avx2::gemm_q4_0),
-        avx2::q4_0_scratch_floats),
+    with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
+                                       avx2::convert_q8_0_sums, avx2::gemm_q4_0),
+                                 avx2::q4_0_scratch_floats),
+                    8, avx2::gemm_q4_0_groups),
     with_scratch(
         entry(DType::Q5_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums, avx2::gemm_q5_0),
         avx2::q5_0_scratch_floats),
-    with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q8_0),
-                 avx2::q8_0_scratch_floats),
+    with_row_groups(
+        with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q8_0),
+                     avx2::q8_0_scratch_floats),
+        16, avx2::gemm_q8_0_groups),
     with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q4_K),
                  avx2::q4_K_scratch_floats),
     entry(DType::Q5_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q5_K),
@@ -59,15 +72,17 @@ constexpr MatmulKernels kTable[] = {
 
 // avx2-vnni: its own Q4_0, Q5_0, Q8_0, Q4_K and Q6_K entries (the other types fall back to avx2).
 constexpr MatmulKernels kVnniTable[] = {
-    with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
-                       avx2vnni::gemm_q4_0),
-                 avx2vnni::scratch_floats),
+    with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
+                                       avx2::convert_q8_0_sums, avx2vnni::gemm_q4_0),
+                                 avx2vnni::scratch_floats),
+                    8, avx2::gemm_q4_0_groups_vnni),
     with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
                        avx2vnni::gemm_q5_0),
                  avx2::q5_0_scratch_floats),
-    with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
-                       avx2vnni::gemm_q8_0),
-                 avx2vnni::scratch_floats),
+    with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
+                                       avx2::convert_q8_0_sums, avx2vnni::gemm_q8_0),
+                                 avx2vnni::scratch_floats),
+                    16, avx2::gemm_q8_0_groups_vnni),
     with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K, avx2vnni::gemm_q4_K),
                  avx2vnni::q4_K_scratch_floats),
     with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K, avx2vnni::gemm_q6_K),

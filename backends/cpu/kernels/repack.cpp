@@ -1,0 +1,101 @@
+// The CPU's repacked weight layouts (repack.h): the in-place repack at load
+// and the unpack that every reader not taught a layout goes through (GET_ROWS
+// of a tied embedding, prompt batches, kernels of another ISA). Scalar code:
+// the unpack copies whole blocks (memcpy), so its cost is one pass over the
+// rows it returns.
+#include "backends/cpu/kernels/repack.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+
+namespace opal::cpu {
+namespace {
+
+constexpr int64_t kGroup = 8;
+
+struct BlockShape {
+  int64_t bytes;   // a block: f16 scale + quants
+  int64_t quants;  // quant bytes per block
+};
+
+BlockShape block_shape(DType type) {
+  if (type == DType::Q8_0) return {34, 32};
+  return {18, 16};  // Q4_0
+}
+
+// Slot of row i (0..7) among the group's quants.
+int64_t quant_slot(DType type, int64_t i) {
+  if (type == DType::Q4_0) return i < 4 ? 2 * i : 2 * (i - 4) + 1;
+  return i;
+}
+
+}  // namespace
+
+const char* layout_name(uint8_t layout) {
+  if (layout == kLayoutPlain) return "plain";
+  if (layout == kLayoutRowGroups8) return "rowgroups8";
+  return "unknown";
+}
+
+bool layout_supports(uint8_t layout, DType type) {
+  if (layout == kLayoutPlain) return true;
+  if (layout == kLayoutRowGroups8) return type == DType::Q8_0 || type == DType::Q4_0;
+  return false;
+}
+
+int64_t layout_group_rows(uint8_t layout) { return layout == kLayoutRowGroups8 ? kGroup : 1; }
+
+void repack_matrix(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
+  if (layout == kLayoutPlain) return;
+  if (!layout_supports(layout, type))
+    fail("cannot repack {} weights into layout '{}'", dtype_name(type), layout_name(layout));
+  if (k % 32 != 0) fail("cannot repack {} rows of {} elements (not whole blocks)", dtype_name(type), k);
+  const BlockShape s = block_shape(type);
+  const int64_t nb = k / 32, rb = nb * s.bytes;
+  std::vector<uint8_t> plain(size_t(kGroup * rb));
+  for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
+    uint8_t* grp = rows + g * rb;
+    std::memcpy(plain.data(), grp, plain.size());
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* gb = grp + b * kGroup * s.bytes;
+      for (int64_t i = 0; i < kGroup; ++i) {
+        const uint8_t* src = plain.data() + i * rb + b * s.bytes;
+        std::memcpy(gb + 2 * i, src, 2);
+        std::memcpy(gb + 2 * kGroup + quant_slot(type, i) * s.quants, src + 2, size_t(s.quants));
+      }
+    }
+  }
+}
+
+void unpack_rows(uint8_t layout, DType type, const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin,
+                 int64_t row_end, uint8_t* dst) {
+  if (row_begin < 0 || row_end > n_rows || row_begin > row_end)
+    fail("unpack of rows [{}, {}) of a {}-row weight", row_begin, row_end, n_rows);
+  if (layout == kLayoutPlain || !layout_supports(layout, type)) {
+    if (layout != kLayoutPlain) fail("{} weights have no layout '{}'", dtype_name(type), layout_name(layout));
+    const uint64_t rb = row_bytes(type, k);
+    std::memcpy(dst, base + uint64_t(row_begin) * rb, uint64_t(row_end - row_begin) * rb);
+    return;
+  }
+  const BlockShape s = block_shape(type);
+  const int64_t nb = k / 32, rb = nb * s.bytes;
+  const int64_t full = n_rows / kGroup * kGroup;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint8_t* out = dst + (r - row_begin) * rb;
+    if (r >= full) {
+      std::memcpy(out, base + r * rb, size_t(rb));
+      continue;
+    }
+    const uint8_t* grp = base + r / kGroup * kGroup * rb;
+    const int64_t i = r % kGroup, slot = quant_slot(type, i);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* gb = grp + b * kGroup * s.bytes;
+      std::memcpy(out + b * s.bytes, gb + 2 * i, 2);
+      std::memcpy(out + b * s.bytes + 2, gb + 2 * kGroup + slot * s.quants, size_t(s.quants));
+    }
+  }
+}
+
+}  // namespace opal::cpu

@@ -1,0 +1,115 @@
+// Decode of Q8_0 and Q4_0 weights repacked at load into row groups of 8
+// (kernels/repack.h, kLayoutRowGroups8), with AVX2.
+//
+// Layout per group of 8 rows and 32-element block: the 8 rows' f16 scales
+// (one 16-byte load and one vcvtph2ps, where the plain layout's kernels gather
+// them from 8 rows with pinsrw), then the 8 rows' quants (Q8_0: 8 x 32 bytes
+// in row order; Q4_0: rows j and j + 4 in 32 bytes, the two 128-bit lanes of
+// vector j). A group is one sequential stream of 8 * row_bytes, and the
+// groups follow each other, so the whole slice of a thread is one stream
+// the hardware prefetchers track. No software prefetch: 1 KiB and 4 KiB
+// ahead both measured slower than none (bench_matmul_kernels
+// packed-decode*, docs/perf/stop13-repack.md).
+//
+// The arithmetic is the plain decode kernels' instruction for instruction
+// (legacy_avx2.cpp LegacyDecode for Q8_0: llama.cpp's 8-lane order per row;
+// q4_0_avx2.cpp Q4_0Decode: the block-exact order), so the results are the
+// same bits. Small batches (Q8_0 up to 16 activation rows, Q4_0 up to 8) run
+// each group against every activation row while the group is in L1. Rows past
+// the last whole group are plain: the plain gemm takes them.
+#if defined(__x86_64__) || defined(__i386__)
+#include <cstring>
+
+#include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+#include "core/error.h"
+
+namespace opal::cpu::avx2 {
+namespace {
+
+constexpr int64_t kGroup = 8;
+
+// One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
+void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
+  constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
+  __m256 acc[kGroup];
+  for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kBlock;
+    const uint8_t* xb = x + b * kQ8_0Bytes;
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
+                                   _mm256_set1_ps(load_f16(xb)));
+    for (int i = 0; i < kGroup; ++i) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16 + 32 * i));
+      const __m256i dot =
+          _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xq, q)), ones16());
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(d, _mm256_set1_epi32(i)), acc[i]);
+    }
+  }
+  for (int i = 0; i < kGroup; ++i) out[i] = hsum8(acc[i]);
+}
+
+// One group of 8 Q4_0 rows against one convert_q8_0_sums activation row.
+void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
+  constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
+  const uint8_t* sums = x + nb * kQ8_0Bytes + nb * 4;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kBlock;
+    const uint8_t* xb = x + b * kQ8_0Bytes;
+    const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
+    const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
+    __m256i s[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16 + 32 * j));
+      const __m256i ql = _mm256_and_si256(v, low4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      s[j] =
+          _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ql, xlo), _mm256_maddubs_epi16(qh, xhi)), ones16());
+    }
+    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
+    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
+    __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+    int32_t sum;
+    std::memcpy(&sum, sums + 4 * b, 4);
+    u = _mm256_sub_epi32(u, _mm256_set1_epi32(8 * sum));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
+                                   _mm256_set1_ps(load_f16(xb)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), d, acc);
+  }
+  _mm256_storeu_ps(out, acc);
+}
+
+using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t*, float*);
+
+// The thread's groups, each met by every activation row in turn; then the
+// plain rows after the last whole group through the plain gemm.
+void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)) {
+  if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  const int64_t nb = g.k / 32;
+  const int64_t full = g.n_rows / kGroup * kGroup;
+  const int64_t end = g.row_end < full ? g.row_end : full;
+  for (int64_t r = g.row_begin; r < end; r += kGroup) {
+    const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
+    for (int64_t a = 0; a < g.n_act; ++a)
+      group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r);
+  }
+  if (g.row_end > end) {
+    GemmArgs rest = g;
+    rest.row_begin = end > g.row_begin ? end : g.row_begin;
+    rest.layout = 0;
+    plain(rest);
+  }
+}
+
+}  // namespace
+
+void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0); }
+void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0); }
+void gemm_q8_0_groups_vnni(const GemmArgs& g) { run_groups(g, q8_0_group, avx2vnni::gemm_q8_0); }
+void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0); }
+
+}  // namespace opal::cpu::avx2
+#endif  // x86

@@ -1,0 +1,138 @@
+// Load-time repacking of CPU weights (backends/cpu/kernels/repack.h): the
+// row-group layout of Q8_0 / Q4_0 unpacks to the GGUF's bytes (odd row counts,
+// partial last groups, every row range), and the kernels that read it
+// (MatmulKernels::gemm_packed) give the plain layout's results bit for bit
+// under every ISA the host runs: same bytes per block, same summation order.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/kernels/repack.h"
+#include "core/error.h"
+#include "core/quant.h"
+#include "support/isa_coverage.h"
+#include "support/kernel_call.h"
+
+namespace opal::cpu {
+namespace {
+
+std::vector<uint8_t> repack_test_weights(DType t, int64_t rows, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<float> f(size_t(rows * k));
+  for (auto& v : f) v = val(rng);
+  std::vector<uint8_t> w(row_bytes(t, k) * uint64_t(rows));
+  quantize_rows(t, f.data(), w.data(), rows, k);
+  return w;
+}
+
+TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
+  std::mt19937 rng(11);
+  for (DType t : {DType::Q8_0, DType::Q4_0})
+    for (int64_t k : {32, 96, 4352})
+      for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
+        const auto plain = repack_test_weights(t, rows, k, rng);
+        auto packed = plain;
+        repack_matrix(kLayoutRowGroups8, t, packed.data(), k, rows);
+        if (rows >= 8) {
+          EXPECT_NE(0, std::memcmp(plain.data(), packed.data(), plain.size())) << "nothing moved";
+        }
+        // Rows past the last whole group stay where they were.
+        const uint64_t rb = row_bytes(t, k), tail = uint64_t(rows / 8 * 8) * rb;
+        EXPECT_EQ(0, std::memcmp(plain.data() + tail, packed.data() + tail, plain.size() - tail));
+        for (int64_t b = 0; b < rows; b += 3)
+          for (int64_t e : {b + 1, rows}) {
+            if (e > rows) continue;
+            std::vector<uint8_t> out(uint64_t(e - b) * rb, 0xAB);
+            unpack_rows(kLayoutRowGroups8, t, packed.data(), k, rows, b, e, out.data());
+            EXPECT_EQ(0, std::memcmp(out.data(), plain.data() + uint64_t(b) * rb, out.size()))
+                << dtype_name(t) << " k " << k << " rows " << rows << " [" << b << ", " << e << ")";
+          }
+      }
+}
+
+TEST(RowGroups, RefusesTypesAndRangesItDoesNotHold) {
+  EXPECT_TRUE(layout_supports(kLayoutRowGroups8, DType::Q8_0));
+  EXPECT_TRUE(layout_supports(kLayoutRowGroups8, DType::Q4_0));
+  EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::Q4_K));
+  EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::F16));
+  std::vector<uint8_t> w(row_bytes(DType::Q4_K, 256) * 8);
+  EXPECT_THROW(repack_matrix(kLayoutRowGroups8, DType::Q4_K, w.data(), 256, 8), Error);
+  std::vector<uint8_t> q(row_bytes(DType::Q8_0, 32) * 8), out(row_bytes(DType::Q8_0, 32));
+  EXPECT_THROW(unpack_rows(kLayoutRowGroups8, DType::Q8_0, q.data(), 32, 8, 7, 9, out.data()), Error);
+}
+
+// The packed gemm over slices on group boundaries (as ops/matmul.cpp splits
+// threads) against the plain gemm of the same entry: the same bits.
+TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
+    for (DType t : {DType::Q8_0, DType::Q4_0}) {
+      const MatmulKernels* kern = matmul_kernels(t, isa);
+      if (!kern || kern->packed_layout == kLayoutPlain) {
+        std::printf("[ REPACK   ] %s %s: no packed layout (plain kernels only)\n", isa_name(isa), dtype_name(t));
+        continue;
+      }
+      for (int64_t k : {32, 96, 256, 4352})
+        for (int64_t rows : {8, 13, 37, 64}) {
+          const auto plain = repack_test_weights(t, rows, k, rng);
+          auto packed = plain;
+          repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
+          for (int64_t n_act : {int64_t(1), int64_t(2), int64_t(3), int64_t(7), kern->packed_max_act}) {
+            std::normal_distribution<float> val(0.0f, 2.0f);
+            std::vector<float> x(size_t(n_act * k));
+            for (auto& v : x) v = val(rng);
+            const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+            test::GemmCall call;
+            call.fill = -1.0f;
+            const auto want = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
+            std::vector<float> got(want.size(), -1.0f);
+            std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+            const int64_t split = rows / 2 / 8 * 8;  // two threads' slices, the second with the partial group
+            for (auto [b, e] : {std::pair{int64_t(0), split}, std::pair{split, rows}}) {
+              if (b >= e) continue;
+              GemmArgs g;
+              g.w = packed.data();
+              g.w_row_bytes = row_bytes(t, k);
+              g.k = k;
+              g.row_begin = b;
+              g.row_end = e;
+              g.act = act.data();
+              g.act_row_bytes = kern->act_row_bytes(k);
+              g.n_act = n_act;
+              g.out = got.data();
+              g.out_stride = rows;
+              g.scratch = scratch.data();
+              g.layout = kern->packed_layout;
+              g.n_rows = rows;
+              kern->gemm_packed(g);
+            }
+            EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                << isa_name(isa) << " " << dtype_name(t) << " k " << k << " rows " << rows << " n_act " << n_act;
+            ++checked;
+          }
+          // A slice must start on a group.
+          GemmArgs bad;
+          bad.w = packed.data();
+          bad.w_row_bytes = row_bytes(t, k);
+          bad.k = k;
+          bad.row_begin = 3;
+          bad.row_end = rows;
+          bad.n_rows = rows;
+          bad.layout = kern->packed_layout;
+          EXPECT_THROW(kern->gemm_packed(bad), Error);
+        }
+    }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the row-group kernels were not run";
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace opal::cpu
