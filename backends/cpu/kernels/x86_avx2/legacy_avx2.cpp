@@ -379,7 +379,7 @@ void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
   else if (lanes_batch(g, DType::Q8_0)) SliceDriver<Q8_0Lanes>::run(g);
-  else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
+  else drive<LegacyKernel<Q8_0Weights>, 3, 3>(g);
 }
 
 }  // namespace opal::cpu::avx2
