@@ -23,6 +23,8 @@
 //                         decode's GB/s; one that streams them M times at 1/M).
 //   prompt/<isa>/<type>:  n_act = 64 over 512 x 4096 weights: GOP/s (2 ops per
 //                         multiply-add), activation conversion included.
+//   prompt-576/<isa>/<type>: the same over 1536 x 576 weights (SmolLM2's FFN
+//                         up/gate shape: short rows, 18 blocks of 32).
 // Run: build/<dir>/bench_matmul_kernels [--benchmark_filter=decode/avx512]
 #include <benchmark/benchmark.h>
 
@@ -167,6 +169,9 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 96, 1, 1);
       })->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("prompt-576/" + suffix).c_str(), [=](benchmark::State& s) {
+        run(s, isa, t, 1536, 64, 1, 576);
+      })->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("prompt/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 512, 64, 1);
       })->Unit(benchmark::kMillisecond);

@@ -85,6 +85,34 @@ TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
     }
 }
 
+// Prompt batches of F32/F16 (register tiles, each k-block run once per 8-lane
+// half on AVX2) and Q8_0 in llama.cpp's order (AVX2: 3 x 3 tiles) on row
+// counts that leave a remainder of every tile height, batches that leave
+// every activation remainder and cross the 64-row activation chunk, and k
+// over several k-blocks with a short last one.
+TEST(LlamaOrder, PromptTilesEqualTheReferenceBitForBit) {
+  const BatchOrder before = batch_order();
+  set_batch_order(BatchOrder::llama);
+  std::mt19937 rng(1813);
+  for (Isa isa : simd_isas())
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
+      const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
+      const MatmulKernels* fast = isa_matmul_kernels(t, isa);
+      if (!fast) continue;
+      for (int64_t k : {32, 1056, 2080})
+        for (int64_t rows : {10, 11, 13})
+          for (int64_t n_act : {17, 18, 19, 66, 70}) {
+            const auto w = weights(t, rows, k, rng);
+            const std::vector<float> x = llama_order_activations(n_act, k, rng);
+            const auto a = gemm(*ref, w, t, rows, k, x, n_act, false);
+            const auto b = gemm(*fast, w, t, rows, k, x, n_act, false);
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+                << isa_name(isa) << " " << dtype_name(t) << " k=" << k << " rows=" << rows << " n_act=" << n_act;
+          }
+    }
+  set_batch_order(before);
+}
+
 // One-row F32/F16 products (decode, single_rows) on 37 weight rows: slices of 16
 // rows in the lanes (AVX-512), then 4 x 1 and 1 x 1 tiles; k with no tail, a
 // tail under 8 (fused only), one of 8+ (rounded products, then fused), and a

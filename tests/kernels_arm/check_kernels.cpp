@@ -85,18 +85,22 @@ int main() {
   };
   for (Isa isa : test::covered_isas(on_missing, false)) {
     ++isas;
-    for (DType t :
-         {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16, DType::F32})
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,
+                    DType::BF16, DType::F32})
       for (int64_t k : {32, 256, 4096, 4352})
         for (int64_t n_act : {1, 2, 7, 32}) {
           if (block_size(t) == 256 && k % 256 != 0) continue;
           check(isa, t, k, n_act, t == DType::Q4_0 && n_act >= 4);
         }
-    // Q8_0 batches past 16 rows in the lanes order (the default keeps llama's for Q8_0, above).
+    // Q8_0 batches past 16 rows in the lanes order (the default keeps llama's
+    // for Q8_0, above), and Q5_0 batches in llama's order (the default gives
+    // Q5_0 the lanes, above).
     set_batch_order(BatchOrder::lanes);
     for (int64_t k : {32, 4096})
       for (int64_t n_act : {17, 32}) check(isa, DType::Q8_0, k, n_act);
     set_batch_order(BatchOrder::llama);
+    for (int64_t k : {32, 4096})
+      for (int64_t n_act : {17, 32}) check(isa, DType::Q5_0, k, n_act);
   }
   if (isas == 0) {
     std::printf("no SIMD ISA on this host: nothing checked\n");

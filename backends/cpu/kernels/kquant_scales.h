@@ -50,6 +50,7 @@ inline float load_f32(const uint8_t* p) {
 // Byte offsets inside the blocks (core/quant/blocks.h).
 constexpr int kQ8_0Bytes = 34;   // d f16 | qs[32]
 constexpr int kQ4_0Bytes = 18;   // d f16 | qs[16]
+constexpr int kQ5_0Bytes = 22;   // d f16 | qh[4] | qs[16]
 constexpr int kQ8_KBytes = 292;  // d f32 | qs[256] | bsums[16] i16
 constexpr int kQ8_KQs = 4, kQ8_KBsums = 260;
 constexpr int kQ4_KBytes = 144;  // d, dmin f16 | scales[12] | qs[128]

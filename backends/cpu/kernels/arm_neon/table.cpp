@@ -24,7 +24,7 @@ constexpr MatmulKernels entry(DType w, DType act, uint64_t (*row_bytes)(int64_t)
   return k;
 }
 
-// Q4_0 and Q8_0 batches in the lanes repack a slice of weight rows into per-thread scratch (quants_neon.cpp).
+// Q4_0, Q5_0 and Q8_0 batches in the lanes repack a slice of weight rows into per-thread scratch (quants_neon.cpp).
 constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(int64_t)) {
   k.scratch_floats = scratch_floats;
   return k;
@@ -33,9 +33,12 @@ constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(
 constexpr MatmulKernels kTable[] = {
     with_scratch(entry(DType::Q4_0, DType::Q8_0, q8_0_row_bytes, neon::convert_q8_0, neon::gemm_q4_0),
                  neon::legacy_scratch_floats),
+    with_scratch(entry(DType::Q5_0, DType::Q8_0, q8_0_row_bytes, neon::convert_q8_0, neon::gemm_q5_0),
+                 neon::legacy_scratch_floats),
     with_scratch(entry(DType::Q8_0, DType::Q8_0, q8_0_row_bytes, neon::convert_q8_0, neon::gemm_q8_0),
                  neon::legacy_scratch_floats),
     entry(DType::Q4_K, DType::Q8_K, q8_K_row_bytes, neon::convert_q8_K, neon::gemm_q4_K),
+    entry(DType::Q6_K, DType::Q8_K, q8_K_row_bytes, neon::convert_q8_K, neon::gemm_q6_K),
 };
 
 }  // namespace

@@ -3,13 +3,15 @@
 // and x86_avx512/float_avx512.cpp do (kernels/llama_order.h): each
 // 16-lane accumulator is a pair of 8-lane registers (lanes 0-7, 8-15) and the
 // final reductions follow reduce_add16. For >= 2 activation rows and
-// k % 16 == 0 one 16-lane accumulator per output (tinyBLAS; tiles of 2 x 2),
-// otherwise ggml_vec_dot's 4 accumulators over steps of 64 and a scalar tail
-// (float for F32, double for F16; tiles of 2 x 1).
+// k % 16 == 0 one 16-lane accumulator per output (tinyBLAS; register tiles of
+// 4 weight rows x 3 activation rows, each k-block run once per 8-lane half:
+// Lanes16Kernel), otherwise ggml_vec_dot's 4 accumulators over steps of 64
+// and a scalar tail (float for F32, double for F16; tiles of 2 x 1).
 // BF16: llama.cpp's AVX512_BF16 orders (vdpbf16ps pairs), emulated exactly
 // (see Bf16Pairs).
 #if defined(__x86_64__) || defined(__i386__)
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/kernels/tile_driver.h"
@@ -64,9 +66,37 @@ float reduce16(__m256 lo, __m256 hi) {
   return _mm_cvtss_f32(u);
 }
 
-// tinyBLAS: one 16-lane accumulator per output; k % 16 == 0.
+// tinyBLAS: one 16-lane accumulator per output; k % 16 == 0. A 16-lane
+// accumulator is two independent 8-lane ones, lanes 0-7 (fed by elements
+// 16c..16c+7 of each 16-element chunk c) and lanes 8-15 (16c+8..16c+15), so
+// the tile runs each k-block of kKBlock elements twice, once per half, with
+// RW x RA 8-lane accumulators in registers (a 4 x 3 tile: 12 accumulators, 3
+// activation vectors, 1 weight vector), and keeps the other half's
+// accumulators in memory between blocks. Every accumulator sees the same
+// FMAs in the same order as with both halves side by side: the same bits.
 template <class W>
 struct Lanes16Kernel {
+  static constexpr int64_t kKBlock = 1024;
+
+  // acc[i][a] += the products of half h (0: lanes 0-7, 1: lanes 8-15) over [e0, e1).
+  template <int RW, int RA>
+  static void half_block(const uint8_t* const* w, const float* const* x, int64_t e0, int64_t e1, int h,
+                         __m256 (&acc)[RW][RA]) {
+    __m256 c[RW][RA];
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) c[i][a] = acc[i][a];
+    for (int64_t e = e0 + 8 * h; e < e1; e += 16) {
+      __m256 xv[RA];
+      for (int a = 0; a < RA; ++a) xv[a] = _mm256_loadu_ps(x[a] + e);
+      for (int i = 0; i < RW; ++i) {
+        const __m256 wv = W::load(w[i] + e * W::kElemBytes);
+        for (int a = 0; a < RA; ++a) c[i][a] = _mm256_fmadd_ps(wv, xv[a], c[i][a]);
+      }
+    }
+    for (int i = 0; i < RW; ++i)
+      for (int a = 0; a < RA; ++a) acc[i][a] = c[i][a];
+  }
+
   template <int RW, int RA>
   static void tile(const GemmArgs& g, int64_t row, int64_t act) {
     const uint8_t* w[RW];
@@ -76,19 +106,43 @@ struct Lanes16Kernel {
     __m256 lo[RW][RA], hi[RW][RA];
     for (int i = 0; i < RW; ++i)
       for (int a = 0; a < RA; ++a) lo[i][a] = hi[i][a] = _mm256_setzero_ps();
-    for (int64_t e = 0; e < g.k; e += 16) {
-      for (int i = 0; i < RW; ++i) {
-        const __m256 wl = W::load(w[i] + e * W::kElemBytes), wh = W::load(w[i] + (e + 8) * W::kElemBytes);
-        for (int a = 0; a < RA; ++a) {
-          lo[i][a] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x[a] + e), lo[i][a]);
-          hi[i][a] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x[a] + e + 8), hi[i][a]);
-        }
-      }
+    for (int64_t e0 = 0; e0 < g.k; e0 += kKBlock) {
+      const int64_t e1 = e0 + kKBlock < g.k ? e0 + kKBlock : g.k;
+      half_block<RW, RA>(w, x, e0, e1, 0, lo);
+      half_block<RW, RA>(w, x, e0, e1, 1, hi);
     }
     for (int i = 0; i < RW; ++i)
       for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = reduce16(lo[i][a], hi[i][a]);
   }
 };
+
+// Register tiles of RW weight rows x RA activation rows; the last 1 to RA - 1
+// activation rows of a chunk take one RW x n tile, so each weight tile is
+// read at most once more per chunk.
+template <class Kernel, int RW, int RA>
+void drive_lanes(const GemmArgs& g) {
+  auto tail = [&](auto rw, int64_t r, int64_t a, int64_t n) {
+    constexpr int TW = decltype(rw)::value;
+    if constexpr (RA > 3)
+      if (n == 3) return Kernel::template tile<TW, 3>(g, r, a);
+    if (n == 2) Kernel::template tile<TW, 2>(g, r, a);
+    else if (n == 1) Kernel::template tile<TW, 1>(g, r, a);
+  };
+  for (int64_t a0 = 0; a0 < g.n_act; a0 += kActChunk) {
+    const int64_t a1 = a0 + kActChunk < g.n_act ? a0 + kActChunk : g.n_act;
+    int64_t r = g.row_begin;
+    for (; r + RW <= g.row_end; r += RW) {
+      int64_t a = a0;
+      for (; a + RA <= a1; a += RA) Kernel::template tile<RW, RA>(g, r, a);
+      tail(std::integral_constant<int, RW>{}, r, a, a1 - a);
+    }
+    for (; r < g.row_end; ++r) {
+      int64_t a = a0;
+      for (; a + RA <= a1; a += RA) Kernel::template tile<1, RA>(g, r, a);
+      tail(std::integral_constant<int, 1>{}, r, a, a1 - a);
+    }
+  }
+}
 
 // ggml_vec_dot_f32 / _f16 for each (weight row, activation row).
 template <class W>
@@ -129,7 +183,7 @@ struct VecDotKernel {
 
 template <class W>
 void gemm_llama_order(const GemmArgs& g) {
-  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0) drive<Lanes16Kernel<W>, 2, 2>(g);
+  if (g.n_act >= 2 && !g.single_rows && g.k % 16 == 0) drive_lanes<Lanes16Kernel<W>, 3, 4>(g);
   else drive<VecDotKernel<W>, 2, 1>(g);
 }
 

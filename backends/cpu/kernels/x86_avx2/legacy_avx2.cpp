@@ -9,7 +9,8 @@
 // Q5_0 / Q8_0: the 8 int32 lanes are converted to float and multiplied by
 // d_w * d_x into a float accumulator per pair, summed horizontally at the end
 // of the row (llama.cpp's vec_dot order).
-// Tiles: 2 weight rows x 2 activation rows for prompts (16 ymm registers);
+// Tiles for prompts: Q8_0 3 weight rows x 3 activation rows (9 accumulators;
+// the weight quants are read from L1 by vpsignb), Q5_0 2 x 2 (16 ymm registers);
 // decode 8 rows per step (LegacyDecode). Q8_0 batches of more than 16 rows in
 // the lanes order (--batch-order lanes): Q8_0Lanes, weight rows in the lanes;
 // Q5_0 batches of more than 16 rows in the lanes order: Q5_0Lanes
@@ -379,7 +380,7 @@ void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
   else if (lanes_batch(g, DType::Q8_0)) SliceDriver<Q8_0Lanes>::run(g);
-  else gemm_entry<LegacyKernel<Q8_0Weights>, 2, 2, 4>(g);
+  else drive<LegacyKernel<Q8_0Weights>, 3, 3>(g);
 }
 
 }  // namespace opal::cpu::avx2
