@@ -367,6 +367,11 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     float* kchunk = reinterpret_cast<float*>(w + l.off_kchunk);
     int64_t p0, p1;
     split_range(T * hq, ith, nth, &p0, &p1);
+    // The batched path's visible list depends on the token only: the heads of one token (every pair of a
+    // decode) reuse it instead of scanning the cells again (at depth 4096 the scan cost about as much as a
+    // head's dots).
+    int32_t vis_seq = -1, vis_pos = 0;
+    int64_t vis_n = 0;
     for (int64_t pair = p0; pair < p1; ++pair) {
       const int64_t t = pair / hq, h = pair % hq, g = h / group;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
@@ -382,10 +387,14 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const bool batched_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
       const bool batched_simd = batched_f16 || batched_quant;
       if (batched_simd) {  // the same dots and FMAs, batched (kernels/attn_kernels.h)
-        for (int64_t o = 0; o < n_order; ++o) {
-          const int64_t c = order[o];
-          if (cell[2 * c + 1] == seq && cell[2 * c] <= pos) vis[n_vis++] = int32_t(c);
+        if (seq < 0 || seq != vis_seq || pos != vis_pos) {
+          for (int64_t o = 0; o < n_order; ++o) {
+            const int64_t c = order[o];
+            if (cell[2 * c + 1] == seq && cell[2 * c] <= pos) vis[n_vis++] = int32_t(c);
+          }
+          vis_seq = seq, vis_pos = pos, vis_n = n_vis;
         }
+        n_vis = vis_n;
         const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
         if (batched_f16) simd->dots_f16(kbase, k.nb[1], vis, n_vis, qv, dk, kq_lanes16, scores);
         for (int64_t r0 = 0; r0 < n_vis && !batched_f16; r0 += kQuantChunk) {
@@ -394,9 +403,13 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           else widen_k.widen_q4_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
           simd_v->dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, scores + r0, 0);
         }
-        for (int64_t r = 0; r < n_vis; ++r) {
-          scores[r] = window > 0 && pos - cell[2 * vis[r]] >= window ? -INFINITY : scores[r] * scale;
-          mx = std::max(mx, scores[r]);
+        if (window <= 0 && simd_v->scale_max) {
+          mx = simd_v->scale_max(scores, n_vis, scale);  // the loop below without a window, in SIMD
+        } else {
+          for (int64_t r = 0; r < n_vis; ++r) {
+            scores[r] = window > 0 && pos - cell[2 * vis[r]] >= window ? -INFINITY : scores[r] * scale;
+            mx = std::max(mx, scores[r]);
+          }
         }
       }
       for (int64_t o = 0; o < n_order && !batched_simd; ++o) {
@@ -439,8 +452,12 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const float inv = float(1.0 / sum);
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
-      for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
-      if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
+      if (round_v && v.type == DType::F16 && simd_v && simd_v->scale_round_f16) {
+        simd_v->scale_round_f16(scores, n_vis, inv);  // the two steps below at once (the same bits)
+      } else {
+        for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
+        if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
+      }
       const bool batched_v = simd_v && simd_v->accumulate_f16;
       if (batched_v)
         simd_v->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis,
