@@ -69,9 +69,11 @@ constexpr int64_t kLanesSingle = 64;  // ggml_vec_dot_f16: 4 accumulators x 16 l
 struct AttnLayout {
   uint64_t per_thread = 0;
   uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0, off_kchunk = 0;
+  int64_t ld_scores = 0;
 };
 
-constexpr int64_t kQuantChunk = 64;  // quantized K rows dequantized at once (per-pair path)
+constexpr int64_t kQuantChunk = 64;      // quantized K rows dequantized at once (per-pair path)
+constexpr int64_t kMaxGroupStaged = 16;  // heads of one kv head whose scores the per-pair path holds at once
 
 AttnLayout attn_layout(const Tensor& node) {
   const Tensor& q = *node.src[kAttnQ];
@@ -80,8 +82,10 @@ AttnLayout attn_layout(const Tensor& node) {
   const int64_t hkv = node.iparams[0];
   const int64_t dk = q.ne[0], dv = v.ne[0] / hkv, n_cells = k.ne[1];
   auto a64 = [](uint64_t x) { return (x + 63) / 64 * 64; };
+  const int64_t group = std::clamp<int64_t>(q.ne[1] / hkv, 1, kMaxGroupStaged);
   AttnLayout l;
-  l.off_q = a64(uint64_t(n_cells + kLanesBatch) * 4);
+  l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
+  l.off_q = a64(uint64_t(group * l.ld_scores) * 4);  // one score row per head of a GQA group
   l.off_row = l.off_q + a64(uint64_t(dk) * 4);
   l.off_acc = l.off_row + a64(uint64_t(std::max(dk, dv)) * 4);
   l.off_vis = l.off_acc + a64(uint64_t(kLanesSingle * dv) * 4);
@@ -359,7 +363,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
 
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
-    float* scores = reinterpret_cast<float*>(w);
+    float* score_rows = reinterpret_cast<float*>(w);  // one per head of a GQA group
     float* qv = reinterpret_cast<float*>(w + l.off_q);
     float* row = reinterpret_cast<float*>(w + l.off_row);
     float* acc = reinterpret_cast<float*>(w + l.off_acc);
@@ -372,7 +376,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // head's dots).
     int32_t vis_seq = -1, vis_pos = 0;
     int64_t vis_n = 0;
-    for (int64_t pair = p0; pair < p1; ++pair) {
+    // Scores of one pair (q rounded, dots, scale, window): returns the maximum; n_vis and vis are set.
+    auto pair_scores = [&](int64_t pair, float* scores, int64_t& n_vis) {
       const int64_t t = pair / hq, h = pair % hq, g = h / group;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
       const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, h, t, 0));
@@ -380,7 +385,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       else
         for (int64_t i = 0; i < dk; ++i) qv[i] = qsrc[i];
       float mx = -INFINITY;
-      int64_t n_vis = 0;
+      n_vis = 0;
       const bool batched_f16 = simd && simd->dots_f16 && simd->accumulate_f16;
       // A quantized K: its rows dequantized kQuantChunk at a time (the tiled path's widening), then SIMD dots in
       // tinyBLAS order (within float rounding of the other orders, as any quantized-K result here).
@@ -434,10 +439,15 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         mx = std::max(mx, scores[n_vis]);
         ++n_vis;
       }
+      return mx;
+    };
+    // The output of one pair from its scores: softmax, p in the cache type, the lanes of V, their reduction.
+    auto pair_output = [&](int64_t pair, float* scores, int64_t n_vis, float mx) {
+      const int64_t t = pair / hq, h = pair % hq, g = h / group;
       float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
       if (mx == -INFINITY) {  // no visible cell (cannot happen: a token sees itself)
         for (int64_t i = 0; i < dv; ++i) out[i] = 0.0f;
-        continue;
+        return;
       }
       // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
       const int64_t n_chunked = (n_vis + 15) / 16 * 16;
@@ -475,6 +485,23 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         }
       }
       (simd_v && simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
+    };
+    // The heads of one kv head for one token go together: the scores of all of them first (the K rows of
+    // the kv head read again while they are still in cache), then their outputs (likewise the V rows).
+    // Each pair's arithmetic is unchanged; only the order of the pairs' phases.
+    float mxs[kMaxGroupStaged];
+    int64_t nvs[kMaxGroupStaged];
+    for (int64_t pair = p0; pair < p1;) {
+      const int64_t tg = pair / hq * hkv + pair % hq / group;
+      int64_t end = pair + 1;
+      while (end < p1 && end - pair < std::min<int64_t>(group, kMaxGroupStaged) &&
+             end / hq * hkv + end % hq / group == tg)
+        ++end;
+      for (int64_t j = pair; j < end; ++j)
+        mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
+      for (int64_t j = pair; j < end; ++j)
+        pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
+      pair = end;
     }
   });
 }
