@@ -135,6 +135,42 @@ TEST(FlashAttention, SplitDecodeAtDepthMatchesTheMaterializedPath) {
             test::argmax_row(last[1].data(), int64_t(last[1].size())));
 }
 
+// A prompt's query rows meet the cache in blocks of 64 to 256 rows (ops/attention_flash.cpp, flash_rows: the
+// most that leave 8 units per thread), each block widening its cells' K and V once. No row's arithmetic depends
+// on the block: one thread (256-row blocks here) and eight (64-row blocks) give the same bits for every row.
+TEST(FlashAttention, PromptBlockSizeNeverChangesARow) {
+  auto reg = make_registry({}, 8);
+  auto model = Model::load(test::golden_model("tiny-llama-f16"), *reg);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> pick(0, int32_t(model->hparams().n_vocab) - 1);
+  std::vector<int32_t> toks(700);
+  for (auto& t : toks) t = pick(rng);
+  std::vector<std::vector<float>> rows;
+  for (int threads : {1, 8}) {
+    reg->set_threads(threads);
+    ContextParams cp;
+    cp.n_ctx = 768;
+    cp.n_batch = cp.n_ubatch = 768;
+    cp.flash_attn = FlashAttn::On;
+    for (DType kv : {DType::F16, DType::Q8_0}) {
+      cp.kv_type = kv;
+      cp.kv_type_v = kv;
+      Context ctx(*model, cp);
+      Batch b;
+      for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], int32_t(i), 0, i % 7 == 0 || i + 1 == toks.size());
+      ctx.decode(b);
+      std::vector<float> all;
+      for (int64_t i = 0; i < ctx.n_outputs(); ++i) all.insert(all.end(), ctx.logits(i), ctx.logits(i) + ctx.n_vocab());
+      rows.push_back(std::move(all));
+    }
+  }
+  ASSERT_EQ(rows.size(), 4u);
+  for (int kv = 0; kv < 2; ++kv) {
+    ASSERT_EQ(rows[size_t(kv)].size(), rows[size_t(2 + kv)].size());
+    EXPECT_EQ(rows[size_t(kv)], rows[size_t(2 + kv)]) << (kv ? "q8_0" : "f16") << " cache: 1 thread vs 8";
+  }
+}
+
 TEST(FlashAttention, QuantizedCacheRulesFailClearly) {
   auto reg = make_registry({}, 1);
   auto llama = Model::load(test::golden_model("tiny-llama-f16"), *reg);

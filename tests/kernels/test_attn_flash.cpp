@@ -66,7 +66,8 @@ TEST(AttnFlash, DotsExpAndAccumulationAgreeWithTheReference) {
   const FlashKernels& ref = ref_flash_kernels();
   std::mt19937 rng(9);
   std::normal_distribution<float> val(0.0f, 1.0f);
-  // m and n cover whole and partial register tiles of every ISA (rows of 1-6, cells of 8 and 16, a full tile)
+  // m and n cover whole and partial register tiles of every ISA (rows of 1-6, cells of 8 and 16, a full tile),
+  // and the few-row (decode) forms: 1-4 rows, cells of 4 and 16
   for (auto [dk, m, n] : {std::tuple<int64_t, int64_t, int64_t>{32, 5, 37},
                           {64, 5, 37},
                           {80, 5, 37},
@@ -75,7 +76,11 @@ TEST(AttnFlash, DotsExpAndAccumulationAgreeWithTheReference) {
                           {64, 1, 64},
                           {40, 7, 9},
                           {256, 6, 64},
-                          {64, 3, 1}}) {
+                          {64, 3, 1},
+                          {64, 2, 37},
+                          {64, 3, 64},
+                          {128, 4, 21},
+                          {64, 1, 37}}) {
     const int64_t dv = dk + 8;
     std::vector<float> q(size_t(m * dk)), k(size_t(n * dk)), v(size_t(n * dv));
     for (auto* a : {&q, &k, &v})

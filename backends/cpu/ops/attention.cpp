@@ -69,9 +69,11 @@ constexpr int64_t kLanesSingle = 64;  // ggml_vec_dot_f16: 4 accumulators x 16 l
 struct AttnLayout {
   uint64_t per_thread = 0;
   uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0, off_kchunk = 0;
+  int64_t ld_scores = 0;
 };
 
-constexpr int64_t kQuantChunk = 64;  // quantized K rows dequantized at once (per-pair path)
+constexpr int64_t kQuantChunk = 64;      // quantized K rows dequantized at once (per-pair path)
+constexpr int64_t kMaxGroupStaged = 16;  // heads of one kv head whose scores the per-pair path holds at once
 
 AttnLayout attn_layout(const Tensor& node) {
   const Tensor& q = *node.src[kAttnQ];
@@ -80,8 +82,10 @@ AttnLayout attn_layout(const Tensor& node) {
   const int64_t hkv = node.iparams[0];
   const int64_t dk = q.ne[0], dv = v.ne[0] / hkv, n_cells = k.ne[1];
   auto a64 = [](uint64_t x) { return (x + 63) / 64 * 64; };
+  const int64_t group = std::clamp<int64_t>(q.ne[1] / hkv, 1, kMaxGroupStaged);
   AttnLayout l;
-  l.off_q = a64(uint64_t(n_cells + kLanesBatch) * 4);
+  l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
+  l.off_q = a64(uint64_t(group * l.ld_scores) * 4);  // one score row per head of a GQA group
   l.off_row = l.off_q + a64(uint64_t(dk) * 4);
   l.off_acc = l.off_row + a64(uint64_t(std::max(dk, dv)) * 4);
   l.off_vis = l.off_acc + a64(uint64_t(kLanesSingle * dv) * 4);
@@ -359,7 +363,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
 
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
-    float* scores = reinterpret_cast<float*>(w);
+    float* score_rows = reinterpret_cast<float*>(w);  // one per head of a GQA group
     float* qv = reinterpret_cast<float*>(w + l.off_q);
     float* row = reinterpret_cast<float*>(w + l.off_row);
     float* acc = reinterpret_cast<float*>(w + l.off_acc);
@@ -367,7 +371,13 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     float* kchunk = reinterpret_cast<float*>(w + l.off_kchunk);
     int64_t p0, p1;
     split_range(T * hq, ith, nth, &p0, &p1);
-    for (int64_t pair = p0; pair < p1; ++pair) {
+    // The batched path's visible list depends on the token only: the heads of one token (every pair of a
+    // decode) reuse it instead of scanning the cells again (at depth 4096 the scan cost about as much as a
+    // head's dots).
+    int32_t vis_seq = -1, vis_pos = 0;
+    int64_t vis_n = 0;
+    // Scores of one pair (q rounded, dots, scale, window): returns the maximum; n_vis and vis are set.
+    auto pair_scores = [&](int64_t pair, float* scores, int64_t& n_vis) {
       const int64_t t = pair / hq, h = pair % hq, g = h / group;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
       const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, h, t, 0));
@@ -375,17 +385,21 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       else
         for (int64_t i = 0; i < dk; ++i) qv[i] = qsrc[i];
       float mx = -INFINITY;
-      int64_t n_vis = 0;
+      n_vis = 0;
       const bool batched_f16 = simd && simd->dots_f16 && simd->accumulate_f16;
       // A quantized K: its rows dequantized kQuantChunk at a time (the tiled path's widening), then SIMD dots in
       // tinyBLAS order (within float rounding of the other orders, as any quantized-K result here).
       const bool batched_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
       const bool batched_simd = batched_f16 || batched_quant;
       if (batched_simd) {  // the same dots and FMAs, batched (kernels/attn_kernels.h)
-        for (int64_t o = 0; o < n_order; ++o) {
-          const int64_t c = order[o];
-          if (cell[2 * c + 1] == seq && cell[2 * c] <= pos) vis[n_vis++] = int32_t(c);
+        if (seq < 0 || seq != vis_seq || pos != vis_pos) {
+          for (int64_t o = 0; o < n_order; ++o) {
+            const int64_t c = order[o];
+            if (cell[2 * c + 1] == seq && cell[2 * c] <= pos) vis[n_vis++] = int32_t(c);
+          }
+          vis_seq = seq, vis_pos = pos, vis_n = n_vis;
         }
+        n_vis = vis_n;
         const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
         if (batched_f16) simd->dots_f16(kbase, k.nb[1], vis, n_vis, qv, dk, kq_lanes16, scores);
         for (int64_t r0 = 0; r0 < n_vis && !batched_f16; r0 += kQuantChunk) {
@@ -394,9 +408,13 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           else widen_k.widen_q4_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
           simd_v->dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, scores + r0, 0);
         }
-        for (int64_t r = 0; r < n_vis; ++r) {
-          scores[r] = window > 0 && pos - cell[2 * vis[r]] >= window ? -INFINITY : scores[r] * scale;
-          mx = std::max(mx, scores[r]);
+        if (window <= 0 && simd_v->scale_max) {
+          mx = simd_v->scale_max(scores, n_vis, scale);  // the loop below without a window, in SIMD
+        } else {
+          for (int64_t r = 0; r < n_vis; ++r) {
+            scores[r] = window > 0 && pos - cell[2 * vis[r]] >= window ? -INFINITY : scores[r] * scale;
+            mx = std::max(mx, scores[r]);
+          }
         }
       }
       for (int64_t o = 0; o < n_order && !batched_simd; ++o) {
@@ -421,10 +439,15 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         mx = std::max(mx, scores[n_vis]);
         ++n_vis;
       }
+      return mx;
+    };
+    // The output of one pair from its scores: softmax, p in the cache type, the lanes of V, their reduction.
+    auto pair_output = [&](int64_t pair, float* scores, int64_t n_vis, float mx) {
+      const int64_t t = pair / hq, h = pair % hq, g = h / group;
       float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
       if (mx == -INFINITY) {  // no visible cell (cannot happen: a token sees itself)
         for (int64_t i = 0; i < dv; ++i) out[i] = 0.0f;
-        continue;
+        return;
       }
       // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
       const int64_t n_chunked = (n_vis + 15) / 16 * 16;
@@ -439,8 +462,12 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const float inv = float(1.0 / sum);
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
-      for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
-      if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
+      if (round_v && v.type == DType::F16 && simd_v && simd_v->scale_round_f16) {
+        simd_v->scale_round_f16(scores, n_vis, inv);  // the two steps below at once (the same bits)
+      } else {
+        for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
+        if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
+      }
       const bool batched_v = simd_v && simd_v->accumulate_f16;
       if (batched_v)
         simd_v->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis,
@@ -458,6 +485,23 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         }
       }
       (simd_v && simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
+    };
+    // The heads of one kv head for one token go together: the scores of all of them first (the K rows of
+    // the kv head read again while they are still in cache), then their outputs (likewise the V rows).
+    // Each pair's arithmetic is unchanged; only the order of the pairs' phases.
+    float mxs[kMaxGroupStaged];
+    int64_t nvs[kMaxGroupStaged];
+    for (int64_t pair = p0; pair < p1;) {
+      const int64_t tg = pair / hq * hkv + pair % hq / group;
+      int64_t end = pair + 1;
+      while (end < p1 && end - pair < std::min<int64_t>(group, kMaxGroupStaged) &&
+             end / hq * hkv + end % hq / group == tg)
+        ++end;
+      for (int64_t j = pair; j < end; ++j)
+        mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
+      for (int64_t j = pair; j < end; ++j)
+        pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
+      pair = end;
     }
   });
 }

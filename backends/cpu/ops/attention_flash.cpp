@@ -4,7 +4,7 @@
 // The visibility rules are those of ops/attention.cpp: a token sees the cells
 // of its sequence with pos <= its pos (and pos_token - pos_cell < W under a
 // sliding window W), taken in position order. Work units are (kv head g,
-// block of up to kFlashRows / group consecutive tokens of one sequence, cell
+// block of up to flash_rows() / group consecutive tokens of one sequence, cell
 // range): the block's query rows (the GQA group of each token, j = token *
 // group + head) meet the visible cells kFlashTile at a time:
 //   K tile widened to f32 [n][dk] once for all rows (f16, bf16, f32, q8_0,
@@ -34,11 +34,30 @@
 namespace opal::cpu {
 namespace {
 
-constexpr int64_t kFlashRows = 64;       // query rows per unit (whole GQA groups)
+constexpr int64_t kFlashRows = 64;       // query rows per unit (whole GQA groups), at least
+constexpr int64_t kFlashRowsMax = 256;   // and at most: a prompt takes the most that keep the threads busy
+constexpr int64_t kUnitsPerThread = 8;   // the fewest (kv head, block) units per thread a larger block may leave
 constexpr int64_t kSplitMaxTokens = 8;   // batches up to this size may split their cells across threads
 constexpr int64_t kSplitMinCells = 256;  // fewest cells per range of a split
 
-int64_t flash_block_tokens(int64_t group) { return std::max<int64_t>(1, kFlashRows / group); }
+// Query rows per unit. Every unit widens the K and V rows of all its visible
+// cells, so a prompt at depth widens the cache once per block: larger blocks
+// share one widening among more rows (256 rows: a quarter of the widening of
+// 64). Only the cells of a partly visible tile are computed and dropped (the
+// rows that see a tile are a suffix of the block's), whatever the block size,
+// and no row's arithmetic depends on it. Larger blocks are taken only while
+// they leave kUnitsPerThread units per thread (the split by cost stays even).
+int64_t flash_rows(const Tensor& node, int n_threads) {
+  const Tensor& q = *node.src[kAttnQ];
+  const int64_t hkv = node.iparams[0], T = q.ne[2];
+  const int64_t group = std::max<int64_t>(1, q.ne[1] / hkv);
+  for (int64_t rows = kFlashRowsMax; rows > kFlashRows; rows /= 2) {
+    const int64_t bt = std::max<int64_t>(1, rows / group);
+    if (hkv * ((T + bt - 1) / bt) >= kUnitsPerThread * int64_t(std::max(1, n_threads))) return rows;
+  }
+  return kFlashRows;
+}
+int64_t flash_block_tokens(int64_t rows, int64_t group) { return std::max<int64_t>(1, rows / group); }
 int64_t max_splits(int n_threads) { return int64_t(std::max(1, n_threads)); }
 
 uint64_t a64(uint64_t x) { return (x + 63) / 64 * 64; }
@@ -57,7 +76,7 @@ FlashLayout flash_layout(const Tensor& node, int n_threads) {
   const int64_t n_cells = node.src[kAttnK]->ne[1];
   const int64_t group = std::max<int64_t>(1, hq / hkv);
   FlashLayout l;
-  l.rows = flash_block_tokens(group) * group;
+  l.rows = flash_block_tokens(flash_rows(node, n_threads), group) * group;
   l.off_bstart = a64(uint64_t(n_cells) * 4);
   l.off_partial = l.off_bstart + a64(uint64_t(T + 1) * 4);
   const uint64_t partial = T <= kSplitMaxTokens ? uint64_t(T * hq * max_splits(n_threads) * (dv + 2)) * 4 : 0;
@@ -104,9 +123,10 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   const int32_t window = node.iparams[1];
   const float scale = node.fparams[0];
   const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv, n_cells = k.ne[1];
-  const int64_t group = hq / hkv, bt = flash_block_tokens(group);
+  const int64_t group = hq / hkv;
   const int nth_pool = ctx.pool.size();  // the chunks run() hands out (work_size's n_threads)
   const FlashLayout l = flash_layout(node, nth_pool);
+  const int64_t bt = l.rows / group;  // tokens per block (flash_rows)
   const FlashKernels& fk = flash_kernels();
 
   // The live cells in position order (cells past the last one in use are never visible).
@@ -164,6 +184,10 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
     int64_t* lo = reinterpret_cast<int64_t*>(w + l.off_lo);
     int64_t* hi = reinterpret_cast<int64_t*>(w + l.off_hi);
     double before = 0.0;
+    // The visible list depends on the block's sequence and last position only: the kv heads and cell ranges
+    // of one block (every unit of a decode) reuse it instead of scanning all the cells again.
+    int32_t vis_seq = -1, vis_pmax = 0;
+    int64_t vis_n = 0;
     for (int64_t g = 0; g < hkv; ++g)
       for (int64_t b = 0; b < nb; ++b)
         for (int64_t split = 0; split < n_split; ++split) {
@@ -175,11 +199,15 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
           const int32_t seq = tok[2 * t0 + 1];
           int32_t pmax = tok[2 * t0];
           for (int64_t t = t0; t < t0 + nt; ++t) pmax = std::max(pmax, tok[2 * t]);
-          int64_t n_max = 0;
-          for (int64_t o = 0; o < n_order; ++o) {
-            const int64_t cc = order[o];
-            if (cell[2 * cc + 1] == seq && cell[2 * cc] <= pmax) vis[n_max++] = int32_t(cc);
+          if (seq < 0 || seq != vis_seq || pmax != vis_pmax) {
+            vis_n = 0;
+            for (int64_t o = 0; o < n_order; ++o) {
+              const int64_t cc = order[o];
+              if (cell[2 * cc + 1] == seq && cell[2 * cc] <= pmax) vis[vis_n++] = int32_t(cc);
+            }
+            vis_seq = seq, vis_pmax = pmax;
           }
+          const int64_t n_max = vis_n;
           for (int64_t tt = 0; tt < nt; ++tt) {
             const int32_t pos = tok[2 * (t0 + tt)];
             // vis is in position order: the visible cells of a token are one range of it

@@ -61,8 +61,28 @@ void axpy_f16(float p, const uint16_t* v, float* acc, int64_t n) {
   for (; i < n; ++i) acc[i] = std::fma(_cvtsh_ss(v[i]), p, acc[i]);
 }
 
+// reduce_add16 of eight 16-lane accumulators (lo[c]: lanes 0-7, hi[c]: lanes
+// 8-15) at once, in its exact order; result lane c is accumulator c's sum.
+__m256 reduce16x8(const __m256* lo, const __m256* hi) {
+  __m256 t[8], u[4];
+  for (int c = 0; c < 8; ++c) t[c] = _mm256_add_ps(lo[c], hi[c]);  // t[i] = a[i] + a[i + 8]
+  for (int p = 0; p < 4; ++p)  // u of t[2p] in the low 128 bits, of t[2p + 1] in the high
+    u[p] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * p], t[2 * p + 1], 0x20),
+                         _mm256_permute2f128_ps(t[2 * p], t[2 * p + 1], 0x31));
+  // per 128 bits: [u0 + u2, u1 + u3] of one accumulator, then of another
+  const __m256 v0 = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 v1 = _mm256_add_ps(_mm256_shuffle_ps(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // lanes: 0 2 4 6 | 1 3 5 7
+  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 // Four cells at a time (8 accumulators: lanes 0-7 and 8-15 of four 16-lane
-// ones); each cell's arithmetic is dot_f16_lanes16's.
+// ones); each cell's arithmetic is dot_f16_lanes16's. In ggml_vec_dot_f16
+// order (decode) eight cells at a time, their reductions side by side.
 void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t dk,
               bool lanes16, float* out) {
   auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r]) * k_stride); };
@@ -81,6 +101,23 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
           a[6 + h] = _mm256_fmadd_ps(load8(k3 + i + 8 * h), qv, a[6 + h]);
         }
       for (int c = 0; c < 4; ++c) out[r + c] = reduce16(a[2 * c], a[2 * c + 1]);
+    }
+  // ggml_vec_dot_f16 order without a tail (dk % 64 == 0, so the double sum is the float one): each cell's eight
+  // accumulators combined (a0 + a2) + (a1 + a3) per 16-lane half, and eight cells reduced at once by reduce16x8.
+  if (!lanes16 && dk % 64 == 0)
+    for (; r + 8 <= n; r += 8) {
+      __m256 lo[8], hi[8];
+      for (int c = 0; c < 8; ++c) {
+        const uint16_t* kr = row(r + c);
+        __m256 a[8];
+        for (auto& x : a) x = _mm256_setzero_ps();
+        for (int64_t i = 0; i < dk; i += 64)
+          for (int j = 0; j < 8; ++j)
+            a[j] = _mm256_fmadd_ps(load8(kr + i + 8 * j), _mm256_loadu_ps(q + i + 8 * j), a[j]);
+        lo[c] = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+        hi[c] = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+      }
+      _mm256_storeu_ps(out + r, reduce16x8(lo, hi));
     }
   for (; r < n; ++r) out[r] = lanes16 ? dot_f16_lanes16(row(r), q, dk) : dot_f16_vec(row(r), q, dk);
 }
@@ -176,23 +213,33 @@ void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64
   }
 }
 
-// reduce_add16 of eight 16-lane accumulators (lo[c]: lanes 0-7, hi[c]: lanes
-// 8-15) at once, in its exact order; result lane c is accumulator c's sum.
-__m256 reduce16x8(const __m256* lo, const __m256* hi) {
-  __m256 t[8], u[4];
-  for (int c = 0; c < 8; ++c) t[c] = _mm256_add_ps(lo[c], hi[c]);  // t[i] = a[i] + a[i + 8]
-  for (int p = 0; p < 4; ++p)  // u of t[2p] in the low 128 bits, of t[2p + 1] in the high
-    u[p] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * p], t[2 * p + 1], 0x20),
-                         _mm256_permute2f128_ps(t[2 * p], t[2 * p + 1], 0x31));
-  // per 128 bits: [u0 + u2, u1 + u3] of one accumulator, then of another
-  const __m256 v0 = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m256 v1 = _mm256_add_ps(_mm256_shuffle_ps(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm256_shuffle_ps(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  // lanes: 0 2 4 6 | 1 3 5 7
-  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+// One query row (decode with a quantized K): 8 cells x 1 query, the lanes
+// 0-7 halves of the eight accumulators over all of dk, then the 8-15 halves,
+// then one reduce16x8 (the tiles' arithmetic per dot). A short last tile
+// repeats its last row and drops the extra results.
+void dots_f32_lanes16_one(const float* k, int64_t ldk, int64_t n, const float* q, int64_t dk, float* out) {
+  for (int64_t r0 = 0; r0 < n; r0 += 8) {
+    const int64_t nc = n - r0 < 8 ? n - r0 : 8;
+    const float* kr[8];
+    for (int c = 0; c < 8; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
+    __m256 half[2][8];
+    for (int h = 0; h < 2; ++h) {
+      __m256* a = half[h];
+      for (int c = 0; c < 8; ++c) a[c] = _mm256_setzero_ps();
+      for (int64_t i = 8 * h; i < dk; i += 16) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(_mm256_loadu_ps(kr[c] + i), qv, a[c]);
+      }
+    }
+    const __m256 res = reduce16x8(half[0], half[1]);
+    if (nc == 8) {
+      _mm256_storeu_ps(out + r0, res);
+    } else {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, res);
+      for (int64_t c = 0; c < nc; ++c) out[r0 + c] = tmp[c];
+    }
+  }
 }
 
 // Tiles of 4 cells x 2 queries: the lanes 0-7 of the eight accumulators over
@@ -201,6 +248,7 @@ __m256 reduce16x8(const __m256* lo, const __m256* hi) {
 // its longest row.
 void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m, int64_t dk,
                       float* out, int64_t ldo) {
+  if (m == 1) return dots_f32_lanes16_one(k, ldk, n[0], q, dk, out);
   int64_t n_max = 0;
   for (int64_t j = 0; j < m; ++j) n_max = n[j] > n_max ? n[j] : n_max;
   for (int64_t r0 = 0; r0 < n_max; r0 += 4)  // four K rows stay in L1 while every query pair meets them

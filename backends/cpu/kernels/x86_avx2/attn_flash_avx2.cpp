@@ -2,8 +2,10 @@
 // Layout: f32 rows of K and V per tile, row-major. dots: the K tile is
 // transposed once (8 x 8 blocks) to [dk][64 cells], then register tiles of
 // 4 query rows x 24 cells walk dk, each q element broadcast against three
-// 8-cell vectors (no horizontal sums); accum: register tiles of 3 query rows
-// x 32 columns of V walk the tile's cells, each V vector feeding 3 FMAs;
+// 8-cell vectors (no horizontal sums; one or two rows take the row form,
+// 4 cells at a time with one horizontal sum each, untransposed); accum:
+// register tiles of 3 query rows x 32 columns of V walk the tile's cells,
+// each V vector feeding 3 FMAs;
 // exp: exp(x) = 2^n * p(r), n = round(x / ln 2),
 // r = x - n ln 2 in two parts, p a degree-6 polynomial (relative error about
 // 2e-7 on [-88, 0]; below -87.3 it flushes to 0).
@@ -173,7 +175,8 @@ void dots_rows_of(const float* q, int64_t ldq, const float* kt, int64_t n, int64
 
 void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
           float* s, int64_t lds) {
-  if (dk > kMaxDk || n > kFlashTile || m < 2) return dots_rows(q, ldq, m, k, ldk, n, dk, scale, s, lds);
+  // One or two rows (decode of a GQA group of 2): the transpose would cost more than the row form's sums.
+  if (dk > kMaxDk || n > kFlashTile || m <= 2) return dots_rows(q, ldq, m, k, ldk, n, dk, scale, s, lds);
   alignas(32) float kt[kMaxDk * kFlashTile];
   flash_transpose_k_tile<transpose8>(k, ldk, n, dk, kt);
   int64_t j = 0;

@@ -225,12 +225,31 @@ void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64
   }
 }
 
+// One query row (decode with a quantized K): 16 cells x 1 query, the sixteen
+// accumulators reduced at once; each dot's arithmetic is the 4 x 4 tile's.
+// A short last tile repeats its last row and drops the extra results.
+void dots_f32_lanes16_one(const float* k, int64_t ldk, int64_t n, const float* q, int64_t dk, float* out) {
+  for (int64_t r0 = 0; r0 < n; r0 += 16) {
+    const int64_t nc = n - r0 < 16 ? n - r0 : 16;
+    const float* kr[16];
+    for (int c = 0; c < 16; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
+    __m512 a[16];
+    for (auto& x : a) x = _mm512_setzero_ps();
+    for (int64_t i = 0; i < dk; i += 16) {
+      const __m512 qv = _mm512_loadu_ps(q + i);
+      for (int c = 0; c < 16; ++c) a[c] = _mm512_fmadd_ps(_mm512_loadu_ps(kr[c] + i), qv, a[c]);
+    }
+    _mm512_mask_storeu_ps(out + r0, tail_mask(nc), _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(a)));
+  }
+}
+
 // Tiles of 4 cells x 4 queries: each k and q vector loaded feeds 4 FMAs, and
 // each dot keeps its own single accumulator (dot_f16_lanes16's order). Short
 // tiles repeat the last row or query and drop the extra results; a tile of
 // queries stops at its longest row.
 void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m, int64_t dk,
                       float* out, int64_t ldo) {
+  if (m == 1) return dots_f32_lanes16_one(k, ldk, n[0], q, dk, out);
   // lane 4 j + c of the permuted result: query j, cell c
   const __m512i to_rows = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
   int64_t n_max = 0;
