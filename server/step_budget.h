@@ -22,7 +22,7 @@ class StepCost {
   // Prompt tokens that fit a step of budget_ms beside the decode part; -1
   // while no step with prompt tokens was measured yet.
   int64_t prompt_tokens_within(double budget_ms) const;
-  double decode_ms() const { return decode_ms_; }                  // < 0: not measured yet
+  double decode_ms() const { return decode_ms_; }               // < 0: not measured yet
   double ms_per_prompt_token() const { return per_token_ms_; }  // < 0: not measured yet
 
  private:
