@@ -389,6 +389,8 @@ void Server::load() {
   eo.n_ctx_slot = per_slot;
   eo.prompt_similarity = st.opts.slot_prompt_similarity;
   eo.prompt_chunk = st.opts.prompt_chunk;
+  eo.step_budget_ms = st.opts.step_budget_ms;
+  eo.step_cost_ms = st.opts.step_cost_ms;
   eo.copy_prefixes = st.opts.copy_prefixes;
   eo.before_decode = st.opts.before_decode;
   eo.on_batch = st.opts.on_batch;

@@ -33,6 +33,7 @@ struct ServerOptions {
   int64_t n_batch = 2048;                  // most tokens one batched decode takes
   int64_t n_ubatch = 512;                  // most tokens per graph run, and per step while slots generate
   int64_t prompt_chunk = 256;              // --prompt-chunk: see EngineOptions::prompt_chunk
+  double step_budget_ms = 150;             // --step-budget-ms: see EngineOptions::step_budget_ms
   bool copy_prefixes = true;               // --no-prefix-copy clears it: see EngineOptions::copy_prefixes
   DType kv_type = DType::F16;              // KV cache type (--ctk)
   std::optional<DType> kv_type_v;          // V cache type (--ctv; unset: kv_type)
@@ -81,6 +82,8 @@ struct ServerOptions {
   std::function<void()> before_decode;
   // Test seam: EngineOptions::on_batch (each batch's size and generating slots).
   std::function<void(int64_t n_tokens, int64_t n_generating)> on_batch;
+  // Test seam: EngineOptions::step_cost_ms (a step's cost as the step budget sees it).
+  std::function<double(int64_t n_prompt, int64_t n_decode)> step_cost_ms;
 };
 
 class Server {

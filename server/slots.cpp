@@ -63,6 +63,11 @@ struct SlotEngine::Slot {
   int64_t n_decoded = 0;
   Timings timings;
   Clock::time_point t_assigned, t_prompt_done, t_last, t_used;
+  // Waiting for slot `donor` (while it serves `donor_task`) to compute the first donor_n prompt tokens
+  // this request shares with it, to copy them (requests that start together: SlotEngine::assign).
+  Slot* donor = nullptr;
+  std::weak_ptr<Task> donor_task;
+  size_t donor_n = 0;
 };
 
 namespace {
@@ -227,6 +232,7 @@ void SlotEngine::fail_running(const std::string& error) {
     s->task->push(std::move(ev));
     s->task.reset();
     s->pending = -1;
+    s->donor = nullptr;
     s->seq.clear();
     --n_busy_;
   }
@@ -252,6 +258,7 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
   }
   Slot& s = best ? *best : *lru;
   const auto now = Clock::now();
+  s.donor = nullptr;
   s.sampler = std::move(task->sampler);  // built by submit()
   // Prefix reuse: keep the common prefix, but always evaluate at least the last prompt token (its logits).
   size_t keep = 0;
@@ -272,6 +279,24 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
     if (donor) {
       s.seq.copy_prefix(donor->seq, donor_n);
       keep = size_t(s.seq.size());  // the copy, or (no room) nothing, or (refused) the slot's own prefix
+    }
+    // A slot still reading a prompt that shares more with this one (requests arriving together with the same
+    // system prompt): wait for it to compute that part, then copy it (resolve_shared_wait), rather than
+    // computing it twice in the same steps.
+    Slot* reader = nullptr;
+    size_t reader_n = keep + kMinSharedWait - 1;
+    for (const auto& o : slots_) {
+      if (o.get() == &s || !o->task || o->donor || o->seq.size() >= int64_t(o->task->params.prompt.size())) continue;
+      const size_t n = std::min(common_prefix(o->task->params.prompt, p.prompt), p.prompt.size() - 1);
+      if (n > reader_n && n > size_t(o->seq.size())) {
+        reader = o.get();
+        reader_n = n;
+      }
+    }
+    if (reader) {
+      s.donor = reader;
+      s.donor_task = reader->task;
+      s.donor_n = reader_n;
     }
   }
   // The slot keeps one cell free: a token that would fill it ends the request.
@@ -404,6 +429,7 @@ void SlotEngine::step() {
       outputs.emplace_back(s.get(), n_rows);
       n_rows += 1 + int64_t(s->draft.size());
     }
+  const int64_t n_decode_rows = n_rows;
   // Decode priority: while slots generate, prompt chunks fill the batch only up to one ubatch, so each
   // generating slot's next token waits for one graph run, not for a whole n_batch of prompt (docs/server.md).
   // --prompt-chunk narrows that further: a step with n generating slots costs about the same as one with
@@ -415,11 +441,15 @@ void SlotEngine::step() {
     budget = std::min(n_batch, n_ubatch);
     if (opts_.prompt_chunk > 0) budget = std::min(budget, batch_.size() + size_t(opts_.prompt_chunk));
     budget = std::max(budget, batch_.size());
+    // The step budget: only the prompt tokens that fit a step of step_budget_ms beside these rows.
+    const int64_t cap = int64_t(budget - batch_.size());
+    budget = batch_.size() + size_t(budget_prompt_chunk(step_cost_, opts_.step_budget_ms, cap, kMinBudgetChunk));
   }
   // Oldest request first, so a prompt's wait does not depend on its slot's number.
   std::vector<Slot*> reading;
   for (auto& s : slots_)
-    if (s->task && s->seq.size() < int64_t(s->task->params.prompt.size())) reading.push_back(s.get());
+    if (s->task && s->seq.size() < int64_t(s->task->params.prompt.size()) && (!s->donor || resolve_shared_wait(*s)))
+      reading.push_back(s.get());
   std::stable_sort(reading.begin(), reading.end(),
                    [](const Slot* a, const Slot* b) { return a->task->arrival < b->task->arrival; });
   for (Slot* s : reading) {
@@ -471,6 +501,27 @@ void SlotEngine::step() {
     }
     s.draft.clear();
   }
+  // The step budget learns what this step cost: decode and sampling, the streams' gap.
+  const int64_t n_prompt = int64_t(batch_.size()) - n_decode_rows;
+  const double ms = opts_.step_cost_ms ? opts_.step_cost_ms(n_prompt, n_decode_rows) : millis(Clock::now() - t0);
+  step_cost_.observe(n_prompt, n_decode_rows, ms);
+}
+
+bool SlotEngine::resolve_shared_wait(Slot& s) {
+  const Slot& d = *s.donor;
+  const std::vector<int32_t>& prompt = s.task->params.prompt;
+  const std::shared_ptr<Task> t = s.donor_task.lock();
+  const bool same = t && d.task == t;  // the donor still serves the request whose prompt was looked at
+  const size_t have = std::min(common_prefix(d.seq.tokens(), prompt), prompt.size() - 1);
+  if (same && have < s.donor_n && d.seq.size() < int64_t(d.task->params.prompt.size())) return false;
+  // The donor holds the shared prefix now (or went on to other work): copy what it holds of it.
+  s.donor = nullptr;
+  s.donor_task.reset();
+  if (have > size_t(s.seq.size())) {
+    s.seq.copy_prefix(d.seq, have);
+    s.timings.cache_n = s.seq.size();  // the copy, or (no room) nothing, or (refused) the slot's own prefix
+  }
+  return true;
 }
 
 void SlotEngine::draft_all(int64_t rows) {

@@ -44,6 +44,7 @@
 #include "runtime/speculative.h"
 #include "sampling/sampler.h"
 #include "server/metrics.h"
+#include "server/step_budget.h"
 #include "tokenizer/vocab.h"
 
 namespace opal::server {
@@ -144,6 +145,10 @@ struct EngineOptions {
   // Decode priority (docs/server.md, "Under load"): the most prompt tokens a step takes beside generating
   // slots (--prompt-chunk; within n_ubatch in all). 0: n_ubatch less the generating slots' rows.
   int64_t prompt_chunk = 256;
+  // Per-step time budget (--step-budget-ms): while slots generate, the prompt tokens a step takes are further
+  // narrowed to those that fit a step of this many milliseconds, by the measured cost of a decode step and of
+  // a prompt token (server/step_budget.h); never below kMinBudgetChunk. 0: the fixed prompt_chunk only.
+  double step_budget_ms = 150;
   // Shared prefixes: a request whose prompt shares a longer prefix with another slot's cached tokens than with
   // its own slot's gets those K/V cells copied (Sequence::copy_prefix) instead of computing them again.
   bool copy_prefixes = true;
@@ -153,12 +158,23 @@ struct EngineOptions {
   // Test seam: called on the engine thread with each batch's size and how many of its slots were generating
   // (one token each, plus drafts) before it is decoded.
   std::function<void(int64_t n_tokens, int64_t n_generating)> on_batch;
+  // Test seam: when set, a step's cost as the step budget sees it (instead of its measured milliseconds), from
+  // its prompt tokens and generating rows, so tests of the budget do not depend on the host's speed.
+  std::function<double(int64_t n_prompt, int64_t n_decode)> step_cost_ms;
   // Speculative decoding (runtime/speculative.h), per slot: each generating
   // slot's next token goes into the batch with a draft of the tokens after it.
   // A draft model drafts in sequence i of draft_ctx for slot i (not owned).
   SpecParams spec;
   Context* draft_ctx = nullptr;
 };
+
+// The fewest prompt tokens a step beside generating slots takes under the step budget (fewer only when
+// --prompt-chunk is smaller): prompts go on being read even when the decode part alone fills the budget.
+constexpr int64_t kMinBudgetChunk = 32;
+// A request starting in the same step as another one whose prompt shares a prefix with it (a system
+// prompt) waits for that slot to compute the prefix and copies it, when the copy saves at least this many
+// tokens; a shorter shared head is computed by both.
+constexpr size_t kMinSharedWait = 16;
 
 class SlotEngine {
  public:
@@ -207,6 +223,10 @@ class SlotEngine {
   // room for besides the slots' own tokens, given out in slot order, each draft also within its slot's
   // context and n_predict.
   void draft_all(int64_t rows);
+  // A request waiting for another slot to compute the prefix they share: once that slot holds it (or stops
+  // reading that prompt), copies what it holds and returns true (the request reads the rest of its
+  // prompt); false while it should go on waiting.
+  bool resolve_shared_wait(Slot& s);
   // Ends every running request with an Error event and forgets its slot's
   // cached tokens (a failed batch may have recorded tokens the cache lacks).
   void fail_running(const std::string& error);
@@ -226,6 +246,7 @@ class SlotEngine {
   std::atomic<int> n_busy_{0};
   std::thread thread_;
   Batch batch_;
+  StepCost step_cost_;  // the step budget's estimates (engine thread only)
   size_t max_prompt_bytes_ = SIZE_MAX;
 };
 

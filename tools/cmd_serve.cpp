@@ -146,6 +146,10 @@ void add_serve_command(CLI::App& app) {
                   "most prompt tokens a step takes while any slot is generating, within -ub (256; 0 = -ub); smaller: "
                   "shorter gaps in the streams, slower prompts under load")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--step-budget-ms", o->step_budget_ms,
+                  "while slots generate, a step takes only the prompt tokens that fit a step of this many ms "
+                  "(measured; at least 32, at most --prompt-chunk): the streams' gap (150; 0 = --prompt-chunk only)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag(
       "--no-prefix-copy", [o](int64_t) { o->copy_prefixes = false; },
       "compute a prompt's prefix again even when another slot holds its K/V (a shared system prompt)");

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "server/server_test_util.h"
+#include "server/slots.h"
 
 namespace opal::test {
 namespace {
@@ -133,10 +134,15 @@ TEST(ServerBatching, ShutdownEndsInFlightStreamsWithFinalEvent) {
 // (each step also carrying the generating slot's token), so no step makes the generating slot wait for more
 // than n_ubatch tokens, nor for more than prompt_chunk prompt tokens when that is set; with nothing
 // generating, a prompt takes up to n_batch tokens in one step. The answers stay those of the requests alone.
-void batching_check_mixed_steps(int64_t n_ubatch, int64_t prompt_chunk) {
+// With a step budget (budget_ms > 0), the steps' costs come from the model 10 ms + 1 ms per prompt token (the
+// step_cost_ms seam, not the host's clock), so beside a generating slot a step takes at most budget_ms - 10
+// prompt tokens.
+void batching_check_mixed_steps(int64_t n_ubatch, int64_t prompt_chunk, double budget_ms = 0) {
   server::ServerOptions o = default_options(2, 2048);
   o.n_ubatch = n_ubatch;
   o.prompt_chunk = prompt_chunk;
+  o.step_budget_ms = budget_ms;
+  if (budget_ms > 0) o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
   struct BatchingRecord {
     std::mutex mu;
     std::vector<std::pair<int64_t, int64_t>> batches;  // (tokens, generating slots)
@@ -194,21 +200,34 @@ void batching_check_mixed_steps(int64_t n_ubatch, int64_t prompt_chunk) {
 
   std::lock_guard<std::mutex> lk(rec->mu);
   int mixed = 0;
+  int64_t most = 0;
   for (const auto& [n_tokens, n_generating] : rec->batches) {
     if (n_generating == 0) continue;
     EXPECT_LE(n_tokens, n_ubatch) << "a step with a generating slot carried more than n_ubatch tokens";
     if (prompt_chunk > 0) {
       EXPECT_LE(n_tokens - n_generating, prompt_chunk) << "a step beside a generating slot took more prompt tokens";
     }
+    if (budget_ms > 0) {
+      EXPECT_LE(n_tokens - n_generating, int64_t(budget_ms) - 10)
+          << "a step beside a generating slot overran the budget";
+    }
+    most = std::max(most, n_tokens - n_generating);
     mixed += n_tokens > n_generating;
   }
   EXPECT_GE(mixed, 3) << "the long prompt was not read alongside the generating slot over several steps";
+  if (budget_ms > 0) {
+    EXPECT_GE(most, int64_t(budget_ms) - 40) << "the budget's chunk stayed far below what fits it";
+  }
 }
 
 TEST(ServerBatching, PromptChunksYieldToDecodingSlots) { batching_check_mixed_steps(16, 0); }
 
 // --prompt-chunk: at most that many prompt tokens in a step beside a generating slot (fewer than -ub allows).
 TEST(ServerBatching, PromptChunkBoundsPromptTokensBesideDecoding) { batching_check_mixed_steps(16, 5); }
+
+// --step-budget-ms: beside a generating slot, the prompt tokens that fit the budget by the measured costs (here
+// a cost model: 10 ms a step + 1 ms a prompt token, so 110 ms leaves 100), under --prompt-chunk and -ub.
+TEST(ServerBatching, StepBudgetBoundsPromptTokensBesideDecoding) { batching_check_mixed_steps(200, 256, 110); }
 
 // Shared prefixes: a request whose prompt starts like another slot's cached tokens (a common system prompt)
 // gets those K/V cells copied into its own slot instead of computing them again, and answers as a cold run.
@@ -252,6 +271,84 @@ void batching_check_prefix_copy(bool copy) {
 
 TEST(ServerBatching, SharedPrefixIsCopiedFromAnotherSlot) { batching_check_prefix_copy(true); }
 TEST(ServerBatching, SharedPrefixRecomputedWithoutPrefixCopy) { batching_check_prefix_copy(false); }
+
+// Requests that start in the same step with the same system prompt: one computes it, the others wait for it and
+// copy its K/V cells (the prefix is evaluated once), and each answers as a cold run. Without prefix copying,
+// each computes it.
+void batching_check_start_together(bool copy) {
+  server::ServerOptions o = default_options(3, 3 * 1024);
+  o.copy_prefixes = copy;
+  struct TogetherRecord {
+    std::mutex mu;
+    int64_t prompt_tokens = 0;  // prompt tokens in the batches (generating slots' rows left out)
+  };
+  auto rec = std::make_shared<TogetherRecord>();
+  o.on_batch = [rec](int64_t n_tokens, int64_t n_generating) {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->prompt_tokens += n_tokens - n_generating;
+  };
+  // Gate: the first request's decode waits (at most 60 s) until three requests are in the server, so the two
+  // that follow are queued together and join in the same step.
+  std::atomic<bool> hold{false};
+  std::atomic<LocalServer*> self{nullptr};
+  o.before_decode = [&hold, &self] {
+    if (!hold.load()) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (self.load()->server().in_flight() < 3 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    hold = false;
+  };
+  LocalServer s(o);
+  self = &s;
+  const std::string system =
+      "Lily had a big red ball and she liked to play with it in the park every day. "
+      "Her dog Max ran after the ball and brought it back to her. ";
+  const std::string a = system + "One day";
+  const std::string b = system + "The dog ran to the";
+
+  hold = true;
+  std::thread gate([&] { batching_native(s, "Tom", 1, false); });
+  while (!hold.load() || s.server().in_flight() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  json together[2];
+  std::thread ta([&] { together[0] = batching_native(s, a, 12, true); });
+  std::thread tb([&] { together[1] = batching_native(s, b, 12, true); });
+  ta.join();
+  tb.join();
+  gate.join();
+  int64_t batched = 0;
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    batched = rec->prompt_tokens;
+  }
+
+  // Cold runs (cache_prompt false: every prompt token evaluated).
+  const int64_t n_tokens_gate = batching_native(s, "Tom", 1, false)["timings"]["prompt_n"].get<int64_t>();
+  const json cold_a = batching_native(s, a, 12, false);
+  const json cold_b = batching_native(s, b, 12, false);
+  const int64_t n_system = batching_native(s, system, 1, false)["timings"]["prompt_n"].get<int64_t>();
+  const int64_t n_a = cold_a["timings"]["prompt_n"].get<int64_t>();
+  const int64_t n_b = cold_b["timings"]["prompt_n"].get<int64_t>();
+  ASSERT_GT(n_system, int64_t(server::kMinSharedWait) + 4);
+  EXPECT_EQ(together[0]["content"], cold_a["content"]);
+  EXPECT_EQ(together[1]["content"], cold_b["content"]);
+  int64_t cached = 0, evaluated = 0;
+  for (const json& j : together) {
+    cached += j["timings"]["cache_n"].get<int64_t>();
+    evaluated += j["timings"]["prompt_n"].get<int64_t>();
+  }
+  EXPECT_EQ(cached + evaluated, n_a + n_b);
+  // The batches saw the gate's prompt and the two requests' evaluated tokens, nothing else.
+  EXPECT_EQ(batched, n_tokens_gate + evaluated);
+  if (copy) {
+    EXPECT_GE(cached, n_system - 2) << "the shared system prompt was computed by both requests";
+    EXPECT_LE(evaluated, n_a + n_b - n_system + 2);
+  } else {
+    EXPECT_LE(cached, 2) << "without prefix copying each request computes the system prompt";
+  }
+}
+
+TEST(ServerBatching, SharedPrefixComputedOnceForRequestsStartingTogether) { batching_check_start_together(true); }
+TEST(ServerBatching, SharedPrefixComputedByEachWithoutPrefixCopy) { batching_check_start_together(false); }
 
 }  // namespace
 }  // namespace opal::test
