@@ -282,6 +282,39 @@ Tensor* Graph::lerp(Tensor* x, Tensor* p, Tensor* mix) {
   return new_node(Op::Lerp, DType::F32, {x->ne[0], x->ne[1], mix->n_elements() / mix->ne[0], 1}, {x, p, mix});
 }
 
+Tensor* Graph::wkv7_inputs(Tensor* k, Tensor* wl, Tensor* al, Tensor* w0, Tensor* a0, Tensor* k_k, Tensor* k_a,
+                           int64_t S, float eps) {
+  require(k->type == DType::F32 && k->is_contiguous() && k->ne[2] == 1 && k->ne[3] == 1, "WKV7_INPUTS", k, nullptr,
+          "k must be contiguous f32 [C, T]");
+  const int64_t C = k->ne[0];
+  for (Tensor* x : {wl, al})
+    require(x->type == DType::F32 && x->is_contiguous() && x->ne == k->ne, "WKV7_INPUTS", k, x,
+            "the decay and ICLR LoRA outputs must be contiguous f32 of k's shape [C, T]");
+  for (Tensor* x : {w0, a0, k_k, k_a})
+    require(x->type == DType::F32 && x->is_contiguous() && x->n_elements() == C, "WKV7_INPUTS", k, x,
+            "w0, a0, k_k and k_a must be contiguous f32 [C]");
+  require(S > 0 && C % S == 0, "WKV7_INPUTS", k, nullptr, "the head size must be positive and divide C");
+  Tensor* t = new_node(Op::Wkv7Inputs, DType::F32, {C, k->ne[1], 4, 1}, {k, wl, al, w0, a0, k_k, k_a});
+  t->iparams[0] = int32_t(S);
+  t->fparams[0] = eps;
+  return t;
+}
+
+Tensor* Graph::wkv7_output(Tensor* y, Tensor* r, Tensor* k, Tensor* v, Tensor* r_k, Tensor* gate, int64_t S) {
+  require(y->type == DType::F32 && y->is_contiguous() && y->ne[2] == 1 && y->ne[3] == 1, "WKV7_OUTPUT", y, nullptr,
+          "y must be contiguous f32 [C, T]");
+  const int64_t C = y->ne[0];
+  for (Tensor* x : {r, k, v, gate})
+    require(x->type == DType::F32 && x->is_contiguous() && x->ne == y->ne, "WKV7_OUTPUT", y, x,
+            "r, k, v and gate must be contiguous f32 of y's shape [C, T]");
+  require(r_k->type == DType::F32 && r_k->is_contiguous() && r_k->n_elements() == C, "WKV7_OUTPUT", y, r_k,
+          "r_k must be contiguous f32 [C]");
+  require(S > 0 && C % S == 0, "WKV7_OUTPUT", y, nullptr, "the head size must be positive and divide C");
+  Tensor* t = new_node(Op::Wkv7Output, DType::F32, y->ne, {y, r, k, v, r_k, gate});
+  t->iparams[0] = int32_t(S);
+  return t;
+}
+
 Tensor* Graph::reshape(Tensor* x, std::array<int64_t, kMaxDims> ne) {
   require(x->is_contiguous(), "RESHAPE", x, nullptr, "source must be contiguous");
   const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];

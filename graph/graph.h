@@ -65,6 +65,14 @@ enum class Op : uint8_t {
   Lerp,  // src0 x F32 [C, T], src1 p F32 [C, T] (both contiguous), src2 mix F32 [C, n] (contiguous)
          //   -> F32 [C, T, n]: y[:, t, i] = ((p[:, t] - x[:, t]) * mix[:, i]) + x[:, t], each operation
          //   rounded to f32 on its own (no fused multiply-add), as the three separate ops round
+  // RWKV-7's element-wise chain between the projections and the recurrence in one pass (the fused
+  // form of 15 ADD, UNARY, SCALE, MUL and L2_NORM nodes per layer), see Wkv7InputsSrc:
+  Wkv7Inputs,
+  // ... and the chain after it (the fused form of 6 MUL, SUM_ROWS and ADD nodes per layer):
+  Wkv7Output,  // src0 y (the group norm's output), src1 r, src2 k, src3 v, src5 gate F32 [C, T], src4 r_k F32 [C],
+               //   all contiguous; iparams[0] = S (divides C). Per head h of S channels and token t:
+               //   rk = SUM_ROWS of (k * r) * r_k over the head (in double, rounded to f32), then
+               //   out = (y + (v * rk)) * gate, each operation rounded on its own -> F32 [C, T]
   Count
 };
 const char* op_name(Op op);
@@ -88,6 +96,20 @@ enum AttentionSrc { kAttnQ = 0, kAttnK = 1, kAttnV = 2, kAttnTokens = 3, kAttnCe
 // order; token t of slot s, per head:
 //   sa_i = sum_j a_j St[i][j];  St[i][j] = St[i][j] w_j + v_i k_j + sa_i b_j;  y_i = sum_j St[i][j] r_j.
 enum Wkv7Src { kWkvR = 0, kWkvW, kWkvK, kWkvV, kWkvA, kWkvB, kWkvState, kWkvSlot };
+
+// Sources of a Wkv7Inputs node: k, wl (the decay LoRA's output), al (the ICLR
+// LoRA's output) F32 [C, T] contiguous; w0, a0, k_k, k_a F32 [C] contiguous.
+// iparams[0] = S (the head size, divides C); fparams[0] = the L2 norm's eps.
+// Output F32 [C, T, 4], the inputs of RWKV_WKV7 besides r and v, each
+// operation rounded to f32 on its own (no fused multiply-add), as the nodes
+// it replaces round; with a = sigmoid(al + a0), ka = k * k_a and
+// kk = L2_NORM of k * k_k over each head's S channels:
+//   [:, :, 0] w  = exp(sigmoid(wl + w0) * -0.606531)
+//   [:, :, 1] k' = k + ((a * ka) + (ka * -1))
+//   [:, :, 2] -kk (kk * -1)
+//   [:, :, 3] kk * a
+// sigmoid and exp as UNARY's.
+enum Wkv7InputsSrc { kWinK = 0, kWinWl, kWinAl, kWinW0, kWinA0, kWinKk, kWinKa };
 
 // Functions of a Unary node (iparams[0]).
 enum class UnaryFn : int32_t { Sigmoid = 0, Tanh = 1, Exp = 2, ReluSqr = 3 };
@@ -189,6 +211,11 @@ class Graph {
   Tensor* geglu(Tensor* gate, Tensor* up);
   Tensor* tanh(Tensor* x);                          // UNARY(tanh)
   Tensor* lerp(Tensor* x, Tensor* p, Tensor* mix);  // LERP: mix [C, n] (or [C, 1, 1, n]) -> [C, T, n]
+  // WKV7_INPUTS (Wkv7InputsSrc): head size S, L2 eps -> [C, T, 4] = (w, k', -kk, kk * a)
+  Tensor* wkv7_inputs(Tensor* k, Tensor* wl, Tensor* al, Tensor* w0, Tensor* a0, Tensor* k_k, Tensor* k_a, int64_t S,
+                      float eps);
+  // WKV7_OUTPUT: (y + v * sum_head((k * r) * r_k)) * gate, head size S -> [C, T]
+  Tensor* wkv7_output(Tensor* y, Tensor* r, Tensor* k, Tensor* v, Tensor* r_k, Tensor* gate, int64_t S);
   // Views: reshape needs a contiguous source; view() takes explicit strides.
   Tensor* reshape(Tensor* x, std::array<int64_t, kMaxDims> ne);
   Tensor* view(Tensor* x, std::array<int64_t, kMaxDims> ne, std::array<uint64_t, kMaxDims> nb, uint64_t offset);

@@ -41,6 +41,14 @@
 // Gemma's soft-cap tanh is UNARY(tanh).
 // LERP (RWKV-7's token-shift mixes) costs 3 FLOPs per output element (subtract,
 // multiply, add) and rounds as the SUB/MUL/ADD chain it replaces: 1e-7.
+// WKV7_INPUTS (RWKV-7's chain from the projections to the recurrence) costs 7
+// FLOPs per output element (per channel: the decay 10 with sigmoid and exp
+// counted as 4 each, a 5, k' 5, kk and its two products 6: 26 over the 4
+// outputs, rounded up) and rounds as the 15 nodes it replaces: 1e-7.
+// WKV7_OUTPUT (the chain after the recurrence and the group norm) costs 6 FLOPs
+// per output element (two multiplies and an add for the head's sum, a
+// multiply, an add and the gate's multiply) and rounds as the MUL, SUM_ROWS
+// and ADD nodes it replaces: 1e-7.
 #include "graph/op_info.h"
 
 #include <fmt/format.h>
@@ -204,6 +212,8 @@ constexpr OpInfo kOps[] = {
     {Op::Gelu,      "GELU",       1, 0, elementwise_cost<8>,    no_fields,        gelu_nmse,       C::Input},
     {Op::Geglu,     "GEGLU",      2, 0, elementwise_cost<9>,    no_fields,        gelu_nmse,       C::Input},
     {Op::Lerp,      "LERP",       3, 0, elementwise_cost<3>,    no_fields,        f32_nmse,        C::Input},
+    {Op::Wkv7Inputs,"WKV7_INPUTS",7, 0, elementwise_cost<7>,    no_fields,        f32_nmse,        C::Input},
+    {Op::Wkv7Output,"WKV7_OUTPUT",6, 0, elementwise_cost<6>,    no_fields,        f32_nmse,        C::Input},
 };
 // clang-format on
 

@@ -8,8 +8,9 @@
 // (LN attn_norm -> token shift -> six lerps (one LERP node) -> r, w (decay LoRA, tanh,
 // exp(-0.606531 sigmoid)), k, v (value residual from layer 0's v through the
 // value LoRA), a (ICLR LoRA, sigmoid), g (gate LoRA, sigmoid) -> L2-normed kk
-// per head -> the WKV-7 recurrence over the layer's state -> group norm per
-// head -> + v * sum(r k r_k) per head -> * g -> output, residual) and a
+// per head (the decay, a, kk, the k update and the recurrence's -kk and
+// kk * a in one WKV7_INPUTS node) -> the WKV-7 recurrence over the layer's state -> group norm per
+// head -> + v * sum(r k r_k) per head -> * g (one WKV7_OUTPUT node) -> output, residual) and a
 // channel mix (LN attn_norm_2 -> token shift -> lerp -> relu(key)^2 -> value,
 // residual); then LN output_norm and the untied output head. The recurrent
 // state per sequence (the last token's two LN outputs per layer and the WKV
@@ -125,8 +126,7 @@ struct Builder {
     Tensor *xr = mix(0), *xw = mix(1), *xk = mix(2), *xv = mix(3), *xa = mix(4), *xg = mix(5);
 
     Tensor* r = g.mul_mat(w(il, "time_mix_receptance"), xr);
-    Tensor* dw = g.add(lora(xw, w(il, "time_mix_w1"), w(il, "time_mix_w2"), UnaryFn::Tanh, true), w(il, "time_mix_w0"));
-    dw = g.unary(g.scale(g.unary(dw, UnaryFn::Sigmoid), -0.606531f), UnaryFn::Exp);
+    Tensor* wl = lora(xw, w(il, "time_mix_w1"), w(il, "time_mix_w2"), UnaryFn::Tanh, true);
     Tensor* k = g.mul_mat(w(il, "time_mix_key"), xk);
     Tensor* v = g.mul_mat(w(il, "time_mix_value"), xv);
     if (!v_first) {
@@ -138,25 +138,27 @@ struct Builder {
       v = g.add(v, g.mul(sub(v_first, v), mixv));
     }
     Tensor* gate = lora(xg, w(il, "time_mix_g1"), w(il, "time_mix_g2"), UnaryFn::Sigmoid, true);
-    Tensor* a = g.unary(
-        g.add(lora(xa, w(il, "time_mix_a1"), w(il, "time_mix_a2"), UnaryFn::Sigmoid, false), w(il, "time_mix_a0")),
-        UnaryFn::Sigmoid);
-    Tensor* kk = g.l2_norm(g.reshape(g.mul(k, w(il, "time_mix_k_k")), {S, H, T, 1}), 1e-12f);
-    Tensor* ka = g.mul(k, w(il, "time_mix_k_a"));
-    k = g.add(k, sub(g.mul(a, ka), ka));
-
+    Tensor* al = lora(xa, w(il, "time_mix_a1"), w(il, "time_mix_a2"), UnaryFn::Sigmoid, false);
+    // The decay w = exp(-0.606531 sigmoid(wl + w0)), a = sigmoid(al + a0), kk = L2-normed k * k_k per head,
+    // k' = k + (a * ka - ka) with ka = k * k_a, and the recurrence's -kk and kk * a: one WKV7_INPUTS node
+    // [C, T, 4] = (w, k', -kk, kk * a), rounded as the ADD, UNARY, SCALE, MUL and L2_NORM nodes it replaces.
+    Tensor* ins = g.wkv7_inputs(k, wl, al, w(il, "time_mix_w0"), w(il, "time_mix_a0"), w(il, "time_mix_k_k"),
+                                w(il, "time_mix_k_a"), S, 1e-12f);
+    auto plane = [&](int i) {
+      return g.view(ins, {S, H, T, 1}, {ins->nb[0], ins->nb[0] * uint64_t(S), ins->nb[1], ins->nb[2]},
+                    uint64_t(i) * ins->nb[2]);
+    };
     auto heads = [&](Tensor* x) { return g.reshape(x, {S, H, T, 1}); };
-    Tensor *r3 = heads(r), *w3 = heads(dw), *k3 = heads(k), *v3 = heads(v), *a3 = heads(a);
-    Tensor* y = g.wkv7(r3, w3, k3, v3, g.scale(kk, -1.0f), g.mul(kk, a3), c.in.wkv_state[size_t(il)], c.in.state_slots);
+    Tensor* k3 = plane(1);
+    Tensor* y =
+        g.wkv7(heads(r), plane(0), k3, heads(v), plane(2), plane(3), c.in.wkv_state[size_t(il)], c.in.state_slots);
     g.named(y, fmt::format("blk.{}.wkv7", il));
     // Group norm: one group per head, its weight and bias [C] seen as [S, H] (one NORM node).
     auto per_head = [&](Tensor* p) { return g.reshape(p, {S, H, 1, 1}); };
     y = g.norm(g.reshape(y, {S, H, T, 1}), 64e-5f, per_head(w(il, "time_mix_ln")),
                per_head(w(il, "time_mix_ln", "bias")));
-    y = g.reshape(y, {C, T, 1, 1});
-    Tensor* rk = g.sum_rows(g.mul(g.mul(k3, r3), g.reshape(w(il, "time_mix_r_k"), {S, H, 1, 1})));  // [1, H, T]
-    y = g.add(y, g.reshape(g.mul(v3, rk), {C, T, 1, 1}));
-    y = g.mul(y, gate);
+    // (y + v * sum_head((k * r) * r_k)) * g: one WKV7_OUTPUT node, rounded as the MUL, SUM_ROWS, ADD nodes.
+    y = g.wkv7_output(g.reshape(y, {C, T, 1, 1}), r, g.reshape(k3, {C, T, 1, 1}), v, w(il, "time_mix_r_k"), gate, S);
     return g.named(g.mul_mat(w(il, "time_mix_output"), y), fmt::format("blk.{}.time_mix", il));
   }
 

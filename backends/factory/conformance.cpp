@@ -169,6 +169,8 @@ std::vector<OpCase> conformance_cases(const std::string& set) {
     for (Op op : {Op::Norm, Op::L2Norm, Op::TokenShift, Op::Lerp}) v.push_back({op, DType::F32, m, 1, 768});
     for (int fn = 0; fn <= int(UnaryFn::ReluSqr); ++fn) v.push_back({Op::Unary, DType::F32, m, 1, 768, fn});
     v.push_back({Op::Wkv7, DType::F32, m, 12, 64});
+    v.push_back({Op::Wkv7Inputs, DType::F32, m, 12, 64});
+    v.push_back({Op::Wkv7Output, DType::F32, m, 12, 64});
     v.push_back({Op::Norm, DType::F32, m, 1, 768, 1});  // the fused LayerNorm (NORM, MUL, ADD)
     v.push_back({Op::Norm, DType::F32, m, 12, 64, 1});  // the fused GroupNorm: 12 heads of 64
   }

@@ -93,8 +93,10 @@ OpCase probe_case(Op op, DType dtype) {
   c.op = op;
   c.dtype = dtype;
   c.m = 32;  // a prompt batch: accelerators may decline single tokens (their reason says so)
-  c.n = op == Op::Rope || op == Op::Attention || op == Op::Wkv7 ? 4 : 64;
-  c.k = op == Op::Rope || op == Op::Attention || op == Op::Wkv7 ? 64 : 256;
+  const bool heads =
+      op == Op::Rope || op == Op::Attention || op == Op::Wkv7 || op == Op::Wkv7Inputs || op == Op::Wkv7Output;
+  c.n = heads ? 4 : 64;
+  c.k = heads ? 64 : 256;
   return c;
 }
 
@@ -229,6 +231,23 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
         for (int64_t i = 0; i < cnt; ++i) p[i] = int32_t(i % 2);
       });
       out = g.wkv7(r, w, kk, v, a, bb, input("state", DType::F32, {k * k * n, 2, 1, 1}), slots);
+      break;
+    }
+    case Op::Wkv7Inputs: {  // heads of S = k, C = k * n, T = m; LoRA outputs and vectors as in a trained model
+      const int64_t C = k * n;
+      auto vec = [&](const char* name, float lo, float hi) { return input(name, DType::F32, {C, 1, 1, 1}, lo, hi); };
+      Tensor* kk = input("k", c.dtype, {C, m, 1, 1}, -2, 2);  // the case's dtype: f16 is declined
+      Tensor* wl = input("wl", DType::F32, {C, m, 1, 1}, -2, 2);
+      Tensor* al = input("al", DType::F32, {C, m, 1, 1}, -2, 2);
+      out = g.wkv7_inputs(kk, wl, al, vec("w0", -3, 1), vec("a0", -1, 1), vec("k_k", 0, 1.5f), vec("k_a", 0, 1.5f), k,
+                          1e-12f);
+      break;
+    }
+    case Op::Wkv7Output: {  // heads of S = k, C = k * n, T = m
+      const int64_t C = k * n;
+      auto in = [&](const char* name) { return input(name, DType::F32, {C, m, 1, 1}, -2, 2); };
+      Tensor* y = input("y", c.dtype, {C, m, 1, 1}, -2, 2);  // the case's dtype: f16 is declined
+      out = g.wkv7_output(y, in("r"), in("k"), in("v"), input("r_k", DType::F32, {C, 1, 1, 1}, -1, 1), in("gate"), k);
       break;
     }
     case Op::None:

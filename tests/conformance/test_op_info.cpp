@@ -214,5 +214,35 @@ TEST(OpInfo, LerpRow) {
   EXPECT_THROW(g.lerp(x, x, input(g, DType::F32, {128, 6, 1, 1})), Error);
 }
 
+// WKV7_INPUTS (RWKV-7's chain from the projections to the recurrence): [C, T] -> [C, T, 4], 7 FLOPs per output
+// element, its seven sources read once, f32 tolerance.
+TEST(OpInfo, Wkv7InputsRow) {
+  Graph g;
+  Tensor* k = input(g, DType::F32, {256, 4, 1, 1});
+  Tensor* v = input(g, DType::F32, {256, 1, 1, 1});
+  Tensor* y = g.wkv7_inputs(k, k, k, v, v, v, v, 64, 1e-12f);
+  EXPECT_STREQ(op_name(Op::Wkv7Inputs), "WKV7_INPUTS");
+  EXPECT_EQ(op_info(Op::Wkv7Inputs).n_src, 7);
+  EXPECT_EQ(y->ne, (std::array<int64_t, 4>{256, 4, 4, 1}));
+  EXPECT_EQ(y->iparams[0], 64);
+  EXPECT_EQ(node_cost(*y).flops, 7.0 * 256 * 4 * 4);
+  EXPECT_EQ(node_cost(*y).bytes, uint64_t((3 * 256 * 4 + 4 * 256 + 256 * 4 * 4) * 4));
+  EXPECT_EQ(max_nmse(*y), 1e-7);
+}
+
+// WKV7_OUTPUT (RWKV-7's chain after the recurrence): [C, T] -> [C, T], 6 FLOPs per element, f32 tolerance.
+TEST(OpInfo, Wkv7OutputRow) {
+  Graph g;
+  Tensor* y = input(g, DType::F32, {256, 4, 1, 1});
+  Tensor* r_k = input(g, DType::F32, {256, 1, 1, 1});
+  Tensor* out = g.wkv7_output(y, y, y, y, r_k, y, 64);
+  EXPECT_STREQ(op_name(Op::Wkv7Output), "WKV7_OUTPUT");
+  EXPECT_EQ(op_info(Op::Wkv7Output).n_src, 6);
+  EXPECT_EQ(out->ne, y->ne);
+  EXPECT_EQ(node_cost(*out).flops, 6.0 * 256 * 4);
+  EXPECT_EQ(node_cost(*out).bytes, uint64_t((6 * 256 * 4 + 256) * 4));
+  EXPECT_EQ(max_nmse(*out), 1e-7);
+}
+
 }  // namespace
 }  // namespace opal

@@ -1,4 +1,5 @@
-// The ops RWKV-7 brought (NORM with and without weight and bias, L2_NORM, UNARY, TOKEN_SHIFT, RWKV_WKV7, LERP)
+// The ops RWKV-7 brought (NORM with and without weight and bias, L2_NORM, UNARY, TOKEN_SHIFT, RWKV_WKV7, LERP,
+// WKV7_INPUTS, WKV7_OUTPUT)
 // against straightforward double-precision math on random inputs, run through
 // the scheduler like a model graph (1 and 3 threads), with several sequences
 // (state slots) interleaved in one batch.
@@ -179,6 +180,103 @@ TEST(RwkvOpsShapes, NormWeightBiasShapesAreChecked) {
   EXPECT_THROW(g.norm(x, 1e-5f, g.new_leaf("w3", DType::F16, {64, 1, 1, 1}, TensorRole::Input)), Error);
 }
 
+// WKV7_INPUTS against double math, and bit for bit against the 15 nodes it replaces in the model (heads of
+// S = 20: SIMD blocks of 16 plus a tail in each head; C = 60).
+TEST_P(RwkvOps, Wkv7InputsMatchDoubleMathAndTheUnfusedChain) {
+  Harness h(GetParam());
+  const int64_t S = 20, H = 3, C = S * H, T = 5;
+  Graph& g = *h.g;
+  Tensor* k = h.input(DType::F32, {C, T, 1, 1}, "k");
+  Tensor* wl = h.input(DType::F32, {C, T, 1, 1}, "wl");
+  Tensor* al = h.input(DType::F32, {C, T, 1, 1}, "al");
+  Tensor* w0 = h.input(DType::F32, {C, 1, 1, 1}, "w0");
+  Tensor* a0 = h.input(DType::F32, {C, 1, 1, 1}, "a0");
+  Tensor* k_k = h.input(DType::F32, {C, 1, 1, 1}, "k_k");
+  Tensor* k_a = h.input(DType::F32, {C, 1, 1, 1}, "k_a");
+  Tensor* y = g.wkv7_inputs(k, wl, al, w0, a0, k_k, k_a, S, 1e-12f);
+  ASSERT_EQ(y->ne, (std::array<int64_t, 4>{C, T, 4, 1}));
+  // The chain as models/rwkv7.cpp built it before the fusion.
+  auto sub = [&](Tensor* x, Tensor* z) { return g.add(x, g.scale(z, -1.0f)); };
+  Tensor* dw = g.unary(g.scale(g.unary(g.add(wl, w0), UnaryFn::Sigmoid), -0.606531f), UnaryFn::Exp);
+  Tensor* a = g.unary(g.add(al, a0), UnaryFn::Sigmoid);
+  Tensor* kk = g.l2_norm(g.reshape(g.mul(k, k_k), {S, H, T, 1}), 1e-12f);
+  Tensor* ka = g.mul(k, k_a);
+  Tensor* k2 = g.add(k, sub(g.mul(a, ka), ka));
+  Tensor* nkk = g.scale(kk, -1.0f);
+  Tensor* kka = g.mul(kk, g.reshape(a, {S, H, T, 1}));
+  const std::vector<Tensor*> chain = {dw, k2, nkk, kka};
+  std::vector<Tensor*> outs = {y};
+  outs.insert(outs.end(), chain.begin(), chain.end());
+  auto sg = h.schedule(outs);
+  h.fill(k, -2, 2);
+  h.fill(wl, -3, 3);
+  h.fill(al, -3, 3);
+  h.fill(w0, -3, 1);
+  h.fill(a0, -1, 1);
+  h.fill(k_k, 0, 1.5f);
+  h.fill(k_a, 0, 1.5f);
+  std::fill(k->ptr<float>() + C, k->ptr<float>() + C + S, 0.0f);  // token 1's first head is zero: kk divides by eps
+  sg->run();
+  auto at = [](Tensor* t, int64_t i) { return double(t->ptr<float>()[i]); };
+  for (int64_t t = 0; t < T; ++t) {
+    double want[4][C] = {};
+    for (int64_t hd = 0; hd < H; ++hd) {
+      double ss = 0;
+      for (int64_t j = hd * S; j < (hd + 1) * S; ++j) ss += std::pow(at(k, t * C + j) * at(k_k, j), 2);
+      const double inv = 1.0 / std::max(std::sqrt(ss), 1e-12);
+      for (int64_t j = hd * S; j < (hd + 1) * S; ++j) {
+        const double kv = at(k, t * C + j), ka_d = kv * at(k_a, j);
+        const double av = 1.0 / (1.0 + std::exp(-(at(al, t * C + j) + at(a0, j))));
+        const double kkv = kv * at(k_k, j) * inv;
+        want[0][j] = std::exp(-0.606531 / (1.0 + std::exp(-(at(wl, t * C + j) + at(w0, j)))));
+        want[1][j] = kv + av * ka_d - ka_d;
+        want[2][j] = -kkv;
+        want[3][j] = kkv * av;
+      }
+    }
+    for (int p = 0; p < 4; ++p)
+      for (int64_t j = 0; j < C; ++j) {
+        const float got = y->ptr<float>()[(p * T + t) * C + j];
+        ASSERT_NEAR(got, want[p][j], 2e-6 * (std::abs(want[p][j]) + 1.0))
+            << "plane " << p << " token " << t << " ch " << j;
+        ASSERT_EQ(got, chain[size_t(p)]->ptr<float>()[t * C + j]) << "plane " << p << " token " << t << " ch " << j;
+      }
+  }
+}
+
+// WKV7_OUTPUT against double math, and bit for bit against the MUL, SUM_ROWS and ADD nodes it replaces.
+TEST_P(RwkvOps, Wkv7OutputMatchesDoubleMathAndTheUnfusedChain) {
+  Harness h(GetParam());
+  const int64_t S = 20, H = 3, C = S * H, T = 5;
+  Graph& g = *h.g;
+  std::array<Tensor*, 5> in{};  // y, r, k, v, gate
+  const char* names[5] = {"y", "r", "k", "v", "gate"};
+  for (int i = 0; i < 5; ++i) in[size_t(i)] = h.input(DType::F32, {C, T, 1, 1}, names[i]);
+  Tensor* r_k = h.input(DType::F32, {C, 1, 1, 1}, "r_k");
+  Tensor* out = g.wkv7_output(in[0], in[1], in[2], in[3], r_k, in[4], S);
+  ASSERT_EQ(out->ne, in[0]->ne);
+  auto heads = [&](Tensor* x) { return g.reshape(x, {S, H, T, 1}); };
+  Tensor* rk = g.sum_rows(g.mul(g.mul(heads(in[2]), heads(in[1])), g.reshape(r_k, {S, H, 1, 1})));
+  Tensor* chain = g.mul(g.add(in[0], g.reshape(g.mul(heads(in[3]), rk), {C, T, 1, 1})), in[4]);
+  auto sg = h.schedule({out, chain});
+  for (Tensor* x : in) h.fill(x, -2, 2);
+  h.fill(r_k, -1, 1);
+  sg->run();
+  auto at = [](Tensor* t, int64_t i) { return double(t->ptr<float>()[i]); };
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t hd = 0; hd < H; ++hd) {
+      double sum = 0;
+      for (int64_t j = hd * S; j < (hd + 1) * S; ++j) sum += at(in[2], t * C + j) * at(in[1], t * C + j) * at(r_k, j);
+      for (int64_t j = hd * S; j < (hd + 1) * S; ++j) {
+        const int64_t i = t * C + j;
+        const double want = (at(in[0], i) + at(in[3], i) * sum) * at(in[4], i);
+        const float got = out->ptr<float>()[i];
+        ASSERT_NEAR(got, want, 2e-6 * (std::abs(want) + 4.0)) << "token " << t << " ch " << j;
+        ASSERT_EQ(got, chain->ptr<float>()[i]) << "token " << t << " ch " << j;
+      }
+    }
+}
+
 // The recurrence in double, token after token, with the state of each slot.
 TEST_P(RwkvOps, Wkv7MatchesDoubleRecurrence) {
   Harness h(GetParam());
@@ -236,6 +334,23 @@ TEST(RwkvOpsShapes, BadShapesAreClearErrors) {
   EXPECT_THROW(g.wkv7(r, r, r, bad, r, r, ws, sl), Error);
   EXPECT_THROW(g.unary(x, UnaryFn(9)), Error);
   EXPECT_THROW(g.lerp(x, st, x), Error);  // p of another shape
+  {
+    Tensor* k = g.new_leaf("k", DType::F32, {64, 3, 1, 1}, TensorRole::Input);
+    Tensor* v = g.new_leaf("vec", DType::F32, {64, 1, 1, 1}, TensorRole::Input);
+    Tensor* k2 = g.new_leaf("k2", DType::F32, {64, 2, 1, 1}, TensorRole::Input);
+    Tensor* v2 = g.new_leaf("vec2", DType::F32, {32, 1, 1, 1}, TensorRole::Input);
+    Tensor* kh = g.new_leaf("kh", DType::F16, {64, 3, 1, 1}, TensorRole::Input);
+    EXPECT_NO_THROW(g.wkv7_inputs(k, k, k, v, v, v, v, 16, 1e-12f));
+    EXPECT_THROW(g.wkv7_inputs(k, k2, k, v, v, v, v, 16, 1e-12f), Error);  // a LoRA output of another shape
+    EXPECT_THROW(g.wkv7_inputs(k, k, k, v, v2, v, v, 16, 1e-12f), Error);  // a vector of another C
+    EXPECT_THROW(g.wkv7_inputs(k, k, k, v, v, v, v, 24, 1e-12f), Error);   // a head size that does not divide C
+    EXPECT_THROW(g.wkv7_inputs(kh, k, k, v, v, v, v, 16, 1e-12f), Error);  // f16 k
+    EXPECT_NO_THROW(g.wkv7_output(k, k, k, k, v, k, 16));
+    EXPECT_THROW(g.wkv7_output(k, k, k2, k, v, k, 16), Error);  // k of another shape
+    EXPECT_THROW(g.wkv7_output(k, k, k, k, v2, k, 16), Error);  // r_k of another C
+    EXPECT_THROW(g.wkv7_output(k, k, k, k, v, k, 24), Error);   // a head size that does not divide C
+    EXPECT_THROW(g.wkv7_output(kh, k, k, k, v, k, 16), Error);  // f16 y
+  }
   EXPECT_THROW(g.lerp(x, x, g.new_leaf("m", DType::F32, {4, 6, 1, 1}, TensorRole::Input)), Error);  // mix of another C
 }
 

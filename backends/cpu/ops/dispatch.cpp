@@ -82,6 +82,18 @@ Support supports(const Tensor& node) {
     case Op::Lerp:
       return need(a->is_contiguous() && node.src[1]->is_contiguous() && node.src[2]->is_contiguous(),
                   "needs contiguous x, p and mix");
+    case Op::Wkv7Inputs: {
+      bool ok = true;
+      for (int i = kWinK; i <= kWinKa; ++i) ok = ok && node.src[i]->is_contiguous();
+      return need(ok && node.iparams[0] > 0 && a->ne[0] % node.iparams[0] == 0,
+                  "needs contiguous inputs and a head size that divides C");
+    }
+    case Op::Wkv7Output: {
+      bool ok = true;
+      for (int i = 0; i < 6; ++i) ok = ok && node.src[i]->is_contiguous();
+      return need(ok && node.iparams[0] > 0 && a->ne[0] % node.iparams[0] == 0,
+                  "needs contiguous inputs and a head size that divides C");
+    }
     case Op::Count: break;
   }
   return Support::no("unknown op");
@@ -125,6 +137,8 @@ void compute(const Tensor& node, const OpContext& ctx) {
     case Op::TokenShift: compute_token_shift(node, ctx); return;
     case Op::Wkv7: compute_wkv7(node, ctx); return;
     case Op::Lerp: compute_lerp(node, ctx); return;
+    case Op::Wkv7Inputs: compute_wkv7_inputs(node, ctx); return;
+    case Op::Wkv7Output: compute_wkv7_output(node, ctx); return;
     case Op::Count: return;
   }
 }

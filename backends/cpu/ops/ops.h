@@ -61,6 +61,8 @@ void compute_top_k(const Tensor& node, const OpContext& ctx);
 void compute_rwkv_rows(const Tensor& node, const OpContext& ctx);  // Norm L2Norm Unary
 void compute_token_shift(const Tensor& node, const OpContext& ctx);
 void compute_lerp(const Tensor& node, const OpContext& ctx);
+void compute_wkv7_inputs(const Tensor& node, const OpContext& ctx);
+void compute_wkv7_output(const Tensor& node, const OpContext& ctx);
 void compute_wkv7(const Tensor& node, const OpContext& ctx);
 
 }  // namespace opal::cpu

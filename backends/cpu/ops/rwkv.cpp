@@ -29,6 +29,17 @@
 //                token at once (x and p read once), a multiply and an add
 //                rounded apart as the SUB/MUL/ADD nodes it replaces
 //                (kernels/rwkv_kernels.h). Threads split the tokens.
+//   WKV7_INPUTS  the chain from the projections to the recurrence (graph/graph.h,
+//                Wkv7InputsSrc) one token at a time: each of the four output
+//                rows of the token is built in place in L1 (decay: add, sigmoid,
+//                scale, exp; a: add, sigmoid in the kk * a row until its last
+//                pass; kk: multiply, then L2_NORM's per-head sum in double),
+//                every operation rounded as the node it replaces (sigmoid and
+//                exp through the same kernels as UNARY, the arithmetic built
+//                without contraction). Threads split the tokens.
+//   WKV7_OUTPUT  per token and head: rk = the sum of (k * r) * r_k in double in
+//                order (as SUM_ROWS), then (y + (v * rk)) * gate, built without
+//                contraction. Threads split the tokens.
 // Rows, threads: NORM / L2_NORM / UNARY split the rows of the output.
 #include <algorithm>
 #include <cmath>
@@ -175,6 +186,121 @@ void compute_lerp(const Tensor& node, const OpContext& ctx) {
     int64_t t0, t1;
     split_range(T, ith, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; ++t) lerp(px + t * C, pp + t * C, mix, n_mix, py + t * C, T * C, C);
+  });
+}
+
+namespace {
+
+// One token of WKV7_INPUTS (graph/graph.h): k, wl, al rows of C; w0, a0, kk_w (k_k), ka_w (k_a) the
+// per-channel vectors; out rows of C at out + i * stride (w, k', -kk, kk * a). Built without
+// floating-point contraction: (a * ka) + (ka * -1) must round twice, as the MUL, SCALE and ADD nodes.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+void wkv7_inputs_token(const float* k, const float* wl, const float* al, const float* w0, const float* a0,
+                       const float* kk_w, const float* ka_w, float* out, int64_t stride, int64_t C, int64_t S,
+                       float eps, const RwkvKernels* kern) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+  float* __restrict ow = out;
+  float* __restrict ok = out + stride;
+  float* __restrict onk = out + 2 * stride;
+  float* __restrict okka = out + 3 * stride;
+  // The decay: exp(sigmoid(wl + w0) * -0.606531).
+  for (int64_t j = 0; j < C; ++j) ow[j] = wl[j] + w0[j];
+  if (kern) {
+    kern->sigmoid_row(ow, ow, C);
+  } else {
+    for (int64_t j = 0; j < C; ++j) ow[j] = rwkv_ref::sigmoid1(ow[j]);
+  }
+  for (int64_t j = 0; j < C; ++j) ow[j] = ow[j] * -0.606531f;
+  if (kern) {
+    kern->exp_row(ow, ow, C);
+  } else {
+    for (int64_t j = 0; j < C; ++j) ow[j] = rwkv_ref::exp1(ow[j]);
+  }
+  // a = sigmoid(al + a0), held in the last row for now.
+  for (int64_t j = 0; j < C; ++j) okka[j] = al[j] + a0[j];
+  if (kern) {
+    kern->sigmoid_row(okka, okka, C);
+  } else {
+    for (int64_t j = 0; j < C; ++j) okka[j] = rwkv_ref::sigmoid1(okka[j]);
+  }
+  // kk = L2_NORM per head of k * k_k, as L2_NORM rounds it.
+  for (int64_t j = 0; j < C; ++j) onk[j] = k[j] * kk_w[j];
+  for (int64_t h = 0; h < C; h += S) {
+    double sum = 0.0;
+    for (int64_t j = h; j < h + S; ++j) sum += double(onk[j] * onk[j]);
+    const float s = 1.0f / std::max(std::sqrt(float(sum)), eps);
+    for (int64_t j = h; j < h + S; ++j) onk[j] = onk[j] * s;
+  }
+  for (int64_t j = 0; j < C; ++j) {
+    const float a = okka[j], kk = onk[j];
+    const float ka = k[j] * ka_w[j];
+    const float aka = a * ka;
+    const float t = aka + ka * -1.0f;
+    ok[j] = k[j] + t;
+    okka[j] = kk * a;
+    onk[j] = kk * -1.0f;
+  }
+}
+
+// One token of WKV7_OUTPUT (graph/graph.h); without contraction: y + (v * rk) must round twice.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+void wkv7_output_token(const float* y, const float* r, const float* k, const float* v, const float* r_k,
+                       const float* gate, float* out, int64_t C, int64_t S) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+  for (int64_t h = 0; h < C; h += S) {
+    double sum = 0.0;
+    for (int64_t j = h; j < h + S; ++j) {
+      const float kr = k[j] * r[j];
+      sum += double(kr * r_k[j]);
+    }
+    const float rk = float(sum);
+    for (int64_t j = h; j < h + S; ++j) {
+      const float vr = v[j] * rk;
+      const float s = y[j] + vr;
+      out[j] = s * gate[j];
+    }
+  }
+}
+
+}  // namespace
+
+void compute_wkv7_output(const Tensor& node, const OpContext& ctx) {
+  const int64_t C = node.ne[0], T = node.ne[1], S = node.iparams[0];
+  auto f = [&](int i) { return static_cast<const float*>(node.src[i]->data); };
+  const float *y = f(0), *r = f(1), *k = f(2), *v = f(3), *r_k = f(4), *gate = f(5);
+  float* out = static_cast<float*>(node.data);
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
+    int64_t t0, t1;
+    split_range(T, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t o = t * C;
+      wkv7_output_token(y + o, r + o, k + o, v + o, r_k, gate + o, out + o, C, S);
+    }
+  });
+}
+
+void compute_wkv7_inputs(const Tensor& node, const OpContext& ctx) {
+  const Tensor& kt = *node.src[kWinK];
+  const int64_t C = kt.ne[0], T = kt.ne[1], S = node.iparams[0];
+  auto f = [&](int i) { return static_cast<const float*>(node.src[i]->data); };
+  const float *k = f(kWinK), *wl = f(kWinWl), *al = f(kWinAl), *w0 = f(kWinW0), *a0 = f(kWinA0), *kk_w = f(kWinKk),
+              *ka_w = f(kWinKa);
+  float* y = static_cast<float*>(node.data);
+  const float eps = node.fparams[0];
+  const RwkvKernels* kern = rwkv_kernels();
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
+    int64_t t0, t1;
+    split_range(T, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t)
+      wkv7_inputs_token(k + t * C, wl + t * C, al + t * C, w0, a0, kk_w, ka_w, y + t * C, T * C, C, S, eps, kern);
   });
 }
 
