@@ -293,7 +293,7 @@ void SlotEngine::assign(std::shared_ptr<Task> task) {
         reader_n = n;
       }
     }
-    if (reader) {
+    if (reader && !ctx_.recurrent()) {  // a recurrent state is not per position: nothing to copy
       s.donor = reader;
       s.donor_task = reader->task;
       s.donor_n = reader_n;
