@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "graph/op_info.h"
 
@@ -211,12 +213,23 @@ Tensor* Graph::geglu(Tensor* gate, Tensor* up) {
 }
 Tensor* Graph::tanh(Tensor* x) { return unary(x, UnaryFn::Tanh); }
 
+Tensor* Graph::softcap(Tensor* x, float cap) {
+  require(x->type == DType::F32, "UNARY", x, nullptr, "input must be f32");
+  require(cap > 0.0f && std::isfinite(cap), "UNARY", x, nullptr, "the soft-cap must be positive and finite");
+  Tensor* t = new_node(Op::Unary, DType::F32, x->ne, {x});
+  t->iparams[0] = int32_t(UnaryFn::SoftCap);
+  t->fparams[0] = 1.0f / cap;
+  t->fparams[1] = cap;
+  return t;
+}
+
 const char* unary_fn_name(UnaryFn f) {
   switch (f) {
     case UnaryFn::Sigmoid: return "sigmoid";
     case UnaryFn::Tanh: return "tanh";
     case UnaryFn::Exp: return "exp";
     case UnaryFn::ReluSqr: return "relu_sqr";
+    case UnaryFn::SoftCap: return "softcap";
   }
   return "?";
 }
@@ -237,7 +250,8 @@ Tensor* Graph::norm(Tensor* x, float eps, Tensor* weight, Tensor* bias) {
 
 Tensor* Graph::unary(Tensor* x, UnaryFn f) {
   require(x->type == DType::F32, "UNARY", x, nullptr, "input must be f32");
-  require(int32_t(f) >= 0 && int32_t(f) <= int32_t(UnaryFn::ReluSqr), "UNARY", x, nullptr, "unknown function");
+  require(int32_t(f) >= 0 && int32_t(f) <= int32_t(UnaryFn::ReluSqr), "UNARY", x, nullptr,
+          "unknown function (the soft-cap is built with softcap())");
   Tensor* t = new_node(Op::Unary, DType::F32, x->ne, {x});
   t->iparams[0] = int32_t(f);
   return t;

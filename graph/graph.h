@@ -52,7 +52,7 @@ enum class Op : uint8_t {
                //   GROUP_NORM is this over a [group, n_groups * T] reshape. Optional src1 weight and src2 bias
                //   (F32, ne[0] = x's, higher dims broadcast as Mul): then y = (y * weight) + bias, each rounded
                //   to f32 on its own, as the MUL and ADD nodes it fuses
-  Unary,       // y = f(x), F32; iparams[0] = UnaryFn: sigmoid, tanh, exp, relu^2 (tanh also Gemma's soft-cap)
+  Unary,       // y = f(x), F32; iparams[0] = UnaryFn: sigmoid, tanh, exp, relu^2, Gemma's soft-cap
   L2Norm,      // rows of ne[0], F32; fparams[0] = eps. y = x / max(sqrt(sum(x^2)), eps)
   TokenShift,  // src0 x F32 [C, T], src1 state F32 [C, n_slots] (Cache), src2 slot I32 [T] -> F32 [C, T]:
                //   y[:, t] = x[:, t'] for the last t' < t with slot[t'] == slot[t], else state[:, slot[t]];
@@ -112,7 +112,9 @@ enum Wkv7Src { kWkvR = 0, kWkvW, kWkvK, kWkvV, kWkvA, kWkvB, kWkvState, kWkvSlot
 enum Wkv7InputsSrc { kWinK = 0, kWinWl, kWinAl, kWinW0, kWinA0, kWinKk, kWinKa };
 
 // Functions of a Unary node (iparams[0]).
-enum class UnaryFn : int32_t { Sigmoid = 0, Tanh = 1, Exp = 2, ReluSqr = 3 };
+// SoftCap (Graph::softcap only): y = tanh(x * fparams[0]) * fparams[1] with fparams[0] = 1/cap and
+// fparams[1] = cap, each product rounded on its own: Gemma's SCALE, UNARY(tanh), SCALE soft-cap in one pass.
+enum class UnaryFn : int32_t { Sigmoid = 0, Tanh = 1, Exp = 2, ReluSqr = 3, SoftCap = 4 };
 const char* unary_fn_name(UnaryFn f);
 
 enum class TensorRole : uint8_t {
@@ -210,6 +212,7 @@ class Graph {
   Tensor* gelu(Tensor* x);
   Tensor* geglu(Tensor* gate, Tensor* up);
   Tensor* tanh(Tensor* x);                          // UNARY(tanh)
+  Tensor* softcap(Tensor* x, float cap);            // UNARY(softcap): cap * tanh(x / cap), rounded as the chain
   Tensor* lerp(Tensor* x, Tensor* p, Tensor* mix);  // LERP: mix [C, n] (or [C, 1, 1, n]) -> [C, T, n]
   // WKV7_INPUTS (Wkv7InputsSrc): head size S, L2 eps -> [C, T, 4] = (w, k', -kk, kk * a)
   Tensor* wkv7_inputs(Tensor* k, Tensor* wl, Tensor* al, Tensor* w0, Tensor* a0, Tensor* k_k, Tensor* k_a, int64_t S,

@@ -119,7 +119,7 @@ Tensor* build_decoder(BuildContext& c) {
   if (!head) head = &m.require("token_embd.weight");  // tied embeddings
   cur = g.mul_mat(head, cur);
   if (const float cap = c.hp.final_logit_softcap; cap > 0.0f)  // Gemma: cap * tanh(logits / cap)
-    cur = g.scale(g.tanh(g.scale(cur, 1.0f / cap)), cap);
+    cur = g.softcap(cur, cap);                                 // one UNARY node, rounded as SCALE, tanh, SCALE
   return g.named(cur, "logits");
 }
 

@@ -144,7 +144,8 @@ Tensor* build_gemma4(BuildContext& c) {
   Tensor* head = m.weight("output.weight");
   if (!head) head = &m.require("token_embd.weight");
   Tensor* logits = g.mul_mat(head, x);
-  if (const float cap = hp.final_logit_softcap; cap > 0.0f) logits = g.scale(g.tanh(g.scale(logits, 1.0f / cap)), cap);
+  if (const float cap = hp.final_logit_softcap; cap > 0.0f)
+    logits = g.softcap(logits, cap);  // one UNARY node, rounded as SCALE, tanh, SCALE
   return g.named(logits, "logits");
 }
 

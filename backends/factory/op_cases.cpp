@@ -207,7 +207,13 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
       }
       break;
     case Op::L2Norm: out = g.l2_norm(input("x", c.dtype, {k, m, 1, 1}), 1e-12f); break;
-    case Op::Unary: out = g.unary(input("x", c.dtype, {k, m, 1, 1}, -4, 4), UnaryFn(c.variant)); break;
+    case Op::Unary:
+      if (UnaryFn(c.variant) == UnaryFn::SoftCap) {  // Gemma's logits: values past the cap of 30
+        out = g.softcap(input("x", c.dtype, {k, m, 1, 1}, -80, 80), 30.0f);
+      } else {
+        out = g.unary(input("x", c.dtype, {k, m, 1, 1}, -4, 4), UnaryFn(c.variant));
+      }
+      break;
     case Op::TokenShift: {
       Tensor* slots = ints("slots", {m, 1, 1, 1}, [](int32_t* p, int64_t cnt) {
         for (int64_t i = 0; i < cnt; ++i) p[i] = int32_t(i % 2);

@@ -277,6 +277,26 @@ TEST_P(RwkvOps, Wkv7OutputMatchesDoubleMathAndTheUnfusedChain) {
     }
 }
 
+// Gemma's soft-cap (UNARY softcap) against double math and bit for bit against the SCALE, tanh, SCALE chain
+// it replaces, on one long row (a decode step's logits: the threads split the row's elements) and on three rows.
+TEST_P(RwkvOps, SoftCapMatchesDoubleMathAndTheUnfusedChain) {
+  for (const auto& ne : {std::array<int64_t, 4>{40001, 1, 1, 1}, std::array<int64_t, 4>{333, 3, 1, 1}}) {
+    Harness h(GetParam());
+    const float cap = 30.0f;
+    Tensor* x = h.input(DType::F32, ne, "x");
+    Tensor* y = h.g->softcap(x, cap);
+    Tensor* chain = h.g->scale(h.g->tanh(h.g->scale(x, 1.0f / cap)), cap);
+    auto sg = h.schedule({y, chain});
+    h.fill(x, -100, 100);
+    sg->run();
+    for (int64_t i = 0; i < x->n_elements(); ++i) {
+      const double want = 30.0 * std::tanh(double(x->ptr<float>()[i]) / 30.0);
+      ASSERT_NEAR(y->ptr<float>()[i], want, 3e-6 * 30.0) << i;
+      ASSERT_EQ(y->ptr<float>()[i], chain->ptr<float>()[i]) << i;
+    }
+  }
+}
+
 // The recurrence in double, token after token, with the state of each slot.
 TEST_P(RwkvOps, Wkv7MatchesDoubleRecurrence) {
   Harness h(GetParam());
@@ -333,6 +353,8 @@ TEST(RwkvOpsShapes, BadShapesAreClearErrors) {
   Tensor* ws = g.new_leaf("ws", DType::F32, {32, 1, 1, 1}, TensorRole::Input);
   EXPECT_THROW(g.wkv7(r, r, r, bad, r, r, ws, sl), Error);
   EXPECT_THROW(g.unary(x, UnaryFn(9)), Error);
+  EXPECT_THROW(g.unary(x, UnaryFn::SoftCap), Error);  // needs its cap: softcap()
+  EXPECT_THROW(g.softcap(x, 0.0f), Error);
   EXPECT_THROW(g.lerp(x, st, x), Error);  // p of another shape
   {
     Tensor* k = g.new_leaf("k", DType::F32, {64, 3, 1, 1}, TensorRole::Input);

@@ -12,7 +12,9 @@
 //                polynomial (kernels/rwkv_kernels.h: about 1 ulp from the C
 //                library's expf, which llama.cpp calls per element; the same
 //                bits on every ISA), tanhf (the C library's, as llama.cpp:
-//                Gemma's soft-cap stays bit-identical), relu(x)^2 (ggml_relu then ggml_sqr);
+//                Gemma's soft-cap stays bit-identical), relu(x)^2 (ggml_relu then ggml_sqr),
+//                softcap tanhf(x * (1/cap)) * cap (Gemma's SCALE, tanh, SCALE in one pass,
+//                rounded as the three); on contiguous tensors threads split the elements;
 //   TOKEN_SHIFT  y[:, t] = x of the previous token of the same state slot, or
 //                the slot's state column for a slot's first token; then each
 //                slot's column = x of its last token. Threads split the
@@ -40,7 +42,7 @@
 //   WKV7_OUTPUT  per token and head: rk = the sum of (k * r) * r_k in double in
 //                order (as SUM_ROWS), then (y + (v * rk)) * gate, built without
 //                contraction. Threads split the tokens.
-// Rows, threads: NORM / L2_NORM / UNARY split the rows of the output.
+// Rows, threads: NORM / L2_NORM (and UNARY on strided tensors) split the rows of the output.
 #include <algorithm>
 #include <cmath>
 
@@ -77,7 +79,57 @@ const float* norm_affine_row(const Tensor& node, int src, int64_t r) {
   return reinterpret_cast<const float*>(row_ptr(*w, i1 % w->ne[1], i2 % w->ne[2], i3 % w->ne[3]));
 }
 
+// UNARY on n consecutive elements (the function is element-wise, so any split gives the same bits).
+void unary_span(const Tensor& node, UnaryFn fn, const float* x, float* y, int64_t n, const RwkvKernels* kern) {
+  switch (fn) {
+    case UnaryFn::Sigmoid:
+      if (kern) {
+        kern->sigmoid_row(x, y, n);
+      } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = rwkv_ref::sigmoid1(x[i]);
+      }
+      break;
+    case UnaryFn::Tanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+      break;
+    case UnaryFn::Exp:
+      if (kern) {
+        kern->exp_row(x, y, n);
+      } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = rwkv_ref::exp1(x[i]);
+      }
+      break;
+    case UnaryFn::ReluSqr:
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = v * v;
+      }
+      break;
+    case UnaryFn::SoftCap: {  // the SCALE, tanh, SCALE chain: each product rounded on its own
+      const float inv = node.fparams[0], cap = node.fparams[1];
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i] * inv) * cap;
+      break;
+    }
+  }
+}
+
 void rows_op(const Tensor& node, const OpContext& ctx) {
+  if (node.op == Op::Unary && node.src[0]->is_contiguous() && node.is_contiguous()) {
+    // Element-wise: threads split the elements (in blocks of 64), so that one long row (Gemma's
+    // soft-capped logits of a decode step, 262144 of them) runs on every thread.
+    const float* x = static_cast<const float*>(node.src[0]->data);
+    float* y = static_cast<float*>(node.data);
+    const int64_t n = node.n_elements(), blocks = (n + 63) / 64;
+    const UnaryFn fn = UnaryFn(node.iparams[0]);
+    const RwkvKernels* kern = rwkv_kernels();
+    run_rows(ctx, n, [&](int ith, int nth) {
+      int64_t b0, b1;
+      split_range(blocks, ith, nth, &b0, &b1);
+      const int64_t i0 = b0 * 64, i1 = std::min(n, b1 * 64);
+      if (i0 < i1) unary_span(node, fn, x + i0, y + i0, i1 - i0, kern);
+    });
+    return;
+  }
   const Tensor& a = *node.src[0];
   const int64_t n = a.ne[0];
   const float eps = node.fparams[0];
@@ -109,33 +161,7 @@ void rows_op(const Tensor& node, const OpContext& ctx) {
           for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
           break;
         }
-        case Op::Unary:
-          switch (fn) {
-            case UnaryFn::Sigmoid:
-              if (kern) {
-                kern->sigmoid_row(x, y, n);
-              } else {
-                for (int64_t i = 0; i < n; ++i) y[i] = rwkv_ref::sigmoid1(x[i]);
-              }
-              break;
-            case UnaryFn::Tanh:
-              for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
-              break;
-            case UnaryFn::Exp:
-              if (kern) {
-                kern->exp_row(x, y, n);
-              } else {
-                for (int64_t i = 0; i < n; ++i) y[i] = rwkv_ref::exp1(x[i]);
-              }
-              break;
-            case UnaryFn::ReluSqr:
-              for (int64_t i = 0; i < n; ++i) {
-                const float v = x[i] > 0.0f ? x[i] : 0.0f;
-                y[i] = v * v;
-              }
-              break;
-          }
-          break;
+        case Op::Unary: unary_span(node, fn, x, y, n, kern); break;
         default: break;
       }
     }
