@@ -2,9 +2,7 @@
 // Layout: f32 rows of K and V per tile, row-major. dots: the K tile is
 // transposed once (8 x 8 blocks) to [dk][64 cells], then register tiles of
 // 6 query rows x 64 cells (four 16-cell vectors) walk dk, each q element
-// broadcast against the four vectors (no horizontal sums); up to 4 rows
-// (decode) skip the transpose: 4 cells x 4 rows (16 x 1) of one-accumulator
-// dots, their sums reduced 16 at a time; accum: register
+// broadcast against the four vectors (no horizontal sums); accum: register
 // tiles of 6 query rows x 64 columns of V walk the tile's cells, each V vector
 // feeding 6 FMAs (masked loads and stores for a dv that is not a multiple of
 // 16); exp: exp(x) = 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 in two
@@ -18,7 +16,6 @@
 
 #include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
-#include "backends/cpu/kernels/x86_avx512/reduce_avx512.h"
 #include "core/quant/blocks.h"
 
 namespace opal::cpu::avx512 {
@@ -138,50 +135,8 @@ void dots_rows_of(const float* q, int64_t ldq, const float* kt, int64_t n, int64
   else dots_tile<R, 1>(q, ldq, kt, dk, scale, s, lds, n);
 }
 
-// Few query rows (decode: one GQA group), dk a multiple of 16: transposing the tile would cost about as much as
-// the dots, so the rows are read as they are, 4 cells x 4 queries (16 cells x 1 query for one row) with one
-// accumulator per dot along dk, the 16 accumulators reduced at once (reduce16x16). Short tiles repeat the last
-// cell or query and drop the extra results.
-void dots_few(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
-              float* s, int64_t lds) {
-  const __m512 sc = _mm512_set1_ps(scale);
-  const int64_t cells = m == 1 ? 16 : 4;  // per tile; queries: 16 / cells
-  for (int64_t r0 = 0; r0 < n; r0 += cells) {
-    const int64_t nc = n - r0 < cells ? n - r0 : cells;
-    __m512 a[16];  // accumulator x: cell x % cells, query x / cells
-    for (auto& x : a) x = _mm512_setzero_ps();
-    if (m == 1) {
-      const float* kr[16];
-      for (int c = 0; c < 16; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
-      for (int64_t i = 0; i < dk; i += 16) {
-        const __m512 qv = _mm512_loadu_ps(q + i);
-        for (int c = 0; c < 16; ++c) a[c] = _mm512_fmadd_ps(_mm512_loadu_ps(kr[c] + i), qv, a[c]);
-      }
-    } else {
-      const float *kr[4], *qr[4];
-      for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
-      for (int j = 0; j < 4; ++j) qr[j] = q + (j < m ? j : m - 1) * ldq;
-      for (int64_t i = 0; i < dk; i += 16) {
-        __m512 kv[4];
-        for (int c = 0; c < 4; ++c) kv[c] = _mm512_loadu_ps(kr[c] + i);
-        for (int j = 0; j < 4; ++j) {
-          const __m512 qv = _mm512_loadu_ps(qr[j] + i);
-          for (int c = 0; c < 4; ++c) a[4 * j + c] = _mm512_fmadd_ps(kv[c], qv, a[4 * j + c]);
-        }
-      }
-    }
-    // lane x of the permuted sums: accumulator x
-    const __m512 res = _mm512_mul_ps(_mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(a)), sc);
-    alignas(64) float out[16];
-    _mm512_store_ps(out, res);
-    for (int64_t j = 0; j < m && j < 16 / cells; ++j)
-      for (int64_t c = 0; c < nc; ++c) s[j * lds + r0 + c] = out[j * cells + c];
-  }
-}
-
 void dots(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n, int64_t dk, float scale,
           float* s, int64_t lds) {
-  if (m <= 4 && dk % 16 == 0 && n <= kFlashTile) return dots_few(q, ldq, m, k, ldk, n, dk, scale, s, lds);
   if (dk > kFlashMaxDk || n > kFlashTile || m < 2) return dots_rows(q, ldq, m, k, ldk, n, dk, scale, s, lds);
   alignas(64) float kt[kFlashMaxDk * kFlashTile];
   flash_transpose_k_tile<flash_transpose8>(k, ldk, n, dk, kt);
