@@ -9,7 +9,7 @@
 // groups follow each other, so the whole slice of a thread is one stream
 // the hardware prefetchers track. No software prefetch: 1 KiB and 4 KiB
 // ahead both measured slower than none (bench_matmul_kernels
-// packed-decode*, docs/perf/stop13-repack.md).
+// packed-decode*, docs/perf/cpu-round2.md "Stop 13, repack").
 //
 // The arithmetic is the plain decode kernels' instruction for instruction
 // (legacy_avx2.cpp LegacyDecode for Q8_0: llama.cpp's 8-lane order per row;
