@@ -35,15 +35,6 @@ std::vector<Isa> simd_isas() {
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-std::vector<uint8_t> weights(DType t, int64_t rows, int64_t k, std::mt19937& rng) {
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  std::vector<float> f(size_t(rows * k));
-  for (auto& v : f) v = val(rng);
-  std::vector<uint8_t> w(row_bytes(t, k) * uint64_t(rows));
-  quantize_rows(t, f.data(), w.data(), rows, k);
-  return w;
-}
-
 // n_act activation rows of k values drawn from N(0, 2).
 std::vector<float> llama_order_activations(int64_t n_act, int64_t k, std::mt19937& rng) {
   std::normal_distribution<float> val(0.0f, 2.0f);
@@ -71,7 +62,7 @@ TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
       for (int64_t k : {32, 64, 96, 172, 256, 4352}) {
         if (!is_float(t) && k % 32 != 0) continue;
         const int64_t rows = 9;
-        const auto w = weights(t, rows, k, rng);
+        const auto w = test::random_weights(t, rows, k, rng);
         for (int64_t n_act : {1, 2, 7, 16, 17})  // 16 / 17: the last small batch, the first prompt tile
           for (bool single : {false, true}) {
             const std::vector<float> x = llama_order_activations(n_act, k, rng);
@@ -102,7 +93,7 @@ TEST(LlamaOrder, PromptTilesEqualTheReferenceBitForBit) {
       for (int64_t k : {32, 1056, 2080})
         for (int64_t rows : {10, 11, 13})
           for (int64_t n_act : {17, 18, 19, 66, 70}) {
-            const auto w = weights(t, rows, k, rng);
+            const auto w = test::random_weights(t, rows, k, rng);
             const std::vector<float> x = llama_order_activations(n_act, k, rng);
             const auto a = gemm(*ref, w, t, rows, k, x, n_act, false);
             const auto b = gemm(*fast, w, t, rows, k, x, n_act, false);
@@ -126,7 +117,7 @@ TEST(LlamaOrder, FloatDecodeRowsInLanesEqualTheReferenceBitForBit) {
       if (!fast) continue;
       for (int64_t k : {32, 64, 69, 128, 181, 768})
         for (int64_t rows : {16, 37}) {
-          const auto w = weights(t, rows, k, rng);
+          const auto w = test::random_weights(t, rows, k, rng);
           for (int64_t n_act : {1, 3})
             for (bool single : {false, true}) {
               if (n_act > 1 && !single && k % 16 == 0) continue;  // tinyBLAS: the test above
@@ -150,7 +141,7 @@ TEST(LlamaOrder, Q4_0BatchesEqualTheRepackedOrderBitForBit) {
     if (!fast) continue;
     for (int64_t k : {32, 576, 4096}) {
       const int64_t rows = 53;  // slices of 32 and 16 rows, then 5
-      const auto w = weights(t, rows, k, rng);
+      const auto w = test::random_weights(t, rows, k, rng);
       for (int64_t n_act :
            {3, 4, 8, 9, 16, 17, 70})  // decode kernels up to 8 (AVX2) / 16 (AVX-512), then rows in the lanes
         for (bool single : {false, true}) {
@@ -175,7 +166,7 @@ TEST(LlamaOrder, LanesOrderIsTheSameBitsOnEveryIsa) {
   for (DType t : {DType::Q8_0, DType::Q5_0})
     for (int64_t k : {32, 576, 4096}) {
       const int64_t rows = 37;  // slices of 16 / 32 rows, then a partial one
-      const auto w = weights(t, rows, k, rng);
+      const auto w = test::random_weights(t, rows, k, rng);
       for (int64_t n_act : {17, 40}) {
         const std::vector<float> x = llama_order_activations(n_act, k, rng);
         std::vector<float> first;
@@ -212,7 +203,7 @@ TEST(LlamaOrder, KQuantLanesBatchesAreTheSameBitsOnEveryIsa) {
   for (DType t : {DType::Q4_K, DType::Q6_K})
     for (int64_t k : {256, 2048}) {
       const int64_t rows = 37;  // slices of 16 / 32 rows, then a partial one
-      const auto w = weights(t, rows, k, rng);
+      const auto w = test::random_weights(t, rows, k, rng);
       for (int64_t n_act : {5, 17, 40}) {
         const std::vector<float> x = llama_order_activations(n_act, k, rng);
         std::vector<float> first;

@@ -20,21 +20,12 @@
 namespace opal::cpu {
 namespace {
 
-std::vector<uint8_t> repack_test_weights(DType t, int64_t rows, int64_t k, std::mt19937& rng) {
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  std::vector<float> f(size_t(rows * k));
-  for (auto& v : f) v = val(rng);
-  std::vector<uint8_t> w(row_bytes(t, k) * uint64_t(rows));
-  quantize_rows(t, f.data(), w.data(), rows, k);
-  return w;
-}
-
 TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
   std::mt19937 rng(11);
   for (DType t : {DType::Q8_0, DType::Q4_0})
     for (int64_t k : {32, 96, 4352})
       for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
-        const auto plain = repack_test_weights(t, rows, k, rng);
+        const auto plain = test::random_weights(t, rows, k, rng);
         auto packed = plain;
         repack_matrix(kLayoutRowGroups8, t, packed.data(), k, rows);
         if (rows >= 8) {
@@ -79,7 +70,7 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
       }
       for (int64_t k : {32, 96, 256, 4352})
         for (int64_t rows : {8, 13, 37, 64}) {
-          const auto plain = repack_test_weights(t, rows, k, rng);
+          const auto plain = test::random_weights(t, rows, k, rng);
           auto packed = plain;
           repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
           for (int64_t n_act : {int64_t(1), int64_t(2), int64_t(3), int64_t(7), kern->packed_max_act}) {

@@ -4,12 +4,23 @@
 // so that tests/kernels_arm's qemu check program uses it too.
 #pragma once
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "core/quant.h"
 
 namespace opal::test {
+
+// rows x k weights of type t, quantized from N(0, 1) floats drawn from rng.
+inline std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<float> f(size_t(rows * k));
+  for (auto& v : f) v = val(rng);
+  std::vector<uint8_t> w(row_bytes(t, k) * uint64_t(rows));
+  quantize_rows(t, f.data(), w.data(), rows, k);
+  return w;
+}
 
 // n rows of k floats at x as kern's activation rows, followed by `pad` bytes of 0xAB.
 inline std::vector<uint8_t> convert_acts(const cpu::MatmulKernels& kern, const float* x, int64_t n, int64_t k,
