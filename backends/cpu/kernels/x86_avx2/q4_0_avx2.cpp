@@ -96,7 +96,6 @@ struct Q4_0Decode {
     const uint8_t* lo = g.w + uint64_t(row) * rb;  // rows 0-3
     const uint8_t* hi = lo + 4 * rb;               // rows 4-7
     const uint64_t rbs[4] = {0, rb, 2 * rb, 3 * rb};
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     const uint8_t* next = lo + 16 * rb;
     const int lines_per_step = int((8 * rb + 64 * nb - 1) / (64 * nb));
     const bool to_l2 = 16 * rb > 32 * 1024;  // two steps of long rows do not fit L1
@@ -111,17 +110,11 @@ struct Q4_0Decode {
         if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
         else _mm_prefetch(p, _MM_HINT_T0);
       }
-      __m256i s[4];
-      for (int j = 0; j < 4; ++j) {
-        const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(hi + off + rbs[j] + 2),
-                                              reinterpret_cast<const __m128i*>(lo + off + rbs[j] + 2));
-        const __m256i ql = _mm256_and_si256(v, low4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        s[j] =
-            _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ql, xlo), _mm256_maddubs_epi16(qh, xhi)), ones16());
-      }
-      const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
-      const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
-      __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+      __m256i v[4];
+      for (int j = 0; j < 4; ++j)
+        v[j] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(hi + off + rbs[j] + 2),
+                                   reinterpret_cast<const __m128i*>(lo + off + rbs[j] + 2));
+      __m256i u = q4_0_block_sums8(v, xlo, xhi);
       u = _mm256_sub_epi32(u, _mm256_set1_epi32(8 * tail.sum(b)));
       const uint8_t* d0 = lo + off;
       const uint8_t* d1 = hi + off;

@@ -55,23 +55,15 @@ void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
 void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
   const uint8_t* sums = x + nb * kQ8_0Bytes + nb * 4;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
     const uint8_t* xb = x + b * kQ8_0Bytes;
     const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
     const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
-    __m256i s[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16 + 32 * j));
-      const __m256i ql = _mm256_and_si256(v, low4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-      s[j] =
-          _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ql, xlo), _mm256_maddubs_epi16(qh, xhi)), ones16());
-    }
-    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
-    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
-    __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+    __m256i v[4];
+    for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16 + 32 * j));
+    __m256i u = q4_0_block_sums8(v, xlo, xhi);
     int32_t sum;
     std::memcpy(&sum, sums + 4 * b, 4);
     u = _mm256_sub_epi32(u, _mm256_set1_epi32(8 * sum));

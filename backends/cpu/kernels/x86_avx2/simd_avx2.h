@@ -58,6 +58,23 @@ inline __m256i q5_0_quants(const uint8_t* blk) {
 // int32 pair sums of 16 int16 lanes.
 inline __m256i ones16() { return _mm256_set1_epi16(1); }
 
+// Eight Q4_0 rows' block sums against one Q8_0 block (xlo / xhi: its first and
+// last 16 bytes in both 128-bit lanes): v[j] holds row j's 16 nibble bytes in
+// the low lane and row j + 4's in the high one. Lane i of the result is row i's
+// exact sum of nibble x activation (the -8 offset not yet applied). The AVX2
+// Q4_0 decode kernel and the row-group kernel share it, so they agree bit for bit.
+inline __m256i q4_0_block_sums8(const __m256i v[4], __m256i xlo, __m256i xhi) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256i s[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m256i ql = _mm256_and_si256(v[j], low4), qh = _mm256_and_si256(_mm256_srli_epi16(v[j], 4), low4);
+    s[j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ql, xlo), _mm256_maddubs_epi16(qh, xhi)), ones16());
+  }
+  const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[0], s[1]), _mm256_unpackhi_epi32(s[0], s[1]));
+  const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(s[2], s[3]), _mm256_unpackhi_epi32(s[2], s[3]));
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+}
+
 // 2^e for integral e in [-126, 127], per lane.
 inline __m256 pow2i(__m256i e) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
