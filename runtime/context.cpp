@@ -100,6 +100,23 @@ bool Context::seq_can_resume(int32_t seq, int32_t pos) const {
   return true;
 }
 
+Context::CacheState Context::save_cache() const {
+  if (!kv_) fail("save_cache: a recurrent model has no KV cache (its state has checkpoints instead)");
+  CacheState s;
+  s.kv = kv_->save();
+  if (kv_swa_) s.kv_swa = kv_swa_->save();
+  return s;
+}
+
+void Context::restore_cache(const CacheState& saved) {
+  if (!kv_) fail("restore_cache: a recurrent model has no KV cache (its state has checkpoints instead)");
+  if (saved.kv_swa.empty() != (kv_swa_ == nullptr))
+    fail("restore_cache: the saved state {} a sliding-window cache, this context {}",
+         saved.kv_swa.empty() ? "has no" : "has", kv_swa_ ? "has one" : "has none");
+  kv_->restore(saved.kv);
+  if (kv_swa_) kv_swa_->restore(saved.kv_swa);
+}
+
 void Context::seq_rm(int32_t seq, int32_t p0, int32_t p1) {
   if (state_) return state_->seq_rm(seq, p0, p1);
   kv_->seq_rm(seq, p0, p1);

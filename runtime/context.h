@@ -116,6 +116,13 @@ class Context {
   // with a KV cache; for a recurrent state a checkpoint's length (or 0).
   int32_t seq_reusable_prefix(int32_t seq, int32_t n) const;
   bool recurrent() const { return state_ != nullptr; }
+  // A copy of the whole KV cache (and the sliding layers' cache), restored as it was by restore_cache() (opal
+  // bench -d: one fill per depth shared by its tests). Throws opal::Error for a recurrent model.
+  struct CacheState {
+    std::vector<std::vector<uint8_t>> kv, kv_swa;
+  };
+  CacheState save_cache() const;
+  void restore_cache(const CacheState& saved);
 
   int64_t n_ctx() const { return params_.n_ctx; }
   int64_t n_vocab() const { return model_.hparams().n_vocab; }

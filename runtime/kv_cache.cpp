@@ -59,6 +59,25 @@ void KvCache::clear() {
   }
 }
 
+std::vector<std::vector<uint8_t>> KvCache::save() const {
+  std::vector<std::vector<uint8_t>> out(buffers_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    out[i].resize(size_t(buffers_[i]->size()));
+    buffers_[i]->read(0, out[i].data(), out[i].size());
+  }
+  return out;
+}
+
+void KvCache::restore(const std::vector<std::vector<uint8_t>>& saved) {
+  if (saved.size() != buffers_.size())
+    fail("KV cache restore: {} buffers saved, the cache has {}", saved.size(), buffers_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    if (saved[i].size() != buffers_[i]->size())
+      fail("KV cache restore: buffer {} was saved with {} bytes, the cache's has {}", i, saved[i].size(),
+           buffers_[i]->size());
+  for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i]->write(0, saved[i].data(), saved[i].size());
+}
+
 uint64_t KvCache::bytes() const {
   uint64_t b = 0;
   for (size_t il = 0; il < k_.size(); ++il)

@@ -63,6 +63,11 @@ class KvCache {
   int32_t seq_pos_min(int32_t seq) const;
   int32_t seq_pos_max(int32_t seq) const;
   bool has_cell(int32_t seq, int32_t pos) const;
+  // A copy of the cache's bytes (every buffer: the cells' metadata, K and V of each layer it holds), and its
+  // restore into the same cache (opal bench -d: the filled depth, back after a test that slid a window past it).
+  // restore() throws opal::Error for a copy of another cache's shape.
+  std::vector<std::vector<uint8_t>> save() const;
+  void restore(const std::vector<std::vector<uint8_t>>& saved);
 
  private:
   int32_t* info() { return static_cast<int32_t*>(cell_info_.data); }

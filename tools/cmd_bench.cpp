@@ -10,9 +10,10 @@
 //   tg<N>: N single-token decodes from an empty cache (no sampling);
 //   pp<P>+tg<N>: both, timed together.
 // At a depth D (-d, llama-bench's --n-depth) the cache holds D tokens of the
-// same sequence before each timed run (filled once per test, untimed; after
-// each repetition the test's own cells are removed again), and the row is
-// named as llama-bench names it: "pp512 @ d4096". --fa 0|1 (a list) is
+// same sequence before each timed run (filled once per depth and shared by the
+// tests of that depth, untimed, its progress on stderr; before each run the
+// filled state is back: DepthFill), and the row is named as llama-bench names
+// it: "pp512 @ d4096". --fa 0|1 (a list) is
 // llama-bench's -fa: off = the materialized attention, on = the tiled one.
 // --ctk / --ctv (lists, as llama-bench's -ctk / -ctv) give each (K, V) cache
 // type pair its rows; without --ctv each K type is paired with itself.
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -132,13 +134,6 @@ std::string utc_now() {
 
 using Clock = std::chrono::steady_clock;
 
-// The prompt in n_batch chunks (runtime/generation.h), logits for the last token.
-void run_prompt(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_batch) {
-  PromptOptions po;
-  po.n_batch = n_batch;
-  decode_prompt(ctx, tokens, po);
-}
-
 // The same at positions from `depth` on (after a depth fill), in n_batch chunks, logits for the last token.
 void run_prompt_at(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_batch, int64_t depth) {
   PromptOptions po;
@@ -156,6 +151,42 @@ void run_gen(Context& ctx, int64_t n_past, int64_t n_gen, std::mt19937& rng, int
     ctx.decode(b);
   }
 }
+
+// The depth of a test (-d): filled once per (context, depth) and shared by every test of that depth. A test's
+// run starts from the filled state: its own cells removed (seq_rm: the fill's cells are never written again), or,
+// with a sliding-window cache (whose window slid past the fill's last cells) the state saved after the fill
+// restored; a recurrent state goes back to its checkpoint after the fill. The fill's progress goes to stderr.
+class DepthFill {
+ public:
+  DepthFill(Context& ctx, int64_t depth) : ctx_(ctx), depth_(depth) {}
+
+  void fill(const std::vector<int32_t>& tokens, int64_t n_batch, bool show) {
+    const auto t0 = Clock::now();
+    const bool tty = isatty(STDERR_FILENO);
+    PromptOptions po;
+    po.n_batch = n_batch;
+    if (show)
+      po.on_chunk = [&](size_t, size_t end) {
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        std::fprintf(stderr, "%sopal bench: filling the cache to depth %lld: %zu tokens, %.1f s%s", tty ? "\r" : "",
+                     (long long)depth_, end, s, tty && end < tokens.size() ? "" : "\n");
+        std::fflush(stderr);
+      };
+    decode_prompt(ctx_, tokens, po);
+    if (!ctx_.recurrent() && ctx_.swa_kv_cache()) saved_ = ctx_.save_cache();
+  }
+
+  void back_to_depth() {
+    if (depth_ == 0) return ctx_.reset();
+    if (saved_) return ctx_.restore_cache(*saved_);
+    ctx_.seq_rm(0, int32_t(depth_), -1);
+  }
+
+ private:
+  Context& ctx_;
+  int64_t depth_;
+  std::optional<Context::CacheState> saved_;
+};
 
 struct TestSpec {
   int64_t n_prompt = 0, n_gen = 0;
@@ -270,7 +301,27 @@ int run_bench(const BenchOptions& o) {
             reg->set_threads(int(nt));
             for (const auto& [kv_type, kv_type_v] : kv_types)
               for (int fa : flashes)
-                for (int64_t depth : depths)
+                for (int64_t depth : depths) {
+                  // One context and one fill per depth, shared by the tests of that depth (DepthFill).
+                  int64_t longest = 0;
+                  for (const auto& test : tests) longest = std::max(longest, test.n_prompt + test.n_gen);
+                  ContextParams cp;
+                  cp.n_ctx = depth + longest;
+                  cp.n_batch = nb;
+                  cp.n_ubatch = std::min(nb, nub);
+                  cp.kv_type = kv_type;
+                  cp.kv_type_v = kv_type_v;
+                  cp.flash_attn = fa ? FlashAttn::On : FlashAttn::Off;
+                  cp.n_threads = int(nt);
+                  Context ctx(*model, cp);
+                  if (hooks) ctx.set_hooks(hooks);
+                  std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
+                  DepthFill fill(ctx, depth);
+                  if (depth > 0) {
+                    std::vector<int32_t> tokens(static_cast<size_t>(depth), 0);
+                    for (auto& tok : tokens) tok = pick(rng);
+                    fill.fill(tokens, nb, o.progress || isatty(STDERR_FILENO));
+                  }
                   for (const auto& test : tests) {
                     ++n_done;
                     if (o.progress) {
@@ -281,31 +332,12 @@ int run_bench(const BenchOptions& o) {
                       std::fprintf(stderr, "opal bench: benchmark %zu/%zu: %s %s t=%lld fa=%d\n", n_done, n_total,
                                    filename.c_str(), named.test_name().c_str(), (long long)nt, fa);
                     }
-                    ContextParams cp;
-                    cp.n_ctx = depth + test.n_prompt + test.n_gen;
-                    cp.n_batch = nb;
-                    cp.n_ubatch = std::min(nb, nub);
-                    cp.kv_type = kv_type;
-                    cp.kv_type_v = kv_type_v;
-                    cp.flash_attn = fa ? FlashAttn::On : FlashAttn::Off;
-                    cp.n_threads = int(nt);
-                    Context ctx(*model, cp);
-                    if (hooks) ctx.set_hooks(hooks);
                     std::vector<int32_t> prompt(size_t(test.n_prompt));
-                    std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
                     for (auto& tok : prompt) tok = pick(rng);
-                    // The depth: filled once, untimed; each run below starts from it (its own cells removed after).
-                    auto back_to_depth = [&] {
-                      if (depth == 0) return ctx.reset();
-                      ctx.seq_rm(0, int32_t(depth), -1);
-                    };
-                    if (depth > 0) {
-                      std::vector<int32_t> fill(static_cast<size_t>(depth), 0);
-                      for (auto& tok : fill) tok = pick(rng);
-                      if (o.progress)
-                        std::fprintf(stderr, "opal bench: filling the cache to depth %lld\n", (long long)depth);
-                      run_prompt(ctx, fill, nb);
-                    }
+                    // Each run below starts from the filled depth (the test's own cells removed, or the saved
+                    // state restored), as llama-bench's refill would leave it.
+                    auto back_to_depth = [&] { fill.back_to_depth(); };
+                    back_to_depth();
                     if (!o.no_warmup) {
                       if (test.n_prompt > 0) run_prompt_at(ctx, prompt, nb, depth);
                       if (test.n_gen > 0) {
@@ -364,6 +396,7 @@ int run_bench(const BenchOptions& o) {
                     }
                     results.push_back(std::move(r));
                   }
+                }
           }
     }
   }

@@ -171,6 +171,77 @@ TEST(FlashAttention, PromptBlockSizeNeverChangesARow) {
   }
 }
 
+// opal bench -d: one fill per depth shared by the tests of that depth. After a test's tokens, the filled state
+// comes back (Context::restore_cache of the state saved after the fill; seq_rm of the test's cells for a cache
+// without sliding layers): the cache bytes equal a fresh fill's, and the next token's logits are a fresh fill's
+// bit for bit (a test never sees another's tokens). tiny-gemma3's sliding cache (window 32, 256 cells) has
+// wrapped past the fill by then, so there only the restore brings the fill back.
+TEST(FlashAttention, DepthFillRestoredEqualsAFreshFill) {
+  auto reg = make_registry({}, 2);
+  for (const char* stem : {"tiny-llama-f16", "tiny-gemma3-f16"}) {
+    auto model = Model::load(test::golden_model(stem), *reg);
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(model->hparams().n_vocab) - 1);
+    std::vector<int32_t> fill(300), other(300);
+    for (auto& t : fill) t = pick(rng);
+    for (auto& t : other) t = pick(rng);
+    const int32_t probe = pick(rng);
+    const bool sliding = std::string(stem) == "tiny-gemma3-f16";
+    for (FlashAttn fa : {FlashAttn::Off, FlashAttn::On}) {
+      const std::string what = fmt::format("{} fa {}", stem, fa == FlashAttn::On ? "on" : "off");
+      ContextParams cp;
+      cp.n_ctx = 640;
+      cp.n_batch = cp.n_ubatch = 128;
+      cp.flash_attn = fa;
+      auto decode_at = [](Context& ctx, const std::vector<int32_t>& toks, int32_t pos0) {
+        for (size_t i = 0; i < toks.size(); i += 100) {
+          Batch b;
+          for (size_t j = i; j < std::min(toks.size(), i + 100); ++j) b.add(toks[j], int32_t(pos0 + j), 0, true);
+          ctx.decode(b);
+        }
+      };
+      auto probe_logits = [&](Context& ctx) {
+        Batch b;
+        b.add(probe, int32_t(fill.size()), 0, true);
+        ctx.decode(b);
+        return std::vector<float>(ctx.logits(0), ctx.logits(0) + ctx.n_vocab());
+      };
+      Context fresh(*model, cp);
+      decode_at(fresh, fill, 0);
+      const Context::CacheState fresh_state = fresh.save_cache();
+      const std::vector<float> want = probe_logits(fresh);
+
+      Context shared(*model, cp);
+      decode_at(shared, fill, 0);
+      const Context::CacheState saved = shared.save_cache();
+      decode_at(shared, other, int32_t(fill.size()));  // a test's tokens after the depth
+      EXPECT_EQ(shared.seq_can_resume(0, int32_t(fill.size())), !sliding) << what;
+      shared.restore_cache(saved);
+      const Context::CacheState back = shared.save_cache();
+      EXPECT_TRUE(back.kv == fresh_state.kv && back.kv_swa == fresh_state.kv_swa) << what << ": cache bytes";
+      EXPECT_EQ(probe_logits(shared), want) << what << ": restored";
+      if (!sliding) {  // the bench's path without sliding layers: the test's cells removed
+        shared.restore_cache(saved);
+        decode_at(shared, other, int32_t(fill.size()));
+        shared.seq_rm(0, int32_t(fill.size()), -1);
+        EXPECT_EQ(probe_logits(shared), want) << what << ": seq_rm";
+      }
+    }
+  }
+  // A saved state restores into a context of its own shape only.
+  auto model = Model::load(test::golden_model("tiny-llama-f16"), *reg);
+  ContextParams small, big;
+  small.n_ctx = 64;
+  big.n_ctx = 128;
+  Context a(*model, small), b(*model, big);
+  try {
+    b.restore_cache(a.save_cache());
+    ADD_FAILURE() << "a 64-cell cache state was restored into a 128-cell cache";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KV cache restore"), std::string::npos) << e.what();
+  }
+}
+
 TEST(FlashAttention, QuantizedCacheRulesFailClearly) {
   auto reg = make_registry({}, 1);
   auto llama = Model::load(test::golden_model("tiny-llama-f16"), *reg);

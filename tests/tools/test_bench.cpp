@@ -220,6 +220,23 @@ TEST(Bench, DepthAndFlashAttentionRows) {
   EXPECT_NE(md.out.find("pp8 @ d16"), std::string::npos) << md.out;
 }
 
+// -d fills the cache once per (fa, cache types, depth), shared by that depth's tests (pp and tg here), with its
+// progress on stderr: one fill line per depth and fa, none at depth 0.
+TEST(Bench, DepthIsFilledOncePerDepthAndShown) {
+  const BenchRun r =
+      bench_err("-m " + model() + " -p 8 -n 4 --pg 8,4 -d 0,40,24 --fa 0,1 -r 2 -t 1 --no-bw --progress");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t p = r.out.find(what); p != std::string::npos; p = r.out.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("filling the cache to depth 40: 40 tokens"), 2u) << r.out;
+  EXPECT_EQ(count("filling the cache to depth 24: 24 tokens"), 2u) << r.out;
+  EXPECT_EQ(count("filling the cache to depth 0"), 0u) << r.out;
+  EXPECT_EQ(count("opal bench: benchmark "), 18u) << r.out;  // 3 tests x 3 depths x 2 fa, each run
+}
+
 // --ctk / --ctv take lists, as llama-bench's -ctk / -ctv: a row per (K, V) pair (the product of the lists), each
 // K type paired with itself without --ctv; a bad entry or a quantized V with fa 0 anywhere in the lists fails.
 TEST(Bench, CacheTypeListsGiveARowPerPair) {
