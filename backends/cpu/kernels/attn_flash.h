@@ -37,7 +37,18 @@ struct FlashKernels {
   // acc[j * lda + i] += sum_r p[j * ldp + r] * v[r * ldv + i], for j < m, i < dv, r < n.
   void (*accum)(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
                 int64_t lda);
+  // Decode's few query rows (m <= kFlashDirectRows) over an f16 cache, read in place (no widened tile; each K
+  // or V row is converted in registers once for all m rows); d (dk, dv) a multiple of 16. Row r of the tile is
+  // the f16 row at base + cells[r] * stride. dots_f16: as dots with k = f32(rows); accum_f16: as accum with
+  // v = f32(rows).
+  void (*dots_f16)(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                   int64_t n, int64_t dk, float scale, float* s, int64_t lds);
+  void (*accum_f16)(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                    int64_t n, int64_t dv, float* acc, int64_t lda);
 };
+
+// The most query rows the in-place f16 forms take (a decode's GQA group: SmolLM2 3, Qwen3 2, Llama 3.2 4).
+inline constexpr int64_t kFlashDirectRows = 4;
 
 // K's tile transposed for a register-tiled `dots`: kt[i * kFlashTile + r] = k[r * ldk + i] for r < n, i < dk,
 // and 0 for the rows of the last 8-row group past n. Transpose8(in, ldi, out, ldo) moves one 8x8 block; each

@@ -13,7 +13,10 @@
 //   (m' = max(m, max s), l' = l * e^(m - m') + sum e^(s - m')), its
 //   accumulator rescaled by e^(m - m') and the V tile (widened once) added
 //   with the weights e^(s - m');
-// the output is acc / l. No row of scores longer than a tile is ever held,
+// the output is acc / l. Up to kFlashDirectRows rows (a decode's GQA group)
+// over an f16 cache read K and V in place instead (dots_f16 / accum_f16: each
+// row converted in registers once for the rows; no tile widened to memory).
+// No row of scores longer than a tile is ever held,
 // so memory does not grow with the depth beyond the cell lists.
 // Decode (few tokens, units that do not divide evenly among the threads)
 // splits each unit's cells into ranges: every range keeps its own (m, l, acc) in the work buffer and a
@@ -128,6 +131,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   const FlashLayout l = flash_layout(node, nth_pool);
   const int64_t bt = l.rows / group;  // tokens per block (flash_rows)
   const FlashKernels& fk = flash_kernels();
+  // The in-place f16 forms for a decode's few rows (kernels/attn_flash.h), where the cache is f16 and whole 16s.
+  const bool direct_k = k.type == DType::F16 && dk % 16 == 0 && fk.dots_f16 != nullptr;
+  const bool direct_v = v.type == DType::F16 && dv % 16 == 0 && fk.accum_f16 != nullptr;
 
   // The live cells in position order (cells past the last one in use are never visible).
   int64_t n_live = 0;
@@ -238,8 +244,15 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = 0; j < m; ++j)
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
-            widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
-            fk.dots(qb + j0 * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + j0 * kFlashTile, kFlashTile);
+            // Decode's few rows over an f16 cache read K (and V below) in place: no widened tile.
+            const bool direct = j1 - j0 <= kFlashDirectRows;
+            if (direct && direct_k) {
+              fk.dots_f16(qb + j0 * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale, s + j0 * kFlashTile,
+                          kFlashTile);
+            } else {
+              widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
+              fk.dots(qb + j0 * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + j0 * kFlashTile, kFlashTile);
+            }
             for (int64_t j = j0; j < j1; ++j) {
               float* sj = s + j * kFlashTile;
               const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
@@ -259,8 +272,13 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 for (int64_t i = 0; i < dv; ++i) acc[j * dv + i] *= alpha;
               mrow[j] = mnew;
             }
-            widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
-            fk.accum(s + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + j0 * dv, dv);
+            if (direct && direct_v) {
+              fk.accum_f16(s + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, acc + j0 * dv,
+                           dv);
+            } else {
+              widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
+              fk.accum(s + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + j0 * dv, dv);
+            }
           }
           for (int64_t j = 0; j < m; ++j) {
             const int64_t t = t0 + j / group, h = g * group + j % group;

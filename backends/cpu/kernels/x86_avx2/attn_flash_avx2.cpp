@@ -5,11 +5,15 @@
 // 8-cell vectors (no horizontal sums; up to 8 rows take the row form,
 // 4 cells at a time with one horizontal sum each, untransposed); accum:
 // register tiles of 3 query rows x 32 columns of V walk the tile's cells,
-// each V vector feeding 3 FMAs;
+// each V vector feeding 3 FMAs; decode over an f16 cache (up to 4 query rows)
+// reads K and V in place: dots_f16 converts 4 cells' K rows per 8 dims once for
+// 2 rows (8 accumulators, one 4-way horizontal sum per row and 4 cells),
+// accum_f16 converts each V row once per 24-32 columns for all rows;
 // exp: exp(x) = 2^n * p(r), n = round(x / ln 2),
 // r = x - n ln 2 in two parts, p a degree-6 polynomial (relative error about
 // 2e-7 on [-88, 0]; below -87.3 it flushes to 0).
 #if defined(__x86_64__) || defined(__i386__)
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -291,9 +295,95 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   else if (m - j == 1) accum_rows_of<1>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
 }
 
+// Decode's in-place f16 forms (up to kFlashDirectRows query rows; d % 16 == 0).
+__m256 f16_row(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + uint64_t(cell) * stride + 2 * i)));
+}
+
+// M (1 or 2) query rows x 4 cells at a time: each K row converted once for the M rows, 4M accumulators.
+template <int M>
+void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
+                   int64_t dk, float scale, float* s, int64_t lds) {
+  const __m128 sc = _mm_set1_ps(scale);
+  for (int64_t r = 0; r < n; r += 4) {
+    int32_t c[4];
+    for (int u = 0; u < 4; ++u) c[u] = cells[r + u < n ? r + u : r];  // past n: a repeat, its sums dropped
+    __m256 a[M][4];
+    for (int j = 0; j < M; ++j)
+      for (int u = 0; u < 4; ++u) a[j][u] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < dk; i += 8) {
+      __m256 x[4];
+      for (int u = 0; u < 4; ++u) x[u] = f16_row(base, stride, c[u], i);
+      for (int j = 0; j < M; ++j) {
+        const __m256 qv = _mm256_loadu_ps(q + j * ldq + i);
+        for (int u = 0; u < 4; ++u) a[j][u] = _mm256_fmadd_ps(qv, x[u], a[j][u]);
+      }
+    }
+    for (int j = 0; j < M; ++j) {
+      const __m128 t = _mm_mul_ps(hsum4x8(a[j][0], a[j][1], a[j][2], a[j][3]), sc);
+      if (r + 4 <= n) {
+        _mm_storeu_ps(s + j * lds + r, t);
+      } else {
+        alignas(16) float tmp[4];
+        _mm_store_ps(tmp, t);
+        for (int64_t u = 0; u < n - r; ++u) s[j * lds + r + u] = tmp[u];
+      }
+    }
+  }
+}
+
+void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+  int64_t j = 0;
+  for (; j + 2 <= m; j += 2) dots_f16_rows<2>(q + j * ldq, ldq, base, stride, cells, n, dk, scale, s + j * lds, lds);
+  if (j < m) dots_f16_rows<1>(q + j * ldq, ldq, base, stride, cells, n, dk, scale, s + j * lds, lds);
+}
+
+// M query rows x C vectors of 8 columns of V, over the n cells; each V vector converted once for the M rows.
+template <int M, int C>
+void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
+                    int64_t i0, float* acc, int64_t lda) {
+  __m256 a[M][C];
+  for (int j = 0; j < M; ++j)
+    for (int c = 0; c < C; ++c) a[j][c] = _mm256_loadu_ps(acc + j * lda + i0 + 8 * c);
+  for (int64_t r = 0; r < n; ++r) {
+    __m256 x[C];
+    for (int c = 0; c < C; ++c) x[c] = f16_row(base, stride, cells[r], i0 + 8 * c);
+    for (int j = 0; j < M; ++j) {
+      const __m256 b = _mm256_broadcast_ss(p + j * ldp + r);
+      for (int c = 0; c < C; ++c) a[j][c] = _mm256_fmadd_ps(b, x[c], a[j][c]);
+    }
+  }
+  for (int j = 0; j < M; ++j)
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + j * lda + i0 + 8 * c, a[j][c]);
+}
+
+// Up to CMax vectors at a time (3 rows: 3 x 3 accumulators; 1-2 rows: 4 per row).
+template <int M, int CMax>
+void accum_f16_rows(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
+                    int64_t dv, float* acc, int64_t lda) {
+  for (int64_t i0 = 0; i0 < dv;) {
+    const int64_t vecs = std::min<int64_t>(CMax, (dv - i0) / 8);
+    if (vecs == 4) accum_f16_tile<M, CMax == 4 ? 4 : 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else if (vecs == 3) accum_f16_tile<M, 3>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else if (vecs == 2) accum_f16_tile<M, 2>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else accum_f16_tile<M, 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    i0 += 8 * vecs;
+  }
+}
+
+void accum_f16(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+               int64_t n, int64_t dv, float* acc, int64_t lda) {
+  if (m == 3) return accum_f16_rows<3, 3>(p, ldp, base, stride, cells, n, dv, acc, lda);
+  int64_t j = 0;
+  for (; j + 2 <= m; j += 2) accum_f16_rows<2, 4>(p + j * ldp, ldp, base, stride, cells, n, dv, acc + j * lda, lda);
+  if (j < m) accum_f16_rows<1, 4>(p + j * ldp, ldp, base, stride, cells, n, dv, acc + j * lda, lda);
+}
+
 }  // namespace
 
-const FlashKernels kFlashKernels = {"avx2", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
+const FlashKernels kFlashKernels = {"avx2",  widen_f16, widen_q8_0, widen_q4_0, dots,
+                                    exp_sum, accum,     dots_f16,   accum_f16};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

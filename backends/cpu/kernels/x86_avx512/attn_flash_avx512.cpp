@@ -9,6 +9,10 @@
 // parts, p a degree-6 polynomial (the AVX2 form's, 16 lanes: relative error
 // about 2e-7 on [-88, 0]; below -87.3 it flushes to 0). Widening: f16 by
 // vcvtph2ps, q8_0 / q4_0 blocks as d * q (q4_0: nibble - 8, low nibbles first).
+// Decode over an f16 cache (up to 4 query rows) reads K and V in place: dots_f16
+// converts 4 cells' K rows per 16 dims once for all rows (4 x rows accumulators,
+// one 4-way horizontal sum per row and 4 cells); accum_f16 converts each V row
+// once per 64 columns for all rows.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -232,9 +236,111 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   }
 }
 
+// Decode's in-place f16 forms (up to kFlashDirectRows query rows; d % 16 == 0).
+__m512 f16_row(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + uint64_t(cell) * stride + 2 * i)));
+}
+
+// Lanes 0-3 of the result: the sums of a, b, c, d.
+__m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // a0+a2 b0+b2 a1+a3 b1+b3
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  const __m512 abcd = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));  // a b c d per 128 bits
+  const __m256 h =
+      _mm256_add_ps(_mm512_castps512_ps256(abcd), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(abcd), 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// M query rows x 4 cells at a time: each K row converted once for the M rows, 4M accumulators.
+template <int M>
+void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
+                   int64_t dk, float scale, float* s, int64_t lds) {
+  const __m128 sc = _mm_set1_ps(scale);
+  for (int64_t r = 0; r < n; r += 4) {
+    int32_t c[4];
+    for (int u = 0; u < 4; ++u) c[u] = cells[r + u < n ? r + u : r];  // past n: a repeat, its sums dropped
+    __m512 a[M][4];
+    for (int j = 0; j < M; ++j)
+      for (int u = 0; u < 4; ++u) a[j][u] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < dk; i += 16) {
+      __m512 x[4];
+      for (int u = 0; u < 4; ++u) x[u] = f16_row(base, stride, c[u], i);
+      for (int j = 0; j < M; ++j) {
+        const __m512 qv = _mm512_loadu_ps(q + j * ldq + i);
+        for (int u = 0; u < 4; ++u) a[j][u] = _mm512_fmadd_ps(qv, x[u], a[j][u]);
+      }
+    }
+    for (int j = 0; j < M; ++j) {
+      const __m128 t = _mm_mul_ps(hsum4x16(a[j][0], a[j][1], a[j][2], a[j][3]), sc);
+      if (r + 4 <= n) {
+        _mm_storeu_ps(s + j * lds + r, t);
+      } else {
+        alignas(16) float tmp[4];
+        _mm_store_ps(tmp, t);
+        for (int64_t u = 0; u < n - r; ++u) s[j * lds + r + u] = tmp[u];
+      }
+    }
+  }
+}
+
+void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+  switch (m) {
+    case 4: return dots_f16_rows<4>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 3: return dots_f16_rows<3>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 2: return dots_f16_rows<2>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 1: return dots_f16_rows<1>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    default: return;
+  }
+}
+
+// M query rows x C vectors of 16 columns of V, over the n cells; each V vector converted once for the M rows.
+template <int M, int C>
+void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
+                    int64_t i0, float* acc, int64_t lda) {
+  __m512 a[M][C];
+  for (int j = 0; j < M; ++j)
+    for (int c = 0; c < C; ++c) a[j][c] = _mm512_loadu_ps(acc + j * lda + i0 + 16 * c);
+  for (int64_t r = 0; r < n; ++r) {
+    __m512 x[C];
+    for (int c = 0; c < C; ++c) x[c] = f16_row(base, stride, cells[r], i0 + 16 * c);
+    for (int j = 0; j < M; ++j) {
+      const __m512 b = _mm512_set1_ps(p[j * ldp + r]);
+      for (int c = 0; c < C; ++c) a[j][c] = _mm512_fmadd_ps(b, x[c], a[j][c]);
+    }
+  }
+  for (int j = 0; j < M; ++j)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + j * lda + i0 + 16 * c, a[j][c]);
+}
+
+template <int M>
+void accum_f16_rows(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
+                    int64_t dv, float* acc, int64_t lda) {
+  for (int64_t i0 = 0; i0 < dv; i0 += 64) {
+    const int64_t vecs = (dv - i0) / 16;
+    if (vecs >= 4) accum_f16_tile<M, 4>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else if (vecs == 3) accum_f16_tile<M, 3>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else if (vecs == 2) accum_f16_tile<M, 2>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else accum_f16_tile<M, 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
+  }
+}
+
+void accum_f16(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+               int64_t n, int64_t dv, float* acc, int64_t lda) {
+  switch (m) {
+    case 4: return accum_f16_rows<4>(p, ldp, base, stride, cells, n, dv, acc, lda);
+    case 3: return accum_f16_rows<3>(p, ldp, base, stride, cells, n, dv, acc, lda);
+    case 2: return accum_f16_rows<2>(p, ldp, base, stride, cells, n, dv, acc, lda);
+    case 1: return accum_f16_rows<1>(p, ldp, base, stride, cells, n, dv, acc, lda);
+    default: return;
+  }
+}
+
 }  // namespace
 
-const FlashKernels kFlashKernels = {"avx512", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum};
+const FlashKernels kFlashKernels = {"avx512", widen_f16, widen_q8_0, widen_q4_0, dots,
+                                    exp_sum,  accum,     dots_f16,   accum_f16};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
