@@ -7,10 +7,13 @@
 // widened to f32 once for a block of query rows: dots in 4-cell x 2-query
 // tiles (the lanes 0-7 halves of the eight 16-lane accumulators first, then
 // the lanes 8-15 halves, then eight reduce_add16 trees side by side), and the
-// V rows accumulated lane by lane with up to 3 queries x 32 elements in
+// V rows accumulated lane by lane (accumulate_f16: four lanes side by side,
+// 3 x 8 columns each, so four consecutive cells' rows are read together; the
+// same FMAs per lane in order) or, in the block path, with up to 3 queries x 32 elements in
 // registers. The softmax exponential is llama_order::expf_avx512 on 8 lanes,
 // vscalefps replaced by scale_pow2's two exact multiplications.
 #if defined(__x86_64__) || defined(__i386__)
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -125,12 +128,42 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
 // Lane by lane: lane l's accumulator row stays in registers (64 elements)
 // while the cells l, l + lanes, ... are added in order: the FMAs of one
 // axpy_f16 per cell, element by element.
+// Lanes l0 .. l0 + 3 side by side over C vectors of 8 columns from i0: each lane's cells in order (the same FMAs
+// as one lane at a time), four consecutive cells' V rows read together.
+template <int C>
+void accumulate_f16_lanes4(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                           int64_t lanes, int64_t l0, int64_t i0, int64_t dv, float* acc) {
+  __m256 reg[4][C];
+  for (int u = 0; u < 4; ++u)
+    for (int j = 0; j < C; ++j) reg[u][j] = _mm256_loadu_ps(acc + (l0 + u) * dv + i0 + 8 * j);
+  for (int64_t base = l0; base < n; base += lanes)
+    for (int u = 0; u < 4; ++u) {
+      const int64_t r = base + u;
+      if (r >= n) break;
+      const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+      const __m256 pv = _mm256_set1_ps(p[r]);
+      for (int j = 0; j < C; ++j) reg[u][j] = _mm256_fmadd_ps(load8(vr + 8 * j), pv, reg[u][j]);
+    }
+  for (int u = 0; u < 4 && l0 + u < n; ++u)
+    for (int j = 0; j < C; ++j) _mm256_storeu_ps(acc + (l0 + u) * dv + i0 + 8 * j, reg[u][j]);
+}
+
 void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n, int64_t lanes,
                     int64_t dv, float* acc) {
   const int64_t d8 = dv & ~int64_t(7);
+  int64_t l4 = 0;  // lanes below l4 took the 4-lane form for their d8 columns
+  if (lanes % 4 == 0)
+    for (; l4 + 4 <= lanes && l4 + 4 <= n; l4 += 4)
+      for (int64_t i0 = 0; i0 < d8;) {
+        const int64_t vecs = std::min<int64_t>(3, (d8 - i0) / 8);  // 4 lanes x 3 vectors: 12 accumulators
+        if (vecs == 3) accumulate_f16_lanes4<3>(p, v, v_stride, cells, n, lanes, l4, i0, dv, acc);
+        else if (vecs == 2) accumulate_f16_lanes4<2>(p, v, v_stride, cells, n, lanes, l4, i0, dv, acc);
+        else accumulate_f16_lanes4<1>(p, v, v_stride, cells, n, lanes, l4, i0, dv, acc);
+        i0 += 8 * vecs;
+      }
   for (int64_t l = 0; l < lanes && l < n; ++l) {
     float* a = acc + l * dv;
-    for (int64_t i0 = 0; i0 < d8; i0 += 64) {
+    for (int64_t i0 = 0; i0 < d8 && l >= l4; i0 += 64) {
       const int nreg = int(d8 - i0 >= 64 ? 8 : (d8 - i0) / 8);
       __m256 reg[8];
       for (int j = 0; j < nreg; ++j) reg[j] = _mm256_loadu_ps(a + i0 + 8 * j);
