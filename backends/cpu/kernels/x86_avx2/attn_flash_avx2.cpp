@@ -262,7 +262,8 @@ void accum_tile(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_
     __m256 x[C];
     for (int c = 0; c < C; ++c) x[c] = _mm256_loadu_ps(v + r * ldv + 8 * c);
     for (int j = 0; j < R; ++j) {
-      const __m256 b = _mm256_broadcast_ss(p + j * ldp + r);
+      const __m256 b =
+          _mm256_set1_ps(p[j * ldp + r]);  // (broadcast_ss(p + ...): GCC 12 kept the accumulators in memory)
       for (int c = 0; c < C; ++c) a[j][c] = _mm256_fmadd_ps(b, x[c], a[j][c]);
     }
   }
@@ -350,7 +351,8 @@ void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t s
     __m256 x[C];
     for (int c = 0; c < C; ++c) x[c] = f16_row(base, stride, cells[r], i0 + 8 * c);
     for (int j = 0; j < M; ++j) {
-      const __m256 b = _mm256_broadcast_ss(p + j * ldp + r);
+      const __m256 b =
+          _mm256_set1_ps(p[j * ldp + r]);  // (broadcast_ss(p + ...): GCC 12 kept the accumulators in memory)
       for (int c = 0; c < C; ++c) a[j][c] = _mm256_fmadd_ps(b, x[c], a[j][c]);
     }
   }

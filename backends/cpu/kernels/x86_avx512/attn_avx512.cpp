@@ -102,26 +102,45 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
 // cells l, l + lanes, l + 2 lanes, ... are added in order (the same sequence
 // of FMAs per element as one axpy per cell), 128 elements at a time.
 // Four lanes side by side (16 independent FMA chains, adjacent cells) for up to 64 elements at a time.
+template <bool Masked>
+void accumulate_f16_lanes4_cols(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                                int64_t lanes, int64_t l0, int64_t i0, int64_t len, int64_t dv, float* acc) {
+  // Whole 64 columns take unmasked loads: with masked ones GCC 12 kept some accumulators in memory.
+  __mmask16 mk[4];
+  for (int j = 0; j < 4; ++j)
+    mk[j] = !Masked ? __mmask16(0xFFFF) : 16 * j < len ? tail_mask(len - 16 * j) : __mmask16(0);
+  __m512 reg[4][4];
+  for (int u = 0; u < 4; ++u)
+    for (int j = 0; j < 4; ++j) {
+      const float* a = acc + (l0 + u) * dv + i0 + 16 * j;
+      reg[u][j] = Masked ? _mm512_maskz_loadu_ps(mk[j], a) : _mm512_loadu_ps(a);
+    }
+  for (int64_t base = l0; base < n; base += lanes)
+    for (int u = 0; u < 4; ++u) {
+      const int64_t r = base + u;
+      if (r >= n) break;
+      const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+      const __m512 pv = _mm512_set1_ps(p[r]);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i h = Masked ? _mm256_maskz_loadu_epi16(mk[j], vr + 16 * j)
+                                 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr + 16 * j));
+        reg[u][j] = _mm512_fmadd_ps(_mm512_cvtph_ps(h), pv, reg[u][j]);
+      }
+    }
+  for (int u = 0; u < 4 && l0 + u < n; ++u)
+    for (int j = 0; j < 4; ++j) {
+      float* a = acc + (l0 + u) * dv + i0 + 16 * j;
+      if (Masked) _mm512_mask_storeu_ps(a, mk[j], reg[u][j]);
+      else _mm512_storeu_ps(a, reg[u][j]);
+    }
+}
+
 void accumulate_f16_lanes4(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                            int64_t lanes, int64_t l0, int64_t dv, float* acc) {
   for (int64_t i0 = 0; i0 < dv; i0 += 64) {
     const int64_t len = dv - i0 < 64 ? dv - i0 : 64;
-    __mmask16 mk[4];
-    for (int j = 0; j < 4; ++j) mk[j] = 16 * j < len ? tail_mask(len - 16 * j) : __mmask16(0);
-    __m512 reg[4][4];
-    for (int u = 0; u < 4; ++u)
-      for (int j = 0; j < 4; ++j) reg[u][j] = _mm512_maskz_loadu_ps(mk[j], acc + (l0 + u) * dv + i0 + 16 * j);
-    for (int64_t base = l0; base < n; base += lanes)
-      for (int u = 0; u < 4; ++u) {
-        const int64_t r = base + u;
-        if (r >= n) break;
-        const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
-        const __m512 pv = _mm512_set1_ps(p[r]);
-        for (int j = 0; j < 4; ++j)
-          reg[u][j] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk[j], vr + 16 * j)), pv, reg[u][j]);
-      }
-    for (int u = 0; u < 4 && l0 + u < n; ++u)
-      for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(acc + (l0 + u) * dv + i0 + 16 * j, mk[j], reg[u][j]);
+    if (len == 64) accumulate_f16_lanes4_cols<false>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
+    else accumulate_f16_lanes4_cols<true>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
   }
 }
 
@@ -239,7 +258,9 @@ void dots_f32_lanes16_one(const float* k, int64_t ldk, int64_t n, const float* q
       const __m512 qv = _mm512_loadu_ps(q + i);
       for (int c = 0; c < 16; ++c) a[c] = _mm512_fmadd_ps(_mm512_loadu_ps(kr[c] + i), qv, a[c]);
     }
-    _mm512_mask_storeu_ps(out + r0, tail_mask(nc), _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(a)));
+    __m512 t[16];  // reduce16x16 takes a copy: passing a itself kept the accumulators in memory (GCC 12)
+    for (int c = 0; c < 16; ++c) t[c] = a[c];
+    _mm512_mask_storeu_ps(out + r0, tail_mask(nc), _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(t)));
   }
 }
 
@@ -278,7 +299,9 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
           a[4 * j + 3] = _mm512_fmadd_ps(k3, qv, a[4 * j + 3]);
         }
       }
-      const __m512 res = _mm512_permutexvar_ps(to_rows, reduce16x16(a));
+      __m512 t[16];  // a copy, as dots_f32_lanes16_one
+      for (int x = 0; x < 16; ++x) t[x] = a[x];
+      const __m512 res = _mm512_permutexvar_ps(to_rows, reduce16x16(t));
       for (int j = 0; j < nq; ++j) {
         const int64_t left = n[j0 + j] - r0;
         if (left <= 0) continue;

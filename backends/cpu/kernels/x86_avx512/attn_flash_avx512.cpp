@@ -189,25 +189,39 @@ float exp_sum(float* s, int64_t n, float mx) {
   return _mm512_reduce_add_ps(acc);
 }
 
-// R query rows x C vectors of 16 columns (the last one masked), over the tile's n cells.
-template <int R, int C>
+// R query rows x C vectors of 16 columns (the last one masked when Masked), over the tile's n cells. The
+// unmasked form is what whole 16s of columns take: with masked loads GCC 12 kept the accumulators in memory
+// (a store of each per cell).
+template <int R, int C, bool Masked>
 void accum_tile(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t n, float* acc, int64_t lda,
                 int64_t cols) {
   __mmask16 mk[C];
-  for (int c = 0; c < C; ++c) mk[c] = flash_mask(cols - 16 * c);
+  for (int c = 0; c < C; ++c) mk[c] = Masked ? flash_mask(cols - 16 * c) : __mmask16(0xFFFF);
   __m512 a[R][C];
   for (int j = 0; j < R; ++j)
-    for (int c = 0; c < C; ++c) a[j][c] = _mm512_maskz_loadu_ps(mk[c], acc + j * lda + 16 * c);
+    for (int c = 0; c < C; ++c)
+      a[j][c] = Masked ? _mm512_maskz_loadu_ps(mk[c], acc + j * lda + 16 * c) : _mm512_loadu_ps(acc + j * lda + 16 * c);
   for (int64_t r = 0; r < n; ++r) {
     __m512 x[C];
-    for (int c = 0; c < C; ++c) x[c] = _mm512_maskz_loadu_ps(mk[c], v + r * ldv + 16 * c);
+    for (int c = 0; c < C; ++c)
+      x[c] = Masked ? _mm512_maskz_loadu_ps(mk[c], v + r * ldv + 16 * c) : _mm512_loadu_ps(v + r * ldv + 16 * c);
     for (int j = 0; j < R; ++j) {
       const __m512 b = _mm512_set1_ps(p[j * ldp + r]);
       for (int c = 0; c < C; ++c) a[j][c] = _mm512_fmadd_ps(b, x[c], a[j][c]);
     }
   }
   for (int j = 0; j < R; ++j)
-    for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(acc + j * lda + 16 * c, mk[c], a[j][c]);
+    for (int c = 0; c < C; ++c) {
+      if (Masked) _mm512_mask_storeu_ps(acc + j * lda + 16 * c, mk[c], a[j][c]);
+      else _mm512_storeu_ps(acc + j * lda + 16 * c, a[j][c]);
+    }
+}
+
+template <int R, int C>
+void accum_tile_cols(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t n, float* acc, int64_t lda,
+                     int64_t cols) {
+  if (cols >= 16 * C) accum_tile<R, C, false>(p, ldp, v, ldv, n, acc, lda, cols);
+  else accum_tile<R, C, true>(p, ldp, v, ldv, n, acc, lda, cols);
 }
 
 template <int R>
@@ -215,10 +229,10 @@ void accum_rows_of(const float* p, int64_t ldp, const float* v, int64_t ldv, int
                    int64_t lda) {
   for (int64_t i0 = 0; i0 < dv; i0 += 64) {
     const int64_t cols = dv - i0, vecs = (cols + 15) / 16;
-    if (vecs >= 4) accum_tile<R, 4>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
-    else if (vecs == 3) accum_tile<R, 3>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
-    else if (vecs == 2) accum_tile<R, 2>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
-    else accum_tile<R, 1>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
+    if (vecs >= 4) accum_tile_cols<R, 4>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
+    else if (vecs == 3) accum_tile_cols<R, 3>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
+    else if (vecs == 2) accum_tile_cols<R, 2>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
+    else accum_tile_cols<R, 1>(p, ldp, v + i0, ldv, n, acc + i0, lda, cols);
   }
 }
 
