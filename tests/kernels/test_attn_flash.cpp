@@ -2,6 +2,7 @@
 // has against the reference forms: widening is exact (f16, q8_0, q4_0 rows
 // from the reference quantizers), dots / exp / accumulation agree within
 // float rounding.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -115,59 +116,70 @@ TEST(AttnFlash, DotsExpAndAccumulationAgreeWithTheReference) {
   }
 }
 
-// Decode's in-place f16 forms (kFlashDirectRows rows at most, d a multiple of 16) against the reference, and
-// against the widened tile through dots / accum (the values they read are the widened ones): the cells are
-// gathered out of order from rows holding two heads, tiles partly past a 4-cell group, 1-4 rows.
-TEST(AttnFlash, InPlaceF16FormsAgreeWithTheWidenedTile) {
+// Decode's in-place forms over an f16 or q8_0 cache (kFlashDirectRows rows at most, d a multiple of 16 / 32)
+// against the reference, and against the widened tile through dots / accum (the values they read are the widened
+// ones): the cells are gathered out of order from rows holding two heads, tiles partly past a 4-cell group, 1-4
+// rows.
+TEST(AttnFlash, InPlaceFormsAgreeWithTheWidenedTile) {
   const FlashKernels& ref = ref_flash_kernels();
   std::mt19937 rng(13);
   std::normal_distribution<float> val(0.0f, 1.0f);
-  for (auto [d, m, n] : {std::tuple<int64_t, int64_t, int64_t>{64, 3, 64},
-                         {64, 1, 37},
-                         {64, 2, 5},
-                         {128, 2, 64},
-                         {128, 4, 23},
-                         {16, 3, 2},
-                         {48, 4, 64},
-                         {96, 3, 1},
-                         {256, 1, 17}}) {
-    const int64_t E = 2 * d, n_cells = 80;  // two heads per row: the second one is read
-    std::vector<uint16_t> rows(size_t(n_cells * E));
-    for (auto& h : rows) h = f32_to_f16(val(rng));
-    const uint64_t stride = uint64_t(E) * 2;
-    const uint8_t* base = reinterpret_cast<const uint8_t*>(rows.data()) + 2 * d;
-    std::vector<int32_t> cells(static_cast<size_t>(n));
-    std::uniform_int_distribution<int32_t> pick(0, int32_t(n_cells - 1));
-    for (auto& c : cells) c = pick(rng);
-    std::vector<float> q(size_t(m * d)), p(size_t(m * 72));
-    for (auto& x : q) x = val(rng);
-    for (auto& x : p) x = std::fabs(val(rng));
-    p[0] = 0.0f;  // a masked cell's weight
-    std::vector<float> tile(size_t(n * d));
-    ref.widen_f16(base, stride, cells.data(), n, d, tile.data(), d);
-    for (const FlashKernels* kk : flash_kernel_sets()) {
-      if (!kk->dots_f16 || !kk->accum_f16) {
-        ADD_FAILURE() << kk->name << ": no in-place f16 forms";
-        continue;
-      }
-      for (const FlashKernels* fk : {kk, &ref}) {
-        std::vector<float> s(size_t(m * 72), -9.0f), s_tile = s;
-        fk->dots_f16(q.data(), d, m, base, stride, cells.data(), n, d, 0.125f, s.data(), 72);
-        ref.dots(q.data(), d, m, tile.data(), d, n, d, 0.125f, s_tile.data(), 72);
-        for (int64_t j = 0; j < m; ++j) {
-          for (int64_t r = 0; r < n; ++r)
-            EXPECT_NEAR(s[size_t(j * 72 + r)], s_tile[size_t(j * 72 + r)], 2e-5f)
-                << fk->name << " d " << d << " m " << m << " row " << j << " cell " << r;
-          for (int64_t r = n; r < 72; ++r) ASSERT_EQ(s[size_t(j * 72 + r)], -9.0f) << fk->name << ": wrote past n";
+  for (DType t : {DType::F16, DType::Q8_0})
+    for (auto [d, m, n] : {std::tuple<int64_t, int64_t, int64_t>{64, 3, 64},
+                           {64, 1, 37},
+                           {64, 2, 5},
+                           {128, 2, 64},
+                           {128, 4, 23},
+                           {32, 3, 2},
+                           {96, 4, 64},
+                           {96, 3, 1},
+                           {256, 1, 17}}) {
+      const int64_t E = 2 * d, n_cells = 80;  // two heads per row: the second one is read
+      std::vector<float> src(size_t(n_cells * E));
+      for (auto& x : src) x = val(rng);
+      const uint64_t stride = row_bytes(t, E);
+      std::vector<uint8_t> rows(stride * n_cells);
+      if (t == DType::F16)
+        for (int64_t i = 0; i < n_cells * E; ++i)
+          reinterpret_cast<uint16_t*>(rows.data())[i] = f32_to_f16(src[size_t(i)]);
+      else quantize_rows(t, src.data(), rows.data(), n_cells, E);
+      const uint8_t* base = rows.data() + row_bytes(t, d);
+      std::vector<int32_t> cells(static_cast<size_t>(n));
+      std::uniform_int_distribution<int32_t> pick(0, int32_t(n_cells - 1));
+      for (auto& c : cells) c = pick(rng);
+      std::vector<float> q(size_t(m * d)), p(size_t(m * 72));
+      for (auto& x : q) x = val(rng);
+      for (auto& x : p) x = std::fabs(val(rng));
+      p[0] = 0.0f;  // a masked cell's weight
+      std::vector<float> tile(size_t(n * d));
+      (t == DType::F16 ? ref.widen_f16 : ref.widen_q8_0)(base, stride, cells.data(), n, d, tile.data(), d);
+      for (const FlashKernels* kk : flash_kernel_sets()) {
+        for (const FlashKernels* fk : {kk, &ref}) {
+          auto dots = t == DType::F16 ? fk->dots_f16 : fk->dots_q8_0;
+          auto accum = t == DType::F16 ? fk->accum_f16 : fk->accum_q8_0;
+          if (!dots || !accum) {
+            ADD_FAILURE() << fk->name << ": no in-place forms for " << dtype_name(t);
+            continue;
+          }
+          const std::string what = fmt::format("{} {} d {} m {}", fk->name, dtype_name(t), d, m);
+          std::vector<float> s(size_t(m * 72), -9.0f), s_tile = s;
+          dots(q.data(), d, m, base, stride, cells.data(), n, d, 0.125f, s.data(), 72);
+          ref.dots(q.data(), d, m, tile.data(), d, n, d, 0.125f, s_tile.data(), 72);
+          for (int64_t j = 0; j < m; ++j) {
+            for (int64_t r = 0; r < n; ++r)
+              EXPECT_NEAR(s[size_t(j * 72 + r)], s_tile[size_t(j * 72 + r)],
+                          2e-5f * std::max(1.0f, std::fabs(s_tile[size_t(j * 72 + r)])))
+                  << what << " row " << j << " cell " << r;
+            for (int64_t r = n; r < 72; ++r) ASSERT_EQ(s[size_t(j * 72 + r)], -9.0f) << what << ": wrote past n";
+          }
+          std::vector<float> acc(size_t(m * (d + 8)), 0.5f), acc_tile = acc;
+          accum(p.data(), 72, m, base, stride, cells.data(), n, d, acc.data(), d + 8);
+          ref.accum(p.data(), 72, m, tile.data(), d, n, d, acc_tile.data(), d + 8);
+          for (size_t i = 0; i < acc.size(); ++i)
+            EXPECT_NEAR(acc[i], acc_tile[i], 1e-4f * std::max(1.0f, std::fabs(acc_tile[i]))) << what << " i " << i;
         }
-        std::vector<float> acc(size_t(m * (d + 8)), 0.5f), acc_tile = acc;
-        fk->accum_f16(p.data(), 72, m, base, stride, cells.data(), n, d, acc.data(), d + 8);
-        ref.accum(p.data(), 72, m, tile.data(), d, n, d, acc_tile.data(), d + 8);
-        for (size_t i = 0; i < acc.size(); ++i)
-          EXPECT_NEAR(acc[i], acc_tile[i], 1e-4f) << fk->name << " d " << d << " m " << m << " i " << i;
       }
     }
-  }
 }
 
 }  // namespace

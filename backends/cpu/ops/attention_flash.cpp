@@ -14,7 +14,7 @@
 //   accumulator rescaled by e^(m - m') and the V tile (widened once) added
 //   with the weights e^(s - m');
 // the output is acc / l. Up to kFlashDirectRows rows (a decode's GQA group)
-// over an f16 cache read K and V in place instead (dots_f16 / accum_f16: each
+// over an f16 or q8_0 cache read K and V in place instead (dots_f16 / accum_f16: each
 // row converted in registers once for the rows; no tile widened to memory).
 // No row of scores longer than a tile is ever held,
 // so memory does not grow with the depth beyond the cell lists.
@@ -131,9 +131,14 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   const FlashLayout l = flash_layout(node, nth_pool);
   const int64_t bt = l.rows / group;  // tokens per block (flash_rows)
   const FlashKernels& fk = flash_kernels();
-  // The in-place f16 forms for a decode's few rows (kernels/attn_flash.h), where the cache is f16 and whole 16s.
-  const bool direct_k = k.type == DType::F16 && dk % 16 == 0 && fk.dots_f16 != nullptr;
-  const bool direct_v = v.type == DType::F16 && dv % 16 == 0 && fk.accum_f16 != nullptr;
+  // The in-place forms for a decode's few rows (kernels/attn_flash.h): an f16 cache of whole 16s, or q8_0.
+  auto dots_direct = k.type == DType::F16 && dk % 16 == 0 ? fk.dots_f16
+                     : k.type == DType::Q8_0              ? fk.dots_q8_0
+                                                          : nullptr;
+  auto accum_direct = v.type == DType::F16 && dv % 16 == 0 ? fk.accum_f16
+                      : v.type == DType::Q8_0              ? fk.accum_q8_0
+                                                           : nullptr;
+  const bool direct_k = dots_direct != nullptr, direct_v = accum_direct != nullptr;
 
   // The live cells in position order (cells past the last one in use are never visible).
   int64_t n_live = 0;
@@ -244,10 +249,10 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = 0; j < m; ++j)
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
-            // Decode's few rows over an f16 cache read K (and V below) in place: no widened tile.
+            // Decode's few rows over an f16 or q8_0 cache read K (and V below) in place: no widened tile.
             const bool direct = j1 - j0 <= kFlashDirectRows;
             if (direct && direct_k) {
-              fk.dots_f16(qb + j0 * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale, s + j0 * kFlashTile,
+              dots_direct(qb + j0 * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale, s + j0 * kFlashTile,
                           kFlashTile);
             } else {
               widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
@@ -273,7 +278,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               mrow[j] = mnew;
             }
             if (direct && direct_v) {
-              fk.accum_f16(s + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, acc + j0 * dv,
+              accum_direct(s + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, acc + j0 * dv,
                            dv);
             } else {
               widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);

@@ -72,33 +72,51 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
     }
 }
 
-float f16_at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
-  uint16_t h;
-  std::memcpy(&h, base + uint64_t(cell) * stride + 2 * uint64_t(i), 2);
-  return f16_to_f32(h);
+// Value i of the row of `cell` (f16, or q8_0: d * q as widen_q8_0).
+template <DType T>
+float value_at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+  float x;
+  if constexpr (T == DType::F16) widen_f16(base + 2 * uint64_t(i), stride, &cell, 1, 1, &x, 1);
+  else {
+    const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cell) * stride) + i / 32;
+    x = f16_to_f32(b->d) * float(b->qs[i % 32]);
+  }
+  return x;
 }
 
-void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
-              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+template <DType T>
+void dots_direct(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                 int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
   for (int64_t j = 0; j < m; ++j)
     for (int64_t r = 0; r < n; ++r) {
       float a = 0.0f;
-      for (int64_t i = 0; i < dk; ++i) a += q[j * ldq + i] * f16_at(base, stride, cells[r], i);
+      for (int64_t i = 0; i < dk; ++i) a += q[j * ldq + i] * value_at<T>(base, stride, cells[r], i);
       s[j * lds + r] = a * scale;
     }
 }
 
-void accum_f16(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
-               int64_t n, int64_t dv, float* acc, int64_t lda) {
+template <DType T>
+void accum_direct(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                  int64_t n, int64_t dv, float* acc, int64_t lda) {
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < dv; ++i) {
-      const float x = f16_at(base, stride, cells[r], i);
+      const float x = value_at<T>(base, stride, cells[r], i);
       for (int64_t j = 0; j < m; ++j)
         if (p[j * ldp + r] != 0.0f) acc[j * lda + i] += p[j * ldp + r] * x;
     }
 }
 
-const FlashKernels kRef = {"scalar", widen_f16, widen_q8_0, widen_q4_0, dots, exp_sum, accum, dots_f16, accum_f16};
+const FlashKernels kRef = {"scalar",
+                           widen_f16,
+                           widen_q8_0,
+                           widen_q4_0,
+                           dots,
+                           exp_sum,
+                           accum,
+                           dots_direct<DType::F16>,
+                           accum_direct<DType::F16>,
+                           dots_direct<DType::Q8_0>,
+                           accum_direct<DType::Q8_0>};
 
 }  // namespace
 

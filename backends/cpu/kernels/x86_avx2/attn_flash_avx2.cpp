@@ -296,13 +296,23 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   else if (m - j == 1) accum_rows_of<1>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
 }
 
-// Decode's in-place f16 forms (up to kFlashDirectRows query rows; d % 16 == 0).
-__m256 f16_row(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + uint64_t(cell) * stride + 2 * i)));
-}
+// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0: % 32): 8 values of a row from
+// i (f16: vcvtph2ps; q8_0: d * q of a quarter block).
+struct F16Row {
+  static __m256 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + uint64_t(cell) * stride + 2 * i)));
+  }
+};
+struct Q8Row {
+  static __m256 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+    const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cell) * stride) + i / 32;
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + (i & 24)));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+};
 
 // M (1 or 2) query rows x 4 cells at a time: each K row converted once for the M rows, 4M accumulators.
-template <int M>
+template <class Row, int M>
 void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
                    int64_t dk, float scale, float* s, int64_t lds) {
   const __m128 sc = _mm_set1_ps(scale);
@@ -314,7 +324,7 @@ void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t st
       for (int u = 0; u < 4; ++u) a[j][u] = _mm256_setzero_ps();
     for (int64_t i = 0; i < dk; i += 8) {
       __m256 x[4];
-      for (int u = 0; u < 4; ++u) x[u] = f16_row(base, stride, c[u], i);
+      for (int u = 0; u < 4; ++u) x[u] = Row::at(base, stride, c[u], i);
       for (int j = 0; j < M; ++j) {
         const __m256 qv = _mm256_loadu_ps(q + j * ldq + i);
         for (int u = 0; u < 4; ++u) a[j][u] = _mm256_fmadd_ps(qv, x[u], a[j][u]);
@@ -333,15 +343,17 @@ void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t st
   }
 }
 
-void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
-              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+template <class Row>
+void dots_direct(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                 int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
   int64_t j = 0;
-  for (; j + 2 <= m; j += 2) dots_f16_rows<2>(q + j * ldq, ldq, base, stride, cells, n, dk, scale, s + j * lds, lds);
-  if (j < m) dots_f16_rows<1>(q + j * ldq, ldq, base, stride, cells, n, dk, scale, s + j * lds, lds);
+  for (; j + 2 <= m; j += 2)
+    dots_f16_rows<Row, 2>(q + j * ldq, ldq, base, stride, cells, n, dk, scale, s + j * lds, lds);
+  if (j < m) dots_f16_rows<Row, 1>(q + j * ldq, ldq, base, stride, cells, n, dk, scale, s + j * lds, lds);
 }
 
 // M query rows x C vectors of 8 columns of V, over the n cells; each V vector converted once for the M rows.
-template <int M, int C>
+template <class Row, int M, int C>
 void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
                     int64_t i0, float* acc, int64_t lda) {
   __m256 a[M][C];
@@ -349,7 +361,7 @@ void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t s
     for (int c = 0; c < C; ++c) a[j][c] = _mm256_loadu_ps(acc + j * lda + i0 + 8 * c);
   for (int64_t r = 0; r < n; ++r) {
     __m256 x[C];
-    for (int c = 0; c < C; ++c) x[c] = f16_row(base, stride, cells[r], i0 + 8 * c);
+    for (int c = 0; c < C; ++c) x[c] = Row::at(base, stride, cells[r], i0 + 8 * c);
     for (int j = 0; j < M; ++j) {
       const __m256 b =
           _mm256_set1_ps(p[j * ldp + r]);  // (broadcast_ss(p + ...): GCC 12 kept the accumulators in memory)
@@ -361,31 +373,42 @@ void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t s
 }
 
 // Up to CMax vectors at a time (3 rows: 3 x 3 accumulators; 1-2 rows: 4 per row).
-template <int M, int CMax>
+template <class Row, int M, int CMax>
 void accum_f16_rows(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
                     int64_t dv, float* acc, int64_t lda) {
   for (int64_t i0 = 0; i0 < dv;) {
     const int64_t vecs = std::min<int64_t>(CMax, (dv - i0) / 8);
-    if (vecs == 4) accum_f16_tile<M, CMax == 4 ? 4 : 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
-    else if (vecs == 3) accum_f16_tile<M, 3>(p, ldp, base, stride, cells, n, i0, acc, lda);
-    else if (vecs == 2) accum_f16_tile<M, 2>(p, ldp, base, stride, cells, n, i0, acc, lda);
-    else accum_f16_tile<M, 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    if (vecs == 4) accum_f16_tile<Row, M, CMax == 4 ? 4 : 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else if (vecs == 3) accum_f16_tile<Row, M, 3>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else if (vecs == 2) accum_f16_tile<Row, M, 2>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else accum_f16_tile<Row, M, 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
     i0 += 8 * vecs;
   }
 }
 
-void accum_f16(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
-               int64_t n, int64_t dv, float* acc, int64_t lda) {
-  if (m == 3) return accum_f16_rows<3, 3>(p, ldp, base, stride, cells, n, dv, acc, lda);
+template <class Row>
+void accum_direct(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                  int64_t n, int64_t dv, float* acc, int64_t lda) {
+  if (m == 3) return accum_f16_rows<Row, 3, 3>(p, ldp, base, stride, cells, n, dv, acc, lda);
   int64_t j = 0;
-  for (; j + 2 <= m; j += 2) accum_f16_rows<2, 4>(p + j * ldp, ldp, base, stride, cells, n, dv, acc + j * lda, lda);
-  if (j < m) accum_f16_rows<1, 4>(p + j * ldp, ldp, base, stride, cells, n, dv, acc + j * lda, lda);
+  for (; j + 2 <= m; j += 2)
+    accum_f16_rows<Row, 2, 4>(p + j * ldp, ldp, base, stride, cells, n, dv, acc + j * lda, lda);
+  if (j < m) accum_f16_rows<Row, 1, 4>(p + j * ldp, ldp, base, stride, cells, n, dv, acc + j * lda, lda);
 }
 
 }  // namespace
 
-const FlashKernels kFlashKernels = {"avx2",  widen_f16, widen_q8_0, widen_q4_0, dots,
-                                    exp_sum, accum,     dots_f16,   accum_f16};
+const FlashKernels kFlashKernels = {"avx2",
+                                    widen_f16,
+                                    widen_q8_0,
+                                    widen_q4_0,
+                                    dots,
+                                    exp_sum,
+                                    accum,
+                                    dots_direct<F16Row>,
+                                    accum_direct<F16Row>,
+                                    dots_direct<Q8Row>,
+                                    accum_direct<Q8Row>};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -250,10 +250,21 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   }
 }
 
-// Decode's in-place f16 forms (up to kFlashDirectRows query rows; d % 16 == 0).
-__m512 f16_row(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + uint64_t(cell) * stride + 2 * i)));
-}
+// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0: % 32): 16 values of a row
+// from i (f16: vcvtph2ps; q8_0: d * q of half a block).
+struct F16Row {
+  static __m512 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + uint64_t(cell) * stride + 2 * i)));
+  }
+};
+struct Q8Row {
+  static __m512 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+    const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cell) * stride) + i / 32;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + (i & 16)));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+};
 
 // Lanes 0-3 of the result: the sums of a, b, c, d.
 __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
@@ -267,7 +278,7 @@ __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
 }
 
 // M query rows x 4 cells at a time: each K row converted once for the M rows, 4M accumulators.
-template <int M>
+template <class Row, int M>
 void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
                    int64_t dk, float scale, float* s, int64_t lds) {
   const __m128 sc = _mm_set1_ps(scale);
@@ -279,7 +290,7 @@ void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t st
       for (int u = 0; u < 4; ++u) a[j][u] = _mm512_setzero_ps();
     for (int64_t i = 0; i < dk; i += 16) {
       __m512 x[4];
-      for (int u = 0; u < 4; ++u) x[u] = f16_row(base, stride, c[u], i);
+      for (int u = 0; u < 4; ++u) x[u] = Row::at(base, stride, c[u], i);
       for (int j = 0; j < M; ++j) {
         const __m512 qv = _mm512_loadu_ps(q + j * ldq + i);
         for (int u = 0; u < 4; ++u) a[j][u] = _mm512_fmadd_ps(qv, x[u], a[j][u]);
@@ -298,19 +309,20 @@ void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t st
   }
 }
 
-void dots_f16(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
-              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+template <class Row>
+void dots_direct(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                 int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
   switch (m) {
-    case 4: return dots_f16_rows<4>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
-    case 3: return dots_f16_rows<3>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
-    case 2: return dots_f16_rows<2>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
-    case 1: return dots_f16_rows<1>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 4: return dots_f16_rows<Row, 4>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 3: return dots_f16_rows<Row, 3>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 2: return dots_f16_rows<Row, 2>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 1: return dots_f16_rows<Row, 1>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
     default: return;
   }
 }
 
 // M query rows x C vectors of 16 columns of V, over the n cells; each V vector converted once for the M rows.
-template <int M, int C>
+template <class Row, int M, int C>
 void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
                     int64_t i0, float* acc, int64_t lda) {
   __m512 a[M][C];
@@ -318,7 +330,7 @@ void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t s
     for (int c = 0; c < C; ++c) a[j][c] = _mm512_loadu_ps(acc + j * lda + i0 + 16 * c);
   for (int64_t r = 0; r < n; ++r) {
     __m512 x[C];
-    for (int c = 0; c < C; ++c) x[c] = f16_row(base, stride, cells[r], i0 + 16 * c);
+    for (int c = 0; c < C; ++c) x[c] = Row::at(base, stride, cells[r], i0 + 16 * c);
     for (int j = 0; j < M; ++j) {
       const __m512 b = _mm512_set1_ps(p[j * ldp + r]);
       for (int c = 0; c < C; ++c) a[j][c] = _mm512_fmadd_ps(b, x[c], a[j][c]);
@@ -328,33 +340,43 @@ void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t s
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + j * lda + i0 + 16 * c, a[j][c]);
 }
 
-template <int M>
+template <class Row, int M>
 void accum_f16_rows(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
                     int64_t dv, float* acc, int64_t lda) {
   for (int64_t i0 = 0; i0 < dv; i0 += 64) {
     const int64_t vecs = (dv - i0) / 16;
-    if (vecs >= 4) accum_f16_tile<M, 4>(p, ldp, base, stride, cells, n, i0, acc, lda);
-    else if (vecs == 3) accum_f16_tile<M, 3>(p, ldp, base, stride, cells, n, i0, acc, lda);
-    else if (vecs == 2) accum_f16_tile<M, 2>(p, ldp, base, stride, cells, n, i0, acc, lda);
-    else accum_f16_tile<M, 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    if (vecs >= 4) accum_f16_tile<Row, M, 4>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else if (vecs == 3) accum_f16_tile<Row, M, 3>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else if (vecs == 2) accum_f16_tile<Row, M, 2>(p, ldp, base, stride, cells, n, i0, acc, lda);
+    else accum_f16_tile<Row, M, 1>(p, ldp, base, stride, cells, n, i0, acc, lda);
   }
 }
 
-void accum_f16(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
-               int64_t n, int64_t dv, float* acc, int64_t lda) {
+template <class Row>
+void accum_direct(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                  int64_t n, int64_t dv, float* acc, int64_t lda) {
   switch (m) {
-    case 4: return accum_f16_rows<4>(p, ldp, base, stride, cells, n, dv, acc, lda);
-    case 3: return accum_f16_rows<3>(p, ldp, base, stride, cells, n, dv, acc, lda);
-    case 2: return accum_f16_rows<2>(p, ldp, base, stride, cells, n, dv, acc, lda);
-    case 1: return accum_f16_rows<1>(p, ldp, base, stride, cells, n, dv, acc, lda);
+    case 4: return accum_f16_rows<Row, 4>(p, ldp, base, stride, cells, n, dv, acc, lda);
+    case 3: return accum_f16_rows<Row, 3>(p, ldp, base, stride, cells, n, dv, acc, lda);
+    case 2: return accum_f16_rows<Row, 2>(p, ldp, base, stride, cells, n, dv, acc, lda);
+    case 1: return accum_f16_rows<Row, 1>(p, ldp, base, stride, cells, n, dv, acc, lda);
     default: return;
   }
 }
 
 }  // namespace
 
-const FlashKernels kFlashKernels = {"avx512", widen_f16, widen_q8_0, widen_q4_0, dots,
-                                    exp_sum,  accum,     dots_f16,   accum_f16};
+const FlashKernels kFlashKernels = {"avx512",
+                                    widen_f16,
+                                    widen_q8_0,
+                                    widen_q4_0,
+                                    dots,
+                                    exp_sum,
+                                    accum,
+                                    dots_direct<F16Row>,
+                                    accum_direct<F16Row>,
+                                    dots_direct<Q8Row>,
+                                    accum_direct<Q8Row>};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
