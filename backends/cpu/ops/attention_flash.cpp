@@ -139,6 +139,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                       : v.type == DType::Q8_0              ? fk.accum_q8_0
                                                            : nullptr;
   const bool direct_k = dots_direct != nullptr, direct_v = accum_direct != nullptr;
+  const uint64_t k_head_bytes = row_bytes(k.type, dk), v_head_bytes = row_bytes(v.type, dv);
 
   // The live cells in position order (cells past the last one in use are never visible).
   int64_t n_live = 0;
@@ -249,8 +250,17 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = 0; j < m; ++j)
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
-            // Decode's few rows over an f16 or q8_0 cache read K (and V below) in place: no widened tile.
+            // Decode's few rows over an f16 or q8_0 cache read K (and V below) in place: no widened tile. The
+            // next tile's K and V rows are prefetched (one head's slice of each cell row: the gather defeats the
+            // hardware prefetcher).
             const bool direct = j1 - j0 <= kFlashDirectRows;
+            if (direct && direct_k && direct_v)
+              for (int64_t r = r0 + n; r < std::min(c1, r0 + n + kFlashTile); ++r) {
+                const uint8_t* kr = kbase + uint64_t(vis[r]) * k.nb[1];
+                const uint8_t* vr = vbase + uint64_t(vis[r]) * v.nb[1];
+                for (uint64_t b = 0; b < k_head_bytes; b += 64) __builtin_prefetch(kr + b);
+                for (uint64_t b = 0; b < v_head_bytes; b += 64) __builtin_prefetch(vr + b);
+              }
             if (direct && direct_k) {
               dots_direct(qb + j0 * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale, s + j0 * kFlashTile,
                           kFlashTile);
