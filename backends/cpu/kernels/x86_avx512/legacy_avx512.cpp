@@ -496,10 +496,9 @@ struct LegacyPromptRows {
     for (int64_t b = 0; b < nb; ++b) {
       const uint64_t off = uint64_t(b) * W::kBytes;
       uint8_t* pb = packed + b * kBlockBytes;
-      const __m512 dw = _mm512_castps256_ps512(
-          _mm256_cvtph_ps(_mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off),
-                                         f16_bits(w[3] + off), f16_bits(w[4] + off), f16_bits(w[5] + off),
-                                         f16_bits(w[6] + off), f16_bits(w[7] + off))));
+      const __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(
+          _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
+                         f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off))));
       for (int j = 0; j < 4; ++j) {
         const __m512i spread = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * j), _mm512_set1_epi32(2 * j + 1));
         _mm512_storeu_si512(pb + 64 * j, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off));
