@@ -508,15 +508,18 @@ struct LegacyPromptRows {
   }
 
   template <int RA>
-  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t row, int64_t act) {
+  static void tile(const GemmArgs& g, const uint8_t* packed, const uint8_t* starts, int64_t row, int64_t act) {
     const int64_t nb = g.k / 32;
     const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes;
     const uint8_t* x[RA];
-    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    const uint8_t* st[RA];
+    for (int a = 0; a < RA; ++a) {
+      x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+      st[a] = starts + uint64_t(a) * uint64_t(nb) * 32;
+    }
     __m512 acc[4][RA];
     for (int j = 0; j < 4; ++j)
       for (int a = 0; a < RA; ++a) acc[j][a] = _mm512_setzero_ps();
-    const __m512i offset = _mm512_set1_epi8(char(W::kOffset));
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = packed + b * kBlockBytes;
       __m512i q[4];
@@ -525,7 +528,7 @@ struct LegacyPromptRows {
         const uint8_t* xb = x[a] + b * kQ8_0Bytes;
         const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
         const __m512i neg =
-            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(st[a] + b * 32)));
         float xd;
         std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
         const __m512 xs = _mm512_set1_ps(xd);
@@ -544,19 +547,33 @@ struct LegacyPromptRows {
   }
 
   static void run(const GemmArgs& g) {
+    const int64_t nb = g.k / 32;
     uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+    uint8_t* starts = packed + nb * kBlockBytes;
+    const __m256i offset = _mm256_set1_epi8(char(W::kOffset));
     for (int64_t a0 = 0; a0 < g.n_act; a0 += kActChunk) {
       const int64_t a1 = a0 + kActChunk < g.n_act ? a0 + kActChunk : g.n_act;
+      // The chunk's starting sums -offset * (4 activations' sum), 8 per block.
+      for (int64_t a = a0; a < a1; ++a) {
+        const uint8_t* xa = g.act + uint64_t(a) * g.act_row_bytes;
+        for (int64_t b = 0; b < nb; ++b) {
+          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + b * kQ8_0Bytes + 2));
+          _mm256_storeu_si256(
+              reinterpret_cast<__m256i*>(starts + ((a - a0) * nb + b) * 32),
+              _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, xq)));
+        }
+      }
       int64_t r = g.row_begin;
       for (; r + 8 <= g.row_end; r += 8) {
         repack(g, r, packed);
         int64_t a = a0;
-        for (; a + kActs <= a1; a += kActs) tile<kActs>(g, packed, r, a);
+        auto st = [&](int64_t act) { return starts + (act - a0) * nb * 32; };
+        for (; a + kActs <= a1; a += kActs) tile<kActs>(g, packed, st(a), r, a);
         switch (a1 - a) {
-          case 4: tile<4>(g, packed, r, a); break;
-          case 3: tile<3>(g, packed, r, a); break;
-          case 2: tile<2>(g, packed, r, a); break;
-          case 1: tile<1>(g, packed, r, a); break;
+          case 4: tile<4>(g, packed, st(a), r, a); break;
+          case 3: tile<3>(g, packed, st(a), r, a); break;
+          case 2: tile<2>(g, packed, st(a), r, a); break;
+          case 1: tile<1>(g, packed, st(a), r, a); break;
           default: break;
         }
       }
@@ -697,7 +714,12 @@ void gemm_q8_0(const GemmArgs& g) {
 }
 
 uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }
-int64_t legacy_scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q4_0Weights>::kBlockBytes / 4; }
+int64_t legacy_scratch_floats(int64_t k) {
+  return k / 32 *
+         std::max<int64_t>(RowsInLanes<Q4_0Weights>::kBlockBytes,
+                           LegacyPromptRows<Q8_0Weights>::kBlockBytes + kActChunk * 32) /
+         4;
+}
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
