@@ -329,6 +329,17 @@ Tensor* Graph::wkv7_output(Tensor* y, Tensor* r, Tensor* k, Tensor* v, Tensor* r
   return t;
 }
 
+Tensor* Graph::wkv7_value_mix(Tensor* v, Tensor* v_first, Tensor* vl, Tensor* v0) {
+  require(v->type == DType::F32 && v->is_contiguous() && v->ne[2] == 1 && v->ne[3] == 1, "WKV7_VALUE_MIX", v, nullptr,
+          "v must be contiguous f32 [C, T]");
+  for (Tensor* x : {v_first, vl})
+    require(x->type == DType::F32 && x->is_contiguous() && x->ne == v->ne, "WKV7_VALUE_MIX", v, x,
+            "v_first and the value LoRA's output must be contiguous f32 of v's shape [C, T]");
+  require(v0->type == DType::F32 && v0->is_contiguous() && v0->n_elements() == v->ne[0], "WKV7_VALUE_MIX", v, v0,
+          "v0 must be contiguous f32 [C]");
+  return new_node(Op::Wkv7ValueMix, DType::F32, v->ne, {v, v_first, vl, v0});
+}
+
 Tensor* Graph::reshape(Tensor* x, std::array<int64_t, kMaxDims> ne) {
   require(x->is_contiguous(), "RESHAPE", x, nullptr, "source must be contiguous");
   const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];

@@ -73,6 +73,10 @@ enum class Op : uint8_t {
                //   all contiguous; iparams[0] = S (divides C). Per head h of S channels and token t:
                //   rk = SUM_ROWS of (k * r) * r_k over the head (in double, rounded to f32), then
                //   out = (y + (v * rk)) * gate, each operation rounded on its own -> F32 [C, T]
+  // ... and the value residual of layers >= 1 (the fused form of ADD, UNARY, SCALE, ADD, MUL, ADD):
+  Wkv7ValueMix,  // src0 v, src1 v_first, src2 vl (the value LoRA's output) F32 [C, T], src3 v0 F32 [C], all
+                 //   contiguous -> F32 [C, T]: v + ((v_first + (v * -1)) * sigmoid(vl + v0)), each operation
+                 //   rounded on its own, sigmoid as UNARY's
   Count
 };
 const char* op_name(Op op);
@@ -219,6 +223,8 @@ class Graph {
                       float eps);
   // WKV7_OUTPUT: (y + v * sum_head((k * r) * r_k)) * gate, head size S -> [C, T]
   Tensor* wkv7_output(Tensor* y, Tensor* r, Tensor* k, Tensor* v, Tensor* r_k, Tensor* gate, int64_t S);
+  // WKV7_VALUE_MIX: v + (v_first - v) * sigmoid(vl + v0) -> [C, T]
+  Tensor* wkv7_value_mix(Tensor* v, Tensor* v_first, Tensor* vl, Tensor* v0);
   // Views: reshape needs a contiguous source; view() takes explicit strides.
   Tensor* reshape(Tensor* x, std::array<int64_t, kMaxDims> ne);
   Tensor* view(Tensor* x, std::array<int64_t, kMaxDims> ne, std::array<uint64_t, kMaxDims> nb, uint64_t offset);

@@ -49,6 +49,10 @@
 // per output element (two multiplies and an add for the head's sum, a
 // multiply, an add and the gate's multiply) and rounds as the MUL, SUM_ROWS
 // and ADD nodes it replaces: 1e-7.
+// WKV7_VALUE_MIX (RWKV-7's value residual, layers >= 1) costs 9 FLOPs per
+// element (an add, the sigmoid counted as 4, the negation, an add, a multiply
+// and an add) and rounds as the ADD, UNARY, SCALE, ADD, MUL, ADD nodes it
+// replaces: 1e-7.
 #include "graph/op_info.h"
 
 #include <fmt/format.h>
@@ -214,6 +218,7 @@ constexpr OpInfo kOps[] = {
     {Op::Lerp,      "LERP",       3, 0, elementwise_cost<3>,    no_fields,        f32_nmse,        C::Input},
     {Op::Wkv7Inputs,"WKV7_INPUTS",7, 0, elementwise_cost<7>,    no_fields,        f32_nmse,        C::Input},
     {Op::Wkv7Output,"WKV7_OUTPUT",6, 0, elementwise_cost<6>,    no_fields,        f32_nmse,        C::Input},
+    {Op::Wkv7ValueMix,"WKV7_VALUE_MIX",4,0,elementwise_cost<9>, no_fields,        f32_nmse,        C::Input},
 };
 // clang-format on
 

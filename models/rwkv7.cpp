@@ -7,7 +7,7 @@
 // GroupNorm is one NORM node with its weight and bias); per layer a time mix
 // (LN attn_norm -> token shift -> six lerps (one LERP node) -> r, w (decay LoRA, tanh,
 // exp(-0.606531 sigmoid)), k, v (value residual from layer 0's v through the
-// value LoRA), a (ICLR LoRA, sigmoid), g (gate LoRA, sigmoid) -> L2-normed kk
+// value LoRA, one WKV7_VALUE_MIX node), a (ICLR LoRA, sigmoid), g (gate LoRA, sigmoid) -> L2-normed kk
 // per head (the decay, a, kk, the k update and the recurrence's -kk and
 // kk * a in one WKV7_INPUTS node) -> the WKV-7 recurrence over the layer's state -> group norm per
 // head -> + v * sum(r k r_k) per head -> * g (one WKV7_OUTPUT node) -> output, residual) and a
@@ -132,10 +132,10 @@ struct Builder {
     if (!v_first) {
       v_first = v;
     } else {
-      Tensor* mixv = g.unary(
-          g.add(lora(xv, w(il, "time_mix_v1"), w(il, "time_mix_v2"), UnaryFn::Sigmoid, false), w(il, "time_mix_v0")),
-          UnaryFn::Sigmoid);
-      v = g.add(v, g.mul(sub(v_first, v), mixv));
+      // v + (v_first - v) * sigmoid(vl + v0): one WKV7_VALUE_MIX node, rounded as the ADD, UNARY, SCALE, ADD,
+      // MUL, ADD nodes.
+      v = g.wkv7_value_mix(v, v_first, lora(xv, w(il, "time_mix_v1"), w(il, "time_mix_v2"), UnaryFn::Sigmoid, false),
+                           w(il, "time_mix_v0"));
     }
     Tensor* gate = lora(xg, w(il, "time_mix_g1"), w(il, "time_mix_g2"), UnaryFn::Sigmoid, true);
     Tensor* al = lora(xa, w(il, "time_mix_a1"), w(il, "time_mix_a2"), UnaryFn::Sigmoid, false);

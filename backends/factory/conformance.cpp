@@ -168,7 +168,8 @@ std::vector<OpCase> conformance_cases(const std::string& set) {
   for (int64_t m : {1, 7}) v.push_back({Op::Unary, DType::F32, m, 1, full ? 8192 : 4096, int(UnaryFn::SoftCap)});
   // RWKV-7 (issue 17): 0.1B's width 768, its heads of 64 (12 of them).
   for (int64_t m : ms) {
-    for (Op op : {Op::Norm, Op::L2Norm, Op::TokenShift, Op::Lerp}) v.push_back({op, DType::F32, m, 1, 768});
+    for (Op op : {Op::Norm, Op::L2Norm, Op::TokenShift, Op::Lerp, Op::Wkv7ValueMix})
+      v.push_back({op, DType::F32, m, 1, 768});
     for (int fn = 0; fn <= int(UnaryFn::ReluSqr); ++fn) v.push_back({Op::Unary, DType::F32, m, 1, 768, fn});
     v.push_back({Op::Wkv7, DType::F32, m, 12, 64});
     v.push_back({Op::Wkv7Inputs, DType::F32, m, 12, 64});

@@ -256,6 +256,13 @@ BuiltCase build_case(const OpCase& c, Graph& g, uint32_t seed, bool with_data) {
       out = g.wkv7_output(y, in("r"), in("k"), in("v"), input("r_k", DType::F32, {C, 1, 1, 1}, -1, 1), in("gate"), k);
       break;
     }
+    case Op::Wkv7ValueMix: {                                 // C = k, T = m
+      Tensor* v = input("v", c.dtype, {k, m, 1, 1}, -2, 2);  // the case's dtype: f16 is declined
+      out =
+          g.wkv7_value_mix(v, input("v_first", DType::F32, {k, m, 1, 1}, -2, 2),
+                           input("vl", DType::F32, {k, m, 1, 1}, -3, 3), input("v0", DType::F32, {k, 1, 1, 1}, -1, 1));
+      break;
+    }
     case Op::None:
     case Op::View:
     case Op::Count: fail("op {} computes nothing", op_name(c.op));

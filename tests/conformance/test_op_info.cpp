@@ -244,5 +244,19 @@ TEST(OpInfo, Wkv7OutputRow) {
   EXPECT_EQ(max_nmse(*out), 1e-7);
 }
 
+// WKV7_VALUE_MIX (RWKV-7's value residual): [C, T] -> [C, T], 9 FLOPs per element, f32 tolerance.
+TEST(OpInfo, Wkv7ValueMixRow) {
+  Graph g;
+  Tensor* v = input(g, DType::F32, {256, 4, 1, 1});
+  Tensor* v0 = input(g, DType::F32, {256, 1, 1, 1});
+  Tensor* out = g.wkv7_value_mix(v, v, v, v0);
+  EXPECT_STREQ(op_name(Op::Wkv7ValueMix), "WKV7_VALUE_MIX");
+  EXPECT_EQ(op_info(Op::Wkv7ValueMix).n_src, 4);
+  EXPECT_EQ(out->ne, v->ne);
+  EXPECT_EQ(node_cost(*out).flops, 9.0 * 256 * 4);
+  EXPECT_EQ(node_cost(*out).bytes, uint64_t((4 * 256 * 4 + 256) * 4));
+  EXPECT_EQ(max_nmse(*out), 1e-7);
+}
+
 }  // namespace
 }  // namespace opal

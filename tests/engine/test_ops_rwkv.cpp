@@ -1,5 +1,5 @@
 // The ops RWKV-7 brought (NORM with and without weight and bias, L2_NORM, UNARY, TOKEN_SHIFT, RWKV_WKV7, LERP,
-// WKV7_INPUTS, WKV7_OUTPUT)
+// WKV7_INPUTS, WKV7_OUTPUT, WKV7_VALUE_MIX)
 // against straightforward double-precision math on random inputs, run through
 // the scheduler like a model graph (1 and 3 threads), with several sequences
 // (state slots) interleaved in one batch.
@@ -277,6 +277,38 @@ TEST_P(RwkvOps, Wkv7OutputMatchesDoubleMathAndTheUnfusedChain) {
     }
 }
 
+// WKV7_VALUE_MIX against double math, and bit for bit against the ADD, UNARY, SCALE, ADD, MUL, ADD nodes it
+// replaces (C = 67: the sigmoid kernels' tails).
+TEST_P(RwkvOps, Wkv7ValueMixMatchesDoubleMathAndTheUnfusedChain) {
+  Harness h(GetParam());
+  const int64_t C = 67, T = 5;
+  Graph& g = *h.g;
+  Tensor* v = h.input(DType::F32, {C, T, 1, 1}, "v");
+  Tensor* v_first = h.input(DType::F32, {C, T, 1, 1}, "v_first");
+  Tensor* vl = h.input(DType::F32, {C, T, 1, 1}, "vl");
+  Tensor* v0 = h.input(DType::F32, {C, 1, 1, 1}, "v0");
+  Tensor* out = g.wkv7_value_mix(v, v_first, vl, v0);
+  ASSERT_EQ(out->ne, v->ne);
+  Tensor* mix = g.unary(g.add(vl, v0), UnaryFn::Sigmoid);
+  Tensor* chain = g.add(v, g.mul(g.add(v_first, g.scale(v, -1.0f)), mix));
+  auto sg = h.schedule({out, chain});
+  h.fill(v, -2, 2);
+  h.fill(v_first, -2, 2);
+  h.fill(vl, -6, 6);
+  h.fill(v0, -1, 1);
+  sg->run();
+  auto at = [](Tensor* t, int64_t i) { return double(t->ptr<float>()[i]); };
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < C; ++j) {
+      const int64_t i = t * C + j;
+      const double m = 1.0 / (1.0 + std::exp(-(at(vl, i) + at(v0, j))));
+      const double want = at(v, i) + (at(v_first, i) - at(v, i)) * m;
+      const float got = out->ptr<float>()[i];
+      ASSERT_NEAR(got, want, 2e-6 * (std::abs(want) + 2.0)) << "token " << t << " ch " << j;
+      ASSERT_EQ(got, chain->ptr<float>()[i]) << "token " << t << " ch " << j;
+    }
+}
+
 // Gemma's soft-cap (UNARY softcap) against double math and bit for bit against the SCALE, tanh, SCALE chain
 // it replaces, on one long row (a decode step's logits: the threads split the row's elements) and on three rows.
 TEST_P(RwkvOps, SoftCapMatchesDoubleMathAndTheUnfusedChain) {
@@ -372,6 +404,11 @@ TEST(RwkvOpsShapes, BadShapesAreClearErrors) {
     EXPECT_THROW(g.wkv7_output(k, k, k, k, v2, k, 16), Error);  // r_k of another C
     EXPECT_THROW(g.wkv7_output(k, k, k, k, v, k, 24), Error);   // a head size that does not divide C
     EXPECT_THROW(g.wkv7_output(kh, k, k, k, v, k, 16), Error);  // f16 y
+    EXPECT_NO_THROW(g.wkv7_value_mix(k, k, k, v));
+    EXPECT_THROW(g.wkv7_value_mix(k, k2, k, v), Error);  // v_first of another shape
+    EXPECT_THROW(g.wkv7_value_mix(k, k, k2, v), Error);  // a LoRA output of another shape
+    EXPECT_THROW(g.wkv7_value_mix(k, k, k, v2), Error);  // v0 of another C
+    EXPECT_THROW(g.wkv7_value_mix(kh, k, k, v), Error);  // f16 v
   }
   EXPECT_THROW(g.lerp(x, x, g.new_leaf("m", DType::F32, {4, 6, 1, 1}, TensorRole::Input)), Error);  // mix of another C
 }

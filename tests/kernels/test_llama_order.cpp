@@ -77,7 +77,8 @@ TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
 }
 
 // Prompt batches of F32/F16 (register tiles, each k-block run once per 8-lane
-// half on AVX2) and Q8_0 in llama.cpp's order (AVX2: 3 x 3 tiles) on row
+// half on AVX2) and Q8_0 / Q5_0 in llama.cpp's order (AVX2: 3 x 3 tiles;
+// AVX-512: repacked groups of 8 rows, 21 = two groups and 5) on row
 // counts that leave a remainder of every tile height, batches that leave
 // every activation remainder and cross the 64-row activation chunk, and k
 // over several k-blocks with a short last one.
@@ -86,12 +87,12 @@ TEST(LlamaOrder, PromptTilesEqualTheReferenceBitForBit) {
   set_batch_order(BatchOrder::llama);
   std::mt19937 rng(1813);
   for (Isa isa : simd_isas())
-    for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q5_0}) {
       const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
       const MatmulKernels* fast = isa_matmul_kernels(t, isa);
       if (!fast) continue;
       for (int64_t k : {32, 1056, 2080})
-        for (int64_t rows : {10, 11, 13})
+        for (int64_t rows : {10, 11, 13, 21})
           for (int64_t n_act : {17, 18, 19, 66, 70}) {
             const auto w = test::random_weights(t, rows, k, rng);
             const std::vector<float> x = llama_order_activations(n_act, k, rng);

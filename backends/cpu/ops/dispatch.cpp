@@ -94,6 +94,11 @@ Support supports(const Tensor& node) {
       return need(ok && node.iparams[0] > 0 && a->ne[0] % node.iparams[0] == 0,
                   "needs contiguous inputs and a head size that divides C");
     }
+    case Op::Wkv7ValueMix: {
+      bool ok = true;
+      for (int i = 0; i < 4; ++i) ok = ok && node.src[i]->is_contiguous();
+      return need(ok && node.src[3]->n_elements() == a->ne[0], "needs contiguous inputs and v0 of C elements");
+    }
     case Op::Count: break;
   }
   return Support::no("unknown op");
@@ -139,6 +144,7 @@ void compute(const Tensor& node, const OpContext& ctx) {
     case Op::Lerp: compute_lerp(node, ctx); return;
     case Op::Wkv7Inputs: compute_wkv7_inputs(node, ctx); return;
     case Op::Wkv7Output: compute_wkv7_output(node, ctx); return;
+    case Op::Wkv7ValueMix: compute_wkv7_value_mix(node, ctx); return;
     case Op::Count: return;
   }
 }

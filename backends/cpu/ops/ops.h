@@ -63,6 +63,7 @@ void compute_token_shift(const Tensor& node, const OpContext& ctx);
 void compute_lerp(const Tensor& node, const OpContext& ctx);
 void compute_wkv7_inputs(const Tensor& node, const OpContext& ctx);
 void compute_wkv7_output(const Tensor& node, const OpContext& ctx);
+void compute_wkv7_value_mix(const Tensor& node, const OpContext& ctx);
 void compute_wkv7(const Tensor& node, const OpContext& ctx);
 
 }  // namespace opal::cpu

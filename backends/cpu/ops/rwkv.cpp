@@ -42,6 +42,11 @@
 //   WKV7_OUTPUT  per token and head: rk = the sum of (k * r) * r_k in double in
 //                order (as SUM_ROWS), then (y + (v * rk)) * gate, built without
 //                contraction. Threads split the tokens.
+//   WKV7_VALUE_MIX  per token: m = sigmoid(vl + v0) (the add, then UNARY's
+//                sigmoid on the row), then v + ((v_first + (v * -1)) * m),
+//                each operation rounded apart (built without contraction), as
+//                the ADD, UNARY, SCALE, ADD, MUL, ADD nodes it replaces.
+//                Threads split the tokens.
 // Rows, threads: NORM / L2_NORM (and UNARY on strided tensors) split the rows of the output.
 #include <algorithm>
 #include <cmath>
@@ -296,7 +301,47 @@ void wkv7_output_token(const float* y, const float* r, const float* k, const flo
   }
 }
 
+// One token of WKV7_VALUE_MIX (graph/graph.h) into out (which holds the mix
+// until the last pass); without contraction: every operation rounds apart.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+void wkv7_value_mix_token(const float* v, const float* v_first, const float* vl, const float* v0, float* out,
+                          int64_t C, const RwkvKernels* kern) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+  for (int64_t j = 0; j < C; ++j) out[j] = vl[j] + v0[j];
+  if (kern) {
+    kern->sigmoid_row(out, out, C);
+  } else {
+    for (int64_t j = 0; j < C; ++j) out[j] = rwkv_ref::sigmoid1(out[j]);
+  }
+  for (int64_t j = 0; j < C; ++j) {
+    const float neg = v[j] * -1.0f;
+    const float d = v_first[j] + neg;
+    const float m = d * out[j];
+    out[j] = v[j] + m;
+  }
+}
+
 }  // namespace
+
+void compute_wkv7_value_mix(const Tensor& node, const OpContext& ctx) {
+  const int64_t C = node.ne[0], T = node.n_elements() / C;
+  auto f = [&](int i) { return static_cast<const float*>(node.src[i]->data); };
+  const float *v = f(0), *v_first = f(1), *vl = f(2), *v0 = f(3);
+  float* out = static_cast<float*>(node.data);
+  const RwkvKernels* kern = rwkv_kernels();
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
+    int64_t t0, t1;
+    split_range(T, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t o = t * C;
+      wkv7_value_mix_token(v + o, v_first + o, vl + o, v0, out + o, C, kern);
+    }
+  });
+}
 
 void compute_wkv7_output(const Tensor& node, const OpContext& ctx) {
   const int64_t C = node.ne[0], T = node.ne[1], S = node.iparams[0];

@@ -471,6 +471,117 @@ struct LegacyPrompt {
   static constexpr int kRows = 4, kPairs = 4;  // 16 accumulators (measured best of 2-8 x 2-5)
 };
 
+// Prompts (stop 14): LegacyDecode's layout with the prompt's tiling. Two
+// weight rows per 512-bit vector (row 2j in lanes 0-7, 2j+1 in lanes 8-15)
+// meet one activation block broadcast to both halves, so one vpdpbusd,
+// convert, multiply and FMA serve two (row, activation) pairs as in
+// LegacyPrompt, with less work around them. Each group of 8 weight rows is
+// repacked per chunk of activation rows into the thread's scratch, per
+// block: the 4 row pairs' quants as unsigned bytes (the offset form above,
+// 64 bytes each) and their f16 scales as f32 spread to the two halves (64
+// bytes each), so the tiles that follow (every activation row of the chunk)
+// load them ready; the activation's scale is read as f32 from the row's
+// tail (convert_q8_0_sums) and its quants are one broadcast load. Tiles of 8
+// weight rows x kActs activation rows (16 accumulators). Each pair keeps the
+// per-block 8-lane order (d_w * d_x rounded, then the FMA): the same bits.
+template <class W>
+struct LegacyPromptRows {
+  static constexpr int kActs = 5;
+  static constexpr int kBlockBytes = 4 * 64 + 4 * 64;  // quants, then scales
+
+  static void repack(const GemmArgs& g, int64_t row, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* w[8];
+    for (int i = 0; i < 8; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint64_t off = uint64_t(b) * W::kBytes;
+      uint8_t* pb = packed + b * kBlockBytes;
+      const __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(
+          _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
+                         f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off))));
+      for (int j = 0; j < 4; ++j) {
+        const __m512i spread = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * j), _mm512_set1_epi32(2 * j + 1));
+        _mm512_storeu_si512(pb + 64 * j, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off));
+        _mm512_storeu_ps(pb + 256 + 64 * j, _mm512_permutexvar_ps(spread, dw));
+      }
+    }
+  }
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, const uint8_t* starts, int64_t row, int64_t act) {
+    const int64_t nb = g.k / 32;
+    const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes;
+    const uint8_t* x[RA];
+    const uint8_t* st[RA];
+    for (int a = 0; a < RA; ++a) {
+      x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+      st[a] = starts + uint64_t(a) * uint64_t(nb) * 32;
+    }
+    __m512 acc[4][RA];
+    for (int j = 0; j < 4; ++j)
+      for (int a = 0; a < RA; ++a) acc[j][a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      __m512i q[4];
+      for (int j = 0; j < 4; ++j) q[j] = _mm512_loadu_si512(pb + 64 * j);
+      for (int a = 0; a < RA; ++a) {
+        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+        const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+        const __m512i neg =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(st[a] + b * 32)));
+        float xd;
+        std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
+        const __m512 xs = _mm512_set1_ps(xd);
+        for (int j = 0; j < 4; ++j)
+          acc[j][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, q[j], xq)),
+                                      _mm512_mul_ps(_mm512_loadu_ps(pb + 256 + 64 * j), xs), acc[j][a]);
+      }
+    }
+    for (int a = 0; a < RA; ++a) {
+      float* out = g.out + (act + a) * g.out_stride;
+      for (int j = 0; j < 4; ++j) {
+        out[row + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j][a]));
+        out[row + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j][a]), 1)));
+      }
+    }
+  }
+
+  static void run(const GemmArgs& g) {
+    const int64_t nb = g.k / 32;
+    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+    uint8_t* starts = packed + nb * kBlockBytes;
+    const __m256i offset = _mm256_set1_epi8(char(W::kOffset));
+    for (int64_t a0 = 0; a0 < g.n_act; a0 += kActChunk) {
+      const int64_t a1 = a0 + kActChunk < g.n_act ? a0 + kActChunk : g.n_act;
+      // The chunk's starting sums -offset * (4 activations' sum), 8 per block.
+      for (int64_t a = a0; a < a1; ++a) {
+        const uint8_t* xa = g.act + uint64_t(a) * g.act_row_bytes;
+        for (int64_t b = 0; b < nb; ++b) {
+          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + b * kQ8_0Bytes + 2));
+          _mm256_storeu_si256(
+              reinterpret_cast<__m256i*>(starts + ((a - a0) * nb + b) * 32),
+              _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, xq)));
+        }
+      }
+      int64_t r = g.row_begin;
+      for (; r + 8 <= g.row_end; r += 8) {
+        repack(g, r, packed);
+        int64_t a = a0;
+        auto st = [&](int64_t act) { return starts + (act - a0) * nb * 32; };
+        for (; a + kActs <= a1; a += kActs) tile<kActs>(g, packed, st(a), r, a);
+        switch (a1 - a) {
+          case 4: tile<4>(g, packed, st(a), r, a); break;
+          case 3: tile<3>(g, packed, st(a), r, a); break;
+          case 2: tile<2>(g, packed, st(a), r, a); break;
+          case 1: tile<1>(g, packed, st(a), r, a); break;
+          default: break;
+        }
+      }
+      for (; r < g.row_end; ++r) LegacyPrompt<W>::template rows<1>(g, r, a0, a1);
+    }
+  }
+};
+
 // Q4_0 batches: weight rows in the int32 lanes. Each slice of 32 weight rows
 // is repacked once per call into the thread's scratch: per block, the 32
 // rows' scales as f32, then the quants as unsigned bytes (the offset form
@@ -589,6 +700,7 @@ void gemm_q5_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
   else if (!g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q5_0))
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
+  else if (g.scratch != nullptr) LegacyPromptRows<W>::run(g);
   else LegacyPrompt<W>::run(g);
 }
 
@@ -597,11 +709,17 @@ void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
   else if (!g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q8_0))
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
+  else if (g.scratch != nullptr) LegacyPromptRows<W>::run(g);
   else LegacyPrompt<W>::run(g);
 }
 
 uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }
-int64_t legacy_scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q4_0Weights>::kBlockBytes / 4; }
+int64_t legacy_scratch_floats(int64_t k) {
+  return k / 32 *
+         std::max<int64_t>(RowsInLanes<Q4_0Weights>::kBlockBytes,
+                           LegacyPromptRows<Q8_0Weights>::kBlockBytes + kActChunk * 32) /
+         4;
+}
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
