@@ -15,23 +15,19 @@
 //     t in 0..7 the pieces ql[64h + 4t], ql[64h + 32 + 4t], qh[32h + 4t],
 //     from which four vectors of 6-bit quants (elements 128h + 32c + 4t, c in
 //     0..3) are made with shifts and masks.
-// Per group of 4 elements: vpmaddubsw of the 8 rows' unsigned quants with the
-// activation's 4 int8 (vpbroadcastd) gives int16 pair sums; Q4_K adds a
-// sub-block's 8 groups in int16 (at most 8 * 2 * 15 * 128 = 30720), Q6_K two
-// groups (2 * 2 * 63 * 128 = 32256); vpmaddwd by the rows' scale pair (s, s)
-// makes them exact scaled int32 sums, added over the super-block. Q4_K's
-// mins meet the activation's 32-element sums (pairs of bsums) by vpmaddwd of
-// (m_2t, m_2t+1) pairs; Q6_K's -32 offset starts the sum as
-// -32 * sum_s sc_s * bsum_s. Then per super-block, per row:
-//   Q4_K: acc = fma(isum, d * d_x, acc); acc = fnmadd(mins, dmin * d_x, acc)
-//   Q6_K: acc = fma(isum, d * d_x, acc)
-// which are the float steps of the rows-in-lanes batch kernels
-// (kquants_avx2.cpp Q4KRowsInLanes, Q6KRowsInLanes) on the same exact int32
-// sums: a row's decode gives the batch kernels' bits (not the plain per-row
-// decode kernels', which keep 8 float lanes per row: within the K-quant
-// tolerance of those). Batches of 1-3 activation rows share each group's
-// unpacked quants. Rows past the last whole group are plain: the plain gemm
-// takes them.
+// Per piece: vpmaddubsw of the 8 rows' unsigned quants with the activation's
+// 4 int8 (vpbroadcastd) gives int16 pair sums, vpmaddwd by the rows'
+// sub-block scale pair (s, s) exact int32 sums. The order of each row is the
+// plain per-row decode kernels' (kquants_avx2.cpp Q45KKernel, Q6KKernel: 8
+// float lanes per row, lane L holding the elements e with e % 32 in
+// [4L, 4L + 4), which are the pieces t = L): per lane an exact int32 sum per
+// super-block (Q4_K's mins as min_L * (bsum_2L + bsum_2L+1), Q6_K's -32 offset
+// as -32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1)), the same float FMAs into
+// one accumulator per lane (8 rows each), and hsum8's tree over the 8 at the
+// end. So a packed weight gives the plain layout's bits (and Q6_K keeps
+// llama.cpp's, which the Q4_0 / Q4_K_M goldens' output matrices rely on).
+// Batches of 1-3 activation rows share each group's unpacked quants. Rows
+// past the last whole group are plain: the plain gemm takes them.
 #if defined(__x86_64__) || defined(__i386__)
 #include <cstring>
 
@@ -65,16 +61,35 @@ __m256i lane_bytes(int b0, int b1, int b2, int b3) {
                                                                       0x04040404, 0x08080808, 0x0C0C0C0C));
 }
 
+// llama.cpp's (and the plain decode kernels') order keeps 8 float lanes per
+// row: lane L of a super-block's int32 sum holds the elements e with
+// e % 32 in [4L, 4L + 4), which are exactly the pieces t = L of the layout.
+// So the kernels below sum, per L, the pieces of lane L into an exact int32
+// (8 rows), fold it into float accumulator L with the plain kernel's float
+// steps, and end with hsum8's tree over the 8 accumulators: each row's bits
+// are the plain kernel's.
+template <int RA>
+void hsum_lanes(__m256 (*acc)[8], float* const* out) {
+  for (int a = 0; a < RA; ++a) {
+    const __m256 s0 = _mm256_add_ps(acc[a][0], acc[a][4]), s1 = _mm256_add_ps(acc[a][1], acc[a][5]);
+    const __m256 s2 = _mm256_add_ps(acc[a][2], acc[a][6]), s3 = _mm256_add_ps(acc[a][3], acc[a][7]);
+    _mm256_storeu_ps(out[a], _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));
+  }
+}
+
 // One group of 8 Q4_K rows against RA Q8_K activation rows: out[a][0..7].
+// Per super-block and lane L (Q45KKernel in kquants_avx2.cpp):
+//   isum_L = sum_j sc_2j * lo(j, L) + sc_2j+1 * hi(j, L), m_L = min_L * (bsum_2L + bsum_2L+1)
+//   acc_L = fma(isum_L, d * d_x, acc_L); acc_L = fnmadd(m_L, dmin * d_x, acc_L)
 template <int RA>
 void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi32(0x3F3F3F3F), m4 = _mm256_set1_epi32(0x0F0F0F0F),
                 hi2 = _mm256_set1_epi32(0x30303030);
   const __m256i pick[4] = {lane_bytes(0, -1, 0, -1), lane_bytes(1, -1, 1, -1), lane_bytes(2, -1, 2, -1),
-                           lane_bytes(3, -1, 3, -1)};                            // scale s as the int16 pair (s, s)
-  const __m256i pair[2] = {lane_bytes(0, -1, 1, -1), lane_bytes(2, -1, 3, -1)};  // (m_2t, m_2t+1)
-  __m256 acc[RA];
-  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
+                           lane_bytes(3, -1, 3, -1)};  // byte s as the int16 pair (s, s)
+  __m256 acc[RA][8];
+  for (int a = 0; a < RA; ++a)
+    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
     const __m256i w0 = load32(gb + 32), w1 = load32(gb + 64), w2 = load32(gb + 96);
@@ -82,108 +97,94 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
                            _mm256_or_si256(_mm256_and_si256(w2, lo4), _mm256_and_si256(_mm256_srli_epi32(w0, 2), hi2))};
     const __m256i mn[2] = {_mm256_and_si256(w1, m6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4),
                                                                      _mm256_and_si256(_mm256_srli_epi32(w1, 2), hi2))};
-    const uint8_t* xq[RA];
-    for (int a = 0; a < RA; ++a) xq[a] = x[a] + b * kQ8_KBytes + kQ8_KQs;
-    __m256i isum[RA];
-    for (int a = 0; a < RA; ++a) isum[a] = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      const uint8_t* pq = gb + 128 + 8 * j * 32;
-      __m256i lo[RA], hi[RA];
-      for (int t = 0; t < 8; ++t) {
-        const __m256i v = load32(pq + 32 * t);
+    __m256i s16[8];
+    for (int s = 0; s < 8; ++s) s16[s] = _mm256_shuffle_epi8(sc[s / 4], pick[s % 4]);
+    const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
+    const uint8_t* xb[RA];
+    __m256 dd[RA], dm[RA];
+    for (int a = 0; a < RA; ++a) {
+      xb[a] = x[a] + b * kQ8_KBytes;
+      const __m256 xd = _mm256_set1_ps(load_f32(xb[a]));
+      dd[a] = _mm256_mul_ps(d, xd);
+      dm[a] = _mm256_mul_ps(dmin, xd);
+    }
+    for (int l = 0; l < 8; ++l) {
+      __m256i isum[RA];
+      for (int a = 0; a < RA; ++a) isum[a] = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = load32(gb + 128 + (8 * j + l) * 32);
         const __m256i ql = _mm256_and_si256(v, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
         for (int a = 0; a < RA; ++a) {
-          const __m256i pl = _mm256_maddubs_epi16(ql, bcast4(xq[a] + 64 * j + 4 * t));
-          const __m256i ph = _mm256_maddubs_epi16(qh, bcast4(xq[a] + 64 * j + 32 + 4 * t));
-          lo[a] = t == 0 ? pl : _mm256_add_epi16(lo[a], pl);
-          hi[a] = t == 0 ? ph : _mm256_add_epi16(hi[a], ph);
+          const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 4 * l;
+          const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, bcast4(xq)), s16[2 * j]);
+          const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, bcast4(xq + 32)), s16[2 * j + 1]);
+          isum[a] = _mm256_add_epi32(isum[a], _mm256_add_epi32(pl, ph));
         }
       }
-      const __m256i slo = _mm256_shuffle_epi8(sc[j / 2], pick[(2 * j) % 4]);
-      const __m256i shi = _mm256_shuffle_epi8(sc[j / 2], pick[(2 * j + 1) % 4]);
-      for (int a = 0; a < RA; ++a)
-        isum[a] =
-            _mm256_add_epi32(isum[a], _mm256_add_epi32(_mm256_madd_epi16(lo[a], slo), _mm256_madd_epi16(hi[a], shi)));
-    }
-    __m256i mp[4];
-    for (int t = 0; t < 4; ++t) mp[t] = _mm256_shuffle_epi8(mn[t / 2], pair[t % 2]);
-    const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
-    for (int a = 0; a < RA; ++a) {
-      const uint8_t* xb = x[a] + b * kQ8_KBytes;
-      // the 8 sub-blocks' activation sums (pairs of bsums), as int16 pairs (2t, 2t + 1)
-      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + kQ8_KBsums)),
-                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + kQ8_KBsums + 16)));
-      __m256i m = _mm256_madd_epi16(mp[0], _mm256_set1_epi32(_mm_extract_epi32(bs, 0)));
-      m = _mm256_add_epi32(m, _mm256_madd_epi16(mp[1], _mm256_set1_epi32(_mm_extract_epi32(bs, 1))));
-      m = _mm256_add_epi32(m, _mm256_madd_epi16(mp[2], _mm256_set1_epi32(_mm_extract_epi32(bs, 2))));
-      m = _mm256_add_epi32(m, _mm256_madd_epi16(mp[3], _mm256_set1_epi32(_mm_extract_epi32(bs, 3))));
-      const __m256 xd = _mm256_set1_ps(load_f32(xb));
-      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(d, xd), acc[a]);
-      acc[a] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, xd), acc[a]);
+      const __m256i ml = _mm256_shuffle_epi8(mn[l / 4], pick[l % 4]);
+      for (int a = 0; a < RA; ++a) {
+        const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(ml, bcast4(xb[a] + kQ8_KBsums + 4 * l)));
+        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), dd[a], acc[a][l]);
+        acc[a][l] = _mm256_fnmadd_ps(m, dm[a], acc[a][l]);
+      }
     }
   }
-  for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
+  hsum_lanes<RA>(acc, out);
 }
 
 // One group of 8 Q6_K rows against RA Q8_K activation rows: out[a][0..7].
+// Per super-block and lane L (Q6KKernel in kquants_avx2.cpp):
+//   isum_L = sum_{h,c} sc_s * q6(h, c, L) . x - 32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1), s = 8h + 2c + L / 4
+//   acc_L = fma(isum_L, d * d_x, acc_L)
 template <int RA>
 void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
   // scale s (byte s % 4 of word s / 4) as the int16 pair (s, s), sign-extended by the shift right
   const __m256i pick[4] = {lane_bytes(-1, 0, -1, 0), lane_bytes(-1, 1, -1, 1), lane_bytes(-1, 2, -1, 2),
                            lane_bytes(-1, 3, -1, 3)};
-  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2t, sc_2t+1)
-  __m256 acc[RA];
-  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
+  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1)
+  __m256 acc[RA][8];
+  for (int a = 0; a < RA; ++a)
+    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
-    const uint8_t* xq[RA];
-    for (int a = 0; a < RA; ++a) xq[a] = x[a] + b * kQ8_KBytes + kQ8_KQs;
-    __m256i isum[RA];
-    {
-      __m256i sp[8];
-      for (int t = 0; t < 8; ++t) sp[t] = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[t / 2], pair[t % 2]), 8);
-      for (int a = 0; a < RA; ++a) {  // -32 * sum_s sc_s * bsum_s
-        const uint8_t* bs = x[a] + b * kQ8_KBytes + kQ8_KBsums;
-        __m256i c = _mm256_madd_epi16(sp[0], bcast4(bs));
-        for (int t = 1; t < 8; ++t) c = _mm256_add_epi32(c, _mm256_madd_epi16(sp[t], bcast4(bs + 4 * t)));
-        isum[a] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c, 5));
-      }
-    }
-    for (int h = 0; h < 2; ++h)
-      for (int u = 0; u < 4; ++u) {  // t = 2u, 2u + 1: sub-blocks 8h + 2c + u / 2
-        __m256i s16[4][RA];
-        for (int v = 0; v < 2; ++v) {
-          const int t = 2 * u + v;
-          const uint8_t* pq = gb + 144 + (8 * h + t) * 3 * 32;
-          const __m256i A = load32(pq), B = load32(pq + 32), C = load32(pq + 64);
-          const __m256i q[4] = {
-              _mm256_or_si256(_mm256_and_si256(A, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 4), hi2)),
-              _mm256_or_si256(_mm256_and_si256(B, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 2), hi2)),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), lo4), _mm256_and_si256(C, hi2)),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), lo4),
-                              _mm256_and_si256(_mm256_srli_epi16(C, 2), hi2))};
-          for (int c = 0; c < 4; ++c)
-            for (int a = 0; a < RA; ++a) {
-              const __m256i p = _mm256_maddubs_epi16(q[c], bcast4(xq[a] + 128 * h + 32 * c + 4 * t));
-              s16[c][a] = v == 0 ? p : _mm256_add_epi16(s16[c][a], p);
-            }
-        }
-        for (int c = 0; c < 4; ++c) {
-          const int s = 8 * h + 2 * c + u / 2;
-          const __m256i sv = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8);
-          for (int a = 0; a < RA; ++a) isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(s16[c][a], sv));
-        }
-      }
+    __m256i s16[16];
+    for (int s = 0; s < 16; ++s) s16[s] = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8);
     const __m256 d = load_f16x8(gb);
+    const uint8_t* xb[RA];
+    __m256 dd[RA];
     for (int a = 0; a < RA; ++a) {
-      const __m256 xd = _mm256_set1_ps(load_f32(x[a] + b * kQ8_KBytes));
-      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(d, xd), acc[a]);
+      xb[a] = x[a] + b * kQ8_KBytes;
+      dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(xb[a])));
+    }
+    for (int l = 0; l < 8; ++l) {
+      const __m256i sp = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 8);
+      __m256i isum[RA];
+      for (int a = 0; a < RA; ++a)
+        isum[a] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                   _mm256_slli_epi32(_mm256_madd_epi16(sp, bcast4(xb[a] + kQ8_KBsums + 4 * l)), 5));
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* pq = gb + 144 + (8 * h + l) * 3 * 32;
+        const __m256i A = load32(pq), B = load32(pq + 32), C = load32(pq + 64);
+        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 4), hi2)),
+                              _mm256_or_si256(_mm256_and_si256(B, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 2), hi2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), lo4), _mm256_and_si256(C, hi2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), lo4),
+                                              _mm256_and_si256(_mm256_srli_epi16(C, 2), hi2))};
+        for (int c = 0; c < 4; ++c) {
+          const __m256i sv = s16[8 * h + 2 * c + l / 4];
+          for (int a = 0; a < RA; ++a) {
+            const __m256i p = _mm256_maddubs_epi16(q[c], bcast4(xb[a] + kQ8_KQs + 128 * h + 32 * c + 4 * l));
+            isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(p, sv));
+          }
+        }
+      }
+      for (int a = 0; a < RA; ++a) acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), dd[a], acc[a][l]);
     }
   }
-  for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
+  hsum_lanes<RA>(acc, out);
 }
 
 using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, float* const*);
