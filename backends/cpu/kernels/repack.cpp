@@ -50,12 +50,13 @@ std::vector<KPiece> k_pieces(DType type) {
     add(0, 2);
     add(2, 2);
     for (int w = 0; w < 3; ++w) add(4 + 4 * w, 4);
-    for (int q = 0; q < 32; ++q) add(16 + 4 * q, 4);
+    for (int t = 0; t < 8; ++t)  // lane t's pieces together: the decode kernel reads them in this order
+      for (int j = 0; j < 4; ++j) add(16 + 32 * j + 4 * t, 4);
   } else {  // Q6_K: ql[128] | qh[64] | scales[16] | d
     add(208, 2);
     for (int q = 0; q < 4; ++q) add(192 + 4 * q, 4);
-    for (int h = 0; h < 2; ++h)
-      for (int t = 0; t < 8; ++t) {
+    for (int t = 0; t < 8; ++t)
+      for (int h = 0; h < 2; ++h) {
         add(64 * h + 4 * t, 4);
         add(64 * h + 32 + 4 * t, 4);
         add(128 + 32 * h + 4 * t, 4);

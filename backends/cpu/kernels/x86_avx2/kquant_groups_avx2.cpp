@@ -8,11 +8,11 @@
 //   Q4_K: d[8], dmin[8] (f16: one vcvtph2ps each), the 12 scale bytes as
 //     three words, unpacked for all 8 rows at once on 32-bit lanes (the
 //     6-bit scales 0-3 / 4-7 and mins 0-3 / 4-7, one byte each), then the
-//     quants: piece 8j + t holds qs[32j + 4t .. +3] of each row, whose low
+//     quants: piece 4t + j holds qs[32j + 4t .. +3] of each row, whose low
 //     nibbles are elements 64j + 4t .. +3 (sub-block 2j) and high nibbles the
 //     same 32 on (sub-block 2j + 1).
-//   Q6_K: d[8], the 16 int8 scales as four words, then per half h and
-//     t in 0..7 the pieces ql[64h + 4t], ql[64h + 32 + 4t], qh[32h + 4t],
+//   Q6_K: d[8], the 16 int8 scales as four words, then for t in 0..7 and
+//     half h the pieces ql[64h + 4t], ql[64h + 32 + 4t], qh[32h + 4t],
 //     from which four vectors of 6-bit quants (elements 128h + 32c + 4t, c in
 //     0..3) are made with shifts and masks.
 // Per piece: vpmaddubsw of the 8 rows' unsigned quants with the activation's
@@ -112,7 +112,7 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
       __m256i isum[RA];
       for (int a = 0; a < RA; ++a) isum[a] = _mm256_setzero_si256();
       for (int j = 0; j < 4; ++j) {
-        const __m256i v = load32(gb + 128 + (8 * j + l) * 32);
+        const __m256i v = load32(gb + 128 + (4 * l + j) * 32);
         const __m256i ql = _mm256_and_si256(v, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
         for (int a = 0; a < RA; ++a) {
           const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 4 * l;
@@ -166,7 +166,7 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
         isum[a] = _mm256_sub_epi32(_mm256_setzero_si256(),
                                    _mm256_slli_epi32(_mm256_madd_epi16(sp, bcast4(xb[a] + kQ8_KBsums + 4 * l)), 5));
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* pq = gb + 144 + (8 * h + l) * 3 * 32;
+        const uint8_t* pq = gb + 144 + (2 * l + h) * 3 * 32;
         const __m256i A = load32(pq), B = load32(pq + 32), C = load32(pq + 64);
         const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 4), hi2)),
                               _mm256_or_si256(_mm256_and_si256(B, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 2), hi2)),
