@@ -16,7 +16,10 @@
 //                         the kernel's own speed, without DRAM.
 //   packed-decode[-576|-1024|-2048]/<isa>/<type>: the decode shapes on weights
 //                         repacked into the entry's load-time layout (Q8_0 /
-//                         Q4_0 row groups on avx2, avx2-vnni), read by gemm_packed.
+//                         Q4_0 row groups, Q4_K / Q6_K K-quant row groups on
+//                         avx2, avx2-vnni), read by gemm_packed (no -576 for
+//                         the K-quants: 576 is not whole super-blocks);
+//                         packed-decode-l2: decode-l2's shape, repacked.
 //   batch<M>/<isa>/<type>: n_act = M (2, 4, 8, 16) over the decode-1024 shape
 //                         from DRAM: GB/s of weight bytes, as decode (a small
 //                         batch that streams the weights once runs near
@@ -158,13 +161,19 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("packed-decode/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 8192, 1, 0, 4096, false, true);
         })->Unit(benchmark::kMillisecond);
-        for (int64_t kk : {576, 1024, 2048})
+        const bool kquant = t == DType::Q4_K || t == DType::Q6_K;
+        for (int64_t kk : {576, 1024, 2048}) {
+          if (kquant && kk == 576) continue;
           benchmark::RegisterBenchmark(
               ("packed-decode-" + std::to_string(kk) + "/" + suffix).c_str(),
               [=](benchmark::State& s) {
                 run(s, isa, t, kk == 576 ? 576 : kk == 1024 ? 3072 : 8192, 1, 0, kk, false, true);
               })
               ->Unit(benchmark::kMicrosecond);
+        }
+        benchmark::RegisterBenchmark(("packed-decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
+          run(s, isa, t, 96, 1, 1, 4096, false, true);
+        })->Unit(benchmark::kMicrosecond);
       }
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 96, 1, 1);

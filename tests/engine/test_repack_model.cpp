@@ -73,8 +73,11 @@ TEST(RepackModel, LogitsEqualTheGgufLayoutsOnEveryIsa) {
       const bool packs = k && k->packed_layout != 0;
       for (LoadMode mode : {LoadMode::Huge, LoadMode::Mmap}) {
         const RepackLogits packed = run_repack_model(path, true, mode);
-        if (packs) EXPECT_GT(packed.n_repacked, 0) << stem << " under " << cpu::isa_name(isa);
-        else EXPECT_EQ(packed.n_repacked, 0) << stem << " under " << cpu::isa_name(isa) << ": no packed layout";
+        if (packs) {
+          EXPECT_GT(packed.n_repacked, 0) << stem << " under " << cpu::isa_name(isa);
+        } else if (cpu::matmul_kernels(DType::Q6_K)->packed_layout == 0) {  // Q4_0 files' Q6_K output: K-quant groups
+          EXPECT_EQ(packed.n_repacked, 0) << stem << " under " << cpu::isa_name(isa) << ": no packed layout";
+        }
         if (packs && std::string(stem) == "tiny-qwen3-q8_0") {
           EXPECT_TRUE(packed.tied_repacked) << "the tied embedding (GET_ROWS + output) was not repacked";
         }
@@ -82,6 +85,34 @@ TEST(RepackModel, LogitsEqualTheGgufLayoutsOnEveryIsa) {
         EXPECT_EQ(0, std::memcmp(plain.all.data(), packed.all.data(), plain.all.size() * sizeof(float)))
             << stem << " under " << cpu::isa_name(isa) << ", load mode " << load_mode_name(mode);
       }
+    }
+  cpu::set_isa(before);
+}
+
+// Q4_K_M files under the K-quant row groups (kLayoutKGroups8: Q4_K and Q6_K
+// on avx2 / avx2-vnni): the same logits as --no-repack bit for bit (each
+// row keeps the plain decode kernels' order), including Qwen3's tied Q6_K
+// embedding (GET_ROWS unpacks its rows; decode reads the groups).
+TEST(RepackModel, KQuantGroupsGiveTheGgufLayoutsLogitsOnEveryIsa) {
+  const cpu::Isa before = cpu::selected_isa();
+  for (cpu::Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
+    for (const char* stem : {"tiny-llama-q4_k_m", "tiny-qwen3-q4_k_m"}) {
+      cpu::set_isa(isa);
+      const std::string path = test::golden_model(stem);
+      const RepackLogits plain = run_repack_model(path, false, LoadMode::Huge);
+      const cpu::MatmulKernels* k = cpu::matmul_kernels(DType::Q4_K);
+      const cpu::MatmulKernels* k6 = cpu::matmul_kernels(DType::Q6_K);
+      const bool packs = k && k->packed_layout != 0 && k6 && k6->packed_layout != 0;
+      const RepackLogits packed = run_repack_model(path, true, LoadMode::Huge);
+      if (packs) {
+        EXPECT_GT(packed.n_repacked, 0) << stem << " under " << cpu::isa_name(isa);
+        if (std::string(stem) == "tiny-qwen3-q4_k_m") {
+          EXPECT_TRUE(packed.tied_repacked) << "the tied Q6_K embedding (GET_ROWS + output) was not repacked";
+        }
+      }
+      ASSERT_EQ(plain.all.size(), packed.all.size());
+      EXPECT_EQ(0, std::memcmp(plain.all.data(), packed.all.data(), plain.all.size() * sizeof(float)))
+          << stem << " under " << cpu::isa_name(isa);
     }
   cpu::set_isa(before);
 }

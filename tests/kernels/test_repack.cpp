@@ -125,5 +125,119 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
 #endif
 }
 
+// The K-quant row groups (kLayoutKGroups8, Q4_K and Q6_K): the unpack gives
+// the GGUF's bytes back for odd row counts, partial last groups and every row
+// range; the rest of a partial group stays in place.
+TEST(KGroups, UnpackGivesTheGgufBytesBack) {
+  std::mt19937 rng(13);
+  for (DType t : {DType::Q4_K, DType::Q6_K})
+    for (int64_t k : {256, 768})
+      for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
+        const auto plain = test::random_weights(t, rows, k, rng);
+        auto packed = plain;
+        repack_matrix(kLayoutKGroups8, t, packed.data(), k, rows);
+        if (rows >= 8) {
+          EXPECT_NE(0, std::memcmp(plain.data(), packed.data(), plain.size())) << "nothing moved";
+        }
+        const uint64_t rb = row_bytes(t, k), tail = uint64_t(rows / 8 * 8) * rb;
+        EXPECT_EQ(0, std::memcmp(plain.data() + tail, packed.data() + tail, plain.size() - tail));
+        for (int64_t b = 0; b < rows; b += 3)
+          for (int64_t e : {b + 1, rows}) {
+            if (e > rows) continue;
+            std::vector<uint8_t> out(uint64_t(e - b) * rb, 0xAB);
+            unpack_rows(kLayoutKGroups8, t, packed.data(), k, rows, b, e, out.data());
+            EXPECT_EQ(0, std::memcmp(out.data(), plain.data() + uint64_t(b) * rb, out.size()))
+                << dtype_name(t) << " k " << k << " rows " << rows << " [" << b << ", " << e << ")";
+          }
+      }
+}
+
+TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
+  EXPECT_TRUE(layout_supports(kLayoutKGroups8, DType::Q4_K));
+  EXPECT_TRUE(layout_supports(kLayoutKGroups8, DType::Q6_K));
+  EXPECT_FALSE(layout_supports(kLayoutKGroups8, DType::Q5_K));
+  EXPECT_FALSE(layout_supports(kLayoutKGroups8, DType::Q8_0));
+  EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::Q6_K));
+  EXPECT_EQ(layout_group_rows(kLayoutKGroups8), 8);
+  EXPECT_STREQ(layout_name(kLayoutKGroups8), "kgroups8");
+  std::vector<uint8_t> w(row_bytes(DType::Q8_0, 256) * 8);
+  EXPECT_THROW(repack_matrix(kLayoutKGroups8, DType::Q8_0, w.data(), 256, 8), Error);
+  std::vector<uint8_t> q(row_bytes(DType::Q4_K, 256) * 8), out(row_bytes(DType::Q4_K, 256) * 2);
+  EXPECT_THROW(unpack_rows(kLayoutKGroups8, DType::Q4_K, q.data(), 256, 8, 7, 9, out.data()), Error);
+}
+
+// The K-quant group kernels (1-3 activation rows, two threads' slices on
+// group boundaries, the second with the partial group) against the plain
+// entry of the same ISA: the same bits for every row (each row keeps the
+// plain decode kernels' 8-lane order; the rows after the last group run them).
+TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
+  std::mt19937 rng(17);
+  int checked = 0;
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
+    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+      const MatmulKernels* kern = matmul_kernels(t, isa);
+      if (!kern || kern->packed_layout != kLayoutKGroups8) {
+        std::printf("[ REPACK   ] %s %s: no K-quant row groups (plain kernels only)\n", isa_name(isa), dtype_name(t));
+        continue;
+      }
+      for (int64_t k : {256, 1024, 2304})
+        for (int64_t rows : {8, 13, 37, 64}) {
+          const auto plain = test::random_weights(t, rows, k, rng);
+          auto packed = plain;
+          repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
+          for (int64_t n_act = 1; n_act <= kern->packed_max_act; ++n_act) {
+            std::normal_distribution<float> val(0.0f, 2.0f);
+            std::vector<float> x(size_t(n_act * k));
+            for (auto& v : x) v = val(rng);
+            const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+            test::GemmCall call;
+            call.fill = -1.0f;
+            const auto per_row = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
+            std::vector<float> got(per_row.size(), -1.0f);
+            std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+            const int64_t split = rows / 2 / 8 * 8;
+            for (auto [b, e] : {std::pair{int64_t(0), split}, std::pair{split, rows}}) {
+              if (b >= e) continue;
+              GemmArgs g;
+              g.w = packed.data();
+              g.w_row_bytes = row_bytes(t, k);
+              g.k = k;
+              g.row_begin = b;
+              g.row_end = e;
+              g.act = act.data();
+              g.act_row_bytes = kern->act_row_bytes(k);
+              g.n_act = n_act;
+              g.out = got.data();
+              g.out_stride = rows;
+              g.scratch = scratch.data();
+              g.layout = kern->packed_layout;
+              g.n_rows = rows;
+              kern->gemm_packed(g);
+            }
+            for (int64_t i = 0; i < int64_t(got.size()); ++i)
+              EXPECT_EQ(0, std::memcmp(&per_row[size_t(i)], &got[size_t(i)], sizeof(float)))
+                  << isa_name(isa) << " " << dtype_name(t) << " k " << k << " rows " << rows << " n_act " << n_act
+                  << " act " << i / rows << " row " << i % rows << ": " << got[size_t(i)] << " vs "
+                  << per_row[size_t(i)];
+            ++checked;
+          }
+          GemmArgs bad;
+          bad.w = packed.data();
+          bad.w_row_bytes = row_bytes(t, k);
+          bad.k = k;
+          bad.row_begin = 3;
+          bad.row_end = rows;
+          bad.n_rows = rows;
+          bad.layout = kern->packed_layout;
+          EXPECT_THROW(kern->gemm_packed(bad), Error);
+        }
+    }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the K-quant row-group kernels were not run";
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace opal::cpu

@@ -31,26 +31,106 @@ int64_t quant_slot(DType type, int64_t i) {
   return i;
 }
 
+// kLayoutKGroups8 (repack.h): a K-quant super-block of a row cut in pieces;
+// piece p of row i lies at dst + i * len in the group's super-block.
+struct KPiece {
+  int64_t src;  // offset in the row's super-block
+  int64_t len;  // bytes
+  int64_t dst;  // offset of row 0's piece in the group's super-block
+};
+
+std::vector<KPiece> k_pieces(DType type) {
+  std::vector<KPiece> p;
+  int64_t at = 0;
+  auto add = [&](int64_t src, int64_t len) {
+    p.push_back({src, len, at});
+    at += kGroup * len;
+  };
+  if (type == DType::Q4_K) {  // d, dmin | scales[12] | qs[128]
+    add(0, 2);
+    add(2, 2);
+    for (int w = 0; w < 3; ++w) add(4 + 4 * w, 4);
+    for (int t = 0; t < 8; ++t)  // lane t's pieces together: the decode kernel reads them in this order
+      for (int j = 0; j < 4; ++j) add(16 + 32 * j + 4 * t, 4);
+  } else {  // Q6_K: ql[128] | qh[64] | scales[16] | d
+    add(208, 2);
+    for (int q = 0; q < 4; ++q) add(192 + 4 * q, 4);
+    for (int t = 0; t < 8; ++t)
+      for (int h = 0; h < 2; ++h) {
+        add(64 * h + 4 * t, 4);
+        add(64 * h + 32 + 4 * t, 4);
+        add(128 + 32 * h + 4 * t, 4);
+      }
+  }
+  return p;
+}
+
+int64_t k_block_bytes(DType type) { return type == DType::Q4_K ? 144 : 210; }
+
+void repack_k_groups(DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
+  if (k % 256 != 0) fail("cannot repack {} rows of {} elements (not whole super-blocks)", dtype_name(type), k);
+  const std::vector<KPiece> pieces = k_pieces(type);
+  const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
+  std::vector<uint8_t> plain(size_t(kGroup * rb));
+  for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
+    uint8_t* grp = rows + g * rb;
+    std::memcpy(plain.data(), grp, plain.size());
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* gb = grp + b * kGroup * bb;
+      for (int64_t i = 0; i < kGroup; ++i) {
+        const uint8_t* src = plain.data() + i * rb + b * bb;
+        for (const KPiece& p : pieces) std::memcpy(gb + p.dst + i * p.len, src + p.src, size_t(p.len));
+      }
+    }
+  }
+}
+
+void unpack_k_groups(DType type, const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end,
+                     uint8_t* dst) {
+  const std::vector<KPiece> pieces = k_pieces(type);
+  const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
+  const int64_t full = n_rows / kGroup * kGroup;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint8_t* out = dst + (r - row_begin) * rb;
+    if (r >= full) {
+      std::memcpy(out, base + r * rb, size_t(rb));
+      continue;
+    }
+    const uint8_t* grp = base + r / kGroup * kGroup * rb;
+    const int64_t i = r % kGroup;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* gb = grp + b * kGroup * bb;
+      for (const KPiece& p : pieces) std::memcpy(out + b * bb + p.src, gb + p.dst + i * p.len, size_t(p.len));
+    }
+  }
+}
+
 }  // namespace
 
 const char* layout_name(uint8_t layout) {
   if (layout == kLayoutPlain) return "plain";
   if (layout == kLayoutRowGroups8) return "rowgroups8";
+  if (layout == kLayoutKGroups8) return "kgroups8";
   return "unknown";
 }
 
 bool layout_supports(uint8_t layout, DType type) {
   if (layout == kLayoutPlain) return true;
   if (layout == kLayoutRowGroups8) return type == DType::Q8_0 || type == DType::Q4_0;
+  if (layout == kLayoutKGroups8) return type == DType::Q4_K || type == DType::Q6_K;
   return false;
 }
 
-int64_t layout_group_rows(uint8_t layout) { return layout == kLayoutRowGroups8 ? kGroup : 1; }
+int64_t layout_group_rows(uint8_t layout) {
+  if (layout == kLayoutKGroups8) return kGroup;
+  return layout == kLayoutRowGroups8 ? kGroup : 1;
+}
 
 void repack_matrix(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
   if (layout == kLayoutPlain) return;
   if (!layout_supports(layout, type))
     fail("cannot repack {} weights into layout '{}'", dtype_name(type), layout_name(layout));
+  if (layout == kLayoutKGroups8) return repack_k_groups(type, rows, k, n_rows);
   if (k % 32 != 0) fail("cannot repack {} rows of {} elements (not whole blocks)", dtype_name(type), k);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;
@@ -79,6 +159,7 @@ void unpack_rows(uint8_t layout, DType type, const uint8_t* base, int64_t k, int
     std::memcpy(dst, base + uint64_t(row_begin) * rb, uint64_t(row_end - row_begin) * rb);
     return;
   }
+  if (layout == kLayoutKGroups8) return unpack_k_groups(type, base, k, n_rows, row_begin, row_end, dst);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;
   const int64_t full = n_rows / kGroup * kGroup;

@@ -13,6 +13,21 @@
 // one sequential stream with one load per block for the 8 scales; the bytes
 // of each block are unchanged, so the summation order (and the result) is
 // the plain layout's.
+//
+// kLayoutKGroups8 (Q4_K, Q6_K; kquant_groups_avx2.cpp): the rows in groups of
+// 8, each group in the bytes its 8 rows had, per 256-element super-block b
+// at b * 8 * block_bytes the 8 rows' pieces of that super-block side by
+// side, each piece of row i at piece_base + i * piece_len (so one 32-byte
+// load is one piece of 4 bytes for all 8 rows, a row per int32 lane):
+//   Q4_K (8 x 144 = 1152 bytes): d f16 [8], dmin f16 [8], then the 12 scale
+//     bytes as three words (bytes 0-3, 4-7, 8-11) [3][8][4], then the quants
+//     [32][8][4]: piece 8j + t is qs[32j + 4t .. +3] (low nibbles: elements
+//     64j + 4t .. +3, high nibbles: the same 32 on).
+//   Q6_K (8 x 210 = 1680 bytes): d f16 [8], the 16 int8 scales [4][8][4]
+//     (piece q: scales 4q .. 4q+3), then per half h and t in 0..7 three
+//     pieces [8][4]: ql[64h + 4t ..], ql[64h + 32 + 4t ..], qh[32h + 4t ..].
+// A last partial group stays plain, as for kLayoutRowGroups8. The bytes of a
+// row are only moved, never changed.
 #pragma once
 #include <cstdint>
 
@@ -22,8 +37,9 @@ namespace opal::cpu {
 
 constexpr uint8_t kLayoutPlain = 0;
 constexpr uint8_t kLayoutRowGroups8 = 1;
+constexpr uint8_t kLayoutKGroups8 = 5;  // Q4_K / Q6_K (2-4 left to the other row-group layouts)
 
-// "plain", "rowgroups8"; "unknown" for anything else.
+// "plain", "rowgroups8", "kgroups8"; "unknown" for anything else.
 const char* layout_name(uint8_t layout);
 // Whether weights of `type` can take `layout` (kLayoutPlain: always).
 bool layout_supports(uint8_t layout, DType type);

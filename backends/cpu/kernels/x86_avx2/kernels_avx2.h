@@ -43,6 +43,13 @@ void gemm_q8_0_groups(const GemmArgs& g);
 void gemm_q4_0_groups(const GemmArgs& g);
 void gemm_q8_0_groups_vnni(const GemmArgs& g);
 void gemm_q4_0_groups_vnni(const GemmArgs& g);
+// Q4_K / Q6_K weights in K-quant row groups of 8 (kernels/repack.h kLayoutKGroups8;
+// kquant_groups_avx2.cpp): decode and batches of up to 3 rows; the plain rows after the
+// last group go to gemm_q4_K / gemm_q6_K (the _vnni forms: avx2vnni's).
+void gemm_q4_K_groups(const GemmArgs& g);
+void gemm_q6_K_groups(const GemmArgs& g);
+void gemm_q4_K_groups_vnni(const GemmArgs& g);
+void gemm_q6_K_groups_vnni(const GemmArgs& g);
 
 }  // namespace opal::cpu::avx2
 

@@ -2,6 +2,7 @@
 // rows (the bytes of core/quant/activation.h); float types use f32 rows
 // rounded through the weight type, as the reference does.
 #include "backends/cpu/kernels/kernel_tables.h"
+#include "backends/cpu/kernels/repack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -38,6 +39,15 @@ constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(
   return k;
 }
 
+// Q4_K and Q6_K decode from K-quant row groups of 8 repacked at load (kernels/repack.h,
+// kquant_groups_avx512.cpp): batches of up to 4 activation rows (the plain kernels' per-row sizes).
+constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&)) {
+  k.packed_layout = kLayoutKGroups8;
+  k.packed_max_act = 4;
+  k.gemm_packed = gemm_packed;
+  return k;
+}
+
 constexpr MatmulKernels kTable[] = {
     with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
                        avx512::gemm_q4_0),
@@ -48,13 +58,15 @@ constexpr MatmulKernels kTable[] = {
     with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
                        avx512::gemm_q8_0),
                  avx512::legacy_scratch_floats),
-    with_scratch(
-        entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q4_K),
-        avx512::q4_K_scratch_floats),
+    with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
+                                     avx512::gemm_q4_K),
+                               avx512::q4_K_scratch_floats),
+                  avx512::gemm_q4_K_groups),
     entry(DType::Q5_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q5_K),
-    with_scratch(
-        entry(DType::Q6_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q6_K),
-        avx512::q6_K_scratch_floats),
+    with_k_groups(with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
+                                     avx512::gemm_q6_K),
+                               avx512::q6_K_scratch_floats),
+                  avx512::gemm_q6_K_groups),
     entry(DType::F32, DType::F32, "avx512", f32_row_bytes, round_act, avx512::gemm_f32),
     entry(DType::F16, DType::F16, "avx512", f32_row_bytes, round_act, avx512::gemm_f16),
     entry(DType::BF16, DType::BF16, "avx512", f32_row_bytes, round_act, avx512::gemm_bf16),
