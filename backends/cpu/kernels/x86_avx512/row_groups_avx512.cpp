@@ -29,6 +29,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
@@ -58,6 +59,9 @@ int32_t load_i32(const uint8_t* p) {
 // GB/s, 8 KiB 24-33, 16 KiB 33-37, 32 KiB 33-39 (packed-decode*/avx512/q4_0,
 // one thread, host load 4). Q8_0 measured the same with and without (none).
 constexpr int64_t kQ4_0Prefetch = 16 * 1024;
+// A slice's first bytes, requested before its first group (no earlier step
+// prefetched them; the plain kernels request their first 16 rows).
+constexpr int64_t kHeadBytes = 16 * 1024;
 
 // Requests the lines of [p, p + n).
 inline void prefetch_span(const uint8_t* p, int n) {
@@ -174,11 +178,17 @@ template <int RA>
 struct Q4_0Group {
   static void run(const Step& s, const uint8_t* grp, int64_t r, int64_t a) { q4_0_group<RA>(s, grp, r, a); }
 };
-// The slice's whole groups [row_begin, end) and the plain rows after them.
+// The end of the slice's whole groups [row_begin, end); their first kHeadBytes requested.
 int64_t groups_end(const GemmArgs& g) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t full = g.n_rows / kGroup * kGroup;
-  return g.row_end < full ? g.row_end : full;
+  const int64_t end = g.row_end < full ? g.row_end : full;
+  if (end > g.row_begin) {
+    const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+  }
+  return end;
 }
 
 void plain_rest(const GemmArgs& g, int64_t end, void (*plain)(const GemmArgs&)) {
