@@ -125,7 +125,7 @@ void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
   for (int a = 0; a < RA; ++a) x[a] = s.x(act + a);
   const uint64_t sums_at = uint64_t(s.nb) * (kQ8_0Bytes + 4);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  // Row i's sum is at lane kAt[i] of u (rows 0, 4, 1, 5 in vector 0's lanes; 2, 6, 3, 7 in vector 1's).
+  // Row i's sum is at lane row_order[i] of u (rows 0, 4, 1, 5 in vector 0's lanes; 2, 6, 3, 7 in vector 1's).
   const __m512i row_order = _mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 0, 0, 0, 0, 0, 0, 0, 0);
   __m256 acc[RA];
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
@@ -178,6 +178,7 @@ template <int RA>
 struct Q4_0Group {
   static void run(const Step& s, const uint8_t* grp, int64_t r, int64_t a) { q4_0_group<RA>(s, grp, r, a); }
 };
+
 // The end of the slice's whole groups [row_begin, end); their first kHeadBytes requested.
 int64_t groups_end(const GemmArgs& g) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
