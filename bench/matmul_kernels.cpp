@@ -16,10 +16,12 @@
 //                         the kernel's own speed, without DRAM.
 //   packed-decode[-576|-1024|-2048]/<isa>/<type>: the decode shapes on weights
 //                         repacked into the entry's load-time layout (Q8_0 /
-//                         Q4_0 row groups, Q4_K / Q6_K K-quant row groups on
-//                         avx2, avx2-vnni), read by gemm_packed (no -576 for
+//                         Q4_0 row groups on avx2, avx2-vnni, avx512; Q4_K / Q6_K
+//                         K-quant row groups), read by gemm_packed (no -576 for
 //                         the K-quants: 576 is not whole super-blocks);
 //                         packed-decode-l2: decode-l2's shape, repacked.
+//   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
+//                         to the entry's packed_max_act read the groups).
 //   batch<M>/<isa>/<type>: n_act = M (2, 4, 8, 16) over the decode-1024 shape
 //                         from DRAM: GB/s of weight bytes, as decode (a small
 //                         batch that streams the weights once runs near
@@ -175,6 +177,12 @@ const int kRegistered = [] {
           run(s, isa, t, 96, 1, 1, 4096, false, true);
         })->Unit(benchmark::kMicrosecond);
       }
+      if (entry && entry->packed_layout != 0)
+        for (int m : {2, 4, 8, 16})
+          if (m <= entry->packed_max_act)
+            benchmark::RegisterBenchmark(("packed-batch" + std::to_string(m) + "/" + suffix).c_str(),
+                                         [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true, true); })
+                ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 96, 1, 1);
       })->Unit(benchmark::kMicrosecond);

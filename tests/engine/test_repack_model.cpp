@@ -71,6 +71,9 @@ TEST(RepackModel, LogitsEqualTheGgufLayoutsOnEveryIsa) {
       EXPECT_EQ(plain.n_repacked, 0) << "--no-repack repacked weights";
       const cpu::MatmulKernels* k = cpu::matmul_kernels(DType::Q8_0);
       const bool packs = k && k->packed_layout != 0;
+      if (isa == cpu::Isa::avx2 || isa == cpu::Isa::avx2_vnni || isa == cpu::Isa::avx512) {
+        EXPECT_TRUE(packs) << cpu::isa_name(isa) << ": Q8_0 has no load-time layout";
+      }
       for (LoadMode mode : {LoadMode::Huge, LoadMode::Mmap}) {
         const RepackLogits packed = run_repack_model(path, true, mode);
         if (packs) {

@@ -60,7 +60,7 @@ TEST(RowGroups, RefusesTypesAndRangesItDoesNotHold) {
 // threads) against the plain gemm of the same entry: the same bits.
 TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
   std::mt19937 rng(5);
-  int checked = 0;
+  int checked = 0, checked_avx512 = 0;
   for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
     for (DType t : {DType::Q8_0, DType::Q4_0}) {
       const MatmulKernels* kern = matmul_kernels(t, isa);
@@ -69,11 +69,12 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
         continue;
       }
       for (int64_t k : {32, 96, 256, 4352})
-        for (int64_t rows : {8, 13, 37, 64}) {
+        // 40 rows: a second slice of 3 groups (AVX-512 Q4_0: a 16-row step, then an 8-row one).
+        for (int64_t rows : {8, 13, 37, 40, 64}) {
           const auto plain = test::random_weights(t, rows, k, rng);
           auto packed = plain;
           repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
-          for (int64_t n_act : {int64_t(1), int64_t(2), int64_t(3), int64_t(7), kern->packed_max_act}) {
+          for (int64_t n_act : {int64_t(1), int64_t(2), int64_t(3), int64_t(5), int64_t(7), kern->packed_max_act}) {
             std::normal_distribution<float> val(0.0f, 2.0f);
             std::vector<float> x(size_t(n_act * k));
             for (auto& v : x) v = val(rng);
@@ -105,6 +106,7 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
             EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
                 << isa_name(isa) << " " << dtype_name(t) << " k " << k << " rows " << rows << " n_act " << n_act;
             ++checked;
+            if (isa == Isa::avx512) ++checked_avx512;
           }
           // A slice must start on a group.
           GemmArgs bad;
@@ -121,6 +123,9 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
 #if defined(__x86_64__)
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the row-group kernels were not run";
+  }
+  if (host_supports(Isa::avx512)) {
+    EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the avx512 row-group kernels were not run";
   }
 #endif
 }

@@ -7,9 +7,10 @@
 // in row order; Q4_0: rows j and j + 4 in 32 bytes, the two 128-bit lanes of
 // vector j). A group is one sequential stream of 8 * row_bytes, and the
 // groups follow each other, so the whole slice of a thread is one stream
-// the hardware prefetchers track. No software prefetch: 1 KiB and 4 KiB
-// ahead both measured slower than none (bench_matmul_kernels
-// packed-decode*, docs/perf/cpu-round2.md "Stop 13, repack").
+// the hardware prefetchers track. Q4_0 has no software prefetch (1 KiB and
+// 4 KiB ahead both measured slower than none, docs/perf/cpu-round2.md "Stop
+// 13, repack"); Q8_0 requests 16 KiB on and a slice's first 16 KiB up front
+// (kQ8_0Prefetch: stop 14, the short rows of Qwen3-0.6B).
 //
 // The arithmetic is the plain decode kernels' instruction for instruction
 // (legacy_avx2.cpp LegacyDecode for Q8_0: llama.cpp's 8-lane order per row;
@@ -18,6 +19,7 @@
 // each group against every activation row while the group is in L1. Rows past
 // the last whole group are plain: the plain gemm takes them.
 #if defined(__x86_64__) || defined(__i386__)
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
@@ -30,14 +32,26 @@ namespace {
 
 constexpr int64_t kGroup = 8;
 
+// Q8_0's software prefetch, 16 KiB along the stream, and the first 16 KiB of
+// a slice requested up front (a matrix's first groups have no earlier step
+// to prefetch them: at one thread every matmul of a short-row model such as
+// Qwen3-0.6B starts cold). packed-decode-1024/avx2/q8_0 (CPU time, host load
+// 7-10): none 25, head only 28.6, 16 KiB on only 31, both 29.7 GB/s; the
+// plain kernel 21-30 in the same runs. (1 and 4 KiB on measured slower than
+// none at stop 13.)
+constexpr int64_t kQ8_0Prefetch = 16 * 1024, kHeadBytes = 16 * 1024;
+
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
-void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
+void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
   constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
   __m256 acc[kGroup];
   for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
     const uint8_t* xb = x + b * kQ8_0Bytes;
+    if (prefetch)
+      for (int o = 0; o < kBlock; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(gb + kQ8_0Prefetch + o), _MM_HINT_T0);
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
                                    _mm256_set1_ps(load_f16(xb)));
@@ -52,7 +66,7 @@ void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
 }
 
 // One group of 8 Q4_0 rows against one convert_q8_0_sums activation row.
-void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
+void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
   const uint8_t* sums = x + nb * kQ8_0Bytes + nb * 4;
   __m256 acc = _mm256_setzero_ps();
@@ -74,19 +88,25 @@ void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out) {
   _mm256_storeu_ps(out, acc);
 }
 
-using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t*, float*);
+using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t*, float*, bool);
 
 // The thread's groups, each met by every activation row in turn; then the
 // plain rows after the last whole group through the plain gemm.
-void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)) {
+// head: request the first kHeadBytes of the slice before the first group.
+void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), bool head) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
   const int64_t end = g.row_end < full ? g.row_end : full;
+  if (end > g.row_begin && head) {
+    const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+  }
   for (int64_t r = g.row_begin; r < end; r += kGroup) {
     const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
     for (int64_t a = 0; a < g.n_act; ++a)
-      group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r);
+      group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r, a == 0);
   }
   if (g.row_end > end) {
     GemmArgs rest = g;
@@ -98,10 +118,10 @@ void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)
 
 }  // namespace
 
-void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0); }
-void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0); }
-void gemm_q8_0_groups_vnni(const GemmArgs& g) { run_groups(g, q8_0_group, avx2vnni::gemm_q8_0); }
-void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0); }
+void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, true); }
+void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, false); }
+void gemm_q8_0_groups_vnni(const GemmArgs& g) { run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true); }
+void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, false); }
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -1,6 +1,7 @@
 // The AVX-512 (F/BW/VL/DQ + VNNI) kernels, one file per concern:
 //   act_avx512.cpp     activation quantization to Q8_0 / Q8_K (bytes equal to core/quant's)
 //   legacy_avx512.cpp  Q4_0, Q5_0, Q8_0 weights x Q8_0 activations
+//   row_groups_avx512.cpp Q8_0, Q4_0 decode from the load-time row groups (kernels/repack.h)
 //   kquants_avx512.cpp Q4_K, Q5_K, Q6_K weights x Q8_K activations
 //   float_avx512.cpp   F32, F16, BF16 weights x f32 activations rounded through the weight type
 //   table.cpp          the table entries (compiled without ISA flags: it may run on any CPU)
@@ -33,6 +34,9 @@ void round_f16(const float* x, float* out, int64_t k);
 void gemm_q4_0(const GemmArgs& g);
 void gemm_q5_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
+// Q8_0 / Q4_0 weights in row groups of 8 (kLayoutRowGroups8), up to 16 activation rows.
+void gemm_q8_0_groups(const GemmArgs& g);
+void gemm_q4_0_groups(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);
 void gemm_q6_K(const GemmArgs& g);

@@ -48,16 +48,27 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
   return k;
 }
 
+// Q8_0 and Q4_0 decode and batches of up to 16 rows (the plain kernels' decode-path sizes) from row groups of 8
+// repacked at load (kernels/repack.h, row_groups_avx512.cpp).
+constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&)) {
+  k.packed_layout = kLayoutRowGroups8;
+  k.packed_max_act = 16;
+  k.gemm_packed = gemm_packed;
+  return k;
+}
+
 constexpr MatmulKernels kTable[] = {
-    with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
-                       avx512::gemm_q4_0),
-                 avx512::legacy_scratch_floats),
+    with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
+                                       avx512::convert_q8_0_sums, avx512::gemm_q4_0),
+                                 avx512::legacy_scratch_floats),
+                    avx512::gemm_q4_0_groups),
     with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
                        avx512::gemm_q5_0),
                  avx512::legacy_scratch_floats),
-    with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
-                       avx512::gemm_q8_0),
-                 avx512::legacy_scratch_floats),
+    with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
+                                       avx512::convert_q8_0_sums, avx512::gemm_q8_0),
+                                 avx512::legacy_scratch_floats),
+                    avx512::gemm_q8_0_groups),
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
                                      avx512::gemm_q4_K),
                                avx512::q4_K_scratch_floats),

@@ -1,0 +1,221 @@
+// Decode and small batches (up to 16 activation rows) of Q8_0 and Q4_0
+// weights repacked at load into row groups of 8 (kernels/repack.h,
+// kLayoutRowGroups8), with AVX-512 VNNI.
+//
+// Layout per group of 8 rows and 32-element block: the 8 rows' f16 scales in
+// row order (16 bytes: one load and one vcvtph2ps, where the plain kernels
+// gather them from 8-16 rows), then the quants: Q8_0 8 x 32 bytes in row
+// order, so rows 2j and 2j + 1 are one 64-byte load (the plain kernel's
+// row-pair vector j); Q4_0 8 x 16 nibble bytes as rows 0, 4, 1, 5, 2, 6, 3, 7,
+// so one 64-byte load holds four rows' nibbles, one row per 128-bit lane (the
+// plain Q4_0Decode's vector form). A thread's slice is then one sequential
+// stream that the hardware prefetchers track.
+//
+// The arithmetic is the plain kernels' (legacy_avx512.cpp):
+// * Q8_0 (LegacyDecode): per (row, activation row) llama.cpp's 8-lane order:
+//   vpdpbusd of the quants offset to unsigned (w xor 0x80) from -128 * x's
+//   4-byte sums, converted, times d_w * d_x, one 8-lane FMA accumulator per
+//   pair, two rows per 512-bit vector; summed horizontally at the end.
+// * Q4_0 (Q4_0Decode): the block-exact order, acc = fma(float(isum), d_w *
+//   d_x, acc): low nibbles against the activation's first 16 bytes broadcast
+//   to the four 128-bit lanes, high nibbles against its last 16, the lanes'
+//   partial sums added exactly (unpack-add), 8 * sum(x) subtracted (the
+//   activation row's block sum, convert_q8_0_sums). One group (8 rows) a
+//   step, so the stream stays one: a step of two adjacent groups (16 rows,
+//   all 16 lanes of the block sums used, as Q4_0Decode) follows two streams
+//   and measured 20-29 GB/s against 29-38 for one (packed-decode*/avx512).
+// So the results are the plain layout's bit for bit. Rows past the last whole
+// group are plain: the plain gemm takes them.
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+#include "core/error.h"
+
+namespace opal::cpu::avx512 {
+namespace {
+
+constexpr int64_t kGroup = 8;
+constexpr int kActStep = 4;  // activation rows met by one step of weight rows
+
+float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+int32_t load_i32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Q4_0's software prefetch distance along the stream: none measured 28-31
+// GB/s, 8 KiB 24-33, 16 KiB 33-37, 32 KiB 33-39 (packed-decode*/avx512/q4_0,
+// one thread, host load 4). Q8_0 measured the same with and without (none).
+constexpr int64_t kQ4_0Prefetch = 16 * 1024;
+// A slice's first bytes, requested before its first group (no earlier step
+// prefetched them; the plain kernels request their first 16 rows).
+constexpr int64_t kHeadBytes = 16 * 1024;
+
+// Requests the lines of [p, p + n).
+inline void prefetch_span(const uint8_t* p, int n) {
+  for (int o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
+// What a step needs of the call: the weights, the activation rows, the output.
+struct Step {
+  const GemmArgs& g;
+  int64_t nb;
+  const uint8_t* x(int64_t a) const { return g.act + uint64_t(a) * g.act_row_bytes; }
+  float* out(int64_t a) const { return g.out + a * g.out_stride; }
+};
+
+// One group of 8 Q8_0 rows (row r on) against activation rows [act, act + RA).
+template <int RA>
+void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
+  constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
+  const uint8_t* x[RA];
+  for (int a = 0; a < RA; ++a) x[a] = s.x(act + a);
+  __m512 acc[4][RA];
+  __m512i spread[4];
+  for (int j = 0; j < 4; ++j) {
+    for (int a = 0; a < RA; ++a) acc[j][a] = _mm512_setzero_ps();
+    spread[j] = _mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
+  }
+  const __m512i offset = _mm512_set1_epi8(char(0x80));
+  for (int64_t b = 0; b < s.nb; ++b) {
+    const uint8_t* gb = grp + b * kBlock;
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+    __m512i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = _mm512_xor_si512(_mm512_loadu_si512(gb + 16 + 64 * j), offset);
+    for (int a = 0; a < RA; ++a) {
+      const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+      const __m512i xq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+      const __m512i neg =
+          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xq));
+      const __m512 d = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_set1_ps(load_f16(xb))));
+      for (int j = 0; j < 4; ++j)
+        acc[j][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(neg, q[j], xq)),
+                                    _mm512_permutexvar_ps(spread[j], d), acc[j][a]);
+    }
+  }
+  for (int a = 0; a < RA; ++a) {
+    float* out = s.out(act + a);
+    for (int j = 0; j < 4; ++j) {
+      out[r + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j][a]));
+      out[r + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j][a]), 1)));
+    }
+  }
+}
+
+// One Q4_0 group (8 rows) against activation rows [act, act + RA): the two
+// vectors' lanes summed to [A, B, A, B] per 128-bit lane (A: vector 0's row,
+// B: vector 1's), then the 8 sums gathered in row order into 256 bits.
+template <int RA>
+void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
+  constexpr int64_t kBlock = kGroup * kQ4_0Bytes;
+  const uint8_t* x[RA];
+  for (int a = 0; a < RA; ++a) x[a] = s.x(act + a);
+  const uint64_t sums_at = uint64_t(s.nb) * (kQ8_0Bytes + 4);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  // Row i's sum is at lane row_order[i] of u (rows 0, 4, 1, 5 in vector 0's lanes; 2, 6, 3, 7 in vector 1's).
+  const __m512i row_order = _mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m256 acc[RA];
+  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < s.nb; ++b) {
+    const uint8_t* gb = grp + b * kBlock;
+    if (act == 0) prefetch_span(gb + kQ4_0Prefetch, int(kBlock));
+    __m512i lo[2], hi[2];
+    for (int v = 0; v < 2; ++v) {
+      const __m512i q = _mm512_loadu_si512(gb + 16 + 64 * v);
+      lo[v] = _mm512_and_si512(q, low4);
+      hi[v] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+    for (int a = 0; a < RA; ++a) {
+      const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+      const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
+      const __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
+      __m512i sv[2];
+      for (int v = 0; v < 2; ++v)
+        sv[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[v], xlo), hi[v], xhi);
+      const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(sv[0], sv[1]), _mm512_unpackhi_epi32(sv[0], sv[1]));
+      const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
+      const __m256i sums = _mm256_sub_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(row_order, u)),
+                                            _mm256_set1_epi32(8 * load_i32(x[a] + sums_at + 4 * uint64_t(b))));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(load_f16(xb)));
+      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc[a]);
+    }
+  }
+  for (int a = 0; a < RA; ++a) _mm256_storeu_ps(s.out(act + a) + r, acc[a]);
+}
+
+// A step of weight rows (at grp, row r on) against every activation row, kActStep at a time.
+template <template <int> class F>
+void all_acts(const Step& s, const uint8_t* grp, int64_t r) {
+  int64_t a = 0;
+  for (; a + kActStep <= s.g.n_act; a += kActStep) F<kActStep>::run(s, grp, r, a);
+  switch (s.g.n_act - a) {
+    case 3: F<3>::run(s, grp, r, a); break;
+    case 2: F<2>::run(s, grp, r, a); break;
+    case 1: F<1>::run(s, grp, r, a); break;
+    default: break;
+  }
+}
+
+template <int RA>
+struct Q8_0Group {
+  static void run(const Step& s, const uint8_t* grp, int64_t r, int64_t a) { q8_0_group<RA>(s, grp, r, a); }
+};
+template <int RA>
+struct Q4_0Group {
+  static void run(const Step& s, const uint8_t* grp, int64_t r, int64_t a) { q4_0_group<RA>(s, grp, r, a); }
+};
+
+// The end of the slice's whole groups [row_begin, end); their first kHeadBytes requested.
+int64_t groups_end(const GemmArgs& g) {
+  if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  const int64_t full = g.n_rows / kGroup * kGroup;
+  const int64_t end = g.row_end < full ? g.row_end : full;
+  if (end > g.row_begin) {
+    const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+  }
+  return end;
+}
+
+void plain_rest(const GemmArgs& g, int64_t end, void (*plain)(const GemmArgs&)) {
+  if (g.row_end <= end) return;
+  GemmArgs rest = g;
+  rest.row_begin = end > g.row_begin ? end : g.row_begin;
+  rest.layout = 0;
+  plain(rest);
+}
+
+}  // namespace
+
+void gemm_q8_0_groups(const GemmArgs& g) {
+  const int64_t end = groups_end(g);
+  const Step s{g, g.k / 32};
+  for (int64_t r = g.row_begin; r < end; r += kGroup) all_acts<Q8_0Group>(s, g.w + uint64_t(r) * g.w_row_bytes, r);
+  plain_rest(g, end, gemm_q8_0);
+}
+
+void gemm_q4_0_groups(const GemmArgs& g) {
+  const int64_t end = groups_end(g);
+  const Step s{g, g.k / 32};
+  int64_t r = g.row_begin;
+  for (; r < end; r += kGroup) all_acts<Q4_0Group>(s, g.w + uint64_t(r) * g.w_row_bytes, r);
+  plain_rest(g, end, gemm_q4_0);
+}
+
+}  // namespace opal::cpu::avx512
+#endif  // x86
