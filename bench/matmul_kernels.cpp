@@ -30,9 +30,13 @@
 //                         multiply-add), activation conversion included.
 //   prompt-576/<isa>/<type>: the same over 1536 x 576 weights (SmolLM2's FFN
 //                         up/gate shape: short rows, 18 blocks of 32).
+//   packed-prompt[-576]/<isa>/<type>: the prompt shapes on the load-time
+//                         layout, as MUL_MAT runs them (gemm_packed_batch, or
+//                         unpacked 32 rows at a time for the plain gemm).
 // Run: build/<dir>/bench_matmul_kernels [--benchmark_filter=decode/avx512]
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -70,6 +74,23 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t kK) {
   return w;
 }
 
+// A prompt batch on repacked weights that the entry does not read in place:
+// 32 rows at a time unpacked and given to the plain gemm (ops/matmul.cpp).
+void unpacked_gemm(const MatmulKernels& k, DType t, const GemmArgs& g, std::vector<uint8_t>& rows) {
+  for (int64_t r = g.row_begin; r < g.row_end; r += 32) {
+    const int64_t n = std::min<int64_t>(32, g.row_end - r);
+    unpack_rows(g.layout, t, g.w, g.k, g.n_rows, r, r + n, rows.data());
+    GemmArgs s = g;
+    s.w = rows.data();
+    s.row_begin = 0;
+    s.row_end = n;
+    s.out = g.out + r;
+    s.layout = 0;
+    s.n_rows = n;
+    k.gemm(s);
+  }
+}
+
 // copies = 0: enough copies of the weights to exceed 96 MB (beyond any L3), cycled.
 // packed: the weights repacked into the entry's load-time layout (kernels/repack.h), read by gemm_packed.
 void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096,
@@ -87,6 +108,7 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
   const uint64_t arb = k->act_row_bytes(kK);
   std::vector<uint8_t> act(arb * uint64_t(n_act));
   std::vector<float> out(size_t(rows * n_act)), scratch(size_t(k->scratch_floats(kK) + 1));
+  std::vector<uint8_t> unpacked(packed ? size_t(32 * row_bytes(t, kK)) : 0);
   GemmArgs g;
   g.w_row_bytes = row_bytes(t, kK);
   g.k = kK;
@@ -107,8 +129,9 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
     for (int64_t a = 0; a < n_act; ++a) k->convert_act(k->act_type, x.data() + a * kK, act.data() + a * arb, kK);
     g.w = w[size_t(c)].data();
     c = (c + 1) % copies;
-    if (packed) k->gemm_packed(g);
-    else k->gemm(g);
+    if (!packed) k->gemm(g);
+    else if (n_act <= k->packed_max_act) k->gemm_packed(g);
+    else if (!(k->gemm_packed_batch && k->gemm_packed_batch(g))) unpacked_gemm(*k, t, g, unpacked);
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = double(g.w_row_bytes) * double(rows);
@@ -176,6 +199,14 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("packed-decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 96, 1, 1, 4096, false, true);
         })->Unit(benchmark::kMicrosecond);
+        // Prompts on the repacked layout: read in place (gemm_packed_batch) or unpacked 32 rows at a time.
+        if (!kquant)
+          benchmark::RegisterBenchmark(("packed-prompt-576/" + suffix).c_str(), [=](benchmark::State& s) {
+          run(s, isa, t, 1536, 64, 1, 576, false, true);
+        })->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("packed-prompt/" + suffix).c_str(), [=](benchmark::State& s) {
+          run(s, isa, t, 512, 64, 1, 4096, false, true);
+        })->Unit(benchmark::kMillisecond);
       }
       if (entry && entry->packed_layout != 0)
         for (int m : {2, 4, 8, 16})

@@ -77,7 +77,7 @@ TEST(LlamaOrder, GemmKernelsEqualTheReferenceBitForBit) {
 }
 
 // Prompt batches of F32/F16 (register tiles, each k-block run once per 8-lane
-// half on AVX2) and Q8_0 / Q5_0 in llama.cpp's order (AVX2: 3 x 3 tiles;
+// half on AVX2) and Q8_0 / Q5_0 in llama.cpp's order (AVX2, AVX-VNNI: 4 x 2 tiles;
 // AVX-512: repacked groups of 8 rows, 21 = two groups and 5) on row
 // counts that leave a remainder of every tile height, batches that leave
 // every activation remainder and cross the 64-row activation chunk, and k

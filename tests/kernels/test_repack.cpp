@@ -244,5 +244,94 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
 #endif
 }
 
+// Prompt batches on the row groups read in place (MatmulKernels::gemm_packed_batch,
+// AVX2 Q8_0 in llama.cpp's order and Q4_0): the scalar reference's bits (the
+// plain GGUF layout through the reference gemm) on slices that start on groups,
+// with partial last groups and odd rows (row counts that leave every 4-row
+// tile remainder), batches that leave an odd activation row and cross the
+// 64-row activation chunk. Under the Q8_0 lanes order the entry declines
+// (false) and writes nothing: ops/matmul.cpp then unpacks.
+TEST(RowGroups, PackedPromptBatchesAreTheReferenceBitsOnEveryIsa) {
+  std::mt19937 rng(23);
+  int checked = 0;
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
+    for (DType t : {DType::Q8_0, DType::Q4_0}) {
+      const MatmulKernels* kern = matmul_kernels(t, isa);
+      const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
+      if (!kern || kern->packed_layout == kLayoutPlain || !kern->gemm_packed_batch) {
+        std::printf("[ REPACK   ] %s %s: prompts on the layout are unpacked\n", isa_name(isa), dtype_name(t));
+        continue;
+      }
+      for (BatchOrder order : {BatchOrder::llama, BatchOrder::lanes}) {
+        set_batch_order(order);
+        const bool declines = t == DType::Q8_0 && order == BatchOrder::lanes;
+        for (int64_t k : {32, 96, 4352})
+          for (int64_t rows : {8, 13, 37, 64, 71}) {
+            const auto plain = test::random_weights(t, rows, k, rng);
+            auto packed = plain;
+            repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
+            for (int64_t n_act : {kern->packed_max_act + 1, int64_t(18), int64_t(33), int64_t(67)}) {
+              std::normal_distribution<float> val(0.0f, 2.0f);
+              std::vector<float> x(size_t(n_act * k));
+              for (auto& v : x) v = val(rng);
+              test::GemmCall call;
+              call.fill = -1.0f;
+              const auto want =
+                  test::run_gemm(*ref, plain, t, rows, k, test::convert_acts(*ref, x.data(), n_act, k), n_act, call);
+              const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+              std::vector<float> got(want.size(), -1.0f);
+              std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+              const int64_t a = rows / 3 / 8 * 8, b = rows / 2 / 8 * 8;  // three threads' slices on groups
+              for (auto [r0, r1] : {std::pair{int64_t(0), a}, std::pair{a, b}, std::pair{b, rows}}) {
+                if (r0 >= r1) continue;
+                GemmArgs g;
+                g.w = packed.data();
+                g.w_row_bytes = row_bytes(t, k);
+                g.k = k;
+                g.row_begin = r0;
+                g.row_end = r1;
+                g.act = act.data();
+                g.act_row_bytes = kern->act_row_bytes(k);
+                g.n_act = n_act;
+                g.out = got.data();
+                g.out_stride = rows;
+                g.scratch = scratch.data();
+                g.layout = kern->packed_layout;
+                g.n_rows = rows;
+                EXPECT_EQ(!declines, kern->gemm_packed_batch(g)) << isa_name(isa) << " " << dtype_name(t);
+              }
+              if (declines) {
+                for (float v : got) ASSERT_EQ(-1.0f, v) << "declined, yet wrote the output";
+                continue;
+              }
+              EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                  << isa_name(isa) << " " << dtype_name(t) << " k " << k << " rows " << rows << " n_act " << n_act;
+              ++checked;
+            }
+            GemmArgs bad;  // a slice must start on a group
+            bad.w = packed.data();
+            bad.w_row_bytes = row_bytes(t, k);
+            bad.k = k;
+            bad.row_begin = 3;
+            bad.row_end = rows;
+            bad.n_rows = rows;
+            bad.n_act = 40;
+            bad.layout = kern->packed_layout;
+            std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+            bad.scratch = scratch.data();
+            if (!declines) {
+              EXPECT_THROW(kern->gemm_packed_batch(bad), Error);
+            }
+          }
+      }
+      set_batch_order(BatchOrder::by_type);
+    }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the row-group prompt kernels were not run";
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace opal::cpu

@@ -58,6 +58,10 @@ struct MatmulKernels {
   uint8_t packed_layout = 0;
   int64_t packed_max_act = 0;
   void (*gemm_packed)(const GemmArgs& args) = nullptr;
+  // Larger batches on that layout read in place (row_begin a multiple of the
+  // group rows); returns false, writing nothing, for a batch it leaves to the
+  // unpacked path (an order it does not run). Null: always unpacked.
+  bool (*gemm_packed_batch)(const GemmArgs& args) = nullptr;
 };
 
 // The kernels for a weight type under the selected ISA (selected_isa()),

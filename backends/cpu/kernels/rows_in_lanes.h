@@ -18,9 +18,33 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/kernels/repack.h"
 
 namespace {
+
+// Where row `row`'s block b of a Q4_0 / Q8_0 matrix lies under g.layout: its
+// f16 scale and its quants in the block's own order (Q4_0's 16 nibble bytes,
+// Q8_0's 32 bytes). In the row groups of 8 (kernels/repack.h) a block of a
+// group holds the 8 scales, then the 8 rows' quants (Q4_0 in the order rows
+// 0, 4, 1, 5, 2, 6, 3, 7); rows from the last whole group on are plain. The
+// SliceDriver kernels' repack reads through it, so their prompt batches read
+// the load-time layout in place.
+struct BlockAt {
+  const uint8_t* scale;
+  const uint8_t* quants;
+};
+inline BlockAt legacy_block(const opal::cpu::GemmArgs& g, int64_t row, int64_t b, int block_bytes) {
+  if (g.layout == opal::cpu::kLayoutRowGroups8 && row < g.n_rows / 8 * 8) {
+    const uint8_t* grp = g.w + uint64_t(row / 8 * 8) * g.w_row_bytes + uint64_t(b) * 8 * uint64_t(block_bytes);
+    const int i = int(row % 8);
+    const int pos = block_bytes == kQ4_0Bytes ? (i % 4) * 2 + i / 4 : i;
+    return {grp + 2 * i, grp + 16 + (block_bytes - 2) * pos};
+  }
+  const uint8_t* blk = g.w + uint64_t(row) * g.w_row_bytes + uint64_t(b) * uint64_t(block_bytes);
+  return {blk, blk + 2};
+}
 
 template <class K>
 struct RowsInLanesDriver {

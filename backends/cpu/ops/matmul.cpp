@@ -7,8 +7,9 @@
 //
 // A weight repacked at load (Tensor::layout, kernels/repack.h) is split
 // across threads on whole row groups. Batches the entry's gemm_packed takes
-// (decode, small batches) read the layout; any other (prompts, an entry of
-// another ISA or the reference) get the rows unpacked kUnpackRows at a time
+// (decode, small batches) read the layout, and so do the prompt batches its
+// gemm_packed_batch takes (AVX2 Q8_0 in llama.cpp's order, Q4_0); any other
+// (the Q8_0 lanes order, an entry of another ISA or the reference) get the rows unpacked kUnpackRows at a time
 // into the thread's scratch (after the kernel's) and the plain gemm on them:
 // the same bytes per row, so the same results as on the GGUF's layout.
 //
@@ -92,6 +93,7 @@ void gemm_any(const MatmulKernels& k, const Tensor& w, GemmArgs a, uint64_t kern
   a.layout = w.layout;
   a.n_rows = w.ne[1];
   if (reads_packed(k, w, a.n_act)) return k.gemm_packed(a);
+  if (k.packed_layout == w.layout && k.gemm_packed_batch && k.gemm_packed_batch(a)) return;
   uint8_t* rows = reinterpret_cast<uint8_t*>(a.scratch) + kernel_scratch_bytes;
   const int64_t begin = a.row_begin, end = a.row_end;
   float* out = a.out;

@@ -50,6 +50,11 @@ void gemm_q4_K_groups(const GemmArgs& g);
 void gemm_q6_K_groups(const GemmArgs& g);
 void gemm_q4_K_groups_vnni(const GemmArgs& g);
 void gemm_q6_K_groups_vnni(const GemmArgs& g);
+// Prompt batches (more than packed_max_act rows) on the Q8_0 / Q4_0 row groups, read
+// in place (MatmulKernels::gemm_packed_batch): false for a batch they leave to the
+// unpacked path (the lanes order of Q8_0).
+bool gemm_q8_0_packed_batch(const GemmArgs& g);
+bool gemm_q4_0_packed_batch(const GemmArgs& g);
 
 }  // namespace opal::cpu::avx2
 
@@ -61,6 +66,8 @@ int64_t scratch_floats(int64_t k);
 void gemm_q4_0(const GemmArgs& g);
 void gemm_q5_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
+bool gemm_q8_0_packed_batch(const GemmArgs& g);
+bool gemm_q4_0_packed_batch(const GemmArgs& g);
 // Q4_K / Q6_K batches (kquants_avx2vnni.cpp), on the avx2 Q8_K activation rows.
 int64_t q4_K_scratch_floats(int64_t k);
 int64_t q6_K_scratch_floats(int64_t k);

@@ -9,8 +9,9 @@
 // Q5_0 / Q8_0: the 8 int32 lanes are converted to float and multiplied by
 // d_w * d_x into a float accumulator per pair, summed horizontally at the end
 // of the row (llama.cpp's vec_dot order).
-// Tiles for prompts: Q8_0 3 weight rows x 3 activation rows (9 accumulators;
-// the weight quants are read from L1 by vpsignb), Q5_0 2 x 2 (16 ymm registers);
+// Tiles for prompts: Q8_0 4 weight rows x 2 activation rows on the GGUF layout
+// or the load-time row groups (q8_0_llama_tiles.h; its activation rows are
+// convert_q8_0_sums rows, f32 block scales after the blocks), Q5_0 2 x 2;
 // decode 8 rows per step (LegacyDecode). Q8_0 batches of more than 16 rows in
 // the lanes order (--batch-order lanes): Q8_0Lanes, weight rows in the lanes;
 // Q5_0 batches of more than 16 rows in the lanes order: Q5_0Lanes
@@ -24,6 +25,7 @@
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/q8_0_llama_tiles.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
 
 namespace opal::cpu::avx2 {
@@ -380,7 +382,13 @@ void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
   else if (lanes_batch(g, DType::Q8_0)) SliceDriver<Q8_0Lanes>::run(g);
-  else drive<LegacyKernel<Q8_0Weights>, 3, 3>(g);
+  else Q8_0LlamaTiles<Avx2Dot>::run(g);
+}
+
+bool gemm_q8_0_packed_batch(const GemmArgs& g) {
+  if (g.n_act <= 16 || lanes_batch(g, DType::Q8_0)) return false;
+  Q8_0LlamaTiles<Avx2Dot>::run(g);
+  return true;
 }
 
 }  // namespace opal::cpu::avx2

@@ -37,6 +37,7 @@
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+#include "core/error.h"
 
 namespace opal::cpu::avx2 {
 namespace {
@@ -164,9 +165,9 @@ struct RowsInLanes {
           std::memset(tmp[r], 0, sizeof tmp[r]);
           continue;
         }
-        const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ4_0Bytes;
-        scales[r] = load_f16(blk);
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+        const BlockAt at = legacy_block(g, row + r, b, kQ4_0Bytes);
+        scales[r] = load_f16(at.scale);
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at.quants));
         _mm_store_si128(reinterpret_cast<__m128i*>(tmp[r]), _mm_and_si128(v, low4));
         _mm_store_si128(reinterpret_cast<__m128i*>(tmp[r] + 4), _mm_and_si128(_mm_srli_epi16(v, 4), low4));
       }
@@ -251,6 +252,15 @@ int64_t q4_0_scratch_floats(int64_t k) { return k / 32 * RowsInLanes::kBlockByte
 void gemm_q4_0(const GemmArgs& g) {
   if (g.n_act > kSmallBatch && RowsInLanes::applies(g)) SliceDriver<RowsInLanes>::run(g);
   else Q4_0Decode::run(g);
+}
+
+// Prompt batches on the row groups: RowsInLanes's repack reads them in place (legacy_block).
+bool gemm_q4_0_packed_batch(const GemmArgs& g) {
+  if (g.n_act <= kSmallBatch || !RowsInLanes::applies(g)) return false;
+  if (g.row_begin % 8 != 0)
+    fail("Q4_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  SliceDriver<RowsInLanes>::run(g);
+  return true;
 }
 
 }  // namespace opal::cpu::avx2

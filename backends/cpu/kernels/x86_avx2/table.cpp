@@ -10,7 +10,6 @@
 namespace opal::cpu {
 namespace {
 
-uint64_t q8_0_row_bytes(int64_t k) { return uint64_t(k / 32) * 34; }
 uint64_t q8_K_row_bytes(int64_t k) { return uint64_t(k / 256) * 292; }
 uint64_t f32_row_bytes(int64_t k) { return uint64_t(k) * 4; }
 int64_t none(int64_t) { return 0; }
@@ -57,18 +56,26 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
   return k;
 }
 
+// Prompt batches on the row groups read in place (q8_0_llama_tiles.h, q4_0_avx2.cpp), not unpacked.
+constexpr MatmulKernels with_packed_batch(MatmulKernels k, bool (*gemm_packed_batch)(const GemmArgs&)) {
+  k.gemm_packed_batch = gemm_packed_batch;
+  return k;
+}
+
 constexpr MatmulKernels kTable[] = {
-    with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
-                                       avx2::convert_q8_0_sums, avx2::gemm_q4_0),
-                                 avx2::q4_0_scratch_floats),
-                    8, avx2::gemm_q4_0_groups),
+    with_packed_batch(with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
+                                                         avx2::convert_q8_0_sums, avx2::gemm_q4_0),
+                                                   avx2::q4_0_scratch_floats),
+                                      8, avx2::gemm_q4_0_groups),
+                      avx2::gemm_q4_0_packed_batch),
     with_scratch(
         entry(DType::Q5_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums, avx2::gemm_q5_0),
         avx2::q5_0_scratch_floats),
-    with_row_groups(
-        with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2", q8_0_row_bytes, avx2::convert_q8_0, avx2::gemm_q8_0),
-                     avx2::q8_0_scratch_floats),
-        16, avx2::gemm_q8_0_groups),
+    with_packed_batch(with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
+                                                         avx2::convert_q8_0_sums, avx2::gemm_q8_0),
+                                                   avx2::q8_0_scratch_floats),
+                                      16, avx2::gemm_q8_0_groups),
+                      avx2::gemm_q8_0_packed_batch),
     with_k_groups(
         with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q4_K),
                      avx2::q4_K_scratch_floats),
@@ -85,17 +92,21 @@ constexpr MatmulKernels kTable[] = {
 
 // avx2-vnni: its own Q4_0, Q5_0, Q8_0, Q4_K and Q6_K entries (the other types fall back to avx2).
 constexpr MatmulKernels kVnniTable[] = {
-    with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
-                                       avx2::convert_q8_0_sums, avx2vnni::gemm_q4_0),
-                                 avx2vnni::scratch_floats),
-                    8, avx2::gemm_q4_0_groups_vnni),
+    with_packed_batch(
+        with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
+                                           avx2::convert_q8_0_sums, avx2vnni::gemm_q4_0),
+                                     avx2vnni::scratch_floats),
+                        8, avx2::gemm_q4_0_groups_vnni),
+        avx2vnni::gemm_q4_0_packed_batch),
     with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
                        avx2vnni::gemm_q5_0),
                  avx2::q5_0_scratch_floats),
-    with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
-                                       avx2::convert_q8_0_sums, avx2vnni::gemm_q8_0),
-                                 avx2vnni::scratch_floats),
-                    16, avx2::gemm_q8_0_groups_vnni),
+    with_packed_batch(
+        with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
+                                           avx2::convert_q8_0_sums, avx2vnni::gemm_q8_0),
+                                     avx2vnni::scratch_floats),
+                        16, avx2::gemm_q8_0_groups_vnni),
+        avx2vnni::gemm_q8_0_packed_batch),
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K,
                                      avx2vnni::gemm_q4_K),
                                avx2vnni::q4_K_scratch_floats),

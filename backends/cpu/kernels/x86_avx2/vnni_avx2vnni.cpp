@@ -14,14 +14,14 @@
 // Activation rows are convert_q8_0_sums rows (the Q8_0 blocks, then each
 // block's d as f32 and its sum of quants as int32).
 //
-// * Q8_0, llama order (the default): LlamaTiles, llama.cpp's 8-lane order per
-//   (weight row, activation row) pair, as the plain AVX2 tiles: vpdpbusd's
-//   lane j holds elements 4j..4j+3, exactly vpmaddubsw + vpmaddwd's lane j, so
-//   the int32 lanes, and with them the results, are the same bits. The lane
-//   start -128 * (x[4j] + .. + x[4j+3]) is one vpdpbusd of 0x80 bytes by the
-//   activation block, once per block per tile. Tiles of 4 weight rows x 3
-//   activation rows (12 float accumulators; the activation quants are read
-//   from memory by vpdpbusd).
+// * Q8_0, llama order (the default): Q8_0LlamaTiles<VnniDot>
+//   (q8_0_llama_tiles.h), llama.cpp's 8-lane order per (weight row,
+//   activation row) pair, as the plain AVX2 tiles: vpdpbusd's lane j holds
+//   elements 4j..4j+3, exactly vpmaddubsw + vpmaddwd's lane j, so the int32
+//   lanes, and with them the results, are the same bits. The lane start
+//   -128 * (x[4j] + .. + x[4j+3]) is one vpdpbusd of 0x80 bytes by the
+//   activation block, once per block per tile. Tiles of 4 weight rows x 2
+//   activation rows, on the GGUF layout or the row groups in place.
 // * Q4_0, and Q5_0 / Q8_0 in the lanes order: RowsInLanes, weight rows in the int32
 //   lanes, each block's exact sum, then acc = fma(float(isum), d_w * d_x, acc)
 //   (llama.cpp's repacked-Q4_0 order; for Q5_0 / Q8_0 the AVX2 and AVX-512
@@ -38,7 +38,9 @@
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/q8_0_llama_tiles.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+#include "core/error.h"
 
 namespace opal::cpu::avx2vnni {
 namespace {
@@ -73,40 +75,27 @@ struct Q8_0Weights {
   }
 };
 
-// Q8_0 prompt tiles in llama.cpp's 8-lane order (see the file comment).
-struct LlamaTiles {
-  template <int RW, int RA>
-  static void tile(const GemmArgs& g, int64_t row, int64_t act) {
-    const int64_t nb = g.k / 32;
-    const uint8_t* w[RW];
-    const uint8_t* x[RA];
-    for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
-    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
-    __m256 acc[RW][RA];
-    for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
-    const __m256i offset = _mm256_set1_epi8(char(0x80));
-    for (int64_t b = 0; b < nb; ++b) {
-      __m256i xq[RA], neg[RA];
-      float xd[RA];
-      for (int a = 0; a < RA; ++a) {
-        const uint8_t* xb = x[a] + b * kQ8_0Bytes;
-        xq[a] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
-        neg[a] = _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), offset, xq[a]));
-        xd[a] = load_f16(xb);
-      }
-      for (int i = 0; i < RW; ++i) {
-        const uint8_t* wb = w[i] + b * kQ8_0Bytes;
-        const __m256i q = Q8_0Weights::quants(wb);
-        const float wd = load_f16(wb);
-        for (int a = 0; a < RA; ++a)
-          acc[i][a] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(dpbusd(neg[a], q, xq[a])), _mm256_set1_ps(wd * xd[a]), acc[i][a]);
-      }
-    }
-    for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = hsum8(acc[i][a]);
+// The Q8_0 block dot of Q8_0LlamaTiles (q8_0_llama_tiles.h) with vpdpbusd:
+// lane j = dpbusd(-128 * (x[4j] + .. + x[4j+3]), w + 128, x), the exact sum
+// of the 4 products, as Avx2Dot's lane j (the same bits). The lane start is
+// one vpdpbusd of 0x80 bytes by the activation block, once per block per tile.
+struct VnniDot {
+  struct X {
+    __m256i q, neg;
+  };
+  struct W {
+    __m256i u;
+  };
+  static X act(const uint8_t* quants) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants));
+    return {q,
+            _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(char(0x80)), q))};
   }
+  static W weights(const uint8_t* quants) {
+    return {
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants)), _mm256_set1_epi8(char(0x80)))};
+  }
+  static __m256i dot(const W& w, const X& x) { return dpbusd(x.neg, w.u, x.q); }
 };
 
 template <class W>
@@ -128,9 +117,9 @@ struct RowsInLanes {
           std::memset(tmp[r], 0, sizeof tmp[r]);
           continue;
         }
-        const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * W::kBytes;
-        scales[r] = load_f16(blk);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::quants(blk));
+        const BlockAt at = legacy_block(g, row + r, b, W::kBytes);  // Q5_0 is never repacked: plain
+        scales[r] = load_f16(at.scale);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::quants(at.quants - 2));  // quants() reads blk + 2 on
       }
       uint32_t* q = reinterpret_cast<uint32_t*>(pb + kSlice * 4);
       for (int grp = 0; grp < 8; ++grp)
@@ -189,8 +178,8 @@ struct RowsInLanes {
 int64_t scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q8_0Weights>::kBlockBytes / 4 + 8; }
 
 // Q4_0: decode and batches of up to 8 rows on the plain AVX2 kernel, larger
-// batches in the lanes; both in the block-exact order, so the split never
-// changes a result.
+// batches in the lanes (on the row groups: gemm_q4_0_packed_batch, the same kernel); both in the block-exact order, so
+// the split never changes a result.
 void gemm_q4_0(const GemmArgs& g) {
   if (g.n_act > kQ4_0SmallBatch && g.scratch != nullptr) SliceDriver<RowsInLanes<Q4_0Weights>>::run(g);
   else avx2::gemm_q4_0(g);
@@ -209,7 +198,21 @@ void gemm_q5_0(const GemmArgs& g) {
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
   else if (g.scratch != nullptr && lanes_order(DType::Q8_0)) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
-  else gemm_entry<LlamaTiles, 4, 3, 4>(g);
+  else Q8_0LlamaTiles<VnniDot>::run(g);
+}
+
+bool gemm_q4_0_packed_batch(const GemmArgs& g) {
+  if (g.n_act <= kQ4_0SmallBatch || g.scratch == nullptr) return false;
+  if (g.row_begin % 8 != 0)
+    fail("Q4_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  SliceDriver<RowsInLanes<Q4_0Weights>>::run(g);
+  return true;
+}
+
+bool gemm_q8_0_packed_batch(const GemmArgs& g) {
+  if (g.n_act <= kSmallBatch || g.single_rows || lanes_order(DType::Q8_0)) return false;
+  Q8_0LlamaTiles<VnniDot>::run(g);
+  return true;
 }
 
 }  // namespace opal::cpu::avx2vnni
