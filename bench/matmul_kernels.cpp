@@ -202,8 +202,8 @@ const int kRegistered = [] {
         // Prompts on the repacked layout: read in place (gemm_packed_batch) or unpacked 32 rows at a time.
         if (!kquant)
           benchmark::RegisterBenchmark(("packed-prompt-576/" + suffix).c_str(), [=](benchmark::State& s) {
-          run(s, isa, t, 1536, 64, 1, 576, false, true);
-        })->Unit(benchmark::kMillisecond);
+            run(s, isa, t, 1536, 64, 1, 576, false, true);
+          })->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("packed-prompt/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 512, 64, 1, 4096, false, true);
         })->Unit(benchmark::kMillisecond);
