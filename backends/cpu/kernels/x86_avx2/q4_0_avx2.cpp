@@ -47,6 +47,22 @@ constexpr int64_t kRowsInLanesMinActs = 4;
 // streamed once and met by every activation row from L1).
 constexpr int64_t kSmallBatch = 8;
 
+__m256i load8(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Four activation bytes in every int32 lane.
+__m256i bcast4(const uint8_t* p) {
+  int32_t four;
+  std::memcpy(&four, p, 4);
+  return _mm256_set1_epi32(four);
+}
+// A compiler barrier on an accumulator: it keeps each product added in turn.
+// Without it GCC reassociates the 8 int16 adds of a block into a tree, first
+// computing all 48 vpmaddubsw products of a tile and spilling them to the
+// stack (about 40 stores and reloads per block; stop 15).
+__m256i in_register(__m256i v) {
+  asm("" : "+x"(v));
+  return v;
+}
+
 short f16_bits(const uint8_t* p) {
   short h;
   std::memcpy(&h, p, 2);
@@ -190,19 +206,21 @@ struct RowsInLanes {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = packed + b * kBlockBytes;
       const uint8_t* pq = pb + kSlice * 4;
+      const uint8_t* xq[RA];
+      for (int a = 0; a < RA; ++a) xq[a] = x[a] + b * kQ8_0Bytes + 2;
       __m256i iacc[2][RA];
-      for (int v = 0; v < 2; ++v)  // set before the first group (which overwrites them): no uninitialized reads
-        for (int a = 0; a < RA; ++a) iacc[v][a] = _mm256_setzero_si256();
-      for (int grp = 0; grp < 8; ++grp) {
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4 + 32));
+      for (int a = 0; a < RA; ++a) {  // group 0 starts the int16 sums
+        const __m256i xb = bcast4(xq[a]);
+        iacc[0][a] = _mm256_maddubs_epi16(load8(pq), xb);
+        iacc[1][a] = _mm256_maddubs_epi16(load8(pq + 32), xb);
+      }
+      for (int grp = 1; grp < 8; ++grp) {
+        const __m256i w0 = load8(pq + grp * kSlice * 4);
+        const __m256i w1 = load8(pq + grp * kSlice * 4 + 32);
         for (int a = 0; a < RA; ++a) {
-          int32_t four;
-          std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
-          const __m256i xb = _mm256_set1_epi32(four);
-          const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
-          iacc[0][a] = grp == 0 ? p0 : _mm256_add_epi16(iacc[0][a], p0);
-          iacc[1][a] = grp == 0 ? p1 : _mm256_add_epi16(iacc[1][a], p1);
+          const __m256i xb = bcast4(xq[a] + 4 * grp);
+          iacc[0][a] = in_register(_mm256_add_epi16(iacc[0][a], _mm256_maddubs_epi16(w0, xb)));
+          iacc[1][a] = in_register(_mm256_add_epi16(iacc[1][a], _mm256_maddubs_epi16(w1, xb)));
         }
       }
       const __m256 wd0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb));
