@@ -241,7 +241,7 @@ struct Q8_0Lanes {
             int32_t four;
             std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
             const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(four), w));
-            iacc[a] = _mm256_add_epi32(iacc[a], _mm256_madd_epi16(p, ones16()));
+            iacc[a] = in_register(_mm256_add_epi32(iacc[a], _mm256_madd_epi16(p, ones16())));
           }
         }
         const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8 * v);
@@ -314,8 +314,6 @@ struct Q5_0Lanes {
       }
       for (int half = 0; half < 2; ++half) {
         __m256i i16[2][RA];
-        for (int v = 0; v < 2; ++v)  // set before the first group (which overwrites them): no uninitialized reads
-          for (int a = 0; a < RA; ++a) i16[v][a] = _mm256_setzero_si256();
         for (int u = 0; u < 4; ++u) {
           const int grp = 4 * half + u;
           const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
@@ -325,8 +323,8 @@ struct Q5_0Lanes {
             std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
             const __m256i xb = _mm256_set1_epi32(four);
             const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
-            i16[0][a] = u == 0 ? p0 : _mm256_add_epi16(i16[0][a], p0);
-            i16[1][a] = u == 0 ? p1 : _mm256_add_epi16(i16[1][a], p1);
+            i16[0][a] = u == 0 ? p0 : in_register(_mm256_add_epi16(i16[0][a], p0));
+            i16[1][a] = u == 0 ? p1 : in_register(_mm256_add_epi16(i16[1][a], p1));
           }
         }
         for (int a = 0; a < RA; ++a) {

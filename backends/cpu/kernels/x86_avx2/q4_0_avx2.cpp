@@ -54,15 +54,6 @@ __m256i bcast4(const uint8_t* p) {
   std::memcpy(&four, p, 4);
   return _mm256_set1_epi32(four);
 }
-// A compiler barrier on an accumulator: it keeps each product added in turn.
-// Without it GCC reassociates the 8 int16 adds of a block into a tree, first
-// computing all 48 vpmaddubsw products of a tile and spilling them to the
-// stack (about 40 stores and reloads per block; stop 15).
-__m256i in_register(__m256i v) {
-  asm("" : "+x"(v));
-  return v;
-}
-
 short f16_bits(const uint8_t* p) {
   short h;
   std::memcpy(&h, p, 2);
