@@ -228,8 +228,8 @@ struct RowsInLanes {
         const __m256 xdv = _mm256_set1_ps(xd);
         const __m256i s0 = _mm256_sub_epi32(_mm256_madd_epi16(iacc[0][a], ones16()), off);
         const __m256i s1 = _mm256_sub_epi32(_mm256_madd_epi16(iacc[1][a], ones16()), off);
-        _mm256_storeu_ps(out16[a], _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(wd0, xdv),
-                                                   _mm256_loadu_ps(out16[a])));
+        _mm256_storeu_ps(out16[a],
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(wd0, xdv), _mm256_loadu_ps(out16[a])));
         _mm256_storeu_ps(out16[a] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(wd1, xdv),
                                                        _mm256_loadu_ps(out16[a] + 8)));
       }
