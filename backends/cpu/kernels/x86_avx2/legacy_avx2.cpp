@@ -300,9 +300,9 @@ struct Q5_0Lanes {
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
     const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
-    __m256 facc[2][RA];
-    for (int v = 0; v < 2; ++v)
-      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    // The float accumulators live in the output (updated once per block), so
+    // each weight vector is loaded once per group.
+    for (int a = 0; a < RA; ++a) std::memset(out16[a], 0, sizeof(float) * kSlice);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = packed + b * kBlockBytes;
       const uint8_t* pq = pb + kSlice * 4;
@@ -338,13 +338,11 @@ struct Q5_0Lanes {
         float xd;
         std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
         const __m256 xdv = _mm256_set1_ps(xd);
-        facc[0][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][a]), _mm256_mul_ps(wd0, xdv), facc[0][a]);
-        facc[1][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][a]), _mm256_mul_ps(wd1, xdv), facc[1][a]);
+        _mm256_storeu_ps(out16[a], _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][a]), _mm256_mul_ps(wd0, xdv),
+                                                   _mm256_loadu_ps(out16[a])));
+        _mm256_storeu_ps(out16[a] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][a]), _mm256_mul_ps(wd1, xdv),
+                                                       _mm256_loadu_ps(out16[a] + 8)));
       }
-    }
-    for (int a = 0; a < RA; ++a) {
-      _mm256_storeu_ps(out16[a], facc[0][a]);
-      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
     }
   }
 };
