@@ -191,13 +191,13 @@ void small_batch(const GemmArgs& g) {
 // 127, no saturation) and vpmaddwd by ones: the 8 rows' exact int32 group
 // sums, added over the block's 8 groups. Then one convert and FMA per block
 // serve 8 (row, activation) pairs: acc = fma(float(isum), d_w * d_x, acc), the
-// AVX-512 lanes kernel's order (the same bits). Tiles: 16 rows x 3 activation
-// rows, one 8-row vector at a time (the int32 sums of 3 activation rows, 6
-// float accumulators in registers).
+// AVX-512 lanes kernel's order (the same bits). Tiles: 16 rows x 4 activation
+// rows, one 8-row vector at a time (the int32 sums of 4 activation rows in
+// registers, the float accumulators in the output, updated once per block).
 struct Q8_0Lanes {
   static constexpr int kSlice = 16;
   static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
-  static constexpr int kActs = 3;
+  static constexpr int kActs = 4;
 
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 32;
@@ -223,9 +223,8 @@ struct Q8_0Lanes {
     const int64_t nb = g.k / 32;
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
-    __m256 facc[2][RA];
-    for (int v = 0; v < 2; ++v)
-      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    // The float accumulators live in the output (updated once per block).
+    for (int a = 0; a < RA; ++a) std::memset(out16[a], 0, sizeof(float) * kSlice);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = packed + b * kBlockBytes;
       __m256 xd[RA];
@@ -246,12 +245,9 @@ struct Q8_0Lanes {
         }
         const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8 * v);
         for (int a = 0; a < RA; ++a)
-          facc[v][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[a]), _mm256_mul_ps(wd, xd[a]), facc[v][a]);
+          _mm256_storeu_ps(out16[a] + 8 * v, _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[a]), _mm256_mul_ps(wd, xd[a]),
+                                                             _mm256_loadu_ps(out16[a] + 8 * v)));
       }
-    }
-    for (int a = 0; a < RA; ++a) {
-      _mm256_storeu_ps(out16[a], facc[0][a]);
-      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
     }
   }
 };
