@@ -121,6 +121,43 @@ TEST_P(OpsThreads, MulMatQ8_0MatchesDequantizedMath) {
   }
 }
 
+// Prompt batches are split between threads in 32-row units (whole kernel
+// slices); a row's result must not depend on the split: the same bits as one
+// thread for row counts that are not multiples of 32 (200 = 6 x 32 + 8, 24)
+// and a batch over the small-batch size.
+TEST_P(OpsThreads, MulMatQ4_0PromptBatchIsTheSameBitsOnAnySplit) {
+  const int K = 96, T = 21;
+  for (int N : {200, 24}) {
+    std::vector<float> wf(size_t(K) * N);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (float& v : wf) v = d(rng);
+    std::vector<uint8_t> wq(row_bytes(DType::Q4_0, K) * N);
+    quantize_rows(DType::Q4_0, wf.data(), wq.data(), N, K);
+    std::vector<float> xs(size_t(K) * T);
+    for (float& v : xs) v = d(rng);
+    auto run = [&](int threads) {
+      OpHarness h(threads);
+      Tensor* w = h.input(DType::Q4_0, {K, N, 1, 1}, "w");
+      Tensor* x = h.input(DType::F32, {K, T, 1, 1});
+      Tensor* y = h.g->mul_mat(w, x);
+      auto sg = h.schedule(y);
+      std::memcpy(w->data, wq.data(), wq.size());
+      std::memcpy(x->data, xs.data(), xs.size() * sizeof(float));
+      sg->run();
+      return f32s(y);
+    };
+    const std::vector<float> one = run(1), many = run(GetParam());
+    ASSERT_EQ(one.size(), size_t(N) * T);
+    for (size_t i = 0; i < one.size(); ++i)
+      ASSERT_EQ(std::memcmp(&one[i], &many[i], sizeof(float)), 0)
+          << "N " << N << ", token " << i / N << ", row " << i % N << ": " << one[i] << " vs " << many[i];
+    double sum = 0;  // and not all zero
+    for (float v : one) sum += std::fabs(v);
+    EXPECT_GT(sum, 0.0);
+  }
+}
+
 TEST_P(OpsThreads, SoftmaxSwigluSiluScaleSumDiv) {
   OpHarness h(GetParam());
   Tensor* a = h.input(DType::F32, {10, 3, 1, 1}, "a");

@@ -111,9 +111,18 @@ void gemm_any(const MatmulKernels& k, const Tensor& w, GemmArgs a, uint64_t kern
   }
 }
 
-// Thread ith's rows of N: whole groups of the layout (the rest after the last group with the last thread's).
-void split_rows(const Tensor& w, int ith, int nth, int64_t* n0, int64_t* n1) {
-  const int64_t N = w.ne[1], G = layout_group_rows(w.layout);
+// Rows per unit of a prompt batch's split: the batch kernels work in slices
+// of 16 (AVX2) or 32 (AVX-512) weight rows and compute a partial slice in
+// full, so a chunk of 72 rows (SmolLM2's 576 over 8 chunks) cost 80 and one
+// of 24 (its 192-row K / V) cost 32. 32 is a multiple of every layout's group.
+constexpr int64_t kBatchSplitRows = 32;
+constexpr int64_t kBatchSplitMinAct = 9;  // batches the kernels run in slices (Q4_0: over 8 rows)
+
+// Thread ith's rows of N: whole groups of the layout (the rest after the last
+// group with the last thread's); for prompt batches whole 32-row units.
+void split_rows(const Tensor& w, int64_t n_act, int ith, int nth, int64_t* n0, int64_t* n1) {
+  const int64_t N = w.ne[1];
+  const int64_t G = n_act >= kBatchSplitMinAct && nth > 1 ? kBatchSplitRows : layout_group_rows(w.layout);
   if (G == 1) return split_range(N, ith, nth, n0, n1);
   int64_t g0, g1;
   split_range((N + G - 1) / G, ith, nth, &g0, &g1);
@@ -146,7 +155,7 @@ void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
   const uint64_t kernel_scratch = uint64_t(k.scratch_floats(w.ne[0])) * sizeof(float);
   ctx.pool.run([&](int ith, int nth) {
     int64_t n0, n1;
-    split_rows(w, ith, nth, &n0, &n1);
+    split_rows(w, T, ith, nth, &n0, &n1);
     if (n0 >= n1) return;
     for (int64_t i3 = 0; i3 < x.ne[3]; ++i3)
       for (int64_t i2 = 0; i2 < x.ne[2]; ++i2) {

@@ -257,8 +257,8 @@ struct Q4KRowsInLanes {
             std::memcpy(&four, x[a] + b * kQ8_KBytes + kQ8_KQs + 32 * j + 4 * t, 4);
             const __m256i xb = _mm256_set1_epi32(four);
             const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
-            i16[0][a] = t == 0 ? p0 : _mm256_add_epi16(i16[0][a], p0);
-            i16[1][a] = t == 0 ? p1 : _mm256_add_epi16(i16[1][a], p1);
+            i16[0][a] = t == 0 ? p0 : in_register(_mm256_add_epi16(i16[0][a], p0));
+            i16[1][a] = t == 0 ? p1 : in_register(_mm256_add_epi16(i16[1][a], p1));
           }
         }
         const __m256i s0 = load32(pb + kScale + j * kSlice * 4), s1 = load32(pb + kScale + j * kSlice * 4 + 32);
@@ -395,8 +395,8 @@ struct Q6KRowsInLanes {
               std::memcpy(&four, x[a] + b * kQ8_KBytes + kQ8_KQs + 4 * grp, 4);
               const __m256i xb = _mm256_set1_epi32(four);
               const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
-              i16[0][a] = u == 0 ? p0 : _mm256_add_epi16(i16[0][a], p0);
-              i16[1][a] = u == 0 ? p1 : _mm256_add_epi16(i16[1][a], p1);
+              i16[0][a] = u == 0 ? p0 : in_register(_mm256_add_epi16(i16[0][a], p0));
+              i16[1][a] = u == 0 ? p1 : in_register(_mm256_add_epi16(i16[1][a], p1));
             }
           }
           for (int a = 0; a < RA; ++a) {

@@ -191,13 +191,13 @@ void small_batch(const GemmArgs& g) {
 // 127, no saturation) and vpmaddwd by ones: the 8 rows' exact int32 group
 // sums, added over the block's 8 groups. Then one convert and FMA per block
 // serve 8 (row, activation) pairs: acc = fma(float(isum), d_w * d_x, acc), the
-// AVX-512 lanes kernel's order (the same bits). Tiles: 16 rows x 3 activation
-// rows, one 8-row vector at a time (the int32 sums of 3 activation rows, 6
-// float accumulators in registers).
+// AVX-512 lanes kernel's order (the same bits). Tiles: 16 rows x 4 activation
+// rows, one 8-row vector at a time (the int32 sums of 4 activation rows in
+// registers, the float accumulators in the output, updated once per block).
 struct Q8_0Lanes {
   static constexpr int kSlice = 16;
   static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
-  static constexpr int kActs = 3;
+  static constexpr int kActs = 4;
 
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 32;
@@ -223,9 +223,8 @@ struct Q8_0Lanes {
     const int64_t nb = g.k / 32;
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
-    __m256 facc[2][RA];
-    for (int v = 0; v < 2; ++v)
-      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    // The float accumulators live in the output (updated once per block).
+    for (int a = 0; a < RA; ++a) std::memset(out16[a], 0, sizeof(float) * kSlice);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = packed + b * kBlockBytes;
       __m256 xd[RA];
@@ -241,17 +240,14 @@ struct Q8_0Lanes {
             int32_t four;
             std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
             const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(four), w));
-            iacc[a] = _mm256_add_epi32(iacc[a], _mm256_madd_epi16(p, ones16()));
+            iacc[a] = in_register(_mm256_add_epi32(iacc[a], _mm256_madd_epi16(p, ones16())));
           }
         }
         const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8 * v);
         for (int a = 0; a < RA; ++a)
-          facc[v][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[a]), _mm256_mul_ps(wd, xd[a]), facc[v][a]);
+          _mm256_storeu_ps(out16[a] + 8 * v, _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[a]), _mm256_mul_ps(wd, xd[a]),
+                                                             _mm256_loadu_ps(out16[a] + 8 * v)));
       }
-    }
-    for (int a = 0; a < RA; ++a) {
-      _mm256_storeu_ps(out16[a], facc[0][a]);
-      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
     }
   }
 };
@@ -300,9 +296,9 @@ struct Q5_0Lanes {
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
     const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
-    __m256 facc[2][RA];
-    for (int v = 0; v < 2; ++v)
-      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    // The float accumulators live in the output (updated once per block), so
+    // each weight vector is loaded once per group.
+    for (int a = 0; a < RA; ++a) std::memset(out16[a], 0, sizeof(float) * kSlice);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = packed + b * kBlockBytes;
       const uint8_t* pq = pb + kSlice * 4;
@@ -314,8 +310,6 @@ struct Q5_0Lanes {
       }
       for (int half = 0; half < 2; ++half) {
         __m256i i16[2][RA];
-        for (int v = 0; v < 2; ++v)  // set before the first group (which overwrites them): no uninitialized reads
-          for (int a = 0; a < RA; ++a) i16[v][a] = _mm256_setzero_si256();
         for (int u = 0; u < 4; ++u) {
           const int grp = 4 * half + u;
           const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
@@ -325,8 +319,8 @@ struct Q5_0Lanes {
             std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
             const __m256i xb = _mm256_set1_epi32(four);
             const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
-            i16[0][a] = u == 0 ? p0 : _mm256_add_epi16(i16[0][a], p0);
-            i16[1][a] = u == 0 ? p1 : _mm256_add_epi16(i16[1][a], p1);
+            i16[0][a] = u == 0 ? p0 : in_register(_mm256_add_epi16(i16[0][a], p0));
+            i16[1][a] = u == 0 ? p1 : in_register(_mm256_add_epi16(i16[1][a], p1));
           }
         }
         for (int a = 0; a < RA; ++a) {
@@ -340,13 +334,11 @@ struct Q5_0Lanes {
         float xd;
         std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
         const __m256 xdv = _mm256_set1_ps(xd);
-        facc[0][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][a]), _mm256_mul_ps(wd0, xdv), facc[0][a]);
-        facc[1][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][a]), _mm256_mul_ps(wd1, xdv), facc[1][a]);
+        _mm256_storeu_ps(out16[a], _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][a]), _mm256_mul_ps(wd0, xdv),
+                                                   _mm256_loadu_ps(out16[a])));
+        _mm256_storeu_ps(out16[a] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][a]), _mm256_mul_ps(wd1, xdv),
+                                                       _mm256_loadu_ps(out16[a] + 8)));
       }
-    }
-    for (int a = 0; a < RA; ++a) {
-      _mm256_storeu_ps(out16[a], facc[0][a]);
-      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
     }
   }
 };

@@ -47,6 +47,13 @@ constexpr int64_t kRowsInLanesMinActs = 4;
 // streamed once and met by every activation row from L1).
 constexpr int64_t kSmallBatch = 8;
 
+__m256i load8(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Four activation bytes in every int32 lane.
+__m256i bcast4(const uint8_t* p) {
+  int32_t four;
+  std::memcpy(&four, p, 4);
+  return _mm256_set1_epi32(four);
+}
 short f16_bits(const uint8_t* p) {
   short h;
   std::memcpy(&h, p, 2);
@@ -147,7 +154,7 @@ struct Q4_0Decode {
 struct RowsInLanes {
   static constexpr int kSlice = 16;
   static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
-  static constexpr int kActs = 3;
+  static constexpr int kActs = 4;
 
   static bool applies(const GemmArgs& g) { return g.n_act >= kRowsInLanesMinActs && g.scratch != nullptr; }
 
@@ -184,45 +191,48 @@ struct RowsInLanes {
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
     const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
-    __m256 facc[2][RA];
-    for (int v = 0; v < 2; ++v)
-      for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
+    // The float accumulators live in the output (updated once per block), so
+    // the registers hold the 2 x RA int16 sums, the two weight vectors of a
+    // group and the broadcast: each weight vector is loaded once per group.
+    for (int a = 0; a < RA; ++a) std::memset(out16[a], 0, sizeof(float) * kSlice);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = packed + b * kBlockBytes;
       const uint8_t* pq = pb + kSlice * 4;
+      const uint8_t* xq[RA];
+      for (int a = 0; a < RA; ++a) xq[a] = x[a] + b * kQ8_0Bytes + 2;
       __m256i iacc[2][RA];
-      for (int v = 0; v < 2; ++v)  // set before the first group (which overwrites them): no uninitialized reads
-        for (int a = 0; a < RA; ++a) iacc[v][a] = _mm256_setzero_si256();
-      for (int grp = 0; grp < 8; ++grp) {
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4 + 32));
+      {
+        const __m256i w0 = load8(pq), w1 = load8(pq + 32);
+        for (int a = 0; a < RA; ++a) {  // group 0 starts the int16 sums
+          const __m256i xb = bcast4(xq[a]);
+          iacc[0][a] = _mm256_maddubs_epi16(w0, xb);
+          iacc[1][a] = _mm256_maddubs_epi16(w1, xb);
+        }
+      }
+      for (int grp = 1; grp < 8; ++grp) {
+        const __m256i w0 = load8(pq + grp * kSlice * 4);
+        const __m256i w1 = load8(pq + grp * kSlice * 4 + 32);
         for (int a = 0; a < RA; ++a) {
-          int32_t four;
-          std::memcpy(&four, x[a] + b * kQ8_0Bytes + 2 + 4 * grp, 4);
-          const __m256i xb = _mm256_set1_epi32(four);
-          const __m256i p0 = _mm256_maddubs_epi16(w0, xb), p1 = _mm256_maddubs_epi16(w1, xb);
-          iacc[0][a] = grp == 0 ? p0 : _mm256_add_epi16(iacc[0][a], p0);
-          iacc[1][a] = grp == 0 ? p1 : _mm256_add_epi16(iacc[1][a], p1);
+          const __m256i xb = bcast4(xq[a] + 4 * grp);
+          iacc[0][a] = in_register(_mm256_add_epi16(iacc[0][a], _mm256_maddubs_epi16(w0, xb)));
+          iacc[1][a] = in_register(_mm256_add_epi16(iacc[1][a], _mm256_maddubs_epi16(w1, xb)));
         }
       }
       const __m256 wd0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb));
       const __m256 wd1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb) + 8);
       for (int a = 0; a < RA; ++a) {
-        int32_t sum;
         float xd;
-        std::memcpy(&sum, x[a] + sums_at + 4 * b, 4);
         std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
-        const __m256i neg = _mm256_set1_epi32(-8 * sum);
+        // 8 * sum(x) from a broadcast load and a shift (no scalar-to-vector move).
+        const __m256i off = _mm256_slli_epi32(bcast4(x[a] + sums_at + 4 * b), 3);
         const __m256 xdv = _mm256_set1_ps(xd);
-        const __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(iacc[0][a], ones16()), neg);
-        const __m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(iacc[1][a], ones16()), neg);
-        facc[0][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(wd0, xdv), facc[0][a]);
-        facc[1][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(wd1, xdv), facc[1][a]);
+        const __m256i s0 = _mm256_sub_epi32(_mm256_madd_epi16(iacc[0][a], ones16()), off);
+        const __m256i s1 = _mm256_sub_epi32(_mm256_madd_epi16(iacc[1][a], ones16()), off);
+        _mm256_storeu_ps(out16[a],
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(wd0, xdv), _mm256_loadu_ps(out16[a])));
+        _mm256_storeu_ps(out16[a] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(wd1, xdv),
+                                                       _mm256_loadu_ps(out16[a] + 8)));
       }
-    }
-    for (int a = 0; a < RA; ++a) {
-      _mm256_storeu_ps(out16[a], facc[0][a]);
-      _mm256_storeu_ps(out16[a] + 8, facc[1][a]);
     }
   }
 };
