@@ -64,7 +64,8 @@ RepackLogits run_repack_model(const std::string& path, bool repack, LoadMode mod
 TEST(RepackModel, LogitsEqualTheGgufLayoutsOnEveryIsa) {
   const cpu::Isa before = cpu::selected_isa();
   for (cpu::Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
-    for (const char* stem : {"tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-qwen3-q8_0", "tiny-gemma3-q4_0"}) {
+    for (const char* stem :
+         {"tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-llama-q5_0", "tiny-qwen3-q8_0", "tiny-gemma3-q4_0"}) {
       cpu::set_isa(isa);
       const std::string path = test::golden_model(stem);
       const RepackLogits plain = run_repack_model(path, false, LoadMode::Huge);
