@@ -1,23 +1,25 @@
-// Decode of Q8_0 and Q4_0 weights repacked at load into row groups of 8
-// (kernels/repack.h, kLayoutRowGroups8), with AVX2.
+// Decode of Q8_0, Q4_0 and Q5_0 weights repacked at load into row groups of
+// 8 (kernels/repack.h, kLayoutRowGroups8), with AVX2.
 //
 // Layout per group of 8 rows and 32-element block: the 8 rows' f16 scales
 // (one 16-byte load and one vcvtph2ps, where the plain layout's kernels gather
 // them from 8 rows with pinsrw), then the 8 rows' quants (Q8_0: 8 x 32 bytes
 // in row order; Q4_0: rows j and j + 4 in 32 bytes, the two 128-bit lanes of
-// vector j). A group is one sequential stream of 8 * row_bytes, and the
-// groups follow each other, so the whole slice of a thread is one stream
-// the hardware prefetchers track. Q4_0 has no software prefetch (1 KiB and
-// 4 KiB ahead both measured slower than none, docs/perf/cpu-round2.md "Stop
-// 13, repack"); Q8_0 requests 16 KiB on and a slice's first 16 KiB up front
-// (kQ8_0Prefetch: stop 14, the short rows of Qwen3-0.6B).
+// vector j; Q5_0: the qh words, then pieces of 4 bytes of the 8 rows, below).
+// A group is one sequential stream of 8 * row_bytes, and the groups follow
+// each other, so the whole slice of a thread is one stream. Every kernel
+// requests a slice's first 16 KiB up front and, per block, the bytes 16 KiB
+// on (kGroupPrefetch: Q8_0 since stop 14, the short rows of Qwen3-0.6B; Q4_0
+// and Q5_0 since stop 15, `packed-decode*/avx2/q4_0` 24-31 -> 36-39 GB/s at
+// load 4.6-5; 1 and 4 KiB had measured slower than none at stop 13, 32 KiB
+// measured below 16).
 //
-// The arithmetic is the plain decode kernels' instruction for instruction
-// (legacy_avx2.cpp LegacyDecode for Q8_0: llama.cpp's 8-lane order per row;
-// q4_0_avx2.cpp Q4_0Decode: the block-exact order), so the results are the
-// same bits. Small batches (Q8_0 up to 16 activation rows, Q4_0 up to 8) run
-// each group against every activation row while the group is in L1. Rows past
-// the last whole group are plain: the plain gemm takes them.
+// The arithmetic is the plain decode kernels' (legacy_avx2.cpp LegacyDecode
+// for Q8_0 and Q5_0: llama.cpp's 8-lane order per row; q4_0_avx2.cpp
+// Q4_0Decode: the block-exact order), so the results are the same bits. Small
+// batches (Q8_0 and Q5_0 up to 16 activation rows, Q4_0 up to 8) run each
+// group against every activation row while the group is in L1. Rows past the
+// last whole group are plain: the plain gemm takes them.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cstring>
@@ -33,14 +35,15 @@ namespace {
 
 constexpr int64_t kGroup = 8;
 
-// Q8_0's software prefetch, 16 KiB along the stream, and the first 16 KiB of
+// The software prefetch, 16 KiB along the stream, and the first 16 KiB of
 // a slice requested up front (a matrix's first groups have no earlier step
 // to prefetch them: at one thread every matmul of a short-row model such as
 // Qwen3-0.6B starts cold). packed-decode-1024/avx2/q8_0 (CPU time, host load
 // 7-10): none 25, head only 28.6, 16 KiB on only 31, both 29.7 GB/s; the
 // plain kernel 21-30 in the same runs. (1 and 4 KiB on measured slower than
-// none at stop 13.)
-constexpr int64_t kQ8_0Prefetch = 16 * 1024, kHeadBytes = 16 * 1024;
+// none at stop 13.) Q4_0 (stop 15, load 4.6-5.2, two passes): none 24-31,
+// 4 KiB 30-33, 8 KiB 26-37, 16 KiB 27-39, 32 KiB 28-37 GB/s.
+constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
 void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
@@ -52,7 +55,7 @@ void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bo
     const uint8_t* xb = x + b * kQ8_0Bytes;
     if (prefetch)
       for (int o = 0; o < kBlock; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(gb + kQ8_0Prefetch + o), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
                                    _mm256_set1_ps(load_f16(xb)));
@@ -67,12 +70,15 @@ void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bo
 }
 
 // One group of 8 Q4_0 rows against one convert_q8_0_sums activation row.
-void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool) {
+void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
   const uint8_t* sums = x + nb * kQ8_0Bytes + nb * 4;
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
+    if (prefetch)
+      for (int o = 0; o < kBlock; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
     const uint8_t* xb = x + b * kQ8_0Bytes;
     const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
     const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
@@ -184,12 +190,16 @@ void q5_0_piece(const uint8_t* gb, __m256i qh, const uint8_t* const* xb, const i
 
 // One group of 8 Q5_0 rows against RA activation rows (their offsets c): out[a][0..7].
 template <int RA>
-void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const int32_t* const* c, float* const* out) {
+void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const int32_t* const* c, float* const* out,
+                bool prefetch) {
   __m256 acc[RA][8];
   for (int a = 0; a < RA; ++a)
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ5_0Group;
+    if (prefetch)
+      for (int o = 0; o < kQ5_0Group; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
     const uint8_t* xb[RA];
     const int32_t* cb[RA];
@@ -212,7 +222,7 @@ void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const i
   }
 }
 
-using Q5GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, const int32_t* const*, float* const*);
+using Q5GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, const int32_t* const*, float* const*, bool);
 constexpr Q5GroupFn kQ5_0[kQ5MaxActs] = {q5_0_group<1>, q5_0_group<2>, q5_0_group<3>};
 
 // The thread's Q5_0 groups, each met by the activation rows kQ5MaxActs at a
@@ -243,7 +253,7 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
           c[a] = offsets.data() + (a0 + a) * nb * 8;
           out[a] = g.out + (a0 + a) * g.out_stride + r;
         }
-        kQ5_0[ra - 1](grp, nb, x, c, out);
+        kQ5_0[ra - 1](grp, nb, x, c, out, a0 == 0);
       }
     }
   }
@@ -260,9 +270,9 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups(g, gemm_q5_0); }
 void gemm_q5_0_groups_vnni(const GemmArgs& g) { run_q5_0_groups(g, avx2vnni::gemm_q5_0); }
 void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, true); }
-void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, false); }
+void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, true); }
 void gemm_q8_0_groups_vnni(const GemmArgs& g) { run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true); }
-void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, false); }
+void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true); }
 
 }  // namespace opal::cpu::avx2
 #endif  // x86
