@@ -268,7 +268,6 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
 }  // namespace
 
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups(g, gemm_q5_0); }
-void gemm_q5_0_groups_vnni(const GemmArgs& g) { run_q5_0_groups(g, avx2vnni::gemm_q5_0); }
 void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, true); }
 void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, true); }
 void gemm_q8_0_groups_vnni(const GemmArgs& g) { run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true); }

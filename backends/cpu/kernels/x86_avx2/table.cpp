@@ -103,7 +103,7 @@ constexpr MatmulKernels kVnniTable[] = {
     with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
                                        avx2::convert_q8_0_sums, avx2vnni::gemm_q5_0),
                                  avx2::q5_0_scratch_floats),
-                    16, avx2::gemm_q5_0_groups_vnni),
+                    16, avx2vnni::gemm_q5_0_groups),
     with_packed_batch(
         with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
                                            avx2::convert_q8_0_sums, avx2vnni::gemm_q8_0),
