@@ -22,7 +22,7 @@
 // per int32 lane, as in the K-quant groups below. Unpacking moves the bits
 // back: the GGUF's bytes.
 //
-// kLayoutKGroups8 (Q4_K, Q6_K; kquant_groups_avx2.cpp): the rows in groups of
+// kLayoutKGroups8 (Q4_K, Q6_K; x86_avx2/kquant_groups.h): the rows in groups of
 // 8, each group in the bytes its 8 rows had, per 256-element super-block b
 // at b * 8 * block_bytes the 8 rows' pieces of that super-block side by
 // side, each piece of row i at piece_base + i * piece_len (so one 32-byte

@@ -113,11 +113,11 @@ constexpr MatmulKernels kVnniTable[] = {
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K,
                                      avx2vnni::gemm_q4_K),
                                avx2vnni::q4_K_scratch_floats),
-                  avx2::gemm_q4_K_groups_vnni),
+                  avx2vnni::gemm_q4_K_groups),
     with_k_groups(with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K,
                                      avx2vnni::gemm_q6_K),
                                avx2vnni::q6_K_scratch_floats),
-                  avx2::gemm_q6_K_groups_vnni),
+                  avx2vnni::gemm_q6_K_groups),
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Decode of Q4_K and Q6_K weights in the K-quant row groups of 8
 // (kernels/repack.h, kLayoutKGroups8; the layout and the AVX2 kernels:
-// x86_avx2/kquant_groups_avx2.cpp), with AVX-512 (BW, DQ, VNNI).
+// x86_avx2/kquant_groups.h), with AVX-512 (BW, DQ, VNNI).
 //
 // The per-row AVX-512 decode kernels (kquants_avx512.cpp Q45KKernel,
 // Q6KKernel) keep 16 float lanes per row: lane L < 8 holds the elements of
