@@ -74,6 +74,7 @@ TEST(RepackModel, LogitsEqualTheGgufLayoutsOnEveryIsa) {
       const bool packs = k && k->packed_layout != 0;
       if (isa == cpu::Isa::avx2 || isa == cpu::Isa::avx2_vnni || isa == cpu::Isa::avx512) {
         EXPECT_TRUE(packs) << cpu::isa_name(isa) << ": Q8_0 has no load-time layout";
+        EXPECT_NE(cpu::matmul_kernels(DType::Q5_0)->packed_layout, 0) << cpu::isa_name(isa) << ": Q5_0 is not repacked";
       }
       for (LoadMode mode : {LoadMode::Huge, LoadMode::Mmap}) {
         const RepackLogits packed = run_repack_model(path, true, mode);

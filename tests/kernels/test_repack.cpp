@@ -61,7 +61,7 @@ TEST(RowGroups, RefusesTypesAndRangesItDoesNotHold) {
 // threads) against the plain gemm of the same entry: the same bits.
 TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
   std::mt19937 rng(5);
-  int checked = 0, checked_avx512 = 0, checked_q5_0 = 0;
+  int checked = 0, checked_avx512 = 0, checked_q5_0 = 0, checked_q5_0_avx512 = 0;
   for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
       const MatmulKernels* kern = matmul_kernels(t, isa);
@@ -110,6 +110,7 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
             ++checked;
             if (isa == Isa::avx512) ++checked_avx512;
             if (t == DType::Q5_0) ++checked_q5_0;
+            if (t == DType::Q5_0 && isa == Isa::avx512) ++checked_q5_0_avx512;
           }
           // A slice must start on a group.
           GemmArgs bad;
@@ -130,6 +131,7 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
   }
   if (host_supports(Isa::avx512)) {
     EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the avx512 row-group kernels were not run";
+    EXPECT_GT(checked_q5_0_avx512, 0) << "AVX-512 host: the avx512 Q5_0 row-group kernel was not run";
   }
 #endif
 }
