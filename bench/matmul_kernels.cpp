@@ -16,7 +16,7 @@
 //                         the kernel's own speed, without DRAM.
 //   packed-decode[-576|-1024|-2048]/<isa>/<type>: the decode shapes on weights
 //                         repacked into the entry's load-time layout (Q8_0 /
-//                         Q4_0 row groups on avx2, avx2-vnni, avx512; Q4_K / Q6_K
+//                         Q4_0 / Q5_0 row groups on avx2, avx2-vnni, avx512; Q4_K / Q6_K
 //                         K-quant row groups), read by gemm_packed (no -576 for
 //                         the K-quants: 576 is not whole super-blocks);
 //                         packed-decode-l2: decode-l2's shape, repacked.
@@ -162,8 +162,8 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("decode-2048/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 8192, 1, 0, 2048);
       })->Unit(benchmark::kMicrosecond);
-      if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K || t == DType::F16 ||
-          t == DType::F32)
+      if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K ||
+          t == DType::F16 || t == DType::F32)
         for (int m : {2, 4, 8, 16})
           benchmark::RegisterBenchmark(("batch" + std::to_string(m) + "/" + suffix).c_str(), [=](benchmark::State& s) {
             run(s, isa, t, 3072, m, 0, 1024, true);

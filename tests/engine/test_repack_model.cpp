@@ -64,7 +64,8 @@ RepackLogits run_repack_model(const std::string& path, bool repack, LoadMode mod
 TEST(RepackModel, LogitsEqualTheGgufLayoutsOnEveryIsa) {
   const cpu::Isa before = cpu::selected_isa();
   for (cpu::Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
-    for (const char* stem : {"tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-qwen3-q8_0", "tiny-gemma3-q4_0"}) {
+    for (const char* stem :
+         {"tiny-llama-q8_0", "tiny-llama-q4_0", "tiny-llama-q5_0", "tiny-qwen3-q8_0", "tiny-gemma3-q4_0"}) {
       cpu::set_isa(isa);
       const std::string path = test::golden_model(stem);
       const RepackLogits plain = run_repack_model(path, false, LoadMode::Huge);
@@ -73,6 +74,7 @@ TEST(RepackModel, LogitsEqualTheGgufLayoutsOnEveryIsa) {
       const bool packs = k && k->packed_layout != 0;
       if (isa == cpu::Isa::avx2 || isa == cpu::Isa::avx2_vnni || isa == cpu::Isa::avx512) {
         EXPECT_TRUE(packs) << cpu::isa_name(isa) << ": Q8_0 has no load-time layout";
+        EXPECT_NE(cpu::matmul_kernels(DType::Q5_0)->packed_layout, 0) << cpu::isa_name(isa) << ": Q5_0 is not repacked";
       }
       for (LoadMode mode : {LoadMode::Huge, LoadMode::Mmap}) {
         const RepackLogits packed = run_repack_model(path, true, mode);

@@ -1,5 +1,5 @@
 // Load-time repacking of CPU weights (backends/cpu/kernels/repack.h): the
-// row-group layout of Q8_0 / Q4_0 unpacks to the GGUF's bytes (odd row counts,
+// row-group layout of Q8_0 / Q4_0 / Q5_0 unpacks to the GGUF's bytes (odd row counts,
 // partial last groups, every row range), and the kernels that read it
 // (MatmulKernels::gemm_packed) give the plain layout's results bit for bit
 // under every ISA the host runs: same bytes per block, same summation order.
@@ -22,7 +22,7 @@ namespace {
 
 TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
   std::mt19937 rng(11);
-  for (DType t : {DType::Q8_0, DType::Q4_0})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0})
     for (int64_t k : {32, 96, 4352})
       for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
         const auto plain = test::random_weights(t, rows, k, rng);
@@ -48,6 +48,7 @@ TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
 TEST(RowGroups, RefusesTypesAndRangesItDoesNotHold) {
   EXPECT_TRUE(layout_supports(kLayoutRowGroups8, DType::Q8_0));
   EXPECT_TRUE(layout_supports(kLayoutRowGroups8, DType::Q4_0));
+  EXPECT_TRUE(layout_supports(kLayoutRowGroups8, DType::Q5_0));
   EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::Q4_K));
   EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::F16));
   std::vector<uint8_t> w(row_bytes(DType::Q4_K, 256) * 8);
@@ -60,9 +61,9 @@ TEST(RowGroups, RefusesTypesAndRangesItDoesNotHold) {
 // threads) against the plain gemm of the same entry: the same bits.
 TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
   std::mt19937 rng(5);
-  int checked = 0, checked_avx512 = 0;
+  int checked = 0, checked_avx512 = 0, checked_q5_0 = 0, checked_q5_0_avx512 = 0;
   for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
-    for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
       const MatmulKernels* kern = matmul_kernels(t, isa);
       if (!kern || kern->packed_layout == kLayoutPlain) {
         std::printf("[ REPACK   ] %s %s: no packed layout (plain kernels only)\n", isa_name(isa), dtype_name(t));
@@ -74,7 +75,8 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
           const auto plain = test::random_weights(t, rows, k, rng);
           auto packed = plain;
           repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
-          for (int64_t n_act : {int64_t(1), int64_t(2), int64_t(3), int64_t(5), int64_t(7), kern->packed_max_act}) {
+          for (int64_t n_act :
+               {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7), kern->packed_max_act}) {
             std::normal_distribution<float> val(0.0f, 2.0f);
             std::vector<float> x(size_t(n_act * k));
             for (auto& v : x) v = val(rng);
@@ -107,6 +109,8 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
                 << isa_name(isa) << " " << dtype_name(t) << " k " << k << " rows " << rows << " n_act " << n_act;
             ++checked;
             if (isa == Isa::avx512) ++checked_avx512;
+            if (t == DType::Q5_0) ++checked_q5_0;
+            if (t == DType::Q5_0 && isa == Isa::avx512) ++checked_q5_0_avx512;
           }
           // A slice must start on a group.
           GemmArgs bad;
@@ -123,9 +127,11 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
 #if defined(__x86_64__)
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the row-group kernels were not run";
+    EXPECT_GT(checked_q5_0, 0) << "AVX2 host: the Q5_0 row-group kernels were not run";
   }
   if (host_supports(Isa::avx512)) {
     EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the avx512 row-group kernels were not run";
+    EXPECT_GT(checked_q5_0_avx512, 0) << "AVX-512 host: the avx512 Q5_0 row-group kernel was not run";
   }
 #endif
 }

@@ -1,8 +1,8 @@
 // The CPU's repacked weight layouts (repack.h): the in-place repack at load
 // and the unpack that every reader not taught a layout goes through (GET_ROWS
 // of a tied embedding, prompt batches, kernels of another ISA). Scalar code:
-// the unpack copies whole blocks (memcpy), so its cost is one pass over the
-// rows it returns.
+// the unpack copies whole blocks or pieces (memcpy; Q5_0's qh words through
+// two 4 x 256-entry tables), so its cost is one pass over the rows it returns.
 #include "backends/cpu/kernels/repack.h"
 
 #include <cstring>
@@ -67,6 +67,80 @@ std::vector<KPiece> k_pieces(DType type) {
 
 int64_t k_block_bytes(DType type) { return type == DType::Q4_K ? 144 : 210; }
 
+// Q5_0 row groups (repack.h): a row's qh word with its bits moved, bit e
+// (element e's fifth bit) to bit 8 * (e % 4) + 2 * ((e % 16) / 4) + e / 16, so
+// that for the piece of elements 16h + 4t + b (b = 0..3, the bytes of the piece)
+// every byte b holds its element's bit at the same position 2t + h: one shift
+// and one mask put the 4 bits at bit 4 of their bytes. kInverse undoes it.
+constexpr int64_t kQ5_0Bytes = 22;  // d f16 | qh[4] | qs[16]
+enum class QhWay { kForward, kInverse };
+uint32_t permute_qh(uint32_t h, QhWay way) {
+  struct Tables {
+    uint32_t t[2][4][256];
+  };
+  static const Tables tables = [] {
+    Tables tb{};
+    for (int e = 0; e < 32; ++e) {
+      const int to = 8 * (e % 4) + 2 * ((e % 16) / 4) + e / 16;
+      for (int v = 0; v < 256; ++v) {
+        if (v >> (e % 8) & 1) tb.t[0][e / 8][v] |= uint32_t(1) << to;
+        if (v >> (to % 8) & 1) tb.t[1][to / 8][v] |= uint32_t(1) << e;
+      }
+    }
+    return tb;
+  }();
+  const auto& t = tables.t[way == QhWay::kForward ? 0 : 1];
+  return t[0][h & 0xFF] | t[1][h >> 8 & 0xFF] | t[2][h >> 16 & 0xFF] | t[3][h >> 24];
+}
+
+// Q5_0: per block of a group, the 8 scales [8][2], the 8 permuted qh words
+// [8][4], then four pieces [8][4], piece t holding qs[4t .. 4t + 3] of each row.
+void repack_q5_0_groups(uint8_t* rows, int64_t k, int64_t n_rows) {
+  const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
+  std::vector<uint8_t> plain(size_t(kGroup * rb));
+  for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
+    uint8_t* grp = rows + g * rb;
+    std::memcpy(plain.data(), grp, plain.size());
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
+      for (int64_t i = 0; i < kGroup; ++i) {
+        const uint8_t* src = plain.data() + i * rb + b * kQ5_0Bytes;
+        std::memcpy(gb + 2 * i, src, 2);
+        uint32_t h;
+        std::memcpy(&h, src + 2, 4);
+        h = permute_qh(h, QhWay::kForward);
+        std::memcpy(gb + 16 + 4 * i, &h, 4);
+        for (int64_t t = 0; t < 4; ++t) std::memcpy(gb + 48 + 32 * t + 4 * i, src + 6 + 4 * t, 4);
+      }
+    }
+  }
+}
+
+void unpack_q5_0_groups(const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end,
+                        uint8_t* dst) {
+  const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
+  const int64_t full = n_rows / kGroup * kGroup;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint8_t* out = dst + (r - row_begin) * rb;
+    if (r >= full) {
+      std::memcpy(out, base + r * rb, size_t(rb));
+      continue;
+    }
+    const uint8_t* grp = base + r / kGroup * kGroup * rb;
+    const int64_t i = r % kGroup;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
+      uint8_t* ob = out + b * kQ5_0Bytes;
+      std::memcpy(ob, gb + 2 * i, 2);
+      uint32_t h;
+      std::memcpy(&h, gb + 16 + 4 * i, 4);
+      h = permute_qh(h, QhWay::kInverse);
+      std::memcpy(ob + 2, &h, 4);
+      for (int64_t t = 0; t < 4; ++t) std::memcpy(ob + 6 + 4 * t, gb + 48 + 32 * t + 4 * i, 4);
+    }
+  }
+}
+
 void repack_k_groups(DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
   if (k % 256 != 0) fail("cannot repack {} rows of {} elements (not whole super-blocks)", dtype_name(type), k);
   const std::vector<KPiece> pieces = k_pieces(type);
@@ -116,7 +190,7 @@ const char* layout_name(uint8_t layout) {
 
 bool layout_supports(uint8_t layout, DType type) {
   if (layout == kLayoutPlain) return true;
-  if (layout == kLayoutRowGroups8) return type == DType::Q8_0 || type == DType::Q4_0;
+  if (layout == kLayoutRowGroups8) return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0;
   if (layout == kLayoutKGroups8) return type == DType::Q4_K || type == DType::Q6_K;
   return false;
 }
@@ -132,6 +206,7 @@ void repack_matrix(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64_t
     fail("cannot repack {} weights into layout '{}'", dtype_name(type), layout_name(layout));
   if (layout == kLayoutKGroups8) return repack_k_groups(type, rows, k, n_rows);
   if (k % 32 != 0) fail("cannot repack {} rows of {} elements (not whole blocks)", dtype_name(type), k);
+  if (type == DType::Q5_0) return repack_q5_0_groups(rows, k, n_rows);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;
   std::vector<uint8_t> plain(size_t(kGroup * rb));
@@ -160,6 +235,7 @@ void unpack_rows(uint8_t layout, DType type, const uint8_t* base, int64_t k, int
     return;
   }
   if (layout == kLayoutKGroups8) return unpack_k_groups(type, base, k, n_rows, row_begin, row_end, dst);
+  if (type == DType::Q5_0) return unpack_q5_0_groups(base, k, n_rows, row_begin, row_end, dst);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;
   const int64_t full = n_rows / kGroup * kGroup;

@@ -2,7 +2,7 @@
 // "Decode at the wall"): the layouts a weight's bytes may take after upload,
 // named by Tensor::layout (graph/graph.h; 0 = the GGUF's bytes).
 //
-// kLayoutRowGroups8 (Q8_0, Q4_0): the rows in groups of 8, each group in the
+// kLayoutRowGroups8 (Q8_0, Q4_0, Q5_0): the rows in groups of 8, each group in the
 // bytes its 8 rows had (so a tensor keeps its size and row r's group starts at
 // (r / 8) * 8 * row_bytes). Per 32-element block b of a group, at
 // b * 8 * block_bytes: the 8 rows' f16 scales (16 bytes, row order), then the
@@ -13,8 +13,16 @@
 // one sequential stream with one load per block for the 8 scales; the bytes
 // of each block are unchanged, so the summation order (and the result) is
 // the plain layout's.
+// Q5_0 (stop 15; 8 x 22 = 176 bytes a block of a group): the 8 f16 scales
+// [8][2], the 8 rows' qh words [8][4] with their bits moved (bit e to bit
+// 8 * (e % 4) + 2 * ((e % 16) / 4) + e / 16, so that each byte of a 4-element
+// piece finds its fifth bit at the same position), then four pieces [8][4],
+// piece t holding qs[4t .. 4t + 3] of each row (low nibbles: elements 4t ..
+// 4t + 3, high: 16 + 4t ..). One 32-byte load is a piece of all 8 rows, a row
+// per int32 lane, as in the K-quant groups below. Unpacking moves the bits
+// back: the GGUF's bytes.
 //
-// kLayoutKGroups8 (Q4_K, Q6_K; kquant_groups_avx2.cpp): the rows in groups of
+// kLayoutKGroups8 (Q4_K, Q6_K; x86_avx2/kquant_groups.h): the rows in groups of
 // 8, each group in the bytes its 8 rows had, per 256-element super-block b
 // at b * 8 * block_bytes the 8 rows' pieces of that super-block side by
 // side, each piece of row i at piece_base + i * piece_len (so one 32-byte

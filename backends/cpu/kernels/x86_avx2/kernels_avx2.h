@@ -43,13 +43,15 @@ void gemm_q8_0_groups(const GemmArgs& g);
 void gemm_q4_0_groups(const GemmArgs& g);
 void gemm_q8_0_groups_vnni(const GemmArgs& g);
 void gemm_q4_0_groups_vnni(const GemmArgs& g);
+// Q5_0 weights in row groups of 8 (kernels/repack.h; row_groups_avx2.cpp, stop 15):
+// decode and batches of up to 16 rows (llama.cpp's order, as the plain kernels'); the
+// plain rows after the last group go to gemm_q5_0 (avx2vnni's form: row_groups_avx2vnni.cpp).
+void gemm_q5_0_groups(const GemmArgs& g);
 // Q4_K / Q6_K weights in K-quant row groups of 8 (kernels/repack.h kLayoutKGroups8;
 // kquant_groups_avx2.cpp): decode and batches of up to 3 rows; the plain rows after the
-// last group go to gemm_q4_K / gemm_q6_K (the _vnni forms: avx2vnni's).
+// last group go to gemm_q4_K / gemm_q6_K (avx2vnni's forms: kquant_groups_avx2vnni.cpp).
 void gemm_q4_K_groups(const GemmArgs& g);
 void gemm_q6_K_groups(const GemmArgs& g);
-void gemm_q4_K_groups_vnni(const GemmArgs& g);
-void gemm_q6_K_groups_vnni(const GemmArgs& g);
 // Prompt batches (more than packed_max_act rows) on the Q8_0 / Q4_0 row groups, read
 // in place (MatmulKernels::gemm_packed_batch): false for a batch they leave to the
 // unpacked path (the lanes order of Q8_0).
@@ -73,5 +75,11 @@ int64_t q4_K_scratch_floats(int64_t k);
 int64_t q6_K_scratch_floats(int64_t k);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q6_K(const GemmArgs& g);
+// Q5_0 weights in row groups of 8 (row_groups_avx2vnni.cpp): decode and batches of up to 16 rows.
+void gemm_q5_0_groups(const GemmArgs& g);
+// Q4_K / Q6_K weights in K-quant row groups of 8 (kquant_groups_avx2vnni.cpp, vpdpwssd):
+// decode and batches of up to 3 rows.
+void gemm_q4_K_groups(const GemmArgs& g);
+void gemm_q6_K_groups(const GemmArgs& g);
 
 }  // namespace opal::cpu::avx2vnni

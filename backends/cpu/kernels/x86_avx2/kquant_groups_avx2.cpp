@@ -1,234 +1,24 @@
 // Decode of Q4_K and Q6_K weights repacked at load into groups of 8 rows
-// (kernels/repack.h, kLayoutKGroups8), with AVX2: weight rows in the int32
-// lanes, the activation broadcast, so one activation load serves 8 rows and
-// no horizontal sum is left at the end.
-//
-// Layout (per group and 256-element super-block, every piece [8 rows][4 bytes]
-// so a 32-byte load holds one piece of all 8 rows, row i in int32 lane i):
-//   Q4_K: d[8], dmin[8] (f16: one vcvtph2ps each), the 12 scale bytes as
-//     three words, unpacked for all 8 rows at once on 32-bit lanes (the
-//     6-bit scales 0-3 / 4-7 and mins 0-3 / 4-7, one byte each), then the
-//     quants: piece 4t + j holds qs[32j + 4t .. +3] of each row, whose low
-//     nibbles are elements 64j + 4t .. +3 (sub-block 2j) and high nibbles the
-//     same 32 on (sub-block 2j + 1).
-//   Q6_K: d[8], the 16 int8 scales as four words, then for t in 0..7 and
-//     half h the pieces ql[64h + 4t], ql[64h + 32 + 4t], qh[32h + 4t],
-//     from which four vectors of 6-bit quants (elements 128h + 32c + 4t, c in
-//     0..3) are made with shifts and masks.
-// Per piece: vpmaddubsw of the 8 rows' unsigned quants with the activation's
-// 4 int8 (vpbroadcastd) gives int16 pair sums, vpmaddwd by the rows'
-// sub-block scale pair (s, s) exact int32 sums. The order of each row is the
-// plain per-row decode kernels' (kquants_avx2.cpp Q45KKernel, Q6KKernel: 8
-// float lanes per row, lane L holding the elements e with e % 32 in
-// [4L, 4L + 4), which are the pieces t = L): per lane an exact int32 sum per
-// super-block (Q4_K's mins as min_L * (bsum_2L + bsum_2L+1), Q6_K's -32 offset
-// as -32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1)), the same float FMAs into
-// one accumulator per lane (8 rows each), and hsum8's tree over the 8 at the
-// end. So a packed weight gives the plain layout's bits (and Q6_K keeps
-// llama.cpp's, which the Q4_0 / Q4_K_M goldens' output matrices rely on).
-// Batches of 1-3 activation rows share each group's unpacked quants. Rows
-// past the last whole group are plain: the plain gemm takes them.
+// (kernels/repack.h, kLayoutKGroups8) with plain AVX2 (vpmaddwd + vpaddd per
+// sub-block): the kernels and the layout in kquant_groups.h.
 #if defined(__x86_64__) || defined(__i386__)
-#include <cstring>
-
-#include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
-#include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
-#include "core/error.h"
+#include "backends/cpu/kernels/x86_avx2/kquant_groups.h"
 
 namespace opal::cpu::avx2 {
 namespace {
 
-constexpr int64_t kGroup = 8;
-constexpr int64_t kQ4KGroupBytes = kGroup * kQ4_KBytes;  // 1152
-constexpr int64_t kQ6KGroupBytes = kGroup * kQ6_KBytes;  // 1680
-constexpr int kMaxActs = 3;
+struct MaddDot {
+  static __m256i pairs(__m256i acc, __m256i p, __m256i s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)); }
+};
 
-__m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-__m256i bcast4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-__m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-
-// A vpshufb control that picks, in every int32 lane k, bytes 4k + b0..b3 of
-// the lane (b < 0: zero), the same in both 128-bit halves.
-__m256i lane_bytes(int b0, int b1, int b2, int b3) {
-  auto one = [](int b) { return uint32_t(b < 0 ? 0x80 : b); };
-  const uint32_t v = one(b0) | one(b1) << 8 | one(b2) << 16 | one(b3) << 24;
-  return _mm256_add_epi8(_mm256_set1_epi32(int(v)), _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0,
-                                                                      0x04040404, 0x08080808, 0x0C0C0C0C));
-}
-
-// llama.cpp's (and the plain decode kernels') order keeps 8 float lanes per
-// row: lane L of a super-block's int32 sum holds the elements e with
-// e % 32 in [4L, 4L + 4), which are exactly the pieces t = L of the layout.
-// So the kernels below sum, per L, the pieces of lane L into an exact int32
-// (8 rows), fold it into float accumulator L with the plain kernel's float
-// steps, and end with hsum8's tree over the 8 accumulators: each row's bits
-// are the plain kernel's.
-template <int RA>
-void hsum_lanes(__m256 (*acc)[8], float* const* out) {
-  for (int a = 0; a < RA; ++a) {
-    const __m256 s0 = _mm256_add_ps(acc[a][0], acc[a][4]), s1 = _mm256_add_ps(acc[a][1], acc[a][5]);
-    const __m256 s2 = _mm256_add_ps(acc[a][2], acc[a][6]), s3 = _mm256_add_ps(acc[a][3], acc[a][7]);
-    _mm256_storeu_ps(out[a], _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));
-  }
-}
-
-// One group of 8 Q4_K rows against RA Q8_K activation rows: out[a][0..7].
-// Per super-block and lane L (Q45KKernel in kquants_avx2.cpp):
-//   isum_L = sum_j sc_2j * lo(j, L) + sc_2j+1 * hi(j, L), m_L = min_L * (bsum_2L + bsum_2L+1)
-//   acc_L = fma(isum_L, d * d_x, acc_L); acc_L = fnmadd(m_L, dmin * d_x, acc_L)
-template <int RA>
-void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi32(0x3F3F3F3F), m4 = _mm256_set1_epi32(0x0F0F0F0F),
-                hi2 = _mm256_set1_epi32(0x30303030);
-  const __m256i pick[4] = {lane_bytes(0, -1, 0, -1), lane_bytes(1, -1, 1, -1), lane_bytes(2, -1, 2, -1),
-                           lane_bytes(3, -1, 3, -1)};  // byte s as the int16 pair (s, s)
-  __m256 acc[RA][8];
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    const __m256i w0 = load32(gb + 32), w1 = load32(gb + 64), w2 = load32(gb + 96);
-    const __m256i sc[2] = {_mm256_and_si256(w0, m6),
-                           _mm256_or_si256(_mm256_and_si256(w2, lo4), _mm256_and_si256(_mm256_srli_epi32(w0, 2), hi2))};
-    const __m256i mn[2] = {_mm256_and_si256(w1, m6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4),
-                                                                     _mm256_and_si256(_mm256_srli_epi32(w1, 2), hi2))};
-    __m256i s16[8];
-    for (int s = 0; s < 8; ++s) s16[s] = _mm256_shuffle_epi8(sc[s / 4], pick[s % 4]);
-    const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
-    const uint8_t* xb[RA];
-    __m256 dd[RA], dm[RA];
-    for (int a = 0; a < RA; ++a) {
-      xb[a] = x[a] + b * kQ8_KBytes;
-      const __m256 xd = _mm256_set1_ps(load_f32(xb[a]));
-      dd[a] = _mm256_mul_ps(d, xd);
-      dm[a] = _mm256_mul_ps(dmin, xd);
-    }
-    for (int l = 0; l < 8; ++l) {
-      __m256i isum[RA];
-      for (int a = 0; a < RA; ++a) isum[a] = _mm256_setzero_si256();
-      for (int j = 0; j < 4; ++j) {
-        const __m256i v = load32(gb + 128 + (4 * l + j) * 32);
-        const __m256i ql = _mm256_and_si256(v, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
-        for (int a = 0; a < RA; ++a) {
-          const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 4 * l;
-          const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, bcast4(xq)), s16[2 * j]);
-          const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, bcast4(xq + 32)), s16[2 * j + 1]);
-          isum[a] = _mm256_add_epi32(isum[a], _mm256_add_epi32(pl, ph));
-        }
-      }
-      const __m256i ml = _mm256_shuffle_epi8(mn[l / 4], pick[l % 4]);
-      for (int a = 0; a < RA; ++a) {
-        const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(ml, bcast4(xb[a] + kQ8_KBsums + 4 * l)));
-        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), dd[a], acc[a][l]);
-        acc[a][l] = _mm256_fnmadd_ps(m, dm[a], acc[a][l]);
-      }
-    }
-  }
-  hsum_lanes<RA>(acc, out);
-}
-
-// One group of 8 Q6_K rows against RA Q8_K activation rows: out[a][0..7].
-// Per super-block and lane L (Q6KKernel in kquants_avx2.cpp):
-//   isum_L = sum_{h,c} sc_s * q6(h, c, L) . x - 32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1), s = 8h + 2c + L / 4
-//   acc_L = fma(isum_L, d * d_x, acc_L)
-template <int RA>
-void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
-  // scale s (byte s % 4 of word s / 4) as the int16 pair (s, s), sign-extended by the shift right
-  const __m256i pick[4] = {lane_bytes(-1, 0, -1, 0), lane_bytes(-1, 1, -1, 1), lane_bytes(-1, 2, -1, 2),
-                           lane_bytes(-1, 3, -1, 3)};
-  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1)
-  __m256 acc[RA][8];
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    __m256i sw[4];
-    for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
-    __m256i s16[16];
-    for (int s = 0; s < 16; ++s) s16[s] = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8);
-    const __m256 d = load_f16x8(gb);
-    const uint8_t* xb[RA];
-    __m256 dd[RA];
-    for (int a = 0; a < RA; ++a) {
-      xb[a] = x[a] + b * kQ8_KBytes;
-      dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(xb[a])));
-    }
-    for (int l = 0; l < 8; ++l) {
-      const __m256i sp = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 8);
-      __m256i isum[RA];
-      for (int a = 0; a < RA; ++a)
-        isum[a] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                   _mm256_slli_epi32(_mm256_madd_epi16(sp, bcast4(xb[a] + kQ8_KBsums + 4 * l)), 5));
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* pq = gb + 144 + (2 * l + h) * 3 * 32;
-        const __m256i A = load32(pq), B = load32(pq + 32), C = load32(pq + 64);
-        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 4), hi2)),
-                              _mm256_or_si256(_mm256_and_si256(B, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 2), hi2)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), lo4), _mm256_and_si256(C, hi2)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), lo4),
-                                              _mm256_and_si256(_mm256_srli_epi16(C, 2), hi2))};
-        for (int c = 0; c < 4; ++c) {
-          const __m256i sv = s16[8 * h + 2 * c + l / 4];
-          for (int a = 0; a < RA; ++a) {
-            const __m256i p = _mm256_maddubs_epi16(q[c], bcast4(xb[a] + kQ8_KQs + 128 * h + 32 * c + 4 * l));
-            isum[a] = _mm256_add_epi32(isum[a], _mm256_madd_epi16(p, sv));
-          }
-        }
-      }
-      for (int a = 0; a < RA; ++a) acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), dd[a], acc[a][l]);
-    }
-  }
-  hsum_lanes<RA>(acc, out);
-}
-
-using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, float* const*);
-
-// The thread's groups against the activation rows (up to kMaxActs at once,
-// sharing each group's quants); then the plain rows after the last whole
-// group through the plain gemm.
-void run_k_groups(const GemmArgs& g, const GroupFn* group, void (*plain)(const GemmArgs&)) {
-  if (g.row_begin % kGroup != 0)
-    fail("K-quant row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
-  if (g.k % 256 != 0) fail("K-quant row-group gemm: rows of {} elements (not whole super-blocks)", g.k);
-  const int64_t nb = g.k / 256;
-  const int64_t full = g.n_rows / kGroup * kGroup;
-  const int64_t end = g.row_end < full ? g.row_end : full;
-  for (int64_t r = g.row_begin; r < end; r += kGroup) {
-    const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
-    for (int64_t a0 = 0; a0 < g.n_act; a0 += kMaxActs) {
-      const int ra = int(g.n_act - a0 < kMaxActs ? g.n_act - a0 : kMaxActs);
-      const uint8_t* x[kMaxActs];
-      float* out[kMaxActs];
-      for (int a = 0; a < ra; ++a) {
-        x[a] = g.act + uint64_t(a0 + a) * g.act_row_bytes;
-        out[a] = g.out + (a0 + a) * g.out_stride + r;
-      }
-      group[ra - 1](grp, nb, x, out);
-    }
-  }
-  if (g.row_end > end) {
-    GemmArgs rest = g;
-    rest.row_begin = end > g.row_begin ? end : g.row_begin;
-    rest.layout = 0;
-    plain(rest);
-  }
-}
-
-constexpr GroupFn kQ4K[kMaxActs] = {q4_K_group<1>, q4_K_group<2>, q4_K_group<3>};
-constexpr GroupFn kQ6K[kMaxActs] = {q6_K_group<1>, q6_K_group<2>, q6_K_group<3>};
+constexpr GroupFn kQ4K[kMaxActs] = {q4_K_group<MaddDot, 1>, q4_K_group<MaddDot, 2>, q4_K_group<MaddDot, 3>};
+constexpr GroupFn kQ6K[kMaxActs] = {q6_K_group<MaddDot, 1>, q6_K_group<MaddDot, 2>, q6_K_group<MaddDot, 3>};
 
 }  // namespace
 
 void gemm_q4_K_groups(const GemmArgs& g) { run_k_groups(g, kQ4K, gemm_q4_K); }
 void gemm_q6_K_groups(const GemmArgs& g) { run_k_groups(g, kQ6K, gemm_q6_K); }
-void gemm_q4_K_groups_vnni(const GemmArgs& g) { run_k_groups(g, kQ4K, avx2vnni::gemm_q4_K); }
-void gemm_q6_K_groups_vnni(const GemmArgs& g) { run_k_groups(g, kQ6K, avx2vnni::gemm_q6_K); }
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -38,8 +38,9 @@ constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(
   return k;
 }
 
-// Q8_0 and Q4_0 decode from row groups of 8 repacked at load (kernels/repack.h): batches of up to
-// max_act activation rows (the plain kernels' decode-path sizes) read the groups.
+// Q8_0, Q4_0 and Q5_0 decode from row groups of 8 repacked at load (kernels/repack.h): batches of up to
+// max_act activation rows (Q8_0 / Q4_0: the plain kernels' decode-path sizes; Q5_0: 16, every batch in
+// llama.cpp's order) read the groups.
 constexpr MatmulKernels with_row_groups(MatmulKernels k, int64_t max_act, void (*gemm_packed)(const GemmArgs&)) {
   k.packed_layout = kLayoutRowGroups8;
   k.packed_max_act = max_act;
@@ -68,9 +69,10 @@ constexpr MatmulKernels kTable[] = {
                                                    avx2::q4_0_scratch_floats),
                                       8, avx2::gemm_q4_0_groups),
                       avx2::gemm_q4_0_packed_batch),
-    with_scratch(
-        entry(DType::Q5_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums, avx2::gemm_q5_0),
-        avx2::q5_0_scratch_floats),
+    with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
+                                       avx2::convert_q8_0_sums, avx2::gemm_q5_0),
+                                 avx2::q5_0_scratch_floats),
+                    16, avx2::gemm_q5_0_groups),
     with_packed_batch(with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
                                                          avx2::convert_q8_0_sums, avx2::gemm_q8_0),
                                                    avx2::q8_0_scratch_floats),
@@ -98,9 +100,10 @@ constexpr MatmulKernels kVnniTable[] = {
                                      avx2vnni::scratch_floats),
                         8, avx2::gemm_q4_0_groups_vnni),
         avx2vnni::gemm_q4_0_packed_batch),
-    with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes, avx2::convert_q8_0_sums,
-                       avx2vnni::gemm_q5_0),
-                 avx2::q5_0_scratch_floats),
+    with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
+                                       avx2::convert_q8_0_sums, avx2vnni::gemm_q5_0),
+                                 avx2::q5_0_scratch_floats),
+                    16, avx2vnni::gemm_q5_0_groups),
     with_packed_batch(
         with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
                                            avx2::convert_q8_0_sums, avx2vnni::gemm_q8_0),
@@ -110,11 +113,11 @@ constexpr MatmulKernels kVnniTable[] = {
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K,
                                      avx2vnni::gemm_q4_K),
                                avx2vnni::q4_K_scratch_floats),
-                  avx2::gemm_q4_K_groups_vnni),
+                  avx2vnni::gemm_q4_K_groups),
     with_k_groups(with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K,
                                      avx2vnni::gemm_q6_K),
                                avx2vnni::q6_K_scratch_floats),
-                  avx2::gemm_q6_K_groups_vnni),
+                  avx2vnni::gemm_q6_K_groups),
 };
 
 }  // namespace

@@ -37,6 +37,8 @@ void gemm_q8_0(const GemmArgs& g);
 // Q8_0 / Q4_0 weights in row groups of 8 (kLayoutRowGroups8), up to 16 activation rows.
 void gemm_q8_0_groups(const GemmArgs& g);
 void gemm_q4_0_groups(const GemmArgs& g);
+// Q5_0 weights in row groups of 8 (stop 15; row_groups_avx512.cpp), up to 16 activation rows.
+void gemm_q5_0_groups(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);
 void gemm_q6_K(const GemmArgs& g);

@@ -1,6 +1,6 @@
 // Decode of Q4_K and Q6_K weights in the K-quant row groups of 8
 // (kernels/repack.h, kLayoutKGroups8; the layout and the AVX2 kernels:
-// x86_avx2/kquant_groups_avx2.cpp), with AVX-512 (BW, DQ, VNNI).
+// x86_avx2/kquant_groups.h), with AVX-512 (BW, DQ, VNNI).
 //
 // The per-row AVX-512 decode kernels (kquants_avx512.cpp Q45KKernel,
 // Q6KKernel) keep 16 float lanes per row: lane L < 8 holds the elements of
@@ -26,6 +26,11 @@
 
 namespace opal::cpu::avx512 {
 namespace {
+// The software prefetch, 8 KiB along the stream (stop 15: packed-decode*/avx2/q[46]_K and avx512, three
+// interleaved passes at load 6.5-7: none 23-28 / 14-28 GB/s, 8 KiB 27.5-34 / 25-33; 16 and 32 KiB no
+// better than 8 in a noisier sweep). The groups are one sequential stream, yet the hardware prefetchers
+// alone left these kernels waiting, as the row groups of Q4_0 (16 KiB there).
+constexpr int kKGroupPrefetch = 8 * 1024;
 
 constexpr int64_t kGroup = 8;
 constexpr int64_t kQ4KGroupBytes = kGroup * kQ4_KBytes;  // 1152
@@ -81,6 +86,8 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
+    for (int o = 0; o < kQ4KGroupBytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
     const __m256i w0 = load32(gb + 32), w1 = load32(gb + 64), w2 = load32(gb + 96);
     const __m256i sc[2] = {_mm256_and_si256(w0, m6),
                            _mm256_or_si256(_mm256_and_si256(w2, lo4), _mm256_and_si256(_mm256_srli_epi32(w0, 2), hi2))};
@@ -133,6 +140,8 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
+    for (int o = 0; o < kQ6KGroupBytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     __m256i s16[16];

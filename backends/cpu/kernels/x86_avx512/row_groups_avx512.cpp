@@ -1,4 +1,4 @@
-// Decode and small batches (up to 16 activation rows) of Q8_0 and Q4_0
+// Decode and small batches (up to 16 activation rows) of Q8_0, Q4_0 and Q5_0
 // weights repacked at load into row groups of 8 (kernels/repack.h,
 // kLayoutRowGroups8), with AVX-512 VNNI.
 //
@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -157,6 +158,83 @@ void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(s.out(act + a) + r, acc[a]);
 }
 
+// Q5_0 (stop 15; the layout in kernels/repack.h): weight rows in the lanes,
+// as the AVX2 Q5_0 group kernel (row_groups_avx2.cpp) with two pieces per
+// vector. The plain kernel (LegacyDecode<Q5_0Weights>) keeps 8 int32 lanes per
+// row and block, lane L the exact sum over elements 4L .. 4L + 3 of (q - 16) *
+// x, converted, times d_w * d_x, FMA-ed into float lane L; hsum8 at the end.
+// Here vector t holds lane t (low nibbles of piece t) of the 8 rows in its
+// lower half and lane t + 4 (high nibbles) in its upper half: the piece
+// broadcast to both halves, the upper one shifted by a masked vpsrlw; the fifth
+// bits by one vprolvd of the broadcast qh words (each half its own count: the
+// layout put the 4 bits of a piece at one position in their bytes) and one
+// vpternlogd; the activation's two 4-byte groups and the -16 * (sum of 4)
+// offsets (computed once per call) picked per half by vpermd; one vpdpbusd,
+// convert and FMA per 16 (row, lane) pairs. The end is hsum8's tree per row
+// (lane t + lane t + 4, then (0 + 2) + (1 + 3)): the plain kernel's bits.
+constexpr int64_t kQ5_0Group = kGroup * 22;  // 176
+
+// c[8b + L] = -16 * (x_4L + .. + x_4L+3) over block b of the activation row.
+void q5_0_offsets(const uint8_t* x, int64_t nb, int32_t* c) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + b * kQ8_0Bytes + 2));
+    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), xq);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), s));
+  }
+}
+
+// One Q5_0 group (8 rows, row r on) against activation rows [act, act + RA), c: their offsets (nb * 8 each).
+template <int RA>
+void q5_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const int32_t* c) {
+  const uint8_t* x[RA];
+  const int32_t* cx[RA];
+  for (int a = 0; a < RA; ++a) {
+    x[a] = s.x(act + a);
+    cx[a] = c + (act + a) * s.nb * 8;
+  }
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  __m512i pick[4], rot[4];
+  for (int t = 0; t < 4; ++t) {
+    pick[t] = _mm512_set_epi32(t + 4, t + 4, t + 4, t + 4, t + 4, t + 4, t + 4, t + 4, t, t, t, t, t, t, t, t);
+    const int lo = (4 - 2 * t) & 31, hi = (3 - 2 * t) & 31;
+    rot[t] = _mm512_set_epi32(hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo);
+  }
+  __m512 acc[4][RA];
+  for (int t = 0; t < 4; ++t)
+    for (int a = 0; a < RA; ++a) acc[t][a] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < s.nb; ++b) {
+    const uint8_t* gb = grp + b * kQ5_0Group;
+    if (act == 0) prefetch_span(gb + kQ4_0Prefetch, int(kQ5_0Group));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+    __m512i xq[RA], cq[RA];
+    __m512 d[RA];
+    for (int a = 0; a < RA; ++a) {
+      const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+      xq[a] = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+      cq[a] = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cx[a] + 8 * b)));
+      d[a] = _mm512_broadcast_f32x8(_mm256_mul_ps(dw, _mm256_set1_ps(load_f16(xb))));
+    }
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16)));
+    for (int t = 0; t < 4; ++t) {
+      const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 48 + 32 * t)));
+      const __m512i nib = _mm512_and_si512(_mm512_mask_srli_epi16(v, __mmask32(0xFFFF0000u), v, 4), low4);
+      const __m512i q = _mm512_ternarylogic_epi32(nib, _mm512_rolv_epi32(qh, rot[t]), bit4, 0xF8);  // a | (b & c)
+      for (int a = 0; a < RA; ++a) {
+        const __m512i sum =
+            _mm512_dpbusd_epi32(_mm512_permutexvar_epi32(pick[t], cq[a]), q, _mm512_permutexvar_epi32(pick[t], xq[a]));
+        acc[t][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), d[a], acc[t][a]);
+      }
+    }
+  }
+  for (int a = 0; a < RA; ++a) {
+    __m256 h[4];
+    for (int t = 0; t < 4; ++t)
+      h[t] = _mm256_add_ps(_mm512_castps512_ps256(acc[t][a]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][a]), 1)));
+    _mm256_storeu_ps(s.out(act + a) + r, _mm256_add_ps(_mm256_add_ps(h[0], h[2]), _mm256_add_ps(h[1], h[3])));
+  }
+}
+
 // A step of weight rows (at grp, row r on) against every activation row, kActStep at a time.
 template <template <int> class F>
 void all_acts(const Step& s, const uint8_t* grp, int64_t r) {
@@ -201,6 +279,29 @@ void plain_rest(const GemmArgs& g, int64_t end, void (*plain)(const GemmArgs&)) 
 }
 
 }  // namespace
+
+void gemm_q5_0_groups(const GemmArgs& g) {
+  const int64_t end = groups_end(g);
+  const Step s{g, g.k / 32};
+  if (end > g.row_begin) {
+    thread_local std::vector<int32_t> offsets;
+    offsets.resize(size_t(g.n_act * s.nb * 8));
+    for (int64_t a = 0; a < g.n_act; ++a) q5_0_offsets(s.x(a), s.nb, offsets.data() + a * s.nb * 8);
+    const int32_t* c = offsets.data();
+    for (int64_t r = g.row_begin; r < end; r += kGroup) {
+      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
+      int64_t a = 0;
+      for (; a + kActStep <= g.n_act; a += kActStep) q5_0_group<kActStep>(s, grp, r, a, c);
+      switch (g.n_act - a) {
+        case 3: q5_0_group<3>(s, grp, r, a, c); break;
+        case 2: q5_0_group<2>(s, grp, r, a, c); break;
+        case 1: q5_0_group<1>(s, grp, r, a, c); break;
+        default: break;
+      }
+    }
+  }
+  plain_rest(g, end, gemm_q5_0);
+}
 
 void gemm_q8_0_groups(const GemmArgs& g) {
   const int64_t end = groups_end(g);

@@ -48,7 +48,7 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
   return k;
 }
 
-// Q8_0 and Q4_0 decode and batches of up to 16 rows (the plain kernels' decode-path sizes) from row groups of 8
+// Q8_0, Q4_0 and Q5_0 decode and batches of up to 16 rows (the plain kernels' decode-path sizes) from row groups of 8
 // repacked at load (kernels/repack.h, row_groups_avx512.cpp).
 constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&)) {
   k.packed_layout = kLayoutRowGroups8;
@@ -62,9 +62,10 @@ constexpr MatmulKernels kTable[] = {
                                        avx512::convert_q8_0_sums, avx512::gemm_q4_0),
                                  avx512::legacy_scratch_floats),
                     avx512::gemm_q4_0_groups),
-    with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes, avx512::convert_q8_0_sums,
-                       avx512::gemm_q5_0),
-                 avx512::legacy_scratch_floats),
+    with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
+                                       avx512::convert_q8_0_sums, avx512::gemm_q5_0),
+                                 avx512::legacy_scratch_floats),
+                    avx512::gemm_q5_0_groups),
     with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
                                        avx512::convert_q8_0_sums, avx512::gemm_q8_0),
                                  avx512::legacy_scratch_floats),
