@@ -88,6 +88,9 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
     reserve_work(bytes);
   }
   cpu::OpContext ctx{*pool_, work_.get()};
+  // Workers spin through the whole plan (the serial small ops, a long node's
+  // last chunk) instead of falling asleep between its jobs (graph/thread_pool.h).
+  ThreadPool::Hold hold(*pool_);
   for (const Tensor* n : plan.nodes) {
     if (n->op == Op::View) continue;
     if (hooks) hooks->before_node(dev_, *n);

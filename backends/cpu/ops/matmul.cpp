@@ -121,7 +121,38 @@ void split_rows(const Tensor& w, int ith, int nth, int64_t* n0, int64_t* n1) {
   *n1 = std::min(N, g1 * G);
 }
 
+// Decode-sized matmuls (at most kFineMaxAct activation rows) on several
+// threads are cut by weight bytes rather than into the pool's size() chunks:
+// about kChunkBytes of weights a chunk, at least size() and at most
+// kMaxChunksPerThread a thread, in whole units of kFineUnitRows rows (the
+// kernels' 16-row slices, two row groups). A decode's output matrix (Qwen3-0.6B
+// Q8_0: 166 MB) in size() = 8 chunks at 2 threads left one thread idle for up
+// to a 20 MB chunk (~0.7 ms) whenever the two ran at different speeds; in
+// ~1 MiB chunks the threads finish within ~30 us of each other. Each row's
+// arithmetic is the same in any chunk, so the results are the same bits.
+constexpr int64_t kFineMaxAct = 8;
+constexpr uint64_t kChunkBytes = uint64_t(1) << 20;
+constexpr int kMaxChunksPerThread = 32;
+constexpr int64_t kFineUnitRows = 16;
+
 }  // namespace
+
+int mul_mat_chunks(uint64_t weight_bytes, int64_t n_rows, int n_act, int n_threads, int pool_size) {
+  if (n_threads <= 1) return 1;
+  if (n_act > kFineMaxAct) return pool_size;
+  const int64_t units = (n_rows + kFineUnitRows - 1) / kFineUnitRows;
+  int64_t n = int64_t(weight_bytes / kChunkBytes);
+  n = std::clamp<int64_t>(n, pool_size, int64_t(kMaxChunksPerThread) * n_threads);
+  return int(std::max<int64_t>(1, std::min(n, units)));
+}
+
+void mul_mat_chunk_rows(int64_t n_rows, int chunk, int n_chunks, int64_t* r0, int64_t* r1) {
+  const int64_t units = (n_rows + kFineUnitRows - 1) / kFineUnitRows;
+  int64_t u0, u1;
+  split_even(units, chunk, n_chunks, &u0, &u1);
+  *r0 = std::min(n_rows, u0 * kFineUnitRows);
+  *r1 = std::min(n_rows, u1 * kFineUnitRows);
+}
 
 uint64_t mul_mat_work_size(const Tensor& node, int n_threads) {
   Layout l = layout(node, n_threads);
@@ -144,9 +175,8 @@ void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
     fail("MUL_MAT '{}': weight '{}' in layout {} must be one contiguous matrix, found {}", node.name, w.name,
          layout_name(w.layout), w.shape_string());
   const uint64_t kernel_scratch = uint64_t(k.scratch_floats(w.ne[0])) * sizeof(float);
-  ctx.pool.run([&](int ith, int nth) {
-    int64_t n0, n1;
-    split_rows(w, ith, nth, &n0, &n1);
+  // Rows [n0, n1) of every matrix of the node, on scratch slot `slot`.
+  auto rows = [&](int64_t n0, int64_t n1, int slot) {
     if (n0 >= n1) return;
     for (int64_t i3 = 0; i3 < x.ne[3]; ++i3)
       for (int64_t i2 = 0; i2 < x.ne[2]; ++i2) {
@@ -161,9 +191,26 @@ void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
         a.n_act = T;
         a.out = reinterpret_cast<float*>(row_ptr(node, 0, i2, i3));
         a.out_stride = int64_t(node.nb[1] / sizeof(float));
-        a.scratch = reinterpret_cast<float*>(ctx.work + l.act_bytes + l.scratch_each * uint64_t(ith));
+        a.scratch = reinterpret_cast<float*>(ctx.work + l.act_bytes + l.scratch_each * uint64_t(slot));
         gemm_any(k, w, a, kernel_scratch);
       }
+  };
+  const int64_t n_act = T * x.ne[2] * x.ne[3];
+  const uint64_t bytes = uint64_t(w.ne[1]) * w.nb[1] * uint64_t(w.ne[2] * w.ne[3]);
+  const int n_chunks = mul_mat_chunks(bytes, w.ne[1], int(std::min<int64_t>(n_act, 1 << 20)), ctx.pool.n_threads(),
+                                      ctx.pool.size());
+  if (ctx.pool.n_threads() > 1 && n_act <= kFineMaxAct) {
+    ctx.pool.run_chunks(n_chunks, [&](int chunk, int n, int slot) {
+      int64_t n0, n1;
+      mul_mat_chunk_rows(w.ne[1], chunk, n, &n0, &n1);
+      rows(n0, n1, slot);
+    });
+    return;
+  }
+  ctx.pool.run([&](int ith, int nth) {
+    int64_t n0, n1;
+    split_rows(w, ith, nth, &n0, &n1);
+    rows(n0, n1, ith);
   });
 }
 
