@@ -197,8 +197,8 @@ void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
   };
   const int64_t n_act = T * x.ne[2] * x.ne[3];
   const uint64_t bytes = uint64_t(w.ne[1]) * w.nb[1] * uint64_t(w.ne[2] * w.ne[3]);
-  const int n_chunks = mul_mat_chunks(bytes, w.ne[1], int(std::min<int64_t>(n_act, 1 << 20)), ctx.pool.n_threads(),
-                                      ctx.pool.size());
+  const int n_chunks =
+      mul_mat_chunks(bytes, w.ne[1], int(std::min<int64_t>(n_act, 1 << 20)), ctx.pool.n_threads(), ctx.pool.size());
   if (ctx.pool.n_threads() > 1 && n_act <= kFineMaxAct) {
     ctx.pool.run_chunks(n_chunks, [&](int chunk, int n, int slot) {
       int64_t n0, n1;
