@@ -81,6 +81,7 @@ void ThreadPool::run_chunks(int n_chunks, const ChunkFn& fn) {
     return;
   }
   job_ = &fn;
+  jobs_.store(jobs_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = generation_of(state_.load(std::memory_order_relaxed)) + 1;
   state_.store(uint64_t(gen) << 32 | uint64_t(n_chunks) << 16);  // seq_cst: ordered against sleeping_ below

@@ -75,6 +75,10 @@ class ThreadPool {
   // scoped form.
   void hold(bool on);
   bool held() const { return held_.load(std::memory_order_relaxed); }
+  // Jobs run on several threads since the pool was made (the calls of run()
+  // and run_chunks() that published work to the workers): each is one
+  // barrier. A running counter for Device::stats().
+  uint64_t jobs() const { return jobs_.load(std::memory_order_relaxed); }
   class Hold {
    public:
     explicit Hold(ThreadPool& p) : p_(p) { p_.hold(true); }
@@ -108,6 +112,7 @@ class ThreadPool {
   alignas(64) std::atomic<int> done_{0};        // chunks finished in the current generation
   alignas(64) std::atomic<int> sleeping_{0};
   std::atomic<bool> held_{false};
+  std::atomic<uint64_t> jobs_{0};  // written by the caller only
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};

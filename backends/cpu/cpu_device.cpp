@@ -65,7 +65,9 @@ CpuExecutor::CpuExecutor(const Device& dev, int n_threads)
 
 void CpuExecutor::set_threads(int n) {
   n = default_threads(n);
-  if (n != pool_->n_threads()) pool_ = std::make_unique<ThreadPool>(n);
+  if (n == pool_->n_threads()) return;
+  jobs_before_ += pool_->jobs();
+  pool_ = std::make_unique<ThreadPool>(n);
 }
 
 void CpuExecutor::reserve_work(uint64_t bytes) {
@@ -131,7 +133,11 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
     if (n->op == Op::View) continue;
     if (grouped && plan.group_of[i] >= 0) {
       const auto& g = plan.groups[size_t(plan.group_of[i])];
-      if (g.front() == n) cpu::compute_mul_mat_group(g.data(), int(g.size()), ctx);
+      if (g.front() == n) {
+        cpu::compute_mul_mat_group(g.data(), int(g.size()), ctx);
+        ++groups_run_;
+        grouped_nodes_ += g.size();
+      }
       continue;
     }
     if (hooks) hooks->before_node(dev_, *n);
@@ -149,5 +155,13 @@ std::string CpuDevice::description() const {
 Support CpuDevice::supports(const Tensor& node) const { return cpu::supports(node); }
 
 void CpuDevice::set_threads(int n) { executor_.set_threads(n); }
+
+DeviceStats CpuDevice::stats() const {
+  DeviceStats d;
+  d.values = {{"pool_jobs", double(executor_.pool_jobs())},
+              {"mul_mat_groups", double(executor_.groups_run())},
+              {"grouped_nodes", double(executor_.grouped_nodes())}};
+  return d;
+}
 
 }  // namespace opal

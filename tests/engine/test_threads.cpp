@@ -3,7 +3,8 @@
 // chunks than the pool's size() (ops/matmul.cpp), and at a prompt-sized batch,
 // on the GGUF layout and on the load-time row groups, gives the one-thread
 // bits at 2, 3 and 4 threads under every ISA the host runs; so do whole
-// models' logits (a prompt and decode steps). Plus the chunking's own rules.
+// models' logits (a prompt and decode steps). Plus the chunking's own rules
+// and the CPU device's counters of jobs and MUL_MAT groups.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -119,6 +120,39 @@ TEST(Threads, ModelLogitsSameBitsAtAnyThreadCountOnEveryIsa) {
       }
     }
   cpu::set_isa(before);
+}
+
+// A decode step at two threads runs each layer's q/k/v and gate/up as one job
+// each (the CPU device's counters), fewer jobs than matmuls; one thread runs
+// no job on the pool and no group.
+TEST(Threads, DecodeRunsTheMatmulsOfOneInputAsOneJob) {
+  for (int threads : {1, 2}) {
+    auto reg = make_registry({}, threads);
+    auto model = Model::load(test::golden_model("tiny-qwen3-q8_0"), *reg, LoadOptions{});
+    const int64_t n_layer = model->hparams().n_layer;
+    ContextParams cp;
+    cp.n_ctx = 16;
+    Context ctx(*model, cp);
+    Batch b;
+    b.add(1, 0, 0, true);
+    ctx.decode(b);  // the first decode compiles the plan
+    const DeviceStats before = reg->host().stats();
+    b.clear();
+    b.add(5, 1, 0, true);
+    ctx.decode(b);
+    const DeviceStats after = reg->host().stats();
+    auto delta = [&](const char* name) { return after.get(name) - before.get(name); };
+    if (threads == 1) {
+      EXPECT_EQ(delta("pool_jobs"), 0);
+      EXPECT_EQ(delta("mul_mat_groups"), 0);
+      continue;
+    }
+    EXPECT_EQ(delta("mul_mat_groups"), double(2 * n_layer)) << "q/k/v and gate/up of every layer";
+    EXPECT_EQ(delta("grouped_nodes"), double(5 * n_layer));
+    // Per layer: the q/k/v job, attention, the output projection, the gate/up job, down; then the output matrix.
+    EXPECT_GT(delta("pool_jobs"), 0);
+    EXPECT_LE(delta("pool_jobs"), double(5 * n_layer + 1));
+  }
 }
 
 TEST(Threads, MatmulChunksByWeightBytes) {
