@@ -4,6 +4,12 @@
 //      vec_dot type), rows split across threads, into the plan's scratch;
 //   2. the kernel's gemm over a slice of weight rows per thread.
 // Scratch layout: [converted activations][per-thread kernel scratch].
+// Threads: batches split the weight rows into the pool's size() chunks;
+// decode-sized batches (<= 8 rows) on several threads into ~1 MiB chunks of
+// 16-row units (mul_mat_chunks), claimed dynamically, per-thread scratch by
+// slot. A group (compute_mul_mat_group: the executor's q/k/v, gate/up) lays
+// out [each member's activations][per-thread scratch] and runs every
+// member's chunks as one job. A row's arithmetic never depends on its chunk.
 //
 // A weight repacked at load (Tensor::layout, kernels/repack.h) is split
 // across threads on whole row groups. Batches the entry's gemm_packed takes
