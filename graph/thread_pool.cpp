@@ -1,11 +1,14 @@
-// ThreadPool: chunk claiming on one atomic word, spin-then-sleep workers
-// (see the header for the algorithm and why).
+// ThreadPool: chunk claiming on one atomic word, spin-then-sleep workers, a
+// hold that keeps them spinning through a graph run (see the header for the
+// algorithm and why).
 #include "graph/thread_pool.h"
 
 #include <chrono>
 
 namespace opal {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -15,15 +18,20 @@ inline void cpu_relax() {
 #endif
 }
 
+// state_: generation (32 bits) | the job's chunk count (16) | next chunk (16).
+// The count travels with the generation, so a thread never pairs one job's
+// count with another job's chunk index.
+constexpr int kMaxChunks = 0xffff;
 constexpr uint32_t generation_of(uint64_t state) { return uint32_t(state >> 32); }
-constexpr uint32_t chunk_of(uint64_t state) { return uint32_t(state); }
+constexpr uint32_t count_of(uint64_t state) { return uint32_t(state >> 16) & 0xffff; }
+constexpr uint32_t chunk_of(uint64_t state) { return uint32_t(state) & 0xffff; }
 
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, int chunks_per_thread)
     : n_threads_(n_threads < 1 ? 1 : n_threads),
       n_chunks_(n_threads_ == 1 ? 1 : n_threads_ * std::max(1, chunks_per_thread)) {
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -33,18 +41,29 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::work_on(uint32_t gen) {
-  const uint32_t n = uint32_t(n_chunks_);
+void ThreadPool::work_on(uint32_t gen, int slot) {
   uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
-    if (generation_of(s) != gen || chunk_of(s) >= n) return;
+    if (generation_of(s) != gen || chunk_of(s) >= count_of(s)) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // Claimed chunk chunk_of(s) of this generation: the caller cannot publish
     // another job (and overwrite job_) before it is counted done.
-    (*job_)(int(chunk_of(s)), n_chunks_);
+    (*job_)(int(chunk_of(s)), int(count_of(s)), slot);
     done_.fetch_add(1, std::memory_order_acq_rel);
     s = state_.load(std::memory_order_acquire);
   }
+}
+
+void ThreadPool::wake_sleepers() {
+  if (sleeping_.load() > 0) {
+    { std::lock_guard<std::mutex> lk(mu_); }
+    cv_.notify_all();
+  }
+}
+
+void ThreadPool::hold(bool on) {
+  held_.store(on);  // seq_cst: ordered against sleeping_ below, as state_ in run_chunks
+  if (on) wake_sleepers();
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
@@ -52,29 +71,45 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
+  run_chunks(n_chunks_, [&fn](int chunk, int n, int) { fn(chunk, n); });
+}
+
+void ThreadPool::run_chunks(int n_chunks, const ChunkFn& fn) {
+  n_chunks = std::clamp(n_chunks, 1, kMaxChunks);
+  if (n_threads_ == 1 || n_chunks == 1) {
+    for (int c = 0; c < n_chunks; ++c) fn(c, n_chunks, 0);
+    return;
+  }
   job_ = &fn;
+  jobs_.store(jobs_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = generation_of(state_.load(std::memory_order_relaxed)) + 1;
-  state_.store(uint64_t(gen) << 32);  // seq_cst: ordered against sleeping_ below
-  if (sleeping_.load() > 0) {
-    { std::lock_guard<std::mutex> lk(mu_); }
-    cv_.notify_all();
-  }
-  work_on(gen);
-  // Chunks claimed by workers: spin a little, then yield the vCPU (the worker
-  // may be waiting for it).
-  for (int spins = 0; done_.load(std::memory_order_acquire) < n_chunks_; ++spins) {
-    if (spins < 4000) cpu_relax();
-    else std::this_thread::yield();
+  state_.store(uint64_t(gen) << 32 | uint64_t(n_chunks) << 16);  // seq_cst: ordered against sleeping_ below
+  wake_sleepers();
+  work_on(gen, 0);
+  // Chunks claimed by workers: spin for kYieldMicros, then yield the vCPU
+  // (the worker may be waiting for it).
+  if (done_.load(std::memory_order_acquire) >= n_chunks) return;
+  const auto yield_at = Clock::now() + std::chrono::microseconds(kYieldMicros);
+  bool yielding = false;
+  for (int i = 0; done_.load(std::memory_order_acquire) < n_chunks; ++i) {
+    if (yielding) {
+      std::this_thread::yield();
+      continue;
+    }
+    cpu_relax();
+    if ((i & 63) == 63 && Clock::now() >= yield_at) yielding = true;
   }
 }
 
-void ThreadPool::worker() {
-  using Clock = std::chrono::steady_clock;
+void ThreadPool::worker(int slot) {
   uint32_t seen = 0;
   for (;;) {
-    // Spin for new work for about kSpinMicros.
-    const auto spin_end = Clock::now() + std::chrono::microseconds(kSpinMicros);
+    // Spin for new work: while held, until it comes (yielding every
+    // kYieldMicros); else for about kSpinMicros.
+    auto now = Clock::now();
+    auto spin_end = now + std::chrono::microseconds(kSpinMicros);
+    auto yield_at = now + std::chrono::microseconds(kYieldMicros);
     bool fresh = false;
     for (int i = 0;; ++i) {
       if (generation_of(state_.load(std::memory_order_acquire)) != seen || stop_.load(std::memory_order_relaxed)) {
@@ -82,17 +117,27 @@ void ThreadPool::worker() {
         break;
       }
       cpu_relax();
-      if ((i & 63) == 63 && Clock::now() >= spin_end) break;
+      if ((i & 63) != 63) continue;
+      now = Clock::now();
+      if (held_.load(std::memory_order_relaxed)) {
+        spin_end = now + std::chrono::microseconds(kSpinMicros);  // released: spin kSpinMicros more
+      } else if (now >= spin_end) {
+        break;
+      }
+      if (now >= yield_at) {
+        std::this_thread::yield();
+        yield_at = Clock::now() + std::chrono::microseconds(kYieldMicros);
+      }
     }
     if (!fresh) {
       std::unique_lock<std::mutex> lk(mu_);
-      sleeping_.fetch_add(1);  // seq_cst: ordered against the caller's state_ store
-      cv_.wait(lk, [&] { return generation_of(state_.load()) != seen || stop_.load(); });
+      sleeping_.fetch_add(1);  // seq_cst: ordered against the caller's state_ / held_ store
+      cv_.wait(lk, [&] { return generation_of(state_.load()) != seen || stop_.load() || held_.load(); });
       sleeping_.fetch_sub(1);
     }
     if (stop_.load()) return;
     seen = generation_of(state_.load(std::memory_order_acquire));
-    work_on(seen);
+    work_on(seen, slot);
   }
 }
 

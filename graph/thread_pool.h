@@ -3,7 +3,9 @@
 // returns when all calls are done. size() is the number of chunks a job is
 // cut into: n_threads() x kChunksPerThread (1 for a single thread). Ops split
 // their work by (i, n) and index per-chunk scratch by i, so they never need to
-// know how many OS threads there are.
+// know how many OS threads there are. run_chunks(n, fn) cuts a job into n
+// chunks of the caller's choosing and passes the running thread's slot for
+// per-thread scratch (a long matmul cut finer than size()).
 //
 // Algorithm (chunk claiming, spin-then-sleep):
 //   * The caller publishes a job by bumping one 64-bit atomic `state_` that
@@ -20,7 +22,18 @@
 //   * Idle workers spin (with a CPU pause hint) for about kSpinMicros, since
 //     graph nodes come back to back, then sleep on a condition variable; the
 //     caller only takes the mutex to wake them when some are asleep.
-//   * The caller waits for chunks claimed by others by spinning, then yielding.
+//   * While the pool is held (hold(), Hold: the CPU executor holds it for a
+//     whole plan run) idle workers never sleep. A worker that finished its
+//     chunks of a long node early (a decode's output matrix) or waits through
+//     the caller's serial small ops would otherwise fall asleep in the middle
+//     of a token, and waking it cost 50-250 us per job for the next several
+//     jobs (stop 15: a 2-thread decode token's first layer ran 4x slower
+//     than the others). Taking the hold also wakes sleeping workers, so they
+//     wake while the caller runs the first serial nodes.
+//   * Spinning threads yield the vCPU: a worker every kYieldMicros, the
+//     caller waiting for chunks others claimed after kYieldMicros. On a busy
+//     host the two may share one vCPU, and a spinner that never yields keeps
+//     the thread it waits for off the CPU for a time slice.
 // Callers must not assume that different i run on different OS threads (one
 // thread runs several chunks one after another), only that calls with
 // different i never overlap on the same scratch.
@@ -50,24 +63,56 @@ class ThreadPool {
   // Runs fn(ith, nth) for every ith in [0, nth), nth = size(). Not reentrant:
   // one run() at a time (fn must not call run()).
   void run(const std::function<void(int ith, int nth)>& fn);
+  // Runs fn(chunk, n_chunks, slot) for every chunk in [0, n_chunks), any
+  // n_chunks >= 1. slot, in [0, n_threads()), names the OS thread that runs
+  // the call (0: the caller); calls with the same slot never overlap, so
+  // per-thread scratch is indexed by slot. Not reentrant, as run().
+  using ChunkFn = std::function<void(int chunk, int n_chunks, int slot)>;
+  void run_chunks(int n_chunks, const ChunkFn& fn);
 
-  // How long idle workers spin before sleeping.
+  // While held, idle workers spin instead of going to sleep; taking the hold
+  // wakes sleeping workers. Not counted: hold(false) releases it. Hold is the
+  // scoped form.
+  void hold(bool on);
+  bool held() const { return held_.load(std::memory_order_relaxed); }
+  // Jobs run on several threads since the pool was made (the calls of run()
+  // and run_chunks() that published work to the workers): each is one
+  // barrier. A running counter for Device::stats().
+  uint64_t jobs() const { return jobs_.load(std::memory_order_relaxed); }
+  class Hold {
+   public:
+    explicit Hold(ThreadPool& p) : p_(p) { p_.hold(true); }
+    ~Hold() { p_.hold(false); }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    ThreadPool& p_;
+  };
+
+  // How long idle workers spin before sleeping (when not held).
   static constexpr int kSpinMicros = 200;
+  // How often a spinning worker yields its vCPU, and how long the caller
+  // spins for chunks others claimed before yielding.
+  static constexpr int kYieldMicros = 50;
   // Chunks per thread when there are several threads.
   static constexpr int kChunksPerThread = 4;
 
  private:
-  void worker();
+  void worker(int slot);
   // Claims and runs chunks of generation `gen` until none is left.
-  void work_on(uint32_t gen);
+  void work_on(uint32_t gen, int slot);
+  void wake_sleepers();
 
   int n_threads_;
   int n_chunks_;
   std::vector<std::thread> threads_;
-  const std::function<void(int, int)>* job_ = nullptr;
+  const ChunkFn* job_ = nullptr;
   alignas(64) std::atomic<uint64_t> state_{0};  // generation << 32 | next chunk
   alignas(64) std::atomic<int> done_{0};        // chunks finished in the current generation
   alignas(64) std::atomic<int> sleeping_{0};
+  std::atomic<bool> held_{false};
+  std::atomic<uint64_t> jobs_{0};  // written by the caller only
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};
@@ -78,6 +123,16 @@ inline void split_range(int64_t n, int ith, int nth, int64_t* begin, int64_t* en
   const int64_t per = (n + nth - 1) / nth;
   *begin = std::min<int64_t>(n, per * ith);
   *end = std::min<int64_t>(n, *begin + per);
+}
+
+// Splits [0, n) into nth chunks whose sizes differ by at most one (the first
+// n % nth are one longer); returns chunk ith as [begin, end). split_range
+// rounds every chunk up instead, which leaves the last chunks short or empty
+// when nth is near n (10 into 8: 2, 2, 2, 2, 2, 0, 0, 0).
+inline void split_even(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
+  const int64_t q = n / nth, r = n % nth;
+  *begin = q * ith + std::min<int64_t>(ith, r);
+  *end = *begin + q + (ith < r ? 1 : 0);
 }
 
 }  // namespace opal

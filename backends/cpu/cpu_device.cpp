@@ -13,9 +13,44 @@ namespace {
 
 struct CpuPlan : Plan {
   std::vector<Tensor*> nodes;
+  // Runs of MUL_MATs that one parallel job computes (cpu::mul_mat_groupable):
+  // group_of[i] is node i's group or -1; a group runs at its first member.
+  std::vector<std::vector<const Tensor*>> groups;
+  std::vector<int> group_of;
   uint64_t work_bytes = 0;  // scratch its nodes need (the executor holds it)
   int n_threads = 1;
 };
+
+// Groups consecutive MUL_MATs (Views between them compute nothing) that read
+// the same activations, so that on several threads they take one barrier.
+void find_groups(CpuPlan& plan) {
+  plan.group_of.assign(plan.nodes.size(), -1);
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    const Tensor& first = *plan.nodes[i];
+    if (first.op != Op::MulMat || !cpu::mul_mat_groupable(first, first)) continue;
+    std::vector<const Tensor*> members = {&first};
+    std::vector<size_t> at = {i};
+    for (size_t j = i + 1; j < plan.nodes.size() && int(members.size()) < cpu::kMaxMulMatGroup; ++j) {
+      const Tensor& n = *plan.nodes[j];
+      if (n.op == Op::View) continue;
+      if (!cpu::mul_mat_groupable(first, n)) break;
+      members.push_back(&n);
+      at.push_back(j);
+    }
+    if (members.size() < 2) continue;
+    for (size_t j : at) plan.group_of[j] = int(plan.groups.size());
+    plan.groups.push_back(std::move(members));
+    i = at.back();
+  }
+}
+
+uint64_t plan_work_bytes(const CpuPlan& plan) {
+  uint64_t bytes = 0;
+  for (const Tensor* n : plan.nodes) bytes = std::max(bytes, cpu::work_size(*n, plan.n_threads));
+  for (const auto& g : plan.groups)
+    bytes = std::max(bytes, cpu::mul_mat_group_work_size(g.data(), int(g.size()), plan.n_threads));
+  return bytes;
+}
 
 int default_threads(int n) {
   if (n > 0) return n;
@@ -30,7 +65,9 @@ CpuExecutor::CpuExecutor(const Device& dev, int n_threads)
 
 void CpuExecutor::set_threads(int n) {
   n = default_threads(n);
-  if (n != pool_->n_threads()) pool_ = std::make_unique<ThreadPool>(n);
+  if (n == pool_->n_threads()) return;
+  jobs_before_ += pool_->jobs();
+  pool_ = std::make_unique<ThreadPool>(n);
 }
 
 void CpuExecutor::reserve_work(uint64_t bytes) {
@@ -70,10 +107,9 @@ std::unique_ptr<Plan> CpuExecutor::compile(const Segment& segment) {
   auto plan = std::make_unique<CpuPlan>();
   plan->nodes = segment.nodes;
   plan->n_threads = pool_->size();
-  for (const Tensor* n : segment.nodes) {
-    check_repacked_sources(*n);
-    plan->work_bytes = std::max(plan->work_bytes, cpu::work_size(*n, plan->n_threads));
-  }
+  for (const Tensor* n : segment.nodes) check_repacked_sources(*n);
+  find_groups(*plan);
+  plan->work_bytes = plan_work_bytes(*plan);
   reserve_work(plan->work_bytes);
   return plan;
 }
@@ -82,14 +118,28 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
   auto& plan = static_cast<CpuPlan&>(p);
   if (plan.n_threads != pool_->size()) {  // thread count changed since compile: re-size the scratch once
     plan.n_threads = pool_->size();
-    uint64_t bytes = 0;
-    for (const Tensor* n : plan.nodes) bytes = std::max(bytes, cpu::work_size(*n, plan.n_threads));
-    plan.work_bytes = bytes;
-    reserve_work(bytes);
+    plan.work_bytes = plan_work_bytes(plan);
+    reserve_work(plan.work_bytes);
   }
   cpu::OpContext ctx{*pool_, work_.get()};
-  for (const Tensor* n : plan.nodes) {
+  // Workers spin through the whole plan (the serial small ops, a long node's
+  // last chunk) instead of falling asleep between its jobs (graph/thread_pool.h).
+  ThreadPool::Hold hold(*pool_);
+  // Groups run as one job on several threads; with hooks (perf events, the
+  // trace, --shadow) every node runs alone, so that each is timed and seen.
+  const bool grouped = !hooks && pool_->n_threads() > 1;
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    const Tensor* n = plan.nodes[i];
     if (n->op == Op::View) continue;
+    if (grouped && plan.group_of[i] >= 0) {
+      const auto& g = plan.groups[size_t(plan.group_of[i])];
+      if (g.front() == n) {
+        cpu::compute_mul_mat_group(g.data(), int(g.size()), ctx);
+        ++groups_run_;
+        grouped_nodes_ += g.size();
+      }
+      continue;
+    }
     if (hooks) hooks->before_node(dev_, *n);
     cpu::compute(*n, ctx);
     if (hooks) hooks->after_node(dev_, *n, cpu::kernel_name(*n));
@@ -105,5 +155,13 @@ std::string CpuDevice::description() const {
 Support CpuDevice::supports(const Tensor& node) const { return cpu::supports(node); }
 
 void CpuDevice::set_threads(int n) { executor_.set_threads(n); }
+
+DeviceStats CpuDevice::stats() const {
+  DeviceStats d;
+  d.values = {{"pool_jobs", double(executor_.pool_jobs())},
+              {"mul_mat_groups", double(executor_.groups_run())},
+              {"grouped_nodes", double(executor_.grouped_nodes())}};
+  return d;
+}
 
 }  // namespace opal

@@ -17,6 +17,11 @@ class CpuExecutor : public Executor {
   void run(Plan& plan, RunHooks* hooks) override;
   void set_threads(int n);
   int n_threads() const { return pool_->n_threads(); }
+  // Running counters (CpuDevice::stats()): parallel jobs of this and earlier
+  // pools, MUL_MAT groups run as one job and the nodes in them.
+  uint64_t pool_jobs() const { return jobs_before_ + pool_->jobs(); }
+  uint64_t groups_run() const { return groups_run_; }
+  uint64_t grouped_nodes() const { return grouped_nodes_; }
 
  private:
   struct FreeDeleter {
@@ -32,6 +37,8 @@ class CpuExecutor : public Executor {
   // new shapes cost no allocation and fragment no heap.
   std::unique_ptr<uint8_t, FreeDeleter> work_;
   uint64_t work_bytes_ = 0;
+  uint64_t jobs_before_ = 0;  // jobs of the pools set_threads replaced
+  uint64_t groups_run_ = 0, grouped_nodes_ = 0;
 };
 
 // Host memory whose weights may be repacked at load into the layout the
@@ -57,6 +64,9 @@ class CpuDevice : public Device {
   Executor& executor() override { return executor_; }
   void set_threads(int n) override;
   int n_threads() const { return executor_.n_threads(); }
+  // pool_jobs (parallel jobs: one barrier each), mul_mat_groups (MUL_MAT
+  // groups run as one job), grouped_nodes (the MUL_MATs in them).
+  DeviceStats stats() const override;
 
  private:
   CpuBufferType buffer_type_{"cpu"};

@@ -1,7 +1,10 @@
 // ThreadPool (graph/thread_pool.h): every chunk runs exactly once per
 // run(), run() returns only when all are done, and that holds for back-to-back
 // jobs (workers spinning), jobs after a pause (workers asleep), a busy other
-// thread, and destruction at any time.
+// thread, and destruction at any time; run_chunks() with any chunk count
+// (each chunk once, slots in range and never two calls at once on one slot),
+// jobs while the pool is held (workers kept spinning) and across the hold's
+// release; split_even's chunks.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -117,6 +120,103 @@ TEST(ThreadPool, SplitRangeCoversEverything) {
         prev_end = e;
       }
       EXPECT_EQ(covered, n);
+    }
+}
+
+// run_chunks with counts below, at and far above size(): every chunk once,
+// n_chunks passed as given, slot in [0, n_threads()), and no two calls on one
+// slot at the same time (a per-slot busy flag that a second call would find set).
+void check_chunks(ThreadPool& pool, int n_chunks, int n_runs) {
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n_chunks));
+  std::vector<std::atomic<int>> busy(static_cast<size_t>(pool.n_threads()));
+  for (int r = 0; r < n_runs; ++r) {
+    for (auto& h : hits) h.store(0);
+    std::atomic<int> bad{0};
+    pool.run_chunks(n_chunks, [&](int chunk, int n, int slot) {
+      if (n != n_chunks || chunk < 0 || chunk >= n || slot < 0 || slot >= pool.n_threads()) {
+        bad.fetch_add(1);
+        return;
+      }
+      if (busy[size_t(slot)].exchange(1) != 0) bad.fetch_add(1);
+      hits[size_t(chunk)].fetch_add(1);
+      if (chunk % 7 == 0) std::this_thread::yield();
+      busy[size_t(slot)].store(0);
+    });
+    for (int i = 0; i < n_chunks; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "run " << r << " chunk " << i;
+    ASSERT_EQ(bad.load(), 0) << "run " << r << ": a wrong (chunk, n, slot) or two calls on one slot";
+  }
+}
+
+TEST(ThreadPool, RunChunksAnyCountEveryChunkOnceOneCallPerSlot) {
+  for (int n : {1, 2, 3, 5}) {
+    ThreadPool pool(n);
+    for (int chunks : {1, 2, 3, 8, 64, 300}) check_chunks(pool, chunks, n == 1 ? 20 : 500);
+  }
+}
+
+TEST(ThreadPool, RunChunksAndRunInterleaved) {
+  ThreadPool pool(3);
+  for (int r = 0; r < 300; ++r) {
+    check_chunks(pool, 1 + r % 40, 1);
+    check_runs(pool, 1, std::chrono::microseconds(0));
+  }
+}
+
+TEST(ThreadPool, HeldPoolRunsJobsAfterLongPausesAndAfterRelease) {
+  ThreadPool pool(3);
+  {
+    ThreadPool::Hold hold(pool);
+    EXPECT_TRUE(pool.held());
+    // Pauses longer than the spin time: held workers keep spinning, and the
+    // jobs still run every chunk once.
+    check_runs(pool, 20, std::chrono::microseconds(ThreadPool::kSpinMicros * 3));
+    check_chunks(pool, 50, 20);
+  }
+  EXPECT_FALSE(pool.held());
+  // Released: the workers go to sleep again after a pause, and wake for the next jobs.
+  check_runs(pool, 20, std::chrono::microseconds(ThreadPool::kSpinMicros * 5));
+  // Taking the hold while they sleep wakes them; jobs run under it.
+  std::this_thread::sleep_for(std::chrono::microseconds(ThreadPool::kSpinMicros * 5));
+  pool.hold(true);
+  check_chunks(pool, 17, 200);
+  pool.hold(false);
+}
+
+TEST(ThreadPool, HoldToggledWhileWorkersSleepOrSpin) {
+  ThreadPool pool(2);
+  for (int r = 0; r < 200; ++r) {
+    pool.hold(r % 3 != 0);
+    if (r % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(ThreadPool::kSpinMicros * 2));
+    check_runs(pool, 1, std::chrono::microseconds(0));
+  }
+  pool.hold(false);
+}
+
+TEST(ThreadPool, DestroyWhileHeld) {
+  for (int i = 0; i < 20; ++i) {
+    ThreadPool pool(1 + i % 4);
+    pool.hold(true);
+    if (i % 2) pool.run_chunks(9, [](int, int, int) {});
+  }
+  SUCCEED();
+}
+
+TEST(ThreadPool, SplitEvenCoversEverythingWithSizesWithinOne) {
+  for (int64_t n : {0, 1, 5, 10, 64, 1001, 18992})
+    for (int nth : {1, 2, 3, 8, 13, 64}) {
+      int64_t covered = 0, prev_end = 0, lo = n, hi = 0;
+      for (int i = 0; i < nth; ++i) {
+        int64_t b, e;
+        split_even(n, i, nth, &b, &e);
+        EXPECT_EQ(b, prev_end) << n << " into " << nth;
+        EXPECT_LE(b, e);
+        lo = std::min(lo, e - b);
+        hi = std::max(hi, e - b);
+        covered += e - b;
+        prev_end = e;
+      }
+      EXPECT_EQ(covered, n);
+      EXPECT_LE(hi - lo, 1) << n << " into " << nth;
     }
 }
 

@@ -4,6 +4,12 @@
 //      vec_dot type), rows split across threads, into the plan's scratch;
 //   2. the kernel's gemm over a slice of weight rows per thread.
 // Scratch layout: [converted activations][per-thread kernel scratch].
+// Threads: batches split the weight rows into the pool's size() chunks;
+// decode-sized batches (<= 8 rows) on several threads into ~1 MiB chunks of
+// 16-row units (mul_mat_chunks), claimed dynamically, per-thread scratch by
+// slot. A group (compute_mul_mat_group: the executor's q/k/v, gate/up) lays
+// out [each member's activations][per-thread scratch] and runs every
+// member's chunks as one job. A row's arithmetic never depends on its chunk.
 //
 // A weight repacked at load (Tensor::layout, kernels/repack.h) is split
 // across threads on whole row groups. Batches the entry's gemm_packed takes
@@ -130,7 +136,38 @@ void split_rows(const Tensor& w, int64_t n_act, int ith, int nth, int64_t* n0, i
   *n1 = std::min(N, g1 * G);
 }
 
+// Decode-sized matmuls (at most kFineMaxAct activation rows) on several
+// threads are cut by weight bytes rather than into the pool's size() chunks:
+// about kChunkBytes of weights a chunk, at least size() and at most
+// kMaxChunksPerThread a thread, in whole units of kFineUnitRows rows (the
+// kernels' 16-row slices, two row groups). A decode's output matrix (Qwen3-0.6B
+// Q8_0: 166 MB) in size() = 8 chunks at 2 threads left one thread idle for up
+// to a 20 MB chunk (~0.7 ms) whenever the two ran at different speeds; in
+// ~1 MiB chunks the threads finish within ~30 us of each other. Each row's
+// arithmetic is the same in any chunk, so the results are the same bits.
+constexpr int64_t kFineMaxAct = 8;
+constexpr uint64_t kChunkBytes = uint64_t(1) << 20;
+constexpr int kMaxChunksPerThread = 32;
+constexpr int64_t kFineUnitRows = 16;
+
 }  // namespace
+
+int mul_mat_chunks(uint64_t weight_bytes, int64_t n_rows, int n_act, int n_threads, int pool_size) {
+  if (n_threads <= 1) return 1;
+  if (n_act > kFineMaxAct) return pool_size;
+  const int64_t units = (n_rows + kFineUnitRows - 1) / kFineUnitRows;
+  int64_t n = int64_t(weight_bytes / kChunkBytes);
+  n = std::clamp<int64_t>(n, pool_size, int64_t(kMaxChunksPerThread) * n_threads);
+  return int(std::max<int64_t>(1, std::min(n, units)));
+}
+
+void mul_mat_chunk_rows(int64_t n_rows, int chunk, int n_chunks, int64_t* r0, int64_t* r1) {
+  const int64_t units = (n_rows + kFineUnitRows - 1) / kFineUnitRows;
+  int64_t u0, u1;
+  split_even(units, chunk, n_chunks, &u0, &u1);
+  *r0 = std::min(n_rows, u0 * kFineUnitRows);
+  *r1 = std::min(n_rows, u1 * kFineUnitRows);
+}
 
 uint64_t mul_mat_work_size(const Tensor& node, int n_threads) {
   Layout l = layout(node, n_threads);
@@ -138,41 +175,146 @@ uint64_t mul_mat_work_size(const Tensor& node, int n_threads) {
          l.offsets_bytes;
 }
 
+namespace {
+
+// Rows [n0, n1) of every matrix of a MUL_MAT node, its activation rows
+// converted at `act`, the kernel's scratch at `scratch`.
+void gemm_rows(const Tensor& node, const MatmulKernels& k, const uint8_t* act, uint8_t* scratch, int64_t n0,
+               int64_t n1) {
+  if (n0 >= n1) return;
+  const Tensor& w = *node.src[0];
+  const Tensor& x = *node.src[1];
+  const int64_t T = x.ne[1];
+  const int64_t r2 = x.ne[2] / w.ne[2], r3 = x.ne[3] / w.ne[3];
+  const uint64_t act_row = k.act_row_bytes(w.ne[0]);
+  const uint64_t kernel_scratch = uint64_t(k.scratch_floats(w.ne[0])) * sizeof(float);
+  for (int64_t i3 = 0; i3 < x.ne[3]; ++i3)
+    for (int64_t i2 = 0; i2 < x.ne[2]; ++i2) {
+      GemmArgs a;
+      a.w = static_cast<const uint8_t*>(w.data) + (i2 / r2) * w.nb[2] + (i3 / r3) * w.nb[3];
+      a.w_row_bytes = w.nb[1];
+      a.k = w.ne[0];
+      a.row_begin = n0;
+      a.row_end = n1;
+      a.act = act + uint64_t((i2 + i3 * x.ne[2]) * T) * act_row;
+      a.act_row_bytes = act_row;
+      a.n_act = T;
+      a.out = reinterpret_cast<float*>(row_ptr(node, 0, i2, i3));
+      a.out_stride = int64_t(node.nb[1] / sizeof(float));
+      a.scratch = reinterpret_cast<float*>(scratch);
+      gemm_any(k, w, a, kernel_scratch);
+    }
+}
+
+void check_layout_shape(const Tensor& node) {
+  const Tensor& w = *node.src[0];
+  if (w.layout != kLayoutPlain && (w.ne[2] != 1 || w.ne[3] != 1 || !w.is_contiguous()))
+    fail("MUL_MAT '{}': weight '{}' in layout {} must be one contiguous matrix, found {}", node.name, w.name,
+         layout_name(w.layout), w.shape_string());
+}
+
+int64_t n_act_of(const Tensor& node) {
+  const Tensor& x = *node.src[1];
+  return x.ne[1] * x.ne[2] * x.ne[3];
+}
+
+int chunks_of(const Tensor& node, const OpContext& ctx) {
+  const Tensor& w = *node.src[0];
+  const uint64_t bytes = uint64_t(w.ne[1]) * w.nb[1] * uint64_t(w.ne[2] * w.ne[3]);
+  return mul_mat_chunks(bytes, w.ne[1], int(std::min<int64_t>(n_act_of(node), 1 << 20)), ctx.pool.n_threads(),
+                        ctx.pool.size());
+}
+
+}  // namespace
+
 void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
   const MatmulKernels& k = *matmul_kernels(w.type);
   const Layout l = layout(node, ctx.pool.size());
-  const uint64_t act_row = k.act_row_bytes(w.ne[0]);
   uint8_t* act = ctx.work;
-  convert_all(k, x, act, act_row, ctx);
-
-  const int64_t T = x.ne[1];
-  const int64_t r2 = x.ne[2] / w.ne[2], r3 = x.ne[3] / w.ne[3];
-  if (w.layout != kLayoutPlain && (w.ne[2] != 1 || w.ne[3] != 1 || !w.is_contiguous()))
-    fail("MUL_MAT '{}': weight '{}' in layout {} must be one contiguous matrix, found {}", node.name, w.name,
-         layout_name(w.layout), w.shape_string());
-  const uint64_t kernel_scratch = uint64_t(k.scratch_floats(w.ne[0])) * sizeof(float);
+  convert_all(k, x, act, k.act_row_bytes(w.ne[0]), ctx);
+  check_layout_shape(node);
+  auto scratch = [&](int slot) { return ctx.work + l.act_bytes + l.scratch_each * uint64_t(slot); };
+  if (ctx.pool.n_threads() > 1 && n_act_of(node) <= kFineMaxAct) {
+    ctx.pool.run_chunks(chunks_of(node, ctx), [&](int chunk, int n, int slot) {
+      int64_t n0, n1;
+      mul_mat_chunk_rows(w.ne[1], chunk, n, &n0, &n1);
+      gemm_rows(node, k, act, scratch(slot), n0, n1);
+    });
+    return;
+  }
   ctx.pool.run([&](int ith, int nth) {
     int64_t n0, n1;
-    split_rows(w, T, ith, nth, &n0, &n1);
-    if (n0 >= n1) return;
-    for (int64_t i3 = 0; i3 < x.ne[3]; ++i3)
-      for (int64_t i2 = 0; i2 < x.ne[2]; ++i2) {
-        GemmArgs a;
-        a.w = static_cast<const uint8_t*>(w.data) + (i2 / r2) * w.nb[2] + (i3 / r3) * w.nb[3];
-        a.w_row_bytes = w.nb[1];
-        a.k = w.ne[0];
-        a.row_begin = n0;
-        a.row_end = n1;
-        a.act = act + uint64_t((i2 + i3 * x.ne[2]) * T) * act_row;
-        a.act_row_bytes = act_row;
-        a.n_act = T;
-        a.out = reinterpret_cast<float*>(row_ptr(node, 0, i2, i3));
-        a.out_stride = int64_t(node.nb[1] / sizeof(float));
-        a.scratch = reinterpret_cast<float*>(ctx.work + l.act_bytes + l.scratch_each * uint64_t(ith));
-        gemm_any(k, w, a, kernel_scratch);
-      }
+    split_rows(w, x.ne[1], ith, nth, &n0, &n1);
+    gemm_rows(node, k, act, scratch(ith), n0, n1);
+  });
+}
+
+bool mul_mat_groupable(const Tensor& first, const Tensor& node) {
+  auto simple = [](const Tensor& n) {
+    const Tensor& w = *n.src[0];
+    const Tensor& x = *n.src[1];
+    return n.op == Op::MulMat && matmul_kernels(w.type) && w.ne[2] == 1 && w.ne[3] == 1 && x.ne[2] == 1 &&
+           x.ne[3] == 1 && n_act_of(n) <= kFineMaxAct;
+  };
+  return simple(first) && simple(node) && node.src[1] == first.src[1];
+}
+
+uint64_t mul_mat_group_work_size(const Tensor* const* nodes, int count, int n_threads) {
+  uint64_t acts = 0, each = 0;
+  for (int i = 0; i < count; ++i) {
+    const Layout l = layout(*nodes[i], n_threads);
+    acts += l.act_bytes;
+    each = std::max(each, l.scratch_each);
+  }
+  return acts + each * uint64_t(n_threads);
+}
+
+void compute_mul_mat_group(const Tensor* const* nodes, int count, const OpContext& ctx) {
+  if (count > kMaxMulMatGroup) fail("MUL_MAT group of {} nodes, at most {}", count, kMaxMulMatGroup);
+  struct Part {
+    const Tensor* node;
+    const MatmulKernels* k;
+    const uint8_t* act;
+    int c0, c1;  // its chunks in the group's
+  };
+  Part parts[kMaxMulMatGroup];
+  uint64_t off = 0, each = 0;
+  int n_chunks = 0;
+  for (int i = 0; i < count; ++i) {
+    const Tensor& node = *nodes[i];
+    const Tensor& w = *node.src[0];
+    check_layout_shape(node);
+    const MatmulKernels& k = *matmul_kernels(w.type);
+    const Layout l = layout(node, ctx.pool.size());
+    Part& p = parts[i];
+    p.node = &node;
+    p.k = &k;
+    // The same activation rows in the same format as an earlier part's: converted once.
+    p.act = nullptr;
+    for (int j = 0; j < i && !p.act; ++j)
+      if (parts[j].k->act_type == k.act_type && parts[j].k->convert_act == k.convert_act &&
+          parts[j].node->src[0]->ne[0] == w.ne[0])
+        p.act = parts[j].act;
+    if (!p.act) {
+      uint8_t* act = ctx.work + off;
+      convert_all(k, *node.src[1], act, k.act_row_bytes(w.ne[0]), ctx);
+      p.act = act;
+    }
+    off += l.act_bytes;
+    each = std::max(each, l.scratch_each);
+    p.c0 = n_chunks;
+    n_chunks += chunks_of(node, ctx);
+    p.c1 = n_chunks;
+  }
+  ctx.pool.run_chunks(n_chunks, [&](int chunk, int, int slot) {
+    int i = 0;
+    while (chunk >= parts[i].c1) ++i;
+    const Part& p = parts[i];
+    int64_t n0, n1;
+    mul_mat_chunk_rows(p.node->src[0]->ne[1], chunk - p.c0, p.c1 - p.c0, &n0, &n1);
+    gemm_rows(*p.node, *p.k, p.act, ctx.work + off + each * uint64_t(slot), n0, n1);
   });
 }
 

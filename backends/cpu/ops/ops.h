@@ -49,6 +49,23 @@ void compute_norm(const Tensor& node, const OpContext& ctx);  // RmsNorm Softmax
 void compute_mul_mat(const Tensor& node, const OpContext& ctx);
 void compute_mul_mat_id(const Tensor& node, const OpContext& ctx);
 uint64_t mul_mat_work_size(const Tensor& node, int n_threads);
+// How many chunks MUL_MAT cuts a weight of n_rows rows (weight_bytes in all)
+// into for n_act activation rows on n_threads threads (pool_size: the pool's
+// size()): 1 on one thread; size() for batches; for decode-sized batches about
+// 1 MiB of weights a chunk, between size() and 32 a thread (ops/matmul.cpp).
+int mul_mat_chunks(uint64_t weight_bytes, int64_t n_rows, int n_act, int n_threads, int pool_size);
+// Rows [r0, r1) of chunk `chunk` of n_chunks (decode-sized batches): whole
+// 16-row units, the units spread evenly.
+void mul_mat_chunk_rows(int64_t n_rows, int chunk, int n_chunks, int64_t* r0, int64_t* r1);
+// A group of MUL_MATs run as one parallel job (one barrier instead of one a
+// node; the CPU executor forms them: docs/architecture.md, the executor):
+// decode-sized MUL_MATs of single matrices that read the same activations
+// (a layer's q, k and v; gate and up), at most kMaxMulMatGroup. Each node's
+// rows are cut as compute_mul_mat cuts them and its results are the same bits.
+constexpr int kMaxMulMatGroup = 4;
+bool mul_mat_groupable(const Tensor& first, const Tensor& node);
+uint64_t mul_mat_group_work_size(const Tensor* const* nodes, int count, int n_threads);
+void compute_mul_mat_group(const Tensor* const* nodes, int count, const OpContext& ctx);
 void compute_rope(const Tensor& node, const OpContext& ctx);
 void compute_attention(const Tensor& node, const OpContext& ctx);
 uint64_t attention_work_size(const Tensor& node, int n_threads);
