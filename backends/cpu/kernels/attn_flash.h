@@ -50,6 +50,11 @@ struct FlashKernels {
                     int64_t n, int64_t dk, float scale, float* s, int64_t lds);
   void (*accum_q8_0)(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
                      int64_t n, int64_t dv, float* acc, int64_t lda);
+  // And over a q4_0 cache: the values are d * (nibble - 8), low nibbles first, as widen_q4_0's.
+  void (*dots_q4_0)(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                    int64_t n, int64_t dk, float scale, float* s, int64_t lds);
+  void (*accum_q4_0)(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                     int64_t n, int64_t dv, float* acc, int64_t lda);
 };
 
 // The most query rows the in-place f16 forms take (a decode's GQA group: SmolLM2 3, Qwen3 2, Llama 3.2 4).

@@ -14,7 +14,7 @@
 //   accumulator rescaled by e^(m - m') and the V tile (widened once) added
 //   with the weights e^(s - m');
 // the output is acc / l. Up to kFlashDirectRows rows (a decode's GQA group)
-// over an f16 or q8_0 cache read K and V in place instead (dots_f16 / accum_f16: each
+// over an f16, q8_0 or q4_0 cache read K and V in place instead (dots_f16 / accum_f16: each
 // row converted in registers once for the rows; no tile widened to memory).
 // No row of scores longer than a tile is ever held,
 // so memory does not grow with the depth beyond the cell lists.
@@ -131,12 +131,14 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   const FlashLayout l = flash_layout(node, nth_pool);
   const int64_t bt = l.rows / group;  // tokens per block (flash_rows)
   const FlashKernels& fk = flash_kernels();
-  // The in-place forms for a decode's few rows (kernels/attn_flash.h): an f16 cache of whole 16s, or q8_0.
+  // The in-place forms for a decode's few rows (kernels/attn_flash.h): an f16 cache of whole 16s, q8_0 or q4_0.
   auto dots_direct = k.type == DType::F16 && dk % 16 == 0 ? fk.dots_f16
                      : k.type == DType::Q8_0              ? fk.dots_q8_0
+                     : k.type == DType::Q4_0              ? fk.dots_q4_0
                                                           : nullptr;
   auto accum_direct = v.type == DType::F16 && dv % 16 == 0 ? fk.accum_f16
                       : v.type == DType::Q8_0              ? fk.accum_q8_0
+                      : v.type == DType::Q4_0              ? fk.accum_q4_0
                                                            : nullptr;
   const bool direct_k = dots_direct != nullptr, direct_v = accum_direct != nullptr;
   const uint64_t k_head_bytes = row_bytes(k.type, dk), v_head_bytes = row_bytes(v.type, dv);
@@ -250,7 +252,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = 0; j < m; ++j)
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
-            // Decode's few rows over an f16 or q8_0 cache read K (and V below) in place: no widened tile. The
+            // Decode's few rows over an f16, q8_0 or q4_0 cache read K (and V below) in place: no widened tile. The
             // next tile's K and V rows are prefetched (one head's slice of each cell row: the gather defeats the
             // hardware prefetcher).
             const bool direct = j1 - j0 <= kFlashDirectRows;

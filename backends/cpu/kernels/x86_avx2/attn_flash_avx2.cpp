@@ -296,8 +296,9 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   else if (m - j == 1) accum_rows_of<1>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
 }
 
-// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0: % 32): 8 values of a row from
-// i (f16: vcvtph2ps; q8_0: d * q of a quarter block).
+// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0 / q4_0: % 32): 8 values of a row
+// from i (f16: vcvtph2ps; q8_0: d * q of a quarter block; q4_0: d * (nibble - 8) of a quarter block: 8 bytes at
+// qs + (i & 8), their low nibbles for the first half of the block, the high ones for the second).
 struct F16Row {
   static __m256 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + uint64_t(cell) * stride + 2 * i)));
@@ -307,6 +308,15 @@ struct Q8Row {
   static __m256 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
     const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cell) * stride) + i / 32;
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + (i & 24)));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+};
+struct Q4Row {
+  static __m256 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(base + uint64_t(cell) * stride) + i / 32;
+    const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + (i & 8)));
+    const __m128i nib = _mm_and_si128(_mm_srl_epi16(raw, _mm_cvtsi32_si128(int(i & 16) >> 2)), _mm_set1_epi8(15));
+    const __m128i q = _mm_sub_epi8(nib, _mm_set1_epi8(8));
     return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
   }
 };
@@ -408,7 +418,9 @@ const FlashKernels kFlashKernels = {"avx2",
                                     dots_direct<F16Row>,
                                     accum_direct<F16Row>,
                                     dots_direct<Q8Row>,
-                                    accum_direct<Q8Row>};
+                                    accum_direct<Q8Row>,
+                                    dots_direct<Q4Row>,
+                                    accum_direct<Q4Row>};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -250,8 +250,9 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   }
 }
 
-// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0: % 32): 16 values of a row
-// from i (f16: vcvtph2ps; q8_0: d * q of half a block).
+// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0 / q4_0: % 32): 16 values of a
+// row from i (f16: vcvtph2ps; q8_0: d * q of half a block; q4_0: d * (nibble - 8) of half a block, the low
+// nibbles of its 16 bytes for the first half, the high ones for the second).
 struct F16Row {
   static __m512 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
     return _mm512_cvtph_ps(
@@ -262,6 +263,15 @@ struct Q8Row {
   static __m512 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
     const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cell) * stride) + i / 32;
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + (i & 16)));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+};
+struct Q4Row {
+  static __m512 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(base + uint64_t(cell) * stride) + i / 32;
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
+    const __m128i nib = _mm_and_si128(_mm_srl_epi16(raw, _mm_cvtsi32_si128(int(i & 16) >> 2)), _mm_set1_epi8(15));
+    const __m128i q = _mm_sub_epi8(nib, _mm_set1_epi8(8));
     return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
   }
 };
@@ -376,7 +386,9 @@ const FlashKernels kFlashKernels = {"avx512",
                                     dots_direct<F16Row>,
                                     accum_direct<F16Row>,
                                     dots_direct<Q8Row>,
-                                    accum_direct<Q8Row>};
+                                    accum_direct<Q8Row>,
+                                    dots_direct<Q4Row>,
+                                    accum_direct<Q4Row>};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
