@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -114,6 +115,27 @@ TEST(AttnFlash, DotsExpAndAccumulationAgreeWithTheReference) {
       for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], acc_ref[i], 1e-4f) << kk->name << " i " << i;
     }
   }
+}
+
+// The online softmax's mask and row maximum: the same scores and the same maximum (exact) as the reference, for
+// whole and partial tiles, ranges at either end, in the middle, and empty.
+TEST(AttnFlash, MaskMaxEqualsTheReference) {
+  const FlashKernels& ref = ref_flash_kernels();
+  std::mt19937 rng(21);
+  std::normal_distribution<float> val(0.0f, 3.0f);
+  for (const FlashKernels* fk : flash_kernel_sets())
+    for (int64_t n : {64, 63, 17, 16, 9, 8, 5, 1})
+      for (auto [a, e] :
+           {std::pair<int64_t, int64_t>{0, n}, {0, n / 2}, {n / 3, n}, {n / 4, n - n / 4}, {n / 2, n / 2}}) {
+        std::vector<float> s(72);
+        for (auto& x : s) x = val(rng);
+        s[size_t(n / 2)] = -INFINITY;  // a score the window masked already
+        std::vector<float> s_ref = s;
+        const float m = fk->mask_max(s.data(), n, a, e), m_ref = ref.mask_max(s_ref.data(), n, a, e);
+        const std::string what = fmt::format("{} n {} [{}, {})", fk->name, n, a, e);
+        EXPECT_EQ(m, m_ref) << what;
+        EXPECT_EQ(s, s_ref) << what << ": the scores (nothing past n is written)";
+      }
 }
 
 // Decode's in-place forms over an f16, q8_0 or q4_0 cache (kFlashDirectRows rows at most, d a multiple of 16 / 32)

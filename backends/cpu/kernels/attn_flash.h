@@ -34,6 +34,9 @@ struct FlashKernels {
                float* s, int64_t lds);
   // s[r] = exp(s[r] - mx) for r < n (-inf gives 0); returns their sum. mx >= every s[r], finite.
   float (*exp_sum)(float* s, int64_t n, float mx);
+  // s[r] = -inf for r < n outside [a, e) (0 <= a, e <= n); returns the maximum of s[0..n) after that (-inf when
+  // nothing is left). The maximum is exact, so every ISA returns the same value.
+  float (*mask_max)(float* s, int64_t n, int64_t a, int64_t e);
   // acc[j * lda + i] += sum_r p[j * ldp + r] * v[r * ldv + i], for j < m, i < dv, r < n.
   void (*accum)(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
                 int64_t lda);

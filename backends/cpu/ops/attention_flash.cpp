@@ -278,17 +278,13 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = j0; j < j1; ++j) {
               float* sj = s + j * kFlashTile;
               const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
-              float tmax = -INFINITY;
-              for (int64_t r = 0; r < n; ++r) {
-                if (r < a || r >= e) sj[r] = -INFINITY;
-                tmax = std::max(tmax, sj[r]);
-              }
+              const float tmax = fk.mask_max(sj, n, a, e);
               if (tmax == -INFINITY) {  // nothing visible here: weights 0
                 std::fill(sj, sj + n, 0.0f);
                 continue;
               }
               const float mnew = std::max(mrow[j], tmax);
-              const float alpha = mrow[j] == -INFINITY ? 0.0f : std::exp(mrow[j] - mnew);
+              const float alpha = mrow[j] == -INFINITY ? 0.0f : mnew == mrow[j] ? 1.0f : std::exp(mrow[j] - mnew);
               lrow[j] = lrow[j] * alpha + fk.exp_sum(sj, n, mnew);
               if (alpha != 1.0f)
                 for (int64_t i = 0; i < dv; ++i) acc[j * dv + i] *= alpha;

@@ -1,6 +1,7 @@
 // Reference kernels of the tiled attention (kernels/attn_flash.h): plain
 // loops, f32 sums in index order, std::exp. The SIMD forms are tested against
 // these.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -62,6 +63,15 @@ float exp_sum(float* s, int64_t n, float mx) {
   return sum;
 }
 
+float mask_max(float* s, int64_t n, int64_t a, int64_t e) {
+  float mx = -INFINITY;
+  for (int64_t r = 0; r < n; ++r) {
+    if (r < a || r >= e) s[r] = -INFINITY;
+    mx = std::max(mx, s[r]);
+  }
+  return mx;
+}
+
 void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
            int64_t lda) {
   for (int64_t j = 0; j < m; ++j)
@@ -118,6 +128,7 @@ const FlashKernels kRef = {"scalar",
                            widen_q4_0,
                            dots,
                            exp_sum,
+                           mask_max,
                            accum,
                            dots_direct<DType::F16>,
                            accum_direct<DType::F16>,

@@ -208,6 +208,29 @@ __m256 exp8(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+float mask_max(float* s, int64_t n, int64_t a, int64_t e) {
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i va = _mm256_set1_epi32(int(a) - 1), ve = _mm256_set1_epi32(int(e)), vn = _mm256_set1_epi32(int(n));
+  const bool all = a <= 0 && e >= n;  // nothing to mask: no stores
+  __m256 mx = ninf;
+  for (int64_t r = 0; r < n; r += 8) {
+    const __m256i idx = _mm256_add_epi32(iota, _mm256_set1_epi32(int(r)));
+    const __m256i in = _mm256_cmpgt_epi32(vn, idx);
+    __m256 x = _mm256_maskload_ps(s + r, in);
+    if (!all) {
+      const __m256i vis = _mm256_and_si256(_mm256_cmpgt_epi32(idx, va), _mm256_cmpgt_epi32(ve, idx));
+      x = _mm256_blendv_ps(ninf, x, _mm256_castsi256_ps(vis));
+      _mm256_maskstore_ps(s + r, in, x);
+    }
+    mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, x, _mm256_castsi256_ps(in)));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
 float exp_sum(float* s, int64_t n, float mx) {
   const __m256 m = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
   __m256 acc = _mm256_setzero_ps();
@@ -414,6 +437,7 @@ const FlashKernels kFlashKernels = {"avx2",
                                     widen_q4_0,
                                     dots,
                                     exp_sum,
+                                    mask_max,
                                     accum,
                                     dots_direct<F16Row>,
                                     accum_direct<F16Row>,

@@ -189,6 +189,23 @@ float exp_sum(float* s, int64_t n, float mx) {
   return _mm512_reduce_add_ps(acc);
 }
 
+float mask_max(float* s, int64_t n, int64_t a, int64_t e) {
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i va = _mm512_set1_epi32(int(a)), ve = _mm512_set1_epi32(int(e));
+  const bool all = a <= 0 && e >= n;  // nothing to mask: no stores
+  __m512 mx = ninf;
+  for (int64_t r = 0; r < n; r += 16) {
+    const __mmask16 in = flash_mask(n - r);
+    const __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32(int(r)));
+    const __mmask16 vis = all ? in : in & _mm512_cmpge_epi32_mask(idx, va) & _mm512_cmplt_epi32_mask(idx, ve);
+    const __m512 x = _mm512_mask_loadu_ps(ninf, vis, s + r);
+    if (!all) _mm512_mask_storeu_ps(s + r, in, x);
+    mx = _mm512_max_ps(mx, x);
+  }
+  return _mm512_reduce_max_ps(mx);
+}
+
 // R query rows x C vectors of 16 columns (the last one masked when Masked), over the tile's n cells. The
 // unmasked form is what whole 16s of columns take: with masked loads GCC 12 kept the accumulators in memory
 // (a store of each per cell).
@@ -382,6 +399,7 @@ const FlashKernels kFlashKernels = {"avx512",
                                     widen_q4_0,
                                     dots,
                                     exp_sum,
+                                    mask_max,
                                     accum,
                                     dots_direct<F16Row>,
                                     accum_direct<F16Row>,
