@@ -259,10 +259,11 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             if (j0 >= j1) continue;
             // Decode's few rows over an f16, q8_0 or q4_0 cache read K (and V below) in place: no widened tile. The
             // next tile's K and V rows are prefetched (one head's slice of each cell row: the gather defeats the
-            // hardware prefetcher).
+            // hardware prefetcher), across the end of a range too (the next range is usually this thread's next
+            // unit).
             const bool direct = j1 - j0 <= kFlashDirectRows;
             if (direct && direct_k && direct_v)
-              for (int64_t r = r0 + n; r < std::min(c1, r0 + n + kFlashTile); ++r) {
+              for (int64_t r = r0 + n; r < std::min(n_max, r0 + n + kFlashTile); ++r) {
                 const uint8_t* kr = kbase + uint64_t(vis[r]) * k.nb[1];
                 const uint8_t* vr = vbase + uint64_t(vis[r]) * v.nb[1];
                 for (uint64_t b = 0; b < k_head_bytes; b += 64) __builtin_prefetch(kr + b);
