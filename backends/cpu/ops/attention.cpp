@@ -48,6 +48,7 @@
 // blocks instead, so the results agree within float rounding, not bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -164,6 +165,15 @@ uint64_t shared_bytes(const Tensor& node) {
 // and each (pair, cell range)'s maximum.
 constexpr int64_t kSplitMaxTokens = 8;   // batches up to this size may split their pairs' cells and columns
 constexpr int64_t kSplitMinCells = 256;  // fewest cells per range of a split
+
+// The fewest live cells for which a decode splits its pairs: the split wakes the pool three times instead of
+// once, which costs more than the imbalance it removes (9 pairs on 2 threads: 5 : 4, a tenth of the node) until
+// the pairs are long (at d2048 on a loaded 2-vCPU host the node's minimum went from 82 to 161-194 us).
+// OPAL_ATTN_SPLIT_MIN_CELLS overrides it (tests: 0 to take the split at any depth).
+int64_t split_min_cells() {
+  const char* env = std::getenv("OPAL_ATTN_SPLIT_MIN_CELLS");
+  return env && *env ? std::atoll(env) : 8192;
+}
 
 struct SplitLayout {
   uint64_t off_vis = 0, off_nvis = 0, off_scores = 0, off_max = 0, bytes = 0;
@@ -519,7 +529,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const bool split_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
   if (T <= kSplitMaxTokens && nth_pool > 1 && (T * hq) % nth_pool != 0 && (split_f16 || split_quant) &&
       simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 && simd_v->scale_max &&
-      v.type == DType::F16)
+      v.type == DType::F16 && n_order >= split_min_cells())
     return attention_split_pairs(node, ctx, order, n_order, *simd_v, split_f16 ? simd : nullptr, q_round, kq_lanes16,
                                  lanes);
 
