@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
 
 #include "backends/factory/backend_factory.h"
 #include "core/error.h"
@@ -94,45 +96,71 @@ TEST(FlashAttention, TinyGemma3WithinBoundsOfTheGolden) {
 // Head size 8: no quantized cache (32-blocks), flash attention only.
 TEST(FlashAttention, Stories260KWithinBoundsOfTheGolden) { check_stem("stories260K", {kOff, kOn}); }
 
-// Decode deep into a cache splits each head's cells over the threads and merges the ranges: the logits match
-// one thread's (no split) within float rounding, and the materialized path's within its f16 rounding of q and p.
-TEST(FlashAttention, SplitDecodeAtDepthMatchesTheMaterializedPath) {
-  auto reg = make_registry({}, 4);
+// Decode deep into a cache splits its work inside the (token, head) pairs: the materialized path (-fa off) when
+// the pairs do not divide evenly among the threads and the cache is deep (8192 cells; forced here) (tiny-llama's 8
+// heads on 3 threads: each pair's cells in 3 ranges, its V columns in 2; on 5 threads likewise), the tiled one (-fa on)
+// into ranges of 512 cells merged after, whatever the thread count. Neither changes a bit with the thread count, for
+// f16, q8_0 and q4_0 caches; and the tiled path's logits are the materialized path's within its f16 rounding of q and
+// p.
+TEST(FlashAttention, ThreadCountNeverChangesADecodeAtDepth) {
+  // The materialized path splits from 8192 live cells by default (the pool's extra wakes cost more below): here
+  // at any depth, so that 1200 cells take it.
+  const char* before = std::getenv("OPAL_ATTN_SPLIT_MIN_CELLS");
+  const std::string saved = before ? before : "";
+  setenv("OPAL_ATTN_SPLIT_MIN_CELLS", "0", 1);
+  struct Restore {
+    bool had;
+    std::string value;
+    ~Restore() {
+      if (had) setenv("OPAL_ATTN_SPLIT_MIN_CELLS", value.c_str(), 1);
+      else unsetenv("OPAL_ATTN_SPLIT_MIN_CELLS");
+    }
+  } restore{before != nullptr, saved};
+  auto reg = make_registry({}, 5);
   auto model = Model::load(test::golden_model("tiny-llama-f16"), *reg);
   std::mt19937 rng(3);
   std::uniform_int_distribution<int32_t> pick(0, int32_t(model->hparams().n_vocab) - 1);
   std::vector<int32_t> toks(1200);
   for (auto& t : toks) t = pick(rng);
-  std::vector<std::vector<float>> last;
-  for (int run = 0; run < 4; ++run) {
-    const FlashAttn fa = run == 0 || run == 3 ? FlashAttn::Off : FlashAttn::On;
-    reg->set_threads(run >= 2 ? 1 : 4);  // 4 threads: 16 chunks for 2 kv heads, each head's cells in 4 ranges
-    ContextParams cp;
-    cp.n_ctx = 1280;
-    cp.flash_attn = fa;
-    Context ctx(*model, cp);
-    Batch b;
-    for (size_t i = 0; i + 1 < toks.size(); ++i) b.add(toks[i], int32_t(i), 0, false);
-    ctx.decode(b);
-    b.clear();
-    b.add(toks.back(), int32_t(toks.size() - 1), 0, true);
-    ctx.decode(b);
-    last.emplace_back(ctx.logits(0), ctx.logits(0) + ctx.n_vocab());
-  }
-  auto max_diff = [&](int a, int b) {
-    double m = 0;
-    for (size_t i = 0; i < last[0].size(); ++i) m = std::max(m, double(std::fabs(last[a][i] - last[b][i])));
-    return m;
+  struct Case {
+    FlashAttn fa;
+    DType k, v;
   };
-  // Measured: split vs one thread 0.0015, either vs materialized 0.0044 (the materialized path rounds q and p
-  // to f16); the materialized path gives the same bits at 1 and 4 threads. A lost or misweighted range moves
-  // the logits by tenths. (That the split differs from one thread at all is not asserted: under the
-  // sanitizer build's -O1 the two gave the same bits.)
-  EXPECT_EQ(max_diff(0, 3), 0.0);
-  EXPECT_LT(max_diff(1, 2), 4e-3) << "flash decode at depth 1200: split over 4 threads vs 1";
-  EXPECT_LT(max_diff(0, 1), 2e-2) << "flash vs materialized decode at depth 1200";
-  EXPECT_EQ(test::argmax_row(last[0].data(), int64_t(last[0].size())),
-            test::argmax_row(last[1].data(), int64_t(last[1].size())));
+  const Case cases[] = {{FlashAttn::Off, DType::F16, DType::F16},  {FlashAttn::On, DType::F16, DType::F16},
+                        {FlashAttn::Off, DType::Q8_0, DType::F16}, {FlashAttn::Off, DType::Q4_0, DType::F16},
+                        {FlashAttn::On, DType::Q8_0, DType::Q8_0}, {FlashAttn::On, DType::Q4_0, DType::Q4_0}};
+  std::vector<std::vector<float>> one_thread;
+  for (const Case& c : cases)
+    for (int threads : {1, 2, 3, 5}) {
+      reg->set_threads(threads);
+      ContextParams cp;
+      cp.n_ctx = 1280;
+      cp.flash_attn = c.fa;
+      cp.kv_type = c.k;
+      cp.kv_type_v = c.v;
+      Context ctx(*model, cp);
+      Batch b;
+      for (size_t i = 0; i + 1 < toks.size(); ++i) b.add(toks[i], int32_t(i), 0, false);
+      ctx.decode(b);
+      b.clear();
+      b.add(toks.back(), int32_t(toks.size() - 1), 0, true);
+      ctx.decode(b);
+      std::vector<float> last(ctx.logits(0), ctx.logits(0) + ctx.n_vocab());
+      if (threads == 1) {
+        one_thread.push_back(std::move(last));
+        continue;
+      }
+      EXPECT_EQ(last, one_thread.back()) << "fa " << (c.fa == FlashAttn::On ? "on" : "off") << " K " << dtype_name(c.k)
+                                         << " V " << dtype_name(c.v) << ": " << threads << " threads vs 1";
+    }
+  // Measured: 0.0044 (the materialized path rounds q and p to f16). A lost or misweighted range moves the
+  // logits by tenths.
+  double m = 0;
+  for (size_t i = 0; i < one_thread[0].size(); ++i)
+    m = std::max(m, double(std::fabs(one_thread[0][i] - one_thread[1][i])));
+  EXPECT_LT(m, 2e-2) << "flash vs materialized decode at depth 1200";
+  EXPECT_EQ(test::argmax_row(one_thread[0].data(), int64_t(one_thread[0].size())),
+            test::argmax_row(one_thread[1].data(), int64_t(one_thread[1].size())));
 }
 
 // A prompt's query rows meet the cache in blocks of 64 to 256 rows (ops/attention_flash.cpp, flash_rows: the

@@ -42,7 +42,14 @@ TEST(AttnBatched, DotsAndAccumulationEqualThePerCellForms) {
   std::normal_distribution<float> val(0.0f, 1.0f);
   for (const AttnKernels* k : batched_kernels()) {
     SCOPED_TRACE(k->name);
-    for (auto [dim, n_cells] : {std::pair<int64_t, int64_t>{64, 37}, {128, 37}, {80, 37}, {64, 150}, {128, 150}}) {
+    for (auto [dim, n_cells] : {std::pair<int64_t, int64_t>{64, 37},
+                                {128, 37},
+                                {80, 37},
+                                {64, 150},
+                                {128, 150},
+                                {32, 150},
+                                {48, 150},
+                                {16, 150}}) {
       const int64_t stride = dim + 16;  // rows with a gap, cells out of order (150: several cells per lane)
       std::vector<uint16_t> cache(size_t(n_cells * stride));
       for (auto& h : cache) h = f32_to_f16(val(rng));

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -116,7 +117,28 @@ TEST(AttnFlash, DotsExpAndAccumulationAgreeWithTheReference) {
   }
 }
 
-// Decode's in-place forms over an f16 or q8_0 cache (kFlashDirectRows rows at most, d a multiple of 16 / 32)
+// The online softmax's mask and row maximum: the same scores and the same maximum (exact) as the reference, for
+// whole and partial tiles, ranges at either end, in the middle, and empty.
+TEST(AttnFlash, MaskMaxEqualsTheReference) {
+  const FlashKernels& ref = ref_flash_kernels();
+  std::mt19937 rng(21);
+  std::normal_distribution<float> val(0.0f, 3.0f);
+  for (const FlashKernels* fk : flash_kernel_sets())
+    for (int64_t n : {64, 63, 17, 16, 9, 8, 5, 1})
+      for (auto [a, e] :
+           {std::pair<int64_t, int64_t>{0, n}, {0, n / 2}, {n / 3, n}, {n / 4, n - n / 4}, {n / 2, n / 2}}) {
+        std::vector<float> s(72);
+        for (auto& x : s) x = val(rng);
+        s[size_t(n / 2)] = -INFINITY;  // a score the window masked already
+        std::vector<float> s_ref = s;
+        const float m = fk->mask_max(s.data(), n, a, e), m_ref = ref.mask_max(s_ref.data(), n, a, e);
+        const std::string what = fmt::format("{} n {} [{}, {})", fk->name, n, a, e);
+        EXPECT_EQ(m, m_ref) << what;
+        EXPECT_EQ(s, s_ref) << what << ": the scores (nothing past n is written)";
+      }
+}
+
+// Decode's in-place forms over an f16, q8_0 or q4_0 cache (kFlashDirectRows rows at most, d a multiple of 16 / 32)
 // against the reference, and against the widened tile through dots / accum (the values they read are the widened
 // ones): the cells are gathered out of order from rows holding two heads, tiles partly past a 4-cell group, 1-4
 // rows.
@@ -124,7 +146,7 @@ TEST(AttnFlash, InPlaceFormsAgreeWithTheWidenedTile) {
   const FlashKernels& ref = ref_flash_kernels();
   std::mt19937 rng(13);
   std::normal_distribution<float> val(0.0f, 1.0f);
-  for (DType t : {DType::F16, DType::Q8_0})
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
     for (auto [d, m, n] : {std::tuple<int64_t, int64_t, int64_t>{64, 3, 64},
                            {64, 1, 37},
                            {64, 2, 5},
@@ -152,11 +174,12 @@ TEST(AttnFlash, InPlaceFormsAgreeWithTheWidenedTile) {
       for (auto& x : p) x = std::fabs(val(rng));
       p[0] = 0.0f;  // a masked cell's weight
       std::vector<float> tile(size_t(n * d));
-      (t == DType::F16 ? ref.widen_f16 : ref.widen_q8_0)(base, stride, cells.data(), n, d, tile.data(), d);
+      auto widen = t == DType::F16 ? ref.widen_f16 : t == DType::Q8_0 ? ref.widen_q8_0 : ref.widen_q4_0;
+      widen(base, stride, cells.data(), n, d, tile.data(), d);
       for (const FlashKernels* kk : flash_kernel_sets()) {
         for (const FlashKernels* fk : {kk, &ref}) {
-          auto dots = t == DType::F16 ? fk->dots_f16 : fk->dots_q8_0;
-          auto accum = t == DType::F16 ? fk->accum_f16 : fk->accum_q8_0;
+          auto dots = t == DType::F16 ? fk->dots_f16 : t == DType::Q8_0 ? fk->dots_q8_0 : fk->dots_q4_0;
+          auto accum = t == DType::F16 ? fk->accum_f16 : t == DType::Q8_0 ? fk->accum_q8_0 : fk->accum_q4_0;
           if (!dots || !accum) {
             ADD_FAILURE() << fk->name << ": no in-place forms for " << dtype_name(t);
             continue;

@@ -34,6 +34,9 @@ struct FlashKernels {
                float* s, int64_t lds);
   // s[r] = exp(s[r] - mx) for r < n (-inf gives 0); returns their sum. mx >= every s[r], finite.
   float (*exp_sum)(float* s, int64_t n, float mx);
+  // s[r] = -inf for r < n outside [a, e) (0 <= a, e <= n); returns the maximum of s[0..n) after that (-inf when
+  // nothing is left). The maximum is exact, so every ISA returns the same value.
+  float (*mask_max)(float* s, int64_t n, int64_t a, int64_t e);
   // acc[j * lda + i] += sum_r p[j * ldp + r] * v[r * ldv + i], for j < m, i < dv, r < n.
   void (*accum)(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
                 int64_t lda);
@@ -49,6 +52,11 @@ struct FlashKernels {
   void (*dots_q8_0)(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
                     int64_t n, int64_t dk, float scale, float* s, int64_t lds);
   void (*accum_q8_0)(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                     int64_t n, int64_t dv, float* acc, int64_t lda);
+  // And over a q4_0 cache: the values are d * (nibble - 8), low nibbles first, as widen_q4_0's.
+  void (*dots_q4_0)(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                    int64_t n, int64_t dk, float scale, float* s, int64_t lds);
+  void (*accum_q4_0)(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
                      int64_t n, int64_t dv, float* acc, int64_t lda);
 };
 

@@ -48,6 +48,8 @@
 // blocks instead, so the results agree within float rounding, not bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <numeric>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -159,11 +161,46 @@ uint64_t shared_bytes(const Tensor& node) {
   return order_bytes(node) + (uint64_t(node.src[kAttnQ]->ne[2] + 1) * 4 + 63) / 64 * 64;
 }
 
+// Decode split (split_pairs): after the per-thread parts, each token's visible cells, each pair's score row
+// and each (pair, cell range)'s maximum.
+constexpr int64_t kSplitMaxTokens = 8;   // batches up to this size may split their pairs' cells and columns
+constexpr int64_t kSplitMinCells = 256;  // fewest cells per range of a split
+
+// The fewest live cells for which a decode splits its pairs: the split wakes the pool three times instead of
+// once, which costs more than the imbalance it removes (9 pairs on 2 threads: 5 : 4, a tenth of the node) until
+// the pairs are long (at d2048 on a loaded 2-vCPU host the node's minimum went from 82 to 161-194 us).
+// OPAL_ATTN_SPLIT_MIN_CELLS overrides it (tests: 0 to take the split at any depth).
+int64_t split_min_cells() {
+  const char* env = std::getenv("OPAL_ATTN_SPLIT_MIN_CELLS");
+  return env && *env ? std::atoll(env) : 8192;
+}
+
+struct SplitLayout {
+  uint64_t off_vis = 0, off_nvis = 0, off_scores = 0, off_max = 0, bytes = 0;
+  int64_t ld_scores = 0;
+};
+
+SplitLayout split_layout(const Tensor& node, int n_threads) {
+  const Tensor& q = *node.src[kAttnQ];
+  const int64_t hq = q.ne[1], T = q.ne[2], n_cells = node.src[kAttnK]->ne[1];
+  auto a64 = [](uint64_t x) { return (x + 63) / 64 * 64; };
+  SplitLayout l;
+  if (T > kSplitMaxTokens || n_threads < 2) return l;
+  l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
+  l.off_nvis = a64(uint64_t(T * n_cells) * 4);
+  l.off_scores = l.off_nvis + a64(uint64_t(T) * 8);
+  l.off_max = l.off_scores + a64(uint64_t(T * hq * l.ld_scores) * 4);
+  l.bytes = l.off_max + a64(uint64_t(T * hq * n_threads) * 4);
+  return l;
+}
+
+uint64_t split_bytes(const Tensor& node, int n_threads) { return split_layout(node, n_threads).bytes; }
+
 }  // namespace
 
 uint64_t attention_work_size(const Tensor& node, int n_threads) {
   if (node.iparams[2]) return attention_flash_work_size(node, n_threads);
-  return shared_bytes(node) + per_thread_bytes(node) * uint64_t(n_threads);
+  return shared_bytes(node) + per_thread_bytes(node) * uint64_t(n_threads) + split_bytes(node, n_threads);
 }
 
 namespace {
@@ -276,6 +313,131 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
   });
 }
 
+// A decode's few (token, head) pairs over more threads than divide them (SmolLM2's 9 heads on 2 threads: 5 : 4)
+// split inside each pair, in three passes, with the bits of the per-pair path (each step below is that path's,
+// on a part whose arithmetic does not depend on the rest):
+//   1. (pair, cell range) units: the dots and the scale of those cells (each cell's dot alone), the range's
+//      maximum (the pair's maximum is the maximum of its ranges: the same value);
+//   2. pairs: the softmax over the whole row (its double sum of 16-cell chunks in order) and p in the cache type;
+//   3. (pair, column range) units: V's lanes for those columns (each column's FMA chains alone) and their
+//      reduction.
+// `f16` (dots_f16) is null for a quantized K (its rows widened kQuantChunk at a time, then dots_f32_lanes16).
+void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32_t* order, int64_t n_order,
+                           const AttnKernels& simd, const AttnKernels* f16, DType q_round, bool kq_lanes16,
+                           int64_t lanes) {
+  const Tensor& q = *node.src[kAttnQ];
+  const Tensor& k = *node.src[kAttnK];
+  const Tensor& v = *node.src[kAttnV];
+  const int32_t* tok = static_cast<const int32_t*>(node.src[kAttnTokens]->data);
+  const int32_t* cell = static_cast<const int32_t*>(node.src[kAttnCells]->data);
+  const int64_t hkv = node.iparams[0];
+  const int32_t window = node.iparams[1];
+  const float scale = node.fparams[0];
+  const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv, n_cells = k.ne[1];
+  const int64_t group = hq / hkv, pairs = T * hq;
+  const int nth_pool = ctx.pool.size();
+  const AttnLayout l = attn_layout(node);
+  const SplitLayout sl = split_layout(node, nth_pool);
+  uint8_t* sw = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(nth_pool);
+  int32_t* vis_all = reinterpret_cast<int32_t*>(sw);
+  int64_t* nvis = reinterpret_cast<int64_t*>(sw + sl.off_nvis);
+  float* scores_all = reinterpret_cast<float*>(sw + sl.off_scores);
+  float* maxes = reinterpret_cast<float*>(sw + sl.off_max);
+  for (int64_t t = 0; t < T; ++t) {  // each token's visible cells, in position order
+    int32_t* vis = vis_all + t * n_cells;
+    int64_t n = 0;
+    for (int64_t o = 0; o < n_order; ++o) {
+      const int64_t c = order[o];
+      if (cell[2 * c + 1] == tok[2 * t + 1] && cell[2 * c] <= tok[2 * t]) vis[n++] = int32_t(c);
+    }
+    nvis[t] = n;
+  }
+  // Pieces per pair: enough that pairs * pieces divide evenly among the threads.
+  const int64_t per = std::min<int64_t>(nth_pool / std::gcd(pairs, int64_t(nth_pool)), nth_pool);
+  int64_t min_vis = n_cells;
+  for (int64_t t = 0; t < T; ++t) min_vis = std::min(min_vis, nvis[t]);
+  const int64_t ranges = std::clamp<int64_t>(min_vis / kSplitMinCells, 1, per);
+  const int64_t col_parts = std::clamp<int64_t>(dv / 16, 1, per);
+  // Range r of n cells: whole 64-cell groups (16-cell softmax chunks, kQuantChunk widenings) but the last.
+  auto bound = [](int64_t n, int64_t r, int64_t parts) { return r == parts ? n : n * r / parts / 64 * 64; };
+  auto col_bound = [&](int64_t r) { return r == col_parts ? dv : dv * r / col_parts / 16 * 16; };
+  const FlashKernels& widen_k = flash_kernels();
+  const bool quant_k = f16 == nullptr;
+
+  ctx.pool.run([&](int ith, int nth) {  // 1. dots
+    uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
+    float* qv = reinterpret_cast<float*>(w + l.off_q);
+    float* kchunk = reinterpret_cast<float*>(w + l.off_kchunk);
+    int64_t u0, u1, q_pair = -1;
+    split_range(pairs * ranges, ith, nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t pair = u / ranges, r = u % ranges, t = pair / hq, h = pair % hq, g = h / group;
+      const int32_t* vis = vis_all + t * n_cells;
+      const int64_t c0 = bound(nvis[t], r, ranges), c1 = bound(nvis[t], r + 1, ranges);
+      float* sc = scores_all + pair * sl.ld_scores;
+      if (pair != q_pair) {
+        round_activations(q_round, reinterpret_cast<const float*>(row_ptr(q, h, t, 0)), qv, dk);
+        q_pair = pair;
+      }
+      const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
+      if (!quant_k) f16->dots_f16(kbase, k.nb[1], vis + c0, c1 - c0, qv, dk, kq_lanes16, sc + c0);
+      for (int64_t r0 = c0; r0 < c1 && quant_k; r0 += kQuantChunk) {
+        const int64_t nn = std::min(kQuantChunk, c1 - r0);
+        if (k.type == DType::Q8_0) widen_k.widen_q8_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
+        else widen_k.widen_q4_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
+        simd.dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, sc + r0, 0);
+      }
+      float mx = -INFINITY;
+      if (window <= 0) {
+        mx = simd.scale_max(sc + c0, c1 - c0, scale);
+      } else {
+        const int32_t pos = tok[2 * t];
+        for (int64_t c = c0; c < c1; ++c) {
+          sc[c] = pos - cell[2 * vis[c]] >= window ? -INFINITY : sc[c] * scale;
+          mx = std::max(mx, sc[c]);
+        }
+      }
+      maxes[u] = mx;
+    }
+  });
+  ctx.pool.run([&](int ith, int nth) {  // 2. softmax
+    int64_t p0, p1;
+    split_range(pairs, ith, nth, &p0, &p1);
+    for (int64_t pair = p0; pair < p1; ++pair) {
+      const int64_t n_vis = nvis[pair / hq];
+      float* sc = scores_all + pair * sl.ld_scores;
+      float mx = -INFINITY;
+      for (int64_t r = 0; r < ranges; ++r) mx = std::max(mx, maxes[pair * ranges + r]);
+      maxes[pair * ranges] = mx;  // for pass 3
+      if (mx == -INFINITY) continue;
+      const int64_t n_chunked = (n_vis + 15) / 16 * 16;
+      for (int64_t r = n_vis; r < n_chunked; ++r) sc[r] = -INFINITY;
+      simd.scale_round_f16(sc, n_vis, float(1.0 / simd.softmax_exp(sc, n_chunked, mx)));
+    }
+  });
+  ctx.pool.run([&](int ith, int nth) {  // 3. V
+    uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
+    float* acc = reinterpret_cast<float*>(w + l.off_acc);
+    int64_t u0, u1;
+    split_range(pairs * col_parts, ith, nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t pair = u / col_parts, t = pair / hq, h = pair % hq, g = h / group;
+      const int64_t i0 = col_bound(u % col_parts), cols = col_bound(u % col_parts + 1) - i0;
+      float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv + i0;
+      if (maxes[pair * ranges] == -INFINITY) {  // no visible cell (cannot happen): zeros, as the per-pair path
+        std::fill(out, out + cols, 0.0f);
+        continue;
+      }
+      const int64_t n_vis = nvis[t], used = std::min(lanes, n_vis);
+      std::fill(acc, acc + used * cols, 0.0f);
+      simd.accumulate_f16(scores_all + pair * sl.ld_scores,
+                          static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i0) * 2, v.nb[1],
+                          vis_all + t * n_cells, n_vis, lanes, cols, acc);
+      (simd.reduce_lanes ? simd.reduce_lanes : reduce_lanes)(acc, lanes, used, cols, out);
+    }
+  });
+}
+
 }  // namespace
 
 void compute_kv_store(const Tensor& node, const OpContext& ctx) {
@@ -360,6 +522,16 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   if (kq_lanes16 && bs && bs->widen_f16 && bs->dots_f32_lanes16 && bs->attend_v_lanes16 && bs->scale_max &&
       bs->scale_round_f16 && bs->softmax_exp)
     return attention_blocks(node, ctx, order, n_order, *bs, q_round);
+
+  // A decode's pairs that do not divide evenly among the threads: split inside the pairs (the same bits).
+  const int nth_pool = ctx.pool.size();
+  const bool split_f16 = simd && simd->dots_f16 && simd->accumulate_f16;
+  const bool split_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
+  if (T <= kSplitMaxTokens && nth_pool > 1 && (T * hq) % nth_pool != 0 && (split_f16 || split_quant) &&
+      simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 && simd_v->scale_max &&
+      v.type == DType::F16 && n_order >= split_min_cells())
+    return attention_split_pairs(node, ctx, order, n_order, *simd_v, split_f16 ? simd : nullptr, q_round, kq_lanes16,
+                                 lanes);
 
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);

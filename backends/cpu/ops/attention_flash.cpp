@@ -14,19 +14,20 @@
 //   accumulator rescaled by e^(m - m') and the V tile (widened once) added
 //   with the weights e^(s - m');
 // the output is acc / l. Up to kFlashDirectRows rows (a decode's GQA group)
-// over an f16 or q8_0 cache read K and V in place instead (dots_f16 / accum_f16: each
+// over an f16, q8_0 or q4_0 cache read K and V in place instead (dots_f16 / accum_f16: each
 // row converted in registers once for the rows; no tile widened to memory).
 // No row of scores longer than a tile is ever held,
 // so memory does not grow with the depth beyond the cell lists.
-// Decode (few tokens, units that do not divide evenly among the threads)
-// splits each unit's cells into ranges: every range keeps its own (m, l, acc) in the work buffer and a
-// second pass merges them (acc = sum acc_c e^(m_c - M), l likewise).
+// Decode (up to kSplitMaxTokens tokens) splits each unit's cells into ranges of
+// about kSplitCells, as many at one thread as at sixteen: every range keeps its
+// own (m, l, acc) in the work buffer and a second pass merges them in range order
+// (acc = sum acc_c e^(m_c - M), l likewise), so the thread count never changes a
+// result.
 // q stays f32 (not rounded to the cache type) and sums run in the kernels'
 // orders: results agree with the materialized path within float rounding,
 // not bit for bit (the default f16 path keeps llama.cpp's bits).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -37,11 +38,12 @@
 namespace opal::cpu {
 namespace {
 
-constexpr int64_t kFlashRows = 64;       // query rows per unit (whole GQA groups), at least
-constexpr int64_t kFlashRowsMax = 256;   // and at most: a prompt takes the most that keep the threads busy
-constexpr int64_t kUnitsPerThread = 8;   // the fewest (kv head, block) units per thread a larger block may leave
-constexpr int64_t kSplitMaxTokens = 8;   // batches up to this size may split their cells across threads
-constexpr int64_t kSplitMinCells = 256;  // fewest cells per range of a split
+constexpr int64_t kFlashRows = 64;      // query rows per unit (whole GQA groups), at least
+constexpr int64_t kFlashRowsMax = 256;  // and at most: a prompt takes the most that keep the threads busy
+constexpr int64_t kUnitsPerThread = 8;  // the fewest (kv head, block) units per thread a larger block may leave
+constexpr int64_t kSplitMaxTokens = 8;  // batches up to this size split each unit's cells into ranges
+constexpr int64_t kSplitCells = 512;    // cells per range of a split (a multiple of kFlashTile)
+constexpr int64_t kSplitMax = 32;       // most ranges per unit (16384 cells)
 
 // Query rows per unit. Every unit widens the K and V rows of all its visible
 // cells, so a prompt at depth widens the cache once per block: larger blocks
@@ -61,7 +63,6 @@ int64_t flash_rows(const Tensor& node, int n_threads) {
   return kFlashRows;
 }
 int64_t flash_block_tokens(int64_t rows, int64_t group) { return std::max<int64_t>(1, rows / group); }
-int64_t max_splits(int n_threads) { return int64_t(std::max(1, n_threads)); }
 
 uint64_t a64(uint64_t x) { return (x + 63) / 64 * 64; }
 
@@ -82,7 +83,7 @@ FlashLayout flash_layout(const Tensor& node, int n_threads) {
   l.rows = flash_block_tokens(flash_rows(node, n_threads), group) * group;
   l.off_bstart = a64(uint64_t(n_cells) * 4);
   l.off_partial = l.off_bstart + a64(uint64_t(T + 1) * 4);
-  const uint64_t partial = T <= kSplitMaxTokens ? uint64_t(T * hq * max_splits(n_threads) * (dv + 2)) * 4 : 0;
+  const uint64_t partial = T <= kSplitMaxTokens ? uint64_t(T * hq * kSplitMax * (dv + 2)) * 4 : 0;
   l.shared = l.off_partial + a64(partial);
   l.off_k = a64(uint64_t(n_cells) * 4);  // after the visible cells
   l.off_v = l.off_k + a64(uint64_t(kFlashTile * dk) * 4);
@@ -131,12 +132,14 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   const FlashLayout l = flash_layout(node, nth_pool);
   const int64_t bt = l.rows / group;  // tokens per block (flash_rows)
   const FlashKernels& fk = flash_kernels();
-  // The in-place forms for a decode's few rows (kernels/attn_flash.h): an f16 cache of whole 16s, or q8_0.
+  // The in-place forms for a decode's few rows (kernels/attn_flash.h): an f16 cache of whole 16s, q8_0 or q4_0.
   auto dots_direct = k.type == DType::F16 && dk % 16 == 0 ? fk.dots_f16
                      : k.type == DType::Q8_0              ? fk.dots_q8_0
+                     : k.type == DType::Q4_0              ? fk.dots_q4_0
                                                           : nullptr;
   auto accum_direct = v.type == DType::F16 && dv % 16 == 0 ? fk.accum_f16
                       : v.type == DType::Q8_0              ? fk.accum_q8_0
+                      : v.type == DType::Q4_0              ? fk.accum_q4_0
                                                            : nullptr;
   const bool direct_k = dots_direct != nullptr, direct_v = accum_direct != nullptr;
   const uint64_t k_head_bytes = row_bytes(k.type, dk), v_head_bytes = row_bytes(v.type, dv);
@@ -164,12 +167,12 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   for (int64_t t = 0; t < T; ++t)
     if (nb == 0 || t - bstart[nb - 1] >= bt || tok[2 * t + 1] != tok[2 * bstart[nb - 1] + 1]) bstart[nb++] = int32_t(t);
   bstart[nb] = int32_t(T);
-  // Cell ranges per unit (decode): enough ranges that the pieces divide evenly among the threads: nth / gcd(units, nth)
-  // ranges per unit (3 kv heads on 2 threads: 2 ranges each, 3 pieces per thread, where whole units would split 2 : 1).
+  // Cell ranges per unit (decode): one per kSplitCells live cells (at most kSplitMax), whatever the thread count, so
+  // that the threads share few units evenly (SmolLM2's 3 kv heads at depth 4096: 24 pieces, where whole units would
+  // split 2 : 1 on 2 threads) and the result never depends on how many threads there are: each range's arithmetic
+  // and the merge's order are fixed by the cells alone.
   int64_t n_split = 1;
-  if (T <= kSplitMaxTokens && (hkv * nb) % nth_pool != 0)
-    n_split = std::max<int64_t>(1, std::min({nth_pool / std::gcd(hkv * nb, int64_t(nth_pool)), max_splits(nth_pool),
-                                             n_order / kSplitMinCells}));
+  if (T <= kSplitMaxTokens) n_split = std::clamp<int64_t>(n_order / kSplitCells, 1, kSplitMax);
   float* partial = reinterpret_cast<float*>(ctx.work + l.off_partial);
   const int64_t pstride = dv + 2;  // m, l, acc[dv]
 
@@ -241,7 +244,11 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               std::fill(acc + j * dv, acc + (j + 1) * dv, 0.0f);
             }
           }
-          const int64_t c0 = n_max * split / n_split, c1 = n_max * (split + 1) / n_split;
+          // Range bounds on whole tiles (the last range takes the rest).
+          auto bound = [&](int64_t sp) {
+            return sp == n_split ? n_max : n_max * sp / n_split / kFlashTile * kFlashTile;
+          };
+          const int64_t c0 = bound(split), c1 = bound(split + 1);
           const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
           const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + row_bytes(v.type, g * dv);
           for (int64_t r0 = c0; r0 < c1; r0 += kFlashTile) {
@@ -250,12 +257,13 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = 0; j < m; ++j)
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
-            // Decode's few rows over an f16 or q8_0 cache read K (and V below) in place: no widened tile. The
+            // Decode's few rows over an f16, q8_0 or q4_0 cache read K (and V below) in place: no widened tile. The
             // next tile's K and V rows are prefetched (one head's slice of each cell row: the gather defeats the
-            // hardware prefetcher).
+            // hardware prefetcher), across the end of a range too (the next range is usually this thread's next
+            // unit).
             const bool direct = j1 - j0 <= kFlashDirectRows;
             if (direct && direct_k && direct_v)
-              for (int64_t r = r0 + n; r < std::min(c1, r0 + n + kFlashTile); ++r) {
+              for (int64_t r = r0 + n; r < std::min(n_max, r0 + n + kFlashTile); ++r) {
                 const uint8_t* kr = kbase + uint64_t(vis[r]) * k.nb[1];
                 const uint8_t* vr = vbase + uint64_t(vis[r]) * v.nb[1];
                 for (uint64_t b = 0; b < k_head_bytes; b += 64) __builtin_prefetch(kr + b);
@@ -271,17 +279,13 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             for (int64_t j = j0; j < j1; ++j) {
               float* sj = s + j * kFlashTile;
               const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
-              float tmax = -INFINITY;
-              for (int64_t r = 0; r < n; ++r) {
-                if (r < a || r >= e) sj[r] = -INFINITY;
-                tmax = std::max(tmax, sj[r]);
-              }
+              const float tmax = fk.mask_max(sj, n, a, e);
               if (tmax == -INFINITY) {  // nothing visible here: weights 0
                 std::fill(sj, sj + n, 0.0f);
                 continue;
               }
               const float mnew = std::max(mrow[j], tmax);
-              const float alpha = mrow[j] == -INFINITY ? 0.0f : std::exp(mrow[j] - mnew);
+              const float alpha = mrow[j] == -INFINITY ? 0.0f : mnew == mrow[j] ? 1.0f : std::exp(mrow[j] - mnew);
               lrow[j] = lrow[j] * alpha + fk.exp_sum(sj, n, mnew);
               if (alpha != 1.0f)
                 for (int64_t i = 0; i < dv; ++i) acc[j * dv + i] *= alpha;

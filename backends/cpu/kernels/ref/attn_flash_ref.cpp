@@ -1,6 +1,7 @@
 // Reference kernels of the tiled attention (kernels/attn_flash.h): plain
 // loops, f32 sums in index order, std::exp. The SIMD forms are tested against
 // these.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -62,6 +63,15 @@ float exp_sum(float* s, int64_t n, float mx) {
   return sum;
 }
 
+float mask_max(float* s, int64_t n, int64_t a, int64_t e) {
+  float mx = -INFINITY;
+  for (int64_t r = 0; r < n; ++r) {
+    if (r < a || r >= e) s[r] = -INFINITY;
+    mx = std::max(mx, s[r]);
+  }
+  return mx;
+}
+
 void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
            int64_t lda) {
   for (int64_t j = 0; j < m; ++j)
@@ -72,12 +82,18 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
     }
 }
 
-// Value i of the row of `cell` (f16, or q8_0: d * q as widen_q8_0).
+// Value i of the row of `cell` (f16; q8_0: d * q as widen_q8_0; q4_0: d * (nibble - 8) as widen_q4_0).
 template <DType T>
 float value_at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
   float x;
-  if constexpr (T == DType::F16) widen_f16(base + 2 * uint64_t(i), stride, &cell, 1, 1, &x, 1);
-  else {
+  if constexpr (T == DType::F16) {
+    widen_f16(base + 2 * uint64_t(i), stride, &cell, 1, 1, &x, 1);
+  } else if constexpr (T == DType::Q4_0) {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(base + uint64_t(cell) * stride) + i / 32;
+    const int64_t j = i % 32;
+    const int q = j < 16 ? (b->qs[j] & 15) : (b->qs[j - 16] >> 4);
+    x = f16_to_f32(b->d) * float(q - 8);
+  } else {
     const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cell) * stride) + i / 32;
     x = f16_to_f32(b->d) * float(b->qs[i % 32]);
   }
@@ -112,11 +128,14 @@ const FlashKernels kRef = {"scalar",
                            widen_q4_0,
                            dots,
                            exp_sum,
+                           mask_max,
                            accum,
                            dots_direct<DType::F16>,
                            accum_direct<DType::F16>,
                            dots_direct<DType::Q8_0>,
-                           accum_direct<DType::Q8_0>};
+                           accum_direct<DType::Q8_0>,
+                           dots_direct<DType::Q4_0>,
+                           accum_direct<DType::Q4_0>};
 
 }  // namespace
 

@@ -208,6 +208,29 @@ __m256 exp8(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+float mask_max(float* s, int64_t n, int64_t a, int64_t e) {
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i va = _mm256_set1_epi32(int(a) - 1), ve = _mm256_set1_epi32(int(e)), vn = _mm256_set1_epi32(int(n));
+  const bool all = a <= 0 && e >= n;  // nothing to mask: no stores
+  __m256 mx = ninf;
+  for (int64_t r = 0; r < n; r += 8) {
+    const __m256i idx = _mm256_add_epi32(iota, _mm256_set1_epi32(int(r)));
+    const __m256i in = _mm256_cmpgt_epi32(vn, idx);
+    __m256 x = _mm256_maskload_ps(s + r, in);
+    if (!all) {
+      const __m256i vis = _mm256_and_si256(_mm256_cmpgt_epi32(idx, va), _mm256_cmpgt_epi32(ve, idx));
+      x = _mm256_blendv_ps(ninf, x, _mm256_castsi256_ps(vis));
+      _mm256_maskstore_ps(s + r, in, x);
+    }
+    mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, x, _mm256_castsi256_ps(in)));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
 float exp_sum(float* s, int64_t n, float mx) {
   const __m256 m = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
   __m256 acc = _mm256_setzero_ps();
@@ -296,8 +319,9 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   else if (m - j == 1) accum_rows_of<1>(p + j * ldp, ldp, v, ldv, n, dv, acc + j * lda, lda);
 }
 
-// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0: % 32): 8 values of a row from
-// i (f16: vcvtph2ps; q8_0: d * q of a quarter block).
+// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0 / q4_0: % 32): 8 values of a row
+// from i (f16: vcvtph2ps; q8_0: d * q of a quarter block; q4_0: d * (nibble - 8) of a quarter block: 8 bytes at
+// qs + (i & 8), their low nibbles for the first half of the block, the high ones for the second).
 struct F16Row {
   static __m256 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + uint64_t(cell) * stride + 2 * i)));
@@ -307,6 +331,15 @@ struct Q8Row {
   static __m256 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
     const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cell) * stride) + i / 32;
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + (i & 24)));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+};
+struct Q4Row {
+  static __m256 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(base + uint64_t(cell) * stride) + i / 32;
+    const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + (i & 8)));
+    const __m128i nib = _mm_and_si128(_mm_srl_epi16(raw, _mm_cvtsi32_si128(int(i & 16) >> 2)), _mm_set1_epi8(15));
+    const __m128i q = _mm_sub_epi8(nib, _mm_set1_epi8(8));
     return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
   }
 };
@@ -350,6 +383,21 @@ void dots_direct(const float* q, int64_t ldq, int64_t m, const uint8_t* base, ui
   for (; j + 2 <= m; j += 2)
     dots_f16_rows<Row, 2>(q + j * ldq, ldq, base, stride, cells, n, dk, scale, s + j * lds, lds);
   if (j < m) dots_f16_rows<Row, 1>(q + j * ldq, ldq, base, stride, cells, n, dk, scale, s + j * lds, lds);
+}
+
+// q4_0 K: widened (at most 8192 values at a time, on the stack) and then the tile `dots`. Unpacking nibbles per
+// row pair cost more than it saved (d2048, 3 rows: ATTENTION min 148-156 us widened, 159-161 in place); V stays
+// in place (each V vector converted once for all the rows).
+void dots_q4_0_widened(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride,
+                       const int32_t* cells, int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+  if (dk > 8192) return dots_direct<Q4Row>(q, ldq, m, base, stride, cells, n, dk, scale, s, lds);
+  alignas(32) float buf[8192];
+  const int64_t chunk = 8192 / dk;
+  for (int64_t r = 0; r < n; r += chunk) {
+    const int64_t nn = std::min(chunk, n - r);
+    widen_q4_0(base, stride, cells + r, nn, dk, buf, dk);
+    dots(q, ldq, m, buf, dk, nn, dk, scale, s + r, lds);
+  }
 }
 
 // M query rows x C vectors of 8 columns of V, over the n cells; each V vector converted once for the M rows.
@@ -404,11 +452,14 @@ const FlashKernels kFlashKernels = {"avx2",
                                     widen_q4_0,
                                     dots,
                                     exp_sum,
+                                    mask_max,
                                     accum,
                                     dots_direct<F16Row>,
                                     accum_direct<F16Row>,
                                     dots_direct<Q8Row>,
-                                    accum_direct<Q8Row>};
+                                    accum_direct<Q8Row>,
+                                    dots_q4_0_widened,
+                                    accum_direct<Q4Row>};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -101,17 +101,18 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
 // Lane by lane: the accumulator row of lane l stays in registers while the
 // cells l, l + lanes, l + 2 lanes, ... are added in order (the same sequence
 // of FMAs per element as one axpy per cell), 128 elements at a time.
-// Four lanes side by side (16 independent FMA chains, adjacent cells) for up to 64 elements at a time.
-template <bool Masked>
+// Four lanes side by side (4 C independent FMA chains, adjacent cells) for up to 16 C elements at a time; whole
+// 16s of columns (64, or 16-48 for a column part of the decode split) take C unmasked registers.
+template <int C, bool Masked>
 void accumulate_f16_lanes4_cols(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                                 int64_t lanes, int64_t l0, int64_t i0, int64_t len, int64_t dv, float* acc) {
   // Whole 64 columns take unmasked loads: with masked ones GCC 12 kept some accumulators in memory.
-  __mmask16 mk[4];
-  for (int j = 0; j < 4; ++j)
+  __mmask16 mk[C];
+  for (int j = 0; j < C; ++j)
     mk[j] = !Masked ? __mmask16(0xFFFF) : 16 * j < len ? tail_mask(len - 16 * j) : __mmask16(0);
-  __m512 reg[4][4];
+  __m512 reg[4][C];
   for (int u = 0; u < 4; ++u)
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < C; ++j) {
       const float* a = acc + (l0 + u) * dv + i0 + 16 * j;
       reg[u][j] = Masked ? _mm512_maskz_loadu_ps(mk[j], a) : _mm512_loadu_ps(a);
     }
@@ -121,14 +122,14 @@ void accumulate_f16_lanes4_cols(const float* p, const uint8_t* v, uint64_t v_str
       if (r >= n) break;
       const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
       const __m512 pv = _mm512_set1_ps(p[r]);
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < C; ++j) {
         const __m256i h = Masked ? _mm256_maskz_loadu_epi16(mk[j], vr + 16 * j)
                                  : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr + 16 * j));
         reg[u][j] = _mm512_fmadd_ps(_mm512_cvtph_ps(h), pv, reg[u][j]);
       }
     }
   for (int u = 0; u < 4 && l0 + u < n; ++u)
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < C; ++j) {
       float* a = acc + (l0 + u) * dv + i0 + 16 * j;
       if (Masked) _mm512_mask_storeu_ps(a, mk[j], reg[u][j]);
       else _mm512_storeu_ps(a, reg[u][j]);
@@ -139,8 +140,11 @@ void accumulate_f16_lanes4(const float* p, const uint8_t* v, uint64_t v_stride, 
                            int64_t lanes, int64_t l0, int64_t dv, float* acc) {
   for (int64_t i0 = 0; i0 < dv; i0 += 64) {
     const int64_t len = dv - i0 < 64 ? dv - i0 : 64;
-    if (len == 64) accumulate_f16_lanes4_cols<false>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
-    else accumulate_f16_lanes4_cols<true>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
+    if (len == 64) accumulate_f16_lanes4_cols<4, false>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
+    else if (len == 48) accumulate_f16_lanes4_cols<3, false>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
+    else if (len == 32) accumulate_f16_lanes4_cols<2, false>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
+    else if (len == 16) accumulate_f16_lanes4_cols<1, false>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
+    else accumulate_f16_lanes4_cols<4, true>(p, v, v_stride, cells, n, lanes, l0, i0, len, dv, acc);
   }
 }
 

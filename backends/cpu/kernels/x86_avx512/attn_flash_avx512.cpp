@@ -189,6 +189,23 @@ float exp_sum(float* s, int64_t n, float mx) {
   return _mm512_reduce_add_ps(acc);
 }
 
+float mask_max(float* s, int64_t n, int64_t a, int64_t e) {
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i va = _mm512_set1_epi32(int(a)), ve = _mm512_set1_epi32(int(e));
+  const bool all = a <= 0 && e >= n;  // nothing to mask: no stores
+  __m512 mx = ninf;
+  for (int64_t r = 0; r < n; r += 16) {
+    const __mmask16 in = flash_mask(n - r);
+    const __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32(int(r)));
+    const __mmask16 vis = all ? in : in & _mm512_cmpge_epi32_mask(idx, va) & _mm512_cmplt_epi32_mask(idx, ve);
+    const __m512 x = _mm512_mask_loadu_ps(ninf, vis, s + r);
+    if (!all) _mm512_mask_storeu_ps(s + r, in, x);
+    mx = _mm512_max_ps(mx, x);
+  }
+  return _mm512_reduce_max_ps(mx);
+}
+
 // R query rows x C vectors of 16 columns (the last one masked when Masked), over the tile's n cells. The
 // unmasked form is what whole 16s of columns take: with masked loads GCC 12 kept the accumulators in memory
 // (a store of each per cell).
@@ -250,8 +267,9 @@ void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, 
   }
 }
 
-// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0: % 32): 16 values of a row
-// from i (f16: vcvtph2ps; q8_0: d * q of half a block).
+// Decode's in-place forms (up to kFlashDirectRows query rows; d % 16 == 0, q8_0 / q4_0: % 32): 16 values of a
+// row from i (f16: vcvtph2ps; q8_0: d * q of half a block; q4_0: d * (nibble - 8) of half a block, the low
+// nibbles of its 16 bytes for the first half, the high ones for the second).
 struct F16Row {
   static __m512 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
     return _mm512_cvtph_ps(
@@ -262,6 +280,15 @@ struct Q8Row {
   static __m512 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
     const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(base + uint64_t(cell) * stride) + i / 32;
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + (i & 16)));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+};
+struct Q4Row {
+  static __m512 at(const uint8_t* base, uint64_t stride, int32_t cell, int64_t i) {
+    const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(base + uint64_t(cell) * stride) + i / 32;
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
+    const __m128i nib = _mm_and_si128(_mm_srl_epi16(raw, _mm_cvtsi32_si128(int(i & 16) >> 2)), _mm_set1_epi8(15));
+    const __m128i q = _mm_sub_epi8(nib, _mm_set1_epi8(8));
     return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
   }
 };
@@ -372,11 +399,14 @@ const FlashKernels kFlashKernels = {"avx512",
                                     widen_q4_0,
                                     dots,
                                     exp_sum,
+                                    mask_max,
                                     accum,
                                     dots_direct<F16Row>,
                                     accum_direct<F16Row>,
                                     dots_direct<Q8Row>,
-                                    accum_direct<Q8Row>};
+                                    accum_direct<Q8Row>,
+                                    dots_direct<Q4Row>,
+                                    accum_direct<Q4Row>};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
