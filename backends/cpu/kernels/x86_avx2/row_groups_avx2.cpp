@@ -123,25 +123,10 @@ void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)
   }
 }
 
-// Q5_0 (stop 15): weight rows in the int32 lanes, as the K-quant groups
-// (kquant_groups_avx2.cpp). The plain decode kernel (legacy_avx2.cpp
-// LegacyDecode<Q5_0Weights>) keeps 8 int32 lanes per row and block, lane L
-// the exact sum over elements 4L .. 4L + 3 of (q - 16) * x, converted and
-// FMA-ed by d_w * d_x into float lane L, then hsum8. Here piece t of a block
-// (qs[4t .. 4t + 3] of the 8 rows, one 32-byte load) gives lane t (low
-// nibbles) and lane t + 4 (high nibbles) of all 8 rows; the fifth bits come
-// from the 8 qh words (one load) by one shift and mask per lane (the layout
-// moved each bit so that the 4 of a piece sit at the same position in their
-// bytes). vpmaddubsw with the activation's 4 bytes (broadcast), vpmaddwd by
-// ones, minus 16 * (x_4L + .. + x_4L+3) (computed once per call for all the
-// blocks of the activation row) is lane L's exact int32 for 8 rows; one
-// convert and FMA into float accumulator L, hsum8's tree over the 8 at the
-// end: each row's bits are the plain kernel's. About 9 vector instructions per
-// 32 weight bytes, where the plain kernel spent 17 per 22-byte block (its
-// fifth bits spread per row by vpshufb / vpcmpeqb, the 8 scales gathered).
-constexpr int64_t kQ5_0Group = kGroup * kQ5_0Bytes;  // 176
-constexpr int kQ5MaxActs = 3;
-
+// Q5_0 (stop 15): weight rows in the int32 lanes, as the K-quant groups; the
+// kernels are q5_0_groups.h's (shared with avx2-vnni). Plain AVX2's lane sum:
+// vpmaddubsw of the 8 rows' unsigned quants with the activation's 4 bytes
+// (broadcast), vpmaddwd by ones, minus 16 * (x_4L + .. + x_4L+3).
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 __m256i bcast4(const uint8_t* p) {
   int32_t v;
@@ -149,125 +134,25 @@ __m256i bcast4(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// The layout's fifth bits of the elements 16h + 4t + b (at bit 2t + h of byte b
-// of each row's qh word) moved to bit 4 of byte b, P = 2t + h; other bits not cleared.
-template <int P>
-__m256i fifth_bits(__m256i qh) {
-  if constexpr (P < 4) return _mm256_slli_epi32(qh, 4 - P);
-  else if constexpr (P > 4) return _mm256_srli_epi32(qh, P - 4);
-  else return qh;
-}
-
-// c[8b + L] = 16 * (x_4L + .. + x_4L+3) over block b of a Q8_0 activation row:
-// the -16 offset of lane L.
-void q5_0_offsets(const uint8_t* x, int64_t nb, int32_t* c) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i xq = load32(x + b * kQ8_0Bytes + 2);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b),
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(16), xq), ones16()));
-  }
-}
-
-// Piece T of a group's block: lanes T and T + 4 of 8 rows against RA activation rows.
-template <int RA, int T>
-void q5_0_piece(const uint8_t* gb, __m256i qh, const uint8_t* const* xb, const int32_t* const* cb, const __m256* dd,
-                __m256 (*acc)[8]) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-  const __m256i v = load32(gb + 48 + 32 * T);
-  const __m256i q0 = _mm256_or_si256(_mm256_and_si256(v, lo4), _mm256_and_si256(fifth_bits<2 * T>(qh), bit4));
-  const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), lo4),
-                                     _mm256_and_si256(fifth_bits<2 * T + 1>(qh), bit4));
-  for (int a = 0; a < RA; ++a) {
-    const __m256i s0 = _mm256_sub_epi32(
-        _mm256_madd_epi16(_mm256_maddubs_epi16(q0, bcast4(xb[a] + 2 + 4 * T)), ones16()), _mm256_set1_epi32(cb[a][T]));
-    const __m256i s1 =
-        _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q1, bcast4(xb[a] + 18 + 4 * T)), ones16()),
-                         _mm256_set1_epi32(cb[a][T + 4]));
-    acc[a][T] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), dd[a], acc[a][T]);
-    acc[a][T + 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), dd[a], acc[a][T + 4]);
-  }
-}
-
-// One group of 8 Q5_0 rows against RA activation rows (their offsets c): out[a][0..7].
-template <int RA>
-void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const int32_t* const* c, float* const* out,
-                bool prefetch) {
-  __m256 acc[RA][8];
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* gb = grp + b * kQ5_0Group;
-    if (prefetch)
-      for (int o = 0; o < kQ5_0Group; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
-    const uint8_t* xb[RA];
-    const int32_t* cb[RA];
-    __m256 dd[RA];
-    for (int a = 0; a < RA; ++a) {
-      xb[a] = x[a] + b * kQ8_0Bytes;
-      cb[a] = c[a] + 8 * b;
-      dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f16(xb[a])));
-    }
-    const __m256i qh = load32(gb + 16);
-    q5_0_piece<RA, 0>(gb, qh, xb, cb, dd, acc);
-    q5_0_piece<RA, 1>(gb, qh, xb, cb, dd, acc);
-    q5_0_piece<RA, 2>(gb, qh, xb, cb, dd, acc);
-    q5_0_piece<RA, 3>(gb, qh, xb, cb, dd, acc);
-  }
-  for (int a = 0; a < RA; ++a) {  // hsum8's tree per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-    const __m256 s0 = _mm256_add_ps(acc[a][0], acc[a][4]), s1 = _mm256_add_ps(acc[a][1], acc[a][5]);
-    const __m256 s2 = _mm256_add_ps(acc[a][2], acc[a][6]), s3 = _mm256_add_ps(acc[a][3], acc[a][7]);
-    _mm256_storeu_ps(out[a], _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));
-  }
-}
-
-using Q5GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, const int32_t* const*, float* const*, bool);
-constexpr Q5GroupFn kQ5_0[kQ5MaxActs] = {q5_0_group<1>, q5_0_group<2>, q5_0_group<3>};
-
-// The thread's Q5_0 groups, each met by the activation rows kQ5MaxActs at a
-// time while it is in L1 (a batch streams the weights once); then the plain
-// rows after the last whole group through the plain gemm.
-void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
-  if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
-  const int64_t nb = g.k / 32;
-  const int64_t full = g.n_rows / kGroup * kGroup;
-  const int64_t end = g.row_end < full ? g.row_end : full;
-  if (end > g.row_begin) {
-    thread_local std::vector<int32_t> offsets;
-    offsets.resize(size_t(g.n_act * nb * 8));
-    for (int64_t a = 0; a < g.n_act; ++a)
-      q5_0_offsets(g.act + uint64_t(a) * g.act_row_bytes, nb, offsets.data() + a * nb * 8);
-    const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
-    const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
-    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
-    for (int64_t r = g.row_begin; r < end; r += kGroup) {
-      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
-      for (int64_t a0 = 0; a0 < g.n_act; a0 += kQ5MaxActs) {
-        const int ra = int(std::min<int64_t>(kQ5MaxActs, g.n_act - a0));
-        const uint8_t* x[kQ5MaxActs];
-        const int32_t* c[kQ5MaxActs];
-        float* out[kQ5MaxActs];
-        for (int a = 0; a < ra; ++a) {
-          x[a] = g.act + uint64_t(a0 + a) * g.act_row_bytes;
-          c[a] = offsets.data() + (a0 + a) * nb * 8;
-          out[a] = g.out + (a0 + a) * g.out_stride + r;
-        }
-        kQ5_0[ra - 1](grp, nb, x, c, out, a0 == 0);
-      }
+struct MaddQ5 {
+  // c[8b + L] = 16 * (x_4L + .. + x_4L+3) over block b of a Q8_0 activation row.
+  static void offsets(const uint8_t* x, int64_t nb, int32_t* c) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i xq = load32(x + b * kQ8_0Bytes + 2);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b),
+                          _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(16), xq), ones16()));
     }
   }
-  if (g.row_end > end) {
-    GemmArgs rest = g;
-    rest.row_begin = end > g.row_begin ? end : g.row_begin;
-    rest.layout = 0;
-    plain(rest);
+  static __m256i lane(__m256i q, __m256i x4, int32_t c) {
+    return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, x4), ones16()), _mm256_set1_epi32(c));
   }
-}
+};
+
+#include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"
 
 }  // namespace
 
-void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups(g, gemm_q5_0); }
+void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<MaddQ5>(g, gemm_q5_0); }
 void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, true); }
 void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, true); }
 void gemm_q8_0_groups_vnni(const GemmArgs& g) { run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true); }

@@ -1,0 +1,135 @@
+// The Q5_0 row-group kernels (kernels/repack.h, kLayoutRowGroups8), shared by
+// row_groups_avx2.cpp (plain AVX2) and row_groups_avx2vnni.cpp (AVX-VNNI).
+// Each includes this file inside its own unnamed namespace, after defining
+// load32, bcast4, kGroup (8), kGroupPrefetch and kHeadBytes, and instantiates
+// the kernels with its `Dot`:
+//   Dot::offsets(x, nb, c)  c[8b + L]: the -16 offset term of lane L of block b
+//                           of the Q8_0 activation row x (computed once a call);
+//   Dot::lane(q, x4, c)     the exact int32 sum over a lane's 4 elements of
+//                           (q - 16) * x for the 8 rows (q: unsigned 5-bit
+//                           quants, x4: the activation's 4 bytes broadcast).
+// Plain AVX2 takes vpmaddubsw, vpmaddwd by ones and the subtraction; AVX-VNNI
+// one vpdpbusd started at the (negated) offset. Both are exact, so both give
+// the same bits.
+//
+// Layout per group and 32-element block (176 bytes): the 8 rows' f16 scales,
+// the 8 rows' qh words (bits moved so that the 4 fifth bits of a piece sit at
+// one position in their bytes), then pieces t = 0..3 of 8 rows x 4 bytes
+// (qs[4t .. 4t + 3]: low nibbles elements 4t .. 4t + 3, high nibbles 16 + 4t
+// ..). Piece t gives int32 lanes t and t + 4 of the 8 rows (a row per lane).
+// The plain decode kernel (legacy_avx2.cpp LegacyDecode<Q5_0Weights>) keeps 8
+// int32 lanes per row and block, lane L the exact sum over elements 4L .. 4L + 3
+// of (q - 16) * x, converted and FMA-ed by d_w * d_x into float lane L, then
+// hsum8. Here the same lanes, the same float steps and hsum8's tree per row:
+// each row's bits are the plain kernel's. About 9 vector instructions per 32
+// weight bytes on plain AVX2, where the plain kernel spent 17 per 22-byte block.
+// Batches of up to 16 activation rows run kQ5MaxActs rows at a time against
+// each group while it is in L1. Rows past the last whole group are plain.
+#pragma once
+
+constexpr int64_t kQ5_0Group = kGroup * kQ5_0Bytes;  // 176
+constexpr int kQ5MaxActs = 3;
+
+// The layout's fifth bits of the elements 16h + 4t + b (at bit 2t + h of byte b
+// of each row's qh word) moved to bit 4 of byte b, P = 2t + h; other bits not cleared.
+template <int P>
+__m256i fifth_bits(__m256i qh) {
+  if constexpr (P < 4) return _mm256_slli_epi32(qh, 4 - P);
+  else if constexpr (P > 4) return _mm256_srli_epi32(qh, P - 4);
+  else return qh;
+}
+
+// Piece T of a group's block: lanes T and T + 4 of 8 rows against RA activation rows.
+template <class Dot, int RA, int T>
+void q5_0_piece(const uint8_t* gb, __m256i qh, const uint8_t* const* xb, const int32_t* const* cb, const __m256* dd,
+                __m256 (*acc)[8]) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+  const __m256i v = load32(gb + 48 + 32 * T);
+  const __m256i q0 = _mm256_or_si256(_mm256_and_si256(v, lo4), _mm256_and_si256(fifth_bits<2 * T>(qh), bit4));
+  const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), lo4),
+                                     _mm256_and_si256(fifth_bits<2 * T + 1>(qh), bit4));
+  for (int a = 0; a < RA; ++a) {
+    const __m256i s0 = Dot::lane(q0, bcast4(xb[a] + 2 + 4 * T), cb[a][T]);
+    const __m256i s1 = Dot::lane(q1, bcast4(xb[a] + 18 + 4 * T), cb[a][T + 4]);
+    acc[a][T] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), dd[a], acc[a][T]);
+    acc[a][T + 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), dd[a], acc[a][T + 4]);
+  }
+}
+
+// One group of 8 Q5_0 rows against RA activation rows (their offsets c): out[a][0..7].
+template <class Dot, int RA>
+void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const int32_t* const* c, float* const* out,
+                bool prefetch) {
+  __m256 acc[RA][8];
+  for (int a = 0; a < RA; ++a)
+    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kQ5_0Group;
+    if (prefetch)
+      for (int o = 0; o < kQ5_0Group; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+    const uint8_t* xb[RA];
+    const int32_t* cb[RA];
+    __m256 dd[RA];
+    for (int a = 0; a < RA; ++a) {
+      xb[a] = x[a] + b * kQ8_0Bytes;
+      cb[a] = c[a] + 8 * b;
+      dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f16(xb[a])));
+    }
+    const __m256i qh = load32(gb + 16);
+    q5_0_piece<Dot, RA, 0>(gb, qh, xb, cb, dd, acc);
+    q5_0_piece<Dot, RA, 1>(gb, qh, xb, cb, dd, acc);
+    q5_0_piece<Dot, RA, 2>(gb, qh, xb, cb, dd, acc);
+    q5_0_piece<Dot, RA, 3>(gb, qh, xb, cb, dd, acc);
+  }
+  for (int a = 0; a < RA; ++a) {  // hsum8's tree per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+    const __m256 s0 = _mm256_add_ps(acc[a][0], acc[a][4]), s1 = _mm256_add_ps(acc[a][1], acc[a][5]);
+    const __m256 s2 = _mm256_add_ps(acc[a][2], acc[a][6]), s3 = _mm256_add_ps(acc[a][3], acc[a][7]);
+    _mm256_storeu_ps(out[a], _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));
+  }
+}
+
+// The thread's Q5_0 groups, each met by the activation rows kQ5MaxActs at a
+// time while it is in L1 (a batch streams the weights once), the slice's first
+// kHeadBytes requested up front; then the plain rows after the last whole
+// group through the plain gemm.
+template <class Dot>
+void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
+  using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, const int32_t* const*, float* const*, bool);
+  constexpr GroupFn kernels[kQ5MaxActs] = {q5_0_group<Dot, 1>, q5_0_group<Dot, 2>, q5_0_group<Dot, 3>};
+  if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  const int64_t nb = g.k / 32;
+  const int64_t full = g.n_rows / kGroup * kGroup;
+  const int64_t end = g.row_end < full ? g.row_end : full;
+  if (end > g.row_begin) {
+    thread_local std::vector<int32_t> offsets;
+    offsets.resize(size_t(g.n_act * nb * 8));
+    for (int64_t a = 0; a < g.n_act; ++a)
+      Dot::offsets(g.act + uint64_t(a) * g.act_row_bytes, nb, offsets.data() + a * nb * 8);
+    const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+    for (int64_t r = g.row_begin; r < end; r += kGroup) {
+      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
+      for (int64_t a0 = 0; a0 < g.n_act; a0 += kQ5MaxActs) {
+        const int ra = int(std::min<int64_t>(kQ5MaxActs, g.n_act - a0));
+        const uint8_t* x[kQ5MaxActs];
+        const int32_t* c[kQ5MaxActs];
+        float* out[kQ5MaxActs];
+        for (int a = 0; a < ra; ++a) {
+          x[a] = g.act + uint64_t(a0 + a) * g.act_row_bytes;
+          c[a] = offsets.data() + (a0 + a) * nb * 8;
+          out[a] = g.out + (a0 + a) * g.out_stride + r;
+        }
+        kernels[ra - 1](grp, nb, x, c, out, a0 == 0);
+      }
+    }
+  }
+  if (g.row_end > end) {
+    GemmArgs rest = g;
+    rest.row_begin = end > g.row_begin ? end : g.row_begin;
+    rest.layout = 0;
+    plain(rest);
+  }
+}
