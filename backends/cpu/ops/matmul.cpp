@@ -253,10 +253,11 @@ void compute_mul_mat(const Tensor& node, const OpContext& ctx) {
 
 bool mul_mat_groupable(const Tensor& first, const Tensor& node) {
   auto simple = [](const Tensor& n) {
+    if (n.op != Op::MulMat || !n.src[0] || !n.src[1]) return false;  // other ops may have no sources
     const Tensor& w = *n.src[0];
     const Tensor& x = *n.src[1];
-    return n.op == Op::MulMat && matmul_kernels(w.type) && w.ne[2] == 1 && w.ne[3] == 1 && x.ne[2] == 1 &&
-           x.ne[3] == 1 && n_act_of(n) <= kFineMaxAct;
+    return matmul_kernels(w.type) && w.ne[2] == 1 && w.ne[3] == 1 && x.ne[2] == 1 && x.ne[3] == 1 &&
+           n_act_of(n) <= kFineMaxAct;
   };
   return simple(first) && simple(node) && node.src[1] == first.src[1];
 }
