@@ -20,6 +20,10 @@
 //                         K-quant row groups), read by gemm_packed (no -576 for
 //                         the K-quants: 576 is not whole super-blocks);
 //                         packed-decode-l2: decode-l2's shape, repacked.
+//                         packed-decode-1152 / -6912 / -out1152 (row groups):
+//                         Gemma-3-1B's FFN gate/up (6912 x 1152), down
+//                         (1152 x 6912) and tied output (262144 x 1152, 320 MB
+//                         in Q8_0: one copy, beyond any cache).
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
 //                         to the entry's packed_max_act read the groups).
 //   batch<M>/<isa>/<type>: n_act = M (2, 4, 8, 16) over the decode-1024 shape
@@ -195,6 +199,18 @@ const int kRegistered = [] {
                 run(s, isa, t, kk == 576 ? 576 : kk == 1024 ? 3072 : 8192, 1, 0, kk, false, true);
               })
               ->Unit(benchmark::kMicrosecond);
+        }
+        if (!kquant) {  // Gemma-3-1B's shapes: gate / up (6912 x 1152), down (1152 x 6912), the tied output
+          benchmark::RegisterBenchmark(("packed-decode-1152/" + suffix).c_str(), [=](benchmark::State& s) {
+            run(s, isa, t, 6912, 1, 0, 1152, false, true);
+          })->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(("packed-decode-6912/" + suffix).c_str(), [=](benchmark::State& s) {
+            run(s, isa, t, 1152, 1, 0, 6912, false, true);
+          })->Unit(benchmark::kMicrosecond);
+          if (t == DType::Q8_0 || t == DType::Q4_0)
+            benchmark::RegisterBenchmark(("packed-decode-out1152/" + suffix).c_str(), [=](benchmark::State& s) {
+              run(s, isa, t, 262144, 1, 1, 1152, false, true);
+            })->Unit(benchmark::kMillisecond);
         }
         benchmark::RegisterBenchmark(("packed-decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 96, 1, 1, 4096, false, true);
