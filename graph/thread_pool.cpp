@@ -74,6 +74,7 @@ void ThreadPool::prefetch(const void* p, uint64_t bytes) {
   idle_bytes_.store(bytes, std::memory_order_relaxed);
   idle_cursor_.store(0, std::memory_order_relaxed);
   idle_gen_.fetch_add(1, std::memory_order_release);
+  posts_.store(posts_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 void ThreadPool::prefetch_after_job(const void* p, uint64_t bytes) {

@@ -100,11 +100,16 @@ class ThreadPool {
   // is published (so workers turn to it when its chunks are all claimed).
   void prefetch_after_job(const void* p, uint64_t bytes);
   // Running counters (nanoseconds; bytes): slot's time running chunks of
-  // jobs published to the workers, the caller's time waiting for chunks
-  // other threads claimed, and the bytes workers prefetched.
+  // jobs published to the workers (a worker adds a job's time after its
+  // last chunk is counted done, so it may land just after the job returns),
+  // the caller's time waiting for chunks other threads claimed, and the
+  // bytes workers prefetched.
   uint64_t busy_ns(int slot) const;
   uint64_t wait_ns() const { return wait_ns_.load(std::memory_order_relaxed); }
   uint64_t prefetched_bytes() const { return prefetched_.load(std::memory_order_relaxed); }
+  // Ranges posted as idle work (prefetch() calls on several threads, and
+  // prefetch_after_job's when their job was published).
+  uint64_t prefetch_posts() const { return posts_.load(std::memory_order_relaxed); }
   class Hold {
    public:
     explicit Hold(ThreadPool& p) : p_(p) { p_.hold(true); }
@@ -155,6 +160,7 @@ class ThreadPool {
   std::vector<std::atomic<uint64_t>> busy_ns_;
   std::atomic<uint64_t> wait_ns_{0};
   std::atomic<uint64_t> prefetched_{0};
+  std::atomic<uint64_t> posts_{0};     // written by the caller only
   const void* pending_ptr_ = nullptr;  // prefetch_after_job's (the caller's only)
   uint64_t pending_bytes_ = 0;
   std::mutex mu_;

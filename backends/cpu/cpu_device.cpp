@@ -202,7 +202,8 @@ DeviceStats CpuDevice::stats() const {
               {"grouped_nodes", double(executor_.grouped_nodes())},
               {"run_us", double(executor_.run_ns()) * 1e-3},
               {"wait_us", double(executor_.pool().wait_ns()) * 1e-3},
-              {"prefetched_bytes", double(executor_.pool().prefetched_bytes())}};
+              {"prefetched_bytes", double(executor_.pool().prefetched_bytes())},
+              {"prefetch_posts", double(executor_.pool().prefetch_posts())}};
   for (int s = 0; s < executor_.n_threads(); ++s)
     d.values.push_back({fmt::format("busy_us_{}", s), double(executor_.pool().busy_ns(s)) * 1e-3});
   return d;

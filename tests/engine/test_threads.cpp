@@ -156,9 +156,11 @@ TEST(Threads, DecodeRunsTheMatmulsOfOneInputAsOneJob) {
   }
 }
 
-// At two threads the idle workers prefetch the next MUL_MAT's weights during a
-// decode step (the pool's counter moves; one thread has no workers), and the
-// pool's per-slot chunk time and the executor's run time are counted.
+// At two threads a decode step posts the next MUL_MAT's weights to the idle
+// workers (at least one range a layer; one thread has no workers and posts
+// none), and the executor's run time and the pool's chunk time are counted.
+// (Whether a worker gets to prefetch or claim chunks depends on the host's
+// load, so only the posts and the sum of both slots' chunk time are asserted.)
 TEST(Threads, DecodeWorkersPrefetchTheNextWeights) {
   for (int threads : {1, 2}) {
     auto reg = make_registry({}, threads);
@@ -178,15 +180,15 @@ TEST(Threads, DecodeWorkersPrefetchTheNextWeights) {
     const DeviceStats after = reg->host().stats();
     auto delta = [&](const char* name) { return after.get(name) - before.get(name); };
     EXPECT_GT(delta("run_us"), 0.0);
-    if (threads == 1) {  // no jobs on the pool: nothing counted, nothing prefetched
+    if (threads == 1) {  // no jobs on the pool: nothing counted, nothing posted or prefetched
       EXPECT_EQ(delta("busy_us_0"), 0.0);
+      EXPECT_EQ(delta("prefetch_posts"), 0.0);
       EXPECT_EQ(delta("prefetched_bytes"), 0.0);
       continue;
     }
-    EXPECT_GT(delta("busy_us_0"), 0.0);
-    EXPECT_GT(delta("busy_us_1"), 0.0);
+    EXPECT_GT(delta("busy_us_0") + delta("busy_us_1"), 0.0);
     EXPECT_LE(delta("busy_us_0"), delta("run_us"));
-    EXPECT_GT(delta("prefetched_bytes"), 0.0);
+    EXPECT_GE(delta("prefetch_posts"), 5.0 * double(model->hparams().n_layer));
   }
 }
 
