@@ -34,6 +34,19 @@
 //     caller waiting for chunks others claimed after kYieldMicros. On a busy
 //     host the two may share one vCPU, and a spinner that never yields keeps
 //     the thread it waits for off the CPU for a time slice.
+//   * Idle work (prefetch()): the caller may name bytes the next job will
+//     read (the CPU executor: the next MUL_MAT's first weight rows). A worker
+//     with no chunk left to claim (it finished its share of a job early, or
+//     the caller runs serial small ops between jobs) streams them into its
+//     caches with software prefetches, a kPrefetchPiece piece at a time from
+//     a shared cursor, and stops at the next piece once a new job is
+//     published. At decode the memory bus is the bottleneck and sits idle
+//     while the caller runs the serial ops; this keeps it busy. A prefetch
+//     never faults and never changes memory, so a range that went stale is
+//     harmless (and no chunk of a job ever waits for it).
+//   * Counters (always on, two clock reads per thread per job): each slot's
+//     time inside chunk calls, the caller's time waiting for others' chunks,
+//     the bytes prefetched.
 // Callers must not assume that different i run on different OS threads (one
 // thread runs several chunks one after another), only that calls with
 // different i never overlap on the same scratch.
@@ -79,6 +92,24 @@ class ThreadPool {
   // and run_chunks() that published work to the workers): each is one
   // barrier. A running counter for Device::stats().
   uint64_t jobs() const { return jobs_.load(std::memory_order_relaxed); }
+  // Idle work: workers with nothing to claim prefetch [p, p + bytes) into
+  // their caches until done or the next job (see above). Replaces the range
+  // not yet prefetched; a no-op on one thread.
+  void prefetch(const void* p, uint64_t bytes);
+  // The same, posted by the next job run on several threads right after it
+  // is published (so workers turn to it when its chunks are all claimed).
+  void prefetch_after_job(const void* p, uint64_t bytes);
+  // Running counters (nanoseconds; bytes): slot's time running chunks of
+  // jobs published to the workers (a worker adds a job's time after its
+  // last chunk is counted done, so it may land just after the job returns),
+  // the caller's time waiting for chunks other threads claimed, and the
+  // bytes workers prefetched.
+  uint64_t busy_ns(int slot) const;
+  uint64_t wait_ns() const { return wait_ns_.load(std::memory_order_relaxed); }
+  uint64_t prefetched_bytes() const { return prefetched_.load(std::memory_order_relaxed); }
+  // Ranges posted as idle work (prefetch() calls on several threads, and
+  // prefetch_after_job's when their job was published).
+  uint64_t prefetch_posts() const { return posts_.load(std::memory_order_relaxed); }
   class Hold {
    public:
     explicit Hold(ThreadPool& p) : p_(p) { p_.hold(true); }
@@ -97,12 +128,19 @@ class ThreadPool {
   static constexpr int kYieldMicros = 50;
   // Chunks per thread when there are several threads.
   static constexpr int kChunksPerThread = 4;
+  // Bytes a worker prefetches between checks for a new job.
+  static constexpr uint64_t kPrefetchPiece = 16 << 10;
 
  private:
   void worker(int slot);
   // Claims and runs chunks of generation `gen` until none is left.
   void work_on(uint32_t gen, int slot);
   void wake_sleepers();
+  // Prefetches pieces of idle work generation `gen` until none is left or
+  // the work is replaced (returns true), or stop() (checked between pieces;
+  // returns false: the rest is left for later).
+  template <class Stop>
+  bool prefetch_pieces(uint32_t gen, const Stop& stop);
 
   int n_threads_;
   int n_chunks_;
@@ -113,6 +151,18 @@ class ThreadPool {
   alignas(64) std::atomic<int> sleeping_{0};
   std::atomic<bool> held_{false};
   std::atomic<uint64_t> jobs_{0};  // written by the caller only
+  // Idle work: its range and generation (written by the caller), the cursor workers claim pieces with.
+  alignas(64) std::atomic<uint32_t> idle_gen_{0};
+  std::atomic<const uint8_t*> idle_ptr_{nullptr};
+  std::atomic<uint64_t> idle_bytes_{0};
+  alignas(64) std::atomic<uint64_t> idle_cursor_{0};
+  // Counters: per slot (each written by its own thread), the caller's wait, bytes prefetched.
+  std::vector<std::atomic<uint64_t>> busy_ns_;
+  std::atomic<uint64_t> wait_ns_{0};
+  std::atomic<uint64_t> prefetched_{0};
+  std::atomic<uint64_t> posts_{0};     // written by the caller only
+  const void* pending_ptr_ = nullptr;  // prefetch_after_job's (the caller's only)
+  uint64_t pending_bytes_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};

@@ -163,7 +163,7 @@ struct Sampler::State {
         const size_t k = std::min(static_cast<size_t>(params.top_k), n);
         if (k * 8 > n) return false;
         const float* d = dense;
-        select_top(n, k, cand.data(), [d](size_t i) { return Candidate{static_cast<int32_t>(i), d[i], 0.0f}; });
+        select_top_dense(d, n, k, cand.data());
         set = CandidateSet{cand.data(), k, true};
         dense = nullptr;
         return true;
@@ -176,10 +176,9 @@ struct Sampler::State {
           return true;
         }
         const float* d = dense;
-        // The first highest logit: a max reduction the compiler vectorizes
-        // (no NaN here: sample() mapped NaN to -inf), then the first match.
-        float top = d[0];
-        for (size_t i = 1; i < n; ++i) top = d[i] > top ? d[i] : top;
+        // The first highest logit: a vectorized max reduction (no NaN here:
+        // sample() mapped NaN to -inf; +0 and -0 compare equal), then the first match.
+        const float top = max_of(d, n);
         size_t best = 0;
         while (best + 1 < n && d[best] != top) ++best;
         cand[0] = Candidate{static_cast<int32_t>(best), d[best], 0.0f};
@@ -451,9 +450,7 @@ std::vector<TokenProb> Sampler::top_probs(int n, ProbSource source) const {
     const size_t k = std::min<size_t>(static_cast<size_t>(n), s.raw.size());
     s.top_buffer.resize(std::max(s.top_buffer.size(), k));
     const float* raw = s.raw.data();
-    select_top(s.raw.size(), k, s.top_buffer.data(), [raw](size_t i) {
-      return Candidate{static_cast<int32_t>(i), raw[i], 0.0f};
-    });
+    select_top_dense(raw, s.raw.size(), k, s.top_buffer.data());
     const double lse = s.raw_log_sum_exp();
     out.reserve(k);
     for (size_t i = 0; i < k; ++i) {

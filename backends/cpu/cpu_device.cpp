@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <thread>
 
 #include "backends/cpu/kernels/isa.h"
@@ -11,13 +12,21 @@
 namespace opal {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct CpuPlan : Plan {
   std::vector<Tensor*> nodes;
   // Runs of MUL_MATs that one parallel job computes (cpu::mul_mat_groupable):
   // group_of[i] is node i's group or -1; a group runs at its first member.
   std::vector<std::vector<const Tensor*>> groups;
   std::vector<int> group_of;
-  uint64_t work_bytes = 0;  // scratch its nodes need (the executor holds it)
+  std::vector<size_t> group_last;  // each group's last member's index in nodes
+  // Node i's successor MUL_MAT at decode: the weight the next decode-sized
+  // MUL_MAT after node i reads (null: none), which the pool's idle workers
+  // prefetch while node i's job ends and the serial ops after it run.
+  std::vector<const Tensor*> next_weight;
+  const Tensor* first_weight = nullptr;  // the plan's first one, prefetched after the run for the next
+  uint64_t work_bytes = 0;               // scratch its nodes need (the executor holds it)
   int n_threads = 1;
 };
 
@@ -39,9 +48,21 @@ void find_groups(CpuPlan& plan) {
     }
     if (members.size() < 2) continue;
     for (size_t j : at) plan.group_of[j] = int(plan.groups.size());
+    plan.group_last.push_back(at.back());
     plan.groups.push_back(std::move(members));
     i = at.back();
   }
+}
+
+// For each node, the weight of the next decode-sized MUL_MAT after it, and the plan's first.
+void find_next_weights(CpuPlan& plan) {
+  plan.next_weight.assign(plan.nodes.size(), nullptr);
+  const Tensor* next = nullptr;
+  for (size_t i = plan.nodes.size(); i-- > 0;) {
+    plan.next_weight[i] = next;
+    if (cpu::mul_mat_prefetchable(*plan.nodes[i])) next = plan.nodes[i]->src[0];
+  }
+  plan.first_weight = next;
 }
 
 uint64_t plan_work_bytes(const CpuPlan& plan) {
@@ -109,6 +130,7 @@ std::unique_ptr<Plan> CpuExecutor::compile(const Segment& segment) {
   plan->n_threads = pool_->size();
   for (const Tensor* n : segment.nodes) check_repacked_sources(*n);
   find_groups(*plan);
+  find_next_weights(*plan);
   plan->work_bytes = plan_work_bytes(*plan);
   reserve_work(plan->work_bytes);
   return plan;
@@ -121,6 +143,7 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
     plan.work_bytes = plan_work_bytes(plan);
     reserve_work(plan.work_bytes);
   }
+  const auto t0 = Clock::now();
   cpu::OpContext ctx{*pool_, work_.get()};
   // Workers spin through the whole plan (the serial small ops, a long node's
   // last chunk) instead of falling asleep between its jobs (graph/thread_pool.h).
@@ -128,22 +151,38 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
   // Groups run as one job on several threads; with hooks (perf events, the
   // trace, --shadow) every node runs alone, so that each is timed and seen.
   const bool grouped = !hooks && pool_->n_threads() > 1;
+  const bool prefetch = pool_->n_threads() > 1 && prefetch_bytes_ > 0;
+  auto prefetch_weight = [&](const Tensor* w, bool now) {
+    const uint64_t bytes = std::min<uint64_t>(prefetch_bytes_, w->nbytes());
+    if (now) pool_->prefetch(w->data, bytes);
+    else pool_->prefetch_after_job(w->data, bytes);
+  };
   for (size_t i = 0; i < plan.nodes.size(); ++i) {
     const Tensor* n = plan.nodes[i];
     if (n->op == Op::View) continue;
     if (grouped && plan.group_of[i] >= 0) {
       const auto& g = plan.groups[size_t(plan.group_of[i])];
       if (g.front() == n) {
+        if (const Tensor* w = prefetch ? plan.next_weight[plan.group_last[size_t(plan.group_of[i])]] : nullptr)
+          prefetch_weight(w, false);
         cpu::compute_mul_mat_group(g.data(), int(g.size()), ctx);
         ++groups_run_;
         grouped_nodes_ += g.size();
       }
       continue;
     }
+    // The next MUL_MAT's first weights, taken up by idle threads once this
+    // MUL_MAT's job has handed out its last chunk and through the serial ops after it.
+    if (prefetch && plan.next_weight[i] && (n->op == Op::MulMat || n->op == Op::MulMatId))
+      prefetch_weight(plan.next_weight[i], false);
     if (hooks) hooks->before_node(dev_, *n);
     cpu::compute(*n, ctx);
     if (hooks) hooks->after_node(dev_, *n, cpu::kernel_name(*n));
   }
+  // The next run of this plan (the next decode step) starts with its first
+  // MUL_MAT: the workers warm it while the caller samples.
+  if (prefetch && plan.first_weight) prefetch_weight(plan.first_weight, true);
+  run_ns_ += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
 }
 
 CpuDevice::CpuDevice(int n_threads) : executor_(*this, n_threads) {}
@@ -160,7 +199,13 @@ DeviceStats CpuDevice::stats() const {
   DeviceStats d;
   d.values = {{"pool_jobs", double(executor_.pool_jobs())},
               {"mul_mat_groups", double(executor_.groups_run())},
-              {"grouped_nodes", double(executor_.grouped_nodes())}};
+              {"grouped_nodes", double(executor_.grouped_nodes())},
+              {"run_us", double(executor_.run_ns()) * 1e-3},
+              {"wait_us", double(executor_.pool().wait_ns()) * 1e-3},
+              {"prefetched_bytes", double(executor_.pool().prefetched_bytes())},
+              {"prefetch_posts", double(executor_.pool().prefetch_posts())}};
+  for (int s = 0; s < executor_.n_threads(); ++s)
+    d.values.push_back({fmt::format("busy_us_{}", s), double(executor_.pool().busy_ns(s)) * 1e-3});
   return d;
 }
 

@@ -22,6 +22,12 @@ class CpuExecutor : public Executor {
   uint64_t pool_jobs() const { return jobs_before_ + pool_->jobs(); }
   uint64_t groups_run() const { return groups_run_; }
   uint64_t grouped_nodes() const { return grouped_nodes_; }
+  // Wall time inside run() (all plans), and the pool (its busy / wait / prefetch counters).
+  uint64_t run_ns() const { return run_ns_; }
+  const ThreadPool& pool() const { return *pool_; }
+  // Weight bytes of the next decode MUL_MAT idle workers prefetch (0: none).
+  void set_prefetch_bytes(uint64_t bytes) { prefetch_bytes_ = bytes; }
+  static constexpr uint64_t kPrefetchBytes = uint64_t(1) << 20;
 
  private:
   struct FreeDeleter {
@@ -39,6 +45,8 @@ class CpuExecutor : public Executor {
   uint64_t work_bytes_ = 0;
   uint64_t jobs_before_ = 0;  // jobs of the pools set_threads replaced
   uint64_t groups_run_ = 0, grouped_nodes_ = 0;
+  uint64_t run_ns_ = 0;
+  uint64_t prefetch_bytes_ = kPrefetchBytes;
 };
 
 // Host memory whose weights may be repacked at load into the layout the

@@ -4,7 +4,7 @@
 // thread, and destruction at any time; run_chunks() with any chunk count
 // (each chunk once, slots in range and never two calls at once on one slot),
 // jobs while the pool is held (workers kept spinning) and across the hold's
-// release; split_even's chunks.
+// release; idle workers' prefetching and the pool's counters; split_even's chunks.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -199,6 +199,56 @@ TEST(ThreadPool, DestroyWhileHeld) {
     if (i % 2) pool.run_chunks(9, [](int, int, int) {});
   }
   SUCCEED();
+}
+
+// Idle work: held workers prefetch a posted range to its end (the counter
+// reaches its size), and prefetching never costs a job a chunk: jobs posted
+// in the middle of it, and ranges replaced before they are done, still run
+// every chunk once. A one-thread pool has no workers and prefetches nothing.
+TEST(ThreadPool, IdleWorkersPrefetchAPostedRangeAndJobsStillRunEveryChunk) {
+  std::vector<uint8_t> buf(size_t(8) << 20, 1);
+  {
+    ThreadPool one(1);
+    one.prefetch(buf.data(), buf.size());
+    one.prefetch_after_job(buf.data(), buf.size());
+    one.run_chunks(4, [](int, int, int) {});
+    EXPECT_EQ(one.prefetched_bytes(), 0u);
+  }
+  for (int n : {2, 3}) {
+    ThreadPool pool(n);
+    ThreadPool::Hold hold(pool);
+    pool.prefetch(buf.data(), buf.size());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (pool.prefetched_bytes() < buf.size() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Pieces run to the end of the range; a piece claimed twice is not possible (one cursor).
+    EXPECT_EQ(pool.prefetched_bytes(), buf.size()) << n << " threads";
+    for (int r = 0; r < 300; ++r) {
+      pool.prefetch(buf.data() + (r % 7) * 4096, buf.size() / 2);
+      if (r % 2) pool.prefetch_after_job(buf.data(), buf.size());
+      check_chunks(pool, 1 + r % 40, 1);
+      check_runs(pool, 1, std::chrono::microseconds(0));
+    }
+  }
+}
+
+// The counters: the chunk time of every slot adds up to at least the time the
+// chunks slept, and only a job's other threads' chunks make the caller wait.
+TEST(ThreadPool, BusyAndWaitCounters) {
+  ThreadPool pool(2);
+  EXPECT_EQ(pool.busy_ns(0) + pool.busy_ns(1), 0u);
+  EXPECT_EQ(pool.busy_ns(2), 0u);  // no such slot
+  const int chunks = 8;
+  pool.run_chunks(chunks, [](int, int, int) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
+  // A worker adds its time after its last chunk is counted done: it may land just after run_chunks returns.
+  const uint64_t want = uint64_t(chunks) * 2000000u;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (pool.busy_ns(0) + pool.busy_ns(1) < want && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GE(pool.busy_ns(0) + pool.busy_ns(1), want);
+  ThreadPool one(1);
+  one.run_chunks(chunks, [](int, int, int) {});
+  EXPECT_EQ(one.wait_ns(), 0u);
 }
 
 TEST(ThreadPool, SplitEvenCoversEverythingWithSizesWithinOne) {

@@ -7,6 +7,7 @@
 // and the CPU device's counters of jobs and MUL_MAT groups.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -153,6 +154,74 @@ TEST(Threads, DecodeRunsTheMatmulsOfOneInputAsOneJob) {
     EXPECT_GT(delta("pool_jobs"), 0);
     EXPECT_LE(delta("pool_jobs"), double(5 * n_layer + 1));
   }
+}
+
+// At two threads a decode step posts the next MUL_MAT's weights to the idle
+// workers (at least one range a layer; one thread has no workers and posts
+// none), and the executor's run time and the pool's chunk time are counted.
+// (Whether a worker gets to prefetch or claim chunks depends on the host's
+// load, so only the posts and the sum of both slots' chunk time are asserted.)
+TEST(Threads, DecodeWorkersPrefetchTheNextWeights) {
+  for (int threads : {1, 2}) {
+    auto reg = make_registry({}, threads);
+    auto model = Model::load(test::golden_model("tiny-qwen3-q8_0"), *reg, LoadOptions{});
+    ContextParams cp;
+    cp.n_ctx = 16;
+    Context ctx(*model, cp);
+    Batch b;
+    b.add(1, 0, 0, true);
+    ctx.decode(b);
+    const DeviceStats before = reg->host().stats();
+    for (int32_t pos = 1; pos < 6; ++pos) {
+      b.clear();
+      b.add(5 + pos, pos, 0, true);
+      ctx.decode(b);
+    }
+    const DeviceStats after = reg->host().stats();
+    auto delta = [&](const char* name) { return after.get(name) - before.get(name); };
+    EXPECT_GT(delta("run_us"), 0.0);
+    if (threads == 1) {  // no jobs on the pool: nothing counted, nothing posted or prefetched
+      EXPECT_EQ(delta("busy_us_0"), 0.0);
+      EXPECT_EQ(delta("prefetch_posts"), 0.0);
+      EXPECT_EQ(delta("prefetched_bytes"), 0.0);
+      continue;
+    }
+    EXPECT_GT(delta("busy_us_0") + delta("busy_us_1"), 0.0);
+    EXPECT_LE(delta("busy_us_0"), delta("run_us"));
+    EXPECT_GE(delta("prefetch_posts"), 5.0 * double(model->hparams().n_layer));
+  }
+}
+
+// RMS_NORM runs several rows' sums side by side (ops/norm.cpp); each row
+// keeps ggml's order: sum of float squares in double, element by element.
+// The same bits as that row-at-a-time formula for 1-13 rows (whole groups of
+// rows and a rest) at 1 and 3 threads.
+TEST(Threads, RmsNormRowsSideBySideKeepEachRowsBits) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-2, 2);
+  for (int threads : {1, 3})
+    for (int64_t rows : {1, 4, 5, 13})
+      for (int64_t n : {int64_t(128), int64_t(1000)}) {
+        auto reg = make_registry({}, threads);
+        auto g = std::make_unique<Graph>();
+        Tensor* x = g->new_leaf("x", DType::F32, {n, rows, 1, 1}, TensorRole::Input);
+        Tensor* y = g->rms_norm(x, 1e-6f);
+        g->mark_output(y);
+        auto sg = Scheduler(*reg).schedule(std::move(g));
+        for (int64_t i = 0; i < n * rows; ++i) x->ptr<float>()[i] = d(rng) * float(1 + i % 7);
+        sg->run();
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* xr = x->ptr<float>() + r * n;
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; ++i) sum += double(xr[i] * xr[i]);
+          const float s = 1.0f / std::sqrt(float(sum / double(n)) + 1e-6f);
+          for (int64_t i = 0; i < n; ++i) {
+            const float want = xr[i] * s;
+            ASSERT_EQ(std::memcmp(&want, y->ptr<float>() + r * n + i, 4), 0)
+                << rows << " rows of " << n << ", row " << r << " element " << i << ", " << threads << " threads";
+          }
+        }
+      }
 }
 
 TEST(Threads, MatmulChunksByWeightBytes) {

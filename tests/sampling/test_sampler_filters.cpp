@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -254,6 +255,36 @@ TEST(SamplerFilters, TopKSelectionIsExactOnAdversarialStreams) {
       ASSERT_EQ(set.size, static_cast<size_t>(k));
       for (int32_t i = 0; i < k; ++i) {
         ASSERT_EQ(set.data[i].id, ref[i].id) << "k=" << k << " rank " << i;
+      }
+    }
+  }
+}
+
+// The block-skipping selection over a dense logit array gives select_top's k
+// and order exactly: ascending, descending, tied and equal streams, -inf and
+// NaN logits, lengths that end mid-block, k from 1 to n.
+TEST(SamplerFilters, DenseTopKSelectionEqualsTheHeapSelection) {
+  std::vector<std::vector<float>> streams;
+  for (size_t n : {1, 63, 64, 65, 1000, 20011}) {
+    std::vector<float> asc(n), desc(n), ties(n), equal(n, 1.0f), odd(n);
+    for (size_t i = 0; i < n; ++i) {
+      asc[i] = 0.001f * static_cast<float>(i);
+      desc[i] = -asc[i];
+      ties[i] = static_cast<float>((i * 7919) % 13);
+      odd[i] = i % 5 == 0 ? -std::numeric_limits<float>::infinity() : (i % 11 == 0 ? std::nanf("") : ties[i]);
+    }
+    for (auto* v : {&asc, &desc, &ties, &equal, &odd}) streams.push_back(*v);
+    streams.push_back(opal::test::random_logits(n, 7));
+  }
+  for (const auto& v : streams) {
+    const size_t n = v.size();
+    for (size_t k : {size_t(1), size_t(40), n / 2, n}) {
+      if (k == 0 || k > n) continue;
+      std::vector<Candidate> heap(k), dense(k);
+      select_top(n, k, heap.data(), [&v](size_t i) { return Candidate{static_cast<int32_t>(i), v[i], 0.0f}; });
+      select_top_dense(v.data(), n, k, dense.data());
+      for (size_t i = 0; i < k; ++i) {
+        ASSERT_EQ(dense[i].id, heap[i].id) << "n=" << n << " k=" << k << " rank " << i;
       }
     }
   }

@@ -262,6 +262,8 @@ bool mul_mat_groupable(const Tensor& first, const Tensor& node) {
   return simple(first) && simple(node) && node.src[1] == first.src[1];
 }
 
+bool mul_mat_prefetchable(const Tensor& node) { return mul_mat_groupable(node, node); }
+
 uint64_t mul_mat_group_work_size(const Tensor* const* nodes, int count, int n_threads) {
   uint64_t acts = 0, each = 0;
   for (int i = 0; i < count; ++i) {

@@ -65,6 +65,9 @@ void mul_mat_chunk_rows(int64_t n_rows, int chunk, int n_chunks, int64_t* r0, in
 constexpr int kMaxMulMatGroup = 4;
 bool mul_mat_groupable(const Tensor& first, const Tensor& node);
 uint64_t mul_mat_group_work_size(const Tensor* const* nodes, int count, int n_threads);
+// A decode-sized MUL_MAT of one matrix (what the executor's idle workers
+// prefetch the weights of, ahead of its job).
+bool mul_mat_prefetchable(const Tensor& node);
 void compute_mul_mat_group(const Tensor* const* nodes, int count, const OpContext& ctx);
 void compute_rope(const Tensor& node, const OpContext& ctx);
 void compute_attention(const Tensor& node, const OpContext& ctx);
