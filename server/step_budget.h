@@ -52,11 +52,10 @@ struct StepSlots {
 
 // A step stretched by waiting slots is at most this many budgets long (budget_prompt_chunk)...
 constexpr double kMaxStretch = 3.0;
-// ... or carries at most this many prompt tokens where that is longer: prompt chunks of 32 tokens cost about
-// twice as much per token as chunks of 100-130 (batch matmuls of few rows; measured on Qwen3-0.6B, -t 1, AVX-512:
-// docs/perf/stop16-srv.md), so while slots wait for their prompts a step is never made smaller than this by the
-// time budget alone.
-constexpr int64_t kWaitingChunk = 128;
+// ... or carries at most this many prompt tokens where that is longer: batch matmuls of 32 rows read ~30 % fewer
+// tokens a second than batches of 64 (Qwen3-0.6B Q8_0, -t 1, AVX-512: docs/perf/stop16-srv.md), so while slots
+// wait for their prompts the time budget alone never cuts a step below this (on a loaded host or a costly model).
+constexpr int64_t kWaitingChunk = 64;
 
 // The most prompt tokens one step takes beside generating slots: `cap`
 // (--prompt-chunk within -ub) narrowed to what fits budget_ms by `cost`, never

@@ -90,20 +90,20 @@ TEST(StepBudget, StretchStopsAtThreeBudgetsOrAnEfficientChunk) {
   mid.observe(100, 16, 300);
   EXPECT_EQ(budget_prompt_chunk(mid, 150, 256, 32, {4, 0, 4}), 32) << "nobody waits: the floor";
   EXPECT_EQ(budget_prompt_chunk(mid, 150, 256, 32, {4, 12, 4}), 175) << "a share of 192, three budgets' worth";
-  // 8 ms a token: three budgets fit 43, fewer than kWaitingChunk, which then bounds the share.
+  // 8 ms a token: three budgets fit 43, fewer than kWaitingChunk (64), which then bounds the share.
   StepCost slow;
   slow.observe(0, 16, 100);
   slow.observe(100, 16, 900);
-  EXPECT_EQ(budget_prompt_chunk(slow, 150, 256, 32, {4, 12, 4}), kWaitingChunk);
+  EXPECT_EQ(budget_prompt_chunk(slow, 150, 256, 32, {4, 12, 4}), kWaitingChunk) << "a share of 192";
   EXPECT_EQ(budget_prompt_chunk(slow, 150, 256, 32, {8, 8, 8}), kWaitingChunk) << "a share of 128";
-  EXPECT_EQ(budget_prompt_chunk(slow, 150, 256, 32, {12, 4, 12}), 64) << "a share of 64";
+  EXPECT_EQ(budget_prompt_chunk(slow, 150, 256, 32, {13, 3, 13}), 48) << "a share of 48";
   EXPECT_EQ(budget_prompt_chunk(slow, 150, 256, 32, {15, 1, 15}), 32) << "a share of 16: the floor";
   // A loaded host: the decode part alone fills three budgets; the chunk is still kWaitingChunk, within the cap.
   StepCost busy;
   busy.observe(0, 16, 500);
   busy.observe(100, 16, 1500);
   EXPECT_EQ(budget_prompt_chunk(busy, 150, 256, 32, {1, 15, 1}), kWaitingChunk);
-  EXPECT_EQ(budget_prompt_chunk(busy, 150, 100, 32, {1, 15, 1}), 93) << "the share of a cap of 100: 100 * 15 / 16";
+  EXPECT_EQ(budget_prompt_chunk(busy, 150, 60, 32, {1, 15, 1}), 56) << "the share of a cap of 60: 60 * 15 / 16";
 }
 
 TEST(StepBudget, IgnoresMeaninglessTimes) {
