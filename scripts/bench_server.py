@@ -9,7 +9,10 @@ system prompt, as a chat product's requests do. Per level and server it reports:
 
   agg tok/s   generated tokens (content chunks) / wall time of the level
   req/s       completed requests / wall time
-  TTFT p50/p99  request sent -> first content chunk (queueing included)
+  TTFT p50/p99  request sent -> first content chunk (queueing included), of the streams that had one
+  TTFT p99 all  the same over every request sent, a stream cut before its first chunk counted at its wait
+                until the cut (a lower bound): a server that starts few requests in the window is not
+                rewarded for the ones it never answered (`unanswered`: how many)
   ITL p50/p99   gaps between successive content chunks of one stream
   RSS         the server's peak resident set (VmHWM) since it started, read at the end of the level, MB
   errors      failed or malformed streams (the figures are only meaningful at 0)
@@ -119,9 +122,9 @@ def make_prompt(rng, system_prefix, shared_prefix):
 class Cut(Exception):
     """The level's hard stop came while the stream was still running; carries what it had received."""
 
-    def __init__(self, ttft, gaps, tokens):
+    def __init__(self, ttft, gaps, tokens, waited):
         super().__init__("cut at the hard stop")
-        self.ttft, self.gaps, self.tokens = ttft, gaps, tokens
+        self.ttft, self.gaps, self.tokens, self.waited = ttft, gaps, tokens, waited
 
 
 def one_request(port, messages, max_tokens, seed, timeout, stop_at=None):
@@ -140,20 +143,20 @@ def one_request(port, messages, max_tokens, seed, timeout, stop_at=None):
     except socket.timeout:
         c.close()
         if stop_at is not None and time.monotonic() >= stop_at:
-            raise Cut(ttft, gaps, tokens)
+            raise Cut(ttft, gaps, tokens, time.monotonic() - t0)
         raise
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]!r}")
     while True:
         if stop_at is not None and time.monotonic() > stop_at:
             c.close()
-            raise Cut(ttft, gaps, tokens)
+            raise Cut(ttft, gaps, tokens, time.monotonic() - t0)
         try:
             line = r.readline()
         except socket.timeout:
             c.close()
             if stop_at is not None and time.monotonic() >= stop_at:
-                raise Cut(ttft, gaps, tokens)
+                raise Cut(ttft, gaps, tokens, time.monotonic() - t0)
             raise
         if not line:
             break
@@ -187,7 +190,8 @@ def one_request(port, messages, max_tokens, seed, timeout, stop_at=None):
 
 
 def run_level(server, clients, seconds, args, system_prefix):
-    stats = {"ttft": [], "gaps": [], "tokens": 0, "requests": 0, "cut": 0, "errors": [], "lock": threading.Lock()}
+    stats = {"ttft": [], "unanswered": [], "gaps": [], "tokens": 0, "requests": 0, "cut": 0, "errors": [],
+             "lock": threading.Lock()}
     deadline = time.monotonic() + seconds
     stop_at = deadline + args.drain  # streams still running then are cut (their tokens so far count)
     load = os.getloadavg()[0]
@@ -208,6 +212,8 @@ def run_level(server, clients, seconds, args, system_prefix):
                 with stats["lock"]:
                     if cut.ttft is not None:
                         stats["ttft"].append(cut.ttft)
+                    else:
+                        stats["unanswered"].append(cut.waited)
                     stats["gaps"].extend(cut.gaps)
                     stats["tokens"] += cut.tokens
                     stats["cut"] += 1
@@ -231,6 +237,8 @@ def run_level(server, clients, seconds, args, system_prefix):
         "req_s": stats["requests"] / wall,
         "ttft_p50_s": pct(stats["ttft"], 50),
         "ttft_p99_s": pct(stats["ttft"], 99),
+        "ttft_all_p99_s": pct(stats["ttft"] + stats["unanswered"], 99),
+        "unanswered": len(stats["unanswered"]),
         "itl_p50_ms": pct(stats["gaps"], 50) * 1000,
         "itl_p99_ms": pct(stats["gaps"], 99) * 1000,
         "peak_rss_mb": vm_kib(server.proc.pid, "VmHWM") / 1024.0,
@@ -277,7 +285,8 @@ def main():
                 r = run_level(srv, c, args.seconds, args, system_prefix)
                 results[name].append(r)
                 print(f"{name:>8} clients={c:>3}: {r['agg_tok_s']:8.1f} tok/s {r['req_s']:6.2f} req/s  TTFT p50 "
-                      f"{r['ttft_p50_s']:.3f} p99 {r['ttft_p99_s']:.3f} s  ITL p50 {r['itl_p50_ms']:.1f} p99 "
+                      f"{r['ttft_p50_s']:.3f} p99 {r['ttft_p99_s']:.3f} s (all {r['ttft_all_p99_s']:.3f} s, "
+                      f"{r['unanswered']} unanswered)  ITL p50 {r['itl_p50_ms']:.1f} p99 "
                       f"{r['itl_p99_ms']:.1f} ms  RSS {r['peak_rss_mb']:.0f} MB  errors {r['errors']}  cut {r['cut']}  "
                       f"load {r['load_avg']:.1f}",
                       flush=True)
@@ -293,22 +302,23 @@ def main():
     def ratio(a, b):  # a / b, or "-" when either is missing (no token or no request in the window)
         return f"{a / b:.2f}x" if a == a and b == b and a > 0 and b > 0 else "-"
 
-    print("\n| clients | server | agg tok/s | req/s | TTFT p50 / p99 (s) | ITL p50 / p99 (ms) | peak RSS (MB) | errors | "
-          "cut | load |"
-          + (" vs " + names[0] + ": tok/s, TTFT p99, ITL p99 |" if len(names) > 1 else ""))
-    print("|---:|---|---:|---:|---|---|---:|---:|---:|---:|" + ("---|" if len(names) > 1 else ""))
+    print("\n| clients | server | agg tok/s | req/s | TTFT p50 / p99 (s) | TTFT p99 all (s) | ITL p50 / p99 (ms) | "
+          "peak RSS (MB) | errors | cut | unanswered | load |"
+          + (" vs " + names[0] + ": tok/s, TTFT p99, TTFT p99 all, ITL p99 |" if len(names) > 1 else ""))
+    print("|---:|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|" + ("---|" if len(names) > 1 else ""))
     for i, c in enumerate(levels):
         base = results[names[0]][i]
         for n in names:
             r = results[n][i]
             row = (f"| {c} | {n} | {r['agg_tok_s']:.1f} | {r['req_s']:.2f} | {r['ttft_p50_s']:.3f} / "
-                   f"{r['ttft_p99_s']:.3f} | {r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | "
-                   f"{r['errors']} | {r['cut']} | {r['load_avg']:.1f} |")
+                   f"{r['ttft_p99_s']:.3f} | {r['ttft_all_p99_s']:.3f} | {r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | "
+                   f"{r['peak_rss_mb']:.0f} | {r['errors']} | {r['cut']} | {r['unanswered']} | {r['load_avg']:.1f} |")
             if len(names) > 1:
                 if n == names[0]:
                     row += " |"
                 else:
                     row += (f" {ratio(r['agg_tok_s'], base['agg_tok_s'])}, {ratio(base['ttft_p99_s'], r['ttft_p99_s'])}, "
+                            f"{ratio(base['ttft_all_p99_s'], r['ttft_all_p99_s'])}, "
                             f"{ratio(base['itl_p99_ms'], r['itl_p99_ms'])} |")
             print(row)
     return 0 if all(r["errors"] == 0 for rs in results.values() for r in rs) else 1

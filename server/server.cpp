@@ -392,6 +392,7 @@ void Server::load() {
   eo.step_budget_ms = st.opts.step_budget_ms;
   eo.step_cost_ms = st.opts.step_cost_ms;
   eo.copy_prefixes = st.opts.copy_prefixes;
+  eo.step_log = st.opts.step_log;
   eo.before_decode = st.opts.before_decode;
   eo.on_batch = st.opts.on_batch;
   eo.spec = st.opts.spec;

@@ -35,6 +35,7 @@ struct ServerOptions {
   int64_t prompt_chunk = 256;              // --prompt-chunk: see EngineOptions::prompt_chunk
   double step_budget_ms = 150;             // --step-budget-ms: see EngineOptions::step_budget_ms
   bool copy_prefixes = true;               // --no-prefix-copy clears it: see EngineOptions::copy_prefixes
+  std::string step_log;                    // --step-log FILE: see EngineOptions::step_log
   DType kv_type = DType::F16;              // KV cache type (--ctk)
   std::optional<DType> kv_type_v;          // V cache type (--ctv; unset: kv_type)
   FlashAttn flash_attn = FlashAttn::Auto;  // --fa

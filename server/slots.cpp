@@ -2,6 +2,8 @@
 
 #include "sampling/grammar.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -121,10 +123,21 @@ SlotEngine::SlotEngine(Context& ctx, const Vocab& vocab, Metrics& metrics, Engin
       max_token_bytes = std::max(max_token_bytes, vocab_.token_to_piece(t, true).size());
     max_prompt_bytes_ = size_t(opts_.n_ctx_slot) * max_token_bytes;
   }
+  if (!opts_.step_log.empty()) {
+    step_log_ = std::fopen(opts_.step_log.c_str(), "w");
+    if (!step_log_) fail("--step-log: cannot write {}", opts_.step_log);
+    std::setvbuf(step_log_, nullptr, _IOLBF, 0);  // whole lines, readable while the server runs
+    fmt::print(step_log_,
+               "t_s\tstep_ms\tdecode_rows\tprompt_tokens\tprompt_slots\tslots_waiting\tqueued\tchunk\test_decode_"
+               "ms\test_token_ms\n");
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
-SlotEngine::~SlotEngine() { shutdown(); }
+SlotEngine::~SlotEngine() {
+  shutdown();
+  if (step_log_) std::fclose(step_log_);
+}
 
 std::shared_ptr<Task> SlotEngine::submit(GenParams params) {
   if (params.prompt.empty() || int64_t(params.prompt.size()) >= opts_.n_ctx_slot)
@@ -437,13 +450,20 @@ void SlotEngine::step() {
   // sets the step's length, the streams' inter-token gap.
   const size_t n_ubatch = size_t(std::max<int64_t>(1, ctx_.params().n_ubatch));
   size_t budget = n_batch;
+  int64_t chunk = -1;  // the step's prompt-token allowance (for the step log); -1: n_batch, no slot generating
   if (n_generating > 0) {
     budget = std::min(n_batch, n_ubatch);
     if (opts_.prompt_chunk > 0) budget = std::min(budget, batch_.size() + size_t(opts_.prompt_chunk));
     budget = std::max(budget, batch_.size());
     // The step budget: only the prompt tokens that fit a step of step_budget_ms beside these rows.
     const int64_t cap = int64_t(budget - batch_.size());
-    budget = batch_.size() + size_t(budget_prompt_chunk(step_cost_, opts_.step_budget_ms, cap, kMinBudgetChunk));
+    // Slots idle until their prompt is read stretch it (server/step_budget.h).
+    StepSlots load;
+    load.generating = int64_t(n_generating);
+    load.decode_rows = int64_t(batch_.size());
+    for (auto& s : slots_) load.waiting += s->task && s->seq.size() < int64_t(s->task->params.prompt.size());
+    chunk = budget_prompt_chunk(step_cost_, opts_.step_budget_ms, cap, kMinBudgetChunk, load);
+    budget = batch_.size() + size_t(chunk);
   }
   // Oldest request first, so a prompt's wait does not depend on its slot's number.
   std::vector<Slot*> reading;
@@ -461,6 +481,10 @@ void SlotEngine::step() {
     if (s->seq.size() == int64_t(prompt.size())) outputs.emplace_back(s, n_rows++);
   }
   if (batch_.size() == 0) return;
+  int64_t n_waiting = 0;  // slots with a prompt still to read that got none of this step
+  for (auto& s : slots_)
+    n_waiting += s->task && s->seq.size() < int64_t(s->task->params.prompt.size()) &&
+                 std::find(prompt_slots.begin(), prompt_slots.end(), s.get()) == prompt_slots.end();
 
   // 4. One forward pass for all of them.
   const auto t0 = Clock::now();
@@ -505,6 +529,10 @@ void SlotEngine::step() {
   const int64_t n_prompt = int64_t(batch_.size()) - n_decode_rows;
   const double ms = opts_.step_cost_ms ? opts_.step_cost_ms(n_prompt, n_decode_rows) : millis(Clock::now() - t0);
   step_cost_.observe(n_prompt, n_decode_rows, ms);
+  if (step_log_)
+    fmt::print(step_log_, "{:.3f}\t{:.1f}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.1f}\t{:.2f}\n", seconds(t0 - t_start_), ms,
+               n_decode_rows, n_prompt, prompt_slots.size(), n_waiting, deferred, chunk,
+               step_cost_.decode_ms(n_decode_rows), step_cost_.ms_per_prompt_token());
 }
 
 bool SlotEngine::resolve_shared_wait(Slot& s) {

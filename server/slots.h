@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -166,6 +167,9 @@ struct EngineOptions {
   // A draft model drafts in sequence i of draft_ctx for slot i (not owned).
   SpecParams spec;
   Context* draft_ctx = nullptr;
+  // --step-log FILE: one tab-separated line per step (what it carried and what it cost; docs/server.md,
+  // "Under load"). Empty: none.
+  std::string step_log;
 };
 
 // The fewest prompt tokens a step beside generating slots takes under the step budget (fewer only when
@@ -246,7 +250,9 @@ class SlotEngine {
   std::atomic<int> n_busy_{0};
   std::thread thread_;
   Batch batch_;
-  StepCost step_cost_;  // the step budget's estimates (engine thread only)
+  StepCost step_cost_;             // the step budget's estimates (engine thread only)
+  std::FILE* step_log_ = nullptr;  // --step-log (engine thread only)
+  Clock::time_point t_start_ = Clock::now();
   size_t max_prompt_bytes_ = SIZE_MAX;
 };
 

@@ -153,6 +153,9 @@ void add_serve_command(CLI::App& app) {
   sub->add_flag(
       "--no-prefix-copy", [o](int64_t) { o->copy_prefixes = false; },
       "compute a prompt's prefix again even when another slot holds its K/V (a shared system prompt)");
+  sub->add_option("--step-log", o->step_log,
+                  "write one tab-separated line per engine step to FILE: what it carried (generating rows, prompt "
+                  "tokens, slots waiting for their prompt, queue) and what it took");
   add_engine_options(sub, so->context, so->backend, so->perf);
   CLI::Option* ctx_size = sub->get_option("--ctx-size");
   ctx_size->description(ctx_size->get_description() + "; the total, split evenly over the slots");

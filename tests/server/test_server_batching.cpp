@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "server/server_test_util.h"
@@ -229,6 +232,77 @@ TEST(ServerBatching, PromptChunkBoundsPromptTokensBesideDecoding) { batching_che
 // a cost model: 10 ms a step + 1 ms a prompt token, so 110 ms leaves 100), under --prompt-chunk and -ub.
 TEST(ServerBatching, StepBudgetBoundsPromptTokensBesideDecoding) { batching_check_mixed_steps(200, 256, 110); }
 
+// Slots waiting for their prompts stretch the step budget (server/step_budget.h): beside one generating slot,
+// three slots that wait for long prompts get their share of --prompt-chunk (256 * 3 / 4 = 192 tokens), more than
+// the 100 a 110 ms budget alone leaves, as far as a step of kMaxStretch budgets (330 ms: 320 tokens) allows. The
+// costs come from the step_cost_ms seam (10 ms a step + 1 ms a prompt token), so the decisions are the policy's,
+// not the host's. The answers stay those of the requests alone.
+TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
+  server::ServerOptions o = default_options(4, 4 * 1024);
+  o.n_ubatch = 512;
+  o.prompt_chunk = 256;
+  o.step_budget_ms = 110;
+  o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
+  struct StretchRecord {
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> batches;  // (tokens, generating slots)
+  };
+  auto rec = std::make_shared<StretchRecord>();
+  // Once armed, the first step with a generating slot waits (at most 30 s) until the three long requests are in
+  // the server too, so they wait for their prompts together beside it.
+  std::atomic<bool> armed{false}, hold{false};
+  std::atomic<LocalServer*> self{nullptr};
+  o.on_batch = [rec, &armed, &hold](int64_t n_tokens, int64_t n_generating) {
+    if (n_generating > 0 && armed.exchange(false)) hold = true;
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->batches.emplace_back(n_tokens, n_generating);
+  };
+  o.before_decode = [&hold, &self] {
+    if (!hold.load()) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (self.load()->server().in_flight() < 4 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    hold = false;
+  };
+  LocalServer s(o);
+  self = &s;
+  std::string long_prompt;
+  for (int i = 0; i < 20; ++i) long_prompt += "Lily had a big red ball and she liked to play with it in the park. ";
+  const std::string alone_long = completion(s, long_prompt, 4)["content"];  // also measures a prompt token's cost
+  const std::string alone_short = completion(s, kPrompts[0], 120)["content"];
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->batches.clear();
+  }
+
+  armed = true;
+  std::string together_short;
+  std::thread generating([&] { together_short = completion(s, kPrompts[0], 120)["content"]; });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!hold.load() && !(std::chrono::steady_clock::now() > deadline))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(hold.load()) << "the first request never generated";
+  std::string together_long[3];
+  std::vector<std::thread> readers;
+  for (auto& out : together_long)
+    readers.emplace_back([&s, &out, &long_prompt] { out = completion(s, long_prompt, 4)["content"]; });
+  for (auto& t : readers) t.join();
+  generating.join();
+  for (const auto& out : together_long) EXPECT_EQ(out, alone_long);
+  EXPECT_EQ(together_short, alone_short);
+
+  std::lock_guard<std::mutex> lk(rec->mu);
+  int64_t most = 0;
+  for (const auto& [n_tokens, n_generating] : rec->batches) {
+    if (n_generating == 0) continue;
+    EXPECT_LE(n_tokens, 512) << "a step with a generating slot carried more than n_ubatch tokens";
+    EXPECT_LE(n_tokens - n_generating, 256 * 3 / 4) << "more than the waiting slots' share of --prompt-chunk";
+    most = std::max(most, n_tokens - n_generating);
+  }
+  EXPECT_GT(most, 100) << "waiting slots did not stretch the step beyond the budget's 100 prompt tokens";
+  EXPECT_EQ(most, 256 * 3 / 4) << "three waiting beside one generating: their share of the chunk";
+}
+
 // Shared prefixes: a request whose prompt starts like another slot's cached tokens (a common system prompt)
 // gets those K/V cells copied into its own slot instead of computing them again, and answers as a cold run.
 json batching_native(LocalServer& s, const std::string& prompt, int n, bool cache) {
@@ -237,6 +311,42 @@ json batching_native(LocalServer& s, const std::string& prompt, int n, bool cach
   if (!r) return json();
   EXPECT_EQ(r->status, 200) << r->body;
   return json::parse(r->body);
+}
+
+// --step-log FILE: a header, then one line per step with what it carried: here a prompt step (the prompt's
+// tokens, no generating row), then decode steps of one row each.
+TEST(ServerBatching, StepLogWritesOneLinePerStep) {
+  const std::string path = ::testing::TempDir() + "opal_step_log_test.tsv";
+  std::remove(path.c_str());
+  int64_t n_prompt = 0;
+  {
+    server::ServerOptions o = default_options(2, 2048);
+    o.step_log = path;
+    LocalServer s(o);
+    n_prompt = batching_native(s, kPrompts[3], 6, false)["timings"]["prompt_n"].get<int64_t>();
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "no step log at " << path;
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line.rfind("t_s\tstep_ms\tdecode_rows\tprompt_tokens\tprompt_slots\tslots_waiting\tqueued\tchunk", 0), 0u)
+      << line;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, '\t');) f.push_back(x);
+    ASSERT_EQ(f.size(), 10u) << line;
+    rows.push_back(f);
+  }
+  std::remove(path.c_str());
+  ASSERT_EQ(rows.size(), 6u) << "a prompt step and five decode steps for six tokens";
+  EXPECT_EQ(rows[0][2], "0");
+  EXPECT_EQ(rows[0][3], std::to_string(n_prompt));
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][2], "1") << "step " << i << ": one generating row";
+    EXPECT_EQ(rows[i][3], "0") << "step " << i << ": no prompt token";
+  }
 }
 
 void batching_check_prefix_copy(bool copy) {
