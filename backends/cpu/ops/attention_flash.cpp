@@ -81,6 +81,9 @@ FlashLayout flash_layout(const Tensor& node, int n_threads) {
   const int64_t group = std::max<int64_t>(1, hq / hkv);
   FlashLayout l;
   l.rows = flash_block_tokens(flash_rows(node, n_threads), group) * group;
+  // A decode unit holds the rows of several kv heads (up to all of them): its query rows, scores and accumulators
+  // take hkv times a block's rows.
+  const int64_t unit_rows = T <= kSplitMaxTokens ? std::max(l.rows, hq * std::min(T, l.rows / group)) : l.rows;
   l.off_bstart = a64(uint64_t(n_cells) * 4);
   l.off_partial = l.off_bstart + a64(uint64_t(T + 1) * 4);
   const uint64_t partial = T <= kSplitMaxTokens ? uint64_t(T * hq * kSplitMax * (dv + 2)) * 4 : 0;
@@ -88,11 +91,11 @@ FlashLayout flash_layout(const Tensor& node, int n_threads) {
   l.off_k = a64(uint64_t(n_cells) * 4);  // after the visible cells
   l.off_v = l.off_k + a64(uint64_t(kFlashTile * dk) * 4);
   l.off_s = l.off_v + a64(uint64_t(kFlashTile * dv) * 4);
-  l.off_q = l.off_s + a64(uint64_t(l.rows * kFlashTile) * 4);
-  l.off_acc = l.off_q + a64(uint64_t(l.rows * dk) * 4);
-  l.off_m = l.off_acc + a64(uint64_t(l.rows * dv) * 4);
-  l.off_l = l.off_m + a64(uint64_t(l.rows) * 4);
-  l.off_lo = l.off_l + a64(uint64_t(l.rows) * 4);
+  l.off_q = l.off_s + a64(uint64_t(unit_rows * kFlashTile) * 4);
+  l.off_acc = l.off_q + a64(uint64_t(unit_rows * dk) * 4);
+  l.off_m = l.off_acc + a64(uint64_t(unit_rows * dv) * 4);
+  l.off_l = l.off_m + a64(uint64_t(unit_rows) * 4);
+  l.off_lo = l.off_l + a64(uint64_t(unit_rows) * 4);
   l.off_hi = l.off_lo + a64(uint64_t(l.rows) * 8);
   l.per_thread = l.off_hi + a64(uint64_t(l.rows) * 8);
   return l;
@@ -186,6 +189,20 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   for (int64_t b = 0; b < nb; ++b) per_head += cost(b);
   const double total = per_head * double(hkv);
 
+  // Kv heads per unit. A decode takes several kv heads' rows in one unit, tile by tile (each tile's cells for
+  // every head of the unit before the next tile): the cache holds a cell's kv heads side by side, so a tile reads
+  // whole rows of the cache (one head at a time read one 256-byte slice of every 2 KiB row for Qwen3; at one
+  // thread, d4096, load 6-11, its decode ATTENTION minimum went 1419-1472 -> 1193-1296 us; SmolLM2's 128-byte
+  // slices of 384-byte rows: level within the noise, docs/perf/stop16-long2.md). One thread takes all heads at once;
+  // more threads, fewer per unit, so that there are 4 units a thread (a decode at a few hundred cells has one cell
+  // range). No head's arithmetic depends on the heads beside it: neither the grouping nor the thread count changes a
+  // bit. A prompt takes one kv head per unit (its tiles are widened once for 64-256 rows).
+  int64_t heads_per_unit = 1;
+  if (T <= kSplitMaxTokens) {
+    const int64_t want = nth_pool <= 1 ? 1 : std::clamp<int64_t>((4 * nth_pool + n_split - 1) / n_split, 1, hkv);
+    heads_per_unit = (hkv + want - 1) / want;
+  }
+
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + l.shared + l.per_thread * uint64_t(ith);
     int32_t* vis = reinterpret_cast<int32_t*>(w);
@@ -203,14 +220,15 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
     // of one block (every unit of a decode) reuse it instead of scanning all the cells again.
     int32_t vis_seq = -1, vis_pmax = 0;
     int64_t vis_n = 0;
-    for (int64_t g = 0; g < hkv; ++g)
+    for (int64_t g0 = 0; g0 < hkv; g0 += heads_per_unit)
       for (int64_t b = 0; b < nb; ++b)
         for (int64_t split = 0; split < n_split; ++split) {
-          const double c = cost(b) / double(n_split);
+          const int64_t ng = std::min(heads_per_unit, hkv - g0);  // kv heads g0 .. g0 + ng of this unit
+          const double c = cost(b) / double(n_split) * double(ng);
           const int owner = std::min(nth - 1, int((before + 0.5 * c) * double(nth) / total));
           before += c;
           if (owner != ith) continue;
-          const int64_t t0 = bstart[b], nt = bstart[b + 1] - t0, m = nt * group;
+          const int64_t t0 = bstart[b], nt = bstart[b + 1] - t0, m = nt * group;  // m rows per kv head
           const int32_t seq = tok[2 * t0 + 1];
           int32_t pmax = tok[2 * t0];
           for (int64_t t = t0; t < t0 + nt; ++t) pmax = std::max(pmax, tok[2 * t]);
@@ -223,6 +241,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             vis_seq = seq, vis_pmax = pmax;
           }
           const int64_t n_max = vis_n;
+          // Row j of kv head g0 + gi is row gi * m + j of qb, s, acc, mrow and lrow; lo and hi are per j.
           for (int64_t tt = 0; tt < nt; ++tt) {
             const int32_t pos = tok[2 * (t0 + tt)];
             // vis is in position order: the visible cells of a token are one range of it
@@ -237,11 +256,14 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               const int64_t j = tt * group + hh;
               lo[j] = l_begin;
               hi[j] = h_end;
-              const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, g * group + hh, t0 + tt, 0));
-              std::copy(qsrc, qsrc + dk, qb + j * dk);
-              mrow[j] = -INFINITY;
-              lrow[j] = 0.0f;
-              std::fill(acc + j * dv, acc + (j + 1) * dv, 0.0f);
+              for (int64_t gi = 0; gi < ng; ++gi) {
+                const int64_t jj = gi * m + j;
+                const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, (g0 + gi) * group + hh, t0 + tt, 0));
+                std::copy(qsrc, qsrc + dk, qb + jj * dk);
+                mrow[jj] = -INFINITY;
+                lrow[jj] = 0.0f;
+                std::fill(acc + jj * dv, acc + (jj + 1) * dv, 0.0f);
+              }
             }
           }
           // Range bounds on whole tiles (the last range takes the rest).
@@ -249,8 +271,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             return sp == n_split ? n_max : n_max * sp / n_split / kFlashTile * kFlashTile;
           };
           const int64_t c0 = bound(split), c1 = bound(split + 1);
-          const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
-          const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + row_bytes(v.type, g * dv);
+          const uint8_t* kunit = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g0 * dk);
+          const uint8_t* vunit = static_cast<const uint8_t*>(v.data) + row_bytes(v.type, g0 * dv);
+          const uint64_t k_unit_bytes = k_head_bytes * uint64_t(ng), v_unit_bytes = v_head_bytes * uint64_t(ng);
           for (int64_t r0 = c0; r0 < c1; r0 += kFlashTile) {
             const int64_t n = std::min(kFlashTile, c1 - r0);
             int64_t j0 = m, j1 = 0;  // the rows that see some cell of the tile
@@ -258,60 +281,81 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
             // Decode's few rows over an f16, q8_0 or q4_0 cache read K (and V below) in place: no widened tile. The
-            // next tile's K and V rows are prefetched (one head's slice of each cell row: the gather defeats the
-            // hardware prefetcher), across the end of a range too (the next range is usually this thread's next
-            // unit).
+            // next tile's K and V rows of the unit's heads are prefetched (the gather defeats the hardware
+            // prefetcher), across the end of a range too (the next range is usually this thread's next unit); into
+            // L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
-            if (direct && direct_k && direct_v)
-              for (int64_t r = r0 + n; r < std::min(n_max, r0 + n + kFlashTile); ++r) {
-                const uint8_t* kr = kbase + uint64_t(vis[r]) * k.nb[1];
-                const uint8_t* vr = vbase + uint64_t(vis[r]) * v.nb[1];
-                for (uint64_t b = 0; b < k_head_bytes; b += 64) __builtin_prefetch(kr + b);
-                for (uint64_t b = 0; b < v_head_bytes; b += 64) __builtin_prefetch(vr + b);
+            if (direct && direct_k && direct_v) {
+              const int64_t r_end = std::min(n_max, r0 + n + kFlashTile);
+              if (ng == 1) {
+                for (int64_t r = r0 + n; r < r_end; ++r) {
+                  const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
+                  const uint8_t* vr = vunit + uint64_t(vis[r]) * v.nb[1];
+                  for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o);
+                  for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o);
+                }
+              } else {
+                for (int64_t r = r0 + n; r < r_end; ++r) {
+                  const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
+                  const uint8_t* vr = vunit + uint64_t(vis[r]) * v.nb[1];
+                  for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o, 0, 2);
+                  for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o, 0, 2);
+                }
               }
-            if (direct && direct_k) {
-              dots_direct(qb + j0 * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale, s + j0 * kFlashTile,
-                          kFlashTile);
-            } else {
-              widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
-              fk.dots(qb + j0 * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + j0 * kFlashTile, kFlashTile);
             }
-            for (int64_t j = j0; j < j1; ++j) {
-              float* sj = s + j * kFlashTile;
-              const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
-              const float tmax = fk.mask_max(sj, n, a, e);
-              if (tmax == -INFINITY) {  // nothing visible here: weights 0
-                std::fill(sj, sj + n, 0.0f);
+            for (int64_t gi = 0; gi < ng; ++gi) {
+              const uint8_t* kbase = kunit + k_head_bytes * uint64_t(gi);
+              const uint8_t* vbase = vunit + v_head_bytes * uint64_t(gi);
+              const int64_t o = gi * m;  // this head's first row
+              float* const sg = s + o * kFlashTile;
+              float* const ag = acc + o * dv;
+              if (direct && direct_k) {
+                dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale,
+                            sg + j0 * kFlashTile, kFlashTile);
+              } else {
+                widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
+                fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, sg + j0 * kFlashTile, kFlashTile);
+              }
+              for (int64_t j = j0; j < j1; ++j) {
+                float* sj = sg + j * kFlashTile;
+                const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
+                const float tmax = fk.mask_max(sj, n, a, e);
+                if (tmax == -INFINITY) {  // nothing visible here: weights 0
+                  std::fill(sj, sj + n, 0.0f);
+                  continue;
+                }
+                float& mj = mrow[o + j];
+                const float mnew = std::max(mj, tmax);
+                const float alpha = mj == -INFINITY ? 0.0f : mnew == mj ? 1.0f : std::exp(mj - mnew);
+                lrow[o + j] = lrow[o + j] * alpha + fk.exp_sum(sj, n, mnew);
+                if (alpha != 1.0f)
+                  for (int64_t i = 0; i < dv; ++i) ag[j * dv + i] *= alpha;
+                mj = mnew;
+              }
+              if (direct && direct_v) {
+                accum_direct(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, ag + j0 * dv,
+                             dv);
+              } else {
+                widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
+                fk.accum(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, ag + j0 * dv, dv);
+              }
+            }
+          }
+          for (int64_t gi = 0; gi < ng; ++gi)
+            for (int64_t j = 0; j < m; ++j) {
+              const int64_t jj = gi * m + j;
+              const int64_t t = t0 + j / group, h = (g0 + gi) * group + j % group;
+              if (n_split > 1) {
+                float* pp = partial + ((t * hq + h) * n_split + split) * pstride;
+                pp[0] = mrow[jj];
+                pp[1] = lrow[jj];
+                std::copy(acc + jj * dv, acc + (jj + 1) * dv, pp + 2);
                 continue;
               }
-              const float mnew = std::max(mrow[j], tmax);
-              const float alpha = mrow[j] == -INFINITY ? 0.0f : mnew == mrow[j] ? 1.0f : std::exp(mrow[j] - mnew);
-              lrow[j] = lrow[j] * alpha + fk.exp_sum(sj, n, mnew);
-              if (alpha != 1.0f)
-                for (int64_t i = 0; i < dv; ++i) acc[j * dv + i] *= alpha;
-              mrow[j] = mnew;
+              float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
+              const float inv = lrow[jj] > 0.0f ? 1.0f / lrow[jj] : 0.0f;
+              for (int64_t i = 0; i < dv; ++i) out[i] = acc[jj * dv + i] * inv;
             }
-            if (direct && direct_v) {
-              accum_direct(s + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, acc + j0 * dv,
-                           dv);
-            } else {
-              widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
-              fk.accum(s + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + j0 * dv, dv);
-            }
-          }
-          for (int64_t j = 0; j < m; ++j) {
-            const int64_t t = t0 + j / group, h = g * group + j % group;
-            if (n_split > 1) {
-              float* pp = partial + ((t * hq + h) * n_split + split) * pstride;
-              pp[0] = mrow[j];
-              pp[1] = lrow[j];
-              std::copy(acc + j * dv, acc + (j + 1) * dv, pp + 2);
-              continue;
-            }
-            float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
-            const float inv = lrow[j] > 0.0f ? 1.0f / lrow[j] : 0.0f;
-            for (int64_t i = 0; i < dv; ++i) out[i] = acc[j * dv + i] * inv;
-          }
         }
   });
   if (n_split == 1) return;
