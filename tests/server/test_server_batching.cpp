@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "server/server_test_util.h"
 #include "server/slots.h"
@@ -27,6 +30,34 @@ json completion(LocalServer& s, const std::string& prompt, int n) {
   return json::parse(r->body);
 }
 
+// While `hold` is set, the engine's next decode waits (at most `seconds`) until `n` requests are in the
+// server (*self), so they share steps however the host schedules the client threads; then it clears `hold`.
+void hold_decode_until_in_flight(server::ServerOptions& o, std::atomic<bool>& hold, std::atomic<LocalServer*>& self,
+                                 int n, int seconds = 30) {
+  o.before_decode = [&hold, &self, n, seconds] {
+    if (!hold.load()) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (self.load()->server().in_flight() < n && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    hold = false;
+  };
+}
+
+// Each engine step's (tokens, generating slots); once `armed`, the first step with a generating slot sets
+// `hold` (hold_decode_until_in_flight) and disarms.
+struct StepRecord {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> batches;
+};
+void record_steps(server::ServerOptions& o, std::shared_ptr<StepRecord> rec, std::atomic<bool>& armed,
+                  std::atomic<bool>& hold) {
+  o.on_batch = [rec, &armed, &hold](int64_t n_tokens, int64_t n_generating) {
+    if (n_generating > 0 && armed.exchange(false)) hold = true;
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->batches.emplace_back(n_tokens, n_generating);
+  };
+}
+
 TEST(ServerBatching, ConcurrentGreedyEqualsSequential) {
   // The concurrent phase's first decode waits until all four requests are in the server (at most 30 s), so
   // they overlap however the host schedules the client threads (on a loaded host each could otherwise finish
@@ -34,13 +65,7 @@ TEST(ServerBatching, ConcurrentGreedyEqualsSequential) {
   std::atomic<bool> hold{false};
   std::atomic<LocalServer*> self{nullptr};
   auto opts = default_options(2);
-  opts.before_decode = [&] {
-    if (!hold.load()) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (self.load()->server().in_flight() < 4 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    hold = false;
-  };
+  hold_decode_until_in_flight(opts, hold, self, 4);
   LocalServer s(opts);
   self = &s;
   std::vector<std::string> sequential;
@@ -146,28 +171,14 @@ void batching_check_mixed_steps(int64_t n_ubatch, int64_t prompt_chunk, double b
   o.prompt_chunk = prompt_chunk;
   o.step_budget_ms = budget_ms;
   if (budget_ms > 0) o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
-  struct BatchingRecord {
-    std::mutex mu;
-    std::vector<std::pair<int64_t, int64_t>> batches;  // (tokens, generating slots)
-  };
-  auto rec = std::make_shared<BatchingRecord>();
+  auto rec = std::make_shared<StepRecord>();
   // Once armed, the first step with a generating slot waits (at most 30 s) until the long request is in the
   // server too, so the two overlap however the host schedules the client threads (the short answer's 120 steps
   // could otherwise all run before the long prompt arrives).
   std::atomic<bool> armed{false}, hold{false};
   std::atomic<LocalServer*> self{nullptr};
-  o.on_batch = [rec, &armed, &hold](int64_t n_tokens, int64_t n_generating) {
-    if (n_generating > 0 && armed.exchange(false)) hold = true;
-    std::lock_guard<std::mutex> lk(rec->mu);
-    rec->batches.emplace_back(n_tokens, n_generating);
-  };
-  o.before_decode = [&hold, &self] {
-    if (!hold.load()) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (self.load()->server().in_flight() < 2 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    hold = false;
-  };
+  record_steps(o, rec, armed, hold);
+  hold_decode_until_in_flight(o, hold, self, 2);
   LocalServer s(o);
   self = &s;
   std::string long_prompt;
@@ -243,27 +254,13 @@ TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
   o.prompt_chunk = 256;
   o.step_budget_ms = 110;
   o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
-  struct StretchRecord {
-    std::mutex mu;
-    std::vector<std::pair<int64_t, int64_t>> batches;  // (tokens, generating slots)
-  };
-  auto rec = std::make_shared<StretchRecord>();
+  auto rec = std::make_shared<StepRecord>();
   // Once armed, the first step with a generating slot waits (at most 30 s) until the three long requests are in
   // the server too, so they wait for their prompts together beside it.
   std::atomic<bool> armed{false}, hold{false};
   std::atomic<LocalServer*> self{nullptr};
-  o.on_batch = [rec, &armed, &hold](int64_t n_tokens, int64_t n_generating) {
-    if (n_generating > 0 && armed.exchange(false)) hold = true;
-    std::lock_guard<std::mutex> lk(rec->mu);
-    rec->batches.emplace_back(n_tokens, n_generating);
-  };
-  o.before_decode = [&hold, &self] {
-    if (!hold.load()) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (self.load()->server().in_flight() < 4 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    hold = false;
-  };
+  record_steps(o, rec, armed, hold);
+  hold_decode_until_in_flight(o, hold, self, 4);
   LocalServer s(o);
   self = &s;
   std::string long_prompt;
@@ -401,13 +398,7 @@ void batching_check_start_together(bool copy) {
   // that follow are queued together and join in the same step.
   std::atomic<bool> hold{false};
   std::atomic<LocalServer*> self{nullptr};
-  o.before_decode = [&hold, &self] {
-    if (!hold.load()) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (self.load()->server().in_flight() < 3 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    hold = false;
-  };
+  hold_decode_until_in_flight(o, hold, self, 3, 60);
   LocalServer s(o);
   self = &s;
   const std::string system =
