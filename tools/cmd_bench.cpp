@@ -279,12 +279,15 @@ int run_bench(const BenchOptions& o) {
                                                             double(model->repacked_bytes()) / (1 << 20))
                                               : std::string("no weight repacked"));
       const gguf::File& g = model->gguf();
-      uint64_t size = 0, n_params = 0, embd_bytes = 0;
+      // A decode step streams every weight once, except the tables it reads a row of per token: the
+      // token embedding when a separate output matrix exists, and Gemma 4's per-layer embeddings.
+      uint64_t size = 0, n_params = 0, embd_bytes = 0, row_table_bytes = 0;
       bool has_output = false;
       for (const auto& t : g.tensors()) {
         size += t.nbytes;
         n_params += uint64_t(t.n_elements());
         if (t.name == "token_embd.weight") embd_bytes = t.nbytes;
+        if (t.name == "per_layer_token_embd.weight") row_table_bytes += t.nbytes;
         if (t.name == "output.weight") has_output = true;
         if (t.ne.size() >= 2) {
           const cpu::MatmulKernels* k = cpu::matmul_kernels(t.type);
@@ -354,7 +357,7 @@ int run_bench(const BenchOptions& o) {
                     r.model_type = type;
                     r.model_size = size;
                     r.model_n_params = n_params;
-                    r.weight_bytes_per_token = has_output ? size - embd_bytes : size;
+                    r.weight_bytes_per_token = (has_output ? size - embd_bytes : size) - row_table_bytes;
                     r.n_threads = int(nt);
                     r.n_batch = nb;
                     r.n_ubatch = cp.n_ubatch;

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/gguf.h"
 #include "support/test_support.h"
 
 using nlohmann::json;
@@ -153,6 +154,33 @@ TEST(Bench, JsonSchemaAndStatistics) {
     EXPECT_EQ(x["model_filename"], model());
   }
   EXPECT_EQ(names, (std::vector<std::string>{"pp8", "tg4", "pp8+tg4"}));
+}
+
+// GB/s and % bw count the weights a decode step streams: every tensor, less the tables it reads one row of
+// per token (token_embd beside a separate output matrix; Gemma 4's per-layer embeddings). The expected
+// bytes are summed here from the file's tensor list.
+TEST(Bench, StreamedWeightBytesLeaveOutTablesReadByRow) {
+  for (const char* name : {"golden/models/tiny-gemma4-q8_0.gguf", "golden/models/tiny-llama-q8_0.gguf"}) {
+    const std::string path = opal::test::shared_path(name);
+    const opal::gguf::File g = opal::gguf::File::open(path);
+    uint64_t all = 0, embd = 0, per_layer = 0;
+    bool output = false;
+    for (const auto& t : g.tensors()) {
+      all += t.nbytes;
+      if (t.name == "token_embd.weight") embd = t.nbytes;
+      if (t.name == "per_layer_token_embd.weight") per_layer = t.nbytes;
+      if (t.name == "output.weight") output = true;
+    }
+    const uint64_t expected = all - (output ? embd : 0) - per_layer;
+    const BenchRun r = bench("-m " + path + " -p 0 -n 2 -r 1 -t 1 --no-bw -o json");
+    ASSERT_EQ(r.status, 0) << name << ": " << r.out;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j.size(), 1u) << name;
+    EXPECT_EQ(j[0]["weight_bytes_per_token"].get<uint64_t>(), expected) << name;
+    if (std::string(name).find("gemma4") != std::string::npos) {
+      EXPECT_GT(per_layer, 0u) << "the table this test is about";
+    }
+  }
 }
 
 TEST(Bench, JsonlAndCsv) {
