@@ -5,6 +5,7 @@
 // under every ISA the host has (AVX-512 and AVX2 both have them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -79,6 +80,48 @@ TEST(AttnBatched, DotsAndAccumulationEqualThePerCellForms) {
           k->axpy_f16(p[size_t(r)], cache.data() + cells[size_t(r)] * stride, want.data() + (r % lanes) * dim, dim);
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_TRUE(same_bits(got[i], want[i])) << "lanes " << lanes << " i " << i;
+      }
+    }
+  }
+}
+
+// The decode's materialized path walks the cells chunk by chunk (whole 64s: each cell keeps its lane) for every
+// head of a token, so that the cache rows are read in address order: dots and the V lanes over such chunks give
+// the bits of one call over all the cells.
+TEST(AttnBatched, ChunksOfWhole64CellsGiveTheBitsOfOneCall) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t dim : {64, 128}) {
+      const int64_t n_cells = 300, stride = 3 * dim;  // three heads per row: the middle one is read
+      std::vector<uint16_t> cache(size_t(n_cells * stride));
+      for (auto& h : cache) h = f32_to_f16(val(rng));
+      const auto* base = reinterpret_cast<const uint8_t*>(cache.data() + dim);
+      std::vector<int32_t> cells;
+      for (int32_t c = 0; c < n_cells; ++c) cells.push_back(c);
+      const int64_t n = int64_t(cells.size());
+      std::vector<float> q(static_cast<size_t>(dim)), p(static_cast<size_t>(n));
+      for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+      for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
+      for (bool lanes16 : {true, false}) {
+        const int64_t lanes = lanes16 ? 16 : 64;
+        std::vector<float> s_one(size_t(n)), acc_one(size_t(lanes * dim), 0.0f);
+        k->dots_f16(base, uint64_t(stride) * 2, cells.data(), n, q.data(), dim, lanes16, s_one.data());
+        k->accumulate_f16(p.data(), base, uint64_t(stride) * 2, cells.data(), n, lanes, dim, acc_one.data());
+        for (int64_t chunk : {64, 128, 256}) {
+          std::vector<float> s(size_t(n)), acc(size_t(lanes * dim), 0.0f);
+          for (int64_t c = 0; c < n; c += chunk) {
+            const int64_t nn = std::min(chunk, n - c);
+            k->dots_f16(base, uint64_t(stride) * 2, cells.data() + c, nn, q.data(), dim, lanes16, s.data() + c);
+            k->accumulate_f16(p.data() + c, base, uint64_t(stride) * 2, cells.data() + c, nn, lanes, dim, acc.data());
+          }
+          for (int64_t r = 0; r < n; ++r)
+            ASSERT_TRUE(same_bits(s[size_t(r)], s_one[size_t(r)]))
+                << "dim " << dim << " chunk " << chunk << " cell " << r;
+          for (size_t i = 0; i < acc.size(); ++i)
+            ASSERT_TRUE(same_bits(acc[i], acc_one[i])) << "dim " << dim << " chunk " << chunk << " i " << i;
+        }
       }
     }
   }
