@@ -2,34 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cstdlib>
 
 #include "core/error.h"
 
 namespace opal {
-namespace {
-
-// Decode at depth streams every visible cell's K and V rows of a layer (16 MiB per layer for Qwen3-0.6B at depth
-// 4096): on 4 KiB pages (what a plain anonymous mapping gets where transparent huge pages are "madvise") that is a
-// TLB miss every 4 KiB and hardware prefetch streams cut at every page. The cache's buffers are untouched here
-// (the cells are written by KV_STORE), so the advice takes effect at the first touch: 2 MiB pages for the
-// aligned 2 MiB parts. Cost: up to one partly used 2 MiB page per buffer. Advice only: failure changes nothing.
-void advise_huge_pages(void* data, uint64_t bytes) {
-  constexpr uint64_t kHuge = 2ull << 20;
-  static const bool off = [] {
-    const char* e = std::getenv("OPAL_KV_THP");
-    return e && *e == '0';
-  }();
-  if (off || bytes < 2 * kHuge) return;
-  const uintptr_t b = (reinterpret_cast<uintptr_t>(data) + kHuge - 1) / kHuge * kHuge;
-  const uintptr_t e = (reinterpret_cast<uintptr_t>(data) + bytes) / kHuge * kHuge;
-  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
-}
-
-}  // namespace
 
 KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v, BufferType& bt,
                  std::vector<uint8_t> layers, int64_t window)
@@ -57,7 +34,6 @@ KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v,
     buffers_.push_back(bt.allocate(t.nbytes()));
     t.buffer = buffers_.back().get();
     t.data = t.buffer->base();
-    if (bt.host_visible()) advise_huge_pages(t.data, t.nbytes());
   };
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     if (!layers.empty() && !layers[size_t(il)]) continue;  // held by another cache

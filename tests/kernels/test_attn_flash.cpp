@@ -5,9 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -202,55 +200,6 @@ TEST(AttnFlash, InPlaceFormsAgreeWithTheWidenedTile) {
           ref.accum(p.data(), 72, m, tile.data(), d, n, d, acc_tile.data(), d + 8);
           for (size_t i = 0; i < acc.size(); ++i)
             EXPECT_NEAR(acc[i], acc_tile[i], 1e-4f * std::max(1.0f, std::fabs(acc_tile[i]))) << what << " i " << i;
-        }
-      }
-    }
-}
-
-// The decode walks a tile's cells a few at a time for every kv head of its unit (ops/attention_flash.cpp,
-// kFlashSubCells), so that the cache rows are read in address order: a tile's scores and accumulators must not
-// depend on how its cells are cut, as long as the cuts fall on whole 4s (the dots' groups of 4 cells).
-TEST(AttnFlash, InPlaceFormsOverCutsOfATileGiveTheBitsOfOneCall) {
-  std::mt19937 rng(17);
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
-    for (auto [d, m, n] : {std::tuple<int64_t, int64_t, int64_t>{64, 3, 64}, {128, 2, 64}, {128, 4, 37}, {64, 1, 22}}) {
-      const int64_t E = 3 * d, n_cells = 96;  // three heads per row: the middle one is read
-      std::vector<float> src(size_t(n_cells * E));
-      for (auto& x : src) x = val(rng);
-      const uint64_t stride = row_bytes(t, E);
-      std::vector<uint8_t> rows(stride * n_cells);
-      if (t == DType::F16)
-        for (int64_t i = 0; i < n_cells * E; ++i)
-          reinterpret_cast<uint16_t*>(rows.data())[i] = f32_to_f16(src[size_t(i)]);
-      else quantize_rows(t, src.data(), rows.data(), n_cells, E);
-      const uint8_t* base = rows.data() + row_bytes(t, d);
-      std::vector<int32_t> cells(static_cast<size_t>(n));
-      for (int64_t r = 0; r < n; ++r) cells[size_t(r)] = int32_t((r * 7 + 3) % n_cells);
-      std::vector<float> q(size_t(m * d)), p(size_t(m * kFlashTile));
-      for (auto& x : q) x = val(rng);
-      for (auto& x : p) x = std::fabs(val(rng));
-      for (const FlashKernels* fk : flash_kernel_sets()) {
-        auto dots = t == DType::F16 ? fk->dots_f16 : t == DType::Q8_0 ? fk->dots_q8_0 : fk->dots_q4_0;
-        auto accum = t == DType::F16 ? fk->accum_f16 : t == DType::Q8_0 ? fk->accum_q8_0 : fk->accum_q4_0;
-        ASSERT_TRUE(dots && accum) << fk->name << ": no in-place forms for " << dtype_name(t);
-        std::vector<float> s_one(size_t(m * kFlashTile), -9.0f), acc_one(size_t(m * d), 0.25f);
-        dots(q.data(), d, m, base, stride, cells.data(), n, d, 0.125f, s_one.data(), kFlashTile);
-        accum(p.data(), kFlashTile, m, base, stride, cells.data(), n, d, acc_one.data(), d);
-        for (int64_t cut : {4, 8, 16, 32}) {
-          const std::string what = fmt::format("{} {} d {} m {} n {} cut {}", fk->name, dtype_name(t), d, m, n, cut);
-          std::vector<float> s(size_t(m * kFlashTile), -9.0f), acc(size_t(m * d), 0.25f);
-          for (int64_t c = 0; c < n; c += cut) {
-            const int64_t nn = std::min(cut, n - c);
-            dots(q.data(), d, m, base, stride, cells.data() + c, nn, d, 0.125f, s.data() + c, kFlashTile);
-            accum(p.data() + c, kFlashTile, m, base, stride, cells.data() + c, nn, d, acc.data(), d);
-          }
-          for (size_t i = 0; i < s.size(); ++i)
-            ASSERT_EQ(std::memcmp(&s[i], &s_one[i], 4), 0)
-                << what << " score " << i << ": " << s[i] << " vs " << s_one[i];
-          for (size_t i = 0; i < acc.size(); ++i)
-            ASSERT_EQ(std::memcmp(&acc[i], &acc_one[i], 4), 0)
-                << what << " acc " << i << ": " << acc[i] << " vs " << acc_one[i];
         }
       }
     }

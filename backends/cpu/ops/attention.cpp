@@ -70,12 +70,13 @@ constexpr int64_t kLanesSingle = 64;  // ggml_vec_dot_f16: 4 accumulators x 16 l
 
 struct AttnLayout {
   uint64_t per_thread = 0;
-  uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0, off_kchunk = 0, off_accs = 0;
+  uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0, off_kchunk = 0;
   int64_t ld_scores = 0;
 };
 
 constexpr int64_t kQuantChunk = 64;      // quantized K rows dequantized at once (per-pair path)
-constexpr int64_t kMaxGroupStaged = 16;  // heads of one kv head whose scores the per-pair path holds at once
+constexpr int64_t kMaxGroupStaged = 16;  // heads of one token whose scores the per-pair path holds at once
+constexpr int64_t kStageCells = 64;      // cells per step of stage_scores (a multiple of 16: dots_f16's groups)
 
 AttnLayout attn_layout(const Tensor& node) {
   const Tensor& q = *node.src[kAttnQ];
@@ -87,15 +88,13 @@ AttnLayout attn_layout(const Tensor& node) {
   const int64_t staged = std::clamp<int64_t>(q.ne[1], 1, kMaxGroupStaged);
   AttnLayout l;
   l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
-  l.off_q = a64(uint64_t(staged * l.ld_scores) * 4);  // one score row per head staged (up to a token's heads)
+  l.off_q = a64(uint64_t(staged * l.ld_scores) * 4);  // a score row and a q row per head staged (stage_scores)
   l.off_row = l.off_q + a64(uint64_t(staged * dk) * 4);
   l.off_acc = l.off_row + a64(uint64_t(std::max(dk, dv)) * 4);
   l.off_vis = l.off_acc + a64(uint64_t(kLanesSingle * dv) * 4);
   l.off_kchunk = l.off_vis + a64(uint64_t(n_cells) * 4);
   const bool quant_k = k.type == DType::Q8_0 || k.type == DType::Q4_0;
-  l.off_accs = l.off_kchunk + (quant_k ? a64(uint64_t(kQuantChunk * dk) * 4) : 0);
-  // A decode's staged heads keep their V lane accumulators side by side.
-  l.per_thread = l.off_accs + (q.ne[2] <= 8 ? a64(uint64_t(staged * kLanesSingle * dv) * 4) : 0);
+  l.per_thread = l.off_kchunk + (quant_k ? a64(uint64_t(kQuantChunk * dk) * 4) : 0);
   return l;
 }
 
@@ -493,17 +492,6 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   // The softmax and the f16 V helpers also serve a quantized K (its rows dequantized by the tiled path's widening).
   const AttnKernels* simd_v = quant_k ? block_simd : simd;
   const FlashKernels& widen_k = flash_kernels();
-  // EXPERIMENT (kv): OPAL_KV_F0 = chunk cells * 10 + prefetch (0: one call per pair, as before).
-  static const int64_t f0_env = [] {
-    const char* e = std::getenv("OPAL_KV_F0");
-    return e && *e ? std::atoll(e) : 0;
-  }();
-  const int64_t f0_chunk = f0_env / 10 % 10000 / 64 * 64;
-  const bool f0_pf = f0_env % 10 != 0;
-  const bool f0_all = f0_env >= 100000;    // + 100000: a token's heads staged together (scores)
-  const bool f0_all_v = f0_env >= 200000;  // + 200000: and their V lanes
-  const int64_t f0_vchunk = f0_env >= 1000000 ? f0_env / 1000000 * 64 : 128;  // + N * 1000000: V chunk N * 64
-  const uint64_t k_head_bytes = row_bytes(k.type, dk);
   // llama.cpp's MUL_MAT takes tinyBLAS (llamafile sgemm) for >= 2 tokens when
   // the row length is a multiple of 16, else ggml_vec_dot.
   const bool batched = T >= 2;
@@ -586,27 +574,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         }
         n_vis = vis_n;
         const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
-        if (batched_f16) {
-          if (f0_chunk <= 0) {
-            simd->dots_f16(kbase, k.nb[1], vis, n_vis, qv, dk, kq_lanes16, scores);
-          } else {
-            // EXPERIMENT (kv): chunks of f0_chunk cells, the next chunk's rows of this head prefetched first.
-            for (int64_t c0 = 0; c0 < n_vis; c0 += f0_chunk) {
-              const int64_t nn = std::min(f0_chunk, n_vis - c0);
-              if (f0_pf)
-                for (int64_t r = c0 + f0_chunk; r < std::min(n_vis, c0 + 2 * f0_chunk); ++r)
-                  for (uint64_t o = 0; o < k_head_bytes; o += 64)
-                    __builtin_prefetch(kbase + uint64_t(vis[r]) * k.nb[1] + o);
-              simd->dots_f16(kbase, k.nb[1], vis + c0, nn, qv, dk, kq_lanes16, scores + c0);
-            }
-          }
-        }
+        if (batched_f16) simd->dots_f16(kbase, k.nb[1], vis, n_vis, qv, dk, kq_lanes16, scores);
         for (int64_t r0 = 0; r0 < n_vis && !batched_f16; r0 += kQuantChunk) {
           const int64_t nn = std::min(kQuantChunk, n_vis - r0);
-          if (f0_pf)  // EXPERIMENT (kv)
-            for (int64_t r = r0 + kQuantChunk; r < std::min(n_vis, r0 + 2 * kQuantChunk); ++r)
-              for (uint64_t o = 0; o < k_head_bytes; o += 64)
-                __builtin_prefetch(kbase + uint64_t(vis[r]) * k.nb[1] + o);
           if (k.type == DType::Q8_0) widen_k.widen_q8_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
           else widen_k.widen_q4_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
           simd_v->dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, scores + r0, 0);
@@ -672,18 +642,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
       }
       const bool batched_v = simd_v && simd_v->accumulate_f16;
-      const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow;
-      if (batched_v && f0_chunk <= 0) simd_v->accumulate_f16(scores, vbase, v.nb[1], vis, n_vis, lanes, dv, acc);
-      // EXPERIMENT (kv): chunks of f0_chunk cells (a multiple of the lanes: each cell keeps its lane), the next
-      // chunk's rows prefetched first.
-      for (int64_t c0 = 0; batched_v && f0_chunk > 0 && c0 < n_vis; c0 += f0_chunk) {
-        const int64_t nn = std::min(f0_chunk, n_vis - c0);
-        if (f0_pf)
-          for (int64_t r = c0 + f0_chunk; r < std::min(n_vis, c0 + 2 * f0_chunk); ++r)
-            for (uint64_t o = 0; o < uint64_t(dv) * vrow; o += 64)
-              __builtin_prefetch(vbase + uint64_t(vis[r]) * v.nb[1] + o);
-        simd_v->accumulate_f16(scores + c0, vbase, v.nb[1], vis + c0, nn, lanes, dv, acc);
-      }
+      if (batched_v)
+        simd_v->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis,
+                               n_vis, lanes, dv, acc);
       for (int64_t r = 0; r < n_vis && !batched_v; ++r) {
         const int64_t c = vis[r];
         const float pc = scores[r];
@@ -698,13 +659,19 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       }
       (simd_v && simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
     };
-    // The heads of one kv head for one token go together: the scores of all of them first (the K rows of
-    // the kv head read again while they are still in cache), then their outputs (likewise the V rows).
-    // Each pair's arithmetic is unchanged; only the order of the pairs' phases.
-    // EXPERIMENT (kv): the scores of a token's heads (up to kMaxGroupStaged) chunk by chunk of cells, every head
-    // per chunk, so that the cache rows are read in address order; each (pair, cell) dot unchanged.
-    const bool stage_all = f0_all && (simd ? simd->dots_f16 && simd->accumulate_f16 : false);
-    const bool stage_all_q = f0_all && quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
+    // With the SIMD dots (an f16 K, or a quantized one widened kQuantChunk rows at a time), the heads of one token
+    // (up to kMaxGroupStaged) take their scores together, kStageCells cells at a time for every head, and the next
+    // step's whole cache rows (every kv head) are prefetched first: the K rows are read once, in address order,
+    // instead of once per head as 128-512-byte slices of each row (a quantized K's chunk is widened once per kv
+    // head, not once per head). Each (pair, cell) dot is the kernel's own (dots_f16 gives a cell the same bits
+    // in any run of whole 16s, AttnBatched.ChunksOfWhole64CellsGiveTheBitsOfOneCall), so nothing changes a bit.
+    // At one thread, d4096, bench_attn_decode (docs/perf/stop17-kv.md): Qwen3's fa 0 decode ATTENTION per layer
+    // about a third shorter.
+    // An f16 K stages only heads of 128+ dims: SmolLM2's 128-byte slices (its 3 heads of a kv head re-read a
+    // 512 KiB slice set from L2 at d4096) ran 10-15 % slower staged, Qwen3's 256-byte ones (1 MiB, past L2)
+    // 15-25 % faster. A quantized K always stages (it also widens each chunk once per kv head, not per head).
+    const bool stage_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && dk >= 128;
+    const bool stage_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
     auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out) {
       const int64_t t = b0 / hq;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
@@ -720,18 +687,20 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       for (int64_t j = b0; j < b1; ++j)
         round_activations(q_round, reinterpret_cast<const float*>(row_ptr(q, j % hq, t, 0)), qv + (j - b0) * dk, dk);
       const uint8_t* k0 = static_cast<const uint8_t*>(k.data);
-      const int64_t chunk = stage_all_q ? kQuantChunk : std::max<int64_t>(64, f0_chunk);
-      for (int64_t c0 = 0; c0 < n_vis; c0 += chunk) {
-        const int64_t nn = std::min(chunk, n_vis - c0);
-        if (f0_pf)
-          for (int64_t r = c0 + chunk; r < std::min(n_vis, c0 + 2 * chunk); ++r)
-            for (uint64_t o = 0; o < k.nb[1]; o += 64) __builtin_prefetch(k0 + uint64_t(vis[r]) * k.nb[1] + o);
+      // The bytes of a cell's row that the staged heads read (their kv heads, side by side).
+      const uint64_t k_first = row_bytes(k.type, b0 % hq / group * dk);
+      const uint64_t k_end = row_bytes(k.type, ((b1 - 1) % hq / group + 1) * dk);
+      const int64_t step = stage_quant ? kQuantChunk : kStageCells;
+      for (int64_t c0 = 0; c0 < n_vis; c0 += step) {
+        const int64_t nn = std::min(step, n_vis - c0);
+        for (int64_t r = c0 + step; r < std::min(n_vis, c0 + 2 * step); ++r)
+          for (uint64_t o = k_first; o < k_end; o += 64) __builtin_prefetch(k0 + uint64_t(vis[r]) * k.nb[1] + o);
         int64_t g_widened = -1;
         for (int64_t j = b0; j < b1; ++j) {
           const int64_t g = j % hq / group;
           const uint8_t* kbase = k0 + row_bytes(k.type, g * dk);
           float* sc = score_rows + (j - b0) * l.ld_scores + c0;
-          if (!stage_all_q) {
+          if (!stage_quant) {
             simd->dots_f16(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, kq_lanes16, sc);
             continue;
           }
@@ -743,7 +712,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           simd_v->dots_f32_lanes16(kchunk, dk, &nn, qv + (j - b0) * dk, dk, 1, dk, sc, 0);
         }
       }
-      for (int64_t j = b0; j < b1; ++j) {
+      for (int64_t j = b0; j < b1; ++j) {  // scale, window and maximum as pair_scores
         float* sc = score_rows + (j - b0) * l.ld_scores;
         float mx = -INFINITY;
         if (window <= 0 && simd_v->scale_max) {
@@ -758,63 +727,20 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         nv_out[j - b0] = n_vis;
       }
     };
-    // EXPERIMENT (kv): the staged heads' V lanes chunk by chunk of cells (whole 64s: each cell keeps its lane),
-    // every head per chunk; each lane's FMAs in the same order.
-    const bool stage_v = f0_all_v && T <= 8 && round_v && v.type == DType::F16 && simd_v && simd_v->accumulate_f16 &&
-                         simd_v->softmax_exp && simd_v->scale_round_f16;
-    float* accs = reinterpret_cast<float*>(w + l.off_accs);
-    auto stage_output = [&](int64_t b0, int64_t b1, const float* mx_in, const int64_t* nv_in) {
-      const int64_t n_vis = nv_in[0];  // one token: the same cells for every head
-      const int64_t used = std::min(lanes, n_vis);
-      bool live[kMaxGroupStaged];
-      for (int64_t j = b0; j < b1; ++j) {
-        float* sc = score_rows + (j - b0) * l.ld_scores;
-        live[j - b0] = mx_in[j - b0] != -INFINITY;
-        if (!live[j - b0]) continue;
-        const int64_t n_chunked = (n_vis + 15) / 16 * 16;
-        for (int64_t r = n_vis; r < n_chunked; ++r) sc[r] = -INFINITY;
-        const double sum = simd_v->softmax_exp(sc, n_chunked, mx_in[j - b0]);
-        simd_v->scale_round_f16(sc, n_vis, float(1.0 / sum));
-        std::fill(accs + (j - b0) * lanes * dv, accs + ((j - b0) * lanes + used) * dv, 0.0f);
-      }
-      const uint8_t* v0 = static_cast<const uint8_t*>(v.data);
-      const int64_t chunk = std::max<int64_t>(64, f0_vchunk);
-      for (int64_t c0 = 0; c0 < n_vis; c0 += chunk) {
-        const int64_t nn = std::min(chunk, n_vis - c0);
-        if (f0_pf)
-          for (int64_t r = c0 + chunk; r < std::min(n_vis, c0 + 2 * chunk); ++r)
-            for (uint64_t o = 0; o < v.nb[1]; o += 64) __builtin_prefetch(v0 + uint64_t(vis[r]) * v.nb[1] + o);
-        for (int64_t j = b0; j < b1; ++j)
-          if (live[j - b0])
-            simd_v->accumulate_f16(score_rows + (j - b0) * l.ld_scores + c0, v0 + uint64_t(j % hq / group * dv) * vrow,
-                                   v.nb[1], vis + c0, nn, lanes, dv, accs + (j - b0) * lanes * dv);
-      }
-      for (int64_t j = b0; j < b1; ++j) {
-        float* out = reinterpret_cast<float*>(row_ptr(node, j / hq, 0, 0)) + j % hq * dv;
-        if (!live[j - b0]) {
-          std::fill(out, out + dv, 0.0f);
-          continue;
-        }
-        (simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(accs + (j - b0) * lanes * dv, lanes, used, dv,
-                                                                     out);
-      }
-    };
     float mxs[kMaxGroupStaged];
     int64_t nvs[kMaxGroupStaged];
-    for (int64_t pair = p0; pair < p1 && (stage_all || stage_all_q);) {
+    for (int64_t pair = p0; pair < p1 && (stage_f16 || stage_quant);) {
       int64_t end = pair + 1;
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
       stage_scores(pair, end, mxs, nvs);
-      if (stage_v) {
-        stage_output(pair, end, mxs, nvs);
-        pair = end;
-        continue;
-      }
       for (int64_t j = pair; j < end; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
     }
-    for (int64_t pair = p0; pair < p1 && !(stage_all || stage_all_q);) {
+    // Otherwise the heads of one kv head for one token go together: the scores of all of them first (the K rows
+    // of the kv head read again while they are still in cache), then their outputs (likewise the V rows).
+    // Each pair's arithmetic is unchanged; only the order of the pairs' phases.
+    for (int64_t pair = p0; pair < p1 && !(stage_f16 || stage_quant);) {
       const int64_t tg = pair / hq * hkv + pair % hq / group;
       int64_t end = pair + 1;
       while (end < p1 && end - pair < std::min<int64_t>(group, kMaxGroupStaged) &&

@@ -28,7 +28,6 @@
 // not bit for bit (the default f16 path keeps llama.cpp's bits).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -147,17 +146,6 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                                                            : nullptr;
   const bool direct_k = dots_direct != nullptr, direct_v = accum_direct != nullptr;
   const uint64_t k_head_bytes = row_bytes(k.type, dk), v_head_bytes = row_bytes(v.type, dv);
-  // EXPERIMENT (kv): OPAL_KV_PF = mode*100 + spread*10 + distance; mode 0 none, 1 as before, 2 T0, 3 T1,
-  // 4 every other line, 5 a line a row.
-  static const int pf_env = [] {
-    const char* e = std::getenv("OPAL_KV_PF");
-    return e && *e ? std::atoi(e) : 101;
-  }();
-  static const int64_t sub_cells = [] {
-    const char* e = std::getenv("OPAL_KV_SUB");  // EXPERIMENT (kv): cells per step across the unit's heads (0: off)
-    return e && *e ? std::atoll(e) / 4 * 4 : 0;
-  }();
-  const int pf_mode = pf_env / 100, pf_spread = pf_env / 10 % 10, pf_dist = std::max(1, pf_env % 10);
 
   // The live cells in position order (cells past the last one in use are never visible).
   int64_t n_live = 0;
@@ -297,33 +285,37 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             // prefetcher), across the end of a range too (the next range is usually this thread's next unit); into
             // L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
-            const bool pf = direct && direct_k && direct_v && pf_mode != 0;
-            // The next tile's rows [p0, p1) of the unit's heads, prefetched (see pf_mode).
-            auto prefetch_rows = [&](int64_t p0, int64_t p1) {
-              p1 = std::min(p1, n_max);
-              for (int64_t r = p0; r < p1; ++r) {
-                const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
-                const uint8_t* vr = vunit + uint64_t(vis[r]) * v.nb[1];
-                if (pf_mode >= 4) {  // sparse: every other line (4), one line a row (5)
-                  const uint64_t step = pf_mode == 4 ? 128 : 1u << 20;
-                  for (uint64_t o = 0; o < k_unit_bytes; o += step) __builtin_prefetch(kr + o);
-                  for (uint64_t o = 0; o < v_unit_bytes; o += step) __builtin_prefetch(vr + o);
-                } else if (pf_mode == 3 || (pf_mode != 2 && ng > 1)) {
-                  for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o, 0, 2);
-                  for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o, 0, 2);
-                } else {
+            if (direct && direct_k && direct_v) {
+              const int64_t r_end = std::min(n_max, r0 + n + kFlashTile);
+              if (ng == 1) {
+                for (int64_t r = r0 + n; r < r_end; ++r) {
+                  const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
+                  const uint8_t* vr = vunit + uint64_t(vis[r]) * v.nb[1];
                   for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o);
                   for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o);
                 }
+              } else {
+                for (int64_t r = r0 + n; r < r_end; ++r) {
+                  const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
+                  const uint8_t* vr = vunit + uint64_t(vis[r]) * v.nb[1];
+                  for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o, 0, 2);
+                  for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o, 0, 2);
+                }
               }
-            };
-            const int64_t pf_ahead = pf_dist * kFlashTile;
-            if (pf && !pf_spread) prefetch_rows(r0 + pf_ahead, r0 + pf_ahead + kFlashTile);
-            // The online softmax of head gi's rows over this tile's scores (s), its accumulators rescaled.
-            auto online = [&](int64_t gi) {
+            }
+            for (int64_t gi = 0; gi < ng; ++gi) {
+              const uint8_t* kbase = kunit + k_head_bytes * uint64_t(gi);
+              const uint8_t* vbase = vunit + v_head_bytes * uint64_t(gi);
               const int64_t o = gi * m;  // this head's first row
               float* const sg = s + o * kFlashTile;
               float* const ag = acc + o * dv;
+              if (direct && direct_k) {
+                dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale,
+                            sg + j0 * kFlashTile, kFlashTile);
+              } else {
+                widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
+                fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, sg + j0 * kFlashTile, kFlashTile);
+              }
               for (int64_t j = j0; j < j1; ++j) {
                 float* sj = sg + j * kFlashTile;
                 const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
@@ -340,40 +332,6 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                   for (int64_t i = 0; i < dv; ++i) ag[j * dv + i] *= alpha;
                 mj = mnew;
               }
-            };
-            if (direct && direct_k && direct_v && sub_cells > 0) {
-              // EXPERIMENT (kv): sub_cells cells at a time for every head of the unit, so that the tile's rows are
-              // read in address order.
-              if (pf && pf_spread) prefetch_rows(r0 + pf_ahead, r0 + pf_ahead + kFlashTile);
-              for (int64_t c = 0; c < n; c += sub_cells)
-                for (int64_t gi = 0; gi < ng; ++gi)
-                  dots_direct(qb + (gi * m + j0) * dk, dk, j1 - j0, kunit + k_head_bytes * uint64_t(gi), k.nb[1],
-                              vis + r0 + c, std::min(sub_cells, n - c), dk, scale, s + (gi * m + j0) * kFlashTile + c,
-                              kFlashTile);
-              for (int64_t gi = 0; gi < ng; ++gi) online(gi);
-              for (int64_t c = 0; c < n; c += sub_cells)
-                for (int64_t gi = 0; gi < ng; ++gi)
-                  accum_direct(s + (gi * m + j0) * kFlashTile + c, kFlashTile, j1 - j0,
-                               vunit + v_head_bytes * uint64_t(gi), v.nb[1], vis + r0 + c, std::min(sub_cells, n - c),
-                               dv, acc + (gi * m + j0) * dv, dv);
-              continue;
-            }
-            for (int64_t gi = 0; gi < ng; ++gi) {
-              if (pf && pf_spread)
-                prefetch_rows(r0 + pf_ahead + kFlashTile * gi / ng, r0 + pf_ahead + kFlashTile * (gi + 1) / ng);
-              const uint8_t* kbase = kunit + k_head_bytes * uint64_t(gi);
-              const uint8_t* vbase = vunit + v_head_bytes * uint64_t(gi);
-              const int64_t o = gi * m;  // this head's first row
-              float* const sg = s + o * kFlashTile;
-              float* const ag = acc + o * dv;
-              if (direct && direct_k) {
-                dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale,
-                            sg + j0 * kFlashTile, kFlashTile);
-              } else {
-                widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
-                fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, sg + j0 * kFlashTile, kFlashTile);
-              }
-              online(gi);
               if (direct && direct_v) {
                 accum_direct(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, ag + j0 * dv,
                              dv);
