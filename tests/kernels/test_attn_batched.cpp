@@ -5,6 +5,7 @@
 // under every ISA the host has (AVX-512 and AVX2 both have them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,7 +15,10 @@
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/llama_order.h"
+#include "backends/cpu/ops/ops.h"
 #include "core/fp16.h"
+#include "graph/graph.h"
+#include "graph/thread_pool.h"
 #include "support/isa_coverage.h"
 
 namespace opal::cpu {
@@ -82,6 +86,113 @@ TEST(AttnBatched, DotsAndAccumulationEqualThePerCellForms) {
       }
     }
   }
+}
+
+// The decode's materialized path walks the cells chunk by chunk (whole 64s: each cell keeps its lane) for every
+// head of a token, so that the cache rows are read in address order: dots and the V lanes over such chunks give
+// the bits of one call over all the cells.
+TEST(AttnBatched, ChunksOfWhole64CellsGiveTheBitsOfOneCall) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t dim : {64, 128}) {
+      const int64_t n_cells = 300, stride = 3 * dim;  // three heads per row: the middle one is read
+      std::vector<uint16_t> cache(size_t(n_cells * stride));
+      for (auto& h : cache) h = f32_to_f16(val(rng));
+      const auto* base = reinterpret_cast<const uint8_t*>(cache.data() + dim);
+      std::vector<int32_t> cells;
+      for (int32_t c = 0; c < n_cells; ++c) cells.push_back(c);
+      const int64_t n = int64_t(cells.size());
+      std::vector<float> q(static_cast<size_t>(dim)), p(static_cast<size_t>(n));
+      for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+      for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
+      for (bool lanes16 : {true, false}) {
+        const int64_t lanes = lanes16 ? 16 : 64;
+        std::vector<float> s_one(static_cast<size_t>(n)), acc_one(size_t(lanes * dim), 0.0f);
+        k->dots_f16(base, uint64_t(stride) * 2, cells.data(), n, q.data(), dim, lanes16, s_one.data());
+        k->accumulate_f16(p.data(), base, uint64_t(stride) * 2, cells.data(), n, lanes, dim, acc_one.data());
+        for (int64_t chunk : {64, 128, 256}) {
+          std::vector<float> s(static_cast<size_t>(n)), acc(size_t(lanes * dim), 0.0f);
+          for (int64_t c = 0; c < n; c += chunk) {
+            const int64_t nn = std::min(chunk, n - c);
+            k->dots_f16(base, uint64_t(stride) * 2, cells.data() + c, nn, q.data(), dim, lanes16, s.data() + c);
+            k->accumulate_f16(p.data() + c, base, uint64_t(stride) * 2, cells.data() + c, nn, lanes, dim, acc.data());
+          }
+          for (int64_t r = 0; r < n; ++r)
+            ASSERT_TRUE(same_bits(s[size_t(r)], s_one[size_t(r)]))
+                << "dim " << dim << " chunk " << chunk << " cell " << r;
+          for (size_t i = 0; i < acc.size(); ++i)
+            ASSERT_TRUE(same_bits(acc[i], acc_one[i])) << "dim " << dim << " chunk " << chunk << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+// A decode's ATTENTION (-fa 0) over an f16 cache with 128-dim heads stages a token's heads together and walks
+// the cells 64 at a time for all of them (ops/attention.cpp, stage_scores): every ISA's result has the bits of
+// the scalar per-cell path (llama_order's formulas), with and without a sliding window, at 1 and 3 threads.
+TEST(AttnBatched, StagedDecodeHasTheScalarBits) {
+  const int64_t hq = 6, hkv = 2, d = 128, n_cells = 700;
+  std::mt19937 rng(24);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<float> q(size_t(d * hq));
+  for (auto& x : q) x = val(rng);
+  std::vector<uint16_t> kc(size_t(n_cells * hkv * d)), vc(kc.size());
+  for (auto& h : kc) h = f32_to_f16(val(rng));
+  for (auto& h : vc) h = f32_to_f16(val(rng));
+  // sequence 0 in most cells (positions in cell order), sequence 1 in every 7th, one cell empty
+  std::vector<int32_t> info(size_t(2 * n_cells));
+  int32_t pos0 = 0, pos1 = 0;
+  for (int64_t c = 0; c < n_cells; ++c) {
+    const bool other = c % 7 == 3, empty = c == 100;
+    info[size_t(2 * c)] = empty ? -1 : other ? pos1++ : pos0++;
+    info[size_t(2 * c + 1)] = empty ? -1 : other ? 1 : 0;
+  }
+  std::vector<int32_t> tok = {pos0 - 1, 0};
+  auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1, int64_t ne2) {
+    Tensor x;
+    x.type = t;
+    x.ne = {ne0, ne1, ne2, 1};
+    x.nb = contiguous_strides(t, x.ne);
+    x.data = data;
+    return x;
+  };
+  Tensor tq = tensor(DType::F32, q.data(), d, hq, 1), tk = tensor(DType::F16, kc.data(), hkv * d, n_cells, 1);
+  Tensor tv = tensor(DType::F16, vc.data(), hkv * d, n_cells, 1), tt = tensor(DType::I32, tok.data(), 2, 1, 1);
+  Tensor tc = tensor(DType::I32, info.data(), 2, n_cells, 1);
+  auto run = [&](Isa isa, int threads, int32_t window) {
+    set_isa(isa);
+    std::vector<float> out(size_t(d * hq), -7.0f);
+    Tensor node = tensor(DType::F32, out.data(), d * hq, 1, 1);
+    node.op = Op::Attention;
+    node.src[kAttnQ] = &tq;
+    node.src[kAttnK] = &tk;
+    node.src[kAttnV] = &tv;
+    node.src[kAttnTokens] = &tt;
+    node.src[kAttnCells] = &tc;
+    node.iparams[0] = int32_t(hkv);
+    node.iparams[1] = window;
+    node.fparams[0] = 0.088f;
+    ThreadPool pool(threads);
+    std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
+    uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
+    compute(node, OpContext{pool, aligned});
+    return out;
+  };
+  const Isa before = selected_isa();
+  for (int32_t window : {0, 300}) {
+    const std::vector<float> want = run(Isa::scalar, 1, window);
+    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
+      for (int threads : {1, 3}) {
+        const std::vector<float> got = run(isa, threads, window);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_TRUE(same_bits(got[i], want[i])) << isa_name(isa) << " threads " << threads << " window " << window
+                                                  << " i " << i << ": " << got[i] << " vs " << want[i];
+      }
+  }
+  set_isa(before);
 }
 
 TEST(AttnBatched, SoftmaxExpEqualsTheScalarPolynomial) {

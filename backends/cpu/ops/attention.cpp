@@ -75,7 +75,8 @@ struct AttnLayout {
 };
 
 constexpr int64_t kQuantChunk = 64;      // quantized K rows dequantized at once (per-pair path)
-constexpr int64_t kMaxGroupStaged = 16;  // heads of one kv head whose scores the per-pair path holds at once
+constexpr int64_t kMaxGroupStaged = 16;  // heads of one token whose scores the per-pair path holds at once
+constexpr int64_t kStageCells = 64;      // cells per step of stage_scores (a multiple of 16: dots_f16's groups)
 
 AttnLayout attn_layout(const Tensor& node) {
   const Tensor& q = *node.src[kAttnQ];
@@ -84,11 +85,11 @@ AttnLayout attn_layout(const Tensor& node) {
   const int64_t hkv = node.iparams[0];
   const int64_t dk = q.ne[0], dv = v.ne[0] / hkv, n_cells = k.ne[1];
   auto a64 = [](uint64_t x) { return (x + 63) / 64 * 64; };
-  const int64_t group = std::clamp<int64_t>(q.ne[1] / hkv, 1, kMaxGroupStaged);
+  const int64_t staged = std::clamp<int64_t>(q.ne[1], 1, kMaxGroupStaged);
   AttnLayout l;
   l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
-  l.off_q = a64(uint64_t(group * l.ld_scores) * 4);  // one score row per head of a GQA group
-  l.off_row = l.off_q + a64(uint64_t(dk) * 4);
+  l.off_q = a64(uint64_t(staged * l.ld_scores) * 4);  // a score row and a q row per head staged (stage_scores)
+  l.off_row = l.off_q + a64(uint64_t(staged * dk) * 4);
   l.off_acc = l.off_row + a64(uint64_t(std::max(dk, dv)) * 4);
   l.off_vis = l.off_acc + a64(uint64_t(kLanesSingle * dv) * 4);
   l.off_kchunk = l.off_vis + a64(uint64_t(n_cells) * 4);
@@ -658,12 +659,88 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       }
       (simd_v && simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
     };
-    // The heads of one kv head for one token go together: the scores of all of them first (the K rows of
-    // the kv head read again while they are still in cache), then their outputs (likewise the V rows).
-    // Each pair's arithmetic is unchanged; only the order of the pairs' phases.
+    // With the SIMD dots (an f16 K, or a quantized one widened kQuantChunk rows at a time), the heads of one token
+    // (up to kMaxGroupStaged) take their scores together, kStageCells cells at a time for every head, and the next
+    // step's whole cache rows (every kv head) are prefetched first: the K rows are read once, in address order,
+    // instead of once per head as 128-512-byte slices of each row (a quantized K's chunk is widened once per kv
+    // head, not once per head). Each (pair, cell) dot is the kernel's own (dots_f16 gives a cell the same bits
+    // in any run of whole 16s, AttnBatched.ChunksOfWhole64CellsGiveTheBitsOfOneCall), so nothing changes a bit.
+    // At one thread, d4096, bench_attn_decode (docs/perf/stop17-kv.md): Qwen3's fa 0 decode ATTENTION per layer
+    // about a third shorter.
+    // An f16 K stages only heads of 128+ dims: SmolLM2's 128-byte slices (its 3 heads of a kv head re-read a
+    // 512 KiB slice set from L2 at d4096) ran 10-15 % slower staged, Qwen3's 256-byte ones (1 MiB, past L2)
+    // 15-25 % faster. A quantized K always stages (it also widens each chunk once per kv head, not per head).
+    const bool stage_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && dk >= 128;
+    const bool stage_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
+    auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out) {
+      const int64_t t = b0 / hq;
+      const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
+      if (seq < 0 || seq != vis_seq || pos != vis_pos) {
+        int64_t n = 0;
+        for (int64_t o = 0; o < n_order; ++o) {
+          const int64_t c = order[o];
+          if (cell[2 * c + 1] == seq && cell[2 * c] <= pos) vis[n++] = int32_t(c);
+        }
+        vis_seq = seq, vis_pos = pos, vis_n = n;
+      }
+      const int64_t n_vis = vis_n;
+      for (int64_t j = b0; j < b1; ++j)
+        round_activations(q_round, reinterpret_cast<const float*>(row_ptr(q, j % hq, t, 0)), qv + (j - b0) * dk, dk);
+      const uint8_t* k0 = static_cast<const uint8_t*>(k.data);
+      // The bytes of a cell's row that the staged heads read (their kv heads, side by side).
+      const uint64_t k_first = row_bytes(k.type, b0 % hq / group * dk);
+      const uint64_t k_end = row_bytes(k.type, ((b1 - 1) % hq / group + 1) * dk);
+      const int64_t step = stage_quant ? kQuantChunk : kStageCells;
+      for (int64_t c0 = 0; c0 < n_vis; c0 += step) {
+        const int64_t nn = std::min(step, n_vis - c0);
+        for (int64_t r = c0 + step; r < std::min(n_vis, c0 + 2 * step); ++r)
+          for (uint64_t o = k_first; o < k_end; o += 64) __builtin_prefetch(k0 + uint64_t(vis[r]) * k.nb[1] + o);
+        int64_t g_widened = -1;
+        for (int64_t j = b0; j < b1; ++j) {
+          const int64_t g = j % hq / group;
+          const uint8_t* kbase = k0 + row_bytes(k.type, g * dk);
+          float* sc = score_rows + (j - b0) * l.ld_scores + c0;
+          if (!stage_quant) {
+            simd->dots_f16(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, kq_lanes16, sc);
+            continue;
+          }
+          if (g != g_widened) {
+            if (k.type == DType::Q8_0) widen_k.widen_q8_0(kbase, k.nb[1], vis + c0, nn, dk, kchunk, dk);
+            else widen_k.widen_q4_0(kbase, k.nb[1], vis + c0, nn, dk, kchunk, dk);
+            g_widened = g;
+          }
+          simd_v->dots_f32_lanes16(kchunk, dk, &nn, qv + (j - b0) * dk, dk, 1, dk, sc, 0);
+        }
+      }
+      for (int64_t j = b0; j < b1; ++j) {  // scale, window and maximum as pair_scores
+        float* sc = score_rows + (j - b0) * l.ld_scores;
+        float mx = -INFINITY;
+        if (window <= 0 && simd_v->scale_max) {
+          mx = simd_v->scale_max(sc, n_vis, scale);
+        } else {
+          for (int64_t r = 0; r < n_vis; ++r) {
+            sc[r] = window > 0 && pos - cell[2 * vis[r]] >= window ? -INFINITY : sc[r] * scale;
+            mx = std::max(mx, sc[r]);
+          }
+        }
+        mx_out[j - b0] = mx;
+        nv_out[j - b0] = n_vis;
+      }
+    };
     float mxs[kMaxGroupStaged];
     int64_t nvs[kMaxGroupStaged];
-    for (int64_t pair = p0; pair < p1;) {
+    for (int64_t pair = p0; pair < p1 && (stage_f16 || stage_quant);) {
+      int64_t end = pair + 1;
+      while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
+      stage_scores(pair, end, mxs, nvs);
+      for (int64_t j = pair; j < end; ++j)
+        pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
+      pair = end;
+    }
+    // Otherwise the heads of one kv head for one token go together: the scores of all of them first (the K rows
+    // of the kv head read again while they are still in cache), then their outputs (likewise the V rows).
+    // Each pair's arithmetic is unchanged; only the order of the pairs' phases.
+    for (int64_t pair = p0; pair < p1 && !(stage_f16 || stage_quant);) {
       const int64_t tg = pair / hq * hkv + pair % hq / group;
       int64_t end = pair + 1;
       while (end < p1 && end - pair < std::min<int64_t>(group, kMaxGroupStaged) &&

@@ -1,0 +1,218 @@
+// One layer's decode attention at depth, one thread (ops/attention.cpp with
+// -fa 0, ops/attention_flash.cpp with -fa 1), from a KV cache beyond the L3:
+//   decode/<model>/d<depth>/fa<0|1>/<K type>-<V type>/<isa>/<pages>
+// runs ATTENTION for one token at position <depth> that sees <depth> + 1
+// cells of one sequence, cycling over copies of the layer's K and V caches
+// totalling > 96 MB (so every call reads them from DRAM, as a decode does
+// after the other layers' weights went through the caches), and reports
+// bytes_per_second = the K and V bytes of the visible cells read per second
+// of CPU time. Models: qwen3 (16 query heads, 8 kv heads, head size 128),
+// smollm2 (9 / 3, 64). Types: f16-f16, q8_0-q8_0, q4_0-q4_0 with -fa 1;
+// f16-f16, q8_0-f16, q4_0-f16 with -fa 0 (a quantized V needs the tiled path).
+// Pages: 4k = the cache on 4 KiB pages (a plain anonymous mapping, as
+// graph/host_buffer.cpp's), thp = madvise(MADV_HUGEPAGE) on it before the first
+// touch.
+//   probe/<pages>: one core's streaming read of a 256 MiB buffer (16 MiB
+//   slices, AVX2 loads), the ceiling the decode is measured against.
+// Run: build/<dir>/bench_attn_decode [--benchmark_filter=decode/qwen3/d4096]
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/ops/ops.h"
+#include "core/fp16.h"
+#include "core/quant.h"
+#include "graph/graph.h"
+#include "graph/thread_pool.h"
+
+namespace {
+
+using namespace opal;
+using namespace opal::cpu;
+
+constexpr uint64_t kBeyondL3 = 96ull << 20;
+
+struct Shape {
+  const char* name;
+  int64_t hq, hkv, d;
+};
+
+// An anonymous mapping, on huge pages when asked (advice given before the first touch).
+struct Mapping {
+  void* p = nullptr;
+  uint64_t n = 0;
+  Mapping(uint64_t bytes, bool huge) : n((bytes + 4095) / 4096 * 4096) {
+    p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    if (huge) ::madvise(p, n, MADV_HUGEPAGE);
+  }
+  ~Mapping() { ::munmap(p, n); }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  uint8_t* data() const { return static_cast<uint8_t*>(p); }
+};
+
+// One layer's K or V cache rows ([hkv * d, cells]) of a type, random normal values.
+void fill_rows(DType t, int64_t e, int64_t cells, uint8_t* dst, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> row(size_t(e) * 64);
+  const uint64_t rb = row_bytes(t, e);
+  for (int64_t c = 0; c < cells; c += 64) {
+    const int64_t n = std::min<int64_t>(64, cells - c);
+    for (int64_t i = 0; i < n * e; ++i) row[size_t(i)] = nd(rng);
+    quantize_rows(t, row.data(), dst + uint64_t(c) * rb, n, e);
+  }
+}
+
+// The caches of the last configuration, kept for the next benchmarks of the same shape, depth, types and pages.
+struct Caches {
+  std::string key;
+  std::unique_ptr<Mapping> k, v;
+  int copies = 0;
+  uint64_t k_bytes = 0, v_bytes = 0;  // one copy
+};
+Caches& caches() {
+  static Caches c;
+  return c;
+}
+
+Caches& caches_for(const Shape& sh, int64_t cells, DType tk, DType tv, bool huge) {
+  Caches& c = caches();
+  const std::string key = std::string(sh.name) + "/" + std::to_string(cells) + "/" + dtype_name(tk) + "/" +
+                          dtype_name(tv) + (huge ? "/thp" : "/4k");
+  if (c.key == key) return c;
+  c.k.reset();
+  c.v.reset();
+  const int64_t e = sh.hkv * sh.d;
+  c.k_bytes = row_bytes(tk, e) * uint64_t(cells);
+  c.v_bytes = row_bytes(tv, e) * uint64_t(cells);
+  c.copies = int(std::max<uint64_t>(1, (kBeyondL3 + c.k_bytes + c.v_bytes - 1) / (c.k_bytes + c.v_bytes)));
+  c.k = std::make_unique<Mapping>(c.k_bytes * uint64_t(c.copies), huge);
+  c.v = std::make_unique<Mapping>(c.v_bytes * uint64_t(c.copies), huge);
+  fill_rows(tk, e, cells, c.k->data(), 1);
+  fill_rows(tv, e, cells, c.v->data(), 2);
+  for (int i = 1; i < c.copies; ++i) {
+    std::memcpy(c.k->data() + c.k_bytes * uint64_t(i), c.k->data(), c.k_bytes);
+    std::memcpy(c.v->data() + c.v_bytes * uint64_t(i), c.v->data(), c.v_bytes);
+  }
+  c.key = key;
+  return c;
+}
+
+Tensor host_tensor(DType t, void* data, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+  Tensor x;
+  x.type = t;
+  x.ne = {ne0, ne1, ne2, 1};
+  x.nb = contiguous_strides(t, x.ne);
+  x.data = data;
+  return x;
+}
+
+void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool flash, DType tk, DType tv, Isa isa,
+                bool huge) {
+  set_isa(isa);
+  const int64_t cells = depth + 1, e = sh.hkv * sh.d;
+  Caches& c = caches_for(sh, cells, tk, tv, huge);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(size_t(sh.d * sh.hq)), out(size_t(sh.d * sh.hq));
+  for (auto& x : q) x = nd(rng);
+  std::vector<int32_t> cell_info(size_t(2 * cells)), tok = {int32_t(depth), 0};
+  for (int64_t i = 0; i < cells; ++i) cell_info[size_t(2 * i)] = int32_t(i), cell_info[size_t(2 * i + 1)] = 0;
+  Tensor tq = host_tensor(DType::F32, q.data(), sh.d, sh.hq, 1);
+  Tensor tkc = host_tensor(tk, c.k->data(), e, cells), tvc = host_tensor(tv, c.v->data(), e, cells);
+  Tensor tt = host_tensor(DType::I32, tok.data(), 2, 1), tc = host_tensor(DType::I32, cell_info.data(), 2, cells);
+  Tensor node = host_tensor(DType::F32, out.data(), sh.d * sh.hq, 1);
+  node.op = Op::Attention;
+  node.src[kAttnQ] = &tq;
+  node.src[kAttnK] = &tkc;
+  node.src[kAttnV] = &tvc;
+  node.src[kAttnTokens] = &tt;
+  node.src[kAttnCells] = &tc;
+  node.iparams[0] = int32_t(sh.hkv);
+  node.iparams[2] = flash ? 1 : 0;
+  node.fparams[0] = 1.0f / std::sqrt(float(sh.d));
+  ThreadPool pool(1);
+  std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
+  uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
+  const Support s = supports(node);
+  if (!s.ok) {
+    state.SkipWithError(s.reason.c_str());
+    return;
+  }
+  int i = 0;
+  for (auto _ : state) {
+    tkc.data = c.k->data() + c.k_bytes * uint64_t(i);
+    tvc.data = c.v->data() + c.v_bytes * uint64_t(i);
+    compute(node, OpContext{pool, aligned});
+    benchmark::DoNotOptimize(out.data());
+    i = (i + 1) % c.copies;
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(c.k_bytes + c.v_bytes));
+  state.counters["us"] =
+      benchmark::Counter(double(state.iterations()) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+__attribute__((target("avx2"))) uint64_t read_span(const uint8_t* p, uint64_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (uint64_t i = 0; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  return uint64_t(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
+                  _mm256_extract_epi64(s, 3));
+}
+
+void run_probe(benchmark::State& state, bool huge) {
+  constexpr uint64_t kBytes = 256ull << 20, kSlice = 16ull << 20;
+  Mapping m(kBytes, huge);
+  std::memset(m.data(), 1, kBytes);
+  uint64_t off = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(read_span(m.data() + off, kSlice));
+    off = (off + kSlice) % kBytes;
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kSlice));
+}
+
+const int kRegistered = [] {
+  if (!host_supports(Isa::avx2)) return 0;
+  for (bool huge : {false, true})
+    benchmark::RegisterBenchmark(huge ? "probe/thp" : "probe/4k", [=](benchmark::State& s) { run_probe(s, huge); });
+  const Shape shapes[] = {{"qwen3", 16, 8, 128}, {"smollm2", 9, 3, 64}};
+  const DType types[] = {DType::F16, DType::Q8_0, DType::Q4_0};
+  for (const Shape& sh : shapes)
+    for (int64_t depth : {4096, 16384})
+      for (DType t : types)
+        for (bool huge : {false, true})
+          for (bool flash : {false, true}) {
+            const DType tv = flash ? t : DType::F16;
+            for (Isa isa : supported_isas()) {
+              if (isa != Isa::avx512 && isa != Isa::avx2) continue;
+              const std::string name = std::string("decode/") + sh.name + "/d" + std::to_string(depth) + "/fa" +
+                                       (flash ? "1/" : "0/") + dtype_name(t) + "-" + dtype_name(tv) + "/" +
+                                       isa_name(isa) + (huge ? "/thp" : "/4k");
+              benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+                run_decode(s, sh, depth, flash, t, tv, isa, huge);
+              })->Unit(benchmark::kMicrosecond);
+            }
+          }
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();
