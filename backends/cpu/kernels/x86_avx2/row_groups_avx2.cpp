@@ -17,9 +17,10 @@
 // The arithmetic is the plain decode kernels' (legacy_avx2.cpp LegacyDecode
 // for Q8_0 and Q5_0: llama.cpp's 8-lane order per row; q4_0_avx2.cpp
 // Q4_0Decode: the block-exact order), so the results are the same bits. Small
-// batches (Q8_0 and Q5_0 up to 16 activation rows, Q4_0 up to 8) run each
-// group against every activation row while the group is in L1. Rows past the
-// last whole group are plain: the plain gemm takes them.
+// batches (Q8_0 and Q5_0 up to 16 activation rows, Q4_0 up to 8, and up to
+// the entry's packed_mid_act since stop 17) run each group against every
+// activation row while the group is in L1 (Q4_0: 4 rows per pass, the nibbles
+// split once). Rows past the last whole group are plain: the plain gemm takes them.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cstring>
