@@ -34,6 +34,15 @@
 //                         multiply-add), activation conversion included.
 //   prompt-576/<isa>/<type>: the same over 1536 x 576 weights (SmolLM2's FFN
 //                         up/gate shape: short rows, 18 blocks of 32).
+//   mid<M>-<k>/<isa>/<type> (stop 17, Q8_0 / Q4_0 / Q5_0 on the row groups):
+//                         a batch of M rows (1 .. 128) as MUL_MAT runs it
+//                         (packed_reads: the group kernels, else the batch
+//                         path) over the model shapes k = 1024 (3072 x 1024,
+//                         Qwen3-0.6B's FFN up), 3072 (1024 x 3072, its FFN
+//                         down) and 2048 (8192 x 2048, Llama-3.2-1B's FFN up),
+//                         from DRAM: GOP/s, so a flat per-row cost is a flat
+//                         GOP/s. mid-groups<M>-<k> and mid-batch<M>-<k> force
+//                         either path (M above packed_max_act) for the curve.
 //   packed-prompt[-576]/<isa>/<type>: the prompt shapes on the load-time
 //                         layout, as MUL_MAT runs them (gemm_packed_batch, or
 //                         unpacked 32 rows at a time for the plain gemm).
@@ -95,10 +104,13 @@ void unpacked_gemm(const MatmulKernels& k, DType t, const GemmArgs& g, std::vect
   }
 }
 
+// How a batch on repacked weights runs: as MUL_MAT does (packed_reads), or forced to either path.
+enum class Path { dispatch, groups, batch };
+
 // copies = 0: enough copies of the weights to exceed 96 MB (beyond any L3), cycled.
 // packed: the weights repacked into the entry's load-time layout (kernels/repack.h), read by gemm_packed.
 void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096,
-         bool bytes_rate = false, bool packed = false) {
+         bool bytes_rate = false, bool packed = false, Path path = Path::dispatch) {
   const MatmulKernels* k = matmul_kernels(t, isa);
   if (copies == 0) copies = int(96e6 / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
   std::vector<std::vector<uint8_t>> w;
@@ -134,7 +146,7 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
     g.w = w[size_t(c)].data();
     c = (c + 1) % copies;
     if (!packed) k->gemm(g);
-    else if (n_act <= k->packed_max_act) k->gemm_packed(g);
+    else if (path == Path::groups || (path == Path::dispatch && packed_reads(*k, n_act))) k->gemm_packed(g);
     else if (!(k->gemm_packed_batch && k->gemm_packed_batch(g))) unpacked_gemm(*k, t, g, unpacked);
     benchmark::DoNotOptimize(out.data());
   }
@@ -224,6 +236,22 @@ const int kRegistered = [] {
           run(s, isa, t, 512, 64, 1, 4096, false, true);
         })->Unit(benchmark::kMillisecond);
       }
+      if (entry && entry->packed_layout == kLayoutRowGroups8)  // the per-row cost curve of batches of 1 .. 64 rows
+        for (int64_t kk : {1024, 3072, 2048})
+          for (int m : {1, 2, 4, 8, 12, 16, 17, 20, 24, 32, 48, 64, 96, 128}) {
+            const int64_t rows = kk == 1024 ? 3072 : kk == 3072 ? 1024 : 8192;
+            const std::string shape = std::to_string(m) + "-" + std::to_string(kk) + "/" + suffix;
+            benchmark::RegisterBenchmark(("mid" + shape).c_str(), [=](benchmark::State& s) {
+              run(s, isa, t, rows, m, 0, kk, false, true);
+            })->Unit(benchmark::kMicrosecond);
+            if (m <= entry->packed_max_act) continue;
+            benchmark::RegisterBenchmark(("mid-groups" + shape).c_str(), [=](benchmark::State& s) {
+              run(s, isa, t, rows, m, 0, kk, false, true, Path::groups);
+            })->Unit(benchmark::kMicrosecond);
+            benchmark::RegisterBenchmark(("mid-batch" + shape).c_str(), [=](benchmark::State& s) {
+              run(s, isa, t, rows, m, 0, kk, false, true, Path::batch);
+            })->Unit(benchmark::kMicrosecond);
+          }
       if (entry && entry->packed_layout != 0)
         for (int m : {2, 4, 8, 16})
           if (m <= entry->packed_max_act)

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
+#include "backends/cpu/kernels/repack.h"
 #include "backends/factory/backend_factory.h"
 #include "core/fp16.h"
 #include "core/quant.h"
@@ -156,6 +157,79 @@ TEST_P(OpsThreads, MulMatQ4_0PromptBatchIsTheSameBitsOnAnySplit) {
     for (float v : one) sum += std::fabs(v);
     EXPECT_GT(sum, 0.0);
   }
+}
+
+// Mid-size batches on row-group weights (stop 17: packed_reads sends batches of
+// up to packed_mid_act rows to the group kernels): each row of a 17-48-row
+// batch gets the bits it gets alone (decode), on every ISA and split across
+// threads, where the kernels promise it: Q4_0 in every batch order, Q8_0 and
+// Q5_0 in llama.cpp's order (their lanes order is another summation).
+TEST_P(OpsThreads, MulMatMidBatchOnRowGroupsIsTheRowsOneByOne) {
+  const int K = 96, N = 200, kMaxT = 48;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> xs(size_t(K) * kMaxT);
+  for (float& v : xs) v = d(rng);
+  const cpu::Isa isa_before = cpu::selected_isa();
+  int checked = 0, checked_mid = 0;
+  for (cpu::Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+    cpu::set_isa(isa);
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
+      const cpu::MatmulKernels* k = cpu::matmul_kernels(t);
+      if (!k || k->packed_layout != cpu::kLayoutRowGroups8) continue;
+      std::vector<float> wf(size_t(K) * N);
+      for (float& v : wf) v = d(rng);
+      std::vector<uint8_t> wq(row_bytes(t, K) * N);
+      quantize_rows(t, wf.data(), wq.data(), N, K);
+      cpu::repack_matrix(cpu::kLayoutRowGroups8, t, wq.data(), K, N);
+      // T rows at once, or (T = 0) each of kMaxT rows alone through a one-row graph.
+      auto run = [&](int T) {
+        OpHarness h(GetParam());
+        Tensor* w = h.input(t, {K, N, 1, 1}, "w");
+        w->layout = cpu::kLayoutRowGroups8;  // before scheduling: the work size counts the unpack scratch
+        Tensor* x = h.input(DType::F32, {K, T == 0 ? 1 : T, 1, 1});
+        Tensor* y = h.g->mul_mat(w, x);
+        auto sg = h.schedule(y);
+        std::memcpy(w->data, wq.data(), wq.size());
+        std::vector<float> out;
+        for (int r = 0; r < (T == 0 ? kMaxT : 1); ++r) {
+          std::memcpy(x->data, xs.data() + size_t(r) * K, size_t(K) * (T == 0 ? 1 : T) * sizeof(float));
+          sg->run();
+          const std::vector<float> o = f32s(y);
+          out.insert(out.end(), o.begin(), o.end());
+        }
+        return out;
+      };
+      const std::vector<float> alone = run(0);
+      double sum = 0;  // not all zero
+      for (float v : alone) sum += std::fabs(v);
+      EXPECT_GT(sum, 0.0) << cpu::isa_name(isa) << " " << dtype_name(t);
+      for (cpu::BatchOrder order : {cpu::BatchOrder::by_type, cpu::BatchOrder::llama, cpu::BatchOrder::lanes}) {
+        cpu::set_batch_order(order);
+        if (t != DType::Q4_0 && cpu::lanes_order(t)) continue;
+        for (int T : {17, 20, 33, 48}) {
+          const std::vector<float> batch = run(T);
+          ASSERT_EQ(batch.size(), size_t(N) * T);
+          for (size_t i = 0; i < batch.size(); ++i)
+            ASSERT_EQ(std::memcmp(&alone[i], &batch[i], sizeof(float)), 0)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " T " << T << ", token " << i / N << ", row " << i % N
+                << ": " << alone[i] << " alone vs " << batch[i];
+          ++checked;
+          if (cpu::packed_reads(*k, T)) ++checked_mid;
+        }
+      }
+      cpu::set_batch_order(cpu::BatchOrder::by_type);
+    }
+  }
+  cpu::set_isa(isa_before);
+#if defined(__x86_64__)
+  if (cpu::host_supports(cpu::Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: no row-group batch was checked";
+  }
+  if (cpu::host_supports(cpu::Isa::avx512)) {
+    EXPECT_GT(checked_mid, 0) << "AVX-512 host: no batch above 16 rows took the group kernels";
+  }
+#endif
 }
 
 TEST_P(OpsThreads, SoftmaxSwigluSiluScaleSumDiv) {

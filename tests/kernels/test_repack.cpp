@@ -339,5 +339,31 @@ TEST(RowGroups, PackedPromptBatchesAreTheReferenceBitsOnEveryIsa) {
 #endif
 }
 
+// Which batches the group kernels take (packed_reads, stop 17): up to packed_max_act always; up to
+// packed_mid_act only where their order is the batch path's (Q4_0 always; Q8_0 / Q5_0 not in the lanes order).
+TEST(RowGroups, MidBatchesTakeTheGroupsOnlyWhereTheOrderAllows) {
+  MatmulKernels k;
+  k.gemm_packed = [](const GemmArgs&) {};
+  k.packed_max_act = 16;
+  k.packed_mid_act = 64;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0})
+    for (BatchOrder order : {BatchOrder::by_type, BatchOrder::llama, BatchOrder::lanes}) {
+      set_batch_order(order);
+      k.weight_type = t;
+      const bool mid = t == DType::Q4_0 || !lanes_order(t);
+      EXPECT_FALSE(packed_reads(k, 0));
+      EXPECT_TRUE(packed_reads(k, 1));
+      EXPECT_TRUE(packed_reads(k, 16));
+      EXPECT_EQ(mid, packed_reads(k, 17)) << dtype_name(t);
+      EXPECT_EQ(mid, packed_reads(k, 64)) << dtype_name(t);
+      EXPECT_FALSE(packed_reads(k, 65));
+    }
+  set_batch_order(BatchOrder::by_type);
+  EXPECT_FALSE(lanes_order(DType::Q8_0));  // the default: Q8_0 in llama.cpp's order, Q5_0 in the lanes
+  EXPECT_TRUE(lanes_order(DType::Q5_0));
+  k.gemm_packed = nullptr;
+  EXPECT_FALSE(packed_reads(k, 1));
+}
+
 }  // namespace
 }  // namespace opal::cpu

@@ -2,7 +2,7 @@
 // per type to the next lower ISA (avx512 -> avx2 -> scalar, avx2-vnni -> avx2,
 // neon -> scalar);
 // round_activations(): the selected ISA's f16 rounding, else the reference's;
-// the process-wide batch order of Q8_0 / Q5_0 prompts.
+// the process-wide batch order of Q8_0 / Q5_0 prompts; packed_reads().
 #include <atomic>
 #include <cstdlib>
 
@@ -58,6 +58,13 @@ void set_batch_order(BatchOrder order) { batch_order_selection().store(int(order
 bool lanes_order(DType weight_type) {
   const BatchOrder order = batch_order();
   return order == BatchOrder::lanes || (order == BatchOrder::by_type && weight_type == DType::Q5_0);
+}
+
+bool packed_reads(const MatmulKernels& k, int64_t n_act) {
+  if (!k.gemm_packed || n_act < 1) return false;
+  if (n_act <= k.packed_max_act) return true;
+  if (n_act > k.packed_mid_act) return false;
+  return k.weight_type == DType::Q4_0 || !lanes_order(k.weight_type);
 }
 
 void round_activations(DType act_type, const float* x, float* out, int64_t k) {

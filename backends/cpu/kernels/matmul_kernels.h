@@ -62,7 +62,18 @@ struct MatmulKernels {
   // group rows); returns false, writing nothing, for a batch it leaves to the
   // unpacked path (an order it does not run). Null: always unpacked.
   bool (*gemm_packed_batch)(const GemmArgs& args) = nullptr;
+  // Mid-size batches (stop 17): gemm_packed also takes batches of up to
+  // packed_mid_act rows where its order is the batch path's (packed_reads):
+  // the prompt tiles' fixed cost per weight row, amortized over a few rows,
+  // made a 17-row batch cost more than a 16-row one.
+  int64_t packed_mid_act = 0;
 };
+
+// Whether the entry's gemm_packed runs a batch of n_act activation rows on its
+// layout: up to packed_max_act always; up to packed_mid_act where the group
+// kernels keep the bits the batch path would give (Q4_0 block-exact in every
+// order; Q8_0 and Q5_0 in llama.cpp's order, not in the lanes order).
+bool packed_reads(const MatmulKernels& k, int64_t n_act);
 
 // The kernels for a weight type under the selected ISA (selected_isa()),
 // falling back per type to the best lower ISA that has one, scalar last; null

@@ -45,7 +45,7 @@ constexpr int64_t kUnpackRows = 32;  // a multiple of every layout's group rows 
 
 // Whether the entry reads the weight's layout itself for n_act activation rows.
 bool reads_packed(const MatmulKernels& k, const Tensor& w, int64_t n_act) {
-  return w.layout != kLayoutPlain && k.packed_layout == w.layout && k.gemm_packed && n_act <= k.packed_max_act;
+  return w.layout != kLayoutPlain && k.packed_layout == w.layout && packed_reads(k, n_act);
 }
 
 struct Layout {

@@ -17,9 +17,10 @@
 // The arithmetic is the plain decode kernels' (legacy_avx2.cpp LegacyDecode
 // for Q8_0 and Q5_0: llama.cpp's 8-lane order per row; q4_0_avx2.cpp
 // Q4_0Decode: the block-exact order), so the results are the same bits. Small
-// batches (Q8_0 and Q5_0 up to 16 activation rows, Q4_0 up to 8) run each
-// group against every activation row while the group is in L1. Rows past the
-// last whole group are plain: the plain gemm takes them.
+// batches (Q8_0 and Q5_0 up to 16 activation rows, Q4_0 up to 8, and up to
+// the entry's packed_mid_act since stop 17) run each group against every
+// activation row while the group is in L1 (Q4_0: 4 rows per pass, the nibbles
+// split once). Rows past the last whole group are plain: the plain gemm takes them.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cstring>
@@ -95,12 +96,87 @@ void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bo
   _mm256_storeu_ps(out, acc);
 }
 
+// One group of 8 Q4_0 rows against RA activation rows (batches, stop 17): the
+// nibbles split once per block (4 and, 4 shift, 4 and: about a third of
+// q4_0_group's work per activation row), then per activation row
+// q4_0_block_sums8's arithmetic on them: the same exact sums, the same FMA.
+template <int RA>
+void q4_0_group_rows(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out, bool prefetch) {
+  constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
+  const uint8_t* sums[RA];
+  __m256 acc[RA];
+  for (int a = 0; a < RA; ++a) {
+    sums[a] = x[a] + nb * kQ8_0Bytes + nb * 4;
+    acc[a] = _mm256_setzero_ps();
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kBlock;
+    if (prefetch)
+      for (int o = 0; o < kBlock; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
+    __m256i ql[4], qh[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16 + 32 * j));
+      ql[j] = _mm256_and_si256(v, low4);
+      qh[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+    for (int a = 0; a < RA; ++a) {
+      const uint8_t* xb = x[a] + b * kQ8_0Bytes;
+      const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
+      const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
+      __m256i sj[4];
+      for (int j = 0; j < 4; ++j)
+        sj[j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ql[j], xlo), _mm256_maddubs_epi16(qh[j], xhi)),
+                                  ones16());
+      const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(sj[0], sj[1]), _mm256_unpackhi_epi32(sj[0], sj[1]));
+      const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(sj[2], sj[3]), _mm256_unpackhi_epi32(sj[2], sj[3]));
+      __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+      int32_t sum;
+      std::memcpy(&sum, sums[a] + 4 * b, 4);
+      u = _mm256_sub_epi32(u, _mm256_set1_epi32(8 * sum));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(load_f16(xb)));
+      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), d, acc[a]);
+    }
+  }
+  for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
+}
+
+// The Q4_0 groups against every activation row, kQ4_0Acts at a time (the last 1-3 in one smaller step).
+constexpr int kQ4_0Acts = 4;
+
+template <int RA>
+void q4_0_step(const GemmArgs& g, const uint8_t* grp, int64_t nb, int64_t r, int64_t a0) {
+  const uint8_t* x[RA];
+  float* out[RA];
+  for (int a = 0; a < RA; ++a) {
+    x[a] = g.act + uint64_t(a0 + a) * g.act_row_bytes;
+    out[a] = g.out + (a0 + a) * g.out_stride + r;
+  }
+  q4_0_group_rows<RA>(grp, nb, x, out, a0 == 0);
+}
+
+void q4_0_group_acts(const GemmArgs& g, const uint8_t* grp, int64_t nb, int64_t r) {
+  int64_t a = 0;
+  for (; a + kQ4_0Acts <= g.n_act; a += kQ4_0Acts) q4_0_step<kQ4_0Acts>(g, grp, nb, r, a);
+  switch (g.n_act - a) {
+    case 3: q4_0_step<3>(g, grp, nb, r, a); break;
+    case 2: q4_0_step<2>(g, grp, nb, r, a); break;
+    case 1: q4_0_step<1>(g, grp, nb, r, a); break;
+    default: break;
+  }
+}
+
 using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t*, float*, bool);
+using GroupActsFn = void (*)(const GemmArgs&, const uint8_t*, int64_t, int64_t);
 
 // The thread's groups, each met by every activation row in turn; then the
 // plain rows after the last whole group through the plain gemm.
 // head: request the first kHeadBytes of the slice before the first group.
-void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), bool head) {
+// acts: a group against all activation rows at once (instead of group per row), where the kernel has one.
+void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), bool head,
+                GroupActsFn acts = nullptr) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
@@ -112,6 +188,10 @@ void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)
   }
   for (int64_t r = g.row_begin; r < end; r += kGroup) {
     const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
+    if (acts && g.n_act > 1) {
+      acts(g, grp, nb, r);
+      continue;
+    }
     for (int64_t a = 0; a < g.n_act; ++a)
       group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r, a == 0);
   }
@@ -154,9 +234,9 @@ struct MaddQ5 {
 
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<MaddQ5>(g, gemm_q5_0); }
 void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, true); }
-void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, true); }
+void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, true, q4_0_group_acts); }
 void gemm_q8_0_groups_vnni(const GemmArgs& g) { run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true); }
-void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true); }
+void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true, q4_0_group_acts); }
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

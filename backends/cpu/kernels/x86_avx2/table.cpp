@@ -57,6 +57,14 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
   return k;
 }
 
+// Mid-size batches (stop 17): Q4_0 batches of up to mid_act rows on the row groups too (the group kernel meets 4
+// activation rows at a time), the crossover with the rows-in-lanes batches from the per-row cost curve
+// (bench_matmul_kernels mid*, docs/perf/stop17-mb.md): avx2 24, avx2-vnni 20.
+constexpr MatmulKernels with_mid(MatmulKernels k, int64_t mid_act) {
+  k.packed_mid_act = mid_act;
+  return k;
+}
+
 // Prompt batches on the row groups read in place (q8_0_llama_tiles.h, q4_0_avx2.cpp), not unpacked.
 constexpr MatmulKernels with_packed_batch(MatmulKernels k, bool (*gemm_packed_batch)(const GemmArgs&)) {
   k.gemm_packed_batch = gemm_packed_batch;
@@ -64,11 +72,13 @@ constexpr MatmulKernels with_packed_batch(MatmulKernels k, bool (*gemm_packed_ba
 }
 
 constexpr MatmulKernels kTable[] = {
-    with_packed_batch(with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
-                                                         avx2::convert_q8_0_sums, avx2::gemm_q4_0),
-                                                   avx2::q4_0_scratch_floats),
-                                      8, avx2::gemm_q4_0_groups),
-                      avx2::gemm_q4_0_packed_batch),
+    with_mid(with_packed_batch(
+                 with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
+                                                    avx2::convert_q8_0_sums, avx2::gemm_q4_0),
+                                              avx2::q4_0_scratch_floats),
+                                 8, avx2::gemm_q4_0_groups),
+                 avx2::gemm_q4_0_packed_batch),
+             24),
     with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2", avx2::q8_0_sums_row_bytes,
                                        avx2::convert_q8_0_sums, avx2::gemm_q5_0),
                                  avx2::q5_0_scratch_floats),
@@ -94,12 +104,13 @@ constexpr MatmulKernels kTable[] = {
 
 // avx2-vnni: its own Q4_0, Q5_0, Q8_0, Q4_K and Q6_K entries (the other types fall back to avx2).
 constexpr MatmulKernels kVnniTable[] = {
-    with_packed_batch(
-        with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
-                                           avx2::convert_q8_0_sums, avx2vnni::gemm_q4_0),
-                                     avx2vnni::scratch_floats),
-                        8, avx2::gemm_q4_0_groups_vnni),
-        avx2vnni::gemm_q4_0_packed_batch),
+    with_mid(with_packed_batch(
+                 with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
+                                                    avx2::convert_q8_0_sums, avx2vnni::gemm_q4_0),
+                                              avx2vnni::scratch_floats),
+                                 8, avx2::gemm_q4_0_groups_vnni),
+                 avx2vnni::gemm_q4_0_packed_batch),
+             20),
     with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx2-vnni", avx2::q8_0_sums_row_bytes,
                                        avx2::convert_q8_0_sums, avx2vnni::gemm_q5_0),
                                  avx2::q5_0_scratch_floats),

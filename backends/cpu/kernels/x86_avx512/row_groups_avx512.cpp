@@ -1,4 +1,5 @@
-// Decode and small batches (up to 16 activation rows) of Q8_0, Q4_0 and Q5_0
+// Decode and small batches (up to 16 activation rows; since stop 17 up to the
+// entry's packed_mid_act where the batch order allows, ops/matmul.cpp) of Q8_0, Q4_0 and Q5_0
 // weights repacked at load into row groups of 8 (kernels/repack.h,
 // kLayoutRowGroups8), with AVX-512 VNNI.
 //

@@ -57,19 +57,30 @@ constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(con
   return k;
 }
 
+// Mid-size batches (stop 17): up to mid_act rows on the row groups too (packed_reads: where the order allows),
+// the crossover with the batch path from the per-row cost curve (bench_matmul_kernels mid*, docs/perf/stop17-mb.md):
+// Q4_0 64, Q5_0 (llama.cpp's order only) 40, Q8_0 128 (the groups still ahead of the prompt tiles there).
+constexpr MatmulKernels with_mid(MatmulKernels k, int64_t mid_act) {
+  k.packed_mid_act = mid_act;
+  return k;
+}
+
 constexpr MatmulKernels kTable[] = {
-    with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
-                                       avx512::convert_q8_0_sums, avx512::gemm_q4_0),
-                                 avx512::legacy_scratch_floats),
-                    avx512::gemm_q4_0_groups),
-    with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
-                                       avx512::convert_q8_0_sums, avx512::gemm_q5_0),
-                                 avx512::legacy_scratch_floats),
-                    avx512::gemm_q5_0_groups),
-    with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
-                                       avx512::convert_q8_0_sums, avx512::gemm_q8_0),
-                                 avx512::legacy_scratch_floats),
-                    avx512::gemm_q8_0_groups),
+    with_mid(with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
+                                                avx512::convert_q8_0_sums, avx512::gemm_q4_0),
+                                          avx512::legacy_scratch_floats),
+                             avx512::gemm_q4_0_groups),
+             64),
+    with_mid(with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
+                                                avx512::convert_q8_0_sums, avx512::gemm_q5_0),
+                                          avx512::legacy_scratch_floats),
+                             avx512::gemm_q5_0_groups),
+             40),
+    with_mid(with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
+                                                avx512::convert_q8_0_sums, avx512::gemm_q8_0),
+                                          avx512::legacy_scratch_floats),
+                             avx512::gemm_q8_0_groups),
+             128),
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
                                      avx512::gemm_q4_K),
                                avx512::q4_K_scratch_floats),
