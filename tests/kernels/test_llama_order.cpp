@@ -105,6 +105,42 @@ TEST(LlamaOrder, PromptTilesEqualTheReferenceBitForBit) {
   set_batch_order(before);
 }
 
+// Q8_0 quants of -128: our quantizer never writes them, but a GGUF may hold
+// them. The AVX2 forms take |w| (128 as an unsigned byte) and move the sign to
+// the activation, which is exact; a form that took |x| and sign(w, x) instead
+// would turn -128 * -x into -128 * x. Decode, small batches and prompt tiles
+// (the GGUF layout; 4- and 8-row tiles, remainders of 1-3 rows) against the
+// scalar reference, bit for bit, under every ISA.
+TEST(LlamaOrder, Q8_0QuantsOfMinus128AreExact) {
+  const BatchOrder before = batch_order();
+  set_batch_order(BatchOrder::llama);
+  std::mt19937 rng(128);
+  const DType t = DType::Q8_0;
+  const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
+  for (int64_t k : {64, 1056})
+    for (int64_t rows : {13, 19}) {
+      auto w = test::random_weights(t, rows, k, rng);
+      const uint64_t rb = row_bytes(t, k);
+      std::uniform_int_distribution<int> pick(0, 3);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t e = 0; e < k; ++e)
+          if (pick(rng) == 0) w[uint64_t(r) * rb + uint64_t(e / 32) * 34 + 2 + uint64_t(e % 32)] = 0x80;  // -128
+      for (int64_t n_act : {1, 5, 17, 70}) {
+        // Activations of both signs (so that -128 meets negative x) and large enough to quantize to +-127.
+        const std::vector<float> x = llama_order_activations(n_act, k, rng);
+        const auto a = gemm(*ref, w, t, rows, k, x, n_act, false);
+        for (Isa isa : simd_isas()) {
+          const MatmulKernels* fast = isa_matmul_kernels(t, isa);
+          if (!fast) continue;
+          const auto b = gemm(*fast, w, t, rows, k, x, n_act, false);
+          EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+              << isa_name(isa) << " k=" << k << " rows=" << rows << " n_act=" << n_act;
+        }
+      }
+    }
+  set_batch_order(before);
+}
+
 // One-row F32/F16 products (decode, single_rows) on 37 weight rows: slices of 16
 // rows in the lanes (AVX-512), then 4 x 1 and 1 x 1 tiles; k with no tail, a
 // tail under 8 (fused only), one of 8+ (rounded products, then fused), and a

@@ -19,10 +19,16 @@
 // Less work per pair than LegacyKernel: the activation scales are the f32
 // of convert_q8_0_sums rows (no f16 conversion per block), the 4 rows' scales
 // are converted by one vcvtph2ps and multiplied by an activation's scale in
-// one vmulps (4 products, both 128-bit halves), and each pair's d_w * d_x is
-// spread by one in-lane vpermilps. Tiles of 4 weight rows x 2 activation
-// rows (8 float accumulators), so a tile never straddles a row group; on
-// the GGUF layout the 4 scales are gathered (vpinsrw).
+// one vmulps (4 products). Each pair's d_w * d_x then reaches its FMA either
+// by one in-lane vpermilps of the products in both 128-bit halves
+// (kMemSpread false: avx2-vnni) or by a broadcast load of the products stored
+// once per block and activation row (kMemSpread true: avx2). On plain AVX2 a
+// pair's vpmaddubsw, vpmaddwd and FMA share two pipes (docs/cpu-kernels.md,
+// "Where the AVX2 Q8_0 pair's time goes"), so the shuffle is the one op that
+// can leave the vector pipes for the load ports; avx2-vnni has one vector op
+// fewer per pair and measured no better from it. Tiles of 4 weight rows x 2
+// activation rows (8 float accumulators), so a tile never straddles a row
+// group; on the GGUF layout the 4 scales are gathered (vpinsrw).
 //
 // Included by the AVX2 files; declares its own unnamed namespace (like
 // tile_driver.h), so each ISA's file gets its own instantiations.
@@ -94,7 +100,10 @@ TileRows<RW> group_rows(const opal::cpu::GemmArgs& g, int64_t row) {
   return t;
 }
 
-template <class Dot>
+// kMemSpread: each pair's d_w * d_x reaches its FMA by a broadcast load from
+// the block's 4 products stored on the stack (avx2), or by an in-lane
+// vpermilps of a register (avx2-vnni); see the block comment above.
+template <class Dot, bool kMemSpread>
 struct Q8_0LlamaTiles {
   // Lane i of each 128-bit half in every lane.
   static __m256 spread(__m256 v, int i) {
@@ -104,6 +113,20 @@ struct Q8_0LlamaTiles {
       case 2: return _mm256_permute_ps(v, 0xAA);
       default: return _mm256_permute_ps(v, 0xFF);
     }
+  }
+
+  // The RW (<= 4) rows' block scales at offset o as f32 in lanes 0..3.
+  template <int RW>
+  static __m128 row_scales(const TileRows<RW>& w, uint64_t o) {
+    __m128i h;
+    if (RW == 4 && w.contiguous_scales) {
+      h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scale[0] + o));
+    } else {
+      uint16_t s[4] = {0, 0, 0, 0};
+      for (int i = 0; i < RW; ++i) std::memcpy(&s[i], w.scale[i] + o, 2);
+      h = _mm_setr_epi16(short(s[0]), short(s[1]), short(s[2]), short(s[3]), 0, 0, 0, 0);
+    }
+    return _mm_cvtph_ps(h);
   }
 
   // RW weight rows x RA activation rows (convert_q8_0_sums rows) from act, over the whole row length.
@@ -121,26 +144,25 @@ struct Q8_0LlamaTiles {
       for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint64_t o = uint64_t(b) * w.stride;
-      __m128i h;
-      if (RW == 4 && w.contiguous_scales) {
-        h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scale[0] + o));
-      } else {
-        uint16_t s[4] = {0, 0, 0, 0};
-        for (int i = 0; i < RW; ++i) std::memcpy(&s[i], w.scale[i] + o, 2);
-        h = _mm_setr_epi16(short(s[0]), short(s[1]), short(s[2]), short(s[3]), 0, 0, 0, 0);
-      }
-      const __m128 wd4 = _mm_cvtph_ps(h);
-      const __m256 wd = _mm256_set_m128(wd4, wd4);
       typename Dot::X xq[RA];
-      __m256 d[RA];
-      for (int a = 0; a < RA; ++a) {
-        d[a] = _mm256_mul_ps(wd, _mm256_broadcast_ss(xd[a] + b));
-        xq[a] = Dot::act(x[a] + b * kQ8_0Bytes + 2);
+      [[maybe_unused]] __m256 d[RA];
+      [[maybe_unused]] alignas(16) float dm[RA][4];
+      const __m128 wd4 = row_scales<RW>(w, o);
+      if constexpr (kMemSpread) {
+        for (int a = 0; a < RA; ++a) _mm_store_ps(dm[a], _mm_mul_ps(wd4, _mm_broadcast_ss(xd[a] + b)));
+      } else {
+        const __m256 wd = _mm256_set_m128(wd4, wd4);
+        for (int a = 0; a < RA; ++a) d[a] = _mm256_mul_ps(wd, _mm256_broadcast_ss(xd[a] + b));
       }
+      for (int a = 0; a < RA; ++a) xq[a] = Dot::act(x[a] + b * kQ8_0Bytes + 2);
+      if constexpr (kMemSpread) asm("" : "+m"(dm));  // the products are read back by broadcast loads
       for (int i = 0; i < RW; ++i) {
         const typename Dot::W q = Dot::weights(w.quants[i] + o);
         for (int a = 0; a < RA; ++a)
-          acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(q, xq[a])), spread(d[a], i), acc[i][a]);
+          if constexpr (kMemSpread)
+            acc[i][a] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(q, xq[a])), _mm256_broadcast_ss(&dm[a][i]), acc[i][a]);
+          else acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(q, xq[a])), spread(d[a], i), acc[i][a]);
       }
     }
     for (int i = 0; i < RW; ++i)

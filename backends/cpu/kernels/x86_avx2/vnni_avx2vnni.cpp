@@ -198,7 +198,7 @@ void gemm_q5_0(const GemmArgs& g) {
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
   else if (g.scratch != nullptr && lanes_order(DType::Q8_0)) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
-  else Q8_0LlamaTiles<VnniDot>::run(g);
+  else Q8_0LlamaTiles<VnniDot, false>::run(g);
 }
 
 bool gemm_q4_0_packed_batch(const GemmArgs& g) {
@@ -211,7 +211,7 @@ bool gemm_q4_0_packed_batch(const GemmArgs& g) {
 
 bool gemm_q8_0_packed_batch(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows || lanes_order(DType::Q8_0)) return false;
-  Q8_0LlamaTiles<VnniDot>::run(g);
+  Q8_0LlamaTiles<VnniDot, false>::run(g);
   return true;
 }
 
