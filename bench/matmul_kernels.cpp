@@ -25,7 +25,13 @@
 //                         (1152 x 6912) and tied output (262144 x 1152, 320 MB
 //                         in Q8_0: one copy, beyond any cache).
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
-//                         to the entry's packed_max_act read the groups).
+//                         to the entry's packed_max_act read the groups; not
+//                         the K-quants, which have the kq- curve below).
+//   kq-batch<M>, kq-packed-batch<M>/<isa>/<q4_K|q6_K>: M = 1-32 activation rows
+//                         over the decode-1024 shape from DRAM, plain and on
+//                         the K-quant row groups (GB/s of weight bytes);
+//                         kq-unpacked-batch<M>: above packed_max_act through
+//                         the unpack path (MUL_MAT's before stop 17).
 //   batch<M>/<isa>/<type>: n_act = M (2, 4, 8, 16) over the decode-1024 shape
 //                         from DRAM: GB/s of weight bytes, as decode (a small
 //                         batch that streams the weights once runs near
@@ -97,8 +103,10 @@ void unpacked_gemm(const MatmulKernels& k, DType t, const GemmArgs& g, std::vect
 
 // copies = 0: enough copies of the weights to exceed 96 MB (beyond any L3), cycled.
 // packed: the weights repacked into the entry's load-time layout (kernels/repack.h), read by gemm_packed.
+// unpack_batches: batches above packed_max_act take the unpack path even where the entry reads them in place
+// (MUL_MAT's path before gemm_packed_batch: the kq-unpacked-batch curve).
 void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096,
-         bool bytes_rate = false, bool packed = false) {
+         bool bytes_rate = false, bool packed = false, bool unpack_batches = false) {
   const MatmulKernels* k = matmul_kernels(t, isa);
   if (copies == 0) copies = int(96e6 / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
   std::vector<std::vector<uint8_t>> w;
@@ -135,7 +143,7 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
     c = (c + 1) % copies;
     if (!packed) k->gemm(g);
     else if (n_act <= k->packed_max_act) k->gemm_packed(g);
-    else if (!(k->gemm_packed_batch && k->gemm_packed_batch(g))) unpacked_gemm(*k, t, g, unpacked);
+    else if (unpack_batches || !(k->gemm_packed_batch && k->gemm_packed_batch(g))) unpacked_gemm(*k, t, g, unpacked);
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = double(g.w_row_bytes) * double(rows);
@@ -226,10 +234,27 @@ const int kRegistered = [] {
       }
       if (entry && entry->packed_layout != 0)
         for (int m : {2, 4, 8, 16})
-          if (m <= entry->packed_max_act)
+          if (m <= entry->packed_max_act && entry->packed_layout != kLayoutKGroups8)
             benchmark::RegisterBenchmark(("packed-batch" + std::to_string(m) + "/" + suffix).c_str(),
                                          [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true, true); })
                 ->Unit(benchmark::kMicrosecond);
+      // The K-quants' per-row curve (stop 17): every batch size a server step of 1-32 slots runs, plain
+      // (kq-batch<M>) and on the K-quant row groups (kq-packed-batch<M>: up to packed_max_act in the decode
+      // order, above it in place in the lanes order), Qwen3's FFN gate/up shape from DRAM, GB/s of weights.
+      if (entry && entry->packed_layout == kLayoutKGroups8)
+        for (int m : {1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}) {
+          benchmark::RegisterBenchmark(("kq-batch" + std::to_string(m) + "/" + suffix).c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true); })
+              ->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(("kq-packed-batch" + std::to_string(m) + "/" + suffix).c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true, true); })
+              ->Unit(benchmark::kMicrosecond);
+          if (m > entry->packed_max_act)
+            benchmark::RegisterBenchmark(
+                ("kq-unpacked-batch" + std::to_string(m) + "/" + suffix).c_str(),
+                [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true, true, true); })
+                ->Unit(benchmark::kMicrosecond);
+        }
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 96, 1, 1);
       })->Unit(benchmark::kMicrosecond);
