@@ -42,7 +42,8 @@
 //                         up/gate shape: short rows, 18 blocks of 32).
 //   packed-prompt[-576]/<isa>/<type>: the prompt shapes on the load-time
 //                         layout, as MUL_MAT runs them (gemm_packed_batch, or
-//                         unpacked 32 rows at a time for the plain gemm).
+//                         unpacked 32 rows at a time for the plain gemm);
+//                         unpacked-prompt (K-quants): always the unpack path.
 // Run: build/<dir>/bench_matmul_kernels [--benchmark_filter=decode/avx512]
 #include <benchmark/benchmark.h>
 
@@ -231,6 +232,10 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("packed-prompt/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 512, 64, 1, 4096, false, true);
         })->Unit(benchmark::kMillisecond);
+        if (kquant)  // the unpack path MUL_MAT took for them before stop 17
+          benchmark::RegisterBenchmark(("unpacked-prompt/" + suffix).c_str(), [=](benchmark::State& s) {
+            run(s, isa, t, 512, 64, 1, 4096, false, true, true);
+          })->Unit(benchmark::kMillisecond);
       }
       if (entry && entry->packed_layout != 0)
         for (int m : {2, 4, 8, 16})
