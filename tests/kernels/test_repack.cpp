@@ -276,8 +276,8 @@ TEST(KGroups, PackedBatchesAreThePlainBitsOnEveryIsa) {
           }
           auto packed = plain;
           repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
-          for (int64_t n_act : {int64_t(4), int64_t(5), int64_t(6), int64_t(7), int64_t(8), int64_t(13), int64_t(16),
-                                int64_t(33)}) {
+          for (int64_t n_act :
+               {int64_t(4), int64_t(5), int64_t(6), int64_t(7), int64_t(8), int64_t(13), int64_t(16), int64_t(33)}) {
             if (n_act <= kern->packed_max_act) continue;
             const auto act = test::convert_acts(*kern, x.data(), n_act, k);
             test::GemmCall call;

@@ -84,20 +84,23 @@ inline __m256i lane_bytes(int b0, int b1, int b2, int b3) {
 struct Q4KGroupScales {
   __m256i sc[2], mn[2];
   explicit Q4KGroupScales(const uint8_t* gb) {
-    const __m256i lo4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi32(0x3F3F3F3F),
-                  m4 = _mm256_set1_epi32(0x0F0F0F0F), hi2 = _mm256_set1_epi32(0x30303030);
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi32(0x3F3F3F3F), m4 = _mm256_set1_epi32(0x0F0F0F0F),
+                  hi2 = _mm256_set1_epi32(0x30303030);
     const __m256i w0 = load32(gb + 32), w1 = load32(gb + 64), w2 = load32(gb + 96);
     sc[0] = _mm256_and_si256(w0, m6);
     sc[1] = _mm256_or_si256(_mm256_and_si256(w2, lo4), _mm256_and_si256(_mm256_srli_epi32(w0, 2), hi2));
     mn[0] = _mm256_and_si256(w1, m6);
-    mn[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4), _mm256_and_si256(_mm256_srli_epi32(w1, 2), hi2));
+    mn[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi32(w1, 2), hi2));
   }
   // Scale s (0-7) of each row as the int16 pair (s, s).
   __m256i scale_pair(int s) const { return _mm256_shuffle_epi8(sc[s / 4], pick(s % 4)); }
   // Min l (0-7) of each row as the int16 pair (m, m).
   __m256i min_pair(int l) const { return _mm256_shuffle_epi8(mn[l / 4], pick(l % 4)); }
   // Mins (2u, 2u + 1), u = 0-3, of each row as one int16 pair.
-  __m256i mins_2u(int u) const { return _mm256_shuffle_epi8(mn[u / 2], lane_bytes(2 * (u % 2), -1, 2 * (u % 2) + 1, -1)); }
+  __m256i mins_2u(int u) const {
+    return _mm256_shuffle_epi8(mn[u / 2], lane_bytes(2 * (u % 2), -1, 2 * (u % 2) + 1, -1));
+  }
   static __m256i pick(int b) { return lane_bytes(b, -1, b, -1); }
 };
 
@@ -118,8 +121,8 @@ inline __m256i q4_K_group_mins(const __m256i mins2[4], const uint8_t* xb) {
 inline __m256i q6_K_group_offset(const __m256i sw[4], const uint8_t* xb) {
   __m256i c = _mm256_setzero_si256();
   for (int t = 0; t < 8; ++t) {
-    const __m256i sp =
-        _mm256_srai_epi16(_mm256_shuffle_epi8(sw[t / 2], t % 2 ? lane_bytes(-1, 2, -1, 3) : lane_bytes(-1, 0, -1, 1)), 8);
+    const __m256i sp = _mm256_srai_epi16(
+        _mm256_shuffle_epi8(sw[t / 2], t % 2 ? lane_bytes(-1, 2, -1, 3) : lane_bytes(-1, 0, -1, 1)), 8);
     c = _mm256_add_epi32(c, _mm256_madd_epi16(sp, bcast4(xb + kQ8_KBsums + 4 * t)));
   }
   return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c, 5));

@@ -16,9 +16,9 @@ constexpr int kDecodeActs = 3;  // packed_max_act (table.cpp): the plain kernels
 constexpr GroupFn kQ4K[kDecodeActs] = {q4_K_group<MaddDot, 1>, q4_K_group<MaddDot, 2>, q4_K_group<MaddDot, 3>};
 constexpr GroupFn kQ6K[kDecodeActs] = {q6_K_group<MaddDot, 1>, q6_K_group<MaddDot, 2>, q6_K_group<MaddDot, 3>};
 constexpr GroupFn kQ4KLanes[kMaxActs] = {q4_K_group_lanes<MaddDot, 1>, q4_K_group_lanes<MaddDot, 2>,
-                                        q4_K_group_lanes<MaddDot, 3>, q4_K_group_lanes<MaddDot, 4>};
+                                         q4_K_group_lanes<MaddDot, 3>, q4_K_group_lanes<MaddDot, 4>};
 constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_lanes<MaddDot, 1>, q6_K_group_lanes<MaddDot, 2>,
-                                        q6_K_group_lanes<MaddDot, 3>, q6_K_group_lanes<MaddDot, 4>};
+                                         q6_K_group_lanes<MaddDot, 3>, q6_K_group_lanes<MaddDot, 4>};
 
 }  // namespace
 

@@ -41,8 +41,7 @@ __m512i load64(const uint8_t* p) { return _mm512_loadu_si512(p); }
 struct LanePerm {
   __m512i idx[8];
   LanePerm() {
-    for (int l = 0; l < 8; ++l)
-      idx[l] = _mm512_inserti64x4(_mm512_set1_epi32(l), _mm256_set1_epi32(8 + l), 1);
+    for (int l = 0; l < 8; ++l) idx[l] = _mm512_inserti64x4(_mm512_set1_epi32(l), _mm256_set1_epi32(8 + l), 1);
   }
 };
 
@@ -252,7 +251,8 @@ void q6_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
         x23[a] = load64(xb[a] + kQ8_KQs + 128 * h + 64);
       }
       for (int l = 0; l < 8; l += 2) {
-        const Q6KPieces q0(gb + 144 + (2 * l + h) * 3 * 32, lo4, hi2), q1(gb + 144 + (2 * l + 2 + h) * 3 * 32, lo4, hi2);
+        const Q6KPieces q0(gb + 144 + (2 * l + h) * 3 * 32, lo4, hi2),
+            q1(gb + 144 + (2 * l + 2 + h) * 3 * 32, lo4, hi2);
         const int s = 8 * h + l / 4;
         const __m512i s01 = join(scale(s), scale(s + 2)), s23 = join(scale(s + 4), scale(s + 6));
         for (int a = 0; a < RA; ++a) {
