@@ -25,7 +25,13 @@
 //                         (1152 x 6912) and tied output (262144 x 1152, 320 MB
 //                         in Q8_0: one copy, beyond any cache).
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
-//                         to the entry's packed_max_act read the groups).
+//                         to the entry's packed_max_act read the groups; not
+//                         the K-quants, which have the kq- curve below).
+//   kq-batch<M>, kq-packed-batch<M>/<isa>/<q4_K|q6_K>: M = 1-32 activation rows
+//                         over the decode-1024 shape from DRAM, plain and on
+//                         the K-quant row groups (GB/s of weight bytes);
+//                         kq-unpacked-batch<M>: above packed_max_act through
+//                         the unpack path (MUL_MAT's before stop 17).
 //   batch<M>/<isa>/<type>: n_act = M (2, 4, 8, 16) over the decode-1024 shape
 //                         from DRAM: GB/s of weight bytes, as decode (a small
 //                         batch that streams the weights once runs near
@@ -45,7 +51,8 @@
 //                         either path (M above packed_max_act) for the curve.
 //   packed-prompt[-576]/<isa>/<type>: the prompt shapes on the load-time
 //                         layout, as MUL_MAT runs them (gemm_packed_batch, or
-//                         unpacked 32 rows at a time for the plain gemm).
+//                         unpacked 32 rows at a time for the plain gemm);
+//                         unpacked-prompt (K-quants): always the unpack path.
 // Run: build/<dir>/bench_matmul_kernels [--benchmark_filter=decode/avx512]
 #include <benchmark/benchmark.h>
 
@@ -105,10 +112,12 @@ void unpacked_gemm(const MatmulKernels& k, DType t, const GemmArgs& g, std::vect
 }
 
 // How a batch on repacked weights runs: as MUL_MAT does (packed_reads), or forced to either path.
-enum class Path { dispatch, groups, batch };
+enum class Path { dispatch, groups, batch, unpack };
 
 // copies = 0: enough copies of the weights to exceed 96 MB (beyond any L3), cycled.
 // packed: the weights repacked into the entry's load-time layout (kernels/repack.h), read by gemm_packed.
+// Path::unpack: batches above packed_max_act take the unpack path even where the entry reads them in place
+// (MUL_MAT's path before gemm_packed_batch: the unpacked-prompt and kq-unpacked-batch curves).
 void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096,
          bool bytes_rate = false, bool packed = false, Path path = Path::dispatch) {
   const MatmulKernels* k = matmul_kernels(t, isa);
@@ -147,7 +156,7 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
     c = (c + 1) % copies;
     if (!packed) k->gemm(g);
     else if (path == Path::groups || (path == Path::dispatch && packed_reads(*k, n_act))) k->gemm_packed(g);
-    else if (!(k->gemm_packed_batch && k->gemm_packed_batch(g))) unpacked_gemm(*k, t, g, unpacked);
+    else if (path == Path::unpack || !(k->gemm_packed_batch && k->gemm_packed_batch(g))) unpacked_gemm(*k, t, g, unpacked);
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = double(g.w_row_bytes) * double(rows);
@@ -235,6 +244,10 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("packed-prompt/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 512, 64, 1, 4096, false, true);
         })->Unit(benchmark::kMillisecond);
+        if (kquant)  // the unpack path MUL_MAT took for them before stop 17
+          benchmark::RegisterBenchmark(("unpacked-prompt/" + suffix).c_str(), [=](benchmark::State& s) {
+            run(s, isa, t, 512, 64, 1, 4096, false, true, Path::unpack);
+          })->Unit(benchmark::kMillisecond);
       }
       if (entry && entry->packed_layout == kLayoutRowGroups8)  // the per-row cost curve of batches of 1 .. 64 rows
         for (int64_t kk : {1024, 3072, 2048})
@@ -254,10 +267,27 @@ const int kRegistered = [] {
           }
       if (entry && entry->packed_layout != 0)
         for (int m : {2, 4, 8, 16})
-          if (m <= entry->packed_max_act)
+          if (m <= entry->packed_max_act && entry->packed_layout != kLayoutKGroups8)
             benchmark::RegisterBenchmark(("packed-batch" + std::to_string(m) + "/" + suffix).c_str(),
                                          [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true, true); })
                 ->Unit(benchmark::kMicrosecond);
+      // The K-quants' per-row curve (stop 17): every batch size a server step of 1-32 slots runs, plain
+      // (kq-batch<M>) and on the K-quant row groups (kq-packed-batch<M>: up to packed_max_act in the decode
+      // order, above it in place in the lanes order), Qwen3's FFN gate/up shape from DRAM, GB/s of weights.
+      if (entry && entry->packed_layout == kLayoutKGroups8)
+        for (int m : {1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}) {
+          benchmark::RegisterBenchmark(("kq-batch" + std::to_string(m) + "/" + suffix).c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true); })
+              ->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(("kq-packed-batch" + std::to_string(m) + "/" + suffix).c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true, true); })
+              ->Unit(benchmark::kMicrosecond);
+          if (m > entry->packed_max_act)
+            benchmark::RegisterBenchmark(
+                ("kq-unpacked-batch" + std::to_string(m) + "/" + suffix).c_str(),
+                [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true, true, Path::unpack); })
+                ->Unit(benchmark::kMicrosecond);
+        }
       benchmark::RegisterBenchmark(("decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 96, 1, 1);
       })->Unit(benchmark::kMicrosecond);

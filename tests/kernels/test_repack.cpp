@@ -250,6 +250,94 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
 #endif
 }
 
+// Batches above packed_max_act on the K-quant row groups, read in place
+// (MatmulKernels::gemm_packed_batch, stop 17) in the plain batch kernels' lanes
+// order: the plain entry's bits on the GGUF layout for every row (thread slices
+// on groups, the last with the partial group, odd rows, batches of 4-33 rows
+// that leave every remainder of the 4-row steps), and the same bits on every
+// ISA (the lanes order is one order). Without a scratch the entry declines
+// (false) and writes nothing.
+TEST(KGroups, PackedBatchesAreThePlainBitsOnEveryIsa) {
+  std::mt19937 rng(29);
+  int checked = 0;
+  for (DType t : {DType::Q4_K, DType::Q6_K})
+    for (int64_t k : {256, 1024, 2304})
+      for (int64_t rows : {8, 13, 37, 64}) {
+        const auto plain = test::random_weights(t, rows, k, rng);
+        std::normal_distribution<float> val(0.0f, 2.0f);
+        std::vector<float> x(size_t(33 * k));
+        for (auto& v : x) v = val(rng);
+        std::vector<std::vector<float>> first(34);  // the first ISA's results per batch size
+        for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+          const MatmulKernels* kern = matmul_kernels(t, isa);
+          if (!kern || kern->packed_layout != kLayoutKGroups8 || !kern->gemm_packed_batch) {
+            std::printf("[ REPACK   ] %s %s: no K-quant group batches\n", isa_name(isa), dtype_name(t));
+            continue;
+          }
+          auto packed = plain;
+          repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
+          for (int64_t n_act :
+               {int64_t(4), int64_t(5), int64_t(6), int64_t(7), int64_t(8), int64_t(13), int64_t(16), int64_t(33)}) {
+            if (n_act <= kern->packed_max_act) continue;
+            const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+            test::GemmCall call;
+            call.fill = -1.0f;
+            const auto want = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
+            std::vector<float> got(want.size(), -1.0f);
+            std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+            GemmArgs g;
+            g.w = packed.data();
+            g.w_row_bytes = row_bytes(t, k);
+            g.k = k;
+            g.act = act.data();
+            g.act_row_bytes = kern->act_row_bytes(k);
+            g.n_act = n_act;
+            g.out = got.data();
+            g.out_stride = rows;
+            g.layout = kern->packed_layout;
+            g.n_rows = rows;
+            g.row_begin = 0;
+            g.row_end = rows;
+            EXPECT_FALSE(kern->gemm_packed_batch(g)) << "no scratch: declined";  // g.scratch is null
+            for (float v : got) ASSERT_EQ(-1.0f, v) << "declined, yet wrote the output";
+            g.scratch = scratch.data();
+            const int64_t split = rows / 2 / 8 * 8;
+            for (auto [b, e] : {std::pair{int64_t(0), split}, std::pair{split, rows}}) {
+              if (b >= e) continue;
+              g.row_begin = b;
+              g.row_end = e;
+              EXPECT_TRUE(kern->gemm_packed_batch(g));
+            }
+            EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                << isa_name(isa) << " " << dtype_name(t) << " k " << k << " rows " << rows << " n_act " << n_act;
+            auto& ref = first[size_t(n_act)];
+            if (ref.empty()) ref = got;
+            else
+              EXPECT_EQ(0, std::memcmp(ref.data(), got.data(), ref.size() * sizeof(float)))
+                  << isa_name(isa) << " " << dtype_name(t) << " n_act " << n_act << ": another ISA's bits";
+            ++checked;
+          }
+          GemmArgs bad;  // a slice must start on a group
+          bad.w = packed.data();
+          bad.w_row_bytes = row_bytes(t, k);
+          bad.k = k;
+          bad.row_begin = 3;
+          bad.row_end = rows;
+          bad.n_rows = rows;
+          bad.n_act = 9;
+          bad.layout = kern->packed_layout;
+          std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+          bad.scratch = scratch.data();
+          EXPECT_THROW(kern->gemm_packed_batch(bad), Error);
+        }
+      }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the K-quant group batches were not run";
+  }
+#endif
+}
+
 // Prompt batches on the row groups read in place (MatmulKernels::gemm_packed_batch,
 // AVX2 Q8_0 in llama.cpp's order and Q4_0): the scalar reference's bits (the
 // plain GGUF layout through the reference gemm) on slices that start on groups,

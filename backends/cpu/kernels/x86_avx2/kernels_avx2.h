@@ -50,8 +50,12 @@ void gemm_q5_0_groups(const GemmArgs& g);
 // Q4_K / Q6_K weights in K-quant row groups of 8 (kernels/repack.h kLayoutKGroups8;
 // kquant_groups_avx2.cpp): decode and batches of up to 3 rows; the plain rows after the
 // last group go to gemm_q4_K / gemm_q6_K (avx2vnni's forms: kquant_groups_avx2vnni.cpp).
+// The _batch forms (gemm_packed_batch): larger batches on the groups in place, in the
+// plain batch kernels' lanes order (false without a scratch: the plain path then).
 void gemm_q4_K_groups(const GemmArgs& g);
 void gemm_q6_K_groups(const GemmArgs& g);
+bool gemm_q4_K_groups_batch(const GemmArgs& g);
+bool gemm_q6_K_groups_batch(const GemmArgs& g);
 // Prompt batches (more than packed_max_act rows) on the Q8_0 / Q4_0 row groups, read
 // in place (MatmulKernels::gemm_packed_batch): false for a batch they leave to the
 // unpacked path (the lanes order of Q8_0).
@@ -78,8 +82,10 @@ void gemm_q6_K(const GemmArgs& g);
 // Q5_0 weights in row groups of 8 (row_groups_avx2vnni.cpp): decode and batches of up to 16 rows.
 void gemm_q5_0_groups(const GemmArgs& g);
 // Q4_K / Q6_K weights in K-quant row groups of 8 (kquant_groups_avx2vnni.cpp, vpdpwssd):
-// decode and batches of up to 3 rows.
+// decode and batches of up to 3 rows; larger batches in place (the _batch forms).
 void gemm_q4_K_groups(const GemmArgs& g);
 void gemm_q6_K_groups(const GemmArgs& g);
+bool gemm_q4_K_groups_batch(const GemmArgs& g);
+bool gemm_q6_K_groups_batch(const GemmArgs& g);
 
 }  // namespace opal::cpu::avx2vnni

@@ -30,8 +30,13 @@
 // one accumulator per lane (8 rows each), and hsum8's tree over the 8 at the
 // end. So a packed weight gives the plain layout's bits (and Q6_K keeps
 // llama.cpp's, which the Q4_0 / Q4_K_M goldens' output matrices rely on).
-// Batches of 1-3 activation rows share each group's unpacked quants. Rows
-// past the last whole group are plain: the plain gemm takes them.
+// Batches of 1-3 activation rows share each group's unpacked quants. Larger
+// batches (stop 17: q4_K_group_lanes, q6_K_group_lanes, run_k_group_batch)
+// read the groups in place too, in the plain batch kernels' lanes order (one
+// exact int32 per row and super-block, one FMA; see there). Rows past the
+// last whole group are plain: the plain gemm takes them. The layout's helpers
+// (Q4KGroupScales, q4_K_group_mins, q6_K_group_offset, lane_bytes, the group
+// walk run_k_groups) serve x86_avx512/kquant_groups_avx512.cpp too.
 #pragma once
 #include <immintrin.h>
 
@@ -52,23 +57,75 @@ constexpr int kKGroupPrefetch = 8 * 1024;
 constexpr int64_t kGroup = 8;
 constexpr int64_t kQ4KGroupBytes = kGroup * kQ4_KBytes;  // 1152
 constexpr int64_t kQ6KGroupBytes = kGroup * kQ6_KBytes;  // 1680
-constexpr int kMaxActs = 3;
+constexpr int kMaxActs = 4;  // the most activation rows one group call takes (avx2's decode: 3)
 
-__m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-__m256i bcast4(const uint8_t* p) {
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256i bcast4(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
-__m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load_f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 // A vpshufb control that picks, in every int32 lane k, bytes 4k + b0..b3 of
 // the lane (b < 0: zero), the same in both 128-bit halves.
-__m256i lane_bytes(int b0, int b1, int b2, int b3) {
+inline __m256i lane_bytes(int b0, int b1, int b2, int b3) {
   auto one = [](int b) { return uint32_t(b < 0 ? 0x80 : b); };
   const uint32_t v = one(b0) | one(b1) << 8 | one(b2) << 16 | one(b3) << 24;
   return _mm256_add_epi8(_mm256_set1_epi32(int(v)), _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0,
                                                                       0x04040404, 0x08080808, 0x0C0C0C0C));
+}
+
+// The 6-bit scales and mins of a Q4_K group's super-block (its three scale
+// words at gb + 32), 8 rows at once on 32-bit lanes: sc[0] holds the bytes of
+// scales 0-3 of each row's lane, sc[1] scales 4-7, mn[0] / mn[1] the mins.
+struct Q4KGroupScales {
+  __m256i sc[2], mn[2];
+  explicit Q4KGroupScales(const uint8_t* gb) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi32(0x3F3F3F3F), m4 = _mm256_set1_epi32(0x0F0F0F0F),
+                  hi2 = _mm256_set1_epi32(0x30303030);
+    const __m256i w0 = load32(gb + 32), w1 = load32(gb + 64), w2 = load32(gb + 96);
+    sc[0] = _mm256_and_si256(w0, m6);
+    sc[1] = _mm256_or_si256(_mm256_and_si256(w2, lo4), _mm256_and_si256(_mm256_srli_epi32(w0, 2), hi2));
+    mn[0] = _mm256_and_si256(w1, m6);
+    mn[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi32(w1, 2), hi2));
+  }
+  // Scale s (0-7) of each row as the int16 pair (s, s).
+  __m256i scale_pair(int s) const { return _mm256_shuffle_epi8(sc[s / 4], pick(s % 4)); }
+  // Min l (0-7) of each row as the int16 pair (m, m).
+  __m256i min_pair(int l) const { return _mm256_shuffle_epi8(mn[l / 4], pick(l % 4)); }
+  // Mins (2u, 2u + 1), u = 0-3, of each row as one int16 pair.
+  __m256i mins_2u(int u) const {
+    return _mm256_shuffle_epi8(mn[u / 2], lane_bytes(2 * (u % 2), -1, 2 * (u % 2) + 1, -1));
+  }
+  static __m256i pick(int b) { return lane_bytes(b, -1, b, -1); }
+};
+
+// Q4_K's mins against an activation row: sum_u (m_2u, m_2u+1) . (S_2u, S_2u+1),
+// S_t = bsum_2t + bsum_2t+1 (the 32-element sums; int16: at most 32 * 128).
+inline __m256i q4_K_group_mins(const __m256i mins2[4], const uint8_t* xb) {
+  const __m128i s = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + kQ8_KBsums)),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + kQ8_KBsums + 16)));
+  __m256i m = _mm256_madd_epi16(mins2[0], _mm256_set1_epi32(_mm_extract_epi32(s, 0)));
+  m = _mm256_add_epi32(m, _mm256_madd_epi16(mins2[1], _mm256_set1_epi32(_mm_extract_epi32(s, 1))));
+  m = _mm256_add_epi32(m, _mm256_madd_epi16(mins2[2], _mm256_set1_epi32(_mm_extract_epi32(s, 2))));
+  return _mm256_add_epi32(m, _mm256_madd_epi16(mins2[3], _mm256_set1_epi32(_mm_extract_epi32(s, 3))));
+}
+
+// Q6_K's -32 offset of a group's super-block (its four scale words sw)
+// against an activation row: -32 * sum_t (sc_2t, sc_2t+1) . (bsum_2t, bsum_2t+1),
+// the pairs sign-extended from the high byte.
+inline __m256i q6_K_group_offset(const __m256i sw[4], const uint8_t* xb) {
+  __m256i c = _mm256_setzero_si256();
+  for (int t = 0; t < 8; ++t) {
+    const __m256i sp = _mm256_srai_epi16(
+        _mm256_shuffle_epi8(sw[t / 2], t % 2 ? lane_bytes(-1, 2, -1, 3) : lane_bytes(-1, 0, -1, 1)), 8);
+    c = _mm256_add_epi32(c, _mm256_madd_epi16(sp, bcast4(xb + kQ8_KBsums + 4 * t)));
+  }
+  return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c, 5));
 }
 
 // llama.cpp's (and the plain decode kernels') order keeps 8 float lanes per
@@ -93,10 +150,7 @@ void hsum_lanes(__m256 (*acc)[8], float* const* out) {
 //   acc_L = fma(isum_L, d * d_x, acc_L); acc_L = fnmadd(m_L, dmin * d_x, acc_L)
 template <class Dot, int RA>
 void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi32(0x3F3F3F3F), m4 = _mm256_set1_epi32(0x0F0F0F0F),
-                hi2 = _mm256_set1_epi32(0x30303030);
-  const __m256i pick[4] = {lane_bytes(0, -1, 0, -1), lane_bytes(1, -1, 1, -1), lane_bytes(2, -1, 2, -1),
-                           lane_bytes(3, -1, 3, -1)};  // byte s as the int16 pair (s, s)
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
   __m256 acc[RA][8];
   for (int a = 0; a < RA; ++a)
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
@@ -104,13 +158,9 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
     for (int o = 0; o < kQ4KGroupBytes; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
-    const __m256i w0 = load32(gb + 32), w1 = load32(gb + 64), w2 = load32(gb + 96);
-    const __m256i sc[2] = {_mm256_and_si256(w0, m6),
-                           _mm256_or_si256(_mm256_and_si256(w2, lo4), _mm256_and_si256(_mm256_srli_epi32(w0, 2), hi2))};
-    const __m256i mn[2] = {_mm256_and_si256(w1, m6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4),
-                                                                     _mm256_and_si256(_mm256_srli_epi32(w1, 2), hi2))};
+    const Q4KGroupScales scm(gb);
     __m256i s16[8];
-    for (int s = 0; s < 8; ++s) s16[s] = _mm256_shuffle_epi8(sc[s / 4], pick[s % 4]);
+    for (int s = 0; s < 8; ++s) s16[s] = scm.scale_pair(s);
     const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
     const uint8_t* xb[RA];
     __m256 dd[RA], dm[RA];
@@ -132,7 +182,7 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
           isum[a] = Dot::pairs(isum[a], _mm256_maddubs_epi16(qh, bcast4(xq + 32)), s16[2 * j + 1]);
         }
       }
-      const __m256i ml = _mm256_shuffle_epi8(mn[l / 4], pick[l % 4]);
+      const __m256i ml = scm.min_pair(l);
       for (int a = 0; a < RA; ++a) {
         const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(ml, bcast4(xb[a] + kQ8_KBsums + 4 * l)));
         acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), dd[a], acc[a][l]);
@@ -200,12 +250,120 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
   hsum_lanes<RA>(acc, out);
 }
 
+// Batches in the plain batch kernels' lanes order (kquants_avx2.cpp Q4KRowsInLanes,
+// kquants_avx2vnni.cpp Q4KVnniLanes, kquants_avx512.cpp Q4KRowsInLanes: the same
+// bits on every ISA), read from the groups in place (stop 17; before, ops/matmul.cpp
+// unpacked 32 rows and the plain kernel repacked them again into its scratch):
+// per row and super-block one exact int32 sum isum = sum_s sc_s * (sub-block s . x)
+// and msum = sum_s min_s * (bsum_2s + bsum_2s+1), then
+//   acc = fma(float(isum), d * d_x, acc); acc = fnmadd(float(msum), dmin * d_x, acc)
+// and acc is the result (no horizontal sum). A sub-block's 8 pieces add in int16
+// first (|sum| <= 8 * 2 * 15 * 128 = 30720) and meet the scale pair once.
+template <class Dot, int RA>
+void q4_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[RA];
+  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kQ4KGroupBytes;
+    for (int o = 0; o < kQ4KGroupBytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    const Q4KGroupScales scm(gb);
+    const uint8_t* xb[RA];
+    __m256i isum[RA];
+    for (int a = 0; a < RA; ++a) {
+      xb[a] = x[a] + b * kQ8_KBytes;
+      isum[a] = _mm256_setzero_si256();
+    }
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo[RA], hi[RA];
+      for (int a = 0; a < RA; ++a) lo[a] = hi[a] = _mm256_setzero_si256();  // set before l = 0 overwrites them
+      for (int l = 0; l < 8; ++l) {
+        const __m256i v = load32(gb + 128 + (4 * l + j) * 32);
+        const __m256i ql = _mm256_and_si256(v, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+        for (int a = 0; a < RA; ++a) {
+          const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 4 * l;
+          const __m256i plo = _mm256_maddubs_epi16(ql, bcast4(xq)), phi = _mm256_maddubs_epi16(qh, bcast4(xq + 32));
+          lo[a] = l == 0 ? plo : in_register(_mm256_add_epi16(lo[a], plo));
+          hi[a] = l == 0 ? phi : in_register(_mm256_add_epi16(hi[a], phi));
+        }
+      }
+      const __m256i slo = scm.scale_pair(2 * j), shi = scm.scale_pair(2 * j + 1);
+      for (int a = 0; a < RA; ++a) isum[a] = Dot::pairs(Dot::pairs(isum[a], lo[a], slo), hi[a], shi);
+    }
+    const __m256i mins2[4] = {scm.mins_2u(0), scm.mins_2u(1), scm.mins_2u(2), scm.mins_2u(3)};
+    const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
+    for (int a = 0; a < RA; ++a) {
+      const __m256 xd = _mm256_set1_ps(load_f32(xb[a]));
+      const __m256 m = _mm256_cvtepi32_ps(q4_K_group_mins(mins2, xb[a]));
+      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(d, xd), acc[a]);
+      acc[a] = _mm256_fnmadd_ps(m, _mm256_mul_ps(dmin, xd), acc[a]);
+    }
+  }
+  for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
+}
+
+// Q6_K batches in the lanes order (kquants_avx2.cpp Q6KRowsInLanes and its
+// avx2-vnni / avx512 forms): isum = -32 * sum_s sc_s * bsum_s + sum_s sc_s *
+// (sub-block s . x), exact; acc = fma(float(isum), d * d_x, acc). A
+// sub-block's 4 pieces (lanes 4u .. 4u + 3 of half h, c fixed) add in int16
+// two at a time (|sum| <= 2 * 2 * 63 * 128 = 32256) before the scale pair.
+template <class Dot, int RA>
+void q6_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
+  const __m256i pick[4] = {lane_bytes(-1, 0, -1, 0), lane_bytes(-1, 1, -1, 1), lane_bytes(-1, 2, -1, 2),
+                           lane_bytes(-1, 3, -1, 3)};
+  __m256 acc[RA];
+  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kQ6KGroupBytes;
+    for (int o = 0; o < kQ6KGroupBytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    __m256i sw[4];
+    for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
+    const uint8_t* xb[RA];
+    __m256i isum[RA];
+    for (int a = 0; a < RA; ++a) {
+      xb[a] = x[a] + b * kQ8_KBytes;
+      isum[a] = q6_K_group_offset(sw, xb[a]);
+    }
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 8; l += 2) {  // lanes l, l + 1: sub-blocks 8h + 2c + l / 4
+        __m256i q[2][4];
+        for (int e = 0; e < 2; ++e) {
+          const uint8_t* pq = gb + 144 + (2 * (l + e) + h) * 3 * 32;
+          const __m256i A = load32(pq), B = load32(pq + 32), C = load32(pq + 64);
+          q[e][0] = _mm256_or_si256(_mm256_and_si256(A, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 4), hi2));
+          q[e][1] = _mm256_or_si256(_mm256_and_si256(B, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 2), hi2));
+          q[e][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), lo4), _mm256_and_si256(C, hi2));
+          q[e][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), lo4),
+                                    _mm256_and_si256(_mm256_srli_epi16(C, 2), hi2));
+        }
+        for (int c = 0; c < 4; ++c) {
+          const int s = 8 * h + 2 * c + l / 4;
+          const __m256i sv = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8);
+          for (int a = 0; a < RA; ++a) {
+            const uint8_t* xq = xb[a] + kQ8_KQs + 128 * h + 32 * c + 4 * l;
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q[0][c], bcast4(xq)),
+                                               _mm256_maddubs_epi16(q[1][c], bcast4(xq + 4)));
+            isum[a] = Dot::pairs(isum[a], p, sv);
+          }
+        }
+      }
+    const __m256 d = load_f16x8(gb);
+    for (int a = 0; a < RA; ++a)
+      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(d, _mm256_set1_ps(load_f32(xb[a]))), acc[a]);
+  }
+  for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
+}
+
 using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, float* const*);
 
-// The thread's groups against the activation rows (up to kMaxActs at once,
-// sharing each group's quants); then the plain rows after the last whole
-// group through the plain gemm.
-inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group,
+// The thread's groups against the activation rows, up to max_acts (<= kMaxActs)
+// at once through group[ra - 1] (sharing each group's quants; a group of
+// 1152-1680 bytes per super-block stays in L1 between the calls of a batch);
+// then the plain rows after the last whole group through the plain gemm.
+inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int max_acts,
                          void (*plain)(const opal::cpu::GemmArgs&)) {
   if (g.row_begin % kGroup != 0)
     opal::fail("K-quant row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
@@ -215,8 +373,8 @@ inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group,
   const int64_t end = g.row_end < full ? g.row_end : full;
   for (int64_t r = g.row_begin; r < end; r += kGroup) {
     const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
-    for (int64_t a0 = 0; a0 < g.n_act; a0 += kMaxActs) {
-      const int ra = int(g.n_act - a0 < kMaxActs ? g.n_act - a0 : kMaxActs);
+    for (int64_t a0 = 0; a0 < g.n_act; a0 += max_acts) {
+      const int ra = int(g.n_act - a0 < max_acts ? g.n_act - a0 : max_acts);
       const uint8_t* x[kMaxActs];
       float* out[kMaxActs];
       for (int a = 0; a < ra; ++a) {
@@ -232,6 +390,16 @@ inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group,
     rest.layout = 0;
     plain(rest);
   }
+}
+
+// Batches above packed_max_act (MatmulKernels::gemm_packed_batch) in the lanes
+// order, where the plain gemm takes it too (a scratch: its lanes kernels need
+// one); false, writing nothing, otherwise (ops/matmul.cpp then unpacks).
+inline bool run_k_group_batch(const opal::cpu::GemmArgs& g, const GroupFn* lanes,
+                              void (*plain)(const opal::cpu::GemmArgs&)) {
+  if (g.scratch == nullptr) return false;
+  run_k_groups(g, lanes, kMaxActs, plain);
+  return true;
 }
 
 }  // namespace

@@ -49,11 +49,14 @@ constexpr MatmulKernels with_row_groups(MatmulKernels k, int64_t max_act, void (
 }
 
 // Q4_K and Q6_K decode from K-quant row groups of 8 repacked at load (kernels/repack.h, kquant_groups_avx2.cpp):
-// batches of up to 3 activation rows (the plain kernels' per-row sizes; 4 or more take the lanes batches).
-constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&)) {
+// batches of up to 3 activation rows (the plain kernels' per-row sizes) in their order; 4 or more read the
+// groups in place too, in the plain lanes batches' order (gemm_packed_batch, stop 17).
+constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
+                                      bool (*gemm_packed_batch)(const GemmArgs&)) {
   k.packed_layout = kLayoutKGroups8;
   k.packed_max_act = 3;
   k.gemm_packed = gemm_packed;
+  k.gemm_packed_batch = gemm_packed_batch;
   return k;
 }
 
@@ -91,12 +94,12 @@ constexpr MatmulKernels kTable[] = {
     with_k_groups(
         with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q4_K),
                      avx2::q4_K_scratch_floats),
-        avx2::gemm_q4_K_groups),
+        avx2::gemm_q4_K_groups, avx2::gemm_q4_K_groups_batch),
     entry(DType::Q5_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q5_K),
     with_k_groups(
         with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx2", q8_K_row_bytes, avx2::convert_q8_K, avx2::gemm_q6_K),
                      avx2::q6_K_scratch_floats),
-        avx2::gemm_q6_K_groups),
+        avx2::gemm_q6_K_groups, avx2::gemm_q6_K_groups_batch),
     entry(DType::F32, DType::F32, "avx2", f32_row_bytes, round_act, avx2::gemm_f32),
     entry(DType::F16, DType::F16, "avx2", f32_row_bytes, round_act, avx2::gemm_f16),
     entry(DType::BF16, DType::BF16, "avx2", f32_row_bytes, round_act, avx2::gemm_bf16),
@@ -124,11 +127,11 @@ constexpr MatmulKernels kVnniTable[] = {
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K,
                                      avx2vnni::gemm_q4_K),
                                avx2vnni::q4_K_scratch_floats),
-                  avx2vnni::gemm_q4_K_groups),
+                  avx2vnni::gemm_q4_K_groups, avx2vnni::gemm_q4_K_groups_batch),
     with_k_groups(with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx2-vnni", q8_K_row_bytes, avx2::convert_q8_K,
                                      avx2vnni::gemm_q6_K),
                                avx2vnni::q6_K_scratch_floats),
-                  avx2vnni::gemm_q6_K_groups),
+                  avx2vnni::gemm_q6_K_groups, avx2vnni::gemm_q6_K_groups_batch),
 };
 
 }  // namespace

@@ -44,9 +44,13 @@ void gemm_q5_K(const GemmArgs& g);
 void gemm_q6_K(const GemmArgs& g);
 // Q4_K / Q6_K weights in K-quant row groups of 8 (kernels/repack.h kLayoutKGroups8;
 // kquant_groups_avx512.cpp): decode and batches of up to 4 rows (the plain kernels' bits);
-// the plain rows after the last group go to gemm_q4_K / gemm_q6_K.
+// the plain rows after the last group go to gemm_q4_K / gemm_q6_K. The _batch forms
+// (gemm_packed_batch): larger batches on the groups in place, in the plain batch
+// kernels' lanes order (false without a scratch: the plain path then).
 void gemm_q4_K_groups(const GemmArgs& g);
 void gemm_q6_K_groups(const GemmArgs& g);
+bool gemm_q4_K_groups_batch(const GemmArgs& g);
+bool gemm_q6_K_groups_batch(const GemmArgs& g);
 void gemm_f32(const GemmArgs& g);
 void gemm_f16(const GemmArgs& g);
 void gemm_bf16(const GemmArgs& g);

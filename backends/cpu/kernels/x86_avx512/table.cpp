@@ -40,11 +40,14 @@ constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(
 }
 
 // Q4_K and Q6_K decode from K-quant row groups of 8 repacked at load (kernels/repack.h,
-// kquant_groups_avx512.cpp): batches of up to 4 activation rows (the plain kernels' per-row sizes).
-constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&)) {
+// kquant_groups_avx512.cpp): batches of up to 4 activation rows (the plain kernels' per-row sizes) in their
+// order; 5 or more read the groups in place too, in the plain lanes batches' order (gemm_packed_batch, stop 17).
+constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
+                                      bool (*gemm_packed_batch)(const GemmArgs&)) {
   k.packed_layout = kLayoutKGroups8;
   k.packed_max_act = 4;
   k.gemm_packed = gemm_packed;
+  k.gemm_packed_batch = gemm_packed_batch;
   return k;
 }
 
@@ -84,12 +87,12 @@ constexpr MatmulKernels kTable[] = {
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
                                      avx512::gemm_q4_K),
                                avx512::q4_K_scratch_floats),
-                  avx512::gemm_q4_K_groups),
+                  avx512::gemm_q4_K_groups, avx512::gemm_q4_K_groups_batch),
     entry(DType::Q5_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K, avx512::gemm_q5_K),
     with_k_groups(with_scratch(entry(DType::Q6_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
                                      avx512::gemm_q6_K),
                                avx512::q6_K_scratch_floats),
-                  avx512::gemm_q6_K_groups),
+                  avx512::gemm_q6_K_groups, avx512::gemm_q6_K_groups_batch),
     entry(DType::F32, DType::F32, "avx512", f32_row_bytes, round_act, avx512::gemm_f32),
     entry(DType::F16, DType::F16, "avx512", f32_row_bytes, round_act, avx512::gemm_f16),
     entry(DType::BF16, DType::BF16, "avx512", f32_row_bytes, round_act, avx512::gemm_bf16),
