@@ -370,6 +370,60 @@ TEST(AttnBatched, BlockValueAccumulationEqualsTheLanesAndTheirReduction) {
   }
 }
 
+// The block path walks its cells in chunks: attend_v_lanes16_keep over the
+// chunks (each laid out lane by lane, the accumulators kept across them) and
+// reduce_lanes after the last must give attend_v_lanes16's bits over all cells.
+TEST(AttnBatched, ChunkedValueAccumulationEqualsOnePass) {
+  if (host_supports(Isa::avx512) || host_supports(Isa::avx2)) {
+    for (const AttnKernels* k : block_kernels()) EXPECT_NE(k->attend_v_lanes16_keep, nullptr) << k->name;
+  }
+  std::mt19937 rng(27);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : block_kernels()) {
+    SCOPED_TRACE(k->name);
+    if (!k->attend_v_lanes16_keep || !k->reduce_lanes) continue;
+    for (int64_t dv : {128, 64, 80}) {
+      const int64_t n_max = 150, ldv = dv + 16, ldp = n_max + 12;
+      std::vector<float> rows(size_t(n_max * dv));
+      for (auto& x : rows) x = f16_to_f32(f32_to_f16(val(rng)));
+      auto lay = [&](int64_t r0, int64_t n, std::vector<float>& out) {  // cells r0.. lane by lane
+        const int64_t lane_rows = (n + 15) / 16;
+        out.assign(size_t(16 * lane_rows * ldv), -9.0f);
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(out.data() + ((r % 16) * lane_rows + r / 16) * ldv, rows.data() + (r0 + r) * dv, size_t(dv) * 4);
+        return lane_rows;
+      };
+      for (int64_t m : {1, 2, 5, 7}) {
+        std::vector<float> p(size_t(m * ldp));
+        for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
+        std::vector<int64_t> n_vis(static_cast<size_t>(m));
+        const int64_t counts[] = {150, 31, 0, 149, 64, 1, 97};
+        for (int64_t j = 0; j < m; ++j) n_vis[size_t(j)] = counts[(j + m) % 7];
+        std::vector<float> whole;
+        const int64_t all_rows = lay(0, n_max, whole);
+        std::vector<float> want(size_t(m * dv)), got(size_t(m * dv), -5.0f);
+        std::vector<float*> outs;
+        for (int64_t j = 0; j < m; ++j) outs.push_back(want.data() + j * dv);
+        k->attend_v_lanes16(p.data(), ldp, n_vis.data(), m, whole.data(), ldv, all_rows, dv, outs.data());
+        for (int64_t chunk : {32, 48, 128}) {
+          std::vector<float> acc(size_t(m * 16 * dv), 0.0f), part;
+          std::vector<int64_t> nvc(static_cast<size_t>(m));
+          for (int64_t c0 = 0; c0 < n_max; c0 += chunk) {
+            const int64_t nc = std::min(chunk, n_max - c0);
+            const int64_t lane_rows = lay(c0, nc, part);
+            for (int64_t j = 0; j < m; ++j) nvc[size_t(j)] = std::clamp<int64_t>(n_vis[size_t(j)] - c0, 0, nc);
+            k->attend_v_lanes16_keep(p.data() + c0, ldp, nvc.data(), m, part.data(), ldv, lane_rows, dv, acc.data());
+          }
+          for (int64_t j = 0; j < m; ++j) k->reduce_lanes(acc.data() + j * 16 * dv, 16, 16, dv, got.data() + j * dv);
+          for (int64_t i = 0; i < m * dv; ++i)
+            ASSERT_TRUE(same_bits(got[size_t(i)], want[size_t(i)]))
+                << "dv " << dv << " m " << m << " chunk " << chunk << " query " << i / dv << " i " << i % dv;
+        }
+      }
+    }
+  }
+}
+
 TEST(AttnBatched, ScaledMaximumAndProbabilityRoundingEqualTheScalarLoops) {
   std::mt19937 rng(26);
   std::normal_distribution<float> val(0.0f, 4.0f);

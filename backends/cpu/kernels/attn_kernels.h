@@ -57,6 +57,13 @@ struct AttnKernels {
   float (*scale_max)(float* s, int64_t n, float scale);
   // s[r] = f16(s[r] * inv) for r < n, round to nearest even (p in the cache type).
   void (*scale_round_f16)(float* s, int64_t n, float inv);
+  // attend_v_lanes16 without the reduction, for a block walking its cells in
+  // chunks: the 16 lane accumulators of query j (acc + (j * 16 + l) * dv + i)
+  // start from what acc holds and are stored back, each lane's FMAs in the
+  // cells' order; reduce_lanes(acc + j * 16 * dv, 16, 16, dv) after the last
+  // chunk (acc zeroed before the first) gives attend_v_lanes16's bits.
+  void (*attend_v_lanes16_keep)(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v,
+                                int64_t ldv, int64_t lane_rows, int64_t dv, float* acc);
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

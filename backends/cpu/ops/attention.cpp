@@ -105,13 +105,21 @@ AttnLayout attn_layout(const Tensor& node) {
 // K and V rows of those cells are widened to f32 once for all of them; every
 // row keeps its own dots, softmax and lane accumulation, so the results are
 // those of the per-(token, head) path.
+// The cells are walked in chunks of kBlockCells so that the widened K (then
+// V) rows of a chunk stay in L2 while every row of the block uses them: each
+// score is one cell's dot alone, and V's 16 lane accumulators per row are kept
+// across chunks (attend_v_lanes16_keep), each lane's FMA chain running over
+// its cells in order, and reduced after the last chunk: the same bits as one
+// pass over all cells (widening every visible K and V row of a kv head, 2.4 MB
+// each at d4608, streamed them from L3 once per block).
 constexpr int64_t kBlockQueries = 64;
+constexpr int64_t kBlockCells = 256;  // a multiple of 16: a chunk's lanes are the cells' lanes
 
 int64_t block_tokens(int64_t group) { return std::max<int64_t>(1, kBlockQueries / group); }
 
 struct BlockLayout {
   uint64_t per_thread = 0;
-  uint64_t off_q = 0, off_kv = 0, off_vis = 0, off_vis_lane = 0, off_nv = 0, off_out = 0;
+  uint64_t off_q = 0, off_kv = 0, off_vis = 0, off_vis_lane = 0, off_nv = 0, off_out = 0, off_nvc = 0, off_acc = 0;
   int64_t ld_scores = 0, rows = 0;
 };
 
@@ -127,11 +135,13 @@ BlockLayout block_layout(const Tensor& node) {
   l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
   l.off_q = a64(uint64_t(l.rows * l.ld_scores) * 4);
   l.off_kv = l.off_q + a64(uint64_t(l.rows * dk) * 4);
-  l.off_vis = l.off_kv + a64(uint64_t((n_cells + 15) / 16 * 16 * std::max(dk, dv)) * 4);
+  l.off_vis = l.off_kv + a64(uint64_t(kBlockCells * std::max(dk, dv)) * 4);
   l.off_vis_lane = l.off_vis + a64(uint64_t(n_cells) * 4);
-  l.off_nv = l.off_vis_lane + a64(uint64_t(n_cells) * 4);
+  l.off_nv = l.off_vis_lane + a64(uint64_t(kBlockCells) * 4);
   l.off_out = l.off_nv + a64(uint64_t(l.rows) * 8);
-  l.per_thread = l.off_out + a64(uint64_t(l.rows) * 8);
+  l.off_nvc = l.off_out + a64(uint64_t(l.rows) * 8);
+  l.off_acc = l.off_nvc + a64(uint64_t(l.rows) * 8);
+  l.per_thread = l.off_acc + a64(uint64_t(l.rows * 16 * dv) * 4);
   return l;
 }
 
@@ -248,6 +258,8 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
     int64_t* nv = reinterpret_cast<int64_t*>(w + l.off_nv);
     float** outs = reinterpret_cast<float**>(w + l.off_out);
     int32_t* vis_lane = reinterpret_cast<int32_t*>(w + l.off_vis_lane);
+    int64_t* nvc = reinterpret_cast<int64_t*>(w + l.off_nvc);  // each row's visible cells within the chunk
+    float* acc = reinterpret_cast<float*>(w + l.off_acc);      // each row's 16 lane accumulators
     const int64_t lds = l.ld_scores;
     double before = 0.0;
     for (int64_t g = 0; g < hkv; ++g)
@@ -279,10 +291,17 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         }
         const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
         const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * 2;
-        if (k.type == DType::F16) simd.widen_f16(kbase, k.nb[1], vis, n_max, dk, kv, dk);
-        else if (k.type == DType::Q8_0) flash_kernels().widen_q8_0(kbase, k.nb[1], vis, n_max, dk, kv, dk);
-        else flash_kernels().widen_q4_0(kbase, k.nb[1], vis, n_max, dk, kv, dk);
-        simd.dots_f32_lanes16(kv, dk, nv, qb, dk, m, dk, scores, lds);
+        auto chunk_rows = [&](int64_t c0, int64_t nc) {
+          for (int64_t j = 0; j < m; ++j) nvc[j] = std::clamp<int64_t>(nv[j] - c0, 0, nc);
+        };
+        for (int64_t c0 = 0; c0 < n_max; c0 += kBlockCells) {
+          const int64_t nc = std::min(kBlockCells, n_max - c0);
+          if (k.type == DType::F16) simd.widen_f16(kbase, k.nb[1], vis + c0, nc, dk, kv, dk);
+          else if (k.type == DType::Q8_0) flash_kernels().widen_q8_0(kbase, k.nb[1], vis + c0, nc, dk, kv, dk);
+          else flash_kernels().widen_q4_0(kbase, k.nb[1], vis + c0, nc, dk, kv, dk);
+          chunk_rows(c0, nc);
+          simd.dots_f32_lanes16(kv, dk, nvc, qb, dk, m, dk, scores + c0, lds);
+        }
         for (int64_t j = 0; j < m; ++j) {
           float* s = scores + j * lds;
           const int64_t n_vis = nv[j];
@@ -302,14 +321,19 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         }
         for (int64_t j = 0; j < m; ++j)
           outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;
-        // V rows lane by lane (cells l, l + 16, ...): each lane's rows are read in order
-        const int64_t lane_rows = (n_max + 15) / 16;
-        for (int64_t lane = 0; lane < 16 && lane < n_max; ++lane) {
-          int64_t n_lane = 0;
-          for (int64_t r = lane; r < n_max; r += 16) vis_lane[n_lane++] = vis[r];
-          simd.widen_f16(vbase, v.nb[1], vis_lane, n_lane, dv, kv + lane * lane_rows * dv, dv);
+        // V rows chunk by chunk, lane by lane (cells l, l + 16, ...): each lane's rows are read in order
+        std::fill(acc, acc + m * 16 * dv, 0.0f);
+        for (int64_t c0 = 0; c0 < n_max; c0 += kBlockCells) {
+          const int64_t nc = std::min(kBlockCells, n_max - c0), lane_rows = (nc + 15) / 16;
+          for (int64_t lane = 0; lane < 16 && lane < nc; ++lane) {
+            int64_t n_lane = 0;
+            for (int64_t r = lane; r < nc; r += 16) vis_lane[n_lane++] = vis[c0 + r];
+            simd.widen_f16(vbase, v.nb[1], vis_lane, n_lane, dv, kv + lane * lane_rows * dv, dv);
+          }
+          chunk_rows(c0, nc);
+          simd.attend_v_lanes16_keep(scores + c0, lds, nvc, m, kv, dv, lane_rows, dv, acc);
         }
-        simd.attend_v_lanes16(scores, lds, nv, m, kv, dv, lane_rows, dv, outs);
+        for (int64_t j = 0; j < m; ++j) simd.reduce_lanes(acc + j * 16 * dv, 16, 16, dv, outs[j]);
       }
   });
 }
@@ -520,8 +544,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   if (!sorted)
     std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
   const AttnKernels* bs = block_simd;
-  if (kq_lanes16 && bs && bs->widen_f16 && bs->dots_f32_lanes16 && bs->attend_v_lanes16 && bs->scale_max &&
-      bs->scale_round_f16 && bs->softmax_exp)
+  if (kq_lanes16 && bs && bs->widen_f16 && bs->dots_f32_lanes16 && bs->attend_v_lanes16_keep && bs->reduce_lanes &&
+      bs->scale_max && bs->scale_round_f16 && bs->softmax_exp)
     return attention_blocks(node, ctx, order, n_order, *bs, q_round);
 
   // A decode's pairs that do not divide evenly among the threads: split inside the pairs (the same bits).

@@ -327,9 +327,12 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
 // is added to theirs alone (each query gets exactly its own FMAs, in the
 // cells' order). The 16 lanes then go through reduce_lanes' tree from an L1
 // buffer; lanes without a cell stay +0, which is what reduce_lanes reads.
-template <int MQ>
+// kKeep (attend_v_lanes16_keep): the accumulators start from acc (query j,
+// lane l at acc + (j * 16 + l) * dv) and go back there unreduced, so a block
+// walks its cells in chunks with each lane's FMA chain unbroken.
+template <int MQ, bool kKeep = false>
 void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
-                   int64_t dv, float* const* out) {
+                   int64_t dv, float* const* out, float* acc = nullptr) {
   int64_t lo = nv[0], hi = nv[0];
   for (int j = 1; j < MQ; ++j) {
     lo = nv[j] < lo ? nv[j] : lo;
@@ -349,7 +352,8 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
     for (int64_t l = 0; l < 16; ++l) {
       __m256 a[MQ][4];
       for (int j = 0; j < MQ; ++j)
-        for (int d = 0; d < 4; ++d) a[j][d] = _mm256_setzero_ps();
+        for (int d = 0; d < 4; ++d)
+          a[j][d] = kKeep ? load(acc + (j * 16 + l) * dv + i0 + 8 * d, d) : _mm256_setzero_ps();
       int64_t r = l;
       const float* vr = v + l * lane_rows * ldv + i0;  // the lane's rows in order
       for (; r < lo; r += 16, vr += ldv) {
@@ -370,8 +374,17 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
         }
       }
       for (int j = 0; j < MQ; ++j)
-        for (int d = 0; d < 4; ++d) _mm256_store_ps(lanes[l][j] + 8 * d, a[j][d]);
+        for (int d = 0; d < 4; ++d) {
+          if (!kKeep) {
+            _mm256_store_ps(lanes[l][j] + 8 * d, a[j][d]);
+            continue;
+          }
+          float* dst = acc + (j * 16 + l) * dv + i0 + 8 * d;
+          if (full) _mm256_storeu_ps(dst, a[j][d]);
+          else _mm256_maskstore_ps(dst, mk[d], a[j][d]);
+        }
     }
+    if (kKeep) continue;
     for (int j = 0; j < MQ; ++j)
       for (int d = 0; d < 4 && 8 * d < len; ++d) {
         __m256 t[8];
@@ -392,6 +405,17 @@ void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t
     if (left >= 3) attend_v_tile<3>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
     else if (left == 2) attend_v_tile<2>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
     else attend_v_tile<1>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
+  }
+}
+
+void attend_v_lanes16_keep(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
+                           int64_t lane_rows, int64_t dv, float* acc) {
+  for (int64_t j = 0; j < m; j += 3) {
+    const int64_t left = m - j;
+    float* a = acc + j * 16 * dv;
+    if (left >= 3) attend_v_tile<3, true>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, nullptr, a);
+    else if (left == 2) attend_v_tile<2, true>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, nullptr, a);
+    else attend_v_tile<1, true>(p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, nullptr, a);
   }
 }
 
@@ -432,9 +456,10 @@ void scale_round_f16(float* s, int64_t n, float inv) {
 
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx2",           dot_f16_lanes16,  dot_f16_vec,  axpy_f16,       dots_f16,
-                                  accumulate_f16,   softmax_exp,      reduce_lanes, to_f16,         widen_f16,
-                                  dots_f32_lanes16, attend_v_lanes16, scale_max,    scale_round_f16};
+const AttnKernels kAttnKernels = {"avx2",    dot_f16_lanes16, dot_f16_vec,          axpy_f16,
+                                  dots_f16,  accumulate_f16,  softmax_exp,          reduce_lanes,
+                                  to_f16,    widen_f16,       dots_f32_lanes16,     attend_v_lanes16,
+                                  scale_max, scale_round_f16, attend_v_lanes16_keep};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -326,9 +326,12 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
 // see them (so each query gets exactly its own FMAs, in the cells' order).
 // The 16 lanes then go through reduce_lanes' tree from an L1 buffer. Lanes
 // without a cell stay +0, which is what reduce_lanes reads there.
-template <int MQ, bool kFull>
+// kKeep (attend_v_lanes16_keep): the accumulators start from acc (query j,
+// lane l at acc + (j * 16 + l) * dv) and go back there unreduced, so a block
+// walks its cells in chunks with each lane's FMA chain unbroken.
+template <int MQ, bool kFull, bool kKeep = false>
 void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
-                   int64_t dv, float* const* out) {
+                   int64_t dv, float* const* out, float* acc = nullptr) {
   int64_t lo = nv[0], hi = nv[0];
   for (int j = 1; j < MQ; ++j) {
     lo = nv[j] < lo ? nv[j] : lo;
@@ -342,7 +345,10 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
     for (int64_t l = 0; l < 16; ++l) {
       __m512 a[MQ][4];
       for (int j = 0; j < MQ; ++j)
-        for (int d = 0; d < 4; ++d) a[j][d] = _mm512_setzero_ps();
+        for (int d = 0; d < 4; ++d) {
+          const float* src = kKeep ? acc + (j * 16 + l) * dv + i0 + 16 * d : nullptr;
+          a[j][d] = !kKeep ? _mm512_setzero_ps() : kFull ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mk[d], src);
+        }
       int64_t r = l;
       const float* vr = v + l * lane_rows * ldv + i0;  // the lane's rows in order
       for (; r < lo; r += 16, vr += ldv) {
@@ -365,8 +371,13 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
         }
       }
       for (int j = 0; j < MQ; ++j)
-        for (int d = 0; d < 4; ++d) _mm512_store_ps(lanes[l][j] + 16 * d, a[j][d]);
+        for (int d = 0; d < 4; ++d) {
+          if (!kKeep) _mm512_store_ps(lanes[l][j] + 16 * d, a[j][d]);
+          else if (kFull) _mm512_storeu_ps(acc + (j * 16 + l) * dv + i0 + 16 * d, a[j][d]);
+          else _mm512_mask_storeu_ps(acc + (j * 16 + l) * dv + i0 + 16 * d, mk[d], a[j][d]);
+        }
     }
+    if (kKeep) continue;
     for (int j = 0; j < MQ; ++j)
       for (int d = 0; d < 4; ++d) {
         if (16 * d >= len) break;
@@ -383,14 +394,28 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
 
 void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
                       int64_t lane_rows, int64_t dv, float* const* out) {
-  using Tile = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*);
+  using Tile =
+      void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*, float*);
   const bool full = dv % 64 == 0;
   const Tile tiles[5] = {nullptr, full ? attend_v_tile<1, true> : attend_v_tile<1, false>,
                          full ? attend_v_tile<2, true> : attend_v_tile<2, false>,
                          full ? attend_v_tile<3, true> : attend_v_tile<3, false>,
                          full ? attend_v_tile<4, true> : attend_v_tile<4, false>};
   for (int64_t j = 0; j < m; j += 4)
-    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
+    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j, nullptr);
+}
+
+void attend_v_lanes16_keep(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
+                           int64_t lane_rows, int64_t dv, float* acc) {
+  using Tile =
+      void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*, float*);
+  const bool full = dv % 64 == 0;
+  const Tile tiles[5] = {nullptr, full ? attend_v_tile<1, true, true> : attend_v_tile<1, false, true>,
+                         full ? attend_v_tile<2, true, true> : attend_v_tile<2, false, true>,
+                         full ? attend_v_tile<3, true, true> : attend_v_tile<3, false, true>,
+                         full ? attend_v_tile<4, true, true> : attend_v_tile<4, false, true>};
+  for (int64_t j = 0; j < m; j += 4)
+    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, nullptr, acc + j * 16 * dv);
 }
 
 // s *= scale, and std::max's fold from -inf (NaN skipped: vmaxps returns
@@ -425,9 +450,10 @@ void scale_round_f16(float* s, int64_t n, float inv) {
 
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512",         dot_f16_lanes16,  dot_f16_vec,  axpy_f16,       dots_f16,
-                                  accumulate_f16,   softmax_exp,      reduce_lanes, to_f16,         widen_f16,
-                                  dots_f32_lanes16, attend_v_lanes16, scale_max,    scale_round_f16};
+const AttnKernels kAttnKernels = {"avx512",  dot_f16_lanes16, dot_f16_vec,          axpy_f16,
+                                  dots_f16,  accumulate_f16,  softmax_exp,          reduce_lanes,
+                                  to_f16,    widen_f16,       dots_f32_lanes16,     attend_v_lanes16,
+                                  scale_max, scale_round_f16, attend_v_lanes16_keep};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
