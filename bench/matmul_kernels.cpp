@@ -156,7 +156,8 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
     c = (c + 1) % copies;
     if (!packed) k->gemm(g);
     else if (path == Path::groups || (path == Path::dispatch && packed_reads(*k, n_act))) k->gemm_packed(g);
-    else if (path == Path::unpack || !(k->gemm_packed_batch && k->gemm_packed_batch(g))) unpacked_gemm(*k, t, g, unpacked);
+    else if (path == Path::unpack || !(k->gemm_packed_batch && k->gemm_packed_batch(g)))
+      unpacked_gemm(*k, t, g, unpacked);
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = double(g.w_row_bytes) * double(rows);
