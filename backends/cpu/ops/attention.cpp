@@ -74,9 +74,10 @@ struct AttnLayout {
   int64_t ld_scores = 0;
 };
 
-constexpr int64_t kQuantChunk = 64;      // quantized K rows dequantized at once (per-pair path)
-constexpr int64_t kMaxGroupStaged = 16;  // heads of one token whose scores the per-pair path holds at once
-constexpr int64_t kStageCells = 64;      // cells per step of stage_scores (a multiple of 16: dots_f16's groups)
+constexpr int64_t kQuantChunk = 64;         // quantized K rows dequantized at once (per-pair path)
+constexpr int64_t kMaxGroupStaged = 16;     // heads of one token whose scores the per-pair path holds at once
+constexpr int64_t kStageCells = 64;         // cells per step of stage_scores (a multiple of 16: dots_f16's groups)
+constexpr int64_t kStageMinF16Cells = 512;  // live cells from which an f16 K stages (see stage_f16)
 
 AttnLayout attn_layout(const Tensor& node) {
   const Tensor& q = *node.src[kAttnQ];
@@ -694,7 +695,10 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // An f16 K stages only heads of 128+ dims: SmolLM2's 128-byte slices (its 3 heads of a kv head re-read a
     // 512 KiB slice set from L2 at d4096) ran 10-15 % slower staged, Qwen3's 256-byte ones (1 MiB, past L2)
     // 15-25 % faster. A quantized K always stages (it also widens each chunk once per kv head, not per head).
-    const bool stage_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && dk >= 128;
+    // Below kStageMinF16Cells live cells the slices stay in L2 and staging only adds its bookkeeping (Qwen3
+    // Q4_K_M tg128 at one thread read 3-11 % slower staged in the lead's stop 17 A/B), so short contexts keep
+    // the per-head walk.
+    const bool stage_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && dk >= 128 && n_order >= kStageMinF16Cells;
     const bool stage_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
     auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out) {
       const int64_t t = b0 / hq;
