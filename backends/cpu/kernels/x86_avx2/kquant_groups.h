@@ -115,6 +115,27 @@ inline __m256i q4_K_group_mins(const __m256i mins2[4], const uint8_t* xb) {
   return _mm256_add_epi32(m, _mm256_madd_epi16(mins2[3], _mm256_set1_epi32(_mm_extract_epi32(s, 3))));
 }
 
+// A group super-block's bytes kKGroupPrefetch ahead, requested into L1.
+inline void prefetch_group(const uint8_t* gb, int bytes) {
+  for (int o = 0; o < bytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+}
+
+// The end of a Q4_K super-block in the lanes order, for RA activation rows:
+// acc = fma(float(isum), d * d_x, acc); acc = fnmadd(float(mins . sums), dmin * d_x, acc).
+template <int RA>
+inline void q4_K_group_finish(const uint8_t* gb, const Q4KGroupScales& scm, const uint8_t* const* xb,
+                              const __m256i* isum, __m256* acc) {
+  const __m256i mins2[4] = {scm.mins_2u(0), scm.mins_2u(1), scm.mins_2u(2), scm.mins_2u(3)};
+  const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
+  for (int a = 0; a < RA; ++a) {
+    const __m256 xd = _mm256_set1_ps(load_f32(xb[a]));
+    const __m256 m = _mm256_cvtepi32_ps(q4_K_group_mins(mins2, xb[a]));
+    acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(d, xd), acc[a]);
+    acc[a] = _mm256_fnmadd_ps(m, _mm256_mul_ps(dmin, xd), acc[a]);
+  }
+}
+
 // Q6_K's -32 offset of a group's super-block (its four scale words sw)
 // against an activation row: -32 * sum_t (sc_2t, sc_2t+1) . (bsum_2t, bsum_2t+1),
 // the pairs sign-extended from the high byte.
@@ -156,8 +177,7 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    for (int o = 0; o < kQ4KGroupBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
     __m256i s16[8];
     for (int s = 0; s < 8; ++s) s16[s] = scm.scale_pair(s);
@@ -209,8 +229,7 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    for (int o = 0; o < kQ6KGroupBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    prefetch_group(gb, kQ6KGroupBytes);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     __m256i s16[16];
@@ -266,8 +285,7 @@ void q4_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    for (int o = 0; o < kQ4KGroupBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
     const uint8_t* xb[RA];
     __m256i isum[RA];
@@ -291,14 +309,7 @@ void q4_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
       const __m256i slo = scm.scale_pair(2 * j), shi = scm.scale_pair(2 * j + 1);
       for (int a = 0; a < RA; ++a) isum[a] = Dot::pairs(Dot::pairs(isum[a], lo[a], slo), hi[a], shi);
     }
-    const __m256i mins2[4] = {scm.mins_2u(0), scm.mins_2u(1), scm.mins_2u(2), scm.mins_2u(3)};
-    const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
-    for (int a = 0; a < RA; ++a) {
-      const __m256 xd = _mm256_set1_ps(load_f32(xb[a]));
-      const __m256 m = _mm256_cvtepi32_ps(q4_K_group_mins(mins2, xb[a]));
-      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(d, xd), acc[a]);
-      acc[a] = _mm256_fnmadd_ps(m, _mm256_mul_ps(dmin, xd), acc[a]);
-    }
+    q4_K_group_finish<RA>(gb, scm, xb, isum, acc);
   }
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
 }
@@ -317,8 +328,7 @@ void q6_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    for (int o = 0; o < kQ6KGroupBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    prefetch_group(gb, kQ6KGroupBytes);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     const uint8_t* xb[RA];

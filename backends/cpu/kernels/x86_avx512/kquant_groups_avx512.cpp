@@ -67,8 +67,7 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    for (int o = 0; o < kQ4KGroupBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
     __m512i s2[4];  // sub-blocks 2j (lower half) and 2j + 1 (upper)
     for (int j = 0; j < 4; ++j) s2[j] = join(scm.scale_pair(2 * j), scm.scale_pair(2 * j + 1));
@@ -129,8 +128,7 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    for (int o = 0; o < kQ6KGroupBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    prefetch_group(gb, kQ6KGroupBytes);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     __m256i s16[16];
@@ -181,8 +179,7 @@ void q4_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    for (int o = 0; o < kQ4KGroupBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
     const uint8_t* xb[RA];
     __m512i isum[RA];
@@ -207,14 +204,9 @@ void q4_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
       const __m512i s2 = join(scm.scale_pair(2 * j), scm.scale_pair(2 * j + 1));
       for (int a = 0; a < RA; ++a) isum[a] = _mm512_dpwssd_epi32(isum[a], i16[a], s2);
     }
-    const __m256i mins2[4] = {scm.mins_2u(0), scm.mins_2u(1), scm.mins_2u(2), scm.mins_2u(3)};
-    const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
-    for (int a = 0; a < RA; ++a) {
-      const __m256 xd = _mm256_set1_ps(load_f32(xb[a]));
-      const __m256 m = _mm256_cvtepi32_ps(q4_K_group_mins(mins2, xb[a]));
-      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold_halves(isum[a])), _mm256_mul_ps(d, xd), acc[a]);
-      acc[a] = _mm256_fnmadd_ps(m, _mm256_mul_ps(dmin, xd), acc[a]);
-    }
+    __m256i isum8[RA];
+    for (int a = 0; a < RA; ++a) isum8[a] = fold_halves(isum[a]);
+    q4_K_group_finish<RA>(gb, scm, xb, isum8, acc);
   }
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
 }
@@ -231,8 +223,7 @@ void q6_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    for (int o = 0; o < kQ6KGroupBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
+    prefetch_group(gb, kQ6KGroupBytes);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     auto scale = [&](int s) { return _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8); };
