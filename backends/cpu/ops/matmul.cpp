@@ -13,9 +13,11 @@
 //
 // A weight repacked at load (Tensor::layout, kernels/repack.h) is split
 // across threads on whole row groups. Batches the entry's gemm_packed takes
-// (decode, small batches) read the layout, and so do the prompt batches its
-// gemm_packed_batch takes (AVX2 Q8_0 in llama.cpp's order, Q4_0); any other
-// (the Q8_0 lanes order, an entry of another ISA or the reference) get the rows unpacked kUnpackRows at a time
+// (packed_reads: decode, small batches, and mid-size ones where its order is
+// the batch path's) read the layout, and so do the prompt batches its
+// gemm_packed_batch takes (AVX2 Q8_0 in llama.cpp's order, Q4_0, and Q4_K /
+// Q6_K on every x86 ISA); any other (the Q8_0 lanes order, an entry of
+// another ISA or the reference) get the rows unpacked kUnpackRows at a time
 // into the thread's scratch (after the kernel's) and the plain gemm on them:
 // the same bytes per row, so the same results as on the GGUF's layout.
 //
