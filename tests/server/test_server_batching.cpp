@@ -300,6 +300,71 @@ TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
   EXPECT_EQ(most, 256 * 3 / 4) << "three waiting beside one generating: their share of the chunk";
 }
 
+// More requests than slots (server/step_budget.h): a slot reading its prompt while another request waits in the
+// queue for a slot gets the whole --prompt-chunk a step (256), within kMaxStretch budgets (330 ms: 320 tokens),
+// not the waiting slots' share (256 * 1 / 2 = 128, as without a queue). Two slots: one generates, one reads a long
+// prompt, a third request is queued behind them. The costs come from the step_cost_ms seam (10 ms a step + 1 ms a
+// prompt token). The answers stay those of the requests alone.
+TEST(ServerBatching, QueuedRequestsGiveAWaitingSlotTheWholeChunk) {
+  server::ServerOptions o = default_options(2, 2 * 1024);
+  o.n_ubatch = 512;
+  o.prompt_chunk = 256;
+  o.step_budget_ms = 110;
+  o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
+  auto rec = std::make_shared<StepRecord>();
+  // Once armed, the first step with a generating slot waits (at most 30 s) until the long request and the queued
+  // one are in the server too.
+  std::atomic<bool> armed{false}, hold{false};
+  std::atomic<LocalServer*> self{nullptr};
+  record_steps(o, rec, armed, hold);
+  hold_decode_until_in_flight(o, hold, self, 3);
+  LocalServer s(o);
+  self = &s;
+  std::string long_prompt;
+  for (int i = 0; i < 24; ++i) long_prompt += "Lily had a big red ball and she liked to play with it in the park. ";
+  const json alone = completion(s, long_prompt, 4);
+  const std::string alone_long = alone["content"];
+  ASSERT_GT(alone["timings"]["prompt_n"].get<int64_t>(), 256) << "the long prompt must fill a whole chunk";
+  const std::string alone_short = completion(s, kPrompts[0], 120)["content"];
+  const std::string alone_queued = completion(s, kPrompts[1], 4)["content"];
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->batches.clear();
+  }
+
+  armed = true;
+  std::string together_short, together_long, together_queued;
+  std::thread generating([&] { together_short = completion(s, kPrompts[0], 120)["content"]; });
+  const auto wait_for = [&](const std::atomic<bool>& flag, int in_flight) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!(flag.load() && s.server().in_flight() >= in_flight) && !(std::chrono::steady_clock::now() > deadline))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return flag.load() && s.server().in_flight() >= in_flight;
+  };
+  EXPECT_TRUE(wait_for(hold, 1)) << "the first request never generated";
+  // The long request first, so it takes the free slot; then the one that finds none and queues.
+  std::thread reader([&] { together_long = completion(s, long_prompt, 4)["content"]; });
+  EXPECT_TRUE(wait_for(hold, 2)) << "the long request never arrived";
+  std::thread queued([&] { together_queued = completion(s, kPrompts[1], 4)["content"]; });
+  reader.join();
+  queued.join();
+  generating.join();
+  EXPECT_EQ(together_long, alone_long);
+  EXPECT_EQ(together_short, alone_short);
+  EXPECT_EQ(together_queued, alone_queued);
+
+  std::lock_guard<std::mutex> lk(rec->mu);
+  int64_t most = 0;
+  for (const auto& [n_tokens, n_generating] : rec->batches) {
+    if (n_generating == 0) continue;
+    EXPECT_LE(n_tokens, 512) << "a step with a generating slot carried more than n_ubatch tokens";
+    EXPECT_LE(n_tokens - n_generating, 256) << "more than --prompt-chunk beside a generating slot";
+    most = std::max(most, n_tokens - n_generating);
+  }
+  EXPECT_EQ(most, 256) << "with a request queued, the slot reading its prompt gets the whole chunk, not its share "
+                          "(128)";
+}
+
 // Shared prefixes: a request whose prompt starts like another slot's cached tokens (a common system prompt)
 // gets those K/V cells copied into its own slot instead of computing them again, and answers as a cold run.
 json batching_native(LocalServer& s, const std::string& prompt, int n, bool cache) {
