@@ -462,7 +462,6 @@ void SlotEngine::step() {
     load.generating = int64_t(n_generating);
     load.decode_rows = int64_t(batch_.size());
     for (auto& s : slots_) load.waiting += s->task && s->seq.size() < int64_t(s->task->params.prompt.size());
-    load.queued = deferred;  // requests that found no free slot: a slot reading its prompt holds them up too
     chunk = budget_prompt_chunk(step_cost_, opts_.step_budget_ms, cap, kMinBudgetChunk, load);
     budget = batch_.size() + size_t(chunk);
   }

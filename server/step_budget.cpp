@@ -58,9 +58,7 @@ int64_t budget_prompt_chunk(const StepCost& cost, double budget_ms, int64_t cap,
   if (slots.generating > 0 && slots.waiting > 0) {
     // Waiting slots stretch the step: their share of the cap, within a step of kMaxStretch budgets, or within
     // kWaitingChunk tokens where that is longer (a loaded host or a costly model: small chunks waste compute).
-    // With requests queued behind the busy slots, every step a slot spends reading its prompt delays them
-    // all (their wait is the slots' turnover): the whole cap, within the same bound.
-    const int64_t share = slots.queued > 0 ? cap : cap * slots.waiting / (slots.generating + slots.waiting);
+    const int64_t share = cap * slots.waiting / (slots.generating + slots.waiting);
     const int64_t longest =
         std::max(cost.prompt_tokens_within(kMaxStretch * budget_ms, slots.decode_rows), kWaitingChunk);
     n = std::max(n, std::min(share, longest));

@@ -16,10 +16,7 @@
 // a step's length delays every generating stream, but an idle slot that waits
 // for its prompt delays its whole request, so the more of the active slots
 // wait, the larger the prompt share of a step, up to kMaxStretch budgets (the
-// streams' worst gap) or kWaitingChunk tokens, whichever is more. With requests
-// queued for a slot (more clients than slots), a slot reading its prompt is
-// also a slot the queue waits for: the waiting slots then get the whole chunk,
-// within the same kMaxStretch / kWaitingChunk bound.
+// streams' worst gap) or kWaitingChunk tokens, whichever is more.
 #pragma once
 #include <cstdint>
 
@@ -51,7 +48,6 @@ struct StepSlots {
   int64_t generating = 0;
   int64_t waiting = 0;
   int64_t decode_rows = -1;  // the generating slots' rows (tokens and drafts); < 0: as measured
-  int64_t queued = 0;        // requests queued for a free slot after this step's admissions
 };
 
 // A step stretched by waiting slots is at most this many budgets long (budget_prompt_chunk)...
@@ -65,8 +61,7 @@ constexpr int64_t kWaitingChunk = 64;
 // (--prompt-chunk within -ub) narrowed to what fits budget_ms by `cost`, never
 // below min(floor, cap). While slots wait for their prompts, at least the
 // waiting slots' share of `cap` (cap * waiting / (generating + waiting)), as
-// far as it fits a step of kMaxStretch * budget_ms or kWaitingChunk tokens;
-// with requests queued (slots.queued > 0), the whole cap within that bound.
+// far as it fits a step of kMaxStretch * budget_ms or kWaitingChunk tokens.
 // budget_ms <= 0 or nothing measured yet: cap.
 int64_t budget_prompt_chunk(const StepCost& cost, double budget_ms, int64_t cap, int64_t floor,
                             const StepSlots& slots = {});

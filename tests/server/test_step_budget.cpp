@@ -106,29 +106,6 @@ TEST(StepBudget, StretchStopsAtThreeBudgetsOrAnEfficientChunk) {
   EXPECT_EQ(budget_prompt_chunk(busy, 150, 60, 32, {1, 15, 1}), 56) << "the share of a cap of 60: 60 * 15 / 16";
 }
 
-// More clients than slots: a slot reading its prompt is one the queued requests wait for, so the waiting slots
-// get the whole cap (not their share of it), within the same bound (kMaxStretch budgets or kWaitingChunk).
-TEST(StepBudget, QueuedRequestsGiveTheWaitingSlotsTheWholeChunk) {
-  StepCost cheap;  // 1 ms a prompt token beside a 40 ms decode part: three budgets fit 410 tokens
-  cheap.observe(0, 16, 40);
-  cheap.observe(100, 16, 140);
-  EXPECT_EQ(budget_prompt_chunk(cheap, 150, 256, 32, {15, 1, 15, 0}), 110) << "no queue: a share of 16, the budget";
-  EXPECT_EQ(budget_prompt_chunk(cheap, 150, 256, 32, {15, 1, 15, 48}), 256) << "48 queued: the whole cap";
-  EXPECT_EQ(budget_prompt_chunk(cheap, 150, 256, 32, {8, 8, 8, 1}), 256) << "one queued is enough";
-  StepCost mid;  // 2 ms a token beside a 100 ms decode part: three budgets fit 175
-  mid.observe(0, 16, 100);
-  mid.observe(100, 16, 300);
-  EXPECT_EQ(budget_prompt_chunk(mid, 150, 256, 32, {15, 1, 15, 0}), 32) << "no queue: the floor";
-  EXPECT_EQ(budget_prompt_chunk(mid, 150, 256, 32, {15, 1, 15, 48}), 175) << "the cap, as far as three budgets";
-  StepCost slow;  // 8 ms a token: three budgets fit 43, so kWaitingChunk bounds it
-  slow.observe(0, 16, 100);
-  slow.observe(100, 16, 900);
-  EXPECT_EQ(budget_prompt_chunk(slow, 150, 256, 32, {15, 1, 15, 48}), kWaitingChunk);
-  EXPECT_EQ(budget_prompt_chunk(slow, 150, 40, 32, {15, 1, 15, 48}), 40) << "never above the cap";
-  EXPECT_EQ(budget_prompt_chunk(mid, 150, 256, 32, {16, 0, 16, 48}), 32) << "no slot waits: the queue alone is not";
-  EXPECT_EQ(budget_prompt_chunk(mid, 0, 256, 32, {15, 1, 15, 48}), 256) << "no budget: the cap";
-}
-
 TEST(StepBudget, IgnoresMeaninglessTimes) {
   StepCost c;
   c.observe(0, 4, -1);
