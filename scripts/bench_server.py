@@ -28,7 +28,10 @@ on this machine (RSS from /proc).
     --server 'llama=../shared/llamacpp/bin/llama-server -m {model} --port {port} -np 16 -c 32768 -t 2' \\
     --server 'opal=build/release/opal serve -m {model} --port {port} -np 16 -c 32768 -t 2'
 
---json FILE writes every figure. Exit status 0 when no stream failed.
+--json FILE writes every figure; with --per-request it also holds one record per request sent (when it
+was sent, its first token or its wait until the cut, its prompt, and the server's own `timings` from the
+stream's last chunk where the server sends them: cache_n, prompt_n, prompt_ms), to see what sets the
+latency tails (queue wait vs. prompt reading). Exit status 0 when no stream failed.
 """
 import argparse
 import http.client
@@ -107,7 +110,7 @@ class Server:
         self.log.close()
 
 
-def make_prompt(rng, system_prefix, shared_prefix):
+def make_prompt(rng, system_prefix, shared_prefix, info=None):
     # Word counts sized so that the longest prompt with the system prompt and the answer fits a 2048-token
     # slot (-np 16 -c 32768) even under a tokenizer of ~3.5 tokens a word (opal synth's).
     kind = rng.random()
@@ -116,6 +119,8 @@ def make_prompt(rng, system_prefix, shared_prefix):
     messages = [{"role": "user", "content": user}]
     if rng.random() < shared_prefix:
         messages.insert(0, {"role": "system", "content": system_prefix})
+    if info is not None:
+        info.update(user_words=n, system=len(messages) > 1)
     return messages
 
 
@@ -127,9 +132,10 @@ class Cut(Exception):
         self.ttft, self.gaps, self.tokens, self.waited = ttft, gaps, tokens, waited
 
 
-def one_request(port, messages, max_tokens, seed, timeout, stop_at=None):
+def one_request(port, messages, max_tokens, seed, timeout, stop_at=None, info=None):
     """Streams one chat completion. Returns (ttft, [inter-token gaps], tokens) or raises; Cut when the
-    monotonic time passes stop_at before the stream ends."""
+    monotonic time passes stop_at before the stream ends. `info` (a dict), when given, gets the server's
+    `timings` object of the stream's last chunk, if it sends one."""
     body = json.dumps({"messages": messages, "max_tokens": max_tokens, "stream": True, "seed": seed,
                        "temperature": 0.8, "ignore_eos": True}).encode()
     t0 = time.monotonic()
@@ -170,6 +176,8 @@ def one_request(port, messages, max_tokens, seed, timeout, stop_at=None):
         ev = json.loads(data)
         if "error" in ev:
             raise RuntimeError(f"error event: {ev['error']}")
+        if info is not None and isinstance(ev.get("timings"), dict):
+            info["timings"] = ev["timings"]
         for ch in ev.get("choices", []):
             if ch.get("delta", {}).get("content"):
                 now = time.monotonic()
@@ -191,25 +199,33 @@ def one_request(port, messages, max_tokens, seed, timeout, stop_at=None):
 
 def run_level(server, clients, seconds, args, system_prefix):
     stats = {"ttft": [], "unanswered": [], "gaps": [], "tokens": 0, "requests": 0, "cut": 0, "errors": [],
-             "lock": threading.Lock()}
-    deadline = time.monotonic() + seconds
+             "lock": threading.Lock(), "records": []}
+    level_t0 = time.monotonic()
+    deadline = level_t0 + seconds
     stop_at = deadline + args.drain  # streams still running then are cut (their tokens so far count)
     load = os.getloadavg()[0]
 
     def client(idx):
         rng = random.Random(args.seed * 1000 + idx)
         while time.monotonic() < deadline:
-            messages = make_prompt(rng, system_prefix, args.shared_prefix)
+            rec = {"client": idx}
+            messages = make_prompt(rng, system_prefix, args.shared_prefix, rec)
+            rec["t_sent"] = round(time.monotonic() - level_t0, 3)
             try:
                 ttft, gaps, tokens = one_request(server.port, messages, args.max_tokens, rng.randint(0, 1 << 30),
-                                                 args.timeout, stop_at)
+                                                 args.timeout, stop_at, rec)
+                rec.update(ttft=round(ttft, 3), tokens=tokens, cut=False)
                 with stats["lock"]:
+                    stats["records"].append(rec)
                     stats["ttft"].append(ttft)
                     stats["gaps"].extend(gaps)
                     stats["tokens"] += tokens
                     stats["requests"] += 1
             except Cut as cut:  # the hard stop: what arrived counts, the request is not complete
+                rec.update(ttft=None if cut.ttft is None else round(cut.ttft, 3), waited=round(cut.waited, 3),
+                           tokens=cut.tokens, cut=True)
                 with stats["lock"]:
+                    stats["records"].append(rec)
                     if cut.ttft is not None:
                         stats["ttft"].append(cut.ttft)
                     else:
@@ -218,7 +234,9 @@ def run_level(server, clients, seconds, args, system_prefix):
                     stats["tokens"] += cut.tokens
                     stats["cut"] += 1
             except Exception as e:  # connection errors, HTTP errors, malformed streams
+                rec["error"] = f"{type(e).__name__}: {e}"
                 with stats["lock"]:
+                    stats["records"].append(rec)
                     stats["errors"].append(f"{type(e).__name__}: {e}")
 
     t0 = time.monotonic()
@@ -246,6 +264,7 @@ def run_level(server, clients, seconds, args, system_prefix):
         "load_avg": load,
         "errors": len(stats["errors"]),
         "first_errors": stats["errors"][:3],
+        **({"requests": sorted(stats["records"], key=lambda r: r["t_sent"])} if args.per_request else {}),
     }
 
 
@@ -265,6 +284,10 @@ def main():
     ap.add_argument("--prefix-words", type=int, default=100, help="words of the shared system prompt")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--per-request", action="store_true",
+                    help="--json also holds one record per request: t_sent (s from the level's start), ttft (s; "
+                         "null: cut before its first token, then waited: s until the cut), tokens, cut, system "
+                         "(had the shared system prompt), user_words, and the server's timings when it sends them")
     args = ap.parse_args()
     levels = [int(x) for x in args.clients.split(",")]
     # A SIGTERM (e.g. from `timeout`) unwinds through the finally below, which stops the server: an orphaned
