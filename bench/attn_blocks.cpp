@@ -14,9 +14,11 @@
 // Run: build/<dir>/bench_attn_blocks [--benchmark_filter=prompt/qwen3/d4096] [--benchmark_repetitions=3]
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -56,25 +58,40 @@ Tensor host_tensor(DType t, void* data, int64_t ne0, int64_t ne1 = 1, int64_t ne
 }
 
 void set_flops(benchmark::State& state, double flops_per_call) {
-  state.counters["GFLOPs"] = benchmark::Counter(double(state.iterations()) * flops_per_call * 1e-9,
-                                                benchmark::Counter::kIsRate);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(double(state.iterations()) * flops_per_call * 1e-9, benchmark::Counter::kIsRate);
 }
 
-void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa) {
+// An anonymous mapping of n uint16_t, on transparent huge pages when asked (advice before the first touch).
+struct Halves {
+  uint16_t* p = nullptr;
+  size_t bytes = 0;
+  Halves(size_t n, bool huge) : bytes((n * 2 + (2u << 20) - 1) / (2u << 20) * (2u << 20)) {
+    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    if (huge) ::madvise(m, bytes, MADV_HUGEPAGE);
+    p = static_cast<uint16_t*>(m);
+  }
+  ~Halves() { ::munmap(p, bytes); }
+  Halves(const Halves&) = delete;
+  Halves& operator=(const Halves&) = delete;
+};
+
+void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, bool huge) {
   set_isa(isa);
   const int64_t cells = depth + kTokens, e = sh.hkv * sh.d;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<uint16_t> kc(size_t(cells * e)), vc(kc.size());
-  for (auto& h : kc) h = f32_to_f16(nd(rng));
-  for (auto& h : vc) h = f32_to_f16(nd(rng));
+  Halves kc(size_t(cells * e), huge), vc(size_t(cells * e), huge);
+  for (int64_t i = 0; i < cells * e; ++i) kc.p[i] = f32_to_f16(nd(rng));
+  for (int64_t i = 0; i < cells * e; ++i) vc.p[i] = f32_to_f16(nd(rng));
   std::vector<float> q(size_t(sh.d * sh.hq * kTokens)), out(q.size());
   for (auto& x : q) x = nd(rng);
   std::vector<int32_t> info(size_t(2 * cells)), tok(size_t(2 * kTokens));
   for (int64_t c = 0; c < cells; ++c) info[size_t(2 * c)] = int32_t(c), info[size_t(2 * c + 1)] = 0;
   for (int64_t t = 0; t < kTokens; ++t) tok[size_t(2 * t)] = int32_t(depth + t), tok[size_t(2 * t + 1)] = 0;
   Tensor tq = host_tensor(DType::F32, q.data(), sh.d, sh.hq, kTokens);
-  Tensor tkc = host_tensor(DType::F16, kc.data(), e, cells), tvc = host_tensor(DType::F16, vc.data(), e, cells);
+  Tensor tkc = host_tensor(DType::F16, kc.p, e, cells), tvc = host_tensor(DType::F16, vc.p, e, cells);
   Tensor tt = host_tensor(DType::I32, tok.data(), 2, kTokens), tc = host_tensor(DType::I32, info.data(), 2, cells);
   Tensor node = host_tensor(DType::F32, out.data(), sh.d * sh.hq, kTokens);
   node.op = Op::Attention;
@@ -232,12 +249,14 @@ const int kRegistered = [] {
     }
   for (const Shape& sh : shapes)
     for (int64_t depth : {0, 4096, 16384})
-      for (Isa isa : isas) {
-        const std::string name =
-            std::string("prompt/") + sh.name + "/d" + std::to_string(depth) + "/" + isa_name(isa);
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { run_prompt(s, sh, depth, isa); })
-            ->Unit(benchmark::kMillisecond);
-      }
+      for (Isa isa : isas)
+        for (bool huge : {false, true}) {
+          const std::string name = std::string("prompt/") + sh.name + "/d" + std::to_string(depth) + "/" +
+                                   isa_name(isa) + (huge ? "/thp" : "/4k");
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+            run_prompt(s, sh, depth, isa, huge);
+          })->Unit(benchmark::kMillisecond);
+        }
   return 0;
 }();
 

@@ -6,8 +6,11 @@
 // reduced together in ggml_vec_dot_f16 order), V accumulated 4 lanes at a
 // time with the accumulators in registers (each lane's cells in order).
 // The block helpers work on K/V rows widened to f32 once for many query rows:
-// 4 x 4 tiles of dots with a transposed reduce_add16, and V accumulation in
-// registers lane by lane with the lanes' reduction fused.
+// 4 x 4 tiles of dots with a transposed reduce_add16 (for dk <= 256 the cells
+// in pairs, lanes 0-7 of two cells in one register, so reduce_add16's first
+// step is one add), and V accumulation in registers lane by lane with the
+// lanes' reduction fused; the chunked form (attend_v_lanes16_keep) walks lane
+// by lane over groups of 16 queries so a lane's rows stay in L1 for all.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -268,6 +271,65 @@ void dots_f32_lanes16_one(const float* k, int64_t ldk, int64_t n, const float* q
   }
 }
 
+// Tiles of 4 cells x 4 queries with the cells in pairs (dk <= kPairsMaxDk): for each 16 dims of dk, the lanes
+// 0-7 of cells c and c + 1 side by side in one register and their lanes 8-15 in another (kp, built once per 4
+// cells), against each query's 8 + 8 dims broadcast. Each lane of each dot keeps its own FMA chain in dk's
+// order (dot_f16_lanes16's), and the two registers of a pair added give reduce_add16's first step for both
+// cells at once (t = a[i] + a[i + 8]), so one vaddps replaces reduce16x16's blend, shuffle and add there.
+constexpr int64_t kPairsMaxDk = 256;
+void dots_f32_lanes16_pairs(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m,
+                            int64_t dk, float* out, int64_t ldo, int64_t n_max) {
+  alignas(64) float kp[4 * kPairsMaxDk];  // pair h, dims 16 s: [c lanes 0-7 | c + 1 lanes 0-7] [... lanes 8-15]
+  for (int64_t r0 = 0; r0 < n_max; r0 += 4) {
+    const int64_t n4 = n_max - r0 < 4 ? n_max - r0 : 4;
+    const float* kr[4];
+    for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < n4 ? c : n4 - 1)) * ldk;
+    for (int h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < dk; i += 16) {
+        float* dst = kp + h * 2 * dk + 2 * i;
+        const __m512 a = _mm512_loadu_ps(kr[2 * h] + i), b = _mm512_loadu_ps(kr[2 * h + 1] + i);
+        _mm512_store_ps(dst, _mm512_shuffle_f32x4(a, b, 0x44));       // a 0-7, b 0-7
+        _mm512_store_ps(dst + 16, _mm512_shuffle_f32x4(a, b, 0xEE));  // a 8-15, b 8-15
+      }
+    for (int64_t j0 = 0; j0 < m; j0 += 4) {
+      const int64_t nq = m - j0 < 4 ? m - j0 : 4;
+      int64_t n_tile = 0;
+      for (int j = 0; j < nq; ++j) n_tile = n[j0 + j] > n_tile ? n[j0 + j] : n_tile;
+      if (n_tile <= r0) continue;
+      const float* qr[4];
+      for (int j = 0; j < 4; ++j) qr[j] = q + (j0 + (j < nq ? j : nq - 1)) * ldq;
+      __m512 a[2][4][2];  // [pair][query][lanes 0-7 | 8-15]
+      for (auto& x : a)
+        for (auto& y : x) y[0] = y[1] = _mm512_setzero_ps();
+      for (int64_t i = 0; i < dk; i += 16) {
+        const __m512 k0l = _mm512_load_ps(kp + 2 * i), k0h = _mm512_load_ps(kp + 2 * i + 16);
+        const __m512 k1l = _mm512_load_ps(kp + 2 * dk + 2 * i), k1h = _mm512_load_ps(kp + 2 * dk + 2 * i + 16);
+        for (int j = 0; j < 4; ++j) {
+          const __m512 ql = _mm512_broadcast_f32x8(_mm256_loadu_ps(qr[j] + i));
+          const __m512 qh = _mm512_broadcast_f32x8(_mm256_loadu_ps(qr[j] + i + 8));
+          a[0][j][0] = _mm512_fmadd_ps(k0l, ql, a[0][j][0]);
+          a[0][j][1] = _mm512_fmadd_ps(k0h, qh, a[0][j][1]);
+          a[1][j][0] = _mm512_fmadd_ps(k1l, ql, a[1][j][0]);
+          a[1][j][1] = _mm512_fmadd_ps(k1h, qh, a[1][j][1]);
+        }
+      }
+      __m512 x[8];  // x[2 j + h]: t of (query j, cell 2 h) in lanes 0-7, of (query j, cell 2 h + 1) in 8-15
+      for (int j = 0; j < 4; ++j)
+        for (int h = 0; h < 2; ++h) x[2 * j + h] = _mm512_add_ps(a[h][j][0], a[h][j][1]);
+      const __m512 res = _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16_halves(x));
+      for (int j = 0; j < nq; ++j) {
+        const int64_t left = n[j0 + j] - r0;
+        if (left <= 0) continue;
+        const __m128 row = j == 0   ? _mm512_castps512_ps128(res)
+                           : j == 1 ? _mm512_extractf32x4_ps(res, 1)
+                           : j == 2 ? _mm512_extractf32x4_ps(res, 2)
+                                    : _mm512_extractf32x4_ps(res, 3);
+        _mm_mask_storeu_ps(out + (j0 + j) * ldo + r0, __mmask8((1u << (left < 4 ? left : 4)) - 1), row);
+      }
+    }
+  }
+}
+
 // Tiles of 4 cells x 4 queries: each k and q vector loaded feeds 4 FMAs, and
 // each dot keeps its own single accumulator (dot_f16_lanes16's order). Short
 // tiles repeat the last row or query and drop the extra results; a tile of
@@ -279,6 +341,7 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
   const __m512i to_rows = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
   int64_t n_max = 0;
   for (int64_t j = 0; j < m; ++j) n_max = n[j] > n_max ? n[j] : n_max;
+  if (dk <= kPairsMaxDk) return dots_f32_lanes16_pairs(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
   for (int64_t r0 = 0; r0 < n_max; r0 += 4) {
     for (int64_t j0 = 0; j0 < m; j0 += 4) {
       const int64_t nq = m - j0 < 4 ? m - j0 : 4;
@@ -319,24 +382,53 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
   }
 }
 
-// 64 elements of MQ queries at a time, lane by lane: the lane's
-// accumulators stay in registers over its cells (r = l, l + 16, ...), each v
-// vector loaded feeds MQ FMAs; cells visible to every query of the tile run
-// unmasked, the others with the FMA masked off for the queries that do not
-// see them (so each query gets exactly its own FMAs, in the cells' order).
-// The 16 lanes then go through reduce_lanes' tree from an L1 buffer. Lanes
-// without a cell stay +0, which is what reduce_lanes reads there.
-// kKeep (attend_v_lanes16_keep): the accumulators start from acc (query j,
-// lane l at acc + (j * 16 + l) * dv) and go back there unreduced, so a block
-// walks its cells in chunks with each lane's FMA chain unbroken.
-template <int MQ, bool kFull, bool kKeep = false>
-void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
-                   int64_t dv, float* const* out, float* acc = nullptr) {
-  int64_t lo = nv[0], hi = nv[0];
+// The FMAs of lane l over 64 columns of MQ queries: a[j][d] = fma(v_r[16 d ..], p[j * ldp + r], a[j][d]) for
+// r = l, l + 16, ... < nv[j] in order, vr the lane's first row at the block's columns (rows ldv apart); cells
+// below lo are seen by every query of the tile and run unmasked, those below hi with the FMA masked off for
+// the queries that do not see them.
+template <int MQ, bool kFull>
+inline void lane_fmas(__m512 (&a)[MQ][4], const float* p, int64_t ldp, const int64_t* nv, int64_t lo, int64_t hi,
+                      int64_t l, const float* vr, int64_t ldv, const __mmask16* mk) {
+  int64_t r = l;
+  for (; r < lo; r += 16, vr += ldv) {
+    __m512 x[4];
+    for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+    for (int j = 0; j < MQ; ++j) {
+      const __m512 pj = _mm512_set1_ps(p[j * ldp + r]);
+      for (int d = 0; d < 4; ++d) a[j][d] = _mm512_fmadd_ps(x[d], pj, a[j][d]);
+    }
+  }
+  for (; r < hi; r += 16, vr += ldv) {
+    __m512 x[4];
+    for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+    for (int j = 0; j < MQ; ++j) {
+      const __mmask16 live = r < nv[j] ? __mmask16(0xFFFF) : __mmask16(0);
+      const __m512 pj = _mm512_set1_ps(r < nv[j] ? p[j * ldp + r] : 0.0f);
+      for (int d = 0; d < 4; ++d) a[j][d] = _mm512_mask3_fmadd_ps(x[d], pj, a[j][d], live);
+    }
+  }
+}
+
+template <int MQ>
+void tile_span(const int64_t* nv, int64_t& lo, int64_t& hi) {
+  lo = nv[0], hi = nv[0];
   for (int j = 1; j < MQ; ++j) {
     lo = nv[j] < lo ? nv[j] : lo;
     hi = nv[j] > hi ? nv[j] : hi;
   }
+}
+
+// 64 elements of MQ queries at a time, lane by lane: the lane's
+// accumulators stay in registers over its cells (r = l, l + 16, ...), each v
+// vector loaded feeds MQ FMAs (lane_fmas: each query gets exactly its own
+// FMAs, in the cells' order). The 16 lanes then go through reduce_lanes' tree
+// from an L1 buffer. Lanes without a cell stay +0, which is what reduce_lanes
+// reads there.
+template <int MQ, bool kFull>
+void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
+                   int64_t dv, float* const* out) {
+  int64_t lo, hi;
+  tile_span<MQ>(nv, lo, hi);
   alignas(64) float lanes[16][MQ][64];
   for (int64_t i0 = 0; i0 < dv; i0 += 64) {
     const int64_t len = kFull || dv - i0 >= 64 ? 64 : dv - i0;
@@ -345,39 +437,11 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
     for (int64_t l = 0; l < 16; ++l) {
       __m512 a[MQ][4];
       for (int j = 0; j < MQ; ++j)
-        for (int d = 0; d < 4; ++d) {
-          const float* src = kKeep ? acc + (j * 16 + l) * dv + i0 + 16 * d : nullptr;
-          a[j][d] = !kKeep ? _mm512_setzero_ps() : kFull ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mk[d], src);
-        }
-      int64_t r = l;
-      const float* vr = v + l * lane_rows * ldv + i0;  // the lane's rows in order
-      for (; r < lo; r += 16, vr += ldv) {
-        __m512 x[4];
-        for (int d = 0; d < 4; ++d)
-          x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
-        for (int j = 0; j < MQ; ++j) {
-          const __m512 pj = _mm512_set1_ps(p[j * ldp + r]);
-          for (int d = 0; d < 4; ++d) a[j][d] = _mm512_fmadd_ps(x[d], pj, a[j][d]);
-        }
-      }
-      for (; r < hi; r += 16, vr += ldv) {
-        __m512 x[4];
-        for (int d = 0; d < 4; ++d)
-          x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
-        for (int j = 0; j < MQ; ++j) {
-          const __mmask16 live = r < nv[j] ? __mmask16(0xFFFF) : __mmask16(0);
-          const __m512 pj = _mm512_set1_ps(r < nv[j] ? p[j * ldp + r] : 0.0f);
-          for (int d = 0; d < 4; ++d) a[j][d] = _mm512_mask3_fmadd_ps(x[d], pj, a[j][d], live);
-        }
-      }
+        for (int d = 0; d < 4; ++d) a[j][d] = _mm512_setzero_ps();
+      lane_fmas<MQ, kFull>(a, p, ldp, nv, lo, hi, l, v + l * lane_rows * ldv + i0, ldv, mk);
       for (int j = 0; j < MQ; ++j)
-        for (int d = 0; d < 4; ++d) {
-          if (!kKeep) _mm512_store_ps(lanes[l][j] + 16 * d, a[j][d]);
-          else if (kFull) _mm512_storeu_ps(acc + (j * 16 + l) * dv + i0 + 16 * d, a[j][d]);
-          else _mm512_mask_storeu_ps(acc + (j * 16 + l) * dv + i0 + 16 * d, mk[d], a[j][d]);
-        }
+        for (int d = 0; d < 4; ++d) _mm512_store_ps(lanes[l][j] + 16 * d, a[j][d]);
     }
-    if (kKeep) continue;
     for (int j = 0; j < MQ; ++j)
       for (int d = 0; d < 4; ++d) {
         if (16 * d >= len) break;
@@ -392,30 +456,64 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
   }
 }
 
+// attend_v_lanes16_keep's step: lane l, the 64 columns from i0, MQ queries; the accumulators (query j, lane l
+// at acc + (j * 16 + l) * dv) loaded, lane_fmas, stored back unreduced.
+template <int MQ, bool kFull>
+void attend_v_keep_lane(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
+                        int64_t dv, int64_t l, int64_t i0, float* acc) {
+  int64_t lo, hi;
+  tile_span<MQ>(nv, lo, hi);
+  if (hi <= l) return;  // no cell of this lane for these queries: their accumulators stay as they are
+  const int64_t len = kFull || dv - i0 >= 64 ? 64 : dv - i0;
+  __mmask16 mk[4];
+  for (int d = 0; d < 4; ++d) mk[d] = kFull ? __mmask16(0xFFFF) : 16 * d < len ? tail_mask(len - 16 * d) : 0;
+  __m512 a[MQ][4];
+  for (int j = 0; j < MQ; ++j)
+    for (int d = 0; d < 4; ++d) {
+      const float* src = acc + (j * 16 + l) * dv + i0 + 16 * d;
+      a[j][d] = kFull ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mk[d], src);
+    }
+  lane_fmas<MQ, kFull>(a, p, ldp, nv, lo, hi, l, v + l * lane_rows * ldv + i0, ldv, mk);
+  for (int j = 0; j < MQ; ++j)
+    for (int d = 0; d < 4; ++d) {
+      float* dst = acc + (j * 16 + l) * dv + i0 + 16 * d;
+      if (kFull) _mm512_storeu_ps(dst, a[j][d]);
+      else _mm512_mask_storeu_ps(dst, mk[d], a[j][d]);
+    }
+}
+
 void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
                       int64_t lane_rows, int64_t dv, float* const* out) {
-  using Tile =
-      void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*, float*);
+  using Tile = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*);
   const bool full = dv % 64 == 0;
   const Tile tiles[5] = {nullptr, full ? attend_v_tile<1, true> : attend_v_tile<1, false>,
                          full ? attend_v_tile<2, true> : attend_v_tile<2, false>,
                          full ? attend_v_tile<3, true> : attend_v_tile<3, false>,
                          full ? attend_v_tile<4, true> : attend_v_tile<4, false>};
   for (int64_t j = 0; j < m; j += 4)
-    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j, nullptr);
+    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
 }
 
+// Groups of kKeepGroup queries, then lane by lane and 64 columns at a time, the tiles of 4 queries: a lane's
+// rows (lane_rows x 64 floats) stay in L1 while every tile of the group uses them, and so do the group's p
+// (the lane's cells of kKeepGroup rows share cache lines with the other lanes').
 void attend_v_lanes16_keep(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
                            int64_t lane_rows, int64_t dv, float* acc) {
-  using Tile =
-      void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*, float*);
+  constexpr int64_t kKeepGroup = 16;
+  using Step = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, float*);
   const bool full = dv % 64 == 0;
-  const Tile tiles[5] = {nullptr, full ? attend_v_tile<1, true, true> : attend_v_tile<1, false, true>,
-                         full ? attend_v_tile<2, true, true> : attend_v_tile<2, false, true>,
-                         full ? attend_v_tile<3, true, true> : attend_v_tile<3, false, true>,
-                         full ? attend_v_tile<4, true, true> : attend_v_tile<4, false, true>};
-  for (int64_t j = 0; j < m; j += 4)
-    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, nullptr, acc + j * 16 * dv);
+  const Step steps[5] = {nullptr, full ? attend_v_keep_lane<1, true> : attend_v_keep_lane<1, false>,
+                         full ? attend_v_keep_lane<2, true> : attend_v_keep_lane<2, false>,
+                         full ? attend_v_keep_lane<3, true> : attend_v_keep_lane<3, false>,
+                         full ? attend_v_keep_lane<4, true> : attend_v_keep_lane<4, false>};
+  for (int64_t g0 = 0; g0 < m; g0 += kKeepGroup) {
+    const int64_t g1 = m - g0 < kKeepGroup ? m : g0 + kKeepGroup;
+    for (int64_t l = 0; l < 16; ++l)
+      for (int64_t i0 = 0; i0 < dv; i0 += 64)
+        for (int64_t j = g0; j < g1; j += 4)
+          steps[g1 - j < 4 ? g1 - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, l, i0, acc + j * 16 * dv);
+  }
 }
 
 // s *= scale, and std::max's fold from -inf (NaN skipped: vmaxps returns
