@@ -9,8 +9,7 @@
 // 4 x 4 tiles of dots with a transposed reduce_add16 (for dk <= 256 the cells
 // in pairs, lanes 0-7 of two cells in one register, so reduce_add16's first
 // step is one add), and V accumulation in registers lane by lane with the
-// lanes' reduction fused; the chunked form (attend_v_lanes16_keep) walks lane
-// by lane over groups of 16 queries so a lane's rows stay in L1 for all.
+// lanes' reduction fused.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -382,53 +381,24 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
   }
 }
 
-// The FMAs of lane l over 64 columns of MQ queries: a[j][d] = fma(v_r[16 d ..], p[j * ldp + r], a[j][d]) for
-// r = l, l + 16, ... < nv[j] in order, vr the lane's first row at the block's columns (rows ldv apart); cells
-// below lo are seen by every query of the tile and run unmasked, those below hi with the FMA masked off for
-// the queries that do not see them.
-template <int MQ, bool kFull>
-inline void lane_fmas(__m512 (&a)[MQ][4], const float* p, int64_t ldp, const int64_t* nv, int64_t lo, int64_t hi,
-                      int64_t l, const float* vr, int64_t ldv, const __mmask16* mk) {
-  int64_t r = l;
-  for (; r < lo; r += 16, vr += ldv) {
-    __m512 x[4];
-    for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
-    for (int j = 0; j < MQ; ++j) {
-      const __m512 pj = _mm512_set1_ps(p[j * ldp + r]);
-      for (int d = 0; d < 4; ++d) a[j][d] = _mm512_fmadd_ps(x[d], pj, a[j][d]);
-    }
-  }
-  for (; r < hi; r += 16, vr += ldv) {
-    __m512 x[4];
-    for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
-    for (int j = 0; j < MQ; ++j) {
-      const __mmask16 live = r < nv[j] ? __mmask16(0xFFFF) : __mmask16(0);
-      const __m512 pj = _mm512_set1_ps(r < nv[j] ? p[j * ldp + r] : 0.0f);
-      for (int d = 0; d < 4; ++d) a[j][d] = _mm512_mask3_fmadd_ps(x[d], pj, a[j][d], live);
-    }
-  }
-}
-
-template <int MQ>
-void tile_span(const int64_t* nv, int64_t& lo, int64_t& hi) {
-  lo = nv[0], hi = nv[0];
+// 64 elements of MQ queries at a time, lane by lane: the lane's
+// accumulators stay in registers over its cells (r = l, l + 16, ...), each v
+// vector loaded feeds MQ FMAs; cells visible to every query of the tile run
+// unmasked, the others with the FMA masked off for the queries that do not
+// see them (so each query gets exactly its own FMAs, in the cells' order).
+// The 16 lanes then go through reduce_lanes' tree from an L1 buffer. Lanes
+// without a cell stay +0, which is what reduce_lanes reads there.
+// kKeep (attend_v_lanes16_keep): the accumulators start from acc (query j,
+// lane l at acc + (j * 16 + l) * dv) and go back there unreduced, so a block
+// walks its cells in chunks with each lane's FMA chain unbroken.
+template <int MQ, bool kFull, bool kKeep = false>
+void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
+                   int64_t dv, float* const* out, float* acc = nullptr) {
+  int64_t lo = nv[0], hi = nv[0];
   for (int j = 1; j < MQ; ++j) {
     lo = nv[j] < lo ? nv[j] : lo;
     hi = nv[j] > hi ? nv[j] : hi;
   }
-}
-
-// 64 elements of MQ queries at a time, lane by lane: the lane's
-// accumulators stay in registers over its cells (r = l, l + 16, ...), each v
-// vector loaded feeds MQ FMAs (lane_fmas: each query gets exactly its own
-// FMAs, in the cells' order). The 16 lanes then go through reduce_lanes' tree
-// from an L1 buffer. Lanes without a cell stay +0, which is what reduce_lanes
-// reads there.
-template <int MQ, bool kFull>
-void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
-                   int64_t dv, float* const* out) {
-  int64_t lo, hi;
-  tile_span<MQ>(nv, lo, hi);
   alignas(64) float lanes[16][MQ][64];
   for (int64_t i0 = 0; i0 < dv; i0 += 64) {
     const int64_t len = kFull || dv - i0 >= 64 ? 64 : dv - i0;
@@ -437,11 +407,39 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
     for (int64_t l = 0; l < 16; ++l) {
       __m512 a[MQ][4];
       for (int j = 0; j < MQ; ++j)
-        for (int d = 0; d < 4; ++d) a[j][d] = _mm512_setzero_ps();
-      lane_fmas<MQ, kFull>(a, p, ldp, nv, lo, hi, l, v + l * lane_rows * ldv + i0, ldv, mk);
+        for (int d = 0; d < 4; ++d) {
+          const float* src = kKeep ? acc + (j * 16 + l) * dv + i0 + 16 * d : nullptr;
+          a[j][d] = !kKeep ? _mm512_setzero_ps() : kFull ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mk[d], src);
+        }
+      int64_t r = l;
+      const float* vr = v + l * lane_rows * ldv + i0;  // the lane's rows in order
+      for (; r < lo; r += 16, vr += ldv) {
+        __m512 x[4];
+        for (int d = 0; d < 4; ++d)
+          x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+        for (int j = 0; j < MQ; ++j) {
+          const __m512 pj = _mm512_set1_ps(p[j * ldp + r]);
+          for (int d = 0; d < 4; ++d) a[j][d] = _mm512_fmadd_ps(x[d], pj, a[j][d]);
+        }
+      }
+      for (; r < hi; r += 16, vr += ldv) {
+        __m512 x[4];
+        for (int d = 0; d < 4; ++d)
+          x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+        for (int j = 0; j < MQ; ++j) {
+          const __mmask16 live = r < nv[j] ? __mmask16(0xFFFF) : __mmask16(0);
+          const __m512 pj = _mm512_set1_ps(r < nv[j] ? p[j * ldp + r] : 0.0f);
+          for (int d = 0; d < 4; ++d) a[j][d] = _mm512_mask3_fmadd_ps(x[d], pj, a[j][d], live);
+        }
+      }
       for (int j = 0; j < MQ; ++j)
-        for (int d = 0; d < 4; ++d) _mm512_store_ps(lanes[l][j] + 16 * d, a[j][d]);
+        for (int d = 0; d < 4; ++d) {
+          if (!kKeep) _mm512_store_ps(lanes[l][j] + 16 * d, a[j][d]);
+          else if (kFull) _mm512_storeu_ps(acc + (j * 16 + l) * dv + i0 + 16 * d, a[j][d]);
+          else _mm512_mask_storeu_ps(acc + (j * 16 + l) * dv + i0 + 16 * d, mk[d], a[j][d]);
+        }
     }
+    if (kKeep) continue;
     for (int j = 0; j < MQ; ++j)
       for (int d = 0; d < 4; ++d) {
         if (16 * d >= len) break;
@@ -456,64 +454,30 @@ void attend_v_tile(const float* p, int64_t ldp, const int64_t* nv, const float* 
   }
 }
 
-// attend_v_lanes16_keep's step: lane l, the 64 columns from i0, MQ queries; the accumulators (query j, lane l
-// at acc + (j * 16 + l) * dv) loaded, lane_fmas, stored back unreduced.
-template <int MQ, bool kFull>
-void attend_v_keep_lane(const float* p, int64_t ldp, const int64_t* nv, const float* v, int64_t ldv, int64_t lane_rows,
-                        int64_t dv, int64_t l, int64_t i0, float* acc) {
-  int64_t lo, hi;
-  tile_span<MQ>(nv, lo, hi);
-  if (hi <= l) return;  // no cell of this lane for these queries: their accumulators stay as they are
-  const int64_t len = kFull || dv - i0 >= 64 ? 64 : dv - i0;
-  __mmask16 mk[4];
-  for (int d = 0; d < 4; ++d) mk[d] = kFull ? __mmask16(0xFFFF) : 16 * d < len ? tail_mask(len - 16 * d) : 0;
-  __m512 a[MQ][4];
-  for (int j = 0; j < MQ; ++j)
-    for (int d = 0; d < 4; ++d) {
-      const float* src = acc + (j * 16 + l) * dv + i0 + 16 * d;
-      a[j][d] = kFull ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mk[d], src);
-    }
-  lane_fmas<MQ, kFull>(a, p, ldp, nv, lo, hi, l, v + l * lane_rows * ldv + i0, ldv, mk);
-  for (int j = 0; j < MQ; ++j)
-    for (int d = 0; d < 4; ++d) {
-      float* dst = acc + (j * 16 + l) * dv + i0 + 16 * d;
-      if (kFull) _mm512_storeu_ps(dst, a[j][d]);
-      else _mm512_mask_storeu_ps(dst, mk[d], a[j][d]);
-    }
-}
-
 void attend_v_lanes16(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
                       int64_t lane_rows, int64_t dv, float* const* out) {
-  using Tile = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*);
+  using Tile =
+      void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*, float*);
   const bool full = dv % 64 == 0;
   const Tile tiles[5] = {nullptr, full ? attend_v_tile<1, true> : attend_v_tile<1, false>,
                          full ? attend_v_tile<2, true> : attend_v_tile<2, false>,
                          full ? attend_v_tile<3, true> : attend_v_tile<3, false>,
                          full ? attend_v_tile<4, true> : attend_v_tile<4, false>};
   for (int64_t j = 0; j < m; j += 4)
-    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j);
+    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, out + j, nullptr);
 }
 
-// Groups of kKeepGroup queries, then lane by lane and 64 columns at a time, the tiles of 4 queries: a lane's
-// rows (lane_rows x 64 floats) stay in L1 while every tile of the group uses them, and so do the group's p
-// (the lane's cells of kKeepGroup rows share cache lines with the other lanes').
 void attend_v_lanes16_keep(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
                            int64_t lane_rows, int64_t dv, float* acc) {
-  constexpr int64_t kKeepGroup = 16;
-  using Step = void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, float*);
+  using Tile =
+      void (*)(const float*, int64_t, const int64_t*, const float*, int64_t, int64_t, int64_t, float* const*, float*);
   const bool full = dv % 64 == 0;
-  const Step steps[5] = {nullptr, full ? attend_v_keep_lane<1, true> : attend_v_keep_lane<1, false>,
-                         full ? attend_v_keep_lane<2, true> : attend_v_keep_lane<2, false>,
-                         full ? attend_v_keep_lane<3, true> : attend_v_keep_lane<3, false>,
-                         full ? attend_v_keep_lane<4, true> : attend_v_keep_lane<4, false>};
-  for (int64_t g0 = 0; g0 < m; g0 += kKeepGroup) {
-    const int64_t g1 = m - g0 < kKeepGroup ? m : g0 + kKeepGroup;
-    for (int64_t l = 0; l < 16; ++l)
-      for (int64_t i0 = 0; i0 < dv; i0 += 64)
-        for (int64_t j = g0; j < g1; j += 4)
-          steps[g1 - j < 4 ? g1 - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, l, i0, acc + j * 16 * dv);
-  }
+  const Tile tiles[5] = {nullptr, full ? attend_v_tile<1, true, true> : attend_v_tile<1, false, true>,
+                         full ? attend_v_tile<2, true, true> : attend_v_tile<2, false, true>,
+                         full ? attend_v_tile<3, true, true> : attend_v_tile<3, false, true>,
+                         full ? attend_v_tile<4, true, true> : attend_v_tile<4, false, true>};
+  for (int64_t j = 0; j < m; j += 4)
+    tiles[m - j < 4 ? m - j : 4](p + j * ldp, ldp, n_vis + j, v, ldv, lane_rows, dv, nullptr, acc + j * 16 * dv);
 }
 
 // s *= scale, and std::max's fold from -inf (NaN skipped: vmaxps returns
