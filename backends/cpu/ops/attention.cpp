@@ -112,7 +112,11 @@ AttnLayout attn_layout(const Tensor& node) {
 // across chunks (attend_v_lanes16_keep), each lane's FMA chain running over
 // its cells in order, and reduced after the last chunk: the same bits as one
 // pass over all cells (widening every visible K and V row of a kv head, 2.4 MB
-// each at d4608, streamed them from L3 once per block).
+// each at d4608, streamed them from L3 once per block). Each chunk's scores are
+// scaled and folded into their row's maximum right after its dots (std::max's
+// fold, chunk after chunk in the cells' order: the same value), and its p
+// rounded to the cache type right before its V accumulation, while they are in
+// L1/L2; only the exponentials walk whole rows (64 x 4.6k scores, 1.2 MB at d4096).
 constexpr int64_t kBlockQueries = 64;
 constexpr int64_t kBlockCells = 256;  // a multiple of 16: a chunk's lanes are the cells' lanes
 
