@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/ops/ops.h"
 #include "core/fp16.h"
+#include "core/quant.h"
 #include "graph/graph.h"
 #include "graph/thread_pool.h"
 #include "support/isa_coverage.h"
@@ -455,6 +457,118 @@ TEST(AttnBatched, ScaledMaximumAndProbabilityRoundingEqualTheScalarLoops) {
         for (int64_t i = 0; i < n; ++i) want[size_t(i)] = f16_to_f32(f32_to_f16(want[size_t(i)] * inv));
         k->scale_round_f16(got.data(), n, inv);
         for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "n " << n << " i " << i;
+      }
+    }
+  }
+}
+
+// A prompt's ATTENTION (-fa 0) at depth over an f16 (or q8_0) K and an f16 V takes the block path on AVX-512
+// and AVX2 (ops/attention.cpp, attention_blocks): several blocks of query rows, each walking more cells than
+// one chunk (kBlockCells), the scores' maximum folded chunk by chunk and p rounded chunk by chunk. Every ISA's
+// result has the bits of the scalar per-(token, head) path, with and without a sliding window, at 1 and 3
+// threads, for 128-dim heads in groups of 2 and 64-dim heads in groups of 3.
+TEST(AttnBatched, BlockPromptAtDepthHasTheScalarBits) {
+  struct Case {
+    int64_t hq, hkv, d;
+    DType k_type;
+  };
+  for (const Case& cs : {Case{4, 2, 128, DType::F16}, Case{3, 1, 64, DType::F16}, Case{4, 2, 64, DType::Q8_0}}) {
+    SCOPED_TRACE(std::string("d ") + std::to_string(cs.d) + " " + dtype_name(cs.k_type));
+    const int64_t depth = 530, T = 70, n_cells = depth + T + 90, e = cs.hkv * cs.d;
+    std::mt19937 rng(28);
+    std::normal_distribution<float> val(0.0f, 1.0f);
+    std::vector<float> q(size_t(cs.d * cs.hq * T)), kf(size_t(n_cells * e));
+    for (auto& x : q) x = val(rng) * 2.0f;
+    for (auto& x : kf) x = val(rng);
+    std::vector<uint8_t> kc(size_t(row_bytes(cs.k_type, e) * uint64_t(n_cells)));
+    quantize_rows(cs.k_type, kf.data(), kc.data(), n_cells, e);
+    std::vector<uint16_t> vc(size_t(n_cells * e));
+    for (auto& h : vc) h = f32_to_f16(val(rng));
+    // sequence 0 at positions in cell order (depth cached, then the batch), sequence 1 in every 9th cell, one
+    // cell empty, the rest unused
+    std::vector<int32_t> info(size_t(2 * n_cells), -1);
+    int32_t pos0 = 0, pos1 = 0;
+    for (int64_t c = 0; c < n_cells - 5; ++c) {
+      if (c == 200) continue;
+      const bool other = c % 9 == 4 || pos0 >= depth + T;
+      info[size_t(2 * c)] = other ? pos1++ : pos0++;
+      info[size_t(2 * c + 1)] = other ? 1 : 0;
+    }
+    ASSERT_EQ(pos0, depth + T);
+    std::vector<int32_t> tok(size_t(2 * T));
+    for (int64_t t = 0; t < T; ++t) tok[size_t(2 * t)] = int32_t(depth + t), tok[size_t(2 * t + 1)] = 0;
+    auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1, int64_t ne2) {
+      Tensor x;
+      x.type = t;
+      x.ne = {ne0, ne1, ne2, 1};
+      x.nb = contiguous_strides(t, x.ne);
+      x.data = data;
+      return x;
+    };
+    Tensor tq = tensor(DType::F32, q.data(), cs.d, cs.hq, T), tk = tensor(cs.k_type, kc.data(), e, n_cells, 1);
+    Tensor tv = tensor(DType::F16, vc.data(), e, n_cells, 1), tt = tensor(DType::I32, tok.data(), 2, T, 1);
+    Tensor tc = tensor(DType::I32, info.data(), 2, n_cells, 1);
+    auto run = [&](Isa isa, int threads, int32_t window) {
+      set_isa(isa);
+      std::vector<float> out(size_t(cs.d * cs.hq * T), -7.0f);
+      Tensor node = tensor(DType::F32, out.data(), cs.d * cs.hq, T, 1);
+      node.op = Op::Attention;
+      node.src[kAttnQ] = &tq;
+      node.src[kAttnK] = &tk;
+      node.src[kAttnV] = &tv;
+      node.src[kAttnTokens] = &tt;
+      node.src[kAttnCells] = &tc;
+      node.iparams[0] = int32_t(cs.hkv);
+      node.iparams[1] = window;
+      node.fparams[0] = 1.0f / std::sqrt(float(cs.d));
+      ThreadPool pool(threads);
+      std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
+      uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
+      compute(node, OpContext{pool, aligned});
+      return out;
+    };
+    const Isa before = selected_isa();
+    for (int32_t window : {0, 300}) {
+      const std::vector<float> want = run(Isa::scalar, 1, window);
+      for (float x : want) ASSERT_TRUE(std::isfinite(x));
+      for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
+        for (int threads : {1, 3}) {
+          const std::vector<float> got = run(isa, threads, window);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i])) << isa_name(isa) << " threads " << threads << " window " << window
+                                                    << " i " << i << ": " << got[i] << " vs " << want[i];
+        }
+    }
+    set_isa(before);
+  }
+}
+
+// dots_f32_lanes16 takes the cells in pairs for dk up to 256 on AVX-512 and 4 x 4 tiles of single cells
+// beyond: both give llama_order::dot_lanes16's bits for every head size, row count and partial row.
+TEST(AttnBatched, BlockDotsOfEveryHeadSizeEqualTheScalarOrder) {
+  std::mt19937 rng(29);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : block_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t dk : {16, 48, 80, 256, 272, 512}) {
+      for (int64_t n : {1, 6, 37}) {
+        const int64_t ldk = dk + 16, ldq = dk + 32, ldo = n + 3;
+        std::vector<float> kr(size_t(n * ldk));
+        for (auto& x : kr) x = f16_to_f32(f32_to_f16(val(rng)));
+        for (int64_t m : {2, 5, 8}) {
+          std::vector<float> q(size_t(m * ldq)), got(size_t(m * ldo), -3.0f);
+          for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+          std::vector<int64_t> rows(static_cast<size_t>(m));
+          for (int64_t j = 0; j < m; ++j) rows[size_t(j)] = j % 4 == 1 ? n / 2 : j % 4 == 3 ? n - 1 : n;
+          k->dots_f32_lanes16(kr.data(), ldk, rows.data(), q.data(), ldq, m, dk, got.data(), ldo);
+          for (int64_t j = 0; j < m; ++j)
+            for (int64_t r = 0; r < ldo; ++r) {
+              const bool live = r < rows[size_t(j)];
+              const float want = live ? llama_order::dot_lanes16(kr.data() + r * ldk, q.data() + j * ldq, dk) : -3.0f;
+              ASSERT_TRUE(same_bits(got[size_t(j * ldo + r)], want))
+                  << "dk " << dk << " n " << n << " m " << m << " query " << j << " cell " << r;
+            }
+        }
       }
     }
   }

@@ -112,7 +112,11 @@ AttnLayout attn_layout(const Tensor& node) {
 // across chunks (attend_v_lanes16_keep), each lane's FMA chain running over
 // its cells in order, and reduced after the last chunk: the same bits as one
 // pass over all cells (widening every visible K and V row of a kv head, 2.4 MB
-// each at d4608, streamed them from L3 once per block).
+// each at d4608, streamed them from L3 once per block). Each chunk's scores are
+// scaled and folded into their row's maximum right after its dots (std::max's
+// fold, chunk after chunk in the cells' order: the same value), and its p
+// rounded to the cache type right before its V accumulation, while they are in
+// L1/L2; only the exponentials walk whole rows (64 x 4.6k scores, 1.2 MB at d4096).
 constexpr int64_t kBlockQueries = 64;
 constexpr int64_t kBlockCells = 256;  // a multiple of 16: a chunk's lanes are the cells' lanes
 
@@ -121,6 +125,7 @@ int64_t block_tokens(int64_t group) { return std::max<int64_t>(1, kBlockQueries 
 struct BlockLayout {
   uint64_t per_thread = 0;
   uint64_t off_q = 0, off_kv = 0, off_vis = 0, off_vis_lane = 0, off_nv = 0, off_out = 0, off_nvc = 0, off_acc = 0;
+  uint64_t off_row_max = 0, off_row_inv = 0;
   int64_t ld_scores = 0, rows = 0;
 };
 
@@ -142,7 +147,9 @@ BlockLayout block_layout(const Tensor& node) {
   l.off_out = l.off_nv + a64(uint64_t(l.rows) * 8);
   l.off_nvc = l.off_out + a64(uint64_t(l.rows) * 8);
   l.off_acc = l.off_nvc + a64(uint64_t(l.rows) * 8);
-  l.per_thread = l.off_acc + a64(uint64_t(l.rows * 16 * dv) * 4);
+  l.off_row_max = l.off_acc + a64(uint64_t(l.rows * 16 * dv) * 4);
+  l.off_row_inv = l.off_row_max + a64(uint64_t(l.rows) * 4);
+  l.per_thread = l.off_row_inv + a64(uint64_t(l.rows) * 4);
   return l;
 }
 
@@ -261,6 +268,8 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
     int32_t* vis_lane = reinterpret_cast<int32_t*>(w + l.off_vis_lane);
     int64_t* nvc = reinterpret_cast<int64_t*>(w + l.off_nvc);  // each row's visible cells within the chunk
     float* acc = reinterpret_cast<float*>(w + l.off_acc);      // each row's 16 lane accumulators
+    float* row_max = reinterpret_cast<float*>(w + l.off_row_max);
+    float* row_inv = reinterpret_cast<float*>(w + l.off_row_inv);  // each row's 1 / (sum of its exponentials)
     const int64_t lds = l.ld_scores;
     double before = 0.0;
     for (int64_t g = 0; g < hkv; ++g)
@@ -295,6 +304,10 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         auto chunk_rows = [&](int64_t c0, int64_t nc) {
           for (int64_t j = 0; j < m; ++j) nvc[j] = std::clamp<int64_t>(nv[j] - c0, 0, nc);
         };
+        // K*Q chunk by chunk; while a chunk's scores are in L1/L2, each row's part is masked (window), scaled
+        // and folded into the row's maximum (std::max's fold in the cells' order, chunk after chunk: the fold
+        // over the whole row).
+        for (int64_t j = 0; j < m; ++j) row_max[j] = -INFINITY;
         for (int64_t c0 = 0; c0 < n_max; c0 += kBlockCells) {
           const int64_t nc = std::min(kBlockCells, n_max - c0);
           if (k.type == DType::F16) simd.widen_f16(kbase, k.nb[1], vis + c0, nc, dk, kv, dk);
@@ -302,15 +315,21 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
           else flash_kernels().widen_q4_0(kbase, k.nb[1], vis + c0, nc, dk, kv, dk);
           chunk_rows(c0, nc);
           simd.dots_f32_lanes16(kv, dk, nvc, qb, dk, m, dk, scores + c0, lds);
+          for (int64_t j = 0; j < m; ++j) {
+            if (nvc[j] == 0) continue;
+            float* s = scores + j * lds;
+            if (window > 0) {  // the masked cells are a prefix of the row (positions in order)
+              const int32_t pos = tok[2 * (t0 + j / group)];
+              for (int64_t r = c0; r < c0 + nvc[j] && pos - cell[2 * vis[r]] >= window; ++r) s[r] = -INFINITY;
+            }
+            const float cm = simd.scale_max(s + c0, nvc[j], scale);
+            row_max[j] = row_max[j] < cm ? cm : row_max[j];
+          }
         }
         for (int64_t j = 0; j < m; ++j) {
           float* s = scores + j * lds;
           const int64_t n_vis = nv[j];
-          if (window > 0) {
-            const int32_t pos = tok[2 * (t0 + j / group)];
-            for (int64_t r = 0; r < n_vis && pos - cell[2 * vis[r]] >= window; ++r) s[r] = -INFINITY;
-          }
-          const float mx = simd.scale_max(s, n_vis, scale);
+          const float mx = row_max[j];
           if (mx == -INFINITY) {  // no visible cell (cannot happen): zeros, as the per-pair path
             nv[j] = 0;
             continue;
@@ -318,11 +337,12 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
           // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
           const int64_t n_chunked = (n_vis + 15) / 16 * 16;
           for (int64_t r = n_vis; r < n_chunked; ++r) s[r] = -INFINITY;
-          simd.scale_round_f16(s, n_vis, float(1.0 / simd.softmax_exp(s, n_chunked, mx)));  // p in the cache type
+          row_inv[j] = float(1.0 / simd.softmax_exp(s, n_chunked, mx));
         }
         for (int64_t j = 0; j < m; ++j)
           outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;
-        // V rows chunk by chunk, lane by lane (cells l, l + 16, ...): each lane's rows are read in order
+        // V rows chunk by chunk, lane by lane (cells l, l + 16, ...): each lane's rows are read in order; each
+        // row's p of the chunk rounded to the cache type first (its exponentials in L1/L2)
         std::fill(acc, acc + m * 16 * dv, 0.0f);
         for (int64_t c0 = 0; c0 < n_max; c0 += kBlockCells) {
           const int64_t nc = std::min(kBlockCells, n_max - c0), lane_rows = (nc + 15) / 16;
@@ -332,6 +352,8 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
             simd.widen_f16(vbase, v.nb[1], vis_lane, n_lane, dv, kv + lane * lane_rows * dv, dv);
           }
           chunk_rows(c0, nc);
+          for (int64_t j = 0; j < m; ++j)
+            if (nvc[j] > 0) simd.scale_round_f16(scores + j * lds + c0, nvc[j], row_inv[j]);
           simd.attend_v_lanes16_keep(scores + c0, lds, nvc, m, kv, dv, lane_rows, dv, acc);
         }
         for (int64_t j = 0; j < m; ++j) simd.reduce_lanes(acc + j * 16 * dv, 16, 16, dv, outs[j]);

@@ -6,8 +6,10 @@
 // reduced together in ggml_vec_dot_f16 order), V accumulated 4 lanes at a
 // time with the accumulators in registers (each lane's cells in order).
 // The block helpers work on K/V rows widened to f32 once for many query rows:
-// 4 x 4 tiles of dots with a transposed reduce_add16, and V accumulation in
-// registers lane by lane with the lanes' reduction fused.
+// 4 x 4 tiles of dots with a transposed reduce_add16 (for dk <= 256 the cells
+// in pairs, lanes 0-7 of two cells in one register, so reduce_add16's first
+// step is one add), and V accumulation in registers lane by lane with the
+// lanes' reduction fused.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -268,6 +270,65 @@ void dots_f32_lanes16_one(const float* k, int64_t ldk, int64_t n, const float* q
   }
 }
 
+// Tiles of 4 cells x 4 queries with the cells in pairs (dk <= kPairsMaxDk): for each 16 dims of dk, the lanes
+// 0-7 of cells c and c + 1 side by side in one register and their lanes 8-15 in another (kp, built once per 4
+// cells), against each query's 8 + 8 dims broadcast. Each lane of each dot keeps its own FMA chain in dk's
+// order (dot_f16_lanes16's), and the two registers of a pair added give reduce_add16's first step for both
+// cells at once (t = a[i] + a[i + 8]), so one vaddps replaces reduce16x16's blend, shuffle and add there.
+constexpr int64_t kPairsMaxDk = 256;
+void dots_f32_lanes16_pairs(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m,
+                            int64_t dk, float* out, int64_t ldo, int64_t n_max) {
+  alignas(64) float kp[4 * kPairsMaxDk];  // pair h, dims 16 s: [c lanes 0-7 | c + 1 lanes 0-7] [... lanes 8-15]
+  for (int64_t r0 = 0; r0 < n_max; r0 += 4) {
+    const int64_t n4 = n_max - r0 < 4 ? n_max - r0 : 4;
+    const float* kr[4];
+    for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < n4 ? c : n4 - 1)) * ldk;
+    for (int h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < dk; i += 16) {
+        float* dst = kp + h * 2 * dk + 2 * i;
+        const __m512 a = _mm512_loadu_ps(kr[2 * h] + i), b = _mm512_loadu_ps(kr[2 * h + 1] + i);
+        _mm512_store_ps(dst, _mm512_shuffle_f32x4(a, b, 0x44));       // a 0-7, b 0-7
+        _mm512_store_ps(dst + 16, _mm512_shuffle_f32x4(a, b, 0xEE));  // a 8-15, b 8-15
+      }
+    for (int64_t j0 = 0; j0 < m; j0 += 4) {
+      const int64_t nq = m - j0 < 4 ? m - j0 : 4;
+      int64_t n_tile = 0;
+      for (int j = 0; j < nq; ++j) n_tile = n[j0 + j] > n_tile ? n[j0 + j] : n_tile;
+      if (n_tile <= r0) continue;
+      const float* qr[4];
+      for (int j = 0; j < 4; ++j) qr[j] = q + (j0 + (j < nq ? j : nq - 1)) * ldq;
+      __m512 a[2][4][2];  // [pair][query][lanes 0-7 | 8-15]
+      for (auto& x : a)
+        for (auto& y : x) y[0] = y[1] = _mm512_setzero_ps();
+      for (int64_t i = 0; i < dk; i += 16) {
+        const __m512 k0l = _mm512_load_ps(kp + 2 * i), k0h = _mm512_load_ps(kp + 2 * i + 16);
+        const __m512 k1l = _mm512_load_ps(kp + 2 * dk + 2 * i), k1h = _mm512_load_ps(kp + 2 * dk + 2 * i + 16);
+        for (int j = 0; j < 4; ++j) {
+          const __m512 ql = _mm512_broadcast_f32x8(_mm256_loadu_ps(qr[j] + i));
+          const __m512 qh = _mm512_broadcast_f32x8(_mm256_loadu_ps(qr[j] + i + 8));
+          a[0][j][0] = _mm512_fmadd_ps(k0l, ql, a[0][j][0]);
+          a[0][j][1] = _mm512_fmadd_ps(k0h, qh, a[0][j][1]);
+          a[1][j][0] = _mm512_fmadd_ps(k1l, ql, a[1][j][0]);
+          a[1][j][1] = _mm512_fmadd_ps(k1h, qh, a[1][j][1]);
+        }
+      }
+      __m512 x[8];  // x[2 j + h]: t of (query j, cell 2 h) in lanes 0-7, of (query j, cell 2 h + 1) in 8-15
+      for (int j = 0; j < 4; ++j)
+        for (int h = 0; h < 2; ++h) x[2 * j + h] = _mm512_add_ps(a[h][j][0], a[h][j][1]);
+      const __m512 res = _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16_halves(x));
+      for (int j = 0; j < nq; ++j) {
+        const int64_t left = n[j0 + j] - r0;
+        if (left <= 0) continue;
+        const __m128 row = j == 0   ? _mm512_castps512_ps128(res)
+                           : j == 1 ? _mm512_extractf32x4_ps(res, 1)
+                           : j == 2 ? _mm512_extractf32x4_ps(res, 2)
+                                    : _mm512_extractf32x4_ps(res, 3);
+        _mm_mask_storeu_ps(out + (j0 + j) * ldo + r0, __mmask8((1u << (left < 4 ? left : 4)) - 1), row);
+      }
+    }
+  }
+}
+
 // Tiles of 4 cells x 4 queries: each k and q vector loaded feeds 4 FMAs, and
 // each dot keeps its own single accumulator (dot_f16_lanes16's order). Short
 // tiles repeat the last row or query and drop the extra results; a tile of
@@ -279,6 +340,7 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
   const __m512i to_rows = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
   int64_t n_max = 0;
   for (int64_t j = 0; j < m; ++j) n_max = n[j] > n_max ? n[j] : n_max;
+  if (dk <= kPairsMaxDk) return dots_f32_lanes16_pairs(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
   for (int64_t r0 = 0; r0 < n_max; r0 += 4) {
     for (int64_t j0 = 0; j0 < m; j0 += 4) {
       const int64_t nq = m - j0 < 4 ? m - j0 : 4;

@@ -13,11 +13,10 @@ namespace {
 // _mm512_reduce_add_ps on each (t = a[i] + a[i + 8], u = t[i] + t[i + 4],
 // (u0 + u2) + (u1 + u3)), two or four accumulators side by side; each step
 // pairs a blend with one shuffle.
-__m512 reduce16x16(const __m512* a) {
-  __m512 x[8], y[4];
-  for (int p = 0; p < 8; ++p)  // x[p]: t of a[2p] in lanes 0..7, of a[2p + 1] in 8..15
-    x[p] = _mm512_add_ps(_mm512_mask_blend_ps(0xFF00, a[2 * p], a[2 * p + 1]),
-                         _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x4E));
+// reduce16x16 after its first step: x[p] holds t of a[2p] in lanes 0..7 and of
+// a[2p + 1] in 8..15 (t[i] = a[i] + a[i + 8]).
+__m512 reduce16x16_halves(const __m512* x) {
+  __m512 y[4];
   const __m512i hi_lo = _mm512_setr_epi32(4, 5, 6, 7, 16, 17, 18, 19, 12, 13, 14, 15, 24, 25, 26, 27);
   for (int q = 0; q < 4; ++q)  // y[q]: u of a[4q], a[4q + 2], a[4q + 1], a[4q + 3] in 128-bit blocks 0..3
     y[q] = _mm512_add_ps(_mm512_mask_blend_ps(0xF0F0, x[2 * q], x[2 * q + 1]),
@@ -28,6 +27,14 @@ __m512 reduce16x16(const __m512* a) {
   const __m512 v01 = pairs(y[0], y[1]), v23 = pairs(y[2], y[3]);
   return _mm512_add_ps(_mm512_shuffle_ps(v01, v23, _MM_SHUFFLE(2, 0, 2, 0)),
                        _mm512_shuffle_ps(v01, v23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+__m512 reduce16x16(const __m512* a) {
+  __m512 x[8];
+  for (int p = 0; p < 8; ++p)  // x[p]: t of a[2p] in lanes 0..7, of a[2p + 1] in 8..15
+    x[p] = _mm512_add_ps(_mm512_mask_blend_ps(0xFF00, a[2 * p], a[2 * p + 1]),
+                         _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x4E));
+  return reduce16x16_halves(x);
 }
 
 // Lane 4 j + c of permutexvar(reduce_to_rows(), reduce16x16(a)) is the sum of a[4 j + c].
