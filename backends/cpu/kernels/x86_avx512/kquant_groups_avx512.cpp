@@ -80,6 +80,7 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
       dd[a] = _mm512_mul_ps(d, xd);
       dm[a] = _mm512_mul_ps(dmin, xd);
     }
+#pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
       __m512i isum[RA];
       for (int a = 0; a < RA; ++a) isum[a] = _mm512_setzero_si512();
@@ -149,6 +150,7 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
       xb[a] = x[a] + b * kQ8_KBytes;
       dd[a] = _mm512_mul_ps(d, _mm512_set1_ps(load_f32(xb[a])));
     }
+#pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
       const __m256i sp32 = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 3);  // 32 sc
       __m512i isum[RA];
