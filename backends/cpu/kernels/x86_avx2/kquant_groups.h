@@ -149,9 +149,9 @@ inline void q6_K_unpack(const uint8_t* pq, __m256i hi2, __m256i q[4]) {
   q[0] = _mm256_andnot_si256(hi2, p);
   q[1] = _mm256_andnot_si256(hi2, r);
   q[2] = _mm256_andnot_si256(hi2, s);
-  q[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(p, hi2), 6),
-                                         _mm256_srli_epi16(_mm256_and_si256(r, hi2), 4)),
-                         _mm256_srli_epi16(_mm256_and_si256(s, hi2), 2));
+  q[3] = _mm256_or_si256(
+      _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(p, hi2), 6), _mm256_srli_epi16(_mm256_and_si256(r, hi2), 4)),
+      _mm256_srli_epi16(_mm256_and_si256(s, hi2), 2));
 }
 
 // The 16 int8 scales of a Q6_K group's super-block (its four scale words sw)
