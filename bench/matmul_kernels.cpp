@@ -24,6 +24,9 @@
 //                         Gemma-3-1B's FFN gate/up (6912 x 1152), down
 //                         (1152 x 6912) and tied output (262144 x 1152, 320 MB
 //                         in Q8_0: one copy, beyond any cache).
+//                         packed-decode-out1024 (K-quant groups, stop 18):
+//                         Qwen3-0.6B's tied output (151936 x 1024, 128 MB in
+//                         Q6_K: one copy), the largest matmul of a Q4_K_M token.
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
 //                         to the entry's packed_max_act read the groups; not
 //                         the K-quants, which have the kq- curve below).
@@ -234,6 +237,10 @@ const int kRegistered = [] {
               run(s, isa, t, 262144, 1, 1, 1152, false, true);
             })->Unit(benchmark::kMillisecond);
         }
+        if (kquant)
+          benchmark::RegisterBenchmark(("packed-decode-out1024/" + suffix).c_str(), [=](benchmark::State& s) {
+            run(s, isa, t, 151936, 1, 1, 1024, false, true);
+          })->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("packed-decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 96, 1, 1, 4096, false, true);
         })->Unit(benchmark::kMicrosecond);

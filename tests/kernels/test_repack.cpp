@@ -5,6 +5,7 @@
 // under every ISA the host runs: same bytes per block, same summation order.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -334,6 +335,89 @@ TEST(KGroups, PackedBatchesAreThePlainBitsOnEveryIsa) {
 #if defined(__x86_64__)
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the K-quant group batches were not run";
+  }
+#endif
+}
+
+// Every bit pattern of the quant and scale bytes (stop 18: Q6_K's quants are
+// re-encoded at load, p / q / r, repack.h), not only what the quantizer
+// writes: random bytes with finite f16 scales, then the extremes (every 6-bit
+// quant 63 or 0 against scales of -128 / 127 and activations at +-127, the
+// largest int16 pair sums and int32 lane sums the kernels form). The unpack
+// gives the bytes back; decode (1 .. packed_max_act rows) and the in-place
+// batches give the plain entry's bits on every ISA, on two threads' slices
+// with the partial last group.
+TEST(KGroups, EveryBitPatternGivesThePlainBits) {
+  std::mt19937 rng(31);
+  int checked = 0;
+  for (DType t : {DType::Q4_K, DType::Q6_K})
+    for (int pattern = 0; pattern < 3; ++pattern)
+      for (int64_t k : {256, 768})
+        for (int64_t rows : {8, 19}) {
+          const uint64_t bb = t == DType::Q4_K ? 144 : 210, rb = row_bytes(t, k);
+          std::vector<uint8_t> plain(rb * uint64_t(rows));
+          for (size_t i = 0; i < plain.size(); ++i) {
+            const size_t o = i % bb;  // offset in the super-block
+            const bool scale = t == DType::Q4_K ? (o >= 4 && o < 16) : (o >= 192 && o < 208);
+            if (pattern == 0) plain[i] = uint8_t(rng());
+            else if (scale && t == DType::Q6_K) plain[i] = o % 2 ? 0x80 : 0x7F;  // int8 -128 / 127
+            else plain[i] = pattern == 1 ? 0xFF : 0x00;
+          }
+          for (uint64_t b = 0; b < plain.size(); b += bb) {  // finite f16 d (and dmin): 2^-10 .. 2^-9
+            const uint16_t d = uint16_t(0x1400 | (rng() & 0x3FF)), dmin = uint16_t(0x1400 | (rng() & 0x3FF));
+            std::memcpy(&plain[b + (t == DType::Q4_K ? 0 : 208)], &d, 2);
+            if (t == DType::Q4_K) std::memcpy(&plain[b + 2], &dmin, 2);
+          }
+          std::vector<float> x(size_t(9 * k));
+          std::uniform_real_distribution<float> val(-4.0f, 4.0f);
+          for (size_t i = 0; i < x.size(); ++i) x[i] = pattern == 0 ? val(rng) : (i / 16 % 2 ? -3.0f : 3.0f);
+          auto packed = plain;
+          repack_matrix(kLayoutKGroups8, t, packed.data(), k, rows);
+          std::vector<uint8_t> back(plain.size());
+          unpack_rows(kLayoutKGroups8, t, packed.data(), k, rows, 0, rows, back.data());
+          EXPECT_EQ(0, std::memcmp(back.data(), plain.data(), plain.size())) << dtype_name(t) << " pattern " << pattern;
+          for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+            const MatmulKernels* kern = matmul_kernels(t, isa);
+            if (!kern || kern->packed_layout != kLayoutKGroups8) continue;
+            for (int64_t n_act = 1; n_act <= 9; ++n_act) {
+              const bool batch = n_act > kern->packed_max_act;
+              if (batch && (!kern->gemm_packed_batch || (n_act != 5 && n_act != 9))) continue;
+              const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+              test::GemmCall call;
+              call.fill = -1.0f;
+              const auto want = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
+              std::vector<float> got(want.size(), -1.0f);
+              std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+              for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
+                if (b >= e) continue;
+                GemmArgs g;
+                g.w = packed.data();
+                g.w_row_bytes = rb;
+                g.k = k;
+                g.row_begin = b;
+                g.row_end = e;
+                g.act = act.data();
+                g.act_row_bytes = kern->act_row_bytes(k);
+                g.n_act = n_act;
+                g.out = got.data();
+                g.out_stride = rows;
+                g.scratch = scratch.data();
+                g.layout = kLayoutKGroups8;
+                g.n_rows = rows;
+                if (batch) EXPECT_TRUE(kern->gemm_packed_batch(g));
+                else kern->gemm_packed(g);
+              }
+              EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                  << isa_name(isa) << " " << dtype_name(t) << " pattern " << pattern << " k " << k << " rows " << rows
+                  << " n_act " << n_act << ": " << got[0] << " vs " << want[0];
+              for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "the scales were meant to keep it finite";
+              ++checked;
+            }
+          }
+        }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the K-quant row-group kernels were not run";
   }
 #endif
 }

@@ -67,6 +67,36 @@ std::vector<KPiece> k_pieces(DType type) {
 
 int64_t k_block_bytes(DType type) { return type == DType::Q4_K ? 144 : 210; }
 
+// Q6_K's quants in the groups (stop 18, repack.h): the three bytes a, b, c of
+// an element position (ql low half, ql high half, qh) hold the four 6-bit
+// quants q0 = a & 15 | (c & 3) << 4, q1 = b & 15 | (c >> 2 & 3) << 4,
+// q2 = a >> 4 | (c >> 4 & 3) << 4, q3 = b >> 4 | (c >> 6) << 4; the groups
+// keep them as p = q0 | (q3 & 3) << 6, q = q1 | (q3 >> 2 & 3) << 6,
+// r = q2 | (q3 >> 4) << 6, so q0-q2 are one mask each and q3 the top bits of
+// the three. Both ways are bijections on the three bytes.
+void q6_K_encode(uint8_t* a, uint8_t* b, uint8_t* c) {
+  const int q0 = (*a & 15) | (*c & 3) << 4, q1 = (*b & 15) | (*c >> 2 & 3) << 4;
+  const int q2 = *a >> 4 | (*c >> 4 & 3) << 4, q3 = *b >> 4 | (*c >> 6) << 4;
+  *a = uint8_t(q0 | (q3 & 3) << 6);
+  *b = uint8_t(q1 | (q3 >> 2 & 3) << 6);
+  *c = uint8_t(q2 | (q3 >> 4) << 6);
+}
+
+void q6_K_decode(uint8_t* p, uint8_t* q, uint8_t* r) {
+  const int q0 = *p & 63, q1 = *q & 63, q2 = *r & 63, q3 = *p >> 6 | (*q >> 6) << 2 | (*r >> 6) << 4;
+  *p = uint8_t((q0 & 15) | (q2 & 15) << 4);
+  *q = uint8_t((q1 & 15) | (q3 & 15) << 4);
+  *r = uint8_t(q0 >> 4 | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6);
+}
+
+// Every (ql low, ql high, qh) byte triple of a Q6_K row's super-block sb (210
+// bytes, the GGUF's order) through f.
+template <class F>
+void q6_K_triples(uint8_t* sb, F f) {
+  for (int h = 0; h < 2; ++h)
+    for (int e = 0; e < 32; ++e) f(sb + 64 * h + e, sb + 64 * h + 32 + e, sb + 128 + 32 * h + e);
+}
+
 // Q5_0 row groups (repack.h): a row's qh word with its bits moved, bit e
 // (element e's fifth bit) to bit 8 * (e % 4) + 2 * ((e % 16) / 4) + e / 16, so
 // that for the piece of elements 16h + 4t + b (b = 0..3, the bytes of the piece)
@@ -149,6 +179,8 @@ void repack_k_groups(DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
   for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
     uint8_t* grp = rows + g * rb;
     std::memcpy(plain.data(), grp, plain.size());
+    if (type == DType::Q6_K)
+      for (int64_t i = 0; i < kGroup * nb; ++i) q6_K_triples(plain.data() + i * bb, q6_K_encode);
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* gb = grp + b * kGroup * bb;
       for (int64_t i = 0; i < kGroup; ++i) {
@@ -175,6 +207,7 @@ void unpack_k_groups(DType type, const uint8_t* base, int64_t k, int64_t n_rows,
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* gb = grp + b * kGroup * bb;
       for (const KPiece& p : pieces) std::memcpy(out + b * bb + p.src, gb + p.dst + i * p.len, size_t(p.len));
+      if (type == DType::Q6_K) q6_K_triples(out + b * bb, q6_K_decode);
     }
   }
 }

@@ -33,9 +33,14 @@
 //     64j + 4t .. +3, high nibbles: the same 32 on).
 //   Q6_K (8 x 210 = 1680 bytes): d f16 [8], the 16 int8 scales [4][8][4]
 //     (piece q: scales 4q .. 4q+3), then per half h and t in 0..7 three
-//     pieces [8][4]: ql[64h + 4t ..], ql[64h + 32 + 4t ..], qh[32h + 4t ..].
+//     pieces [8][4] p, q, r made from ql[64h + 4t ..] (a), ql[64h + 32 + 4t ..]
+//     (b) and qh[32h + 4t ..] (c) (stop 18): each byte position's four 6-bit
+//     quants q0 = a & 15 | (c & 3) << 4, q1 = b & 15 | (c >> 2 & 3) << 4,
+//     q2 = a >> 4 | (c >> 4 & 3) << 4, q3 = b >> 4 | (c >> 6) << 4 stored as
+//     p = q0 | (q3 & 3) << 6, q = q1 | (q3 >> 2 & 3) << 6, r = q2 | (q3 >> 4) << 6.
 // A last partial group stays plain, as for kLayoutRowGroups8. The bytes of a
-// row are only moved, never changed.
+// Q4_K row are only moved, never changed; Q6_K's quant bytes are re-encoded
+// (a bijection: the unpack gives the GGUF's bytes back).
 #pragma once
 #include <cstdint>
 

@@ -16,9 +16,11 @@
 //     nibbles are elements 64j + 4t .. +3 (sub-block 2j) and high nibbles the
 //     same 32 on (sub-block 2j + 1).
 //   Q6_K: d[8], the 16 int8 scales as four words, then for t in 0..7 and
-//     half h the pieces ql[64h + 4t], ql[64h + 32 + 4t], qh[32h + 4t],
-//     from which four vectors of 6-bit quants (elements 128h + 32c + 4t, c in
-//     0..3) are made with shifts and masks.
+//     half h three pieces p, q, r (the bytes of ql[64h + 4t], ql[64h + 32 + 4t],
+//     qh[32h + 4t] re-encoded at load, stop 18: repack.h) that hold the four
+//     vectors of 6-bit quants c = 0..3 (elements 128h + 32c + 4t): c = 0-2
+//     one mask each (p, q, r & 63), c = 3 the top two bits of the three
+//     (q6_K_unpack: 11 operations where the GGUF's nibble and 2-bit split took 17).
 // Per piece: vpmaddubsw of the 8 rows' unsigned quants with the activation's
 // 4 int8 (vpbroadcastd) gives int16 pair sums, vpmaddwd by the rows'
 // sub-block scale pair (s, s) exact int32 sums. The order of each row is the
@@ -136,6 +138,37 @@ inline void q4_K_group_finish(const uint8_t* gb, const Q4KGroupScales& scm, cons
   }
 }
 
+// A Q6_K group's piece triple at pq (p, q, r: repack.h) as the four vectors of
+// 6-bit quants c = 0..3 of 8 rows x 4 elements: q0-q2 = p, q, r & 63;
+// q3 = p >> 6 | (q >> 6) << 2 | (r >> 6) << 4, from the top bits (& 0xC0,
+// so the 16-bit shifts bring nothing in from the neighbouring byte). One
+// mask register (hi2 = 0xC0 in every byte); each piece loaded once (a
+// memory operand of the masks would load it twice).
+inline void q6_K_unpack(const uint8_t* pq, __m256i hi2, __m256i q[4]) {
+  const __m256i p = in_register(load32(pq)), r = in_register(load32(pq + 32)), s = in_register(load32(pq + 64));
+  q[0] = _mm256_andnot_si256(hi2, p);
+  q[1] = _mm256_andnot_si256(hi2, r);
+  q[2] = _mm256_andnot_si256(hi2, s);
+  q[3] = _mm256_or_si256(
+      _mm256_or_si256(_mm256_srli_epi16(_mm256_and_si256(p, hi2), 6), _mm256_srli_epi16(_mm256_and_si256(r, hi2), 4)),
+      _mm256_srli_epi16(_mm256_and_si256(s, hi2), 2));
+}
+
+// The 16 int8 scales of a Q6_K group's super-block (its four scale words sw)
+// as int16 pairs (s, s) of 8 rows: each word's bytes sign-extended once (even
+// bytes by a shift up and down, odd bytes by a shift down), then one vpshufb
+// per pair.
+inline void q6_K_scale_pairs(const __m256i sw[4], __m256i s16[16]) {
+  const __m256i lo = lane_bytes(0, 1, 0, 1), hi = lane_bytes(2, 3, 2, 3);
+  for (int w = 0; w < 4; ++w) {
+    const __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(sw[w], 8), 8), odd = _mm256_srai_epi16(sw[w], 8);
+    s16[4 * w] = _mm256_shuffle_epi8(even, lo);
+    s16[4 * w + 1] = _mm256_shuffle_epi8(odd, lo);
+    s16[4 * w + 2] = _mm256_shuffle_epi8(even, hi);
+    s16[4 * w + 3] = _mm256_shuffle_epi8(odd, hi);
+  }
+}
+
 // Q6_K's -32 offset of a group's super-block (its four scale words sw)
 // against an activation row: -32 * sum_t (sc_2t, sc_2t+1) . (bsum_2t, bsum_2t+1),
 // the pairs sign-extended from the high byte.
@@ -169,6 +202,8 @@ void hsum_lanes(__m256 (*acc)[8], float* const* out) {
 // Per super-block and lane L (Q45KKernel in kquants_avx2.cpp):
 //   isum_L = sum_j sc_2j * lo(j, L) + sc_2j+1 * hi(j, L), m_L = min_L * (bsum_2L + bsum_2L+1)
 //   acc_L = fma(isum_L, d * d_x, acc_L); acc_L = fnmadd(m_L, dmin * d_x, acc_L)
+// (isum_L exact in any order: two chains, the low and the high nibbles, so
+// that avx2-vnni's vpdpwssd does not wait on its own latency.)
 template <class Dot, int RA>
 void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
@@ -190,22 +225,25 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
       dd[a] = _mm256_mul_ps(d, xd);
       dm[a] = _mm256_mul_ps(dmin, xd);
     }
+#pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
-      __m256i isum[RA];
-      for (int a = 0; a < RA; ++a) isum[a] = _mm256_setzero_si256();
+      __m256i lo[RA], hi[RA];  // two chains of the exact int32 sum (low and high nibbles)
+      for (int a = 0; a < RA; ++a) lo[a] = hi[a] = _mm256_setzero_si256();  // set before j = 0 overwrites them
       for (int j = 0; j < 4; ++j) {
-        const __m256i v = load32(gb + 128 + (4 * l + j) * 32);
+        const __m256i v = in_register(load32(gb + 128 + (4 * l + j) * 32));
         const __m256i ql = _mm256_and_si256(v, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
         for (int a = 0; a < RA; ++a) {
           const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 4 * l;
-          isum[a] = Dot::pairs(isum[a], _mm256_maddubs_epi16(ql, bcast4(xq)), s16[2 * j]);
-          isum[a] = Dot::pairs(isum[a], _mm256_maddubs_epi16(qh, bcast4(xq + 32)), s16[2 * j + 1]);
+          const __m256i plo = _mm256_maddubs_epi16(ql, bcast4(xq)), phi = _mm256_maddubs_epi16(qh, bcast4(xq + 32));
+          lo[a] = j == 0 ? _mm256_madd_epi16(plo, s16[0]) : Dot::pairs(lo[a], plo, s16[2 * j]);
+          hi[a] = j == 0 ? _mm256_madd_epi16(phi, s16[1]) : Dot::pairs(hi[a], phi, s16[2 * j + 1]);
         }
       }
       const __m256i ml = scm.min_pair(l);
       for (int a = 0; a < RA; ++a) {
         const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(ml, bcast4(xb[a] + kQ8_KBsums + 4 * l)));
-        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), dd[a], acc[a][l]);
+        const __m256i isum = _mm256_add_epi32(lo[a], hi[a]);
+        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd[a], acc[a][l]);
         acc[a][l] = _mm256_fnmadd_ps(m, dm[a], acc[a][l]);
       }
     }
@@ -217,13 +255,14 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
 // Per super-block and lane L (Q6KKernel in kquants_avx2.cpp):
 //   isum_L = sum_{h,c} sc_s * q6(h, c, L) . x - 32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1), s = 8h + 2c + L / 4
 //   acc_L = fma(isum_L, d * d_x, acc_L)
+// The int32 sum is exact in any order: two chains (c even, c odd) so that
+// avx2-vnni's vpdpwssd does not wait on its own latency, the offset as one
+// vpmaddwd of the pair (32 sc, 32 sc') (the scale byte moved to the high byte,
+// shifted down by 3) subtracted at the end.
 template <class Dot, int RA>
 void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
-  // scale s (byte s % 4 of word s / 4) as the int16 pair (s, s), sign-extended by the shift right
-  const __m256i pick[4] = {lane_bytes(-1, 0, -1, 0), lane_bytes(-1, 1, -1, 1), lane_bytes(-1, 2, -1, 2),
-                           lane_bytes(-1, 3, -1, 3)};
-  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1)
+  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1) high bytes
+  const __m256i hi2 = _mm256_set1_epi8(char(0xC0));
   __m256 acc[RA][8];
   for (int a = 0; a < RA; ++a)
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
@@ -233,7 +272,7 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     __m256i s16[16];
-    for (int s = 0; s < 16; ++s) s16[s] = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8);
+    q6_K_scale_pairs(sw, s16);
     const __m256 d = load_f16x8(gb);
     const uint8_t* xb[RA];
     __m256 dd[RA];
@@ -241,29 +280,28 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
       xb[a] = x[a] + b * kQ8_KBytes;
       dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(xb[a])));
     }
+#pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
-      const __m256i sp = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 8);
-      __m256i isum[RA];
-      for (int a = 0; a < RA; ++a)
-        isum[a] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                   _mm256_slli_epi32(_mm256_madd_epi16(sp, bcast4(xb[a] + kQ8_KBsums + 4 * l)), 5));
+      __m256i isum[RA][2];  // two chains of the exact int32 sum (c even, c odd)
+      for (int a = 0; a < RA; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();  // set before h = 0 overwrites
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* pq = gb + 144 + (2 * l + h) * 3 * 32;
-        const __m256i A = load32(pq), B = load32(pq + 32), C = load32(pq + 64);
-        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 4), hi2)),
-                              _mm256_or_si256(_mm256_and_si256(B, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 2), hi2)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), lo4), _mm256_and_si256(C, hi2)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), lo4),
-                                              _mm256_and_si256(_mm256_srli_epi16(C, 2), hi2))};
+        __m256i q[4];
+        q6_K_unpack(gb + 144 + (2 * l + h) * 3 * 32, hi2, q);
         for (int c = 0; c < 4; ++c) {
           const __m256i sv = s16[8 * h + 2 * c + l / 4];
           for (int a = 0; a < RA; ++a) {
             const __m256i p = _mm256_maddubs_epi16(q[c], bcast4(xb[a] + kQ8_KQs + 128 * h + 32 * c + 4 * l));
-            isum[a] = Dot::pairs(isum[a], p, sv);
+            __m256i& s = isum[a][c % 2];
+            s = h == 0 && c < 2 ? _mm256_madd_epi16(p, sv) : Dot::pairs(s, p, sv);
           }
         }
       }
-      for (int a = 0; a < RA; ++a) acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), dd[a], acc[a][l]);
+      const __m256i sp32 = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 3);
+      for (int a = 0; a < RA; ++a) {
+        const __m256i off = _mm256_madd_epi16(sp32, bcast4(xb[a] + kQ8_KBsums + 4 * l));
+        const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(isum[a][0], isum[a][1]), off);
+        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd[a], acc[a][l]);
+      }
     }
   }
   hsum_lanes<RA>(acc, out);
@@ -321,7 +359,7 @@ void q4_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
 // two at a time (|sum| <= 2 * 2 * 63 * 128 = 32256) before the scale pair.
 template <class Dot, int RA>
 void q6_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
+  const __m256i hi2 = _mm256_set1_epi8(char(0xC0));
   const __m256i pick[4] = {lane_bytes(-1, 0, -1, 0), lane_bytes(-1, 1, -1, 1), lane_bytes(-1, 2, -1, 2),
                            lane_bytes(-1, 3, -1, 3)};
   __m256 acc[RA];
@@ -340,15 +378,7 @@ void q6_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
     for (int h = 0; h < 2; ++h)
       for (int l = 0; l < 8; l += 2) {  // lanes l, l + 1: sub-blocks 8h + 2c + l / 4
         __m256i q[2][4];
-        for (int e = 0; e < 2; ++e) {
-          const uint8_t* pq = gb + 144 + (2 * (l + e) + h) * 3 * 32;
-          const __m256i A = load32(pq), B = load32(pq + 32), C = load32(pq + 64);
-          q[e][0] = _mm256_or_si256(_mm256_and_si256(A, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 4), hi2));
-          q[e][1] = _mm256_or_si256(_mm256_and_si256(B, lo4), _mm256_and_si256(_mm256_slli_epi16(C, 2), hi2));
-          q[e][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), lo4), _mm256_and_si256(C, hi2));
-          q[e][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), lo4),
-                                    _mm256_and_si256(_mm256_srli_epi16(C, 2), hi2));
-        }
+        for (int e = 0; e < 2; ++e) q6_K_unpack(gb + 144 + (2 * (l + e) + h) * 3 * 32, hi2, q[e]);
         for (int c = 0; c < 4; ++c) {
           const int s = 8 * h + 2 * c + l / 4;
           const __m256i sv = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8);

@@ -1,10 +1,11 @@
 // Decode of Q4_K and Q6_K weights repacked at load into groups of 8 rows
 // (kernels/repack.h, kLayoutKGroups8) with AVX-VNNI (the avx2-vnni ISA): the
-// kernels of kquant_groups.h, Q4_K with one vpdpwssd per sub-block where plain
-// AVX2 takes vpmaddwd and vpaddd (Q6_K: as avx2, below) (the int16 pairs times the rows' scale pairs,
+// kernels of kquant_groups.h with one vpdpwssd per sub-block where plain
+// AVX2 takes vpmaddwd and vpaddd (the int16 pairs times the rows' scale pairs,
 // added into the lane's int32 sum: exact, so the same bits as avx2's group
-// kernels and the plain per-row kernels). vpdpbusd itself does not fit: the
-// sub-block scales apply to the int16 pairs of vpmaddubsw.
+// kernels and the plain per-row kernels; the Q6_K batches as avx2, below).
+// vpdpbusd itself does not fit: the sub-block scales apply to the int16 pairs
+// of vpmaddubsw.
 #if defined(__x86_64__) || defined(__i386__)
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx2/kquant_groups.h"
@@ -15,16 +16,16 @@ namespace {
 struct VnniDot {
   static __m256i pairs(__m256i acc, __m256i p, __m256i s) { return _mm256_dpwssd_avx_epi32(acc, p, s); }
 };
-// Q6_K keeps vpmaddwd + vpaddd: its 8 sub-block products per lane and super-block chain into one
-// sum, and the vpdpwssd chain measured no faster (packed-decode*/avx2-vnni/q6_K 23-28 GB/s against
-// avx2's 27-31, load 7; Q4_K 28-31 against 24-27, decode-l2 40-42 against 35).
+// Q6_K's batches keep vpmaddwd + vpaddd (stop 15: a lane's 8 sub-block products chained into one
+// vpdpwssd sum measured no faster, packed-decode*/avx2-vnni/q6_K 23-28 GB/s against avx2's 27-31, load 7;
+// Q4_K 28-31 against 24-27). Its decode kernel (stop 18) splits a lane's sum into two chains and takes vpdpwssd.
 struct MaddDot {
   static __m256i pairs(__m256i acc, __m256i p, __m256i s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)); }
 };
 
 constexpr int kDecodeActs = 3;  // packed_max_act (table.cpp): the plain kernels' per-row batch sizes
 constexpr GroupFn kQ4K[kDecodeActs] = {q4_K_group<VnniDot, 1>, q4_K_group<VnniDot, 2>, q4_K_group<VnniDot, 3>};
-constexpr GroupFn kQ6K[kDecodeActs] = {q6_K_group<MaddDot, 1>, q6_K_group<MaddDot, 2>, q6_K_group<MaddDot, 3>};
+constexpr GroupFn kQ6K[kDecodeActs] = {q6_K_group<VnniDot, 1>, q6_K_group<VnniDot, 2>, q6_K_group<VnniDot, 3>};
 constexpr GroupFn kQ4KLanes[kMaxActs] = {q4_K_group_lanes<VnniDot, 1>, q4_K_group_lanes<VnniDot, 2>,
                                          q4_K_group_lanes<VnniDot, 3>, q4_K_group_lanes<VnniDot, 4>};
 constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_lanes<MaddDot, 1>, q6_K_group_lanes<MaddDot, 2>,

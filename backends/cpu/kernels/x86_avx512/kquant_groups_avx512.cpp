@@ -80,6 +80,7 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
       dd[a] = _mm512_mul_ps(d, xd);
       dm[a] = _mm512_mul_ps(dmin, xd);
     }
+#pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
       __m512i isum[RA];
       for (int a = 0; a < RA; ++a) isum[a] = _mm512_setzero_si512();
@@ -103,25 +104,34 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
   reduce_lanes<RA>(acc, out);
 }
 
-// The Q6_K pieces of lane l, half h as two zmm of 6-bit quants: q01 (c = 0 in
-// the lower half, c = 1 in the upper), q23 (c = 2, c = 3).
+// The Q6_K pieces of lane l, half h (the triple p, q, r at pq; repack.h) as
+// two zmm of 6-bit quants: q01 (c = 0 in the lower half, c = 1 in the upper)
+// = (p | q) & 63; q23 (c = 2, c = 3): r & 63 below, above q3 = p >> 6 |
+// (q >> 6) << 2 | (r >> 6) << 4 (p's and q's fields shifted by 6 and 4 in one
+// vpsrlvw, the halves swapped and or-ed, r's field by a masked vpsrlw).
+struct Q6KConsts {
+  __m512i m6 = _mm512_set1_epi8(0x3F);
+  __m512i shift = join(_mm256_set1_epi16(6), _mm256_set1_epi16(4));
+  __m512i fields = join(_mm256_set1_epi8(0x03), _mm256_set1_epi8(0x0C));
+  __m512i r_mask = join(_mm256_set1_epi8(0x3F), _mm256_set1_epi8(0x30));
+};
 struct Q6KPieces {
   __m512i q01, q23;
-  Q6KPieces(const uint8_t* pq, __m512i lo4, __m512i hi2) {
-    const __m512i ab = join(load32(pq), load32(pq + 32));
-    const __m512i cc = _mm512_broadcast_i64x4(load32(pq + 64));
-    const __m512i ch = _mm512_mask_srli_epi16(cc, kUpper16, cc, 2);  // qh bits 0-1 | 2-3 and 4-5 | 6-7 at 4-5
-    q01 = _mm512_or_si512(_mm512_and_si512(ab, lo4), _mm512_and_si512(_mm512_slli_epi16(ch, 4), hi2));
-    q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ab, 4), lo4), _mm512_and_si512(ch, hi2));
+  Q6KPieces(const uint8_t* pq, const Q6KConsts& k) {
+    const __m512i pqv = join(load32(pq), load32(pq + 32));
+    const __m512i rr = _mm512_broadcast_i64x4(load32(pq + 64));
+    q01 = _mm512_and_si512(pqv, k.m6);
+    const __m512i f = _mm512_and_si512(_mm512_srlv_epi16(pqv, k.shift), k.fields);
+    const __m512i fpq = _mm512_or_si512(f, _mm512_shuffle_i64x2(f, f, 0x4E));
+    const __m512i rs = _mm512_and_si512(_mm512_mask_srli_epi16(rr, kUpper16, rr, 2), k.r_mask);
+    q23 = _mm512_mask_or_epi64(rs, 0xF0, rs, fpq);
   }
 };
 
 template <int RA>
 void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
-  const __m256i pick[4] = {lane_bytes(-1, 0, -1, 0), lane_bytes(-1, 1, -1, 1), lane_bytes(-1, 2, -1, 2),
-                           lane_bytes(-1, 3, -1, 3)};
-  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};
+  const Q6KConsts k6;
+  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1) high bytes
   const LanePerm perm;
   __m512 acc[RA][8];
   for (int a = 0; a < RA; ++a)
@@ -132,7 +142,7 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     __m256i s16[16];
-    for (int s = 0; s < 16; ++s) s16[s] = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8);
+    q6_K_scale_pairs(sw, s16);
     const __m512 d = both_halves(load_f16x8(gb));
     const uint8_t* xb[RA];
     __m512 dd[RA];
@@ -140,12 +150,13 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
       xb[a] = x[a] + b * kQ8_KBytes;
       dd[a] = _mm512_mul_ps(d, _mm512_set1_ps(load_f32(xb[a])));
     }
+#pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
-      const __m256i sp = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 8);
+      const __m256i sp32 = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 3);  // 32 sc
       __m512i isum[RA];
       for (int a = 0; a < RA; ++a) isum[a] = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
-        const Q6KPieces q(gb + 144 + (2 * l + h) * 3 * 32, lo4, hi2);
+        const Q6KPieces q(gb + 144 + (2 * l + h) * 3 * 32, k6);
         const int s = 8 * h + l / 4;
         const __m512i s01 = join(s16[s], s16[s + 2]), s23 = join(s16[s + 4], s16[s + 6]);
         for (int a = 0; a < RA; ++a) {
@@ -157,7 +168,7 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
         }
       }
       for (int a = 0; a < RA; ++a) {
-        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sp, bcast4(xb[a] + kQ8_KBsums + 4 * l)), 5);
+        const __m256i corr = _mm256_madd_epi16(sp32, bcast4(xb[a] + kQ8_KBsums + 4 * l));
         const __m512i sum = _mm512_sub_epi32(isum[a], _mm512_zextsi256_si512(corr));
         acc[a][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd[a], acc[a][l]);
       }
@@ -215,7 +226,7 @@ void q4_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
 // c = 0 | 1 and 2 | 3 side by side, lanes l, l + 1 added in int16).
 template <int RA>
 void q6_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+  const Q6KConsts k6;
   const __m256i pick[4] = {lane_bytes(-1, 0, -1, 0), lane_bytes(-1, 1, -1, 1), lane_bytes(-1, 2, -1, 2),
                            lane_bytes(-1, 3, -1, 3)};
   const LanePerm perm;
@@ -242,8 +253,7 @@ void q6_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
         x23[a] = load64(xb[a] + kQ8_KQs + 128 * h + 64);
       }
       for (int l = 0; l < 8; l += 2) {
-        const Q6KPieces q0(gb + 144 + (2 * l + h) * 3 * 32, lo4, hi2),
-            q1(gb + 144 + (2 * l + 2 + h) * 3 * 32, lo4, hi2);
+        const Q6KPieces q0(gb + 144 + (2 * l + h) * 3 * 32, k6), q1(gb + 144 + (2 * l + 2 + h) * 3 * 32, k6);
         const int s = 8 * h + l / 4;
         const __m512i s01 = join(scale(s), scale(s + 2)), s23 = join(scale(s + 4), scale(s + 6));
         for (int a = 0; a < RA; ++a) {
