@@ -28,6 +28,7 @@
 // not bit for bit (the default f16 path keeps llama.cpp's bits).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -202,6 +203,14 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
     const int64_t want = nth_pool <= 1 ? 1 : std::clamp<int64_t>((4 * nth_pool + n_split - 1) / n_split, 1, hkv);
     heads_per_unit = (hkv + want - 1) / want;
   }
+  // WIP experiment switches (dec): OPAL_DEC_PF prefetch form (0 none, 1 main's burst, 2 interleaved in 16-cell
+  // sub-calls one tile ahead, 3 the same two tiles ahead); OPAL_DEC_HPU heads per unit; OPAL_DEC_KV 1: every head's
+  // K (dots + softmax) before every head's V.
+  static const int x_pf = std::getenv("OPAL_DEC_PF") ? std::atoi(std::getenv("OPAL_DEC_PF")) : 1;
+  static const int x_hpu = std::getenv("OPAL_DEC_HPU") ? std::atoi(std::getenv("OPAL_DEC_HPU")) : 0;
+  static const int x_kv = std::getenv("OPAL_DEC_KV") ? std::atoi(std::getenv("OPAL_DEC_KV")) : 0;
+  static const int64_t x_ao = std::getenv("OPAL_DEC_AO") ? std::atoi(std::getenv("OPAL_DEC_AO")) : 0;
+  if (T <= kSplitMaxTokens && x_hpu > 0) heads_per_unit = std::min<int64_t>(x_hpu, hkv);
 
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + l.shared + l.per_thread * uint64_t(ith);
@@ -285,7 +294,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             // prefetcher), across the end of a range too (the next range is usually this thread's next unit); into
             // L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
-            if (direct && direct_k && direct_v) {
+            if (direct && direct_k && direct_v && x_pf == 1) {
               const int64_t r_end = std::min(n_max, r0 + n + kFlashTile);
               if (ng == 1) {
                 for (int64_t r = r0 + n; r < r_end; ++r) {
@@ -303,19 +312,38 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 }
               }
             }
-            for (int64_t gi = 0; gi < ng; ++gi) {
+            // The interleaved prefetch (x_pf 2/3): a 16-cell sub-call of a head's dots (accum) first prefetches
+            // the same cells' K (V) slices of the tile ahead. x_ao > 0: the direct forms walk the tile x_ao cells
+            // at a time for every head (rows in address order), dots then V.
+            const bool dkv = direct && direct_k && direct_v;
+            const bool ipf = dkv && x_pf >= 2;
+            const int64_t pf_r0 = r0 + (x_pf == 3 ? 2 : 1) * kFlashTile;
+            const int64_t pf_r1 = std::min(n_max, pf_r0 + kFlashTile);
+            auto pf_part = [&](const uint8_t* hb, uint64_t stride, uint64_t bytes, int64_t c, int64_t cn) {
+              for (int64_t r = pf_r0 + c; r < std::min(pf_r1, pf_r0 + c + cn); ++r) {
+                const uint8_t* p = hb + uint64_t(vis[r]) * stride;
+                for (uint64_t o2 = 0; o2 < bytes; o2 += 64) __builtin_prefetch(p + o2, 0, 2);
+              }
+            };
+            auto k_sub = [&](int64_t gi, int64_t c, int64_t cn) {
               const uint8_t* kbase = kunit + k_head_bytes * uint64_t(gi);
+              const int64_t o = gi * m;
+              if (ipf) pf_part(kbase, k.nb[1], k_head_bytes, c, cn);
+              dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0 + c, cn, dk, scale,
+                          s + o * kFlashTile + j0 * kFlashTile + c, kFlashTile);
+            };
+            auto v_sub = [&](int64_t gi, int64_t c, int64_t cn) {
               const uint8_t* vbase = vunit + v_head_bytes * uint64_t(gi);
+              const int64_t o = gi * m;
+              if (ipf) pf_part(vbase, v.nb[1], v_head_bytes, c, cn);
+              accum_direct(s + o * kFlashTile + j0 * kFlashTile + c, kFlashTile, j1 - j0, vbase, v.nb[1],
+                           vis + r0 + c, cn, dv, acc + o * dv + j0 * dv, dv);
+            };
+            const int64_t sub = ipf ? 16 : n;
+            auto soft = [&](int64_t gi) {
               const int64_t o = gi * m;  // this head's first row
               float* const sg = s + o * kFlashTile;
               float* const ag = acc + o * dv;
-              if (direct && direct_k) {
-                dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale,
-                            sg + j0 * kFlashTile, kFlashTile);
-              } else {
-                widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
-                fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, sg + j0 * kFlashTile, kFlashTile);
-              }
               for (int64_t j = j0; j < j1; ++j) {
                 float* sj = sg + j * kFlashTile;
                 const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
@@ -332,14 +360,38 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                   for (int64_t i = 0; i < dv; ++i) ag[j * dv + i] *= alpha;
                 mj = mnew;
               }
-              if (direct && direct_v) {
-                accum_direct(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, ag + j0 * dv,
-                             dv);
-              } else {
-                widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
-                fk.accum(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, ag + j0 * dv, dv);
-              }
+            };
+            if (dkv && x_ao > 0) {
+              for (int64_t c = 0; c < n; c += x_ao)
+                for (int64_t gi = 0; gi < ng; ++gi) k_sub(gi, c, std::min<int64_t>(x_ao, n - c));
+              for (int64_t gi = 0; gi < ng; ++gi) soft(gi);
+              for (int64_t c = 0; c < n; c += x_ao)
+                for (int64_t gi = 0; gi < ng; ++gi) v_sub(gi, c, std::min<int64_t>(x_ao, n - c));
+              continue;
             }
+            auto v_part = [&](int64_t gi) {
+              if (direct && direct_v) {
+                for (int64_t c = 0; c < n; c += sub) v_sub(gi, c, std::min(sub, n - c));
+                return;
+              }
+              const uint8_t* vbase = vunit + v_head_bytes * uint64_t(gi);
+              const int64_t o = gi * m;
+              widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
+              fk.accum(s + (o + j0) * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + (o + j0) * dv, dv);
+            };
+            for (int64_t gi = 0; gi < ng; ++gi) {
+              if (direct && direct_k) {
+                for (int64_t c = 0; c < n; c += sub) k_sub(gi, c, std::min(sub, n - c));
+              } else {
+                const uint8_t* kbase = kunit + k_head_bytes * uint64_t(gi);
+                const int64_t o = gi * m;
+                widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
+                fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + (o + j0) * kFlashTile, kFlashTile);
+              }
+              soft(gi);
+              if (!x_kv) v_part(gi);
+            }
+            for (int64_t gi = 0; gi < ng && x_kv; ++gi) v_part(gi);
           }
           for (int64_t gi = 0; gi < ng; ++gi)
             for (int64_t j = 0; j < m; ++j) {
