@@ -209,6 +209,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   static const int x_pf = std::getenv("OPAL_DEC_PF") ? std::atoi(std::getenv("OPAL_DEC_PF")) : 1;
   static const int x_hpu = std::getenv("OPAL_DEC_HPU") ? std::atoi(std::getenv("OPAL_DEC_HPU")) : 0;
   static const int x_kv = std::getenv("OPAL_DEC_KV") ? std::atoi(std::getenv("OPAL_DEC_KV")) : 0;
+  static const int x_two = std::getenv("OPAL_DEC_TWO") ? std::atoi(std::getenv("OPAL_DEC_TWO")) : 0;
   static const int64_t x_ao = std::getenv("OPAL_DEC_AO") ? std::atoi(std::getenv("OPAL_DEC_AO")) : 0;
   if (T <= kSplitMaxTokens && x_hpu > 0) heads_per_unit = std::min<int64_t>(x_hpu, hkv);
 
@@ -283,7 +284,10 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
           const uint8_t* kunit = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g0 * dk);
           const uint8_t* vunit = static_cast<const uint8_t*>(v.data) + row_bytes(v.type, g0 * dv);
           const uint64_t k_unit_bytes = k_head_bytes * uint64_t(ng), v_unit_bytes = v_head_bytes * uint64_t(ng);
-          for (int64_t r0 = c0; r0 < c1; r0 += kFlashTile) {
+          const int64_t n_tiles = (c1 - c0 + kFlashTile - 1) / kFlashTile, half = (n_tiles + 1) / 2;
+          for (int64_t ti = 0; ti < n_tiles; ++ti) {
+            // x_two: the range's two halves walked tile by tile in turn (two streams; other bits)
+            const int64_t r0 = c0 + kFlashTile * (!x_two ? ti : ti % 2 == 0 ? ti / 2 : half + ti / 2);
             const int64_t n = std::min(kFlashTile, c1 - r0);
             int64_t j0 = m, j1 = 0;  // the rows that see some cell of the tile
             for (int64_t j = 0; j < m; ++j)
@@ -294,7 +298,12 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             // prefetcher), across the end of a range too (the next range is usually this thread's next unit); into
             // L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
-            if (direct && direct_k && direct_v && x_pf == 1) {
+            if (direct && direct_k && direct_v && x_pf == 5)  // x_pf 5: pages 4 tiles ahead touched (TLB), then as 1
+              for (int64_t r = r0 + 4 * kFlashTile; r < std::min(n_max, r0 + 5 * kFlashTile); r += 8) {
+                __builtin_prefetch(kunit + uint64_t(vis[r]) * k.nb[1], 0, 1);
+                __builtin_prefetch(vunit + uint64_t(vis[r]) * v.nb[1], 0, 1);
+              }
+            if (direct && direct_k && direct_v && (x_pf == 1 || x_pf == 5)) {
               const int64_t r_end = std::min(n_max, r0 + n + kFlashTile);
               if (ng == 1) {
                 for (int64_t r = r0 + n; r < r_end; ++r) {
@@ -312,7 +321,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 }
               }
             }
-            // The interleaved prefetch (x_pf 2/3): a 16-cell sub-call of a head's dots (accum) first prefetches
+            // The interleaved prefetch (x_pf 2/3; 4: as 2 into L1): a 16-cell sub-call of a head's dots (accum) first prefetches
             // the same cells' K (V) slices of the tile ahead. x_ao > 0: the direct forms walk the tile x_ao cells
             // at a time for every head (rows in address order), dots then V.
             const bool dkv = direct && direct_k && direct_v;
@@ -322,7 +331,10 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             auto pf_part = [&](const uint8_t* hb, uint64_t stride, uint64_t bytes, int64_t c, int64_t cn) {
               for (int64_t r = pf_r0 + c; r < std::min(pf_r1, pf_r0 + c + cn); ++r) {
                 const uint8_t* p = hb + uint64_t(vis[r]) * stride;
-                for (uint64_t o2 = 0; o2 < bytes; o2 += 64) __builtin_prefetch(p + o2, 0, 2);
+                if (x_pf == 4)
+                  for (uint64_t o2 = 0; o2 < bytes; o2 += 64) __builtin_prefetch(p + o2, 0, 3);
+                else
+                  for (uint64_t o2 = 0; o2 < bytes; o2 += 64) __builtin_prefetch(p + o2, 0, 2);
               }
             };
             auto k_sub = [&](int64_t gi, int64_t c, int64_t cn) {
