@@ -299,7 +299,8 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             // L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
             if (direct && direct_k && direct_v && x_pf == 5)  // x_pf 5: pages 4 tiles ahead touched (TLB), then as 1
-              for (int64_t r = r0 + 4 * kFlashTile; r < std::min(n_max, r0 + 5 * kFlashTile); r += 8) {
+              for (int64_t r = r0 + 4 * kFlashTile; r < std::min(n_max, r0 + 5 * kFlashTile);
+                   r += std::max<int64_t>(1, int64_t(4096 / k.nb[1]))) {
                 __builtin_prefetch(kunit + uint64_t(vis[r]) * k.nb[1], 0, 1);
                 __builtin_prefetch(vunit + uint64_t(vis[r]) * v.nb[1], 0, 1);
               }
