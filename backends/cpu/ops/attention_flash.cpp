@@ -28,7 +28,6 @@
 // not bit for bit (the default f16 path keeps llama.cpp's bits).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -198,20 +197,18 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   // more threads, fewer per unit, so that there are 4 units a thread (a decode at a few hundred cells has one cell
   // range). No head's arithmetic depends on the heads beside it: neither the grouping nor the thread count changes a
   // bit. A prompt takes one kv head per unit (its tiles are widened once for 64-256 rows).
+  // Where the in-place f16 forms give each load one stride over a tile (fk.strided_f16: AVX-512), the hardware
+  // prefetcher follows one kv head's slices of the cells (two streams, K and V, of one stride each) better than
+  // software prefetches of whole rows: a decode over an f16 cache takes one kv head per unit and prefetches
+  // nothing (bench_attn_decode, one thread, d4096, CPU time per layer: Qwen3 1050-1180 -> 890-930 us, SmolLM2
+  // 250-295 -> 227-269 us, under fa 0's 1400-1490 / 270-300; docs/perf/stop18-dec.md). A quantized cache and
+  // AVX2 keep the grouping and the prefetch (AVX2 without them lost 10-40 %).
+  const bool hw_prefetch = fk.strided_f16 && k.type == DType::F16 && v.type == DType::F16 && direct_k && direct_v;
   int64_t heads_per_unit = 1;
-  if (T <= kSplitMaxTokens) {
+  if (T <= kSplitMaxTokens && !hw_prefetch) {
     const int64_t want = nth_pool <= 1 ? 1 : std::clamp<int64_t>((4 * nth_pool + n_split - 1) / n_split, 1, hkv);
     heads_per_unit = (hkv + want - 1) / want;
   }
-  // WIP experiment switches (dec): OPAL_DEC_PF prefetch form (0 none, 1 main's burst, 2 interleaved in 16-cell
-  // sub-calls one tile ahead, 3 the same two tiles ahead); OPAL_DEC_HPU heads per unit; OPAL_DEC_KV 1: every head's
-  // K (dots + softmax) before every head's V.
-  static const int x_pf = std::getenv("OPAL_DEC_PF") ? std::atoi(std::getenv("OPAL_DEC_PF")) : 1;
-  static const int x_hpu = std::getenv("OPAL_DEC_HPU") ? std::atoi(std::getenv("OPAL_DEC_HPU")) : 0;
-  static const int x_kv = std::getenv("OPAL_DEC_KV") ? std::atoi(std::getenv("OPAL_DEC_KV")) : 0;
-  static const int x_two = std::getenv("OPAL_DEC_TWO") ? std::atoi(std::getenv("OPAL_DEC_TWO")) : 0;
-  static const int64_t x_ao = std::getenv("OPAL_DEC_AO") ? std::atoi(std::getenv("OPAL_DEC_AO")) : 0;
-  if (T <= kSplitMaxTokens && x_hpu > 0) heads_per_unit = std::min<int64_t>(x_hpu, hkv);
 
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + l.shared + l.per_thread * uint64_t(ith);
@@ -284,10 +281,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
           const uint8_t* kunit = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g0 * dk);
           const uint8_t* vunit = static_cast<const uint8_t*>(v.data) + row_bytes(v.type, g0 * dv);
           const uint64_t k_unit_bytes = k_head_bytes * uint64_t(ng), v_unit_bytes = v_head_bytes * uint64_t(ng);
-          const int64_t n_tiles = (c1 - c0 + kFlashTile - 1) / kFlashTile, half = (n_tiles + 1) / 2;
-          for (int64_t ti = 0; ti < n_tiles; ++ti) {
-            // x_two: the range's two halves walked tile by tile in turn (two streams; other bits)
-            const int64_t r0 = c0 + kFlashTile * (!x_two ? ti : ti % 2 == 0 ? ti / 2 : half + ti / 2);
+          for (int64_t r0 = c0; r0 < c1; r0 += kFlashTile) {
             const int64_t n = std::min(kFlashTile, c1 - r0);
             int64_t j0 = m, j1 = 0;  // the rows that see some cell of the tile
             for (int64_t j = 0; j < m; ++j)
@@ -298,13 +292,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             // prefetcher), across the end of a range too (the next range is usually this thread's next unit); into
             // L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
-            if (direct && direct_k && direct_v && x_pf == 5)  // x_pf 5: pages 4 tiles ahead touched (TLB), then as 1
-              for (int64_t r = r0 + 4 * kFlashTile; r < std::min(n_max, r0 + 5 * kFlashTile);
-                   r += std::max<int64_t>(1, int64_t(4096 / k.nb[1]))) {
-                __builtin_prefetch(kunit + uint64_t(vis[r]) * k.nb[1], 0, 1);
-                __builtin_prefetch(vunit + uint64_t(vis[r]) * v.nb[1], 0, 1);
-              }
-            if (direct && direct_k && direct_v && (x_pf == 1 || x_pf == 5)) {
+            if (direct && direct_k && direct_v && !hw_prefetch) {
               const int64_t r_end = std::min(n_max, r0 + n + kFlashTile);
               if (ng == 1) {
                 for (int64_t r = r0 + n; r < r_end; ++r) {
@@ -322,41 +310,19 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 }
               }
             }
-            // The interleaved prefetch (x_pf 2/3; 4: as 2 into L1): a 16-cell sub-call of a head's dots (accum) first prefetches
-            // the same cells' K (V) slices of the tile ahead. x_ao > 0: the direct forms walk the tile x_ao cells
-            // at a time for every head (rows in address order), dots then V.
-            const bool dkv = direct && direct_k && direct_v;
-            const bool ipf = dkv && x_pf >= 2;
-            const int64_t pf_r0 = r0 + (x_pf == 3 ? 2 : 1) * kFlashTile;
-            const int64_t pf_r1 = std::min(n_max, pf_r0 + kFlashTile);
-            auto pf_part = [&](const uint8_t* hb, uint64_t stride, uint64_t bytes, int64_t c, int64_t cn) {
-              for (int64_t r = pf_r0 + c; r < std::min(pf_r1, pf_r0 + c + cn); ++r) {
-                const uint8_t* p = hb + uint64_t(vis[r]) * stride;
-                if (x_pf == 4)
-                  for (uint64_t o2 = 0; o2 < bytes; o2 += 64) __builtin_prefetch(p + o2, 0, 3);
-                else
-                  for (uint64_t o2 = 0; o2 < bytes; o2 += 64) __builtin_prefetch(p + o2, 0, 2);
-              }
-            };
-            auto k_sub = [&](int64_t gi, int64_t c, int64_t cn) {
+            for (int64_t gi = 0; gi < ng; ++gi) {
               const uint8_t* kbase = kunit + k_head_bytes * uint64_t(gi);
-              const int64_t o = gi * m;
-              if (ipf) pf_part(kbase, k.nb[1], k_head_bytes, c, cn);
-              dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0 + c, cn, dk, scale,
-                          s + o * kFlashTile + j0 * kFlashTile + c, kFlashTile);
-            };
-            auto v_sub = [&](int64_t gi, int64_t c, int64_t cn) {
               const uint8_t* vbase = vunit + v_head_bytes * uint64_t(gi);
-              const int64_t o = gi * m;
-              if (ipf) pf_part(vbase, v.nb[1], v_head_bytes, c, cn);
-              accum_direct(s + o * kFlashTile + j0 * kFlashTile + c, kFlashTile, j1 - j0, vbase, v.nb[1],
-                           vis + r0 + c, cn, dv, acc + o * dv + j0 * dv, dv);
-            };
-            const int64_t sub = ipf ? 16 : n;
-            auto soft = [&](int64_t gi) {
               const int64_t o = gi * m;  // this head's first row
               float* const sg = s + o * kFlashTile;
               float* const ag = acc + o * dv;
+              if (direct && direct_k) {
+                dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale,
+                            sg + j0 * kFlashTile, kFlashTile);
+              } else {
+                widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
+                fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, sg + j0 * kFlashTile, kFlashTile);
+              }
               for (int64_t j = j0; j < j1; ++j) {
                 float* sj = sg + j * kFlashTile;
                 const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
@@ -373,38 +339,14 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                   for (int64_t i = 0; i < dv; ++i) ag[j * dv + i] *= alpha;
                 mj = mnew;
               }
-            };
-            if (dkv && x_ao > 0) {
-              for (int64_t c = 0; c < n; c += x_ao)
-                for (int64_t gi = 0; gi < ng; ++gi) k_sub(gi, c, std::min<int64_t>(x_ao, n - c));
-              for (int64_t gi = 0; gi < ng; ++gi) soft(gi);
-              for (int64_t c = 0; c < n; c += x_ao)
-                for (int64_t gi = 0; gi < ng; ++gi) v_sub(gi, c, std::min<int64_t>(x_ao, n - c));
-              continue;
-            }
-            auto v_part = [&](int64_t gi) {
               if (direct && direct_v) {
-                for (int64_t c = 0; c < n; c += sub) v_sub(gi, c, std::min(sub, n - c));
-                return;
-              }
-              const uint8_t* vbase = vunit + v_head_bytes * uint64_t(gi);
-              const int64_t o = gi * m;
-              widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
-              fk.accum(s + (o + j0) * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, acc + (o + j0) * dv, dv);
-            };
-            for (int64_t gi = 0; gi < ng; ++gi) {
-              if (direct && direct_k) {
-                for (int64_t c = 0; c < n; c += sub) k_sub(gi, c, std::min(sub, n - c));
+                accum_direct(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, ag + j0 * dv,
+                             dv);
               } else {
-                const uint8_t* kbase = kunit + k_head_bytes * uint64_t(gi);
-                const int64_t o = gi * m;
-                widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
-                fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, s + (o + j0) * kFlashTile, kFlashTile);
+                widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
+                fk.accum(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, ag + j0 * dv, dv);
               }
-              soft(gi);
-              if (!x_kv) v_part(gi);
             }
-            for (int64_t gi = 0; gi < ng && x_kv; ++gi) v_part(gi);
           }
           for (int64_t gi = 0; gi < ng; ++gi)
             for (int64_t j = 0; j < m; ++j) {
