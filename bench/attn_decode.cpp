@@ -102,8 +102,9 @@ Caches& caches_for(const Shape& sh, int64_t cells, DType tk, DType tv, Pages pag
   const int64_t e = sh.hkv * sh.d;
   c.k_bytes = row_bytes(tk, e) * uint64_t(cells);
   c.v_bytes = row_bytes(tv, e) * uint64_t(cells);
-  c.copies = pages == Pages::l3 ? 1
-                                : int(std::max<uint64_t>(1, (kBeyondL3 + c.k_bytes + c.v_bytes - 1) / (c.k_bytes + c.v_bytes)));
+  c.copies = pages == Pages::l3
+                 ? 1
+                 : int(std::max<uint64_t>(1, (kBeyondL3 + c.k_bytes + c.v_bytes - 1) / (c.k_bytes + c.v_bytes)));
   c.k = std::make_unique<Mapping>(c.k_bytes * uint64_t(c.copies), huge);
   c.v = std::make_unique<Mapping>(c.v_bytes * uint64_t(c.copies), huge);
   fill_rows(tk, e, cells, c.k->data(), 1);

@@ -462,7 +462,6 @@ TEST(AttnBatched, ScaledMaximumAndProbabilityRoundingEqualTheScalarLoops) {
   }
 }
 
-
 // The flash decode's in-place f16 forms (kernels/attn_flash.h) take dk 64 and 128 unrolled and up to 2 rows of
 // 128 V columns in one pass (AVX-512; ops/attention_flash.cpp then relies on the hardware prefetcher): the same
 // arithmetic as the general forms. A dk of 64 (128) gives the bits of a dk of 80 (144) whose last 16 q values are

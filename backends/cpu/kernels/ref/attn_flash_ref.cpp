@@ -136,7 +136,7 @@ const FlashKernels kRef = {"scalar",
                            accum_direct<DType::Q8_0>,
                            dots_direct<DType::Q4_0>,
                            accum_direct<DType::Q4_0>,
-false};
+                           false};
 
 }  // namespace
 

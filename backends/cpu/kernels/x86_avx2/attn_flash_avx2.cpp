@@ -460,7 +460,7 @@ const FlashKernels kFlashKernels = {"avx2",
                                     accum_direct<Q8Row>,
                                     dots_q4_0_widened,
                                     accum_direct<Q4Row>,
-false};
+                                    false};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

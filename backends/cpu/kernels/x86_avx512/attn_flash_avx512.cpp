@@ -343,8 +343,8 @@ void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t st
 }
 
 template <class Row, int DK>
-void dots_direct_dk(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride,
-                    const int32_t* cells, int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+void dots_direct_dk(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                    int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
   switch (m) {
     case 4: return dots_f16_rows<Row, 4, DK>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
     case 3: return dots_f16_rows<Row, 3, DK>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
@@ -423,7 +423,7 @@ const FlashKernels kFlashKernels = {"avx512",
                                     accum_direct<Q8Row>,
                                     dots_direct<Q4Row>,
                                     accum_direct<Q4Row>,
-true};
+                                    true};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
