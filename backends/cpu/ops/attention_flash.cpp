@@ -288,9 +288,10 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
             // Decode's few rows over an f16, q8_0 or q4_0 cache read K (and V below) in place: no widened tile. The
-            // next tile's K and V rows of the unit's heads are prefetched (the gather defeats the hardware
-            // prefetcher), across the end of a range too (the next range is usually this thread's next unit); into
-            // L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB of K and V).
+            // next tile's K and V rows of the unit's heads are prefetched (unless hw_prefetch: the kernels' strides
+            // let the hardware prefetcher follow), across the end of a range too (the next range is usually this
+            // thread's next unit); into L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB
+            // of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
             if (direct && direct_k && direct_v && !hw_prefetch) {
               const int64_t r_end = std::min(n_max, r0 + n + kFlashTile);
