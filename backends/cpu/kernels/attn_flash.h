@@ -60,7 +60,8 @@ struct FlashKernels {
                      int64_t n, int64_t dv, float* acc, int64_t lda);
   // The in-place f16 forms give each of their loads one address stride over a tile (dk 64 / 128 unrolled, V rows
   // of up to 128 columns in one pass), so the hardware's stride prefetcher follows a decode's cells: the op then
-  // issues no software prefetch for an f16 cache and walks one kv head per unit (ops/attention_flash.cpp).
+  // issues no software prefetch for an f16 cache of those shapes and walks one kv head per unit
+  // (ops/attention_flash.cpp).
   bool strided_f16;
 };
 
