@@ -3,6 +3,7 @@
 // dots_f32_lanes16, attend_v_lanes16) give exactly the bits of the per-cell
 // forms and of llama_order's scalar formulas they replace in ops/attention.cpp,
 // under every ISA the host has (AVX-512 and AVX2 both have them).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/llama_order.h"
@@ -572,6 +574,55 @@ TEST(AttnBatched, BlockDotsOfEveryHeadSizeEqualTheScalarOrder) {
       }
     }
   }
+}
+
+// The flash decode's in-place f16 forms (kernels/attn_flash.h) take dk 64 and 128 unrolled and up to 2 rows of
+// 128 V columns in one pass (AVX-512; ops/attention_flash.cpp then relies on the hardware prefetcher): the same
+// arithmetic as the general forms. A dk of 64 (128) gives the bits of a dk of 80 (144) whose last 16 q values are
+// 0 (the general loop, one more FMA of +0 per accumulator); 128 columns of V the bits of two 64-column calls.
+// Every ISA the host has, 1-4 rows, a tile of 64 cells and one of 23 (a partial 4-cell group), cells out of order.
+TEST(AttnBatched, FlashInPlaceUnrolledFormsGiveTheGeneralFormsBits) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<const FlashKernels*> sets;
+  const Isa before = selected_isa();
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
+    set_isa(isa);
+    sets.push_back(&flash_kernels());
+  }
+  set_isa(before);
+  sets.push_back(&ref_flash_kernels());
+  constexpr int64_t kCells = 90, kE = 2 * 144, kLd = 72;  // a cache row holds 2 heads of up to 144 values
+  std::vector<uint16_t> rows(size_t(kCells * kE));
+  for (auto& x : rows) x = f32_to_f16(val(rng));
+  const uint64_t stride = kE * 2;
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(rows.data()) + 144 * 2;  // the second head
+  for (const FlashKernels* fk : sets)
+    for (int64_t n : {64, 23})
+      for (int64_t m = 1; m <= kFlashDirectRows; ++m) {
+        SCOPED_TRACE(fmt::format("{} n {} m {}", fk->name, n, m));
+        std::vector<int32_t> cells(static_cast<size_t>(n));
+        for (auto& c : cells) c = int32_t(rng() % kCells);
+        for (int64_t dk : {64, 128}) {
+          const int64_t dx = dk + 16;
+          std::vector<float> q(size_t(m * dx), 0.0f);
+          for (int64_t j = 0; j < m; ++j)
+            for (int64_t i = 0; i < dk; ++i) q[size_t(j * dx + i)] = val(rng);
+          std::vector<float> s(size_t(m * kLd), -7.0f), sx = s;
+          fk->dots_f16(q.data(), dx, m, base, stride, cells.data(), n, dk, 0.125f, s.data(), kLd);
+          fk->dots_f16(q.data(), dx, m, base, stride, cells.data(), n, dx, 0.125f, sx.data(), kLd);
+          for (size_t i = 0; i < s.size(); ++i) ASSERT_TRUE(same_bits(s[i], sx[i])) << "dk " << dk << " i " << i;
+        }
+        std::vector<float> p(size_t(m * kLd));
+        for (auto& x : p) x = std::fabs(val(rng));
+        std::vector<float> acc(size_t(m * 136));
+        for (auto& x : acc) x = val(rng);
+        std::vector<float> halves = acc;
+        fk->accum_f16(p.data(), kLd, m, base, stride, cells.data(), n, 128, acc.data(), 136);
+        fk->accum_f16(p.data(), kLd, m, base, stride, cells.data(), n, 64, halves.data(), 136);
+        fk->accum_f16(p.data(), kLd, m, base + 128, stride, cells.data(), n, 64, halves.data() + 64, 136);
+        for (size_t i = 0; i < acc.size(); ++i) ASSERT_TRUE(same_bits(acc[i], halves[i])) << "accum i " << i;
+      }
 }
 
 }  // namespace

@@ -58,6 +58,11 @@ struct FlashKernels {
                     int64_t n, int64_t dk, float scale, float* s, int64_t lds);
   void (*accum_q4_0)(const float* p, int64_t ldp, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
                      int64_t n, int64_t dv, float* acc, int64_t lda);
+  // The in-place f16 forms give each of their loads one address stride over a tile (dk 64 / 128 unrolled, V rows
+  // of up to 128 columns in one pass), so the hardware's stride prefetcher follows a decode's cells: the op then
+  // issues no software prefetch for an f16 cache of those shapes and walks one kv head per unit
+  // (ops/attention_flash.cpp).
+  bool strided_f16;
 };
 
 // The most query rows the in-place f16 forms take (a decode's GQA group: SmolLM2 3, Qwen3 2, Llama 3.2 4).

@@ -197,8 +197,18 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   // more threads, fewer per unit, so that there are 4 units a thread (a decode at a few hundred cells has one cell
   // range). No head's arithmetic depends on the heads beside it: neither the grouping nor the thread count changes a
   // bit. A prompt takes one kv head per unit (its tiles are widened once for 64-256 rows).
+  // Where the in-place f16 forms give each load one stride over a tile (fk.strided_f16: AVX-512), the hardware
+  // prefetcher follows one kv head's slices of the cells (two streams, K and V, of one stride each) better than
+  // software prefetches of whole rows: a decode over an f16 cache takes one kv head per unit and prefetches
+  // nothing (bench_attn_decode, one thread, d4096, CPU time per layer: Qwen3 1050-1180 -> 890-930 us, SmolLM2
+  // 250-295 -> 227-269 us, under fa 0's 1400-1490 / 270-300; docs/perf/stop18-dec.md). A quantized cache and
+  // AVX2 keep the grouping and the prefetch (AVX2 without them lost 10-40 %), and so do the shapes the strided
+  // forms do not cover (dk other than 64 / 128; V rows of 128 columns for more than 2 rows take two passes).
+  const bool strided_shape = (dk == 64 || dk == 128) && (dv == 64 || (dv == 128 && group <= 2));
+  const bool hw_prefetch =
+      fk.strided_f16 && k.type == DType::F16 && v.type == DType::F16 && direct_k && direct_v && strided_shape;
   int64_t heads_per_unit = 1;
-  if (T <= kSplitMaxTokens) {
+  if (T <= kSplitMaxTokens && !hw_prefetch) {
     const int64_t want = nth_pool <= 1 ? 1 : std::clamp<int64_t>((4 * nth_pool + n_split - 1) / n_split, 1, hkv);
     heads_per_unit = (hkv + want - 1) / want;
   }
@@ -281,11 +291,12 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
             if (j0 >= j1) continue;
             // Decode's few rows over an f16, q8_0 or q4_0 cache read K (and V below) in place: no widened tile. The
-            // next tile's K and V rows of the unit's heads are prefetched (the gather defeats the hardware
-            // prefetcher), across the end of a range too (the next range is usually this thread's next unit); into
-            // L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB of K and V).
+            // next tile's K and V rows of the unit's heads are prefetched (unless hw_prefetch: the kernels' strides
+            // let the hardware prefetcher follow), across the end of a range too (the next range is usually this
+            // thread's next unit); into L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB
+            // of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
-            if (direct && direct_k && direct_v) {
+            if (direct && direct_k && direct_v && !hw_prefetch) {
               const int64_t r_end = std::min(n_max, r0 + n + kFlashTile);
               if (ng == 1) {
                 for (int64_t r = r0 + n; r < r_end; ++r) {

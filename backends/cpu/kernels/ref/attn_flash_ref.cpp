@@ -135,7 +135,8 @@ const FlashKernels kRef = {"scalar",
                            dots_direct<DType::Q8_0>,
                            accum_direct<DType::Q8_0>,
                            dots_direct<DType::Q4_0>,
-                           accum_direct<DType::Q4_0>};
+                           accum_direct<DType::Q4_0>,
+                           false};
 
 }  // namespace
 

@@ -459,7 +459,8 @@ const FlashKernels kFlashKernels = {"avx2",
                                     dots_direct<Q8Row>,
                                     accum_direct<Q8Row>,
                                     dots_q4_0_widened,
-                                    accum_direct<Q4Row>};
+                                    accum_direct<Q4Row>,
+                                    false};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -11,8 +11,10 @@
 // vcvtph2ps, q8_0 / q4_0 blocks as d * q (q4_0: nibble - 8, low nibbles first).
 // Decode over an f16 cache (up to 4 query rows) reads K and V in place: dots_f16
 // converts 4 cells' K rows per 16 dims once for all rows (4 x rows accumulators,
-// one 4-way horizontal sum per row and 4 cells); accum_f16 converts each V row
-// once per 64 columns for all rows.
+// one 4-way horizontal sum per row and 4 cells; dk 64 and 128 unrolled, so each
+// load walks the tile with one stride, 4 rows, which the hardware prefetcher
+// follows); accum_f16 converts each V row once per 64 columns for all rows (128
+// columns in one pass for up to 2 rows: each V row read once).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -304,10 +306,13 @@ __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-// M query rows x 4 cells at a time: each K row converted once for the M rows, 4M accumulators.
-template <class Row, int M>
+// M query rows x 4 cells at a time: each K row converted once for the M rows, 4M accumulators. DK > 0: dk
+// known at compile time, the loop over it unrolled, so that each load of K has one address stride for the whole
+// tile (4 cells) and the hardware's stride prefetcher follows it.
+template <class Row, int M, int DK = 0>
 void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
-                   int64_t dk, float scale, float* s, int64_t lds) {
+                   int64_t dk_rt, float scale, float* s, int64_t lds) {
+  const int64_t dk = DK > 0 ? DK : dk_rt;
   const __m128 sc = _mm_set1_ps(scale);
   for (int64_t r = 0; r < n; r += 4) {
     int32_t c[4];
@@ -315,6 +320,7 @@ void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t st
     __m512 a[M][4];
     for (int j = 0; j < M; ++j)
       for (int u = 0; u < 4; ++u) a[j][u] = _mm512_setzero_ps();
+#pragma GCC unroll 8
     for (int64_t i = 0; i < dk; i += 16) {
       __m512 x[4];
       for (int u = 0; u < 4; ++u) x[u] = Row::at(base, stride, c[u], i);
@@ -336,16 +342,24 @@ void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t st
   }
 }
 
+template <class Row, int DK>
+void dots_direct_dk(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                    int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+  switch (m) {
+    case 4: return dots_f16_rows<Row, 4, DK>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 3: return dots_f16_rows<Row, 3, DK>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 2: return dots_f16_rows<Row, 2, DK>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    case 1: return dots_f16_rows<Row, 1, DK>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
+    default: return;
+  }
+}
+
 template <class Row>
 void dots_direct(const float* q, int64_t ldq, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
                  int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
-  switch (m) {
-    case 4: return dots_f16_rows<Row, 4>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
-    case 3: return dots_f16_rows<Row, 3>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
-    case 2: return dots_f16_rows<Row, 2>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
-    case 1: return dots_f16_rows<Row, 1>(q, ldq, base, stride, cells, n, dk, scale, s, lds);
-    default: return;
-  }
+  if (dk == 64) return dots_direct_dk<Row, 64>(q, ldq, m, base, stride, cells, n, dk, scale, s, lds);
+  if (dk == 128) return dots_direct_dk<Row, 128>(q, ldq, m, base, stride, cells, n, dk, scale, s, lds);
+  dots_direct_dk<Row, 0>(q, ldq, m, base, stride, cells, n, dk, scale, s, lds);
 }
 
 // M query rows x C vectors of 16 columns of V, over the n cells; each V vector converted once for the M rows.
@@ -370,6 +384,8 @@ void accum_f16_tile(const float* p, int64_t ldp, const uint8_t* base, uint64_t s
 template <class Row, int M>
 void accum_f16_rows(const float* p, int64_t ldp, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
                     int64_t dv, float* acc, int64_t lda) {
+  // Up to 2 rows of 128 columns in one pass (16 accumulators): each V row read once, one stride per load.
+  if (M <= 2 && dv == 128) return accum_f16_tile<Row, M, 8>(p, ldp, base, stride, cells, n, 0, acc, lda);
   for (int64_t i0 = 0; i0 < dv; i0 += 64) {
     const int64_t vecs = (dv - i0) / 16;
     if (vecs >= 4) accum_f16_tile<Row, M, 4>(p, ldp, base, stride, cells, n, i0, acc, lda);
@@ -406,7 +422,8 @@ const FlashKernels kFlashKernels = {"avx512",
                                     dots_direct<Q8Row>,
                                     accum_direct<Q8Row>,
                                     dots_direct<Q4Row>,
-                                    accum_direct<Q4Row>};
+                                    accum_direct<Q4Row>,
+                                    true};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
