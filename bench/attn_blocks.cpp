@@ -26,9 +26,8 @@
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/ops/ops.h"
+#include "bench/attn_node.h"
 #include "core/fp16.h"
-#include "graph/graph.h"
-#include "graph/thread_pool.h"
 
 namespace {
 
@@ -46,15 +45,6 @@ struct Shape {
 int64_t block_rows(const Shape& sh) {
   const int64_t group = sh.hq / sh.hkv;
   return std::max<int64_t>(1, 64 / group) * group;  // ops/attention.cpp's kBlockQueries / group tokens
-}
-
-Tensor host_tensor(DType t, void* data, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
-  Tensor x;
-  x.type = t;
-  x.ne = {ne0, ne1, ne2, 1};
-  x.nb = contiguous_strides(t, x.ne);
-  x.data = data;
-  return x;
 }
 
 void set_flops(benchmark::State& state, double flops_per_call) {
@@ -87,31 +77,14 @@ void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa
   for (int64_t i = 0; i < cells * e; ++i) vc.p[i] = f32_to_f16(nd(rng));
   std::vector<float> q(size_t(sh.d * sh.hq * kTokens)), out(q.size());
   for (auto& x : q) x = nd(rng);
-  std::vector<int32_t> info(size_t(2 * cells)), tok(size_t(2 * kTokens));
-  for (int64_t c = 0; c < cells; ++c) info[size_t(2 * c)] = int32_t(c), info[size_t(2 * c + 1)] = 0;
-  for (int64_t t = 0; t < kTokens; ++t) tok[size_t(2 * t)] = int32_t(depth + t), tok[size_t(2 * t + 1)] = 0;
-  Tensor tq = host_tensor(DType::F32, q.data(), sh.d, sh.hq, kTokens);
-  Tensor tkc = host_tensor(DType::F16, kc.p, e, cells), tvc = host_tensor(DType::F16, vc.p, e, cells);
-  Tensor tt = host_tensor(DType::I32, tok.data(), 2, kTokens), tc = host_tensor(DType::I32, info.data(), 2, cells);
-  Tensor node = host_tensor(DType::F32, out.data(), sh.d * sh.hq, kTokens);
-  node.op = Op::Attention;
-  node.src[kAttnQ] = &tq;
-  node.src[kAttnK] = &tkc;
-  node.src[kAttnV] = &tvc;
-  node.src[kAttnTokens] = &tt;
-  node.src[kAttnCells] = &tc;
-  node.iparams[0] = int32_t(sh.hkv);
-  node.fparams[0] = 1.0f / std::sqrt(float(sh.d));
-  ThreadPool pool(1);
-  std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
-  uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
-  const Support s = supports(node);
-  if (!s.ok) {
-    state.SkipWithError(s.reason.c_str());
+  bench::AttentionCall call({sh.hq, sh.hkv, sh.d}, q.data(), out.data(), kTokens, depth, DType::F16, kc.p, DType::F16,
+                            vc.p, cells, /*flash=*/false);
+  if (const std::string why = call.unsupported(); !why.empty()) {
+    state.SkipWithError(why.c_str());
     return;
   }
   for (auto _ : state) {
-    compute(node, OpContext{pool, aligned});
+    call.run();
     benchmark::DoNotOptimize(out.data());
   }
   // token t sees depth + t + 1 cells

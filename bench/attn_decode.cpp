@@ -31,10 +31,9 @@
 
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/ops/ops.h"
+#include "bench/attn_node.h"
 #include "core/fp16.h"
 #include "core/quant.h"
-#include "graph/graph.h"
-#include "graph/thread_pool.h"
 
 namespace {
 
@@ -117,52 +116,25 @@ Caches& caches_for(const Shape& sh, int64_t cells, DType tk, DType tv, Pages pag
   return c;
 }
 
-Tensor host_tensor(DType t, void* data, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
-  Tensor x;
-  x.type = t;
-  x.ne = {ne0, ne1, ne2, 1};
-  x.nb = contiguous_strides(t, x.ne);
-  x.data = data;
-  return x;
-}
-
 void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool flash, DType tk, DType tv, Isa isa,
                 Pages pages) {
   set_isa(isa);
-  const int64_t cells = depth + 1, e = sh.hkv * sh.d;
+  const int64_t cells = depth + 1;
   Caches& c = caches_for(sh, cells, tk, tv, pages);
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> q(size_t(sh.d * sh.hq)), out(size_t(sh.d * sh.hq));
   for (auto& x : q) x = nd(rng);
-  std::vector<int32_t> cell_info(size_t(2 * cells)), tok = {int32_t(depth), 0};
-  for (int64_t i = 0; i < cells; ++i) cell_info[size_t(2 * i)] = int32_t(i), cell_info[size_t(2 * i + 1)] = 0;
-  Tensor tq = host_tensor(DType::F32, q.data(), sh.d, sh.hq, 1);
-  Tensor tkc = host_tensor(tk, c.k->data(), e, cells), tvc = host_tensor(tv, c.v->data(), e, cells);
-  Tensor tt = host_tensor(DType::I32, tok.data(), 2, 1), tc = host_tensor(DType::I32, cell_info.data(), 2, cells);
-  Tensor node = host_tensor(DType::F32, out.data(), sh.d * sh.hq, 1);
-  node.op = Op::Attention;
-  node.src[kAttnQ] = &tq;
-  node.src[kAttnK] = &tkc;
-  node.src[kAttnV] = &tvc;
-  node.src[kAttnTokens] = &tt;
-  node.src[kAttnCells] = &tc;
-  node.iparams[0] = int32_t(sh.hkv);
-  node.iparams[2] = flash ? 1 : 0;
-  node.fparams[0] = 1.0f / std::sqrt(float(sh.d));
-  ThreadPool pool(1);
-  std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
-  uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
-  const Support s = supports(node);
-  if (!s.ok) {
-    state.SkipWithError(s.reason.c_str());
+  bench::AttentionCall call({sh.hq, sh.hkv, sh.d}, q.data(), out.data(), 1, depth, tk, c.k->data(), tv, c.v->data(),
+                            cells, flash);
+  if (const std::string why = call.unsupported(); !why.empty()) {
+    state.SkipWithError(why.c_str());
     return;
   }
   int i = 0;
   for (auto _ : state) {
-    tkc.data = c.k->data() + c.k_bytes * uint64_t(i);
-    tvc.data = c.v->data() + c.v_bytes * uint64_t(i);
-    compute(node, OpContext{pool, aligned});
+    call.set_cache(c.k->data() + c.k_bytes * uint64_t(i), c.v->data() + c.v_bytes * uint64_t(i));
+    call.run();
     benchmark::DoNotOptimize(out.data());
     i = (i + 1) % c.copies;
   }
