@@ -270,6 +270,20 @@ void dots_f32_lanes16_one(const float* k, int64_t ldk, int64_t n, const float* q
   }
 }
 
+// The dots of 4 cells (r0 ..) for nq <= 4 queries, query j's in lanes 4j .. 4j+3 of res, stored into each
+// query's row of out (stride ldo), only the cells that query sees (n[j] of them).
+void store_query_rows(__m512 res, const int64_t* n, int nq, int64_t r0, float* out, int64_t ldo) {
+  for (int j = 0; j < nq; ++j) {
+    const int64_t left = n[j] - r0;
+    if (left <= 0) continue;
+    const __m128 row = j == 0   ? _mm512_castps512_ps128(res)
+                       : j == 1 ? _mm512_extractf32x4_ps(res, 1)
+                       : j == 2 ? _mm512_extractf32x4_ps(res, 2)
+                                : _mm512_extractf32x4_ps(res, 3);
+    _mm_mask_storeu_ps(out + j * ldo + r0, __mmask8((1u << (left < 4 ? left : 4)) - 1), row);
+  }
+}
+
 // Tiles of 4 cells x 4 queries with the cells in pairs (dk <= kPairsMaxDk): for each 16 dims of dk, the lanes
 // 0-7 of cells c and c + 1 side by side in one register and their lanes 8-15 in another (kp, built once per 4
 // cells), against each query's 8 + 8 dims broadcast. Each lane of each dot keeps its own FMA chain in dk's
@@ -316,15 +330,7 @@ void dots_f32_lanes16_pairs(const float* k, int64_t ldk, const int64_t* n, const
       for (int j = 0; j < 4; ++j)
         for (int h = 0; h < 2; ++h) x[2 * j + h] = _mm512_add_ps(a[h][j][0], a[h][j][1]);
       const __m512 res = _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16_halves(x));
-      for (int j = 0; j < nq; ++j) {
-        const int64_t left = n[j0 + j] - r0;
-        if (left <= 0) continue;
-        const __m128 row = j == 0   ? _mm512_castps512_ps128(res)
-                           : j == 1 ? _mm512_extractf32x4_ps(res, 1)
-                           : j == 2 ? _mm512_extractf32x4_ps(res, 2)
-                                    : _mm512_extractf32x4_ps(res, 3);
-        _mm_mask_storeu_ps(out + (j0 + j) * ldo + r0, __mmask8((1u << (left < 4 ? left : 4)) - 1), row);
-      }
+      store_query_rows(res, n + j0, nq, r0, out + j0 * ldo, ldo);
     }
   }
 }
@@ -368,15 +374,7 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
       __m512 t[16];  // a copy, as dots_f32_lanes16_one
       for (int x = 0; x < 16; ++x) t[x] = a[x];
       const __m512 res = _mm512_permutexvar_ps(to_rows, reduce16x16(t));
-      for (int j = 0; j < nq; ++j) {
-        const int64_t left = n[j0 + j] - r0;
-        if (left <= 0) continue;
-        const __m128 row = j == 0   ? _mm512_castps512_ps128(res)
-                           : j == 1 ? _mm512_extractf32x4_ps(res, 1)
-                           : j == 2 ? _mm512_extractf32x4_ps(res, 2)
-                                    : _mm512_extractf32x4_ps(res, 3);
-        _mm_mask_storeu_ps(out + (j0 + j) * ldo + r0, __mmask8((1u << (left < 4 ? left : 4)) - 1), row);
-      }
+      store_query_rows(res, n + j0, nq, r0, out + j0 * ldo, ldo);
     }
   }
 }
