@@ -712,7 +712,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // instead of once per head as 128-512-byte slices of each row (a quantized K's chunk is widened once per kv
     // head, not once per head). Each (pair, cell) dot is the kernel's own (dots_f16 gives a cell the same bits
     // in any run of whole 16s, AttnBatched.ChunksOfWhole64CellsGiveTheBitsOfOneCall), so nothing changes a bit.
-    // At one thread, d4096, bench_attn_decode (docs/perf/stop17-kv.md): Qwen3's fa 0 decode ATTENTION per layer
+    // At one thread, d4096, bench_attn_decode (docs/PERF.md "Stop 17, kv"): Qwen3's fa 0 decode ATTENTION per layer
     // about a third shorter.
     // An f16 K stages only heads of 128+ dims: SmolLM2's 128-byte slices (its 3 heads of a kv head re-read a
     // 512 KiB slice set from L2 at d4096) ran 10-15 % slower staged, Qwen3's 256-byte ones (1 MiB, past L2)

@@ -201,7 +201,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   // prefetcher follows one kv head's slices of the cells (two streams, K and V, of one stride each) better than
   // software prefetches of whole rows: a decode over an f16 cache takes one kv head per unit and prefetches
   // nothing (bench_attn_decode, one thread, d4096, CPU time per layer: Qwen3 1050-1180 -> 890-930 us, SmolLM2
-  // 250-295 -> 227-269 us, under fa 0's 1400-1490 / 270-300; docs/perf/stop18-dec.md). A quantized cache and
+  // 250-295 -> 227-269 us, under fa 0's 1400-1490 / 270-300; docs/PERF.md "Stop 18, dec"). A quantized cache and
   // AVX2 keep the grouping and the prefetch (AVX2 without them lost 10-40 %), and so do the shapes the strided
   // forms do not cover (dk other than 64 / 128; V rows of 128 columns for more than 2 rows take two passes).
   const bool strided_shape = (dk == 64 || dk == 128) && (dv == 64 || (dv == 128 && group <= 2));

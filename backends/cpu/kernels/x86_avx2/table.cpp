@@ -62,7 +62,7 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
 
 // Mid-size batches (stop 17): Q4_0 batches of up to mid_act rows on the row groups too (the group kernel meets 4
 // activation rows at a time), the crossover with the rows-in-lanes batches from the per-row cost curve
-// (bench_matmul_kernels mid*, docs/perf/stop17-mb.md): avx2 24, avx2-vnni 20.
+// (bench_matmul_kernels mid*, docs/PERF.md "Stop 17, mb"): avx2 24, avx2-vnni 20.
 constexpr MatmulKernels with_mid(MatmulKernels k, int64_t mid_act) {
   k.packed_mid_act = mid_act;
   return k;

@@ -61,8 +61,8 @@ constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(con
 }
 
 // Mid-size batches (stop 17): up to mid_act rows on the row groups too (packed_reads: where the order allows),
-// the crossover with the batch path from the per-row cost curve (bench_matmul_kernels mid*, docs/perf/stop17-mb.md):
-// Q4_0 64, Q5_0 (llama.cpp's order only) 40, Q8_0 128 (the groups still ahead of the prompt tiles there).
+// the crossover with the batch path from the per-row cost curve (bench_matmul_kernels mid*, docs/PERF.md "Stop 17,
+// mb"): Q4_0 64, Q5_0 (llama.cpp's order only) 40, Q8_0 128 (the groups still ahead of the prompt tiles there).
 constexpr MatmulKernels with_mid(MatmulKernels k, int64_t mid_act) {
   k.packed_mid_act = mid_act;
   return k;
