@@ -14,6 +14,11 @@
 // touch; l3 = one copy on 4 KiB pages, read again by every call (from the L3
 // where it fits: Qwen3 d4096 is 16.8 MB, SmolLM2 3.1 MB), so the time is the
 // arithmetic and the cache reads without DRAM's.
+//   vside/<model>/d<depth>/<isa>/<pages>/<pair|heads>: the -fa 0 decode's V side alone (every query head's
+//   lanes over the depth + 1 cells from the same f16 V caches, fixed probabilities, then the lanes' reduction):
+//   pair = accumulate_f16 head after head over all the cells (main's pair_output), heads = accumulate_f16_heads
+//   for the heads of each kv head, 256 cells at a time with the next 256 cells' rows prefetched (the op's
+//   heads_output); bytes_per_second counts the V bytes only.
 //   probe/<pages>: one core's streaming read of a 256 MiB buffer (16 MiB
 //   slices, AVX2 loads), the ceiling the decode is measured against.
 // Run: build/<dir>/bench_attn_decode [--benchmark_filter=decode/qwen3/d4096]
@@ -29,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/ops/ops.h"
 #include "bench/attn_node.h"
@@ -143,6 +149,50 @@ void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool fl
       benchmark::Counter(double(state.iterations()) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+void run_vside(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, Pages pages, bool heads) {
+  set_isa(isa);
+  const AttnKernels* k = attn_kernels();
+  if (!k || !k->accumulate_f16 || !k->reduce_lanes || (heads && !k->accumulate_f16_heads)) {
+    state.SkipWithError("no SIMD V helpers");
+    return;
+  }
+  const int64_t cells = depth + 1, lanes = 64, dv = sh.d, group = sh.hq / sh.hkv, block = 256;
+  Caches& c = caches_for(sh, cells, DType::F16, DType::F16, pages);
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> ud(0.0f, 2.0f / float(cells));
+  std::vector<float> p(size_t(sh.hq * cells)), acc(size_t(sh.hq * lanes * dv)), out(size_t(sh.hq * dv));
+  for (auto& x : p) x = f16_to_f32(f32_to_f16(ud(rng)));
+  std::vector<int32_t> vis(static_cast<size_t>(cells));
+  for (int64_t i = 0; i < cells; ++i) vis[size_t(i)] = int32_t(i);
+  const uint64_t stride = uint64_t(sh.hkv * dv) * 2, row = uint64_t(sh.hkv * dv) * 2;
+  int it = 0;
+  for (auto _ : state) {
+    const uint8_t* v = c.v->data() + c.v_bytes * uint64_t(it);
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    if (!heads) {
+      for (int64_t h = 0; h < sh.hq; ++h)
+        k->accumulate_f16(p.data() + h * cells, v + uint64_t(h / group * dv) * 2, stride, vis.data(), cells, lanes, dv,
+                          acc.data() + h * lanes * dv);
+    } else {
+      for (int64_t c0 = 0; c0 < cells; c0 += block) {
+        const int64_t nn = std::min(block, cells - c0);
+        for (int64_t r = c0 + block; r < std::min(cells, c0 + 2 * block); ++r)
+          for (uint64_t o = 0; o < row; o += 64) __builtin_prefetch(v + uint64_t(r) * stride + o);
+        for (int64_t g = 0; g < sh.hkv; ++g)
+          k->accumulate_f16_heads(p.data() + g * group * cells + c0, cells, group, v + uint64_t(g * dv) * 2, stride,
+                                  vis.data() + c0, nn, lanes, dv, acc.data() + g * group * lanes * dv);
+      }
+    }
+    for (int64_t h = 0; h < sh.hq; ++h)
+      k->reduce_lanes(acc.data() + h * lanes * dv, lanes, lanes, dv, out.data() + h * dv);
+    benchmark::DoNotOptimize(out.data());
+    it = (it + 1) % c.copies;
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(c.v_bytes));
+  state.counters["us"] =
+      benchmark::Counter(double(state.iterations()) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 __attribute__((target("avx2"))) uint64_t read_span(const uint8_t* p, uint64_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (uint64_t i = 0; i + 128 <= n; i += 128) {
@@ -174,6 +224,19 @@ const int kRegistered = [] {
     benchmark::RegisterBenchmark(huge ? "probe/thp" : "probe/4k", [=](benchmark::State& s) { run_probe(s, huge); });
   const Shape shapes[] = {{"qwen3", 16, 8, 128}, {"smollm2", 9, 3, 64}};
   const DType types[] = {DType::F16, DType::Q8_0, DType::Q4_0};
+  for (const Shape& sh : shapes)
+    for (int64_t depth : {4096, 16384})
+      for (Isa isa : supported_isas()) {
+        if (isa != Isa::avx512 && isa != Isa::avx2) continue;
+        for (Pages pages : {Pages::k4, Pages::l3})
+          for (bool heads : {false, true}) {
+            const std::string name = std::string("vside/") + sh.name + "/d" + std::to_string(depth) + "/" +
+                                     isa_name(isa) + "/" + pages_name(pages) + (heads ? "/heads" : "/pair");
+            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+              run_vside(s, sh, depth, isa, pages, heads);
+            })->Unit(benchmark::kMicrosecond);
+          }
+      }
   for (const Shape& sh : shapes)
     for (int64_t depth : {4096, 16384})
       for (DType t : types)

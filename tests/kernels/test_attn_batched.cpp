@@ -625,5 +625,122 @@ TEST(AttnBatched, FlashInPlaceUnrolledFormsGiveTheGeneralFormsBits) {
       }
 }
 
+// The -fa 0 decode's V side for the query heads of one kv head at once (accumulate_f16_heads, ops/attention.cpp's
+// heads_output): every head's lanes get accumulate_f16's bits, from accumulators that already hold values (the
+// op calls it block after block), for 1-5 heads, head sizes that take the unmasked tiles (64, 128, 80, 48, 16) and
+// the fallback (40 and 36 on AVX-512, 36 on AVX2), 16 and 64 lanes, 37 and 300 cells out of order; and calls over
+// whole 64s of cells give the bits of one call.
+TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
+  if (host_supports(Isa::avx512)) {
+    bool any = false;
+    for (const AttnKernels* k : batched_kernels()) any = any || k->accumulate_f16_heads;
+    ASSERT_TRUE(any) << "AVX-512 has accumulate_f16_heads";
+  }
+  std::mt19937 rng(41);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    if (!k->accumulate_f16_heads) continue;
+    for (int64_t dv : {64, 128, 80, 48, 16, 40, 36})
+      for (int64_t n_cells : {37, 300}) {
+        const int64_t stride = 2 * dv + 8;  // two kv heads per row and a gap; the second head is read
+        std::vector<uint16_t> cache(size_t(n_cells * stride));
+        for (auto& h : cache) h = f32_to_f16(val(rng));
+        const auto* base = reinterpret_cast<const uint8_t*>(cache.data() + dv);
+        std::vector<int32_t> cells;
+        for (int32_t c = n_cells - 1; c >= 0; c -= 3) cells.push_back(c);
+        for (int32_t c = 0; c < n_cells; ++c)
+          if ((n_cells - 1 - c) % 3 != 0) cells.push_back(c);
+        const int64_t n = int64_t(cells.size()), ldp = n + 5;
+        for (int64_t nh = 1; nh <= 5; ++nh)
+          for (int64_t lanes : {16, 64}) {
+            SCOPED_TRACE(fmt::format("{} dv {} cells {} heads {} lanes {}", k->name, dv, n_cells, nh, lanes));
+            std::vector<float> p(size_t(nh * ldp));
+            for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
+            std::vector<float> start(size_t(nh * lanes * dv));
+            for (auto& x : start) x = val(rng);
+            std::vector<float> want = start, got = start, chunked = start;
+            for (int64_t h = 0; h < nh; ++h)
+              k->accumulate_f16(p.data() + h * ldp, base, uint64_t(stride) * 2, cells.data(), n, lanes, dv,
+                                want.data() + h * lanes * dv);
+            k->accumulate_f16_heads(p.data(), ldp, nh, base, uint64_t(stride) * 2, cells.data(), n, lanes, dv,
+                                    got.data());
+            for (int64_t c0 = 0; c0 < n; c0 += 128)
+              k->accumulate_f16_heads(p.data() + c0, ldp, nh, base, uint64_t(stride) * 2, cells.data() + c0,
+                                      std::min<int64_t>(128, n - c0), lanes, dv, chunked.data());
+            for (size_t i = 0; i < want.size(); ++i) {
+              ASSERT_TRUE(same_bits(got[i], want[i])) << "i " << i << ": " << got[i] << " vs " << want[i];
+              ASSERT_TRUE(same_bits(chunked[i], want[i])) << "chunked i " << i;
+            }
+          }
+      }
+  }
+}
+
+// A decode's ATTENTION (-fa 0) takes V for a token's heads together (heads_output, block after block): every ISA's
+// result has the bits of the scalar per-cell path, for the staged path (128-dim heads, GQA 2 and 3), the per-kv-head
+// path (64-dim: SmolLM2's 9 / 3 heads; 80-dim without GQA), depths past one V block with a partial last one, a
+// sliding window, and 1 and 2 threads (9 pairs on 2 threads: a thread's run of heads starts inside a kv head).
+TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
+  struct Case {
+    int64_t hq, hkv, d, n_cells;
+  };
+  std::mt19937 rng(42);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  const Isa before = selected_isa();
+  for (const Case cs : {Case{8, 4, 128, 700}, Case{9, 3, 128, 530}, Case{9, 3, 64, 700}, Case{4, 4, 80, 300}}) {
+    const int64_t hq = cs.hq, hkv = cs.hkv, d = cs.d, n_cells = cs.n_cells;
+    std::vector<float> q(size_t(d * hq));
+    for (auto& x : q) x = val(rng);
+    std::vector<uint16_t> kc(size_t(n_cells * hkv * d)), vc(kc.size());
+    for (auto& h : kc) h = f32_to_f16(val(rng));
+    for (auto& h : vc) h = f32_to_f16(val(rng));
+    std::vector<int32_t> info(size_t(2 * n_cells));
+    for (int64_t c = 0; c < n_cells; ++c) info[size_t(2 * c)] = int32_t(c), info[size_t(2 * c + 1)] = 0;
+    std::vector<int32_t> tok = {int32_t(n_cells - 1), 0};
+    auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1) {
+      Tensor x;
+      x.type = t;
+      x.ne = {ne0, ne1, 1, 1};
+      x.nb = contiguous_strides(t, x.ne);
+      x.data = data;
+      return x;
+    };
+    Tensor tq = tensor(DType::F32, q.data(), d, hq), tk = tensor(DType::F16, kc.data(), hkv * d, n_cells);
+    Tensor tv = tensor(DType::F16, vc.data(), hkv * d, n_cells), tt = tensor(DType::I32, tok.data(), 2, 1);
+    Tensor tc = tensor(DType::I32, info.data(), 2, n_cells);
+    auto run = [&](Isa isa, int threads, int32_t window) {
+      set_isa(isa);
+      std::vector<float> out(size_t(d * hq), -7.0f);
+      Tensor node = tensor(DType::F32, out.data(), d * hq, 1);
+      node.op = Op::Attention;
+      node.src[kAttnQ] = &tq;
+      node.src[kAttnK] = &tk;
+      node.src[kAttnV] = &tv;
+      node.src[kAttnTokens] = &tt;
+      node.src[kAttnCells] = &tc;
+      node.iparams[0] = int32_t(hkv);
+      node.iparams[1] = window;
+      node.fparams[0] = 0.088f;
+      ThreadPool pool(threads);
+      std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
+      uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
+      compute(node, OpContext{pool, aligned});
+      return out;
+    };
+    for (int32_t window : {0, 200}) {
+      const std::vector<float> want = run(Isa::scalar, 1, window);
+      for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
+        for (int threads : {1, 2}) {
+          const std::vector<float> got = run(isa, threads, window);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i]))
+                << isa_name(isa) << " hq " << hq << " d " << d << " threads " << threads << " window " << window
+                << " i " << i << ": " << got[i] << " vs " << want[i];
+        }
+    }
+  }
+  set_isa(before);
+}
+
 }  // namespace
 }  // namespace opal::cpu

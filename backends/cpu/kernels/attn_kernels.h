@@ -64,6 +64,15 @@ struct AttnKernels {
   // chunk (acc zeroed before the first) gives attend_v_lanes16's bits.
   void (*attend_v_lanes16_keep)(const float* p, int64_t ldp, const int64_t* n_vis, int64_t m, const float* v,
                                 int64_t ldv, int64_t lane_rows, int64_t dv, float* acc);
+  // Optional (null: accumulate_f16 head by head, the same bits): accumulate_f16 for nh heads that read the
+  // same V rows (the query heads of one kv head), head h's p at p + h * ldp and its lanes at
+  // acc + h * lanes * dv; each V row is widened once for all of them.
+  void (*accumulate_f16_heads)(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
+                               const int32_t* cells, int64_t n, int64_t lanes, int64_t dv, float* acc);
+  // Optional (null: dots_f16 head by head, the same bits): dots_f16 for nh heads that read the same K rows,
+  // head h's q at q + h * ldq and its scores at out + h * ldo; each K row is widened once for all of them.
+  void (*dots_f16_heads)(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
+                         int64_t ldq, int64_t nh, int64_t dk, bool lanes16, float* out, int64_t ldo);
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

@@ -92,7 +92,7 @@ AttnLayout attn_layout(const Tensor& node) {
   l.off_q = a64(uint64_t(staged * l.ld_scores) * 4);  // a score row and a q row per head staged (stage_scores)
   l.off_row = l.off_q + a64(uint64_t(staged * dk) * 4);
   l.off_acc = l.off_row + a64(uint64_t(std::max(dk, dv)) * 4);
-  l.off_vis = l.off_acc + a64(uint64_t(kLanesSingle * dv) * 4);
+  l.off_vis = l.off_acc + a64(uint64_t(staged * kLanesSingle * dv) * 4);  // the lanes of every staged head
   l.off_kchunk = l.off_vis + a64(uint64_t(n_cells) * 4);
   const bool quant_k = k.type == DType::Q8_0 || k.type == DType::Q4_0;
   l.per_thread = l.off_kchunk + (quant_k ? a64(uint64_t(kQuantChunk * dk) * 4) : 0);
@@ -581,6 +581,21 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     return attention_split_pairs(node, ctx, order, n_order, *simd_v, split_f16 ? simd : nullptr, q_round, kq_lanes16,
                                  lanes);
 
+  // V for the heads of a token together (heads_output) where their scores came from the batched dots (the
+  // token's visible list shared by its heads).
+  const bool batched_dots = (simd && simd->dots_f16 && simd->accumulate_f16) ||
+                            (quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0);
+  const char* fa0d_env = std::getenv("OPAL_FA0D_V");
+  const bool heads_v =
+      batched_dots && simd_v && simd_v->accumulate_f16_heads && v.type == DType::F16 && !(fa0d_env && *fa0d_env == '0');
+  const int64_t fa0d_vblock = std::getenv("OPAL_FA0D_VB") ? std::atoll(std::getenv("OPAL_FA0D_VB")) : 256;
+  const int fa0d_pf = std::getenv("OPAL_FA0D_PF") ? std::atoi(std::getenv("OPAL_FA0D_PF")) : 1;
+  const int fa0d_ord = std::getenv("OPAL_FA0D_ORD") ? std::atoi(std::getenv("OPAL_FA0D_ORD")) : 0;
+  const int fa0d_tok = std::getenv("OPAL_FA0D_TOK") ? std::atoi(std::getenv("OPAL_FA0D_TOK")) : 0;
+  const int fa0d_stage = std::getenv("OPAL_FA0D_STAGE") ? std::atoi(std::getenv("OPAL_FA0D_STAGE")) : 0;
+  const int64_t fa0d_step = std::getenv("OPAL_FA0D_STEP") ? std::atoll(std::getenv("OPAL_FA0D_STEP")) : 0;
+  const int fa0d_kpf = std::getenv("OPAL_FA0D_KPF") ? std::atoi(std::getenv("OPAL_FA0D_KPF")) : 1;
+  const int fa0d_kh = std::getenv("OPAL_FA0D_KH") ? std::atoi(std::getenv("OPAL_FA0D_KH")) : 0;
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
     float* score_rows = reinterpret_cast<float*>(w);  // one per head of a GQA group
@@ -661,14 +676,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       }
       return mx;
     };
-    // The output of one pair from its scores: softmax, p in the cache type, the lanes of V, their reduction.
-    auto pair_output = [&](int64_t pair, float* scores, int64_t n_vis, float mx) {
-      const int64_t t = pair / hq, h = pair % hq, g = h / group;
-      float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
-      if (mx == -INFINITY) {  // no visible cell (cannot happen: a token sees itself)
-        for (int64_t i = 0; i < dv; ++i) out[i] = 0.0f;
-        return;
-      }
+    // The probabilities of one pair from its scores (mx > -inf): softmax, p in the cache type.
+    auto pair_probs = [&](float* scores, int64_t n_vis, float mx) {
       // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
       const int64_t n_chunked = (n_vis + 15) / 16 * 16;
       for (int64_t r = n_vis; r < n_chunked; ++r) scores[r] = -INFINITY;
@@ -680,14 +689,24 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         sum += double(lo::reduce_add16(e));
       }
       const float inv = float(1.0 / sum);
-      const int64_t used = std::min(lanes, n_vis);
-      for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
       if (round_v && v.type == DType::F16 && simd_v && simd_v->scale_round_f16) {
         simd_v->scale_round_f16(scores, n_vis, inv);  // the two steps below at once (the same bits)
       } else {
         for (int64_t r = 0; r < n_vis; ++r) scores[r] *= inv;
         if (round_v) round_activations(v.type, scores, scores, n_vis);  // p in the cache type, one call per row
       }
+    };
+    // The output of one pair from its scores: softmax, p in the cache type, the lanes of V, their reduction.
+    auto pair_output = [&](int64_t pair, float* scores, int64_t n_vis, float mx) {
+      const int64_t t = pair / hq, h = pair % hq, g = h / group;
+      float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv;
+      if (mx == -INFINITY) {  // no visible cell (cannot happen: a token sees itself)
+        for (int64_t i = 0; i < dv; ++i) out[i] = 0.0f;
+        return;
+      }
+      pair_probs(scores, n_vis, mx);
+      const int64_t used = std::min(lanes, n_vis);
+      for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
       const bool batched_v = simd_v && simd_v->accumulate_f16;
       if (batched_v)
         simd_v->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis,
@@ -706,6 +725,61 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       }
       (simd_v && simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
     };
+    // The outputs of the pairs [b0, b1) of one token, whose scores are in score_rows and whose visible cells are
+    // vis[0, n_vis) (every batched path's list): each pair's probabilities as pair_output's, then V for all of them
+    // at once, kVBlock cells at a time, the heads of each kv head side by side (accumulate_f16_heads: each V row
+    // widened once for them), each head's lanes kept across the blocks (whole 64s: a cell keeps its lane) and
+    // reduced after the last. Every (head, lane, column) FMA chain is pair_output's, in the same order.
+    auto heads_output = [&](int64_t b0, int64_t b1, const float* mx, int64_t n_vis) {
+      const int64_t t = b0 / hq, nh = b1 - b0, lds = l.ld_scores;
+      for (int64_t j = 0; j < nh; ++j)
+        if (mx[j] == -INFINITY) {  // cannot happen (a token sees itself): the per-pair path's zeros
+          for (int64_t jj = 0; jj < nh; ++jj) pair_output(b0 + jj, score_rows + jj * lds, n_vis, mx[jj]);
+          return;
+        }
+      for (int64_t j = 0; j < nh; ++j) pair_probs(score_rows + j * lds, n_vis, mx[j]);
+      const int64_t used = std::min(lanes, n_vis);
+      for (int64_t j = 0; j < nh; ++j) std::fill(acc + j * lanes * dv, acc + j * lanes * dv + used * dv, 0.0f);
+      const uint8_t* v0 = static_cast<const uint8_t*>(v.data);
+      const uint64_t v_first = uint64_t(b0 % hq / group * dv) * 2,
+                     v_end = uint64_t(((b1 - 1) % hq / group + 1) * dv) * 2;
+      const int64_t vblock = fa0d_vblock > 0 ? fa0d_vblock : n_vis;
+      if (fa0d_ord == 1) {
+        for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
+          const int64_t g = (b0 + j) % hq / group;
+          int64_t je = j + 1;
+          while (je < nh && (b0 + je) % hq / group == g) ++je;
+          for (int64_t c0 = 0; c0 < n_vis; c0 += vblock) {
+            const int64_t nn = std::min(vblock, n_vis - c0);
+            if (fa0d_pf)
+              for (int64_t r = c0 + vblock; r < std::min(n_vis, c0 + 2 * vblock); ++r)
+                for (uint64_t o = uint64_t(g * dv) * 2; o < uint64_t(g * dv + dv) * 2; o += 64)
+                  __builtin_prefetch(v0 + uint64_t(vis[r]) * v.nb[1] + o);
+            simd_v->accumulate_f16_heads(score_rows + j * lds + c0, lds, je - j, v0 + uint64_t(g * dv) * 2, v.nb[1],
+                                         vis + c0, nn, lanes, dv, acc + j * lanes * dv);
+          }
+          j = je;
+        }
+      }
+      for (int64_t c0 = 0; c0 < n_vis && fa0d_ord == 0; c0 += vblock) {
+        const int64_t nn = std::min(vblock, n_vis - c0);
+        if (fa0d_pf)
+          for (int64_t r = c0 + vblock; r < std::min(n_vis, c0 + 2 * vblock); ++r)
+            for (uint64_t o = v_first; o < v_end; o += 64) __builtin_prefetch(v0 + uint64_t(vis[r]) * v.nb[1] + o);
+        for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
+          const int64_t g = (b0 + j) % hq / group;
+          int64_t je = j + 1;
+          while (je < nh && (b0 + je) % hq / group == g) ++je;
+          simd_v->accumulate_f16_heads(score_rows + j * lds + c0, lds, je - j, v0 + uint64_t(g * dv) * 2, v.nb[1],
+                                       vis + c0, nn, lanes, dv, acc + j * lanes * dv);
+          j = je;
+        }
+      }
+      for (int64_t j = 0; j < nh; ++j)
+        (simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(
+            acc + j * lanes * dv, lanes, used, dv,
+            reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + (b0 + j) % hq * dv);
+    };
     // With the SIMD dots (an f16 K, or a quantized one widened kQuantChunk rows at a time), the heads of one token
     // (up to kMaxGroupStaged) take their scores together, kStageCells cells at a time for every head, and the next
     // step's whole cache rows (every kv head) are prefetched first: the K rows are read once, in address order,
@@ -720,7 +794,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // Below kStageMinF16Cells live cells the slices stay in L2 and staging only adds its bookkeeping (Qwen3
     // Q4_K_M tg128 at one thread read 3-11 % slower staged in the lead's stop 17 A/B), so short contexts keep
     // the per-head walk.
-    const bool stage_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && dk >= 128 && n_order >= kStageMinF16Cells;
+    const bool stage_f16 =
+        simd && simd->dots_f16 && simd->accumulate_f16 && (dk >= 128 || fa0d_stage) && n_order >= kStageMinF16Cells;
     const bool stage_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
     auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out) {
       const int64_t t = b0 / hq;
@@ -740,16 +815,24 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       // The bytes of a cell's row that the staged heads read (their kv heads, side by side).
       const uint64_t k_first = row_bytes(k.type, b0 % hq / group * dk);
       const uint64_t k_end = row_bytes(k.type, ((b1 - 1) % hq / group + 1) * dk);
-      const int64_t step = stage_quant ? kQuantChunk : kStageCells;
+      const int64_t step = stage_quant ? kQuantChunk : fa0d_step > 0 ? fa0d_step : kStageCells;
       for (int64_t c0 = 0; c0 < n_vis; c0 += step) {
         const int64_t nn = std::min(step, n_vis - c0);
-        for (int64_t r = c0 + step; r < std::min(n_vis, c0 + 2 * step); ++r)
+        for (int64_t r = c0 + step; r < std::min(n_vis, c0 + 2 * step) && fa0d_kpf; ++r)
           for (uint64_t o = k_first; o < k_end; o += 64) __builtin_prefetch(k0 + uint64_t(vis[r]) * k.nb[1] + o);
         int64_t g_widened = -1;
         for (int64_t j = b0; j < b1; ++j) {
           const int64_t g = j % hq / group;
           const uint8_t* kbase = k0 + row_bytes(k.type, g * dk);
           float* sc = score_rows + (j - b0) * l.ld_scores + c0;
+          if (!stage_quant && fa0d_kh && simd->dots_f16_heads) {  // the run of heads of kv head g at once
+            int64_t je = j + 1;
+            while (je < b1 && je % hq / group == g) ++je;
+            simd->dots_f16_heads(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, je - j, dk, kq_lanes16, sc,
+                                 l.ld_scores);
+            j = je - 1;
+            continue;
+          }
           if (!stage_quant) {
             simd->dots_f16(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, kq_lanes16, sc);
             continue;
@@ -783,7 +866,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       int64_t end = pair + 1;
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
       stage_scores(pair, end, mxs, nvs);
-      for (int64_t j = pair; j < end; ++j)
+      if (heads_v) heads_output(pair, end, mxs, nvs[0]);
+      for (int64_t j = pair; j < end && !heads_v; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
     }
@@ -796,9 +880,11 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       while (end < p1 && end - pair < std::min<int64_t>(group, kMaxGroupStaged) &&
              end / hq * hkv + end % hq / group == tg)
         ++end;
+      while (heads_v && fa0d_tok && end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
       for (int64_t j = pair; j < end; ++j)
         mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
-      for (int64_t j = pair; j < end; ++j)
+      if (heads_v) heads_output(pair, end, mxs, nvs[0]);
+      for (int64_t j = pair; j < end && !heads_v; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
     }

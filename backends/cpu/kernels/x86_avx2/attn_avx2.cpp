@@ -181,6 +181,68 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
   }
 }
 
+// The heads of one kv head over one V row each (decode): H heads x C vectors
+// of 8 columns of lane l in registers over the lane's cells l, l + lanes, ...
+// in order; each V vector is widened once and feeds H FMAs (one per head), so
+// every head gets accumulate_f16's FMAs, in its order.
+template <int H, int C>
+void accumulate_heads_tile(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
+                           int64_t n, int64_t lanes, int64_t l, int64_t i0, int64_t dv, float* acc) {
+  const int64_t ld_head = lanes * dv;
+  __m256 reg[H][C];
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < C; ++j) reg[h][j] = _mm256_loadu_ps(acc + h * ld_head + l * dv + i0 + 8 * j);
+  for (int64_t r = l; r < n; r += lanes) {
+    const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+    __m256 x[C];
+    for (int j = 0; j < C; ++j) x[j] = load8(vr + 8 * j);
+    for (int h = 0; h < H; ++h) {
+      const __m256 pv = _mm256_set1_ps(p[h * ldp + r]);
+      for (int j = 0; j < C; ++j) reg[h][j] = _mm256_fmadd_ps(x[j], pv, reg[h][j]);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < C; ++j) _mm256_storeu_ps(acc + h * ld_head + l * dv + i0 + 8 * j, reg[h][j]);
+}
+
+// H heads, every lane with a cell, the columns in tiles of up to 8 x kMaxC[H] (dv % 8 == 0): 16 registers.
+template <int H>
+void accumulate_heads(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                      int64_t lanes, int64_t dv, float* acc) {
+  constexpr int kMaxC = H == 1 ? 8 : H == 2 ? 4 : 2;  // H x C accumulators, C widened vectors, a broadcast
+  for (int64_t l = 0; l < lanes && l < n; ++l)
+    for (int64_t i0 = 0; i0 < dv;) {
+      const int64_t vecs = (dv - i0) / 8;
+      if (vecs >= kMaxC) {
+        accumulate_heads_tile<H, kMaxC>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 8 * kMaxC;
+      } else if (vecs >= 2) {
+        accumulate_heads_tile<H, 2>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 16;
+      } else {
+        accumulate_heads_tile<H, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 8;
+      }
+    }
+}
+
+void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
+                          const int32_t* cells, int64_t n, int64_t lanes, int64_t dv, float* acc) {
+  const int64_t ld_head = lanes * dv;
+  if (dv % 8 != 0) {  // a scalar tail: one head at a time
+    for (int64_t h = 0; h < nh; ++h) accumulate_f16(p + h * ldp, v, v_stride, cells, n, lanes, dv, acc + h * ld_head);
+    return;
+  }
+  for (int64_t h = 0; h < nh;) {
+    const int64_t left = nh - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
+    float* a = acc + h * ld_head;
+    if (take == 3) accumulate_heads<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else if (take == 2) accumulate_heads<2>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else accumulate_heads<1>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    h += take;
+  }
+}
+
 double softmax_exp(float* s, int64_t n, float mx) {
   const __m256 m = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
   double sum = 0.0;
@@ -456,10 +518,11 @@ void scale_round_f16(float* s, int64_t n, float inv) {
 
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx2",    dot_f16_lanes16, dot_f16_vec,          axpy_f16,
-                                  dots_f16,  accumulate_f16,  softmax_exp,          reduce_lanes,
-                                  to_f16,    widen_f16,       dots_f32_lanes16,     attend_v_lanes16,
-                                  scale_max, scale_round_f16, attend_v_lanes16_keep};
+const AttnKernels kAttnKernels = {"avx2",    dot_f16_lanes16, dot_f16_vec,           axpy_f16,
+                                  dots_f16,  accumulate_f16,  softmax_exp,           reduce_lanes,
+                                  to_f16,    widen_f16,       dots_f32_lanes16,      attend_v_lanes16,
+                                  scale_max, scale_round_f16, attend_v_lanes16_keep, accumulate_f16_heads,
+                                  nullptr};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -177,6 +177,116 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
     }
 }
 
+// dots_f16 for the H query heads of one kv head in ggml_vec_dot_f16 order (dk % 64 == 0): 16 cells at a time,
+// each cell's K vectors widened once for the H heads (H x 4 accumulators), each head's 16 combined accumulators
+// reduced by reduce16x16 as dots_f16 reduces them; the cells past the last whole 16 as dots_f16's tail.
+template <int H>
+void dots_heads_vec(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
+                    int64_t dk, float* out, int64_t ldo) {
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r]) * k_stride); };
+  int64_t r = 0;
+  for (; r + 16 <= n; r += 16) {
+    __m512 comb[H][16];
+    for (int c = 0; c < 16; ++c) {
+      const uint16_t* kr = row(r + c);
+      __m512 a[H][4];
+      for (auto& x : a)
+        for (auto& y : x) y = _mm512_setzero_ps();
+      for (int64_t i = 0; i < dk; i += 64)
+        for (int u = 0; u < 4; ++u) {
+          const __m512 x = load16(kr + i + 16 * u);
+          for (int h = 0; h < H; ++h) a[h][u] = _mm512_fmadd_ps(x, _mm512_loadu_ps(q + h * ldq + i + 16 * u), a[h][u]);
+        }
+      for (int h = 0; h < H; ++h)
+        comb[h][c] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
+    }
+    for (int h = 0; h < H; ++h)
+      _mm512_storeu_ps(out + h * ldo + r, _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(comb[h])));
+  }
+  for (; r < n; ++r)
+    for (int h = 0; h < H; ++h) out[h * ldo + r] = dot_f16_vec(row(r), q + h * ldq, dk);
+}
+
+void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
+                    int64_t nh, int64_t dk, bool lanes16, float* out, int64_t ldo) {
+  if (lanes16 || dk % 64 != 0) {  // one head at a time
+    for (int64_t h = 0; h < nh; ++h) dots_f16(k, k_stride, cells, n, q + h * ldq, dk, lanes16, out + h * ldo);
+    return;
+  }
+  for (int64_t h = 0; h < nh;) {
+    const int64_t left = nh - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
+    if (take == 3) dots_heads_vec<3>(k, k_stride, cells, n, q + h * ldq, ldq, dk, out + h * ldo, ldo);
+    else if (take == 2) dots_heads_vec<2>(k, k_stride, cells, n, q + h * ldq, ldq, dk, out + h * ldo, ldo);
+    else dots_heads_vec<1>(k, k_stride, cells, n, q + h * ldq, ldq, dk, out + h * ldo, ldo);
+    h += take;
+  }
+}
+
+// The heads of one kv head over one V row each (decode): H heads x C vectors
+// of 16 columns of lane l in registers over the lane's cells l, l + lanes, ...
+// in order; each V vector is widened once and feeds H FMAs (one per head), so
+// every head gets accumulate_f16's FMAs, in its order.
+template <int H, int C>
+void accumulate_heads_tile(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
+                           int64_t n, int64_t lanes, int64_t l, int64_t i0, int64_t dv, float* acc) {
+  const int64_t ld_head = lanes * dv;
+  __m512 reg[H][C];
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < C; ++j) reg[h][j] = _mm512_loadu_ps(acc + h * ld_head + l * dv + i0 + 16 * j);
+  for (int64_t r = l; r < n; r += lanes) {
+    const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+    __m512 x[C];
+    for (int j = 0; j < C; ++j) x[j] = load16(vr + 16 * j);
+    for (int h = 0; h < H; ++h) {
+      const __m512 pv = _mm512_set1_ps(p[h * ldp + r]);
+      for (int j = 0; j < C; ++j) reg[h][j] = _mm512_fmadd_ps(x[j], pv, reg[h][j]);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < C; ++j) _mm512_storeu_ps(acc + h * ld_head + l * dv + i0 + 16 * j, reg[h][j]);
+}
+
+// H heads, every lane with a cell, the columns in tiles of up to 16 x kMaxC[H] (dv % 16 == 0).
+template <int H>
+void accumulate_heads(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                      int64_t lanes, int64_t dv, float* acc) {
+  constexpr int kMaxC = H == 1 ? 8 : H == 2 ? 8 : 4;  // H x C accumulators, C widened vectors, H broadcasts
+  for (int64_t l = 0; l < lanes && l < n; ++l)
+    for (int64_t i0 = 0; i0 < dv;) {
+      const int64_t vecs = (dv - i0) / 16;
+      if (vecs >= kMaxC) {
+        accumulate_heads_tile<H, kMaxC>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 16 * kMaxC;
+      } else if (vecs >= 4) {
+        accumulate_heads_tile<H, 4>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 64;
+      } else if (vecs >= 2) {
+        accumulate_heads_tile<H, 2>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 32;
+      } else {
+        accumulate_heads_tile<H, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 16;
+      }
+    }
+}
+
+void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
+                          const int32_t* cells, int64_t n, int64_t lanes, int64_t dv, float* acc) {
+  const int64_t ld_head = lanes * dv;
+  if (dv % 16 != 0) {  // masked columns: one head at a time
+    for (int64_t h = 0; h < nh; ++h) accumulate_f16(p + h * ldp, v, v_stride, cells, n, lanes, dv, acc + h * ld_head);
+    return;
+  }
+  for (int64_t h = 0; h < nh;) {
+    const int64_t left = nh - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
+    float* a = acc + h * ld_head;
+    if (take == 3) accumulate_heads<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else if (take == 2) accumulate_heads<2>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else accumulate_heads<1>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    h += take;
+  }
+}
+
 // llama_order::expf_avx512 on 16 lanes: the same FMAs (fnmadd = fma(-n, c, x)),
 // vscalefps for j * 2^n, and 0 / inf where |n| > 192.
 __m512 expf16(__m512 x) {
@@ -510,10 +620,11 @@ void scale_round_f16(float* s, int64_t n, float inv) {
 
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512",  dot_f16_lanes16, dot_f16_vec,          axpy_f16,
-                                  dots_f16,  accumulate_f16,  softmax_exp,          reduce_lanes,
-                                  to_f16,    widen_f16,       dots_f32_lanes16,     attend_v_lanes16,
-                                  scale_max, scale_round_f16, attend_v_lanes16_keep};
+const AttnKernels kAttnKernels = {"avx512",      dot_f16_lanes16, dot_f16_vec,           axpy_f16,
+                                  dots_f16,      accumulate_f16,  softmax_exp,           reduce_lanes,
+                                  to_f16,        widen_f16,       dots_f32_lanes16,      attend_v_lanes16,
+                                  scale_max,     scale_round_f16, attend_v_lanes16_keep, accumulate_f16_heads,
+                                  dots_f16_heads};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
