@@ -49,6 +49,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -590,12 +591,13 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       batched_dots && simd_v && simd_v->accumulate_f16_heads && v.type == DType::F16 && !(fa0d_env && *fa0d_env == '0');
   const int64_t fa0d_vblock = std::getenv("OPAL_FA0D_VB") ? std::atoll(std::getenv("OPAL_FA0D_VB")) : 256;
   const int fa0d_pf = std::getenv("OPAL_FA0D_PF") ? std::atoi(std::getenv("OPAL_FA0D_PF")) : 1;
-  const int fa0d_ord = std::getenv("OPAL_FA0D_ORD") ? std::atoi(std::getenv("OPAL_FA0D_ORD")) : 0;
+  const int64_t fa0d_kvg = std::getenv("OPAL_FA0D_KVG") ? std::atoll(std::getenv("OPAL_FA0D_KVG")) : 0;
   const int fa0d_tok = std::getenv("OPAL_FA0D_TOK") ? std::atoi(std::getenv("OPAL_FA0D_TOK")) : 0;
   const int fa0d_stage = std::getenv("OPAL_FA0D_STAGE") ? std::atoi(std::getenv("OPAL_FA0D_STAGE")) : 0;
   const int64_t fa0d_step = std::getenv("OPAL_FA0D_STEP") ? std::atoll(std::getenv("OPAL_FA0D_STEP")) : 0;
   const int fa0d_kpf = std::getenv("OPAL_FA0D_KPF") ? std::atoi(std::getenv("OPAL_FA0D_KPF")) : 1;
   const int fa0d_kh = std::getenv("OPAL_FA0D_KH") ? std::atoi(std::getenv("OPAL_FA0D_KH")) : 0;
+  const int fa0d_stg = std::getenv("OPAL_FA0D_STG") ? std::atoi(std::getenv("OPAL_FA0D_STG")) : 0;
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
     float* score_rows = reinterpret_cast<float*>(w);  // one per head of a GQA group
@@ -741,39 +743,50 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t j = 0; j < nh; ++j) std::fill(acc + j * lanes * dv, acc + j * lanes * dv + used * dv, 0.0f);
       const uint8_t* v0 = static_cast<const uint8_t*>(v.data);
-      const uint64_t v_first = uint64_t(b0 % hq / group * dv) * 2,
-                     v_end = uint64_t(((b1 - 1) % hq / group + 1) * dv) * 2;
       const int64_t vblock = fa0d_vblock > 0 ? fa0d_vblock : n_vis;
-      if (fa0d_ord == 1) {
-        for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
-          const int64_t g = (b0 + j) % hq / group;
-          int64_t je = j + 1;
-          while (je < nh && (b0 + je) % hq / group == g) ++je;
-          for (int64_t c0 = 0; c0 < n_vis; c0 += vblock) {
-            const int64_t nn = std::min(vblock, n_vis - c0);
-            if (fa0d_pf)
-              for (int64_t r = c0 + vblock; r < std::min(n_vis, c0 + 2 * vblock); ++r)
-                for (uint64_t o = uint64_t(g * dv) * 2; o < uint64_t(g * dv + dv) * 2; o += 64)
-                  __builtin_prefetch(v0 + uint64_t(vis[r]) * v.nb[1] + o);
-            simd_v->accumulate_f16_heads(score_rows + j * lds + c0, lds, je - j, v0 + uint64_t(g * dv) * 2, v.nb[1],
-                                         vis + c0, nn, lanes, dv, acc + j * lanes * dv);
+      // Passes over the cells, each for the heads of up to fa0d_kvg kv heads (0: all of them).
+      for (int64_t h0 = 0; h0 < nh;) {
+        int64_t h1 = h0 + 1, kvs = 1;
+        for (; h1 < nh; ++h1) {
+          if ((b0 + h1) % hq / group != (b0 + h1 - 1) % hq / group) ++kvs;
+          if (fa0d_kvg > 0 && kvs > fa0d_kvg) break;
+        }
+        const uint64_t pf_first = uint64_t((b0 + h0) % hq / group * dv) * 2;
+        const uint64_t pf_end = uint64_t(((b0 + h1 - 1) % hq / group + 1) * dv) * 2;
+        for (int64_t c0 = 0; c0 < n_vis; c0 += vblock) {
+          const int64_t nn = std::min(vblock, n_vis - c0);
+          if (fa0d_pf)
+            for (int64_t r = c0 + vblock; r < std::min(n_vis, c0 + 2 * vblock); ++r)
+              for (uint64_t o = pf_first; o < pf_end; o += 64) __builtin_prefetch(v0 + uint64_t(vis[r]) * v.nb[1] + o);
+          const uint8_t* vsrc = v0;
+          uint64_t vstride = v.nb[1];
+          const int32_t* vcells = vis + c0;
+          if (fa0d_stg) {  // the block's row parts copied in address order, lane by lane into the staging buffer
+            const uint64_t w = pf_end - pf_first;
+            const int64_t m = (vblock + lanes - 1) / lanes;
+            static thread_local std::vector<uint8_t> stage_buf;
+            static thread_local std::vector<int32_t> stage_idx;
+            if (stage_buf.size() < uint64_t(m * lanes) * w) stage_buf.resize(uint64_t(m * lanes) * w);
+            if (int64_t(stage_idx.size()) < m * lanes) stage_idx.resize(size_t(m * lanes));
+            for (int64_t r = 0; r < nn; ++r) {
+              const int64_t slot = (r % lanes) * m + r / lanes;
+              std::memcpy(stage_buf.data() + uint64_t(slot) * w, v0 + uint64_t(vis[c0 + r]) * v.nb[1] + pf_first, w);
+              stage_idx[size_t(r)] = int32_t(slot);
+            }
+            vsrc = stage_buf.data() - pf_first;
+            vstride = w;
+            vcells = stage_idx.data();
           }
-          j = je;
+          for (int64_t j = h0; j < h1;) {  // the runs of heads of one kv head
+            const int64_t g = (b0 + j) % hq / group;
+            int64_t je = j + 1;
+            while (je < h1 && (b0 + je) % hq / group == g) ++je;
+            simd_v->accumulate_f16_heads(score_rows + j * lds + c0, lds, je - j, vsrc + uint64_t(g * dv) * 2, vstride,
+                                         vcells, nn, lanes, dv, acc + j * lanes * dv);
+            j = je;
+          }
         }
-      }
-      for (int64_t c0 = 0; c0 < n_vis && fa0d_ord == 0; c0 += vblock) {
-        const int64_t nn = std::min(vblock, n_vis - c0);
-        if (fa0d_pf)
-          for (int64_t r = c0 + vblock; r < std::min(n_vis, c0 + 2 * vblock); ++r)
-            for (uint64_t o = v_first; o < v_end; o += 64) __builtin_prefetch(v0 + uint64_t(vis[r]) * v.nb[1] + o);
-        for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
-          const int64_t g = (b0 + j) % hq / group;
-          int64_t je = j + 1;
-          while (je < nh && (b0 + je) % hq / group == g) ++je;
-          simd_v->accumulate_f16_heads(score_rows + j * lds + c0, lds, je - j, v0 + uint64_t(g * dv) * 2, v.nb[1],
-                                       vis + c0, nn, lanes, dv, acc + j * lanes * dv);
-          j = je;
-        }
+        h0 = h1;
       }
       for (int64_t j = 0; j < nh; ++j)
         (simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(

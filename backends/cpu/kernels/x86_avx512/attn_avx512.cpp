@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -222,52 +223,82 @@ void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, i
   }
 }
 
-// The heads of one kv head over one V row each (decode): H heads x C vectors
-// of 16 columns of lane l in registers over the lane's cells l, l + lanes, ...
-// in order; each V vector is widened once and feeds H FMAs (one per head), so
-// every head gets accumulate_f16's FMAs, in its order.
-template <int H, int C>
+// The heads of one kv head over their V rows (decode): H heads x L lanes (l0 ..) x C vectors of 16 columns in
+// registers over the lanes' cells l0 + u, l0 + u + lanes, ... in order, L consecutive cells' rows a step; each V
+// vector is widened once and feeds H FMAs (one per head), so every head gets accumulate_f16's FMAs, in its order.
+template <int H, int C, int L>
 void accumulate_heads_tile(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
-                           int64_t n, int64_t lanes, int64_t l, int64_t i0, int64_t dv, float* acc) {
+                           int64_t n, int64_t lanes, int64_t l0, int64_t i0, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
-  __m512 reg[H][C];
-  for (int h = 0; h < H; ++h)
-    for (int j = 0; j < C; ++j) reg[h][j] = _mm512_loadu_ps(acc + h * ld_head + l * dv + i0 + 16 * j);
-  for (int64_t r = l; r < n; r += lanes) {
+  __m512 reg[L][H][C];
+  for (int u = 0; u < L; ++u)
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < C; ++j) reg[u][h][j] = _mm512_loadu_ps(acc + h * ld_head + (l0 + u) * dv + i0 + 16 * j);
+  int64_t base = l0;
+  for (; base + L <= n; base += lanes)
+    for (int u = 0; u < L; ++u) {
+      const int64_t r = base + u;
+      const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+      __m512 x[C];
+      for (int j = 0; j < C; ++j) x[j] = load16(vr + 16 * j);
+      for (int h = 0; h < H; ++h) {
+        const __m512 pv = _mm512_set1_ps(p[h * ldp + r]);
+        for (int j = 0; j < C; ++j) reg[u][h][j] = _mm512_fmadd_ps(x[j], pv, reg[u][h][j]);
+      }
+    }
+  for (int u = 0; u < L && base + u < n; ++u) {  // the last step's cells
+    const int64_t r = base + u;
     const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
-    __m512 x[C];
-    for (int j = 0; j < C; ++j) x[j] = load16(vr + 16 * j);
     for (int h = 0; h < H; ++h) {
       const __m512 pv = _mm512_set1_ps(p[h * ldp + r]);
-      for (int j = 0; j < C; ++j) reg[h][j] = _mm512_fmadd_ps(x[j], pv, reg[h][j]);
+      for (int j = 0; j < C; ++j) reg[u][h][j] = _mm512_fmadd_ps(load16(vr + 16 * j), pv, reg[u][h][j]);
     }
   }
-  for (int h = 0; h < H; ++h)
-    for (int j = 0; j < C; ++j) _mm512_storeu_ps(acc + h * ld_head + l * dv + i0 + 16 * j, reg[h][j]);
+  for (int u = 0; u < L; ++u)
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < C; ++j) _mm512_storeu_ps(acc + h * ld_head + (l0 + u) * dv + i0 + 16 * j, reg[u][h][j]);
 }
 
-// H heads, every lane with a cell, the columns in tiles of up to 16 x kMaxC[H] (dv % 16 == 0).
-template <int H>
+// H heads, every lane with a cell, L lanes at a time where whole L-lane groups have cells (else 1), the columns in
+// tiles of up to 16 x C (dv % 16 == 0): L x H x C <= 24 accumulators.
+template <int H, int L>
 void accumulate_heads(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                       int64_t lanes, int64_t dv, float* acc) {
-  constexpr int kMaxC = H == 1 ? 8 : H == 2 ? 8 : 4;  // H x C accumulators, C widened vectors, H broadcasts
-  for (int64_t l = 0; l < lanes && l < n; ++l)
+  constexpr int kC = H * L >= 3 && 24 / (H * L) < 8 ? (24 / (H * L) >= 4   ? 4
+                                                       : 24 / (H * L) >= 2 ? 2
+                                                                           : 1)
+                     : H * L >= 3                   ? 4
+                                                    : 8;
+  constexpr int kC1 = H >= 3 ? 4 : 8;
+  for (int64_t l = 0; l < lanes && l < n;) {
+    const bool group = L > 1 && l + L <= lanes && l + L <= n && lanes % L == 0;
     for (int64_t i0 = 0; i0 < dv;) {
       const int64_t vecs = (dv - i0) / 16;
-      if (vecs >= kMaxC) {
-        accumulate_heads_tile<H, kMaxC>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 16 * kMaxC;
-      } else if (vecs >= 4) {
-        accumulate_heads_tile<H, 4>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 64;
-      } else if (vecs >= 2) {
-        accumulate_heads_tile<H, 2>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 32;
+      if (group && vecs >= kC) {
+        accumulate_heads_tile<H, kC, L>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 16 * kC;
+      } else if (group) {
+        accumulate_heads_tile<H, 1, L>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 16;
+      } else if (vecs >= kC1) {
+        accumulate_heads_tile<H, kC1, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 16 * kC1;
       } else {
-        accumulate_heads_tile<H, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        accumulate_heads_tile<H, 1, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
         i0 += 16;
       }
     }
+    l += group ? L : 1;
+  }
+}
+
+template <int H>
+void accumulate_heads_l(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
+                        int64_t n, int64_t lanes, int64_t dv, float* acc) {
+  static const int vl = std::getenv("OPAL_FA0D_VL") ? std::atoi(std::getenv("OPAL_FA0D_VL")) : 1;
+  if (vl == 4) accumulate_heads<H, 4>(p, ldp, v, v_stride, cells, n, lanes, dv, acc);
+  else if (vl == 2) accumulate_heads<H, 2>(p, ldp, v, v_stride, cells, n, lanes, dv, acc);
+  else accumulate_heads<H, 1>(p, ldp, v, v_stride, cells, n, lanes, dv, acc);
 }
 
 void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
@@ -280,9 +311,9 @@ void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t
   for (int64_t h = 0; h < nh;) {
     const int64_t left = nh - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
     float* a = acc + h * ld_head;
-    if (take == 3) accumulate_heads<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
-    else if (take == 2) accumulate_heads<2>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
-    else accumulate_heads<1>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    if (take == 3) accumulate_heads_l<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else if (take == 2) accumulate_heads_l<2>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else accumulate_heads_l<1>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
     h += take;
   }
 }
