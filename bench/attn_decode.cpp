@@ -16,9 +16,8 @@
 // arithmetic and the cache reads without DRAM's.
 //   vside/<model>/d<depth>/<isa>/<pages>/<pair|heads>: the -fa 0 decode's V side alone (every query head's
 //   lanes over the depth + 1 cells from the same f16 V caches, fixed probabilities, then the lanes' reduction):
-//   pair = accumulate_f16 head after head over all the cells (main's pair_output), heads = accumulate_f16_heads
-//   for the heads of each kv head, 256 cells at a time with the next 256 cells' rows prefetched (the op's
-//   heads_output); bytes_per_second counts the V bytes only.
+//   pair = accumulate_f16 head after head over all the cells (the op's pair_output), heads = accumulate_f16_heads
+//   for the heads of each kv head (the staged decode's heads_output); bytes_per_second counts the V bytes only.
 //   probe/<pages>: one core's streaming read of a 256 MiB buffer (16 MiB
 //   slices, AVX2 loads), the ceiling the decode is measured against.
 // Run: build/<dir>/bench_attn_decode [--benchmark_filter=decode/qwen3/d4096]
@@ -156,7 +155,7 @@ void run_vside(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa,
     state.SkipWithError("no SIMD V helpers");
     return;
   }
-  const int64_t cells = depth + 1, lanes = 64, dv = sh.d, group = sh.hq / sh.hkv, block = 256;
+  const int64_t cells = depth + 1, lanes = 64, dv = sh.d, group = sh.hq / sh.hkv;
   Caches& c = caches_for(sh, cells, DType::F16, DType::F16, pages);
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> ud(0.0f, 2.0f / float(cells));
@@ -164,7 +163,7 @@ void run_vside(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa,
   for (auto& x : p) x = f16_to_f32(f32_to_f16(ud(rng)));
   std::vector<int32_t> vis(static_cast<size_t>(cells));
   for (int64_t i = 0; i < cells; ++i) vis[size_t(i)] = int32_t(i);
-  const uint64_t stride = uint64_t(sh.hkv * dv) * 2, row = uint64_t(sh.hkv * dv) * 2;
+  const uint64_t stride = uint64_t(sh.hkv * dv) * 2;
   int it = 0;
   for (auto _ : state) {
     const uint8_t* v = c.v->data() + c.v_bytes * uint64_t(it);
@@ -174,14 +173,9 @@ void run_vside(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa,
         k->accumulate_f16(p.data() + h * cells, v + uint64_t(h / group * dv) * 2, stride, vis.data(), cells, lanes, dv,
                           acc.data() + h * lanes * dv);
     } else {
-      for (int64_t c0 = 0; c0 < cells; c0 += block) {
-        const int64_t nn = std::min(block, cells - c0);
-        for (int64_t r = c0 + block; r < std::min(cells, c0 + 2 * block); ++r)
-          for (uint64_t o = 0; o < row; o += 64) __builtin_prefetch(v + uint64_t(r) * stride + o);
-        for (int64_t g = 0; g < sh.hkv; ++g)
-          k->accumulate_f16_heads(p.data() + g * group * cells + c0, cells, group, v + uint64_t(g * dv) * 2, stride,
-                                  vis.data() + c0, nn, lanes, dv, acc.data() + g * group * lanes * dv);
-      }
+      for (int64_t g = 0; g < sh.hkv; ++g)
+        k->accumulate_f16_heads(p.data() + g * group * cells, cells, group, v + uint64_t(g * dv) * 2, stride,
+                                vis.data(), cells, lanes, dv, acc.data() + g * group * lanes * dv);
     }
     for (int64_t h = 0; h < sh.hq; ++h)
       k->reduce_lanes(acc.data() + h * lanes * dv, lanes, lanes, dv, out.data() + h * dv);

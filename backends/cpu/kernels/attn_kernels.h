@@ -66,13 +66,14 @@ struct AttnKernels {
                                 int64_t ldv, int64_t lane_rows, int64_t dv, float* acc);
   // Optional (null: accumulate_f16 head by head, the same bits): accumulate_f16 for nh heads that read the
   // same V rows (the query heads of one kv head), head h's p at p + h * ldp and its lanes at
-  // acc + h * lanes * dv; each V row is widened once for all of them.
+  // acc + h * lanes * dv; each V row is widened once for all of them, and each head's lanes keep their FMA chains
+  // (calls over whole multiples of `lanes` cells continue them).
   void (*accumulate_f16_heads)(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
                                const int32_t* cells, int64_t n, int64_t lanes, int64_t dv, float* acc);
-  // Optional (null: dots_f16 head by head, the same bits): dots_f16 for nh heads that read the same K rows,
-  // head h's q at q + h * ldq and its scores at out + h * ldo; each K row is widened once for all of them.
-  void (*dots_f16_heads)(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
-                         int64_t ldq, int64_t nh, int64_t dk, bool lanes16, float* out, int64_t ldo);
+  // The fewest visible cells from which ops/attention.cpp's staged decode takes accumulate_f16_heads: below it a
+  // kv head's V slice stays in cache for the next head, and one head at a time ran faster (AVX2: at d4096 Qwen3's
+  // 1 MiB slice was read again from L2 / L3 faster than AVX2's 32-column passes over all the heads).
+  int64_t heads_min_cells;
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

@@ -49,7 +49,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -582,22 +581,6 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     return attention_split_pairs(node, ctx, order, n_order, *simd_v, split_f16 ? simd : nullptr, q_round, kq_lanes16,
                                  lanes);
 
-  // V for the heads of a token together (heads_output) where their scores came from the batched dots (the
-  // token's visible list shared by its heads).
-  const bool batched_dots = (simd && simd->dots_f16 && simd->accumulate_f16) ||
-                            (quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0);
-  const char* fa0d_env = std::getenv("OPAL_FA0D_V");
-  const bool heads_v =
-      batched_dots && simd_v && simd_v->accumulate_f16_heads && v.type == DType::F16 && !(fa0d_env && *fa0d_env == '0');
-  const int64_t fa0d_vblock = std::getenv("OPAL_FA0D_VB") ? std::atoll(std::getenv("OPAL_FA0D_VB")) : 256;
-  const int fa0d_pf = std::getenv("OPAL_FA0D_PF") ? std::atoi(std::getenv("OPAL_FA0D_PF")) : 1;
-  const int64_t fa0d_kvg = std::getenv("OPAL_FA0D_KVG") ? std::atoll(std::getenv("OPAL_FA0D_KVG")) : 0;
-  const int fa0d_tok = std::getenv("OPAL_FA0D_TOK") ? std::atoi(std::getenv("OPAL_FA0D_TOK")) : 0;
-  const int fa0d_stage = std::getenv("OPAL_FA0D_STAGE") ? std::atoi(std::getenv("OPAL_FA0D_STAGE")) : 0;
-  const int64_t fa0d_step = std::getenv("OPAL_FA0D_STEP") ? std::atoll(std::getenv("OPAL_FA0D_STEP")) : 0;
-  const int fa0d_kpf = std::getenv("OPAL_FA0D_KPF") ? std::atoi(std::getenv("OPAL_FA0D_KPF")) : 1;
-  const int fa0d_kh = std::getenv("OPAL_FA0D_KH") ? std::atoi(std::getenv("OPAL_FA0D_KH")) : 0;
-  const int fa0d_stg = std::getenv("OPAL_FA0D_STG") ? std::atoi(std::getenv("OPAL_FA0D_STG")) : 0;
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
     float* score_rows = reinterpret_cast<float*>(w);  // one per head of a GQA group
@@ -727,11 +710,11 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       }
       (simd_v && simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(acc, lanes, used, dv, out);
     };
-    // The outputs of the pairs [b0, b1) of one token, whose scores are in score_rows and whose visible cells are
-    // vis[0, n_vis) (every batched path's list): each pair's probabilities as pair_output's, then V for all of them
-    // at once, kVBlock cells at a time, the heads of each kv head side by side (accumulate_f16_heads: each V row
-    // widened once for them), each head's lanes kept across the blocks (whole 64s: a cell keeps its lane) and
-    // reduced after the last. Every (head, lane, column) FMA chain is pair_output's, in the same order.
+    // The outputs of the staged pairs [b0, b1) of one token (scores in score_rows, visible cells vis[0, n_vis)):
+    // each pair's probabilities as pair_output's, then V for the heads of each kv head at once
+    // (accumulate_f16_heads: each V row widened once for all of them, the kv head's slice of the cache read once
+    // instead of once per head), then each head's lanes reduced. Every (head, lane, column) FMA chain is
+    // pair_output's, in the same order.
     auto heads_output = [&](int64_t b0, int64_t b1, const float* mx, int64_t n_vis) {
       const int64_t t = b0 / hq, nh = b1 - b0, lds = l.ld_scores;
       for (int64_t j = 0; j < nh; ++j)
@@ -742,51 +725,14 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       for (int64_t j = 0; j < nh; ++j) pair_probs(score_rows + j * lds, n_vis, mx[j]);
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t j = 0; j < nh; ++j) std::fill(acc + j * lanes * dv, acc + j * lanes * dv + used * dv, 0.0f);
-      const uint8_t* v0 = static_cast<const uint8_t*>(v.data);
-      const int64_t vblock = fa0d_vblock > 0 ? fa0d_vblock : n_vis;
-      // Passes over the cells, each for the heads of up to fa0d_kvg kv heads (0: all of them).
-      for (int64_t h0 = 0; h0 < nh;) {
-        int64_t h1 = h0 + 1, kvs = 1;
-        for (; h1 < nh; ++h1) {
-          if ((b0 + h1) % hq / group != (b0 + h1 - 1) % hq / group) ++kvs;
-          if (fa0d_kvg > 0 && kvs > fa0d_kvg) break;
-        }
-        const uint64_t pf_first = uint64_t((b0 + h0) % hq / group * dv) * 2;
-        const uint64_t pf_end = uint64_t(((b0 + h1 - 1) % hq / group + 1) * dv) * 2;
-        for (int64_t c0 = 0; c0 < n_vis; c0 += vblock) {
-          const int64_t nn = std::min(vblock, n_vis - c0);
-          if (fa0d_pf)
-            for (int64_t r = c0 + vblock; r < std::min(n_vis, c0 + 2 * vblock); ++r)
-              for (uint64_t o = pf_first; o < pf_end; o += 64) __builtin_prefetch(v0 + uint64_t(vis[r]) * v.nb[1] + o);
-          const uint8_t* vsrc = v0;
-          uint64_t vstride = v.nb[1];
-          const int32_t* vcells = vis + c0;
-          if (fa0d_stg) {  // the block's row parts copied in address order, lane by lane into the staging buffer
-            const uint64_t w = pf_end - pf_first;
-            const int64_t m = (vblock + lanes - 1) / lanes;
-            static thread_local std::vector<uint8_t> stage_buf;
-            static thread_local std::vector<int32_t> stage_idx;
-            if (stage_buf.size() < uint64_t(m * lanes) * w) stage_buf.resize(uint64_t(m * lanes) * w);
-            if (int64_t(stage_idx.size()) < m * lanes) stage_idx.resize(size_t(m * lanes));
-            for (int64_t r = 0; r < nn; ++r) {
-              const int64_t slot = (r % lanes) * m + r / lanes;
-              std::memcpy(stage_buf.data() + uint64_t(slot) * w, v0 + uint64_t(vis[c0 + r]) * v.nb[1] + pf_first, w);
-              stage_idx[size_t(r)] = int32_t(slot);
-            }
-            vsrc = stage_buf.data() - pf_first;
-            vstride = w;
-            vcells = stage_idx.data();
-          }
-          for (int64_t j = h0; j < h1;) {  // the runs of heads of one kv head
-            const int64_t g = (b0 + j) % hq / group;
-            int64_t je = j + 1;
-            while (je < h1 && (b0 + je) % hq / group == g) ++je;
-            simd_v->accumulate_f16_heads(score_rows + j * lds + c0, lds, je - j, vsrc + uint64_t(g * dv) * 2, vstride,
-                                         vcells, nn, lanes, dv, acc + j * lanes * dv);
-            j = je;
-          }
-        }
-        h0 = h1;
+      for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
+        const int64_t g = (b0 + j) % hq / group;
+        int64_t je = j + 1;
+        while (je < nh && (b0 + je) % hq / group == g) ++je;
+        simd_v->accumulate_f16_heads(score_rows + j * lds, lds, je - j,
+                                     static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis, n_vis,
+                                     lanes, dv, acc + j * lanes * dv);
+        j = je;
       }
       for (int64_t j = 0; j < nh; ++j)
         (simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(
@@ -807,9 +753,13 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // Below kStageMinF16Cells live cells the slices stay in L2 and staging only adds its bookkeeping (Qwen3
     // Q4_K_M tg128 at one thread read 3-11 % slower staged in the lead's stop 17 A/B), so short contexts keep
     // the per-head walk.
-    const bool stage_f16 =
-        simd && simd->dots_f16 && simd->accumulate_f16 && (dk >= 128 || fa0d_stage) && n_order >= kStageMinF16Cells;
+    const bool stage_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && dk >= 128 && n_order >= kStageMinF16Cells;
     const bool stage_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
+    // The staged heads' V goes through heads_output for heads of 128+ values from the ISA's heads_min_cells
+    // visible cells (Qwen3's 256-byte V slices, 1 MiB per kv head at d4096, were read again from L2 / L3 by the
+    // second head of each kv head; SmolLM2's 64-value heads, whose 512 KiB slice set stays in L2 for the next
+    // head, ran 5-25 % slower that way, docs/perf/stop19-fa0d.md).
+    const bool heads_v = v.type == DType::F16 && dv >= 128 && simd_v && simd_v->accumulate_f16_heads;
     auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out) {
       const int64_t t = b0 / hq;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
@@ -828,24 +778,16 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       // The bytes of a cell's row that the staged heads read (their kv heads, side by side).
       const uint64_t k_first = row_bytes(k.type, b0 % hq / group * dk);
       const uint64_t k_end = row_bytes(k.type, ((b1 - 1) % hq / group + 1) * dk);
-      const int64_t step = stage_quant ? kQuantChunk : fa0d_step > 0 ? fa0d_step : kStageCells;
+      const int64_t step = stage_quant ? kQuantChunk : kStageCells;
       for (int64_t c0 = 0; c0 < n_vis; c0 += step) {
         const int64_t nn = std::min(step, n_vis - c0);
-        for (int64_t r = c0 + step; r < std::min(n_vis, c0 + 2 * step) && fa0d_kpf; ++r)
+        for (int64_t r = c0 + step; r < std::min(n_vis, c0 + 2 * step); ++r)
           for (uint64_t o = k_first; o < k_end; o += 64) __builtin_prefetch(k0 + uint64_t(vis[r]) * k.nb[1] + o);
         int64_t g_widened = -1;
         for (int64_t j = b0; j < b1; ++j) {
           const int64_t g = j % hq / group;
           const uint8_t* kbase = k0 + row_bytes(k.type, g * dk);
           float* sc = score_rows + (j - b0) * l.ld_scores + c0;
-          if (!stage_quant && fa0d_kh && simd->dots_f16_heads) {  // the run of heads of kv head g at once
-            int64_t je = j + 1;
-            while (je < b1 && je % hq / group == g) ++je;
-            simd->dots_f16_heads(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, je - j, dk, kq_lanes16, sc,
-                                 l.ld_scores);
-            j = je - 1;
-            continue;
-          }
           if (!stage_quant) {
             simd->dots_f16(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, kq_lanes16, sc);
             continue;
@@ -879,8 +821,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       int64_t end = pair + 1;
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
       stage_scores(pair, end, mxs, nvs);
-      if (heads_v) heads_output(pair, end, mxs, nvs[0]);
-      for (int64_t j = pair; j < end && !heads_v; ++j)
+      const bool heads = heads_v && nvs[0] >= simd_v->heads_min_cells;
+      if (heads) heads_output(pair, end, mxs, nvs[0]);
+      for (int64_t j = pair; j < end && !heads; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
     }
@@ -893,11 +836,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       while (end < p1 && end - pair < std::min<int64_t>(group, kMaxGroupStaged) &&
              end / hq * hkv + end % hq / group == tg)
         ++end;
-      while (heads_v && fa0d_tok && end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
       for (int64_t j = pair; j < end; ++j)
         mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
-      if (heads_v) heads_output(pair, end, mxs, nvs[0]);
-      for (int64_t j = pair; j < end && !heads_v; ++j)
+      for (int64_t j = pair; j < end; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
     }

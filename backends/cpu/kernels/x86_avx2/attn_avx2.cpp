@@ -522,7 +522,7 @@ const AttnKernels kAttnKernels = {"avx2",    dot_f16_lanes16, dot_f16_vec,      
                                   dots_f16,  accumulate_f16,  softmax_exp,           reduce_lanes,
                                   to_f16,    widen_f16,       dots_f32_lanes16,      attend_v_lanes16,
                                   scale_max, scale_round_f16, attend_v_lanes16_keep, accumulate_f16_heads,
-                                  nullptr};
+                                  8192};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -14,7 +14,6 @@
 #include <immintrin.h>
 
 #include <cmath>
-#include <cstdlib>
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -178,127 +177,53 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
     }
 }
 
-// dots_f16 for the H query heads of one kv head in ggml_vec_dot_f16 order (dk % 64 == 0): 16 cells at a time,
-// each cell's K vectors widened once for the H heads (H x 4 accumulators), each head's 16 combined accumulators
-// reduced by reduce16x16 as dots_f16 reduces them; the cells past the last whole 16 as dots_f16's tail.
-template <int H>
-void dots_heads_vec(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
-                    int64_t dk, float* out, int64_t ldo) {
-  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r]) * k_stride); };
-  int64_t r = 0;
-  for (; r + 16 <= n; r += 16) {
-    __m512 comb[H][16];
-    for (int c = 0; c < 16; ++c) {
-      const uint16_t* kr = row(r + c);
-      __m512 a[H][4];
-      for (auto& x : a)
-        for (auto& y : x) y = _mm512_setzero_ps();
-      for (int64_t i = 0; i < dk; i += 64)
-        for (int u = 0; u < 4; ++u) {
-          const __m512 x = load16(kr + i + 16 * u);
-          for (int h = 0; h < H; ++h) a[h][u] = _mm512_fmadd_ps(x, _mm512_loadu_ps(q + h * ldq + i + 16 * u), a[h][u]);
-        }
-      for (int h = 0; h < H; ++h)
-        comb[h][c] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
-    }
-    for (int h = 0; h < H; ++h)
-      _mm512_storeu_ps(out + h * ldo + r, _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(comb[h])));
-  }
-  for (; r < n; ++r)
-    for (int h = 0; h < H; ++h) out[h * ldo + r] = dot_f16_vec(row(r), q + h * ldq, dk);
-}
-
-void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
-                    int64_t nh, int64_t dk, bool lanes16, float* out, int64_t ldo) {
-  if (lanes16 || dk % 64 != 0) {  // one head at a time
-    for (int64_t h = 0; h < nh; ++h) dots_f16(k, k_stride, cells, n, q + h * ldq, dk, lanes16, out + h * ldo);
-    return;
-  }
-  for (int64_t h = 0; h < nh;) {
-    const int64_t left = nh - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
-    if (take == 3) dots_heads_vec<3>(k, k_stride, cells, n, q + h * ldq, ldq, dk, out + h * ldo, ldo);
-    else if (take == 2) dots_heads_vec<2>(k, k_stride, cells, n, q + h * ldq, ldq, dk, out + h * ldo, ldo);
-    else dots_heads_vec<1>(k, k_stride, cells, n, q + h * ldq, ldq, dk, out + h * ldo, ldo);
-    h += take;
-  }
-}
-
-// The heads of one kv head over their V rows (decode): H heads x L lanes (l0 ..) x C vectors of 16 columns in
-// registers over the lanes' cells l0 + u, l0 + u + lanes, ... in order, L consecutive cells' rows a step; each V
-// vector is widened once and feeds H FMAs (one per head), so every head gets accumulate_f16's FMAs, in its order.
-template <int H, int C, int L>
+// The query heads of one kv head over their V rows (decode, -fa 0): H heads x C vectors of 16 columns of lane l
+// in registers over the lane's cells l, l + lanes, ... in order; each V vector is widened once and feeds H FMAs
+// (one per head), so every head gets accumulate_f16's FMAs, in its order, and a kv head's V slice is read once
+// instead of once per head.
+template <int H, int C>
 void accumulate_heads_tile(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
-                           int64_t n, int64_t lanes, int64_t l0, int64_t i0, int64_t dv, float* acc) {
+                           int64_t n, int64_t lanes, int64_t l, int64_t i0, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
-  __m512 reg[L][H][C];
-  for (int u = 0; u < L; ++u)
-    for (int h = 0; h < H; ++h)
-      for (int j = 0; j < C; ++j) reg[u][h][j] = _mm512_loadu_ps(acc + h * ld_head + (l0 + u) * dv + i0 + 16 * j);
-  int64_t base = l0;
-  for (; base + L <= n; base += lanes)
-    for (int u = 0; u < L; ++u) {
-      const int64_t r = base + u;
-      const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
-      __m512 x[C];
-      for (int j = 0; j < C; ++j) x[j] = load16(vr + 16 * j);
-      for (int h = 0; h < H; ++h) {
-        const __m512 pv = _mm512_set1_ps(p[h * ldp + r]);
-        for (int j = 0; j < C; ++j) reg[u][h][j] = _mm512_fmadd_ps(x[j], pv, reg[u][h][j]);
-      }
-    }
-  for (int u = 0; u < L && base + u < n; ++u) {  // the last step's cells
-    const int64_t r = base + u;
+  __m512 reg[H][C];
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < C; ++j) reg[h][j] = _mm512_loadu_ps(acc + h * ld_head + l * dv + i0 + 16 * j);
+  for (int64_t r = l; r < n; r += lanes) {
     const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
+    __m512 x[C];
+    for (int j = 0; j < C; ++j) x[j] = load16(vr + 16 * j);
     for (int h = 0; h < H; ++h) {
       const __m512 pv = _mm512_set1_ps(p[h * ldp + r]);
-      for (int j = 0; j < C; ++j) reg[u][h][j] = _mm512_fmadd_ps(load16(vr + 16 * j), pv, reg[u][h][j]);
+      for (int j = 0; j < C; ++j) reg[h][j] = _mm512_fmadd_ps(x[j], pv, reg[h][j]);
     }
   }
-  for (int u = 0; u < L; ++u)
-    for (int h = 0; h < H; ++h)
-      for (int j = 0; j < C; ++j) _mm512_storeu_ps(acc + h * ld_head + (l0 + u) * dv + i0 + 16 * j, reg[u][h][j]);
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < C; ++j) _mm512_storeu_ps(acc + h * ld_head + l * dv + i0 + 16 * j, reg[h][j]);
 }
 
-// H heads, every lane with a cell, L lanes at a time where whole L-lane groups have cells (else 1), the columns in
-// tiles of up to 16 x C (dv % 16 == 0): L x H x C <= 24 accumulators.
-template <int H, int L>
+// H heads, every lane with a cell, the columns in tiles of up to 16 x kMaxC (dv % 16 == 0): H x C accumulators,
+// C widened vectors and a broadcast within the 32 registers.
+template <int H>
 void accumulate_heads(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                       int64_t lanes, int64_t dv, float* acc) {
-  constexpr int kC = H * L >= 3 && 24 / (H * L) < 8 ? (24 / (H * L) >= 4   ? 4
-                                                       : 24 / (H * L) >= 2 ? 2
-                                                                           : 1)
-                     : H * L >= 3                   ? 4
-                                                    : 8;
-  constexpr int kC1 = H >= 3 ? 4 : 8;
-  for (int64_t l = 0; l < lanes && l < n;) {
-    const bool group = L > 1 && l + L <= lanes && l + L <= n && lanes % L == 0;
+  constexpr int kMaxC = H <= 2 ? 8 : 4;
+  for (int64_t l = 0; l < lanes && l < n; ++l)
     for (int64_t i0 = 0; i0 < dv;) {
       const int64_t vecs = (dv - i0) / 16;
-      if (group && vecs >= kC) {
-        accumulate_heads_tile<H, kC, L>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 16 * kC;
-      } else if (group) {
-        accumulate_heads_tile<H, 1, L>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 16;
-      } else if (vecs >= kC1) {
-        accumulate_heads_tile<H, kC1, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 16 * kC1;
+      if (vecs >= kMaxC) {
+        accumulate_heads_tile<H, kMaxC>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 16 * kMaxC;
+      } else if (vecs >= 4) {
+        accumulate_heads_tile<H, 4>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 64;
+      } else if (vecs >= 2) {
+        accumulate_heads_tile<H, 2>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        i0 += 32;
       } else {
-        accumulate_heads_tile<H, 1, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
+        accumulate_heads_tile<H, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
         i0 += 16;
       }
     }
-    l += group ? L : 1;
-  }
-}
-
-template <int H>
-void accumulate_heads_l(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
-                        int64_t n, int64_t lanes, int64_t dv, float* acc) {
-  static const int vl = std::getenv("OPAL_FA0D_VL") ? std::atoi(std::getenv("OPAL_FA0D_VL")) : 1;
-  if (vl == 4) accumulate_heads<H, 4>(p, ldp, v, v_stride, cells, n, lanes, dv, acc);
-  else if (vl == 2) accumulate_heads<H, 2>(p, ldp, v, v_stride, cells, n, lanes, dv, acc);
-  else accumulate_heads<H, 1>(p, ldp, v, v_stride, cells, n, lanes, dv, acc);
 }
 
 void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
@@ -311,9 +236,9 @@ void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t
   for (int64_t h = 0; h < nh;) {
     const int64_t left = nh - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
     float* a = acc + h * ld_head;
-    if (take == 3) accumulate_heads_l<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
-    else if (take == 2) accumulate_heads_l<2>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
-    else accumulate_heads_l<1>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    if (take == 3) accumulate_heads<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else if (take == 2) accumulate_heads<2>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else accumulate_heads<1>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
     h += take;
   }
 }
@@ -651,11 +576,11 @@ void scale_round_f16(float* s, int64_t n, float inv) {
 
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512",      dot_f16_lanes16, dot_f16_vec,           axpy_f16,
-                                  dots_f16,      accumulate_f16,  softmax_exp,           reduce_lanes,
-                                  to_f16,        widen_f16,       dots_f32_lanes16,      attend_v_lanes16,
-                                  scale_max,     scale_round_f16, attend_v_lanes16_keep, accumulate_f16_heads,
-                                  dots_f16_heads};
+const AttnKernels kAttnKernels = {"avx512",  dot_f16_lanes16, dot_f16_vec,           axpy_f16,
+                                  dots_f16,  accumulate_f16,  softmax_exp,           reduce_lanes,
+                                  to_f16,    widen_f16,       dots_f32_lanes16,      attend_v_lanes16,
+                                  scale_max, scale_round_f16, attend_v_lanes16_keep, accumulate_f16_heads,
+                                  0};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
