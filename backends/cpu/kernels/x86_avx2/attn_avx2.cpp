@@ -10,8 +10,9 @@
 // V rows accumulated lane by lane (accumulate_f16: four lanes side by side,
 // 3 x 8 columns each, so four consecutive cells' rows are read together; the
 // same FMAs per lane in order) or, in the block path, with up to 3 queries x 32 elements in
-// registers. The softmax exponential is llama_order::expf_avx512 on 8 lanes,
-// vscalefps replaced by scale_pow2's two exact multiplications.
+// registers; the staged decode's accumulate_f16_heads takes the query heads of one kv head
+// lane by lane (2 heads x 32 columns), each V vector widened once for every head. The softmax exponential is
+// llama_order::expf_avx512 on 8 lanes, vscalefps replaced by scale_pow2's two exact multiplications.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,9 @@
 // (ggml_vec_dot_f16). _mm512_reduce_add_ps is the reduce_add16 tree.
 // The per-(token, head) helpers batch cells: dots 4 cells at a time (16 cells
 // reduced together in ggml_vec_dot_f16 order), V accumulated 4 lanes at a
-// time with the accumulators in registers (each lane's cells in order).
+// time with the accumulators in registers (each lane's cells in order), or
+// for the query heads of one kv head at once one lane at a time, each V vector
+// widened once for every head (accumulate_f16_heads, the staged decode).
 // The block helpers work on K/V rows widened to f32 once for many query rows:
 // 4 x 4 tiles of dots with a transposed reduce_add16 (for dk <= 256 the cells
 // in pairs, lanes 0-7 of two cells in one register, so reduce_add16's first
