@@ -38,9 +38,10 @@
 // (token, head) pairs. With an f16 cache and a SIMD ISA selected
 // (kernels/attn_kernels.h), the dots and the per-lane accumulation run in SIMD
 // with identical results (a decode's staged heads of 128+ values take V per kv
-// head, each V row widened once for its query heads: heads_output); a batch with tinyBLAS dots on an ISA with the block
-// helpers (AVX-512, AVX2) runs by blocks of query rows (attention_blocks), the
-// threads splitting (kv head, block) units by cost.
+// head, each V row widened once for its query heads: heads_output); a batch
+// with tinyBLAS dots on an ISA with the block helpers (AVX-512, AVX2) runs by
+// blocks of query rows (attention_blocks), the threads splitting (kv head,
+// block) units by cost.
 // A q8_0 / q4_0 K cache (-fa off, as llama.cpp allows; a quantized V needs the
 // tiled path): q is rounded through q8_0 (llama.cpp's vec_dot type for both)
 // and each K row is dequantized, then the dots run in the orders above on the
