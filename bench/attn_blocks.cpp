@@ -6,6 +6,10 @@
 //   dots/<model>/<isa>, attend_v/<model>/<isa>: the two block helpers alone on one chunk of 256
 //     widened cells (kBlockCells) that every row of a block sees (m = 64 rows for qwen3, 63 for
 //     smollm2: the block sizes of ops/attention.cpp), so their inputs sit in L1/L2 as in the op.
+//   attend_v_lanes/<model>/<isa>: the V accumulation of ops/attention.cpp since stop 19 on one chunk of 1024
+//     cells (kBlockVCells) that every row sees: round_p_lanes (p scaled, rounded to f16 and stored lane-major)
+//     and attend_v_lanes16_cells (lane by lane, the lane's rows in L1); GFLOP/s as attend_v's (the rounding's
+//     time counted in, its FLOPs not).
 //   softmax/<model>/d<depth>/<isa>: scale_max, softmax_exp and scale_round_f16 over a block's score rows
 //     (m rows of depth + 512 cells), the op's passes between the dots and V.
 //   peak/<isa>: a register-only FMA loop (16 independent accumulators), the one-core ceiling the
@@ -136,6 +140,30 @@ void run_attend_v(benchmark::State& state, const Shape& sh, Isa isa) {
   set_flops(state, 2.0 * double(m * kChunk * sh.d));
 }
 
+void run_attend_v_lanes(benchmark::State& state, const Shape& sh, Isa isa) {
+  set_isa(isa);
+  const AttnKernels* k = attn_kernels();
+  if (!k->round_p_lanes || !k->attend_v_lanes16_cells) {
+    state.SkipWithError("no attend_v_lanes16_cells");
+    return;
+  }
+  constexpr int64_t kVChunk = 1024;  // ops/attention.cpp's kBlockVCells
+  const int64_t m = block_rows(sh), ldt = (m + 15) / 16 * 16, lane_rows = kVChunk / 16;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(size_t(kVChunk * sh.d)), s(size_t(m * kVChunk)), pt(size_t(kVChunk * ldt));
+  std::vector<float> acc(size_t(m * 16 * sh.d), 0.0f), inv(size_t(m), 1.0f / 300.0f);
+  for (auto& x : v) x = f16_to_f32(f32_to_f16(nd(rng)));
+  for (auto& x : s) x = std::exp(-std::fabs(nd(rng)));
+  std::vector<int64_t> n(size_t(m), kVChunk);
+  for (auto _ : state) {
+    k->round_p_lanes(s.data(), kVChunk, n.data(), inv.data(), m, kVChunk, lane_rows, pt.data(), ldt);
+    k->attend_v_lanes16_cells(pt.data(), ldt, n.data(), m, v.data(), sh.d, lane_rows, sh.d, acc.data());
+    benchmark::DoNotOptimize(acc.data());
+  }
+  set_flops(state, 2.0 * double(m * kVChunk * sh.d));
+}
+
 void run_softmax(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa) {
   set_isa(isa);
   const AttnKernels* k = attn_kernels();
@@ -216,6 +244,8 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("dots/" + tail).c_str(), [=](benchmark::State& s) { run_dots(s, sh, isa); });
       benchmark::RegisterBenchmark(("attend_v/" + tail).c_str(),
                                    [=](benchmark::State& s) { run_attend_v(s, sh, isa); });
+      benchmark::RegisterBenchmark(("attend_v_lanes/" + tail).c_str(),
+                                   [=](benchmark::State& s) { run_attend_v_lanes(s, sh, isa); });
       benchmark::RegisterBenchmark(("softmax/" + std::string(sh.name) + "/d4096/" + isa_name(isa)).c_str(),
                                    [=](benchmark::State& s) { run_softmax(s, sh, 4096, isa); })
           ->Unit(benchmark::kMicrosecond);

@@ -745,5 +745,133 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   set_isa(before);
 }
 
+// Since stop 19 the block path walks V in chunks of kBlockVCells with p rounded into a lane-major copy
+// (round_p_lanes) and the lanes outermost (attend_v_lanes16_cells). For every ISA that has them: round_p_lanes
+// stores scale_round_f16's values (zeros past each row's cells) at the lane-major places, and the accumulators
+// after the chunks equal attend_v_lanes16_keep's over the same chunks, bit for bit: head sizes 128, 64 and 80
+// (a masked 16-column part), 1-9 queries with their own cell counts (0, partial lanes, every cell), several
+// chunk lengths (one partial lane group among them), accumulators that start non-zero.
+TEST(AttnBatched, LaneMajorValueChunksEqualTheRowMajorOnes) {
+  if (host_supports(Isa::avx512) || host_supports(Isa::avx2)) {
+    for (const AttnKernels* k : block_kernels()) EXPECT_TRUE(k->round_p_lanes && k->attend_v_lanes16_cells) << k->name;
+  }
+  std::mt19937 rng(33);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : block_kernels()) {
+    SCOPED_TRACE(k->name);
+    if (!k->round_p_lanes || !k->attend_v_lanes16_cells || !k->attend_v_lanes16_keep) continue;
+    for (int64_t dv : {128, 64, 80}) {
+      for (int64_t m : {1, 3, 4, 9}) {
+        const int64_t n_max = 300, ldv = dv + 16, lds = n_max + 20, ldt = (m + 15) / 16 * 16 + 16;
+        std::vector<float> rows(size_t(n_max * dv)), e(size_t(m * lds)), inv(static_cast<size_t>(m));
+        for (auto& x : rows) x = f16_to_f32(f32_to_f16(val(rng)));
+        for (auto& x : e) x = std::exp(-std::fabs(val(rng)) * 3.0f);
+        for (auto& x : inv) x = 1.0f / (50.0f + std::fabs(val(rng)) * 20.0f);
+        const int64_t counts[] = {300, 45, 0, 299, 17, 1, 256, 160, 283};
+        std::vector<int64_t> n_vis(static_cast<size_t>(m));
+        for (int64_t j = 0; j < m; ++j) n_vis[size_t(j)] = counts[(j + m) % 9];
+        std::vector<float> acc0(size_t(m * 16 * dv));
+        for (auto& x : acc0) x = val(rng);
+        for (int64_t chunk : {300, 144, 37}) {
+          SCOPED_TRACE(fmt::format("dv {} m {} chunk {}", dv, m, chunk));
+          std::vector<float> want = acc0, got = acc0, part, pt, s;
+          std::vector<int64_t> nvc(static_cast<size_t>(m));
+          for (int64_t c0 = 0; c0 < n_max; c0 += chunk) {
+            const int64_t nc = std::min(chunk, n_max - c0), lane_rows = (nc + 15) / 16;
+            part.assign(size_t(16 * lane_rows * ldv), -9.0f);
+            for (int64_t r = 0; r < nc; ++r)
+              std::memcpy(part.data() + ((r % 16) * lane_rows + r / 16) * ldv, rows.data() + (c0 + r) * dv,
+                          size_t(dv) * 4);
+            for (int64_t j = 0; j < m; ++j) nvc[size_t(j)] = std::clamp<int64_t>(n_vis[size_t(j)] - c0, 0, nc);
+            s = e;  // the row-major way: p rounded in place, then attend_v_lanes16_keep
+            for (int64_t j = 0; j < m; ++j)
+              if (nvc[size_t(j)] > 0) k->scale_round_f16(s.data() + j * lds + c0, nvc[size_t(j)], inv[size_t(j)]);
+            k->attend_v_lanes16_keep(s.data() + c0, lds, nvc.data(), m, part.data(), ldv, lane_rows, dv, want.data());
+            pt.assign(size_t(16 * lane_rows * ldt), -4.0f);
+            k->round_p_lanes(e.data() + c0, lds, nvc.data(), inv.data(), m, nc, lane_rows, pt.data(), ldt);
+            for (int64_t j = 0; j < m; ++j)
+              for (int64_t r = 0; r < nc; ++r) {
+                const float p = pt[size_t(((r % 16) * lane_rows + r / 16) * ldt + j)];
+                const float p_want = r < nvc[size_t(j)] ? s[size_t(j * lds + c0 + r)] : 0.0f;
+                ASSERT_TRUE(same_bits(p, p_want)) << "p of query " << j << " cell " << c0 + r;
+              }
+            k->attend_v_lanes16_cells(pt.data(), ldt, nvc.data(), m, part.data(), ldv, lane_rows, dv, got.data());
+          }
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i])) << "accumulator " << i << ": " << got[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
+// The block path past one V chunk (kBlockVCells = 1024 cells): a 40-token prompt at depth 2300 over an f16 K
+// and V (three V chunks, the last partial; K in 256-cell chunks), 128-dim heads in groups of 2 and 64-dim heads
+// in groups of 3, with and without a sliding window, 1 and 2 threads: every ISA's result has the bits of the
+// scalar per-(token, head) path.
+TEST(AttnBatched, BlockPromptPastOneValueChunkHasTheScalarBits) {
+  struct Case {
+    int64_t hq, hkv, d;
+  };
+  for (const Case& cs : {Case{4, 2, 128}, Case{3, 1, 64}}) {
+    SCOPED_TRACE(fmt::format("d {}", cs.d));
+    const int64_t depth = 2300, T = 40, n_cells = depth + T + 7, e = cs.hkv * cs.d;
+    std::mt19937 rng(34);
+    std::normal_distribution<float> val(0.0f, 1.0f);
+    std::vector<float> q(size_t(cs.d * cs.hq * T));
+    for (auto& x : q) x = val(rng) * 2.0f;
+    std::vector<uint16_t> kc(size_t(n_cells * e)), vc(size_t(n_cells * e));
+    for (auto& h : kc) h = f32_to_f16(val(rng));
+    for (auto& h : vc) h = f32_to_f16(val(rng));
+    std::vector<int32_t> info(size_t(2 * n_cells), -1);  // the sequence in cell order, the last 7 cells unused
+    for (int64_t c = 0; c < depth + T; ++c) info[size_t(2 * c)] = int32_t(c), info[size_t(2 * c + 1)] = 0;
+    std::vector<int32_t> tok(size_t(2 * T));
+    for (int64_t t = 0; t < T; ++t) tok[size_t(2 * t)] = int32_t(depth + t), tok[size_t(2 * t + 1)] = 0;
+    auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1, int64_t ne2) {
+      Tensor x;
+      x.type = t;
+      x.ne = {ne0, ne1, ne2, 1};
+      x.nb = contiguous_strides(t, x.ne);
+      x.data = data;
+      return x;
+    };
+    Tensor tq = tensor(DType::F32, q.data(), cs.d, cs.hq, T), tk = tensor(DType::F16, kc.data(), e, n_cells, 1);
+    Tensor tv = tensor(DType::F16, vc.data(), e, n_cells, 1), tt = tensor(DType::I32, tok.data(), 2, T, 1);
+    Tensor tc = tensor(DType::I32, info.data(), 2, n_cells, 1);
+    auto run = [&](Isa isa, int threads, int32_t window) {
+      set_isa(isa);
+      std::vector<float> out(size_t(cs.d * cs.hq * T), -7.0f);
+      Tensor node = tensor(DType::F32, out.data(), cs.d * cs.hq, T, 1);
+      node.op = Op::Attention;
+      node.src[kAttnQ] = &tq;
+      node.src[kAttnK] = &tk;
+      node.src[kAttnV] = &tv;
+      node.src[kAttnTokens] = &tt;
+      node.src[kAttnCells] = &tc;
+      node.iparams[0] = int32_t(cs.hkv);
+      node.iparams[1] = window;
+      node.fparams[0] = 1.0f / std::sqrt(float(cs.d));
+      ThreadPool pool(threads);
+      std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
+      uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
+      compute(node, OpContext{pool, aligned});
+      return out;
+    };
+    const Isa before = selected_isa();
+    for (int32_t window : {0, 1500}) {
+      const std::vector<float> want = run(Isa::scalar, 1, window);
+      for (float x : want) ASSERT_TRUE(std::isfinite(x));
+      for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
+        for (int threads : {1, 2}) {
+          const std::vector<float> got = run(isa, threads, window);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i])) << isa_name(isa) << " threads " << threads << " window " << window
+                                                    << " i " << i << ": " << got[i] << " vs " << want[i];
+        }
+    }
+    set_isa(before);
+  }
+}
+
 }  // namespace
 }  // namespace opal::cpu

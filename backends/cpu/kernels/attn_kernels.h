@@ -74,6 +74,22 @@ struct AttnKernels {
   // kv head's V slice stays in cache for the next head, and one head at a time ran faster (AVX2: at d4096 Qwen3's
   // 1 MiB slice was read again from L2 / L3 faster than AVX2's 32-column passes over all the heads).
   int64_t heads_min_cells;
+  // p of a chunk of nc cells laid out lane by lane for attend_v_lanes16_cells: for j < m and r < nc,
+  // pt[((r % 16) * lane_rows + r / 16) * ldt + j] = f16(s[j * lds + r] * inv[j]) (scale_round_f16's
+  // value) where r < n[j], else 0 (inv[j] is not read when n[j] <= 0); ldt % 16 == 0, ldt >= m, and
+  // lane_rows = (nc + 15) / 16. The columns m .. ldt - 1 may be written (zeros).
+  void (*round_p_lanes)(const float* s, int64_t lds, const int64_t* n, const float* inv, int64_t m, int64_t nc,
+                        int64_t lane_rows, float* pt, int64_t ldt);
+  // attend_v_lanes16_keep (the same FMAs per accumulator, the same bits) with p from round_p_lanes
+  // (query j, cell r at pt[((r % 16) * lane_rows + r / 16) * ldt + j]), walked lane by lane so that a
+  // lane's V and p rows stay in L1 while every query tile runs over them (ops/attention.cpp's 1024-cell
+  // chunks: each tile's accumulators loaded and stored once per lane, columns and chunk).
+  void (*attend_v_lanes16_cells)(const float* pt, int64_t ldt, const int64_t* n_vis, int64_t m, const float* v,
+                                 int64_t ldv, int64_t lane_rows, int64_t dv, float* acc);
+  // widen_f16 (the same values) with the rows a few cells on prefetched into L1 while the current ones are
+  // converted: a block's K and V rows, gathered 2 KB apart (Qwen3's 8 kv heads), come from L3 or DRAM.
+  void (*widen_f16_ahead)(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                          int64_t ld);
 };
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.

@@ -11,8 +11,13 @@
 // 3 x 8 columns each, so four consecutive cells' rows are read together; the
 // same FMAs per lane in order) or, in the block path, with up to 3 queries x 32 elements in
 // registers; the staged decode's accumulate_f16_heads takes the query heads of one kv head
-// lane by lane (2 heads x 32 columns), each V vector widened once for every head. The softmax exponential is
-// llama_order::expf_avx512 on 8 lanes, vscalefps replaced by scale_pow2's two exact multiplications.
+// lane by lane (2 heads x 32 columns), each V vector widened once for every head;
+// for long chunks (attend_v_lanes16_cells) p is first rounded into a
+// lane-major copy (round_p_lanes, 8 x 8 transposes) and each lane's rows stay in
+// L1 while 6-query x 16-column tiles pass over them (15 of the 16 ymm registers).
+// Where GCC 12 folded a vector load into each FMA that uses it, an empty asm
+// keeps the vector in a register. The softmax exponential is llama_order::expf_avx512 on 8 lanes,
+// vscalefps replaced by scale_pow2's two exact multiplications.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cmath>
@@ -359,12 +364,15 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
       for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < nc ? c : nc - 1)) * ldk;
       __m256 half[2][8];
       for (int h = 0; h < 2; ++h) {
-        __m256* a = half[h];
+        // the accumulators in a local array, copied out after the loop: through half[h] GCC 12 stored all
+        // eight every step, and it folded each q load into four FMAs (the asm keeps one load per vector)
+        __m256 a[8];
         for (int x = 0; x < 8; ++x) a[x] = _mm256_setzero_ps();
         for (int64_t i = 8 * h; i < dk; i += 16) {
-          const __m256 k0 = _mm256_loadu_ps(kr[0] + i), k1 = _mm256_loadu_ps(kr[1] + i);
-          const __m256 k2 = _mm256_loadu_ps(kr[2] + i), k3 = _mm256_loadu_ps(kr[3] + i);
-          const __m256 x0 = _mm256_loadu_ps(q0 + i), x1 = _mm256_loadu_ps(q1 + i);
+          __m256 k0 = _mm256_loadu_ps(kr[0] + i), k1 = _mm256_loadu_ps(kr[1] + i);
+          __m256 k2 = _mm256_loadu_ps(kr[2] + i), k3 = _mm256_loadu_ps(kr[3] + i);
+          __m256 x0 = _mm256_loadu_ps(q0 + i), x1 = _mm256_loadu_ps(q1 + i);
+          asm("" : "+x"(k0), "+x"(k1), "+x"(k2), "+x"(k3), "+x"(x0), "+x"(x1));
           a[0] = _mm256_fmadd_ps(k0, x0, a[0]);
           a[1] = _mm256_fmadd_ps(k1, x0, a[1]);
           a[2] = _mm256_fmadd_ps(k2, x0, a[2]);
@@ -374,6 +382,7 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
           a[6] = _mm256_fmadd_ps(k2, x1, a[6]);
           a[7] = _mm256_fmadd_ps(k3, x1, a[7]);
         }
+        for (int x = 0; x < 8; ++x) half[h][x] = a[x];
       }
       alignas(32) float res[8];
       _mm256_store_ps(res, reduce16x8(half[0], half[1]));
@@ -517,13 +526,186 @@ void scale_round_f16(float* s, int64_t n, float inv) {
   for (; i < n; ++i) s[i] = _cvtsh_ss(to_f16_one(s[i] * inv));
 }
 
+// r[c] = column c of the 8 x 8 block r (rows = queries, columns = cells).
+void transpose8x8(__m256* r) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const __m256 *a = t + 4 * h, *b = t + 4 * h + 2;
+    u[4 * h] = _mm256_shuffle_ps(a[0], b[0], 0x44);
+    u[4 * h + 1] = _mm256_shuffle_ps(a[0], b[0], 0xEE);
+    u[4 * h + 2] = _mm256_shuffle_ps(a[1], b[1], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(a[1], b[1], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
+// 8 queries x 8 cells at a time: each query's scores scaled and rounded as scale_round_f16, the 8 x 8 block
+// transposed, cell c's 8 values stored into its lane's row.
+void round_p_lanes(const float* s, int64_t lds, const int64_t* n, const float* inv, int64_t m, int64_t nc,
+                   int64_t lane_rows, float* pt, int64_t ldt) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t j0 = 0; j0 < m; j0 += 8) {
+    const int64_t nq = m - j0 < 8 ? m - j0 : 8;
+    for (int64_t c0 = 0; c0 < nc; c0 += 8) {
+      __m256 r[8];
+      for (int jj = 0; jj < 8; ++jj) {
+        const int64_t left = jj < nq ? n[j0 + jj] - c0 : 0;
+        if (left <= 0) {
+          r[jj] = _mm256_setzero_ps();
+          continue;
+        }
+        const float* src = s + (j0 + jj) * lds + c0;
+        const __m256 in = left >= 8 ? _mm256_loadu_ps(src)
+                                    : _mm256_maskload_ps(src, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(left)), iota));
+        const __m256 x = _mm256_mul_ps(in, _mm256_set1_ps(inv[j0 + jj]));  // 0 where masked (inv is finite)
+        r[jj] = _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      }
+      transpose8x8(r);
+      const int64_t ncc = nc - c0 < 8 ? nc - c0 : 8;
+      for (int64_t c = 0; c < ncc; ++c) _mm256_storeu_ps(pt + (((c0 + c) % 16) * lane_rows + c0 / 16) * ldt + j0, r[c]);
+    }
+  }
+}
+
+// MQ queries x 8 ND columns of one lane: the accumulators (acc + j * 16 * dv + 8 d) in registers over the
+// lane's rows (v and pt step one row per cell r = l, l + 16, ...); a cell seen by only some queries of the
+// tile is added to theirs alone, as attend_v_tile.
+template <int MQ, int ND, bool kFull>
+void attend_v_cells_tile(const float* pt, int64_t ldt, const int64_t* nv, int64_t l, const float* v, int64_t ldv,
+                         const __m256i* mk, int64_t dv, float* acc) {
+  int64_t lo = nv[0], hi = nv[0];
+  for (int j = 1; j < MQ; ++j) {
+    lo = nv[j] < lo ? nv[j] : lo;
+    hi = nv[j] > hi ? nv[j] : hi;
+  }
+  if (hi <= l) return;  // no cell of this lane: the accumulators stay as they are
+  auto load = [&](const float* x, int d) { return kFull ? _mm256_loadu_ps(x) : _mm256_maskload_ps(x, mk[d]); };
+  __m256 a[MQ][ND];
+  for (int j = 0; j < MQ; ++j)
+    for (int d = 0; d < ND; ++d) a[j][d] = load(acc + j * 16 * dv + 8 * d, d);
+  int64_t r = l;
+  const float* vr = v;
+  const float* pr = pt;
+  for (; r < lo; r += 16, vr += ldv, pr += ldt) {
+    __m256 x[ND];
+    for (int d = 0; d < ND; ++d) {
+      x[d] = load(vr + 8 * d, d);
+      asm("" : "+x"(x[d]));  // one load per vector: GCC 12 folds it into each of the MQ FMAs otherwise
+    }
+    for (int j = 0; j < MQ; ++j) {
+      const __m256 pj = _mm256_set1_ps(pr[j]);
+      for (int d = 0; d < ND; ++d) a[j][d] = _mm256_fmadd_ps(x[d], pj, a[j][d]);
+    }
+  }
+  for (; r < hi; r += 16, vr += ldv, pr += ldt) {
+    __m256 x[ND];
+    for (int d = 0; d < ND; ++d) x[d] = load(vr + 8 * d, d);
+    for (int j = 0; j < MQ; ++j) {
+      if (r >= nv[j]) continue;
+      const __m256 pj = _mm256_set1_ps(pr[j]);
+      for (int d = 0; d < ND; ++d) a[j][d] = _mm256_fmadd_ps(x[d], pj, a[j][d]);
+    }
+  }
+  for (int j = 0; j < MQ; ++j)
+    for (int d = 0; d < ND; ++d) {
+      float* dst = acc + j * 16 * dv + 8 * d;
+      if (kFull) _mm256_storeu_ps(dst, a[j][d]);
+      else _mm256_maskstore_ps(dst, mk[d], a[j][d]);
+    }
+}
+
+// Lane by lane, 8 kCellsCols columns at a time: the lane's V rows and p rows stay in L1 while the tiles of
+// kCellsTile queries pass over them (kCellsTile x kCellsCols accumulators and kCellsCols V vectors fit the 16
+// ymm registers).
+constexpr int kCellsTile = 6, kCellsCols = 2;  // kCellsTile <= 6
+void attend_v_lanes16_cells(const float* pt, int64_t ldt, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
+                            int64_t lane_rows, int64_t dv, float* acc) {
+  using Tile =
+      void (*)(const float*, int64_t, const int64_t*, int64_t, const float*, int64_t, const __m256i*, int64_t, float*);
+  const Tile full[7] = {nullptr,
+                        attend_v_cells_tile<1, kCellsCols, true>,
+                        attend_v_cells_tile<2, kCellsCols, true>,
+                        attend_v_cells_tile<3, kCellsCols, true>,
+                        attend_v_cells_tile<4, kCellsCols, true>,
+                        attend_v_cells_tile<5, kCellsCols, true>,
+                        attend_v_cells_tile<6, kCellsCols, true>};
+  const Tile part[7] = {nullptr,
+                        attend_v_cells_tile<1, kCellsCols, false>,
+                        attend_v_cells_tile<2, kCellsCols, false>,
+                        attend_v_cells_tile<3, kCellsCols, false>,
+                        attend_v_cells_tile<4, kCellsCols, false>,
+                        attend_v_cells_tile<5, kCellsCols, false>,
+                        attend_v_cells_tile<6, kCellsCols, false>};
+  constexpr int64_t kCols = 8 * kCellsCols;
+  for (int64_t l = 0; l < 16; ++l)
+    for (int64_t i0 = 0; i0 < dv; i0 += kCols) {
+      const int64_t len = dv - i0 < kCols ? dv - i0 : kCols;
+      __m256i mk[kCellsCols];
+      for (int d = 0; d < kCellsCols; ++d) {
+        const int64_t left = len - 8 * d;
+        mk[d] =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(int(left < 0 ? 0 : left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      }
+      const Tile* tiles = len == kCols ? full : part;
+      const float* vl = v + l * lane_rows * ldv + i0;
+      const float* pl = pt + l * lane_rows * ldt;
+      for (int64_t j0 = 0; j0 < m; j0 += kCellsTile) {
+        const int64_t nq = m - j0 < kCellsTile ? m - j0 : kCellsTile;
+        tiles[nq](pl + j0, ldt, n_vis + j0, l, vl, ldv, mk, dv, acc + (j0 * 16 + l) * dv + i0);
+      }
+    }
+}
+
+// widen_f16 with software prefetch: the lines of the row kWidenAhead cells on are requested (prefetcht0) before
+// the current row is converted, so several gathered rows are in flight at once.
+constexpr int64_t kWidenAhead = 6;
+void widen_f16_ahead(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                     int64_t ld) {
+  const int64_t bytes = d * 2;
+  auto fetch = [&](int64_t r) {
+    const char* a = reinterpret_cast<const char*>(base + uint64_t(cells[r]) * stride);
+    for (int64_t x = 0; x < bytes; x += 64) _mm_prefetch(a + x, _MM_HINT_T0);
+  };
+  for (int64_t r = 0; r < n && r < kWidenAhead; ++r) fetch(r);
+  for (int64_t r = 0; r < n; ++r) {
+    if (r + kWidenAhead < n) fetch(r + kWidenAhead);
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
+    float* o = dst + r * ld;
+    int64_t i = 0;
+    for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, load8(src + i));
+    for (; i < d; ++i) o[i] = _cvtsh_ss(src[i]);
+  }
+}
+
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx2",    dot_f16_lanes16, dot_f16_vec,           axpy_f16,
-                                  dots_f16,  accumulate_f16,  softmax_exp,           reduce_lanes,
-                                  to_f16,    widen_f16,       dots_f32_lanes16,      attend_v_lanes16,
-                                  scale_max, scale_round_f16, attend_v_lanes16_keep, accumulate_f16_heads,
-                                  8192};
+const AttnKernels kAttnKernels = {"avx2",
+                                  dot_f16_lanes16,
+                                  dot_f16_vec,
+                                  axpy_f16,
+                                  dots_f16,
+                                  accumulate_f16,
+                                  softmax_exp,
+                                  reduce_lanes,
+                                  to_f16,
+                                  widen_f16,
+                                  dots_f32_lanes16,
+                                  attend_v_lanes16,
+                                  scale_max,
+                                  scale_round_f16,
+                                  attend_v_lanes16_keep,
+                                  accumulate_f16_heads,
+                                  8192,
+                                  round_p_lanes,
+                                  attend_v_lanes16_cells,
+                                  widen_f16_ahead};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -11,7 +11,11 @@
 // 4 x 4 tiles of dots with a transposed reduce_add16 (for dk <= 256 the cells
 // in pairs, lanes 0-7 of two cells in one register, so reduce_add16's first
 // step is one add), and V accumulation in registers lane by lane with the
-// lanes' reduction fused.
+// lanes' reduction fused. For long chunks (attend_v_lanes16_cells) p is first
+// rounded into a lane-major copy (round_p_lanes: 16 x 16 transposes by
+// vpermt2ps), then each lane's rows stay in L1 while 4-query x 64-column tiles
+// pass over them. Where GCC 12 folded a vector load into each FMA that uses it
+// (a load-bound loop), an empty asm keeps the vector in a register.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -383,8 +387,10 @@ void dots_f32_lanes16_pairs(const float* k, int64_t ldk, const int64_t* n, const
       for (auto& x : a)
         for (auto& y : x) y[0] = y[1] = _mm512_setzero_ps();
       for (int64_t i = 0; i < dk; i += 16) {
-        const __m512 k0l = _mm512_load_ps(kp + 2 * i), k0h = _mm512_load_ps(kp + 2 * i + 16);
-        const __m512 k1l = _mm512_load_ps(kp + 2 * dk + 2 * i), k1h = _mm512_load_ps(kp + 2 * dk + 2 * i + 16);
+        __m512 k0l = _mm512_load_ps(kp + 2 * i), k0h = _mm512_load_ps(kp + 2 * i + 16);
+        __m512 k1l = _mm512_load_ps(kp + 2 * dk + 2 * i), k1h = _mm512_load_ps(kp + 2 * dk + 2 * i + 16);
+        // one load per vector: GCC 12 folded each into its four FMAs (24 loads per 16 FMAs: load-bound)
+        asm("" : "+v"(k0l), "+v"(k0h), "+v"(k1l), "+v"(k1h));
         for (int j = 0; j < 4; ++j) {
           const __m512 ql = _mm512_broadcast_f32x8(_mm256_loadu_ps(qr[j] + i));
           const __m512 qh = _mm512_broadcast_f32x8(_mm256_loadu_ps(qr[j] + i + 8));
@@ -576,13 +582,179 @@ void scale_round_f16(float* s, int64_t n, float inv) {
   }
 }
 
+// The lanes' stage of a 16 x 16 transpose: for rows i with (i & d) == 0, row i takes the elements of rows i and
+// i + d whose index has bit d clear (row i + d's shifted up), row i + d those with it set; d = 8, 4, 2, 1.
+template <int D>
+void transpose_stage(__m512* r) {
+  alignas(64) int32_t lo[16], hi[16];
+  for (int e = 0; e < 16; ++e) {
+    lo[e] = (e & D) ? 16 + e - D : e;
+    hi[e] = (e & D) ? 16 + e : e + D;
+  }
+  const __m512i il = _mm512_load_si512(lo), ih = _mm512_load_si512(hi);
+  for (int i = 0; i < 16; ++i)
+    if ((i & D) == 0) {
+      const __m512 a = r[i], b = r[i + D];
+      r[i] = _mm512_permutex2var_ps(a, il, b);
+      r[i + D] = _mm512_permutex2var_ps(a, ih, b);
+    }
+}
+
+void transpose16x16(__m512* r) {
+  transpose_stage<8>(r);
+  transpose_stage<4>(r);
+  transpose_stage<2>(r);
+  transpose_stage<1>(r);
+}
+
+// 16 queries x 16 cells at a time: each query's scores scaled and rounded as scale_round_f16, the 16 x 16
+// block transposed, cell c's 16 values stored into its lane's row.
+void round_p_lanes(const float* s, int64_t lds, const int64_t* n, const float* inv, int64_t m, int64_t nc,
+                   int64_t lane_rows, float* pt, int64_t ldt) {
+  for (int64_t j0 = 0; j0 < m; j0 += 16) {
+    const int64_t nq = m - j0 < 16 ? m - j0 : 16;
+    for (int64_t c0 = 0; c0 < nc; c0 += 16) {
+      __m512 r[16];
+      for (int jj = 0; jj < 16; ++jj) {
+        const int64_t left = jj < nq ? n[j0 + jj] - c0 : 0;
+        if (left <= 0) {
+          r[jj] = _mm512_setzero_ps();
+          continue;
+        }
+        const __mmask16 mk = tail_mask(left);
+        const __m512 x =
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, s + (j0 + jj) * lds + c0), _mm512_set1_ps(inv[j0 + jj]));
+        r[jj] =
+            _mm512_maskz_mov_ps(mk, _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+      }
+      transpose16x16(r);
+      const int64_t ncc = nc - c0 < 16 ? nc - c0 : 16;
+      for (int64_t c = 0; c < ncc; ++c) _mm512_storeu_ps(pt + (c * lane_rows + c0 / 16) * ldt + j0, r[c]);
+    }
+  }
+}
+
+// MQ queries x 64 columns of one lane: the accumulators (acc + j * 16 * dv + 16 d) in registers over the
+// lane's rows (v and pt step one row per cell r = l, l + 16, ...), masked as attend_v_tile's for the cells
+// that only some queries see.
+template <int MQ, bool kFull>
+void attend_v_cells_tile(const float* pt, int64_t ldt, const int64_t* nv, int64_t l, const float* v, int64_t ldv,
+                         const __mmask16* mk, int64_t dv, float* acc) {
+  int64_t lo = nv[0], hi = nv[0];
+  for (int j = 1; j < MQ; ++j) {
+    lo = nv[j] < lo ? nv[j] : lo;
+    hi = nv[j] > hi ? nv[j] : hi;
+  }
+  if (hi <= l) return;  // no cell of this lane: the accumulators stay as they are
+  __m512 a[MQ][4];
+  for (int j = 0; j < MQ; ++j)
+    for (int d = 0; d < 4; ++d) {
+      const float* src = acc + j * 16 * dv + 16 * d;
+      a[j][d] = kFull ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(mk[d], src);
+    }
+  int64_t r = l;
+  const float* vr = v;
+  const float* pr = pt;
+  for (; r < lo; r += 16, vr += ldv, pr += ldt) {
+    __m512 x[4];
+    for (int d = 0; d < 4; ++d) {
+      x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+      asm("" : "+v"(x[d]));  // one load per vector: GCC 12 folded it into each of the MQ FMAs (load-bound)
+    }
+    for (int j = 0; j < MQ; ++j) {
+      const __m512 pj = _mm512_set1_ps(pr[j]);
+      for (int d = 0; d < 4; ++d) a[j][d] = _mm512_fmadd_ps(x[d], pj, a[j][d]);
+    }
+  }
+  for (; r < hi; r += 16, vr += ldv, pr += ldt) {
+    __m512 x[4];
+    for (int d = 0; d < 4; ++d) x[d] = kFull ? _mm512_loadu_ps(vr + 16 * d) : _mm512_maskz_loadu_ps(mk[d], vr + 16 * d);
+    for (int j = 0; j < MQ; ++j) {
+      const __mmask16 live = r < nv[j] ? __mmask16(0xFFFF) : __mmask16(0);
+      const __m512 pj = _mm512_set1_ps(pr[j]);
+      for (int d = 0; d < 4; ++d) a[j][d] = _mm512_mask3_fmadd_ps(x[d], pj, a[j][d], live);
+    }
+  }
+  for (int j = 0; j < MQ; ++j)
+    for (int d = 0; d < 4; ++d) {
+      float* dst = acc + j * 16 * dv + 16 * d;
+      if (kFull) _mm512_storeu_ps(dst, a[j][d]);
+      else _mm512_mask_storeu_ps(dst, mk[d], a[j][d]);
+    }
+}
+
+// Lane by lane, 64 columns at a time: the lane's V rows (lane_rows x 256 bytes) and p rows stay in L1 while
+// the tiles of kCellsTile queries pass over them.
+constexpr int kCellsTile = 4;
+void attend_v_lanes16_cells(const float* pt, int64_t ldt, const int64_t* n_vis, int64_t m, const float* v, int64_t ldv,
+                            int64_t lane_rows, int64_t dv, float* acc) {
+  using Tile = void (*)(const float*, int64_t, const int64_t*, int64_t, const float*, int64_t, const __mmask16*,
+                        int64_t, float*);
+  const Tile full[kCellsTile + 1] = {nullptr, attend_v_cells_tile<1, true>, attend_v_cells_tile<2, true>,
+                                     attend_v_cells_tile<3, true>, attend_v_cells_tile<4, true>};
+  const Tile part[kCellsTile + 1] = {nullptr, attend_v_cells_tile<1, false>, attend_v_cells_tile<2, false>,
+                                     attend_v_cells_tile<3, false>, attend_v_cells_tile<4, false>};
+  for (int64_t l = 0; l < 16; ++l)
+    for (int64_t i0 = 0; i0 < dv; i0 += 64) {
+      const int64_t len = dv - i0 < 64 ? dv - i0 : 64;
+      __mmask16 mk[4];
+      for (int d = 0; d < 4; ++d) mk[d] = 16 * d < len ? tail_mask(len - 16 * d) : __mmask16(0);
+      const Tile* tiles = len == 64 ? full : part;
+      const float* vl = v + l * lane_rows * ldv + i0;
+      const float* pl = pt + l * lane_rows * ldt;
+      for (int64_t j0 = 0; j0 < m; j0 += kCellsTile) {
+        const int64_t nq = m - j0 < kCellsTile ? m - j0 : kCellsTile;
+        tiles[nq](pl + j0, ldt, n_vis + j0, l, vl, ldv, mk, dv, acc + (j0 * 16 + l) * dv + i0);
+      }
+    }
+}
+
+// widen_f16 with software prefetch: the lines of the row kWidenAhead cells on are requested (prefetcht0) before
+// the current row is converted, so several gathered rows are in flight at once.
+constexpr int64_t kWidenAhead = 6;
+void widen_f16_ahead(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
+                     int64_t ld) {
+  const int64_t bytes = d * 2;
+  auto fetch = [&](int64_t r) {
+    const char* a = reinterpret_cast<const char*>(base + uint64_t(cells[r]) * stride);
+    for (int64_t x = 0; x < bytes; x += 64) _mm_prefetch(a + x, _MM_HINT_T0);
+  };
+  for (int64_t r = 0; r < n && r < kWidenAhead; ++r) fetch(r);
+  for (int64_t r = 0; r < n; ++r) {
+    if (r + kWidenAhead < n) fetch(r + kWidenAhead);
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
+    float* out = dst + r * ld;
+    int64_t i = 0;
+    for (; i + 16 <= d; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
+    if (i < d) {
+      const __mmask16 m = tail_mask(d - i);
+      _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+    }
+  }
+}
+
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512",  dot_f16_lanes16, dot_f16_vec,           axpy_f16,
-                                  dots_f16,  accumulate_f16,  softmax_exp,           reduce_lanes,
-                                  to_f16,    widen_f16,       dots_f32_lanes16,      attend_v_lanes16,
-                                  scale_max, scale_round_f16, attend_v_lanes16_keep, accumulate_f16_heads,
-                                  0};
+const AttnKernels kAttnKernels = {"avx512",
+                                  dot_f16_lanes16,
+                                  dot_f16_vec,
+                                  axpy_f16,
+                                  dots_f16,
+                                  accumulate_f16,
+                                  softmax_exp,
+                                  reduce_lanes,
+                                  to_f16,
+                                  widen_f16,
+                                  dots_f32_lanes16,
+                                  attend_v_lanes16,
+                                  scale_max,
+                                  scale_round_f16,
+                                  attend_v_lanes16_keep,
+                                  accumulate_f16_heads,
+                                  0,
+                                  round_p_lanes,
+                                  attend_v_lanes16_cells,
+                                  widen_f16_ahead};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
