@@ -25,9 +25,14 @@
 // result.
 // q stays f32 (not rounded to the cache type) and sums run in the kernels'
 // orders: results agree with the materialized path within float rounding,
-// not bit for bit (the default f16 path keeps llama.cpp's bits).
+// not bit for bit (the default f16 path keeps llama.cpp's bits). Except over
+// a q8_0 / q4_0 K in place (decode's few rows): there q is rounded to q8_0
+// once per row and each cell's K·q summed in integers, as llama.cpp's flash
+// attention does (its vec_dot order and bits, kernels/attn_flash.h
+// dots_q8_0_int; the prompt's widened tiles keep f32 q).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -69,6 +74,8 @@ uint64_t a64(uint64_t x) { return (x + 63) / 64 * 64; }
 struct FlashLayout {
   uint64_t off_bstart = 0, off_partial = 0, shared = 0;
   uint64_t off_k = 0, off_v = 0, off_s = 0, off_q = 0, off_acc = 0, off_m = 0, off_l = 0, off_lo = 0, off_hi = 0;
+  uint64_t off_q8 = 0;  // q rounded to q8_0 (flash_q8_row) for a q8_0 / q4_0 K's integer dots: q8_row bytes a row
+  uint64_t q8_row = 0;
   uint64_t per_thread = 0;
   int64_t rows = 0;
 };
@@ -97,7 +104,10 @@ FlashLayout flash_layout(const Tensor& node, int n_threads) {
   l.off_l = l.off_m + a64(uint64_t(unit_rows) * 4);
   l.off_lo = l.off_l + a64(uint64_t(unit_rows) * 4);
   l.off_hi = l.off_lo + a64(uint64_t(l.rows) * 8);
-  l.per_thread = l.off_hi + a64(uint64_t(l.rows) * 8);
+  l.off_q8 = l.off_hi + a64(uint64_t(l.rows) * 8);
+  const DType kt = node.src[kAttnK]->type;
+  l.q8_row = (kt == DType::Q8_0 || kt == DType::Q4_0) && dk % 32 == 0 ? uint64_t(flash_q8_row_bytes(dk)) : 0;
+  l.per_thread = l.off_q8 + l.q8_row * uint64_t(unit_rows);
   return l;
 }
 
@@ -145,6 +155,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                       : v.type == DType::Q4_0              ? fk.accum_q4_0
                                                            : nullptr;
   const bool direct_k = dots_direct != nullptr, direct_v = accum_direct != nullptr;
+  // A q8_0 / q4_0 K takes the integer K·q in place (llama.cpp's vec_dot order, kernels/attn_flash.h): q rounded
+  // to q8_0 once per row of a unit (flash_q8_row), each cell's blocks summed in integers.
+  auto dots_int = l.q8_row == 0 ? nullptr : k.type == DType::Q8_0 ? fk.dots_q8_0_int : fk.dots_q4_0_int;
   const uint64_t k_head_bytes = row_bytes(k.type, dk), v_head_bytes = row_bytes(v.type, dv);
 
   // The live cells in position order (cells past the last one in use are never visible).
@@ -205,8 +218,10 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   // AVX2 keep the grouping and the prefetch (AVX2 without them lost 10-40 %), and so do the shapes the strided
   // forms do not cover (dk other than 64 / 128; V rows of 128 columns for more than 2 rows take two passes).
   const bool strided_shape = (dk == 64 || dk == 128) && (dv == 64 || (dv == 128 && group <= 2));
-  const bool hw_prefetch =
-      fk.strided_f16 && k.type == DType::F16 && v.type == DType::F16 && direct_k && direct_v && strided_shape;
+  static const int q8kv_exp = std::getenv("OPAL_Q8KV_HW") ? std::atoi(std::getenv("OPAL_Q8KV_HW")) : 0;  // WIP
+  const bool quant_hw = q8kv_exp == 1 && dots_int && (v.type == DType::Q8_0 || v.type == DType::Q4_0);
+  const bool hw_prefetch = fk.strided_f16 && ((k.type == DType::F16 && v.type == DType::F16) || quant_hw) &&
+                           direct_k && direct_v && strided_shape;
   int64_t heads_per_unit = 1;
   if (T <= kSplitMaxTokens && !hw_prefetch) {
     const int64_t want = nth_pool <= 1 ? 1 : std::clamp<int64_t>((4 * nth_pool + n_split - 1) / n_split, 1, hkv);
@@ -225,6 +240,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
     float* lrow = reinterpret_cast<float*>(w + l.off_l);
     int64_t* lo = reinterpret_cast<int64_t*>(w + l.off_lo);
     int64_t* hi = reinterpret_cast<int64_t*>(w + l.off_hi);
+    uint8_t* q8 = w + l.off_q8;
     double before = 0.0;
     // The visible list depends on the block's sequence and last position only: the kv heads and cell ranges
     // of one block (every unit of a decode) reuse it instead of scanning all the cells again.
@@ -270,6 +286,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 const int64_t jj = gi * m + j;
                 const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, (g0 + gi) * group + hh, t0 + tt, 0));
                 std::copy(qsrc, qsrc + dk, qb + jj * dk);
+                if (dots_int) flash_q8_row(k.type, qsrc, dk, q8 + uint64_t(jj) * l.q8_row);
                 mrow[jj] = -INFINITY;
                 lrow[jj] = 0.0f;
                 std::fill(acc + jj * dv, acc + (jj + 1) * dv, 0.0f);
@@ -320,7 +337,10 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               const int64_t o = gi * m;  // this head's first row
               float* const sg = s + o * kFlashTile;
               float* const ag = acc + o * dv;
-              if (direct && direct_k) {
+              if (direct && dots_int) {
+                dots_int(q8 + uint64_t(o + j0) * l.q8_row, int64_t(l.q8_row), j1 - j0, kbase, k.nb[1], vis + r0, n, dk,
+                         scale, sg + j0 * kFlashTile, kFlashTile);
+              } else if (direct && direct_k) {
                 dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale,
                             sg + j0 * kFlashTile, kFlashTile);
               } else {
