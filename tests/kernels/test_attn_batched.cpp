@@ -706,7 +706,7 @@ TEST(AttnBatched, FlashIntegerKDotsGiveTheReferenceBits) {
       // llama.cpp's vec_dot bits: the reference MUL_MAT Q8_0 kernel with the head rows as weight rows.
       const MatmulKernels* mk = matmul_kernels(DType::Q8_0, Isa::scalar);
       ASSERT_NE(mk, nullptr);
-      std::vector<float> q(size_t(dk));
+      std::vector<float> q(static_cast<size_t>(dk));
       for (auto& x : q) x = val(rng);
       std::vector<uint8_t> act(mk->act_row_bytes(dk));
       mk->convert_act(mk->act_type, q.data(), act.data(), dk);
@@ -794,7 +794,7 @@ TEST(AttnBatched, FlashQuantizedKDecodeIsTheRoundedQMath) {
       }
       const int64_t g = h / group;
       for (int rounded = 0; rounded < 2; ++rounded) {
-        std::vector<double> sc(size_t(n_cells));
+        std::vector<double> sc(static_cast<size_t>(n_cells));
         double mx = -1e300;
         for (int64_t c = 0; c < n_cells; ++c) {
           double a = 0.0;
@@ -842,9 +842,10 @@ TEST(AttnBatched, FlashQuantizedKDecodeIsTheRoundedQMath) {
           worst = std::max(worst, std::fabs(double(out[i]) - want[i]));
           worst_f32 = std::max(worst_f32, std::fabs(double(out[i]) - want_f32[i]));
         }
-        // Measured: float rounding 1e-6-ish against the rounded-q math; q's rounding itself 2e-3-ish.
-        EXPECT_LT(worst, 2e-5) << what << ": against the rounded-q math";
-        EXPECT_LT(worst_f32, 2e-2) << what << ": against the f32-q math";
+        // Measured (every ISA): 0.8-1.2e-7 against the rounded-q math, 0.8-1.2e-3 against the f32-q math (q's
+        // rounding): the old f32-q kernels fail the first bound by 1e-3, a wrong cell or block by far more.
+        EXPECT_LT(worst, 1e-6) << what << ": against the rounded-q math";
+        EXPECT_LT(worst_f32, 5e-3) << what << ": against the f32-q math";
         if (threads == 1) first = out;
         else EXPECT_EQ(out, first) << what << ": 3 threads vs 1";
       }
