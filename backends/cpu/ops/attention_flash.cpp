@@ -32,7 +32,6 @@
 // dots_q8_0_int; the prompt's widened tiles keep f32 q).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "backends/cpu/kernels/attn_flash.h"
@@ -218,10 +217,11 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   // AVX2 keep the grouping and the prefetch (AVX2 without them lost 10-40 %), and so do the shapes the strided
   // forms do not cover (dk other than 64 / 128; V rows of 128 columns for more than 2 rows take two passes).
   const bool strided_shape = (dk == 64 || dk == 128) && (dv == 64 || (dv == 128 && group <= 2));
-  static const int q8kv_exp = std::getenv("OPAL_Q8KV_HW") ? std::atoi(std::getenv("OPAL_Q8KV_HW")) : 0;  // WIP
-  const bool quant_hw = q8kv_exp == 1 && dots_int && (v.type == DType::Q8_0 || v.type == DType::Q4_0);
-  const bool hw_prefetch = fk.strided_f16 && ((k.type == DType::F16 && v.type == DType::F16) || quant_hw) &&
-                           direct_k && direct_v && strided_shape;
+  // (The integer K·q's unrolled loads give a quantized cache the same single strides, but one kv head per unit
+  // without the prefetch lost 30-110 % from DRAM there: Qwen3 q8_0 d16384 3.4-3.6 -> 5.3-5.9 ms, q4_0 3.4-3.6 ->
+  // 7.3-8.5 ms, bench_attn_decode, load 3.4, stop 19; so a quantized cache keeps them.)
+  const bool hw_prefetch =
+      fk.strided_f16 && k.type == DType::F16 && v.type == DType::F16 && direct_k && direct_v && strided_shape;
   int64_t heads_per_unit = 1;
   if (T <= kSplitMaxTokens && !hw_prefetch) {
     const int64_t want = nth_pool <= 1 ? 1 : std::clamp<int64_t>((4 * nth_pool + n_split - 1) / n_split, 1, hkv);
