@@ -256,6 +256,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
           if (owner != ith) continue;
           const int64_t t0 = bstart[b], nt = bstart[b + 1] - t0, m = nt * group;  // m rows per kv head
           const int32_t seq = tok[2 * t0 + 1];
+          // A decode unit's rows all take the integer K·q: q rounded once for the unit. A prompt's rows round only
+          // for the rare tile that few of them see (its other tiles are widened and keep f32 q).
+          const bool q8_all = dots_int && m <= kFlashDirectRows;
           int32_t pmax = tok[2 * t0];
           for (int64_t t = t0; t < t0 + nt; ++t) pmax = std::max(pmax, tok[2 * t]);
           if (seq < 0 || seq != vis_seq || pmax != vis_pmax) {
@@ -286,7 +289,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 const int64_t jj = gi * m + j;
                 const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, (g0 + gi) * group + hh, t0 + tt, 0));
                 std::copy(qsrc, qsrc + dk, qb + jj * dk);
-                if (dots_int) flash_q8_row(k.type, qsrc, dk, q8 + uint64_t(jj) * l.q8_row);
+                if (q8_all) flash_q8_row(k.type, qsrc, dk, q8 + uint64_t(jj) * l.q8_row);
                 mrow[jj] = -INFINITY;
                 lrow[jj] = 0.0f;
                 std::fill(acc + jj * dv, acc + (jj + 1) * dv, 0.0f);
@@ -338,6 +341,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               float* const sg = s + o * kFlashTile;
               float* const ag = acc + o * dv;
               if (direct && dots_int) {
+                if (!q8_all)
+                  for (int64_t j = j0; j < j1; ++j)
+                    flash_q8_row(k.type, qb + (o + j) * dk, dk, q8 + uint64_t(o + j) * l.q8_row);
                 dots_int(q8 + uint64_t(o + j0) * l.q8_row, int64_t(l.q8_row), j1 - j0, kbase, k.nb[1], vis + r0, n, dk,
                          scale, sg + j0 * kFlashTile, kFlashTile);
               } else if (direct && direct_k) {
