@@ -18,9 +18,11 @@
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/kernels/llama_order.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/ops/ops.h"
 #include "core/fp16.h"
 #include "core/quant.h"
+#include "core/quant/blocks.h"
 #include "graph/graph.h"
 #include "graph/thread_pool.h"
 #include "support/isa_coverage.h"
@@ -871,6 +873,233 @@ TEST(AttnBatched, BlockPromptPastOneValueChunkHasTheScalarBits) {
     }
     set_isa(before);
   }
+}
+
+// The flash decode's integer K·q over a q8_0 / q4_0 cache (kernels/attn_flash.h dots_q8_0_int / dots_q4_0_int,
+// q rounded once per row by flash_q8_row): the integer lanes are exact and the float steps one order
+// (llama.cpp's vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0), so every ISA the host has gives the reference's bits: dk
+// 64 and 128 (unrolled) and 96 / 256 (the general loop), 1-4 rows, a tile of 64 cells and partial 4-cell groups
+// (23, 2), cells out of order from rows holding two heads, quants at their extremes (q8_0 K -128 and 127, a
+// block of q all zero). The scores are within q's 8-bit rounding of the f32 dots of the widened K (the bound
+// from |q - dequant(q8)| <= 0.6 d_q per element), and, q8_0 at scale 1, the bits of the reference MUL_MAT
+// Q8_0 kernel on the same rows (llama.cpp's vec_dot of a weight row by the q8_0 activation).
+TEST(AttnBatched, FlashIntegerKDotsGiveTheReferenceBits) {
+  std::mt19937 rng(41);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<const FlashKernels*> sets;
+  const Isa before = selected_isa();
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
+    set_isa(isa);
+    sets.push_back(&flash_kernels());
+  }
+  set_isa(before);
+  const FlashKernels& ref = ref_flash_kernels();
+  constexpr int64_t kCells = 90, kLd = 72;
+  for (DType t : {DType::Q8_0, DType::Q4_0})
+    for (int64_t dk : {64, 128, 96, 256}) {
+      const int64_t e = 2 * dk;  // two heads a row: the second is read
+      std::vector<float> src(size_t(kCells * e));
+      for (auto& x : src) x = val(rng);
+      const uint64_t stride = row_bytes(t, e);
+      std::vector<uint8_t> rows(stride * kCells);
+      quantize_rows(t, src.data(), rows.data(), kCells, e);
+      const uint8_t* base = rows.data() + row_bytes(t, dk);
+      if (t == DType::Q8_0) {  // extreme quants in a few blocks of the read head
+        for (int64_t c = 0; c < kCells; c += 7) {
+          auto* b = reinterpret_cast<quant::BlockQ8_0*>(const_cast<uint8_t*>(base) + uint64_t(c) * stride);
+          for (int i = 0; i < 32; ++i) b->qs[i] = int8_t(i % 2 ? 127 : -128);
+        }
+      }
+      std::vector<float> tile(size_t(kCells * dk));
+      std::vector<int32_t> all(kCells);
+      for (int32_t c = 0; c < kCells; ++c) all[size_t(c)] = c;
+      (t == DType::Q8_0 ? ref.widen_q8_0 : ref.widen_q4_0)(base, stride, all.data(), kCells, dk, tile.data(), dk);
+      for (int64_t n : {64, 23, 2})
+        for (int64_t m = 1; m <= kFlashDirectRows; ++m) {
+          std::vector<int32_t> cells(static_cast<size_t>(n));
+          for (auto& c : cells) c = int32_t(rng() % kCells);
+          std::vector<float> q(size_t(m * dk));
+          for (auto& x : q) x = val(rng) * 3.0f;
+          std::fill(q.begin(), q.begin() + 32, 0.0f);  // d_q 0
+          const int64_t ldq8 = flash_q8_row_bytes(dk);
+          std::vector<uint8_t> q8(size_t(m * ldq8));
+          for (int64_t j = 0; j < m; ++j) flash_q8_row(t, q.data() + j * dk, dk, q8.data() + j * ldq8);
+          const float scale = 0.088f;
+          std::vector<float> want(size_t(m * kLd), -9.0f);
+          auto ref_dots = t == DType::Q8_0 ? ref.dots_q8_0_int : ref.dots_q4_0_int;
+          ref_dots(q8.data(), ldq8, m, base, stride, cells.data(), n, dk, scale, want.data(), kLd);
+          for (int64_t j = 0; j < m; ++j)
+            for (int64_t r = 0; r < n; ++r) {
+              const float* k = tile.data() + cells[size_t(r)] * dk;
+              double exact = 0.0, bound = 0.0;
+              for (int64_t i = 0; i < dk; ++i) {
+                exact += double(q[size_t(j * dk + i)]) * k[i];
+                float qd;
+                std::memcpy(&qd, q8.data() + j * ldq8 + 128 * (dk / 32) + 4 * (i / 32), 4);
+                bound += 0.6 * qd * std::fabs(k[i]) + 1e-5 * std::fabs(double(q[size_t(j * dk + i)]) * k[i]);
+              }
+              ASSERT_NEAR(want[size_t(j * kLd + r)], exact * scale, bound * scale + 1e-6)
+                  << dtype_name(t) << " dk " << dk << " n " << n << " m " << m << " row " << j << " cell " << r;
+            }
+          for (const FlashKernels* fk : sets) {
+            SCOPED_TRACE(fmt::format("{} {} dk {} n {} m {}", fk->name, dtype_name(t), dk, n, m));
+            auto dots = t == DType::Q8_0 ? fk->dots_q8_0_int : fk->dots_q4_0_int;
+            ASSERT_NE(dots, nullptr);
+            std::vector<float> s(size_t(m * kLd), -9.0f);
+            dots(q8.data(), ldq8, m, base, stride, cells.data(), n, dk, scale, s.data(), kLd);
+            for (size_t i = 0; i < s.size(); ++i) ASSERT_TRUE(same_bits(s[i], want[i])) << "i " << i;
+          }
+        }
+      if (t != DType::Q8_0) continue;
+      // llama.cpp's vec_dot bits: the reference MUL_MAT Q8_0 kernel with the head rows as weight rows.
+      const MatmulKernels* mk = matmul_kernels(DType::Q8_0, Isa::scalar);
+      ASSERT_NE(mk, nullptr);
+      std::vector<float> q(static_cast<size_t>(dk));
+      for (auto& x : q) x = val(rng);
+      std::vector<uint8_t> act(mk->act_row_bytes(dk));
+      mk->convert_act(mk->act_type, q.data(), act.data(), dk);
+      std::vector<float> scratch(size_t(mk->scratch_floats(dk)) + 64), out(kCells);
+      GemmArgs g;
+      g.w = base;
+      g.w_row_bytes = stride;
+      g.k = dk;
+      g.row_begin = 0;
+      g.row_end = g.n_rows = kCells;
+      g.act = act.data();
+      g.act_row_bytes = act.size();
+      g.n_act = 1;
+      g.out = out.data();
+      g.out_stride = kCells;
+      g.scratch = scratch.data();
+      g.single_rows = true;
+      mk->gemm(g);
+      std::vector<uint8_t> q8(size_t(flash_q8_row_bytes(dk)));
+      flash_q8_row(DType::Q8_0, q.data(), dk, q8.data());
+      std::vector<float> s(kCells);
+      ref.dots_q8_0_int(q8.data(), 0, 1, base, stride, all.data(), kCells, dk, 1.0f, s.data(), kCells);
+      for (int64_t c = 0; c < kCells; ++c)
+        ASSERT_TRUE(same_bits(s[size_t(c)], out[size_t(c)])) << "dk " << dk << " cell " << c;
+    }
+}
+
+// A decode ATTENTION (-fa 1) over a q8_0 / q4_0 K (and q8_0, q4_0 or f16 V) takes the integer K·q: its output
+// is the softmax-weighted V of the scores of q rounded to q8_0 (flash_q8_row) against the cache's values,
+// computed here in double, within float rounding; and within that rounding's cost of the f32-q math. 1100
+// cells: two cell ranges merged, the last tile partial (12 cells); GQA groups of 2 and 3, heads of 64 and 128;
+// every ISA the host has, at 1 and 3 threads with the same bits.
+TEST(AttnBatched, FlashQuantizedKDecodeIsTheRoundedQMath) {
+  struct Case {
+    int64_t hq, hkv, d;
+    DType k, v;
+  };
+  const Case cases[] = {{4, 2, 128, DType::Q8_0, DType::Q8_0},
+                        {6, 2, 64, DType::Q8_0, DType::Q8_0},
+                        {4, 2, 128, DType::Q4_0, DType::Q4_0},
+                        {6, 2, 64, DType::Q4_0, DType::Q4_0},
+                        {4, 2, 128, DType::Q8_0, DType::F16}};
+  const int64_t n_cells = 1100;
+  std::mt19937 rng(43);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1, int64_t ne2) {
+    Tensor x;
+    x.type = t;
+    x.ne = {ne0, ne1, ne2, 1};
+    x.nb = contiguous_strides(t, x.ne);
+    x.data = data;
+    return x;
+  };
+  const Isa before = selected_isa();
+  for (const Case& cs : cases) {
+    const int64_t e = cs.hkv * cs.d, group = cs.hq / cs.hkv;
+    std::vector<float> q(size_t(cs.d * cs.hq)), kf(size_t(n_cells * e)), vf(kf.size());
+    for (auto& x : q) x = val(rng);
+    for (auto& x : kf) x = val(rng);
+    for (auto& x : vf) x = val(rng);
+    std::vector<uint8_t> kc(row_bytes(cs.k, e) * n_cells), vc(row_bytes(cs.v, e) * n_cells);
+    quantize_rows(cs.k, kf.data(), kc.data(), n_cells, e);
+    quantize_rows(cs.v, vf.data(), vc.data(), n_cells, e);
+    // the cache's values
+    std::vector<float> kw(kf.size()), vw(vf.size());
+    for (int64_t c = 0; c < n_cells; ++c) {
+      dequantize_row(cs.k, kc.data() + row_bytes(cs.k, e) * uint64_t(c), kw.data() + c * e, e);
+      dequantize_row(cs.v, vc.data() + row_bytes(cs.v, e) * uint64_t(c), vw.data() + c * e, e);
+    }
+    std::vector<int32_t> info(size_t(2 * n_cells));
+    for (int64_t c = 0; c < n_cells; ++c) info[size_t(2 * c)] = int32_t(c), info[size_t(2 * c + 1)] = 0;
+    std::vector<int32_t> tok = {int32_t(n_cells - 1), 0};
+    const float scale = 1.0f / std::sqrt(float(cs.d));
+    // The math in double, with q rounded to q8_0 (as the kernels take it) and with q in f32.
+    std::vector<double> want(size_t(cs.d * cs.hq)), want_f32 = want;
+    for (int64_t h = 0; h < cs.hq; ++h) {
+      const float* qh = q.data() + h * cs.d;
+      std::vector<uint8_t> q8(size_t(flash_q8_row_bytes(cs.d)));
+      flash_q8_row(cs.k, qh, cs.d, q8.data());
+      std::vector<double> qr(size_t(cs.d));
+      for (int64_t i = 0; i < cs.d; ++i) {
+        float qd;
+        std::memcpy(&qd, q8.data() + 128 * (cs.d / 32) + 4 * (i / 32), 4);
+        qr[size_t(i)] = double(qd) * double(int8_t(q8[size_t(64 * (i / 32) + i % 32)]));
+      }
+      const int64_t g = h / group;
+      for (int rounded = 0; rounded < 2; ++rounded) {
+        std::vector<double> sc(static_cast<size_t>(n_cells));
+        double mx = -1e300;
+        for (int64_t c = 0; c < n_cells; ++c) {
+          double a = 0.0;
+          for (int64_t i = 0; i < cs.d; ++i)
+            a += (rounded ? qr[size_t(i)] : double(qh[i])) * kw[size_t(c * e + g * cs.d + i)];
+          sc[size_t(c)] = a * scale;
+          mx = std::max(mx, sc[size_t(c)]);
+        }
+        double sum = 0.0;
+        std::vector<double> o(size_t(cs.d), 0.0);
+        for (int64_t c = 0; c < n_cells; ++c) {
+          const double p = std::exp(sc[size_t(c)] - mx);
+          sum += p;
+          for (int64_t i = 0; i < cs.d; ++i) o[size_t(i)] += p * vw[size_t(c * e + g * cs.d + i)];
+        }
+        for (int64_t i = 0; i < cs.d; ++i) (rounded ? want : want_f32)[size_t(h * cs.d + i)] = o[size_t(i)] / sum;
+      }
+    }
+    Tensor tq = tensor(DType::F32, q.data(), cs.d, cs.hq, 1), tk = tensor(cs.k, kc.data(), e, n_cells, 1);
+    Tensor tv = tensor(cs.v, vc.data(), e, n_cells, 1), tt = tensor(DType::I32, tok.data(), 2, 1, 1);
+    Tensor tc = tensor(DType::I32, info.data(), 2, n_cells, 1);
+    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
+      set_isa(isa);
+      std::vector<float> first;
+      for (int threads : {1, 3}) {
+        const std::string what = fmt::format("{} {}/{} hq {} d {} threads {}", isa_name(isa), dtype_name(cs.k),
+                                             dtype_name(cs.v), cs.hq, cs.d, threads);
+        std::vector<float> out(size_t(cs.d * cs.hq), -7.0f);
+        Tensor node = tensor(DType::F32, out.data(), cs.d * cs.hq, 1, 1);
+        node.op = Op::Attention;
+        node.src[kAttnQ] = &tq;
+        node.src[kAttnK] = &tk;
+        node.src[kAttnV] = &tv;
+        node.src[kAttnTokens] = &tt;
+        node.src[kAttnCells] = &tc;
+        node.iparams[0] = int32_t(cs.hkv);
+        node.iparams[2] = 1;
+        node.fparams[0] = scale;
+        ThreadPool pool(threads);
+        std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
+        uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
+        compute(node, OpContext{pool, aligned});
+        double worst = 0.0, worst_f32 = 0.0;
+        for (size_t i = 0; i < out.size(); ++i) {
+          worst = std::max(worst, std::fabs(double(out[i]) - want[i]));
+          worst_f32 = std::max(worst_f32, std::fabs(double(out[i]) - want_f32[i]));
+        }
+        // Measured (every ISA): 0.8-1.2e-7 against the rounded-q math, 0.8-1.2e-3 against the f32-q math (q's
+        // rounding): the old f32-q kernels fail the first bound by 1e-3, a wrong cell or block by far more.
+        EXPECT_LT(worst, 1e-6) << what << ": against the rounded-q math";
+        EXPECT_LT(worst_f32, 5e-3) << what << ": against the f32-q math";
+        if (threads == 1) first = out;
+        else EXPECT_EQ(out, first) << what << ": 3 threads vs 1";
+      }
+    }
+  }
+  set_isa(before);
 }
 
 }  // namespace

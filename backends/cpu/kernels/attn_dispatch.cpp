@@ -22,8 +22,17 @@ const FlashKernels& flash_kernels() {
 #if defined(__x86_64__) || defined(__i386__)
   switch (selected_isa()) {
     case Isa::avx512: return avx512::kFlashKernels;
-    case Isa::avx2:
-    case Isa::avx2_vnni: return avx2::kFlashKernels;
+    case Isa::avx2: return avx2::kFlashKernels;
+    case Isa::avx2_vnni: {
+      static const FlashKernels vnni = [] {
+        FlashKernels k = avx2::kFlashKernels;
+        k.name = "avx2-vnni";
+        k.dots_q8_0_int = avx2vnni::flash_dots_q8_0_int;
+        k.dots_q4_0_int = avx2vnni::flash_dots_q4_0_int;
+        return k;
+      }();
+      return vnni;
+    }
     default: return ref_flash_kernels();
   }
 #else

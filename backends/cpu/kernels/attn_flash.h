@@ -63,7 +63,28 @@ struct FlashKernels {
   // issues no software prefetch for an f16 cache of those shapes and walks one kv head per unit
   // (ops/attention_flash.cpp).
   bool strided_f16;
+  // Decode's integer K·q over a q8_0 (q4_0) cache, read in place, as llama.cpp's flash attention takes it on x86
+  // (q converted to q8_0 once per row, vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0 per cell): per 32-block of a
+  // cell, 8 exact int32 lanes (lane l: the products of elements 4l..4l+3 of K's quants, q4_0's as nibble - 8,
+  // and q's), acc[l] = fma(d_k * d_q, float(lane), acc[l]) over the blocks in order, then hsum8's tree
+  // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) (llama_order.h); s[j * lds + r] = that * scale. Every
+  // ISA gives the reference's bits. q8: m rows of flash_q8_row (made for this K type), row j at q8 + j * ldq8
+  // bytes; the cells, n, dk (a multiple of 32) and s as dots_q8_0's; m <= kFlashDirectRows.
+  void (*dots_q8_0_int)(const uint8_t* q8, int64_t ldq8, int64_t m, const uint8_t* base, uint64_t stride,
+                        const int32_t* cells, int64_t n, int64_t dk, float scale, float* s, int64_t lds);
+  void (*dots_q4_0_int)(const uint8_t* q8, int64_t ldq8, int64_t m, const uint8_t* base, uint64_t stride,
+                        const int32_t* cells, int64_t n, int64_t dk, float scale, float* s, int64_t lds);
 };
+
+// A query row rounded to q8_0 for the integer dots (dots_q8_0_int / dots_q4_0_int) by llama.cpp's x86
+// quantize_row_q8_0 (core/quant/activation.h: 127 / amax, half to even), flash_q8_row_bytes(dk) bytes, nb =
+// dk / 32 blocks: at 64 * b block b's 32 quants, twice (one 512-bit load gives the block to two cells); at
+// 64 * nb + 64 * b its 8 int32 lane starts, twice: lane l = -off * (q[4l] + .. + q[4l + 3]), off 128 for a
+// q8_0 K (whose quants the SIMD forms read as k + 128, unsigned) and 8 for a q4_0 K (its nibbles are k + 8),
+// so that start + sum((k + off) * q) is the lane's exact sum of k * q; at 128 * nb + 4 * b its scale, the f32
+// of the block's f16. dk a multiple of 32.
+inline constexpr int64_t flash_q8_row_bytes(int64_t dk) { return (dk / 32 * 132 + 63) / 64 * 64; }
+void flash_q8_row(DType k_type, const float* q, int64_t dk, uint8_t* dst);
 
 // The most query rows the in-place f16 forms take (a decode's GQA group: SmolLM2 3, Qwen3 2, Llama 3.2 4).
 inline constexpr int64_t kFlashDirectRows = 4;
@@ -91,7 +112,7 @@ void flash_transpose_k_tile(const float* k, int64_t ldk, int64_t n, int64_t dk, 
   }
 }
 
-// The selected ISA's kernels (avx2-vnni uses the AVX2 forms; scalar: the reference).
+// The selected ISA's kernels (avx2-vnni uses the AVX2 forms but for its integer dots; scalar: the reference).
 const FlashKernels& flash_kernels();
 // The reference forms (every ISA's test oracle).
 const FlashKernels& ref_flash_kernels();
@@ -102,5 +123,12 @@ extern const FlashKernels kFlashKernels;
 namespace avx512 {
 extern const FlashKernels kFlashKernels;
 }
+// avx2-vnni: the avx2 kernels with these integer dots (vpdpbusd; attn_dispatch.cpp builds its table).
+namespace avx2vnni {
+void flash_dots_q8_0_int(const uint8_t* q8, int64_t ldq8, int64_t m, const uint8_t* base, uint64_t stride,
+                         const int32_t* cells, int64_t n, int64_t dk, float scale, float* s, int64_t lds);
+void flash_dots_q4_0_int(const uint8_t* q8, int64_t ldq8, int64_t m, const uint8_t* base, uint64_t stride,
+                         const int32_t* cells, int64_t n, int64_t dk, float scale, float* s, int64_t lds);
+}  // namespace avx2vnni
 
 }  // namespace opal::cpu

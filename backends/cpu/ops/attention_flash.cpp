@@ -25,7 +25,11 @@
 // result.
 // q stays f32 (not rounded to the cache type) and sums run in the kernels'
 // orders: results agree with the materialized path within float rounding,
-// not bit for bit (the default f16 path keeps llama.cpp's bits).
+// not bit for bit (the default f16 path keeps llama.cpp's bits). Except over
+// a q8_0 / q4_0 K in place (decode's few rows): there q is rounded to q8_0
+// once per row and each cell's K·q summed in integers, as llama.cpp's flash
+// attention does (its vec_dot order and bits, kernels/attn_flash.h
+// dots_q8_0_int; the prompt's widened tiles keep f32 q).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -69,6 +73,8 @@ uint64_t a64(uint64_t x) { return (x + 63) / 64 * 64; }
 struct FlashLayout {
   uint64_t off_bstart = 0, off_partial = 0, shared = 0;
   uint64_t off_k = 0, off_v = 0, off_s = 0, off_q = 0, off_acc = 0, off_m = 0, off_l = 0, off_lo = 0, off_hi = 0;
+  uint64_t off_q8 = 0;  // q rounded to q8_0 (flash_q8_row) for a q8_0 / q4_0 K's integer dots: q8_row bytes a row
+  uint64_t q8_row = 0;
   uint64_t per_thread = 0;
   int64_t rows = 0;
 };
@@ -97,7 +103,10 @@ FlashLayout flash_layout(const Tensor& node, int n_threads) {
   l.off_l = l.off_m + a64(uint64_t(unit_rows) * 4);
   l.off_lo = l.off_l + a64(uint64_t(unit_rows) * 4);
   l.off_hi = l.off_lo + a64(uint64_t(l.rows) * 8);
-  l.per_thread = l.off_hi + a64(uint64_t(l.rows) * 8);
+  l.off_q8 = l.off_hi + a64(uint64_t(l.rows) * 8);
+  const DType kt = node.src[kAttnK]->type;
+  l.q8_row = (kt == DType::Q8_0 || kt == DType::Q4_0) && dk % 32 == 0 ? uint64_t(flash_q8_row_bytes(dk)) : 0;
+  l.per_thread = l.off_q8 + l.q8_row * uint64_t(unit_rows);
   return l;
 }
 
@@ -145,6 +154,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                       : v.type == DType::Q4_0              ? fk.accum_q4_0
                                                            : nullptr;
   const bool direct_k = dots_direct != nullptr, direct_v = accum_direct != nullptr;
+  // A q8_0 / q4_0 K takes the integer K·q in place (llama.cpp's vec_dot order, kernels/attn_flash.h): q rounded
+  // to q8_0 once per row of a unit (flash_q8_row), each cell's blocks summed in integers.
+  auto dots_int = l.q8_row == 0 ? nullptr : k.type == DType::Q8_0 ? fk.dots_q8_0_int : fk.dots_q4_0_int;
   const uint64_t k_head_bytes = row_bytes(k.type, dk), v_head_bytes = row_bytes(v.type, dv);
 
   // The live cells in position order (cells past the last one in use are never visible).
@@ -205,6 +217,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   // AVX2 keep the grouping and the prefetch (AVX2 without them lost 10-40 %), and so do the shapes the strided
   // forms do not cover (dk other than 64 / 128; V rows of 128 columns for more than 2 rows take two passes).
   const bool strided_shape = (dk == 64 || dk == 128) && (dv == 64 || (dv == 128 && group <= 2));
+  // (The integer K·q's unrolled loads give a quantized cache the same single strides, but one kv head per unit
+  // without the prefetch lost 30-110 % from DRAM there: Qwen3 q8_0 d16384 3.4-3.6 -> 5.3-5.9 ms, q4_0 3.4-3.6 ->
+  // 7.3-8.5 ms, bench_attn_decode, load 3.4, stop 19; so a quantized cache keeps them.)
   const bool hw_prefetch =
       fk.strided_f16 && k.type == DType::F16 && v.type == DType::F16 && direct_k && direct_v && strided_shape;
   int64_t heads_per_unit = 1;
@@ -225,6 +240,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
     float* lrow = reinterpret_cast<float*>(w + l.off_l);
     int64_t* lo = reinterpret_cast<int64_t*>(w + l.off_lo);
     int64_t* hi = reinterpret_cast<int64_t*>(w + l.off_hi);
+    uint8_t* q8 = w + l.off_q8;
     double before = 0.0;
     // The visible list depends on the block's sequence and last position only: the kv heads and cell ranges
     // of one block (every unit of a decode) reuse it instead of scanning all the cells again.
@@ -240,6 +256,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
           if (owner != ith) continue;
           const int64_t t0 = bstart[b], nt = bstart[b + 1] - t0, m = nt * group;  // m rows per kv head
           const int32_t seq = tok[2 * t0 + 1];
+          // A decode unit's rows all take the integer K·q: q rounded once for the unit. A prompt's rows round only
+          // for the rare tile that few of them see (its other tiles are widened and keep f32 q).
+          const bool q8_all = dots_int && m <= kFlashDirectRows;
           int32_t pmax = tok[2 * t0];
           for (int64_t t = t0; t < t0 + nt; ++t) pmax = std::max(pmax, tok[2 * t]);
           if (seq < 0 || seq != vis_seq || pmax != vis_pmax) {
@@ -270,6 +289,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 const int64_t jj = gi * m + j;
                 const float* qsrc = reinterpret_cast<const float*>(row_ptr(q, (g0 + gi) * group + hh, t0 + tt, 0));
                 std::copy(qsrc, qsrc + dk, qb + jj * dk);
+                if (q8_all) flash_q8_row(k.type, qsrc, dk, q8 + uint64_t(jj) * l.q8_row);
                 mrow[jj] = -INFINITY;
                 lrow[jj] = 0.0f;
                 std::fill(acc + jj * dv, acc + (jj + 1) * dv, 0.0f);
@@ -320,7 +340,13 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               const int64_t o = gi * m;  // this head's first row
               float* const sg = s + o * kFlashTile;
               float* const ag = acc + o * dv;
-              if (direct && direct_k) {
+              if (direct && dots_int) {
+                if (!q8_all)
+                  for (int64_t j = j0; j < j1; ++j)
+                    flash_q8_row(k.type, qb + (o + j) * dk, dk, q8 + uint64_t(o + j) * l.q8_row);
+                dots_int(q8 + uint64_t(o + j0) * l.q8_row, int64_t(l.q8_row), j1 - j0, kbase, k.nb[1], vis + r0, n, dk,
+                         scale, sg + j0 * kFlashTile, kFlashTile);
+              } else if (direct && direct_k) {
                 dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale,
                             sg + j0 * kFlashTile, kFlashTile);
               } else {

@@ -1,12 +1,17 @@
 // Reference kernels of the tiled attention (kernels/attn_flash.h): plain
 // loops, f32 sums in index order, std::exp. The SIMD forms are tested against
-// these.
+// these. The integer K·q of a q8_0 / q4_0 cache (dots_*_int) is llama.cpp's
+// x86 vec_dot order, which every ISA reproduces bit for bit: per 32-block 8
+// exact int32 lanes of 4 products, acc[l] = fma(d_k * d_q, lane, acc[l]),
+// then llama_order::hsum8.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels/attn_flash.h"
+#include "backends/cpu/kernels/llama_order.h"
 #include "core/fp16.h"
+#include "core/quant/activation.h"
 #include "core/quant/blocks.h"
 
 namespace opal::cpu {
@@ -122,6 +127,49 @@ void accum_direct(const float* p, int64_t ldp, int64_t m, const uint8_t* base, u
     }
 }
 
+// K's 32 quants of block b of a cell's row as signed values (q4_0: nibble - 8, low nibbles first) and its scale.
+template <DType T>
+float k_block(const uint8_t* row, int64_t b, int8_t* kq) {
+  if constexpr (T == DType::Q4_0) {
+    const auto* blk = reinterpret_cast<const quant::BlockQ4_0*>(row) + b;
+    for (int i = 0; i < 16; ++i) {
+      kq[i] = int8_t((blk->qs[i] & 15) - 8);
+      kq[i + 16] = int8_t((blk->qs[i] >> 4) - 8);
+    }
+    return f16_to_f32(blk->d);
+  } else {
+    const auto* blk = reinterpret_cast<const quant::BlockQ8_0*>(row) + b;
+    std::memcpy(kq, blk->qs, 32);
+    return f16_to_f32(blk->d);
+  }
+}
+
+template <DType T>
+void dots_int(const uint8_t* q8, int64_t ldq8, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+  const int64_t nb = dk / 32;
+  for (int64_t j = 0; j < m; ++j) {
+    const uint8_t* qj = q8 + j * ldq8;
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t* row = base + uint64_t(cells[r]) * stride;
+      float acc[8] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        int8_t kq[32];
+        float qd;
+        std::memcpy(&qd, qj + 128 * nb + 4 * b, 4);
+        const float d = k_block<T>(row, b, kq) * qd;  // a product of two f16 values: exact
+        const int8_t* qq = reinterpret_cast<const int8_t*>(qj + 64 * b);
+        for (int l = 0; l < 8; ++l) {
+          int32_t lane = 0;
+          for (int i = 0; i < 4; ++i) lane += int32_t(kq[4 * l + i]) * int32_t(qq[4 * l + i]);
+          acc[l] = std::fma(d, float(lane), acc[l]);
+        }
+      }
+      s[j * lds + r] = llama_order::hsum8(acc) * scale;
+    }
+  }
+}
+
 const FlashKernels kRef = {"scalar",
                            widen_f16,
                            widen_q8_0,
@@ -136,10 +184,32 @@ const FlashKernels kRef = {"scalar",
                            accum_direct<DType::Q8_0>,
                            dots_direct<DType::Q4_0>,
                            accum_direct<DType::Q4_0>,
-                           false};
+                           false,
+                           dots_int<DType::Q8_0>,
+                           dots_int<DType::Q4_0>};
 
 }  // namespace
 
 const FlashKernels& ref_flash_kernels() { return kRef; }
+
+void flash_q8_row(DType k_type, const float* q, int64_t dk, uint8_t* dst) {
+  const int64_t nb = dk / 32;
+  const int32_t off = k_type == DType::Q4_0 ? 8 : 128;
+  for (int64_t b = 0; b < nb; ++b) {
+    quant::BlockQ8_0 blk;
+    quantize_activation_row(DType::Q8_0, q + 32 * b, &blk, 32);
+    std::memcpy(dst + 64 * b, blk.qs, 32);
+    std::memcpy(dst + 64 * b + 32, blk.qs, 32);
+    int32_t start[16];
+    for (int l = 0; l < 8; ++l) {
+      int32_t sum = 0;
+      for (int i = 0; i < 4; ++i) sum += blk.qs[4 * l + i];
+      start[l] = start[l + 8] = -off * sum;
+    }
+    std::memcpy(dst + 64 * nb + 64 * b, start, sizeof start);
+    const float d = f16_to_f32(blk.d);
+    std::memcpy(dst + 128 * nb + 4 * b, &d, 4);
+  }
+}
 
 }  // namespace opal::cpu

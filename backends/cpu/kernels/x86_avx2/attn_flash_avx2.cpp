@@ -9,6 +9,7 @@
 // reads K and V in place: dots_f16 converts 4 cells' K rows per 8 dims once for
 // 2 rows (8 accumulators, one 4-way horizontal sum per row and 4 cells),
 // accum_f16 converts each V row once per 24-32 columns for all rows;
+// the integer K·q of a q8_0 / q4_0 cache: x86_avx2/flash_int_dots.h;
 // exp: exp(x) = 2^n * p(r), n = round(x / ln 2),
 // r = x - n ln 2 in two parts, p a degree-6 polynomial (relative error about
 // 2e-7 on [-88, 0]; below -87.3 it flushes to 0).
@@ -18,6 +19,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/attn_flash.h"
+#include "backends/cpu/kernels/x86_avx2/flash_int_dots.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
 #include "core/quant/blocks.h"
 
@@ -460,7 +462,9 @@ const FlashKernels kFlashKernels = {"avx2",
                                     accum_direct<Q8Row>,
                                     dots_q4_0_widened,
                                     accum_direct<Q4Row>,
-                                    false};
+                                    false,
+                                    flash_dots_int<MaddQ8>,
+                                    flash_dots_int<MaddQ4>};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -14,11 +14,17 @@
 // one 4-way horizontal sum per row and 4 cells; dk 64 and 128 unrolled, so each
 // load walks the tile with one stride, 4 rows, which the hardware prefetcher
 // follows); accum_f16 converts each V row once per 64 columns for all rows (128
-// columns in one pass for up to 2 rows: each V row read once).
+// columns in one pass for up to 2 rows: each V row read once). The integer K·q
+// of a q8_0 / q4_0 cache (dots_*_int) takes 4 cells at a time, two per vector:
+// per 32-block one vpdpbusd a row gives both cells' 8 exact lanes (K read as
+// unsigned bytes, q8_0 as k + 128, q4_0's nibbles; q's lane starts correct
+// the offset), converted and added to 8-lane accumulators by one FMA with
+// d_k * d_q (llama.cpp's vec_dot order), then hsum8's tree for 4 cells at once.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -407,6 +413,114 @@ void accum_direct(const float* p, int64_t ldp, int64_t m, const uint8_t* base, u
   }
 }
 
+// The integer K·q of a q8_0 / q4_0 cache (kernels/attn_flash.h, dots_q8_0_int): two cells per vector, cell u0's
+// block in the low 256 bits and u1's in the high ones, as unsigned bytes (q8_0: k + 128; q4_0: the nibbles, low
+// ones first), so that one vpdpbusd against q's block (stored twice) from the lane starts gives both cells' 8
+// exact lanes.
+struct Q8Blocks {
+  static __m512i pair(const uint8_t* r0, const uint8_t* r1, int64_t b) {
+    const auto* b0 = reinterpret_cast<const quant::BlockQ8_0*>(r0) + b;
+    const auto* b1 = reinterpret_cast<const quant::BlockQ8_0*>(r1) + b;
+    const __m512i x =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0->qs))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1->qs)), 1);
+    return _mm512_xor_si512(x, _mm512_set1_epi8(char(0x80)));
+  }
+  static uint16_t d(const uint8_t* r, int64_t b) { return reinterpret_cast<const quant::BlockQ8_0*>(r)[b].d; }
+};
+struct Q4Blocks {
+  static __m512i pair(const uint8_t* r0, const uint8_t* r1, int64_t b) {
+    const auto* b0 = reinterpret_cast<const quant::BlockQ4_0*>(r0) + b;
+    const auto* b1 = reinterpret_cast<const quant::BlockQ4_0*>(r1) + b;
+    // 128-bit quarters u0, u0, u1, u1; the second of each cell shifted right by 4 (its high nibbles)
+    const __m512i x =
+        _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0->qs))),
+                                    __mmask16(0xFF00), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1->qs)));
+    return _mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(15));
+  }
+  static uint16_t d(const uint8_t* r, int64_t b) { return reinterpret_cast<const quant::BlockQ4_0*>(r)[b].d; }
+};
+
+// [f32(d0) x 8 | f32(d1) x 8].
+__m512 scale_pair(uint16_t d0, uint16_t d1) {
+  return _mm512_cvtph_ps(
+      _mm256_mask_blend_epi16(__mmask16(0xFF00), _mm256_set1_epi16(short(d0)), _mm256_set1_epi16(short(d1))));
+}
+
+// hsum8 (llama_order.h) of the four cells' 8-lane accumulators x01 = [c0 | c1], x23 = [c2 | c3], in lanes 0-3.
+__m128 hsum8_cells4(__m512 x01, __m512 x23) {
+  const __m512 lo = _mm512_shuffle_f32x4(x01, x23, _MM_SHUFFLE(2, 0, 2, 0));         // lanes 0-3 of c0, c1, c2, c3
+  const __m512 hi = _mm512_shuffle_f32x4(x01, x23, _MM_SHUFFLE(3, 1, 3, 1));         // lanes 4-7
+  const __m512 u = _mm512_add_ps(lo, hi);                                            // u_i = a_i + a_(i+4)
+  const __m512 v = _mm512_add_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(1, 0, 3, 2)));  // u0 + u2, u1 + u3
+  const __m512 w = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));  // (u0 + u2) + (u1 + u3)
+  return _mm512_castps512_ps128(
+      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), w));
+}
+
+// M query rows x 4 cells at a time. NB > 0: dk / 32 known at compile time, the block loop unrolled (each load
+// then has one address stride over the tile, as dots_f16_rows').
+template <class Blocks, int M, int NB = 0>
+void dots_int_rows(const uint8_t* q8, int64_t ldq8, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                   int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+  const int64_t nb = NB > 0 ? NB : dk / 32;
+  const __m128 sc = _mm_set1_ps(scale);
+  for (int64_t r = 0; r < n; r += 4) {
+    const uint8_t* row[4];
+    for (int u = 0; u < 4; ++u) row[u] = base + uint64_t(cells[r + u < n ? r + u : r]) * stride;  // past n: dropped
+    __m512 acc[M][2];
+    for (int j = 0; j < M; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m512i k01 = Blocks::pair(row[0], row[1], b), k23 = Blocks::pair(row[2], row[3], b);
+      const __m512 d01 = scale_pair(Blocks::d(row[0], b), Blocks::d(row[1], b));
+      const __m512 d23 = scale_pair(Blocks::d(row[2], b), Blocks::d(row[3], b));
+      for (int j = 0; j < M; ++j) {
+        const uint8_t* qj = q8 + j * ldq8;
+        const __m512i qv = _mm512_loadu_si512(qj + 64 * b);
+        const __m512i start = _mm512_loadu_si512(qj + 64 * nb + 64 * b);
+        float qd;
+        std::memcpy(&qd, qj + 128 * nb + 4 * b, 4);
+        const __m512 dq = _mm512_set1_ps(qd);
+        acc[j][0] =
+            _mm512_fmadd_ps(_mm512_mul_ps(d01, dq), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, k01, qv)), acc[j][0]);
+        acc[j][1] =
+            _mm512_fmadd_ps(_mm512_mul_ps(d23, dq), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, k23, qv)), acc[j][1]);
+      }
+    }
+    for (int j = 0; j < M; ++j) {
+      const __m128 t = _mm_mul_ps(hsum8_cells4(acc[j][0], acc[j][1]), sc);
+      if (r + 4 <= n) {
+        _mm_storeu_ps(s + j * lds + r, t);
+      } else {
+        alignas(16) float tmp[4];
+        _mm_store_ps(tmp, t);
+        for (int64_t u = 0; u < n - r; ++u) s[j * lds + r + u] = tmp[u];
+      }
+    }
+  }
+}
+
+template <class Blocks, int NB>
+void dots_int_nb(const uint8_t* q8, int64_t ldq8, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+                 int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+  switch (m) {
+    case 4: return dots_int_rows<Blocks, 4, NB>(q8, ldq8, base, stride, cells, n, dk, scale, s, lds);
+    case 3: return dots_int_rows<Blocks, 3, NB>(q8, ldq8, base, stride, cells, n, dk, scale, s, lds);
+    case 2: return dots_int_rows<Blocks, 2, NB>(q8, ldq8, base, stride, cells, n, dk, scale, s, lds);
+    case 1: return dots_int_rows<Blocks, 1, NB>(q8, ldq8, base, stride, cells, n, dk, scale, s, lds);
+    default: return;
+  }
+}
+
+template <class Blocks>
+void dots_int(const uint8_t* q8, int64_t ldq8, int64_t m, const uint8_t* base, uint64_t stride, const int32_t* cells,
+              int64_t n, int64_t dk, float scale, float* s, int64_t lds) {
+  if (dk == 64) return dots_int_nb<Blocks, 2>(q8, ldq8, m, base, stride, cells, n, dk, scale, s, lds);
+  if (dk == 128) return dots_int_nb<Blocks, 4>(q8, ldq8, m, base, stride, cells, n, dk, scale, s, lds);
+  dots_int_nb<Blocks, 0>(q8, ldq8, m, base, stride, cells, n, dk, scale, s, lds);
+}
+
 }  // namespace
 
 const FlashKernels kFlashKernels = {"avx512",
@@ -423,7 +537,9 @@ const FlashKernels kFlashKernels = {"avx512",
                                     accum_direct<Q8Row>,
                                     dots_direct<Q4Row>,
                                     accum_direct<Q4Row>,
-                                    true};
+                                    true,
+                                    dots_int<Q8Blocks>,
+                                    dots_int<Q4Blocks>};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
