@@ -783,7 +783,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // The staged heads' V goes through heads_output for heads of 128+ values from the ISA's heads_min_cells
     // visible cells (Qwen3's 256-byte V slices, 1 MiB per kv head at d4096, were read again from L2 / L3 by the
     // second head of each kv head; SmolLM2's 64-value heads, whose 512 KiB slice set stays in L2 for the next
-    // head, ran 5-25 % slower that way, docs/perf/stop19-fa0d.md).
+    // head, ran 5-25 % slower that way, docs/PERF.md "Stop 19, fa0d").
     const bool heads_v = v.type == DType::F16 && dv >= 128 && simd_v && simd_v->accumulate_f16_heads;
     auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out) {
       const int64_t t = b0 / hq;
