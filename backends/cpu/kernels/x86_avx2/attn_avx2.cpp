@@ -303,14 +303,18 @@ void to_f16(const float* x, uint16_t* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = to_f16_one(x[i]);
 }
 
+// One f16 row of d values widened to f32.
+void widen_row(const uint8_t* row, int64_t d, float* out) {
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(row);
+  int64_t i = 0;
+  for (; i + 8 <= d; i += 8) _mm256_storeu_ps(out + i, load8(src + i));
+  for (; i < d; ++i) out[i] = _cvtsh_ss(src[i]);
+}
+
 void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
                int64_t ld) {
   for (int64_t r = 0; r < n; ++r) {
-    const uint16_t* src = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
-    float* o = dst + r * ld;
-    int64_t i = 0;
-    for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, load8(src + i));
-    for (; i < d; ++i) o[i] = _cvtsh_ss(src[i]);
+    widen_row(base + uint64_t(cells[r]) * stride, d, dst + r * ld);
   }
 }
 
@@ -676,11 +680,7 @@ void widen_f16_ahead(const uint8_t* base, uint64_t stride, const int32_t* cells,
   for (int64_t r = 0; r < n && r < kWidenAhead; ++r) fetch(r);
   for (int64_t r = 0; r < n; ++r) {
     if (r + kWidenAhead < n) fetch(r + kWidenAhead);
-    const uint16_t* src = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
-    float* o = dst + r * ld;
-    int64_t i = 0;
-    for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, load8(src + i));
-    for (; i < d; ++i) o[i] = _cvtsh_ss(src[i]);
+    widen_row(base + uint64_t(cells[r]) * stride, d, dst + r * ld);
   }
 }
 

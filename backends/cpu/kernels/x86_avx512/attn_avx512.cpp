@@ -308,17 +308,21 @@ void to_f16(const float* x, uint16_t* dst, int64_t n) {
   }
 }
 
+// One f16 row of d values widened to f32.
+void widen_row(const uint8_t* row, int64_t d, float* out) {
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(row);
+  int64_t i = 0;
+  for (; i + 16 <= d; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
+  if (i < d) {
+    const __mmask16 m = tail_mask(d - i);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+  }
+}
+
 void widen_f16(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
                int64_t ld) {
   for (int64_t r = 0; r < n; ++r) {
-    const uint16_t* src = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
-    float* out = dst + r * ld;
-    int64_t i = 0;
-    for (; i + 16 <= d; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
-    if (i < d) {
-      const __mmask16 m = tail_mask(d - i);
-      _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
-    }
+    widen_row(base + uint64_t(cells[r]) * stride, d, dst + r * ld);
   }
 }
 
@@ -722,14 +726,7 @@ void widen_f16_ahead(const uint8_t* base, uint64_t stride, const int32_t* cells,
   for (int64_t r = 0; r < n && r < kWidenAhead; ++r) fetch(r);
   for (int64_t r = 0; r < n; ++r) {
     if (r + kWidenAhead < n) fetch(r + kWidenAhead);
-    const uint16_t* src = reinterpret_cast<const uint16_t*>(base + uint64_t(cells[r]) * stride);
-    float* out = dst + r * ld;
-    int64_t i = 0;
-    for (; i + 16 <= d; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
-    if (i < d) {
-      const __mmask16 m = tail_mask(d - i);
-      _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
-    }
+    widen_row(base + uint64_t(cells[r]) * stride, d, dst + r * ld);
   }
 }
 

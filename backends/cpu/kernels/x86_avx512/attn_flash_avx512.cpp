@@ -315,6 +315,17 @@ __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
 // M query rows x 4 cells at a time: each K row converted once for the M rows, 4M accumulators. DK > 0: dk
 // known at compile time, the loop over it unrolled, so that each load of K has one address stride for the whole
 // tile (4 cells) and the hardware's stride prefetcher follows it.
+
+// Four cells' scores into s[0..4), or the first `left` of them at a partial last group.
+void store_scores4(__m128 t, int64_t left, float* s) {
+  if (left >= 4) {
+    _mm_storeu_ps(s, t);
+    return;
+  }
+  alignas(16) float tmp[4];
+  _mm_store_ps(tmp, t);
+  for (int64_t u = 0; u < left; ++u) s[u] = tmp[u];
+}
 template <class Row, int M, int DK = 0>
 void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n,
                    int64_t dk_rt, float scale, float* s, int64_t lds) {
@@ -337,13 +348,7 @@ void dots_f16_rows(const float* q, int64_t ldq, const uint8_t* base, uint64_t st
     }
     for (int j = 0; j < M; ++j) {
       const __m128 t = _mm_mul_ps(hsum4x16(a[j][0], a[j][1], a[j][2], a[j][3]), sc);
-      if (r + 4 <= n) {
-        _mm_storeu_ps(s + j * lds + r, t);
-      } else {
-        alignas(16) float tmp[4];
-        _mm_store_ps(tmp, t);
-        for (int64_t u = 0; u < n - r; ++u) s[j * lds + r + u] = tmp[u];
-      }
+      store_scores4(t, n - r, s + j * lds + r);
     }
   }
 }
@@ -490,13 +495,7 @@ void dots_int_rows(const uint8_t* q8, int64_t ldq8, const uint8_t* base, uint64_
     }
     for (int j = 0; j < M; ++j) {
       const __m128 t = _mm_mul_ps(hsum8_cells4(acc[j][0], acc[j][1]), sc);
-      if (r + 4 <= n) {
-        _mm_storeu_ps(s + j * lds + r, t);
-      } else {
-        alignas(16) float tmp[4];
-        _mm_store_ps(tmp, t);
-        for (int64_t u = 0; u < n - r; ++u) s[j * lds + r + u] = tmp[u];
-      }
+      store_scores4(t, n - r, s + j * lds + r);
     }
   }
 }
