@@ -19,6 +19,13 @@ system prompt, as a chat product's requests do. Per level and server it reports:
   cut         streams still running --drain seconds after the level's end, cut there (their tokens and
               TTFT count; a slow server is not waited for without end)
   load        the host's 1-minute load average when the level began
+  steady      with --warmup S: TTFT p50 / p99 (and p99 all) again over only the requests sent S seconds or
+              more into the level, i.e. after the opening burst's queue has drained: with more clients
+              than slots, every client's first request arrives at once and the slots run in waves, so
+              the whole level's p99 is the last answered wave's wait (docs/perf/serve.md "Stop 18,
+              srv2"); the steady figures are the wait a request meets once the queue moves at the
+              server's own pace. --ramp R spreads the clients' first requests over R seconds (client
+              i starts at i * R / C), as a load tester's ramp-up does, instead of one burst.
 
 and for every server after the first, its ratio to the first (agg tok/s; TTFT and ITL
 p99 as first/this, so > 1 means better). Standard library only; the servers must run
@@ -207,6 +214,7 @@ def run_level(server, clients, seconds, args, system_prefix):
 
     def client(idx):
         rng = random.Random(args.seed * 1000 + idx)
+        time.sleep(args.ramp * idx / clients)
         while time.monotonic() < deadline:
             rec = {"client": idx}
             messages = make_prompt(rng, system_prefix, args.shared_prefix, rec)
@@ -246,6 +254,9 @@ def run_level(server, clients, seconds, args, system_prefix):
     for t in threads:
         t.join()
     wall = time.monotonic() - t0  # requests in flight at the deadline run to their end
+    steady = [r for r in stats["records"] if "error" not in r and r["t_sent"] >= args.warmup]
+    steady_ttft = [r["ttft"] for r in steady if r["ttft"] is not None]
+    steady_all = steady_ttft + [r["waited"] for r in steady if r["ttft"] is None]
     return {
         "clients": clients,
         "wall_s": round(wall, 2),
@@ -257,6 +268,10 @@ def run_level(server, clients, seconds, args, system_prefix):
         "ttft_p99_s": pct(stats["ttft"], 99),
         "ttft_all_p99_s": pct(stats["ttft"] + stats["unanswered"], 99),
         "unanswered": len(stats["unanswered"]),
+        "steady_n": len(steady),
+        "ttft_steady_p50_s": pct(steady_ttft, 50),
+        "ttft_steady_p99_s": pct(steady_ttft, 99),
+        "ttft_steady_all_p99_s": pct(steady_all, 99),
         "itl_p50_ms": pct(stats["gaps"], 50) * 1000,
         "itl_p99_ms": pct(stats["gaps"], 99) * 1000,
         "peak_rss_mb": vm_kib(server.proc.pid, "VmHWM") / 1024.0,
@@ -283,12 +298,18 @@ def main():
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--prefix-words", type=int, default=100, help="words of the shared system prompt")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--warmup", type=float, default=0,
+                    help="also report TTFT over the requests sent this many seconds or more into a level (steady)")
+    ap.add_argument("--ramp", type=float, default=0,
+                    help="spread the clients' first requests over this many seconds (default 0: all at once)")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--per-request", action="store_true",
                     help="--json also holds one record per request: t_sent (s from the level's start), ttft (s; "
                          "null: cut before its first token, then waited: s until the cut), tokens, cut, system "
                          "(had the shared system prompt), user_words, and the server's timings when it sends them")
     args = ap.parse_args()
+    if args.warmup < 0 or args.ramp < 0 or args.warmup >= args.seconds or args.ramp >= args.seconds:
+        ap.error("--warmup and --ramp must be >= 0 and below --seconds")
     levels = [int(x) for x in args.clients.split(",")]
     # A SIGTERM (e.g. from `timeout`) unwinds through the finally below, which stops the server: an orphaned
     # server would go on decoding its queued requests and load the host for the next measurements.
@@ -311,7 +332,10 @@ def main():
                       f"{r['ttft_p50_s']:.3f} p99 {r['ttft_p99_s']:.3f} s (all {r['ttft_all_p99_s']:.3f} s, "
                       f"{r['unanswered']} unanswered)  ITL p50 {r['itl_p50_ms']:.1f} p99 "
                       f"{r['itl_p99_ms']:.1f} ms  RSS {r['peak_rss_mb']:.0f} MB  errors {r['errors']}  cut {r['cut']}  "
-                      f"load {r['load_avg']:.1f}",
+                      f"load {r['load_avg']:.1f}"
+                      + (f"  steady ({r['steady_n']} sent from {args.warmup:g} s): TTFT p50 "
+                         f"{r['ttft_steady_p50_s']:.3f} p99 {r['ttft_steady_p99_s']:.3f} s (all "
+                         f"{r['ttft_steady_all_p99_s']:.3f} s)" if args.warmup > 0 else ""),
                       flush=True)
                 for e in r["first_errors"]:
                     print(f"           {e}", flush=True)
@@ -325,16 +349,23 @@ def main():
     def ratio(a, b):  # a / b, or "-" when either is missing (no token or no request in the window)
         return f"{a / b:.2f}x" if a == a and b == b and a > 0 and b > 0 else "-"
 
-    print("\n| clients | server | agg tok/s | req/s | TTFT p50 / p99 (s) | TTFT p99 all (s) | ITL p50 / p99 (ms) | "
-          "peak RSS (MB) | errors | cut | unanswered | load |"
-          + (" vs " + names[0] + ": tok/s, TTFT p99, TTFT p99 all, ITL p99 |" if len(names) > 1 else ""))
-    print("|---:|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|" + ("---|" if len(names) > 1 else ""))
+    steady = args.warmup > 0
+    print("\n| clients | server | agg tok/s | req/s | TTFT p50 / p99 (s) | TTFT p99 all (s) | "
+          + (f"TTFT p50 / p99 / p99 all, sent from {args.warmup:g} s (s) | " if steady else "")
+          + "ITL p50 / p99 (ms) | peak RSS (MB) | errors | cut | unanswered | load |"
+          + (" vs " + names[0] + ": tok/s, TTFT p99, TTFT p99 all, " + ("steady TTFT p99, " if steady else "")
+             + "ITL p99 |" if len(names) > 1 else ""))
+    print("|---:|---|---:|---:|---|---:|" + ("---|" if steady else "") + "---|---:|---:|---:|---:|---:|"
+          + ("---|" if len(names) > 1 else ""))
     for i, c in enumerate(levels):
         base = results[names[0]][i]
         for n in names:
             r = results[n][i]
             row = (f"| {c} | {n} | {r['agg_tok_s']:.1f} | {r['req_s']:.2f} | {r['ttft_p50_s']:.3f} / "
-                   f"{r['ttft_p99_s']:.3f} | {r['ttft_all_p99_s']:.3f} | {r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | "
+                   f"{r['ttft_p99_s']:.3f} | {r['ttft_all_p99_s']:.3f} | "
+                   + (f"{r['ttft_steady_p50_s']:.3f} / {r['ttft_steady_p99_s']:.3f} / {r['ttft_steady_all_p99_s']:.3f} "
+                      f"({r['steady_n']}) | " if steady else "")
+                   + f"{r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | "
                    f"{r['peak_rss_mb']:.0f} | {r['errors']} | {r['cut']} | {r['unanswered']} | {r['load_avg']:.1f} |")
             if len(names) > 1:
                 if n == names[0]:
@@ -342,7 +373,8 @@ def main():
                 else:
                     row += (f" {ratio(r['agg_tok_s'], base['agg_tok_s'])}, {ratio(base['ttft_p99_s'], r['ttft_p99_s'])}, "
                             f"{ratio(base['ttft_all_p99_s'], r['ttft_all_p99_s'])}, "
-                            f"{ratio(base['itl_p99_ms'], r['itl_p99_ms'])} |")
+                            + (f"{ratio(base['ttft_steady_p99_s'], r['ttft_steady_p99_s'])}, " if steady else "")
+                            + f"{ratio(base['itl_p99_ms'], r['itl_p99_ms'])} |")
             print(row)
     return 0 if all(r["errors"] == 0 for rs in results.values() for r in rs) else 1
 
