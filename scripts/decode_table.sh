@@ -40,10 +40,12 @@ for m in $models; do
       load=$(cut -d' ' -f1 /proc/loadavg)
       # opal's row: ... | GB/s | % bw | t/s |; llama-bench's: ... | test | t/s |
       o=$("$OPAL" bench -m "$f" -p 0 -n "$N" -r 2 -t "$t" "${opal_isa[@]}" 2>/dev/null | grep "tg$N")
-      ots=$(awk -F'|' '{split($(NF-1), a, " "); print a[1]}' <<<"$o")
-      obw=$(awk -F'|' '{gsub(/ /, "", $(NF-2)); print $(NF-2)}' <<<"$o")
+      ots="" obw=""
+      [ -n "$o" ] && ots=$(awk -F'|' '{split($(NF-1), a, " "); print a[1]}' <<<"$o")
+      [ -n "$o" ] && obw=$(awk -F'|' '{gsub(/ /, "", $(NF-2)); print $(NF-2)}' <<<"$o")
       l=$(timeout "${LT:-150}" "${llama[@]}" -m "$f" -p 0 -n "$N" -r 2 -t "$t" 2>/dev/null | grep "tg$N")
-      lts=$(awk -F'|' '{split($(NF-1), a, " "); print a[1]}' <<<"$l")
+      lts=""
+      [ -n "$l" ] && lts=$(awk -F'|' '{split($(NF-1), a, " "); print a[1]}' <<<"$l")
       ratio=$(awk -v a="$ots" -v b="$lts" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
       echo "| $m | $isa | $t | ${ots:--} | ${obw:--} | ${lts:-timeout} | $ratio | $load | $(date -u +%H:%M) |"
     done
