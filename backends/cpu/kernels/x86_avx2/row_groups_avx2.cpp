@@ -70,10 +70,30 @@ void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bo
   for (int i = 0; i < kGroup; ++i) out[i] = hsum8(acc[i]);
 }
 
+// A convert_q8_0_sums activation row's tail: block b's d as f32 (the f16's
+// value, so the same product) and 8 * its sum of quants, each from one
+// broadcast load instead of an f16 convert or a scalar multiply and a move
+// to the vector side (stop 20: four fewer shuffle-port operations a block).
+struct SumsTail {
+  const uint8_t* d;
+  const uint8_t* sums;
+  SumsTail(const uint8_t* x, int64_t nb) : d(x + nb * kQ8_0Bytes), sums(d + nb * 4) {}
+  __m256 scale(int64_t b) const {
+    float v;
+    std::memcpy(&v, d + 4 * b, 4);
+    return _mm256_set1_ps(v);
+  }
+  __m256i offset8(int64_t b) const {
+    int32_t v;
+    std::memcpy(&v, sums + 4 * b, 4);
+    return _mm256_slli_epi32(_mm256_set1_epi32(v), 3);
+  }
+};
+
 // One group of 8 Q4_0 rows against one convert_q8_0_sums activation row.
 void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
-  const uint8_t* sums = x + nb * kQ8_0Bytes + nb * 4;
+  const SumsTail tail(x, nb);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
@@ -85,12 +105,9 @@ void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bo
     const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
     __m256i v[4];
     for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16 + 32 * j));
-    __m256i u = q4_0_block_sums8(v, xlo, xhi);
-    int32_t sum;
-    std::memcpy(&sum, sums + 4 * b, 4);
-    u = _mm256_sub_epi32(u, _mm256_set1_epi32(8 * sum));
-    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
-                                   _mm256_set1_ps(load_f16(xb)));
+    const __m256i u = _mm256_sub_epi32(q4_0_block_sums8(v, xlo, xhi), tail.offset8(b));
+    const __m256 d =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))), tail.scale(b));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), d, acc);
   }
   _mm256_storeu_ps(out, acc);
