@@ -228,6 +228,33 @@ TEST(AttnBatched, SoftmaxExpEqualsTheScalarPolynomial) {
   }
 }
 
+// A row of 37 chunks (AVX-512 reduces 16 chunks' sums at once, then adds them in order): the same
+// exponentials and the same double sum as the scalar chunk-by-chunk loop.
+TEST(AttnBatched, SoftmaxExpOfLongRowsEqualsTheScalarChunkLoop) {
+  std::mt19937 rng(33);
+  std::normal_distribution<float> val(-6.0f, 4.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t n : {256, 592}) {
+      std::vector<float> s(static_cast<size_t>(n));
+      for (auto& x : s) x = std::min(val(rng), 0.0f);
+      s[5] = s[300 % n] = -INFINITY;
+      for (int64_t i = n - 9; i < n; ++i) s[size_t(i)] = -INFINITY;  // a padded last chunk
+      const float mx = -0.5f;
+      std::vector<float> want = s;
+      double want_sum = 0.0;
+      for (size_t c = 0; c < want.size(); c += 16) {
+        for (size_t j = c; j < c + 16; ++j)
+          want[j] = want[j] == -INFINITY ? 0.0f : llama_order::expf_avx512(want[j] - mx);
+        want_sum += double(llama_order::reduce_add16(want.data() + c));
+      }
+      std::vector<float> got = s;
+      EXPECT_EQ(k->softmax_exp(got.data(), n, mx), want_sum) << "n " << n;
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "n " << n << " at " << i;
+    }
+  }
+}
+
 TEST(AttnBatched, LaneReductionAndF16StoreEqualTheScalarForms) {
   std::mt19937 rng(23);
   std::normal_distribution<float> val(0.0f, 1.0f);
