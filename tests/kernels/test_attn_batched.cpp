@@ -228,6 +228,33 @@ TEST(AttnBatched, SoftmaxExpEqualsTheScalarPolynomial) {
   }
 }
 
+// A row of 37 chunks (AVX-512 reduces 16 chunks' sums at once, then adds them in order): the same
+// exponentials and the same double sum as the scalar chunk-by-chunk loop.
+TEST(AttnBatched, SoftmaxExpOfLongRowsEqualsTheScalarChunkLoop) {
+  std::mt19937 rng(33);
+  std::normal_distribution<float> val(-6.0f, 4.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t n : {256, 592}) {
+      std::vector<float> s(static_cast<size_t>(n));
+      for (auto& x : s) x = std::min(val(rng), 0.0f);
+      s[5] = s[300 % n] = -INFINITY;
+      for (int64_t i = n - 9; i < n; ++i) s[size_t(i)] = -INFINITY;  // a padded last chunk
+      const float mx = -0.5f;
+      std::vector<float> want = s;
+      double want_sum = 0.0;
+      for (size_t c = 0; c < want.size(); c += 16) {
+        for (size_t j = c; j < c + 16; ++j)
+          want[j] = want[j] == -INFINITY ? 0.0f : llama_order::expf_avx512(want[j] - mx);
+        want_sum += double(llama_order::reduce_add16(want.data() + c));
+      }
+      std::vector<float> got = s;
+      EXPECT_EQ(k->softmax_exp(got.data(), n, mx), want_sum) << "n " << n;
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "n " << n << " at " << i;
+    }
+  }
+}
+
 TEST(AttnBatched, LaneReductionAndF16StoreEqualTheScalarForms) {
   std::mt19937 rng(23);
   std::normal_distribution<float> val(0.0f, 1.0f);
@@ -547,8 +574,8 @@ TEST(AttnBatched, BlockPromptAtDepthHasTheScalarBits) {
   }
 }
 
-// dots_f32_lanes16 takes the cells in pairs for dk up to 256 on AVX-512 and 4 x 4 tiles of single cells
-// beyond: both give llama_order::dot_lanes16's bits for every head size, row count and partial row.
+// dots_f32_lanes16 takes K transposed (cells in lanes) for dk up to 256 on AVX-512 (64 on AVX2) and tiles of
+// single cells beyond: both give llama_order::dot_lanes16's bits for every head size, row count and partial row.
 TEST(AttnBatched, BlockDotsOfEveryHeadSizeEqualTheScalarOrder) {
   std::mt19937 rng(29);
   std::normal_distribution<float> val(0.0f, 1.0f);
@@ -564,6 +591,43 @@ TEST(AttnBatched, BlockDotsOfEveryHeadSizeEqualTheScalarOrder) {
           for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
           std::vector<int64_t> rows(static_cast<size_t>(m));
           for (int64_t j = 0; j < m; ++j) rows[size_t(j)] = j % 4 == 1 ? n / 2 : j % 4 == 3 ? n - 1 : n;
+          k->dots_f32_lanes16(kr.data(), ldk, rows.data(), q.data(), ldq, m, dk, got.data(), ldo);
+          for (int64_t j = 0; j < m; ++j)
+            for (int64_t r = 0; r < ldo; ++r) {
+              const bool live = r < rows[size_t(j)];
+              const float want = live ? llama_order::dot_lanes16(kr.data() + r * ldk, q.data() + j * ldq, dk) : -3.0f;
+              ASSERT_TRUE(same_bits(got[size_t(j * ldo + r)], want))
+                  << "dk " << dk << " n " << n << " m " << m << " query " << j << " cell " << r;
+            }
+        }
+      }
+    }
+  }
+}
+
+// The block path's shapes (ops/attention.cpp: up to 64 query rows x 256-cell chunks, dk 64 and 128 unrolled):
+// K transposed per group of cells gives llama_order::dot_lanes16's bits for queries that see none, one, part
+// of a group or all of the chunk, an odd query count, a last group past the rows, and signed zeros and
+// products that cancel in K and q (the same FMA chains and reduce_add16 adds, so the same signs); nothing past
+// a query's cells is written.
+TEST(AttnBatched, BlockDotsOfBlockShapesEqualTheScalarOrder) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : block_kernels()) {
+    SCOPED_TRACE(k->name);
+    for (int64_t dk : {64, 128}) {
+      for (int64_t n : {256, 203}) {
+        const int64_t ldk = dk, ldq = dk, ldo = 256 + 16;
+        std::vector<float> kr(size_t(n * ldk));
+        for (auto& x : kr) x = f16_to_f32(f32_to_f16(val(rng)));
+        for (int64_t i = 0; i < dk; i += 5) kr[size_t(i)] = (i % 2) ? -0.0f : 0.0f;  // cell 0: signed zeros
+        for (int64_t i = 0; i < dk; ++i) kr[size_t(ldk + i)] = i < 16 ? -kr[size_t(2 * ldk + i)] : 0.0f;
+        for (int64_t m : {63, 64}) {
+          std::vector<float> q(size_t(m * ldq)), got(size_t(m * ldo), -3.0f);
+          for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+          std::vector<int64_t> rows(static_cast<size_t>(m));
+          const int64_t counts[] = {n, 0, 1, 31, 32, 33, 8, 9, n - 1, 17};
+          for (int64_t j = 0; j < m; ++j) rows[size_t(j)] = j < 10 ? counts[j] : n - (j * 7) % 40;
           k->dots_f32_lanes16(kr.data(), ldk, rows.data(), q.data(), ldq, m, dk, got.data(), ldo);
           for (int64_t j = 0; j < m; ++j)
             for (int64_t r = 0; r < ldo; ++r) {

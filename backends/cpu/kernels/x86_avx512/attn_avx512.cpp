@@ -8,14 +8,13 @@
 // for the query heads of one kv head at once one lane at a time, each V vector
 // widened once for every head (accumulate_f16_heads, the staged decode).
 // The block helpers work on K/V rows widened to f32 once for many query rows:
-// 4 x 4 tiles of dots with a transposed reduce_add16 (for dk <= 256 the cells
-// in pairs, lanes 0-7 of two cells in one register, so reduce_add16's first
-// step is one add), and V accumulation in registers lane by lane with the
-// lanes' reduction fused. For long chunks (attend_v_lanes16_cells) p is first
-// rounded into a lane-major copy (round_p_lanes: 16 x 16 transposes by
-// vpermt2ps), then each lane's rows stay in L1 while 4-query x 64-column tiles
-// pass over them. Where GCC 12 folded a vector load into each FMA that uses it
-// (a load-bound loop), an empty asm keeps the vector in a register.
+// dots with K transposed per 32 cells for dk <= 256 (a register holds one
+// lane's accumulator for 16 cells, so reduce_add16's tree is adds between
+// registers), 4 x 4 tiles with a transposed reduce_add16 beyond, and V
+// accumulation in registers lane by lane with the lanes' reduction fused. For long chunks (attend_v_lanes16_cells) p is
+// first rounded into a lane-major copy (round_p_lanes: 16 x 16 transposes by vpermt2ps), then each lane's rows stay in
+// L1 while 4-query x 64-column tiles pass over them. Where GCC 12 folded a vector load into each FMA that uses it (a
+// load-bound loop), an empty asm keeps the vector in a register.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -360,55 +359,101 @@ void store_query_rows(__m512 res, const int64_t* n, int nq, int64_t r0, float* o
   }
 }
 
-// Tiles of 4 cells x 4 queries with the cells in pairs (dk <= kPairsMaxDk): for each 16 dims of dk, the lanes
-// 0-7 of cells c and c + 1 side by side in one register and their lanes 8-15 in another (kp, built once per 4
-// cells), against each query's 8 + 8 dims broadcast. Each lane of each dot keeps its own FMA chain in dk's
-// order (dot_f16_lanes16's), and the two registers of a pair added give reduce_add16's first step for both
-// cells at once (t = a[i] + a[i + 8]), so one vaddps replaces reduce16x16's blend, shuffle and add there.
-constexpr int64_t kPairsMaxDk = 256;
-void dots_f32_lanes16_pairs(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m,
-                            int64_t dk, float* out, int64_t ldo, int64_t n_max) {
-  alignas(64) float kp[4 * kPairsMaxDk];  // pair h, dims 16 s: [c lanes 0-7 | c + 1 lanes 0-7] [... lanes 8-15]
-  for (int64_t r0 = 0; r0 < n_max; r0 += 4) {
-    const int64_t n4 = n_max - r0 < 4 ? n_max - r0 : 4;
-    const float* kr[4];
-    for (int c = 0; c < 4; ++c) kr[c] = k + (r0 + (c < n4 ? c : n4 - 1)) * ldk;
-    for (int h = 0; h < 2; ++h)
-      for (int64_t i = 0; i < dk; i += 16) {
-        float* dst = kp + h * 2 * dk + 2 * i;
-        const __m512 a = _mm512_loadu_ps(kr[2 * h] + i), b = _mm512_loadu_ps(kr[2 * h + 1] + i);
-        _mm512_store_ps(dst, _mm512_shuffle_f32x4(a, b, 0x44));       // a 0-7, b 0-7
-        _mm512_store_ps(dst + 16, _mm512_shuffle_f32x4(a, b, 0xEE));  // a 8-15, b 8-15
-      }
-    for (int64_t j0 = 0; j0 < m; j0 += 4) {
-      const int64_t nq = m - j0 < 4 ? m - j0 : 4;
-      int64_t n_tile = 0;
-      for (int j = 0; j < nq; ++j) n_tile = n[j0 + j] > n_tile ? n[j0 + j] : n_tile;
-      if (n_tile <= r0) continue;
-      const float* qr[4];
-      for (int j = 0; j < 4; ++j) qr[j] = q + (j0 + (j < nq ? j : nq - 1)) * ldq;
-      __m512 a[2][4][2];  // [pair][query][lanes 0-7 | 8-15]
-      for (auto& x : a)
-        for (auto& y : x) y[0] = y[1] = _mm512_setzero_ps();
-      for (int64_t i = 0; i < dk; i += 16) {
-        __m512 k0l = _mm512_load_ps(kp + 2 * i), k0h = _mm512_load_ps(kp + 2 * i + 16);
-        __m512 k1l = _mm512_load_ps(kp + 2 * dk + 2 * i), k1h = _mm512_load_ps(kp + 2 * dk + 2 * i + 16);
-        // one load per vector: GCC 12 folded each into its four FMAs (24 loads per 16 FMAs: load-bound)
-        asm("" : "+v"(k0l), "+v"(k0h), "+v"(k1l), "+v"(k1h));
-        for (int j = 0; j < 4; ++j) {
-          const __m512 ql = _mm512_broadcast_f32x8(_mm256_loadu_ps(qr[j] + i));
-          const __m512 qh = _mm512_broadcast_f32x8(_mm256_loadu_ps(qr[j] + i + 8));
-          a[0][j][0] = _mm512_fmadd_ps(k0l, ql, a[0][j][0]);
-          a[0][j][1] = _mm512_fmadd_ps(k0h, qh, a[0][j][1]);
-          a[1][j][0] = _mm512_fmadd_ps(k1l, ql, a[1][j][0]);
-          a[1][j][1] = _mm512_fmadd_ps(k1h, qh, a[1][j][1]);
-        }
-      }
-      __m512 x[8];  // x[2 j + h]: t of (query j, cell 2 h) in lanes 0-7, of (query j, cell 2 h + 1) in 8-15
-      for (int j = 0; j < 4; ++j)
-        for (int h = 0; h < 2; ++h) x[2 * j + h] = _mm512_add_ps(a[h][j][0], a[h][j][1]);
-      const __m512 res = _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16_halves(x));
-      store_query_rows(res, n + j0, nq, r0, out + j0 * ldo, ldo);
+void transpose16x16(__m512* r);  // below, with round_p_lanes
+
+// Transposed K (dk <= kColsMaxDk): the rows of 32 cells transposed once into kt ([dk][32], zeros past the last
+// cell), then tiles of Q <= 2 queries x 32 cells in which one register holds one lane's accumulator (dims l,
+// l + 16, ...: dot_f16_lanes16's FMA chain) for 16 cells. reduce_add16's tree is then adds between registers
+// (t = a[l] + a[l + 8], u = t[l] + t[l + 4], (u0 + u2) + (u1 + u3)), taken lane pair by lane pair so that few
+// partial sums are live, and a register of 16 finished dots goes straight into its query's row: no shuffle per
+// dot (the 4 x 4 tiles spent ~30 vector ops reducing and storing 16 dots against 64 FMAs at dk 64).
+constexpr int64_t kColsMaxDk = 256;
+constexpr int64_t kColsCells = 32;
+
+// The lanes l and l + 8 of Q queries' dots with the 32 cells of kt, added: reduce_add16's first step.
+template <int DK, int Q>
+[[gnu::always_inline]] inline void lane_pair(const float* kt, const float* const* qr, int l, int64_t dk_rt,
+                                             __m512 (&t)[Q][2]) {
+  const int64_t dk = DK ? DK : dk_rt;
+  __m512 a[Q][2], b[Q][2];
+  for (int j = 0; j < Q; ++j) a[j][0] = a[j][1] = b[j][0] = b[j][1] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < dk; s += 16) {
+    const float* ka = kt + (s + l) * kColsCells;
+    const float* kb = ka + 8 * kColsCells;
+    __m512 ka0 = _mm512_load_ps(ka), ka1 = _mm512_load_ps(ka + 16);
+    __m512 kb0 = _mm512_load_ps(kb), kb1 = _mm512_load_ps(kb + 16);
+    asm("" : "+v"(ka0), "+v"(ka1), "+v"(kb0), "+v"(kb1));  // one load per vector, not one per FMA (GCC 12)
+    for (int j = 0; j < Q; ++j) {
+      const __m512 qa = _mm512_set1_ps(qr[j][s + l]), qb = _mm512_set1_ps(qr[j][s + l + 8]);
+      a[j][0] = _mm512_fmadd_ps(ka0, qa, a[j][0]);
+      a[j][1] = _mm512_fmadd_ps(ka1, qa, a[j][1]);
+      b[j][0] = _mm512_fmadd_ps(kb0, qb, b[j][0]);
+      b[j][1] = _mm512_fmadd_ps(kb1, qb, b[j][1]);
+    }
+  }
+  for (int j = 0; j < Q; ++j)
+    for (int c = 0; c < 2; ++c) t[j][c] = _mm512_add_ps(a[j][c], b[j][c]);
+}
+
+// u of the lanes l, l + 4 (and their + 8s): reduce_add16's second step.
+template <int DK, int Q>
+[[gnu::always_inline]] inline void lane_quad(const float* kt, const float* const* qr, int l, int64_t dk,
+                                             __m512 (&u)[Q][2]) {
+  __m512 t0[Q][2], t4[Q][2];
+  lane_pair<DK, Q>(kt, qr, l, dk, t0);
+  lane_pair<DK, Q>(kt, qr, l + 4, dk, t4);
+  for (int j = 0; j < Q; ++j)
+    for (int c = 0; c < 2; ++c) u[j][c] = _mm512_add_ps(t0[j][c], t4[j][c]);
+}
+
+// Q queries (rows qr, each seeing n[j] cells) x the 32 cells from r0 in kt: the finished dots into out's rows.
+template <int DK, int Q>
+void cols_tile(const float* kt, const float* const* qr, const int64_t* n, int64_t r0, int64_t dk, float* out,
+               int64_t ldo) {
+  __m512 u0[Q][2], u2[Q][2], e[Q][2];
+  lane_quad<DK, Q>(kt, qr, 0, dk, u0);
+  lane_quad<DK, Q>(kt, qr, 2, dk, u2);
+  for (int j = 0; j < Q; ++j)
+    for (int c = 0; c < 2; ++c) e[j][c] = _mm512_add_ps(u0[j][c], u2[j][c]);
+  __m512 u1[Q][2], u3[Q][2];
+  lane_quad<DK, Q>(kt, qr, 1, dk, u1);
+  lane_quad<DK, Q>(kt, qr, 3, dk, u3);
+  for (int j = 0; j < Q; ++j)
+    for (int c = 0; c < 2; ++c) {
+      const int64_t left = n[j] - r0 - 16 * c;
+      const __mmask16 mk = left <= 0 ? __mmask16(0) : tail_mask(left);
+      const __m512 dot = _mm512_add_ps(e[j][c], _mm512_add_ps(u1[j][c], u3[j][c]));
+      _mm512_mask_storeu_ps(out + j * ldo + r0 + 16 * c, mk, dot);
+    }
+}
+
+// kt[i * 32 + c] = k[(r0 + c) * ldk + i] for c < 32 (0 for r0 + c >= n_max), i < dk.
+void transpose_k_cols(const float* k, int64_t ldk, int64_t r0, int64_t n_max, int64_t dk, float* kt) {
+  for (int64_t cb = 0; cb < kColsCells; cb += 16)
+    for (int64_t i0 = 0; i0 < dk; i0 += 16) {
+      __m512 r[16];
+      for (int64_t x = 0; x < 16; ++x)
+        r[x] = r0 + cb + x < n_max ? _mm512_loadu_ps(k + (r0 + cb + x) * ldk + i0) : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int64_t d = 0; d < 16; ++d) _mm512_store_ps(kt + (i0 + d) * kColsCells + cb, r[d]);
+    }
+}
+
+template <int DK>
+void dots_f32_lanes16_cols(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m,
+                           int64_t dk, float* out, int64_t ldo, int64_t n_max) {
+  alignas(64) float kt[kColsMaxDk * kColsCells];
+  for (int64_t r0 = 0; r0 < n_max; r0 += kColsCells) {
+    transpose_k_cols(k, ldk, r0, n_max, dk, kt);
+    int64_t j0 = 0;
+    for (; j0 + 2 <= m; j0 += 2) {
+      if (n[j0] <= r0 && n[j0 + 1] <= r0) continue;
+      const float* qr[2] = {q + j0 * ldq, q + (j0 + 1) * ldq};
+      cols_tile<DK, 2>(kt, qr, n + j0, r0, dk, out + j0 * ldo, ldo);
+    }
+    if (j0 < m && n[j0] > r0) {
+      const float* qr[1] = {q + j0 * ldq};
+      cols_tile<DK, 1>(kt, qr, n + j0, r0, dk, out + j0 * ldo, ldo);
     }
   }
 }
@@ -424,7 +469,9 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
   const __m512i to_rows = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
   int64_t n_max = 0;
   for (int64_t j = 0; j < m; ++j) n_max = n[j] > n_max ? n[j] : n_max;
-  if (dk <= kPairsMaxDk) return dots_f32_lanes16_pairs(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
+  if (dk == 64) return dots_f32_lanes16_cols<64>(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
+  if (dk == 128) return dots_f32_lanes16_cols<128>(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
+  if (dk <= kColsMaxDk) return dots_f32_lanes16_cols<0>(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
   for (int64_t r0 = 0; r0 < n_max; r0 += 4) {
     for (int64_t j0 = 0; j0 < m; j0 += 4) {
       const int64_t nq = m - j0 < 4 ? m - j0 : 4;
