@@ -145,8 +145,8 @@ void check_layouts(const VtCase& c) {
     for (int threads : {1, 2}) {
       const std::vector<float> want = run(isa, threads, false), got = run(isa, threads, true);
       for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_TRUE(same_bits(got[i], want[i])) << isa_name(isa) << " threads " << threads << " i " << i << ": "
-                                                << got[i] << " vs " << want[i];
+        ASSERT_TRUE(same_bits(got[i], want[i]))
+            << isa_name(isa) << " threads " << threads << " i " << i << ": " << got[i] << " vs " << want[i];
     }
   set_isa(before);
 }
@@ -177,8 +177,8 @@ TEST(AttnVt, PromptBlocksGiveTheRowMajorBits) {
     for (int32_t window : {0, 100})
       for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {6, 2}})
         for (int64_t T : {37, 80}) {
-          SCOPED_TRACE(testing::Message() << "hq " << hq << " hkv " << hkv << " T " << T << " window " << window
-                                          << " mixed " << mixed);
+          SCOPED_TRACE(testing::Message()
+                       << "hq " << hq << " hkv " << hkv << " T " << T << " window " << window << " mixed " << mixed);
           check_layouts({hq, hkv, 64, 64, 500, T, window, mixed});
           check_layouts({hq, hkv, 128, 40, 300, T, window, mixed});
         }
@@ -212,9 +212,9 @@ TEST(AttnVt, KvStoreWritesColumns) {
         }
         for (int64_t c = 0; c < n_cells; ++c)
           for (int64_t i = 0; i < E; ++i)
-            ASSERT_EQ(std::memcmp(rows.data() + uint64_t(c * E + i) * es, cols.data() + uint64_t(i * n_cells + c) * es,
-                                  es),
-                      0)
+            ASSERT_EQ(
+                std::memcmp(rows.data() + uint64_t(c * E + i) * es, cols.data() + uint64_t(i * n_cells + c) * es, es),
+                0)
                 << isa_name(isa) << " " << dtype_name(type) << " cell " << c << " column " << i;
       }
   set_isa(before);

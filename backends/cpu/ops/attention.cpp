@@ -42,6 +42,12 @@
 // with tinyBLAS dots on an ISA with the block helpers (AVX-512, AVX2) runs by
 // blocks of query rows (attention_blocks), the threads splitting (kv head,
 // block) units by cost.
+// A transposed V cache (ATTENTION iparams[3], KV_STORE iparams[0]: KvCache::v_trans, what a context without flash
+// attention stores, as llama.cpp does) holds one row per value column over every cell: KV_STORE writes a token
+// as one column; the V product of a (head, column) is then one streaming dot over that row's visible cells
+// (attend_vt_f16: the lanes and FMA chains above, read in place when the cells are consecutive, else gathered),
+// for the decode (the heads of a kv head together), its split and the prompt blocks; the scalar path gathers each
+// cell's values from the columns. The bits are those of the row-major layout (tests/kernels/test_attn_vt.cpp).
 // A q8_0 / q4_0 K cache (-fa off, as llama.cpp allows; a quantized V needs the
 // tiled path): q is rounded through q8_0 (llama.cpp's vec_dot type for both)
 // and each K row is dequantized, then the dots run in the orders above on the
@@ -93,9 +99,8 @@ uint64_t vt_gather_bytes(const Tensor& node) {
 // cells (a sequence filling the cache in order) are read in place, each column one contiguous run; otherwise the
 // visible cells of kVtGatherCols columns at a time are gathered into `gather` first (the same values: the bits
 // do not depend on where the cells lie).
-void attend_vt(const AttnKernels& simd, const Tensor& v, int64_t col0, int64_t cols, const int32_t* vis,
-               const float* p, int64_t ldp, const int64_t* n, int64_t m, int64_t lanes, float* const* out,
-               uint16_t* gather) {
+void attend_vt(const AttnKernels& simd, const Tensor& v, int64_t col0, int64_t cols, const int32_t* vis, const float* p,
+               int64_t ldp, const int64_t* n, int64_t m, int64_t lanes, float* const* out, uint16_t* gather) {
   int64_t n_max = 0;
   for (int64_t j = 0; j < m; ++j) n_max = std::max(n_max, n[j]);
   const int64_t ld = int64_t(v.nb[1] / 2);
@@ -310,8 +315,8 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
     int64_t* nvc = reinterpret_cast<int64_t*>(w + l.off_nvc);  // each row's visible cells within the chunk
     float* acc = reinterpret_cast<float*>(w + l.off_acc);      // each row's 16 lane accumulators
     float* row_max = reinterpret_cast<float*>(w + l.off_row_max);
-    float* row_inv = reinterpret_cast<float*>(w + l.off_row_inv);  // each row's 1 / (sum of its exponentials)
-    float* pt = reinterpret_cast<float*>(w + l.off_pt);            // a V chunk's p, lane-major (round_p_lanes)
+    float* row_inv = reinterpret_cast<float*>(w + l.off_row_inv);      // each row's 1 / (sum of its exponentials)
+    float* pt = reinterpret_cast<float*>(w + l.off_pt);                // a V chunk's p, lane-major (round_p_lanes)
     uint16_t* gather = reinterpret_cast<uint16_t*>(w + l.off_gather);  // a transposed V's gathered columns
     const int64_t lds = l.ld_scores;
     double before = 0.0;
@@ -675,17 +680,17 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   if (!sorted)
     std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
   const AttnKernels* bs = block_simd;
-  if (kq_lanes16 && bs && (!v_trans || bs->attend_vt_f16) && bs->widen_f16 && bs->dots_f32_lanes16 && bs->attend_v_lanes16_keep && bs->reduce_lanes &&
-      bs->scale_max && bs->scale_round_f16 && bs->softmax_exp)
+  if (kq_lanes16 && bs && (!v_trans || bs->attend_vt_f16) && bs->widen_f16 && bs->dots_f32_lanes16 &&
+      bs->attend_v_lanes16_keep && bs->reduce_lanes && bs->scale_max && bs->scale_round_f16 && bs->softmax_exp)
     return attention_blocks(node, ctx, order, n_order, *bs, q_round);
 
   // A decode's pairs that do not divide evenly among the threads: split inside the pairs (the same bits).
   const int nth_pool = ctx.pool.size();
   const bool split_f16 = simd && simd->dots_f16 && simd->accumulate_f16;
   const bool split_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
-  if ((!v_trans || vt_simd) && T <= kSplitMaxTokens && nth_pool > 1 && (T * hq) % nth_pool != 0 && (split_f16 || split_quant) &&
-      simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 && simd_v->scale_max &&
-      v.type == DType::F16 && n_order >= split_min_cells())
+  if ((!v_trans || vt_simd) && T <= kSplitMaxTokens && nth_pool > 1 && (T * hq) % nth_pool != 0 &&
+      (split_f16 || split_quant) && simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 &&
+      simd_v->scale_max && v.type == DType::F16 && n_order >= split_min_cells())
     return attention_split_pairs(node, ctx, order, n_order, *simd_v, split_f16 ? simd : nullptr, q_round, kq_lanes16,
                                  lanes);
 
@@ -813,7 +818,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         float* lane_acc = acc + (r % lanes) * dv;
         if (v_trans) {  // cell c's values, one from each column's row
           for (int64_t i = 0; i < dv; ++i)
-            row_to_f32(v.type, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i) * v.nb[1] + uint64_t(c) * vrow,
+            row_to_f32(v.type,
+                       static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i) * v.nb[1] + uint64_t(c) * vrow,
                        row + i, 1);
           for (int64_t i = 0; i < dv; ++i) lane_acc[i] = std::fma(row[i], pc, lane_acc[i]);
         } else if (simd_v) {

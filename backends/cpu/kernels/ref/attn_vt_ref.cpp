@@ -18,8 +18,7 @@ void attend_vt_f16_ref(const float* p, int64_t ldp, const int64_t* n, int64_t m,
       for (int64_t r = 0; r < n[j]; ++r)
         acc[r % lanes] = std::fma(f16_to_f32(vt[i * ldv + r]), p[j * ldp + r], acc[r % lanes]);
       float t[16];
-      for (int l = 0; l < 16; ++l)
-        t[l] = lanes == 16 ? acc[l] : (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+      for (int l = 0; l < 16; ++l) t[l] = lanes == 16 ? acc[l] : (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
       out[j][out_off + i] = llama_order::reduce_add16(t);
     }
 }

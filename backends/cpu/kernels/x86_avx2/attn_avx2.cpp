@@ -714,7 +714,8 @@ void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows,
       __m256 v[CT];
       for (int c = 0; c < CT; ++c) v[c] = load8(vc[c] + r + 8 * a);
       for (int j = 0; j < RT; ++j) {
-        const __m256 pj = _mm256_loadu_ps(pr[j] + r + 8 * a);
+        __m256 pj = _mm256_loadu_ps(pr[j] + r + 8 * a);
+        asm("" : "+x"(pj));  // one load for the CT FMAs (GCC 12 folded it into each)
         for (int c = 0; c < CT; ++c) acc[j][c][a] = _mm256_fmadd_ps(v[c], pj, acc[j][c][a]);
       }
     }
@@ -729,11 +730,11 @@ void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows,
         v[c] = load8(h);
       }
       for (int j = 0; j < RT; ++j) {
-        const __m256i mj =
-            _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(std::clamp<int64_t>(nr[j] - ra, 0, 8))), lane);
+        const __m256i mj = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(std::clamp<int64_t>(nr[j] - ra, 0, 8))), lane);
         const __m256 pj = _mm256_maskload_ps(pr[j] + ra, mj);
         for (int c = 0; c < CT; ++c)
-          acc[j][c][a] = _mm256_blendv_ps(acc[j][c][a], _mm256_fmadd_ps(v[c], pj, acc[j][c][a]), _mm256_castsi256_ps(mj));
+          acc[j][c][a] =
+              _mm256_blendv_ps(acc[j][c][a], _mm256_fmadd_ps(v[c], pj, acc[j][c][a]), _mm256_castsi256_ps(mj));
       }
     }
   for (int j = 0; j < RT && j < rows; ++j)
@@ -747,19 +748,21 @@ void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows,
     }
 }
 
-// Lanes 64 (a decode): one row x one column (its 8 accumulators); the kv head's other query heads read the
-// column again from L1. Lanes 16 (a prompt block): 2 rows x 3 columns.
+// Lanes 64 (a decode): one row x one column (its 8 accumulators), the columns outside: the kv head's other query
+// heads read the column again from L1. Lanes 16 (a prompt block): 2 rows x 3 columns, the rows outside (a row
+// tile's p stays in L2 while the kv head's columns stream past it).
 void attend_vt_f16(const float* p, int64_t ldp, const int64_t* n, int64_t m, const uint16_t* vt, int64_t ldv,
                    int64_t cols, int64_t lanes, float* const* out, int64_t out_off) {
-  const int rt = lanes == 16 ? 2 : 1, ct = lanes == 16 ? 3 : 1;
-  for (int64_t j = 0; j < m; j += rt)
-    for (int64_t i = 0; i < cols; i += ct) {
-      const int64_t nr = std::min<int64_t>(rt, m - j), nc = std::min<int64_t>(ct, cols - i);
-      if (lanes == 16)
-        attend_vt_tile<2, 2, 3>(p + j * ldp, ldp, n + j, nr, vt + i * ldv, ldv, nc, out + j, out_off + i);
-      else
-        attend_vt_tile<8, 1, 1>(p + j * ldp, ldp, n + j, nr, vt + i * ldv, ldv, nc, out + j, out_off + i);
-    }
+  if (lanes == 16) {
+    for (int64_t j = 0; j < m; j += 2)
+      for (int64_t i = 0; i < cols; i += 3)
+        attend_vt_tile<2, 2, 3>(p + j * ldp, ldp, n + j, std::min<int64_t>(2, m - j), vt + i * ldv, ldv,
+                                std::min<int64_t>(3, cols - i), out + j, out_off + i);
+    return;
+  }
+  for (int64_t i = 0; i < cols; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      attend_vt_tile<8, 1, 1>(p + j * ldp, ldp, n + j, 1, vt + i * ldv, ldv, 1, out + j, out_off + i);
 }
 
 }  // namespace

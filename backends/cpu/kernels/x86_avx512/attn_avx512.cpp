@@ -20,8 +20,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -762,7 +762,8 @@ void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows,
       for (int c = 0; c < CT; ++c)
         v[c] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vc[c] + r + 16 * a)));
       for (int j = 0; j < RT; ++j) {
-        const __m512 pj = _mm512_loadu_ps(pr[j] + r + 16 * a);
+        __m512 pj = _mm512_loadu_ps(pr[j] + r + 16 * a);
+        asm("" : "+v"(pj));  // one load for the CT FMAs (GCC 12 folded it into each)
         for (int c = 0; c < CT; ++c) acc[j][c][a] = _mm512_fmadd_ps(v[c], pj, acc[j][c][a]);
       }
     }
@@ -787,20 +788,24 @@ void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows,
     }
 }
 
-// Lanes 64 (a decode): one row x 4 columns (its 16 accumulators); the next rows (the kv head's other query
-// heads) read the same columns from L1. Lanes 16 (a prompt block): 4 rows x 4 columns.
+// Lanes 64 (a decode): one row x 4 columns (its 16 accumulators), the columns outside: the kv head's other
+// query heads read a tile's columns again from L1. Lanes 16 (a prompt block of up to 64 rows): 6 rows x 4
+// columns, the rows outside, so that a row tile's p stays in L2 while the kv head's columns stream past it
+// (columns outside, every row's p came from L3 once per column tile).
 void attend_vt_f16(const float* p, int64_t ldp, const int64_t* n, int64_t m, const uint16_t* vt, int64_t ldv,
                    int64_t cols, int64_t lanes, float* const* out, int64_t out_off) {
-  constexpr int kCols = 4;
-  const int rt = lanes == 16 ? 4 : 1;
-  for (int64_t j = 0; j < m; j += rt)
-    for (int64_t i = 0; i < cols; i += kCols) {
-      const int64_t nr = std::min<int64_t>(rt, m - j), nc = std::min<int64_t>(kCols, cols - i);
-      if (lanes == 16)
-        attend_vt_tile<1, 4, kCols>(p + j * ldp, ldp, n + j, nr, vt + i * ldv, ldv, nc, out + j, out_off + i);
-      else
-        attend_vt_tile<4, 1, kCols>(p + j * ldp, ldp, n + j, nr, vt + i * ldv, ldv, nc, out + j, out_off + i);
-    }
+  constexpr int kCols = 4, kRows = 6;
+  if (lanes == 16) {
+    for (int64_t j = 0; j < m; j += kRows)
+      for (int64_t i = 0; i < cols; i += kCols)
+        attend_vt_tile<1, kRows, kCols>(p + j * ldp, ldp, n + j, std::min<int64_t>(kRows, m - j), vt + i * ldv, ldv,
+                                        std::min<int64_t>(kCols, cols - i), out + j, out_off + i);
+    return;
+  }
+  for (int64_t i = 0; i < cols; i += kCols)
+    for (int64_t j = 0; j < m; ++j)
+      attend_vt_tile<4, 1, kCols>(p + j * ldp, ldp, n + j, 1, vt + i * ldv, ldv, std::min<int64_t>(kCols, cols - i),
+                                  out + j, out_off + i);
 }
 
 }  // namespace
