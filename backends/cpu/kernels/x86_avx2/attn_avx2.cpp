@@ -723,6 +723,7 @@ void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows,
   for (; r < n_max; r += 8 * G)
     for (int a = 0; a < G; ++a) {
       const int64_t ra = r + 8 * a, left = std::clamp<int64_t>(n_max - ra, 0, 8);
+      if (left == 0) break;  // no cell left (a decode of a few cells: the empty groups cost most)
       __m256 v[CT];
       for (int c = 0; c < CT; ++c) {
         alignas(16) uint16_t h[8] = {};

@@ -770,7 +770,8 @@ void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows,
   for (; r < n_max; r += 16 * NA)
     for (int a = 0; a < NA; ++a) {
       const int64_t ra = r + 16 * a;
-      const __mmask16 mv = ra < n_max ? tail_mask(n_max - ra) : __mmask16(0);
+      if (ra >= n_max) break;  // no cell left (a decode of a few cells: the empty groups cost most)
+      const __mmask16 mv = tail_mask(n_max - ra);
       __m512 v[CT];
       for (int c = 0; c < CT; ++c) v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mv, vc[c] + ra));
       for (int j = 0; j < RT; ++j) {
