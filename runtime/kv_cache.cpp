@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 
@@ -45,9 +44,6 @@ KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v,
     if (!hp.has_kv(il)) continue;                          // reads an earlier layer's K/V (Gemma 4)
     init(k_[size_t(il)], fmt::format("cache_k.{}", il), hp.n_embd_k_gqa(il), type_k);
     init(v_[size_t(il)], fmt::format("cache_v.{}", il), hp.n_embd_v_gqa(il), type_v, v_trans_);
-    // A token writes one element of every column row of a transposed V: zeroed here (as llama.cpp clears its
-    // cache), the first decode does not fault in the whole cache.
-    if (v_trans_) std::memset(v_[size_t(il)].data, 0, v_[size_t(il)].nbytes());
   }
   cell_info_.name = "kv_cells";
   cell_info_.type = DType::I32;
