@@ -79,6 +79,35 @@ TEST_P(KvOps, CopiedSequenceContinuesLikeTheOriginal) {
   EXPECT_EQ(kv_last_logits(*ctx), want);
 }
 
+// An f16 cache without flash attention stores V transposed (KvCache::v_trans): a copied sequence, read from
+// cells that are not its first ones, and a sequence whose cells alternate with another's continue with the bits
+// of the original.
+TEST_P(KvOps, TransposedF16CacheCopiesAndInterleavesExactly) {
+  ContextParams cp;
+  cp.n_ctx = 64;
+  cp.kv_type = DType::F16;
+  cp.flash_attn = FlashAttn::Off;
+  auto fresh = [&] { return std::make_unique<Context>(*model, cp); };
+  auto c = fresh();
+  ASSERT_TRUE(c->kv_cache().v_trans());
+  decode(*c, toks, 0, 0);
+  decode(*c, {toks[0]}, int32_t(toks.size()), 0);
+  const auto want = kv_last_logits(*c);
+  c->seq_rm(0, int32_t(toks.size()), -1);
+  c->seq_cp(0, 3, 0, -1);
+  c->seq_keep(3);
+  decode(*c, {toks[0]}, int32_t(toks.size()), 3);
+  EXPECT_EQ(kv_last_logits(*c), want);
+  auto solo = fresh(), mixed = fresh();  // token by token; in `mixed` sequence 0 takes every other cell
+  for (size_t i = 0; i <= toks.size(); ++i) {
+    const int32_t t = i < toks.size() ? toks[i] : toks[0];
+    decode(*solo, {t}, int32_t(i), 0);
+    decode(*mixed, {t}, int32_t(i), 0);
+    if (i < toks.size()) decode(*mixed, {toks[toks.size() - 1 - i]}, int32_t(i), 1);
+  }
+  EXPECT_EQ(kv_last_logits(*mixed), kv_last_logits(*solo));
+}
+
 TEST_P(KvOps, CopyWithoutRoomIsAClearError) {
   decode(*ctx, toks, 0, 0);
   for (int s = 1; s < 5; ++s) ctx->seq_cp(0, s, 0, -1);  // 60 of 64 cells used
