@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/error.h"
 #include "models/architecture.h"
@@ -41,11 +43,16 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
     state_ = std::make_unique<RecurrentState>(hp, params_.n_seq_max, bt);
     return;
   }
-  // V transposed (llama.cpp's layout without flash attention, KvCache::v_trans) when only the host runs the
-  // graph: an accelerator's attention (ET) reads row-major V, and would hand the node back to the CPU.
+  // V transposed (llama.cpp's layout without flash attention, KvCache::v_trans) only when asked for
+  // ($OPAL_V_TRANS=1) and only the host runs the graph: an accelerator's attention (ET) reads row-major V, and
+  // would hand the node back to the CPU. Off by default: a transposed row is n_ctx cells long, so at a few
+  // cells every token's write and read touch one line in each of n_embd_v_gqa rows, a page apart, and in a
+  // context sized for depth the depth-0 rows lost 15-19 % on the quiet host (docs/PERF.md "Stop 20, vt").
   const auto& devices = model.registry().devices();
-  const bool v_trans = !flash_ && std::all_of(devices.begin(), devices.end(),
-                                              [](const Device* d) { return d->role() == DeviceRole::Host; });
+  const char* v_trans_env = std::getenv("OPAL_V_TRANS");
+  const bool v_trans =
+      v_trans_env && std::string_view(v_trans_env) == "1" && !flash_ &&
+      std::all_of(devices.begin(), devices.end(), [](const Device* d) { return d->role() == DeviceRole::Host; });
   std::vector<uint8_t> swa = hp.swa_layers, global(size_t(hp.n_layer), 1);
   bool any_swa = false;
   for (size_t il = 0; il < swa.size(); ++il) {
