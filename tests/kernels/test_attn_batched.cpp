@@ -201,6 +201,17 @@ TEST(AttnBatched, StagedDecodeHasTheScalarBits) {
   set_isa(before);
 }
 
+// softmax_exp's scalar form: each score's exponential (0 for -inf) in chunks of 16, the chunks' sums
+// (reduce_add16) added in order into `sum`.
+std::vector<float> scalar_softmax_exp(std::vector<float> s, float mx, double& sum) {
+  sum = 0.0;
+  for (size_t c = 0; c < s.size(); c += 16) {
+    for (size_t j = c; j < c + 16; ++j) s[j] = s[j] == -INFINITY ? 0.0f : llama_order::expf_avx512(s[j] - mx);
+    sum += double(llama_order::reduce_add16(s.data() + c));
+  }
+  return s;
+}
+
 TEST(AttnBatched, SoftmaxExpEqualsTheScalarPolynomial) {
   std::mt19937 rng(22);
   std::uniform_real_distribution<float> val(-260.0f, 0.0f);
@@ -214,13 +225,8 @@ TEST(AttnBatched, SoftmaxExpEqualsTheScalarPolynomial) {
     s[9] = -0.0f;
     for (int i = 150; i < 160; ++i) s[size_t(i)] = -INFINITY;  // a padded last chunk
     const float mx = 0.0f;
-    std::vector<float> want = s;
     double want_sum = 0.0;
-    for (size_t c = 0; c < want.size(); c += 16) {
-      for (size_t j = c; j < c + 16; ++j)
-        want[j] = want[j] == -INFINITY ? 0.0f : llama_order::expf_avx512(want[j] - mx);
-      want_sum += double(llama_order::reduce_add16(want.data() + c));
-    }
+    const std::vector<float> want = scalar_softmax_exp(s, mx, want_sum);
     std::vector<float> got = s;
     const double sum = k->softmax_exp(got.data(), int64_t(got.size()), mx);
     EXPECT_EQ(sum, want_sum);
@@ -241,13 +247,8 @@ TEST(AttnBatched, SoftmaxExpOfLongRowsEqualsTheScalarChunkLoop) {
       s[5] = s[300 % n] = -INFINITY;
       for (int64_t i = n - 9; i < n; ++i) s[size_t(i)] = -INFINITY;  // a padded last chunk
       const float mx = -0.5f;
-      std::vector<float> want = s;
       double want_sum = 0.0;
-      for (size_t c = 0; c < want.size(); c += 16) {
-        for (size_t j = c; j < c + 16; ++j)
-          want[j] = want[j] == -INFINITY ? 0.0f : llama_order::expf_avx512(want[j] - mx);
-        want_sum += double(llama_order::reduce_add16(want.data() + c));
-      }
+      const std::vector<float> want = scalar_softmax_exp(s, mx, want_sum);
       std::vector<float> got = s;
       EXPECT_EQ(k->softmax_exp(got.data(), n, mx), want_sum) << "n " << n;
       for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "n " << n << " at " << i;
