@@ -139,6 +139,60 @@ TEST(AttnBatched, ChunksOfWhole64CellsGiveTheBitsOfOneCall) {
 // A decode's ATTENTION (-fa 0) over an f16 cache with 128-dim heads stages a token's heads together and walks
 // the cells 64 at a time for all of them (ops/attention.cpp, stage_scores): every ISA's result has the bits of
 // the scalar per-cell path (llama_order's formulas), with and without a sliding window, at 1 and 3 threads.
+// dots_f16_heads (the decode's K dots for the query heads of one kv head, each K vector widened once) gives every
+// head the bits of dots_f16 and of the scalar reference, in both orders: head sizes 64, 128, 192, 80 and 32
+// (tails of the ggml_vec_dot_f16 order), 1-8 heads, cell counts around the kernels' groups of 8 and 16, cells out
+// of order with gaps, q rows and score rows at strides; nothing past a head's n scores is written.
+TEST(AttnBatched, HeadsDotsEqualDotsF16PerHeadAndTheScalarOrder) {
+  if (host_supports(Isa::avx512) || host_supports(Isa::avx2)) {
+    ASSERT_FALSE(batched_kernels().empty());
+  }
+  std::mt19937 rng(29);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    SCOPED_TRACE(k->name);
+    ASSERT_NE(k->dots_f16_heads, nullptr);
+    for (int64_t dk : {64, 128, 192, 80, 32}) {
+      const int64_t stride = 3 * dk + 16, n_cells = 160;  // a kv head's slice inside wider rows
+      std::vector<uint16_t> cache(size_t(n_cells * stride));
+      for (auto& h : cache) h = f32_to_f16(val(rng));
+      std::vector<int32_t> all;
+      for (int32_t c = n_cells - 1; c >= 0; c -= 3) all.push_back(c);
+      for (int32_t c = 0; c < n_cells; c += 3) all.push_back(c);
+      const auto* base = reinterpret_cast<const uint8_t*>(cache.data()) + 2 * dk;  // kv head 1
+      for (int64_t m : {1, 2, 3, 4, 5, 8}) {
+        const int64_t ldq = dk + 16;
+        std::vector<float> q(size_t(m * ldq));
+        for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+        for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 63, 65, 107}) {
+          const int64_t ldo = n + 5;
+          for (bool lanes16 : {true, false}) {
+            if (lanes16 && dk % 16) continue;
+            std::vector<float> got(size_t(m * ldo), -3.0f), ref(got.size(), -3.0f);
+            k->dots_f16_heads(base, uint64_t(stride) * 2, all.data(), n, q.data(), ldq, m, dk, lanes16, got.data(), ldo);
+            dots_f16_heads_ref(base, uint64_t(stride) * 2, all.data(), n, q.data(), ldq, m, dk, lanes16, ref.data(),
+                               ldo);
+            for (int64_t h = 0; h < m; ++h) {
+              std::vector<float> one(size_t(n) + 1);
+              k->dots_f16(base, uint64_t(stride) * 2, all.data(), n, q.data() + h * ldq, dk, lanes16, one.data());
+              for (int64_t r = 0; r < ldo; ++r) {
+                const float g = got[size_t(h * ldo + r)];
+                if (r >= n) {
+                  ASSERT_EQ(g, -3.0f) << "written past n: dk " << dk << " m " << m << " n " << n << " head " << h;
+                  continue;
+                }
+                ASSERT_TRUE(same_bits(g, one[size_t(r)]) && same_bits(g, ref[size_t(h * ldo + r)]))
+                    << "dk " << dk << " m " << m << " n " << n << " lanes16 " << lanes16 << " head " << h << " cell "
+                    << r << ": " << g << " vs dots_f16 " << one[size_t(r)] << ", ref " << ref[size_t(h * ldo + r)];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AttnBatched, StagedDecodeHasTheScalarBits) {
   const int64_t hq = 6, hkv = 2, d = 128, n_cells = 700;
   std::mt19937 rng(24);
@@ -756,7 +810,8 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   std::normal_distribution<float> val(0.0f, 1.0f);
   const Isa before = selected_isa();
   for (const Case cs :
-       {Case{8, 4, 128, 700}, Case{9, 3, 128, 530}, Case{4, 2, 128, 8300}, Case{9, 3, 64, 700}, Case{4, 4, 80, 300}}) {
+       {Case{8, 4, 128, 700}, Case{9, 3, 128, 530}, Case{4, 2, 128, 8300}, Case{9, 3, 64, 700}, Case{4, 4, 80, 300},
+        Case{32, 8, 64, 300}, Case{16, 8, 128, 300}, Case{4, 2, 80, 300}}) {
     const int64_t hq = cs.hq, hkv = cs.hkv, d = cs.d, n_cells = cs.n_cells;
     std::vector<float> q(size_t(d * hq));
     for (auto& x : q) x = val(rng);

@@ -97,7 +97,17 @@ struct AttnKernels {
   // (attend_vt_f16_ref).
   void (*attend_vt_f16)(const float* p, int64_t ldp, const int64_t* n, int64_t m, const uint16_t* vt, int64_t ldv,
                         int64_t cols, int64_t lanes, float* const* out, int64_t out_off);
+  // Optional (null: dots_f16 head by head, the same bits): dots_f16 for the m query heads of one kv head, which
+  // read the same K rows; head h's q at q + h * ldq, its scores at out + h * ldo. Each K vector is widened once
+  // and feeds every head's accumulators; each head's score keeps dots_f16's order (dots_f16_heads_ref).
+  void (*dots_f16_heads)(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
+                         int64_t ldq, int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo);
 };
+
+// dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each
+// (head, cell) over the widened K row.
+void dots_f16_heads_ref(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
+                        int64_t ldq, int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo);
 
 // attend_vt_f16's scalar form (kernels/ref/attn_vt_ref.cpp).
 void attend_vt_f16_ref(const float* p, int64_t ldp, const int64_t* n, int64_t m, const uint16_t* vt, int64_t ldv,

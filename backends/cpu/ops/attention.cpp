@@ -897,7 +897,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // second head of each kv head; SmolLM2's 64-value heads, whose 512 KiB slice set stays in L2 for the next
     // head, ran 5-25 % slower that way, docs/PERF.md "Stop 19, fa0d").
     const bool heads_v = v.type == DType::F16 && dv >= 128 && simd_v && simd_v->accumulate_f16_heads;
-    auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out) {
+    auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out, int64_t step) {
       const int64_t t = b0 / hq;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
       if (seq < 0 || seq != vis_seq || pos != vis_pos) {
@@ -915,7 +915,6 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       // The bytes of a cell's row that the staged heads read (their kv heads, side by side).
       const uint64_t k_first = row_bytes(k.type, b0 % hq / group * dk);
       const uint64_t k_end = row_bytes(k.type, ((b1 - 1) % hq / group + 1) * dk);
-      const int64_t step = stage_quant ? kQuantChunk : kStageCells;
       for (int64_t c0 = 0; c0 < n_vis; c0 += step) {
         const int64_t nn = std::min(step, n_vis - c0);
         for (int64_t r = c0 + step; r < std::min(n_vis, c0 + 2 * step); ++r)
@@ -925,8 +924,14 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           const int64_t g = j % hq / group;
           const uint8_t* kbase = k0 + row_bytes(k.type, g * dk);
           float* sc = score_rows + (j - b0) * l.ld_scores + c0;
-          if (!stage_quant) {
-            simd->dots_f16(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, kq_lanes16, sc);
+          if (!stage_quant) {  // the run of heads of kv head g at once (dots_f16_heads), else one head
+            int64_t je = j + 1;
+            while (simd->dots_f16_heads && je < b1 && je % hq / group == g) ++je;
+            if (je - j > 1)
+              simd->dots_f16_heads(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, je - j, dk, kq_lanes16, sc,
+                                   l.ld_scores);
+            else simd->dots_f16(kbase, k.nb[1], vis + c0, nn, qv + (j - b0) * dk, dk, kq_lanes16, sc);
+            j = je - 1;
             continue;
           }
           if (g != g_widened) {
@@ -957,7 +962,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     for (int64_t pair = p0; pair < p1 && (stage_f16 || stage_quant);) {
       int64_t end = pair + 1;
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
-      stage_scores(pair, end, mxs, nvs);
+      stage_scores(pair, end, mxs, nvs, stage_quant ? kQuantChunk : kStageCells);
       const bool heads = vt_simd || (heads_v && nvs[0] >= simd_v->heads_min_cells);
       if (heads) heads_output(pair, end, mxs, nvs[0]);
       for (int64_t j = pair; j < end && !heads; ++j)
@@ -966,14 +971,18 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     }
     // Otherwise the heads of one kv head for one token go together: the scores of all of them first (the K rows
     // of the kv head read again while they are still in cache), then their outputs (likewise the V rows).
-    // Each pair's arithmetic is unchanged; only the order of the pairs' phases.
+    // Each pair's arithmetic is unchanged; only the order of the pairs' phases. With dots_f16_heads an f16 K's
+    // scores of the group come from stage_scores in one step over every visible cell: each K row widened once for
+    // all the group's heads (the same dots, the same bits as pair_scores').
+    const bool group_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && simd->dots_f16_heads;
     for (int64_t pair = p0; pair < p1 && !(stage_f16 || stage_quant);) {
       const int64_t tg = pair / hq * hkv + pair % hq / group;
       int64_t end = pair + 1;
       while (end < p1 && end - pair < std::min<int64_t>(group, kMaxGroupStaged) &&
              end / hq * hkv + end % hq / group == tg)
         ++end;
-      for (int64_t j = pair; j < end; ++j)
+      if (group_f16 && end - pair > 1) stage_scores(pair, end, mxs, nvs, std::max<int64_t>(n_order, 1));
+      for (int64_t j = pair; j < end && !(group_f16 && end - pair > 1); ++j)
         mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
       if (vt_simd && nvs[0] > 0) heads_output(pair, end, mxs, nvs[0]);  // the same visible cells (one token)
       for (int64_t j = pair; j < end && !(vt_simd && nvs[0] > 0); ++j)

@@ -6,7 +6,9 @@
 // reduced together in ggml_vec_dot_f16 order), V accumulated 4 lanes at a
 // time with the accumulators in registers (each lane's cells in order), or
 // for the query heads of one kv head at once one lane at a time, each V vector
-// widened once for every head (accumulate_f16_heads, the staged decode).
+// widened once for every head (accumulate_f16_heads, the staged decode); the
+// decode's K dots likewise take the heads of one kv head together, each K
+// vector widened once for up to four heads (dots_f16_heads).
 // The block helpers work on K/V rows widened to f32 once for many query rows:
 // dots with K transposed per 32 cells for dk <= 256 (a register holds one
 // lane's accumulator for 16 cells, so reduce_add16's tree is adds between
@@ -105,6 +107,82 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
       _mm512_storeu_ps(out + r, _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(comb)));
     }
   for (; r < n; ++r) out[r] = lanes16 ? dot_f16_lanes16(row(r), q, dk) : dot_f16_vec(row(r), q, dk);
+}
+
+// The query heads of one kv head over their K rows (decode, -fa 0): each K vector is widened once and feeds H
+// heads' accumulators, so a kv head's K slice is loaded and converted once instead of once per head. comb[h] is
+// head h's ggml_vec_dot_f16 accumulators over the row's first np (a multiple of 64) elements, combined
+// (a0 + a2) + (a1 + a3) as dot_f16_vec.
+template <int H>
+void vec_combs(const uint16_t* kr, const float* q, int64_t ldq, int64_t np, __m512* comb) {
+  __m512 a[H][4];
+  for (auto& c : a)
+    for (auto& x : c) x = _mm512_setzero_ps();
+  for (int64_t i = 0; i < np; i += 64)
+    for (int u = 0; u < 4; ++u) {
+      const __m512 x = load16(kr + i + 16 * u);
+      for (int h = 0; h < H; ++h) a[h][u] = _mm512_fmadd_ps(x, _mm512_loadu_ps(q + h * ldq + i + 16 * u), a[h][u]);
+    }
+  for (int h = 0; h < H; ++h)
+    comb[h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
+}
+
+// dots_f16 for H heads: tinyBLAS's one accumulator per head and cell, or ggml_vec_dot_f16's four with sixteen
+// cells reduced at once per head (reduce16x16) and the rest as dot_f16_vec (its double tail per head).
+template <int H>
+void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
+                int64_t dk, bool lanes16, float* out, int64_t ldo) {
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r]) * k_stride); };
+  if (lanes16) {
+    for (int64_t r = 0; r < n; ++r) {
+      const uint16_t* kr = row(r);
+      __m512 a[H];
+      for (auto& x : a) x = _mm512_setzero_ps();
+      for (int64_t i = 0; i < dk; i += 16) {
+        const __m512 x = load16(kr + i);
+        for (int h = 0; h < H; ++h) a[h] = _mm512_fmadd_ps(x, _mm512_loadu_ps(q + h * ldq + i), a[h]);
+      }
+      for (int h = 0; h < H; ++h) out[h * ldo + r] = _mm512_reduce_add_ps(a[h]);
+    }
+    return;
+  }
+  const int64_t np = dk & ~int64_t(63);
+  int64_t r = 0;
+  if (np == dk)
+    for (; r + 16 <= n; r += 16) {
+      __m512 comb[H][16], c[H];
+      for (int j = 0; j < 16; ++j) {
+        vec_combs<H>(row(r + j), q, ldq, np, c);
+        for (int h = 0; h < H; ++h) comb[h][j] = c[h];
+      }
+      for (int h = 0; h < H; ++h)
+        _mm512_storeu_ps(out + h * ldo + r, _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(comb[h])));
+    }
+  for (; r < n; ++r) {
+    const uint16_t* kr = row(r);
+    __m512 c[H];
+    vec_combs<H>(kr, q, ldq, np, c);
+    for (int h = 0; h < H; ++h) {
+      double s = _mm512_reduce_add_ps(c[h]);
+      for (int64_t i = np; i < dk; ++i) s += double(_cvtsh_ss(kr[i]) * q[h * ldq + i]);
+      out[h * ldo + r] = float(s);
+    }
+  }
+}
+
+// Up to four heads at once (4 x 4 accumulators, a K vector and the q operands within the 32 registers).
+void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
+                    int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo) {
+  for (int64_t h = 0; h < m;) {
+    const int64_t take = std::min<int64_t>(4, m - h);
+    const float* qh = q + h * ldq;
+    float* oh = out + h * ldo;
+    if (take == 4) dots_heads<4>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
+    else if (take == 3) dots_heads<3>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
+    else if (take == 2) dots_heads<2>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
+    else dots_f16(k, k_stride, cells, n, qh, dk, lanes16, oh);
+    h += take;
+  }
 }
 
 // Lane by lane: the accumulator row of lane l stays in registers while the
@@ -878,7 +956,8 @@ const AttnKernels kAttnKernels = {"avx512",
                                   round_p_lanes,
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
-                                  attend_vt_f16};
+                                  attend_vt_f16,
+                                  dots_f16_heads};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
