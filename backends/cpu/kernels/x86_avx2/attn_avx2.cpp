@@ -13,8 +13,7 @@
 // 3 x 8 columns each, so four consecutive cells' rows are read together; the
 // same FMAs per lane in order) or, in the block path, with up to 3 queries x 32 elements in
 // registers; the staged decode's accumulate_f16_heads takes the query heads of one kv head
-// lane by lane (2 heads x 32 columns), each V vector widened once for every head, and its K dots
-// (dots_f16_heads) take two or three heads per widened K vector;
+// lane by lane (2 heads x 32 columns), each V vector widened once for every head;
 // for long chunks (attend_v_lanes16_cells) p is first rounded into a
 // lane-major copy (round_p_lanes, 8 x 8 transposes) and each lane's rows stay in
 // L1 while 6-query x 16-column tiles pass over them (15 of the 16 ymm registers).
@@ -133,89 +132,6 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
       _mm256_storeu_ps(out + r, reduce16x8(lo, hi));
     }
   for (; r < n; ++r) out[r] = lanes16 ? dot_f16_lanes16(row(r), q, dk) : dot_f16_vec(row(r), q, dk);
-}
-
-// The query heads of one kv head over their K rows (decode, -fa 0): each K vector is widened once and feeds H
-// heads' accumulators. lo[h] / hi[h] (lanes 0-7 / 8-15) are head h's ggml_vec_dot_f16 accumulators over the row's
-// first np (a multiple of 64) elements combined as dot_f16_vec's; the 8-lane accumulators are taken one at a time
-// (a[j] over the 64s, j = 0, 4, 2, 6 then 1, 5, 3, 7) so that H x 4 of them fit the 16 registers.
-template <int H>
-void vec_combs(const uint16_t* kr, const float* q, int64_t ldq, int64_t np, __m256* lo, __m256* hi) {
-  auto acc = [&](int j, __m256* a) {
-    for (int h = 0; h < H; ++h) a[h] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < np; i += 64) {
-      const __m256 x = load8(kr + i + 8 * j);
-      for (int h = 0; h < H; ++h) a[h] = _mm256_fmadd_ps(x, _mm256_loadu_ps(q + h * ldq + i + 8 * j), a[h]);
-    }
-  };
-  for (int half = 0; half < 2; ++half) {
-    __m256 a0[H], a4[H], a2[H], a6[H];
-    acc(half, a0);
-    acc(4 + half, a4);
-    acc(2 + half, a2);
-    acc(6 + half, a6);
-    for (int h = 0; h < H; ++h)
-      (half ? hi : lo)[h] = _mm256_add_ps(_mm256_add_ps(a0[h], a4[h]), _mm256_add_ps(a2[h], a6[h]));
-  }
-}
-
-// dots_f16 for H heads: tinyBLAS's 16-lane accumulator per head and cell, or ggml_vec_dot_f16's with eight
-// cells reduced at once per head (reduce16x8) and the rest as dot_f16_vec (its double tail per head).
-template <int H>
-void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
-                int64_t dk, bool lanes16, float* out, int64_t ldo) {
-  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r]) * k_stride); };
-  if (lanes16) {
-    for (int64_t r = 0; r < n; ++r) {
-      const uint16_t* kr = row(r);
-      __m256 lo[H], hi[H];
-      for (int h = 0; h < H; ++h) lo[h] = hi[h] = _mm256_setzero_ps();
-      for (int64_t i = 0; i < dk; i += 16) {
-        const __m256 x0 = load8(kr + i), x1 = load8(kr + i + 8);
-        for (int h = 0; h < H; ++h) {
-          lo[h] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q + h * ldq + i), lo[h]);
-          hi[h] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(q + h * ldq + i + 8), hi[h]);
-        }
-      }
-      for (int h = 0; h < H; ++h) out[h * ldo + r] = reduce16(lo[h], hi[h]);
-    }
-    return;
-  }
-  const int64_t np = dk & ~int64_t(63);
-  int64_t r = 0;
-  if (np == dk)
-    for (; r + 8 <= n; r += 8) {
-      __m256 lo[H][8], hi[H][8], l[H], h8[H];
-      for (int c = 0; c < 8; ++c) {
-        vec_combs<H>(row(r + c), q, ldq, np, l, h8);
-        for (int h = 0; h < H; ++h) lo[h][c] = l[h], hi[h][c] = h8[h];
-      }
-      for (int h = 0; h < H; ++h) _mm256_storeu_ps(out + h * ldo + r, reduce16x8(lo[h], hi[h]));
-    }
-  for (; r < n; ++r) {
-    const uint16_t* kr = row(r);
-    __m256 l[H], h8[H];
-    vec_combs<H>(kr, q, ldq, np, l, h8);
-    for (int h = 0; h < H; ++h) {
-      double s = reduce16(l[h], h8[h]);
-      for (int64_t i = np; i < dk; ++i) s += double(_cvtsh_ss(kr[i]) * q[h * ldq + i]);
-      out[h * ldo + r] = float(s);
-    }
-  }
-}
-
-// Three or two heads at once (accumulate_f16_heads' split of a kv head's heads).
-void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
-                    int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo) {
-  for (int64_t h = 0; h < m;) {
-    const int64_t left = m - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
-    const float* qh = q + h * ldq;
-    float* oh = out + h * ldo;
-    if (take == 3) dots_heads<3>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
-    else if (take == 2) dots_heads<2>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
-    else dots_f16(k, k_stride, cells, n, qh, dk, lanes16, oh);
-    h += take;
-  }
 }
 
 // Lane by lane: lane l's accumulator row stays in registers (64 elements)
@@ -971,7 +887,7 @@ const AttnKernels kAttnKernels = {"avx2",
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
                                   attend_vt_f16,
-                                  dots_f16_heads};
+                                  nullptr};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

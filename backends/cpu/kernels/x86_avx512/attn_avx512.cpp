@@ -8,7 +8,8 @@
 // for the query heads of one kv head at once one lane at a time, each V vector
 // widened once for every head (accumulate_f16_heads, the staged decode); the
 // decode's K dots likewise take the heads of one kv head together, each K
-// vector widened once for up to four heads (dots_f16_heads).
+// vector widened once for two or three heads, two cells at a time
+// (dots_f16_heads).
 // The block helpers work on K/V rows widened to f32 once for many query rows:
 // dots with K transposed per 32 cells for dk <= 256 (a register holds one
 // lane's accumulator for 16 cells, so reduce_add16's tree is adds between
@@ -110,25 +111,34 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
 }
 
 // The query heads of one kv head over their K rows (decode, -fa 0): each K vector is widened once and feeds H
-// heads' accumulators, so a kv head's K slice is loaded and converted once instead of once per head. comb[h] is
-// head h's ggml_vec_dot_f16 accumulators over the row's first np (a multiple of 64) elements, combined
-// (a0 + a2) + (a1 + a3) as dot_f16_vec.
-template <int H>
-void vec_combs(const uint16_t* kr, const float* q, int64_t ldq, int64_t np, __m512* comb) {
-  __m512 a[H][4];
-  for (auto& c : a)
-    for (auto& x : c) x = _mm512_setzero_ps();
+// heads' accumulators, so a kv head's K slice is loaded and converted once instead of once per head. For C cells
+// side by side (each q vector loaded once for them), comb[h * ld + c] is head h's ggml_vec_dot_f16 accumulators
+// for cell c over the row's first np (a multiple of 64) elements, combined (a0 + a2) + (a1 + a3) as dot_f16_vec.
+template <int H, int C>
+[[gnu::always_inline]] inline void vec_combs(const uint16_t* const* kr, const float* q, int64_t ldq, int64_t np,
+                                             __m512* comb, int64_t ld) {
+  __m512 a[C][H][4];
+  for (auto& x : a)
+    for (auto& y : x)
+      for (auto& z : y) z = _mm512_setzero_ps();
   for (int64_t i = 0; i < np; i += 64)
     for (int u = 0; u < 4; ++u) {
-      const __m512 x = load16(kr + i + 16 * u);
-      for (int h = 0; h < H; ++h) a[h][u] = _mm512_fmadd_ps(x, _mm512_loadu_ps(q + h * ldq + i + 16 * u), a[h][u]);
+      __m512 x[C];
+      for (int c = 0; c < C; ++c) x[c] = load16(kr[c] + i + 16 * u);
+      for (int h = 0; h < H; ++h) {
+        const __m512 qv = _mm512_loadu_ps(q + h * ldq + i + 16 * u);
+        for (int c = 0; c < C; ++c) a[c][h][u] = _mm512_fmadd_ps(x[c], qv, a[c][h][u]);
+      }
     }
-  for (int h = 0; h < H; ++h)
-    comb[h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
+  for (int c = 0; c < C; ++c)
+    for (int h = 0; h < H; ++h)
+      comb[h * ld + c] =
+          _mm512_add_ps(_mm512_add_ps(a[c][h][0], a[c][h][2]), _mm512_add_ps(a[c][h][1], a[c][h][3]));
 }
 
-// dots_f16 for H heads: tinyBLAS's one accumulator per head and cell, or ggml_vec_dot_f16's four with sixteen
-// cells reduced at once per head (reduce16x16) and the rest as dot_f16_vec (its double tail per head).
+// dots_f16 for H heads: tinyBLAS's one accumulator per head and cell, or ggml_vec_dot_f16's four, two cells at a
+// time, with sixteen cells reduced at once per head (reduce16x16) and the rest as dot_f16_vec (its double tail
+// per head).
 template <int H>
 void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
                 int64_t dk, bool lanes16, float* out, int64_t ldo) {
@@ -150,10 +160,10 @@ void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64
   int64_t r = 0;
   if (np == dk)
     for (; r + 16 <= n; r += 16) {
-      __m512 comb[H][16], c[H];
-      for (int j = 0; j < 16; ++j) {
-        vec_combs<H>(row(r + j), q, ldq, np, c);
-        for (int h = 0; h < H; ++h) comb[h][j] = c[h];
+      __m512 comb[H][16];
+      for (int j = 0; j < 16; j += 2) {
+        const uint16_t* kr[2] = {row(r + j), row(r + j + 1)};
+        vec_combs<H, 2>(kr, q, ldq, np, &comb[0][j], 16);
       }
       for (int h = 0; h < H; ++h)
         _mm512_storeu_ps(out + h * ldo + r, _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(comb[h])));
@@ -161,7 +171,7 @@ void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64
   for (; r < n; ++r) {
     const uint16_t* kr = row(r);
     __m512 c[H];
-    vec_combs<H>(kr, q, ldq, np, c);
+    vec_combs<H, 1>(&kr, q, ldq, np, c, 1);
     for (int h = 0; h < H; ++h) {
       double s = _mm512_reduce_add_ps(c[h]);
       for (int64_t i = np; i < dk; ++i) s += double(_cvtsh_ss(kr[i]) * q[h * ldq + i]);
@@ -170,15 +180,15 @@ void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64
   }
 }
 
-// Up to four heads at once (4 x 4 accumulators, a K vector and the q operands within the 32 registers).
+// Three or two heads at once (2 cells x 3 heads x 4 accumulators, two K vectors and a q vector within the 32
+// registers).
 void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
                     int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo) {
   for (int64_t h = 0; h < m;) {
-    const int64_t take = std::min<int64_t>(4, m - h);
+    const int64_t left = m - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
     const float* qh = q + h * ldq;
     float* oh = out + h * ldo;
-    if (take == 4) dots_heads<4>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
-    else if (take == 3) dots_heads<3>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
+    if (take == 3) dots_heads<3>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
     else if (take == 2) dots_heads<2>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
     else dots_f16(k, k_stride, cells, n, qh, dk, lanes16, oh);
     h += take;
