@@ -386,6 +386,7 @@ void SlotEngine::finish(Slot& s, StopType why, const std::string& word, const st
   }
   metrics_.set_processing(n_busy_.load(), deferred);  // before the client can see the end
   task->push(std::move(ev));
+  if (opts_.after_finish) opts_.after_finish();
 }
 
 void SlotEngine::step() {
@@ -511,18 +512,19 @@ void SlotEngine::step() {
     const size_t k = s.draft.size();
     const int64_t base = s.seq.size() - int64_t(k);  // the tokens before the one row 0 follows, and that one
     size_t j = 0;
-    s.timings.draft_n += int64_t(k);  // counted before take_token(), which may end the request
+    // Drafts and accepted ones are counted (the slot's timings and /metrics alike) before the take_token()
+    // that may end the request: its client may read /metrics as soon as it has the end.
+    s.timings.draft_n += int64_t(k);
+    if (k > 0) metrics_.add_draft(int64_t(k), 0);
     for (;; ++j) {
       // Row j follows the first base + j tokens (the draft tokens before it accepted); the cache keeps those.
       const bool going = take_token(s, ctx_.logits(row0 + int64_t(j)), base + int64_t(j));
       if (!going || j >= k || s.pending != s.draft[j]) break;
       ++s.timings.draft_n_accepted;
+      metrics_.add_draft(0, 1);
     }
     if (k > 0 && s.seq.size() > base + int64_t(j)) s.seq.truncate(size_t(base + int64_t(j)));
-    if (k > 0) {
-      s.spec->record(int64_t(k), int64_t(j));
-      metrics_.add_draft(int64_t(k), int64_t(j));
-    }
+    if (k > 0) s.spec->record(int64_t(k), int64_t(j));
     s.draft.clear();
   }
   // The step budget learns what this step cost: decode and sampling, the streams' gap.
