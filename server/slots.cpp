@@ -466,20 +466,29 @@ void SlotEngine::step() {
     chunk = budget_prompt_chunk(step_cost_, opts_.step_budget_ms, cap, kMinBudgetChunk, load);
     budget = batch_.size() + size_t(chunk);
   }
-  // Oldest request first, so a prompt's wait does not depend on its slot's number.
+  // Oldest request first, so a prompt's wait does not depend on its slot's number; but a prompt whose rest
+  // fits what the step has left goes first (docs/server.md, "Under load": a short prompt does not wait out
+  // the long ones ahead of it; each jumps once a request, so an old long prompt is delayed by at most the
+  // other slots' short rests).
   std::vector<Slot*> reading;
   for (auto& s : slots_)
     if (s->task && s->seq.size() < int64_t(s->task->params.prompt.size()) && (!s->donor || resolve_shared_wait(*s)))
       reading.push_back(s.get());
   std::stable_sort(reading.begin(), reading.end(),
                    [](const Slot* a, const Slot* b) { return a->task->arrival < b->task->arrival; });
-  for (Slot* s : reading) {
-    if (batch_.size() >= budget) break;
+  const auto rest = [](const Slot* s) { return size_t(int64_t(s->task->params.prompt.size()) - s->seq.size()); };
+  const auto read_chunk = [&](Slot* s) {
     const auto& prompt = s->task->params.prompt;
     const size_t k = s->seq.add_prompt_chunk(batch_, prompt, budget - batch_.size());
     s->timings.prompt_n += int64_t(k);
     prompt_slots.push_back(s);
     if (s->seq.size() == int64_t(prompt.size())) outputs.emplace_back(s, n_rows++);
+  };
+  for (Slot* s : reading)
+    if (batch_.size() < budget && rest(s) <= budget - batch_.size()) read_chunk(s);
+  for (Slot* s : reading) {
+    if (batch_.size() >= budget) break;
+    if (rest(s) > 0) read_chunk(s);
   }
   if (batch_.size() == 0) return;
   int64_t n_waiting = 0;  // slots with a prompt still to read that got none of this step
