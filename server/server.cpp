@@ -395,6 +395,7 @@ void Server::load() {
   eo.step_log = st.opts.step_log;
   eo.before_decode = st.opts.before_decode;
   eo.on_batch = st.opts.on_batch;
+  eo.after_finish = st.opts.after_finish;
   eo.spec = st.opts.spec;
   if (eo.spec.type == SpecType::Draft) {  // one draft context, slot i drafting in its sequence i
     if (st.opts.model_draft.empty()) fail("speculative decoding with a draft model needs one (-md FILE)");

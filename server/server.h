@@ -85,6 +85,8 @@ struct ServerOptions {
   std::function<void(int64_t n_tokens, int64_t n_generating)> on_batch;
   // Test seam: EngineOptions::step_cost_ms (a step's cost as the step budget sees it).
   std::function<double(int64_t n_prompt, int64_t n_decode)> step_cost_ms;
+  // Test seam: EngineOptions::after_finish (the engine thread, right after a request's end went to its client).
+  std::function<void()> after_finish;
 };
 
 class Server {

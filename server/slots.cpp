@@ -386,6 +386,7 @@ void SlotEngine::finish(Slot& s, StopType why, const std::string& word, const st
   }
   metrics_.set_processing(n_busy_.load(), deferred);  // before the client can see the end
   task->push(std::move(ev));
+  if (opts_.after_finish) opts_.after_finish();
 }
 
 void SlotEngine::step() {
@@ -465,20 +466,29 @@ void SlotEngine::step() {
     chunk = budget_prompt_chunk(step_cost_, opts_.step_budget_ms, cap, kMinBudgetChunk, load);
     budget = batch_.size() + size_t(chunk);
   }
-  // Oldest request first, so a prompt's wait does not depend on its slot's number.
+  // Oldest request first, so a prompt's wait does not depend on its slot's number; but a prompt whose rest
+  // fits what the step has left goes first (docs/server.md, "Under load": a short prompt does not wait out
+  // the long ones ahead of it; each jumps once a request, so an old long prompt is delayed by at most the
+  // other slots' short rests).
   std::vector<Slot*> reading;
   for (auto& s : slots_)
     if (s->task && s->seq.size() < int64_t(s->task->params.prompt.size()) && (!s->donor || resolve_shared_wait(*s)))
       reading.push_back(s.get());
   std::stable_sort(reading.begin(), reading.end(),
                    [](const Slot* a, const Slot* b) { return a->task->arrival < b->task->arrival; });
-  for (Slot* s : reading) {
-    if (batch_.size() >= budget) break;
+  const auto rest = [](const Slot* s) { return size_t(int64_t(s->task->params.prompt.size()) - s->seq.size()); };
+  const auto read_chunk = [&](Slot* s) {
     const auto& prompt = s->task->params.prompt;
     const size_t k = s->seq.add_prompt_chunk(batch_, prompt, budget - batch_.size());
     s->timings.prompt_n += int64_t(k);
     prompt_slots.push_back(s);
     if (s->seq.size() == int64_t(prompt.size())) outputs.emplace_back(s, n_rows++);
+  };
+  for (Slot* s : reading)
+    if (batch_.size() < budget && rest(s) <= budget - batch_.size()) read_chunk(s);
+  for (Slot* s : reading) {
+    if (batch_.size() >= budget) break;
+    if (rest(s) > 0) read_chunk(s);
   }
   if (batch_.size() == 0) return;
   int64_t n_waiting = 0;  // slots with a prompt still to read that got none of this step
@@ -511,18 +521,19 @@ void SlotEngine::step() {
     const size_t k = s.draft.size();
     const int64_t base = s.seq.size() - int64_t(k);  // the tokens before the one row 0 follows, and that one
     size_t j = 0;
-    s.timings.draft_n += int64_t(k);  // counted before take_token(), which may end the request
+    // Drafts and accepted ones are counted (the slot's timings and /metrics alike) before the take_token()
+    // that may end the request: its client may read /metrics as soon as it has the end.
+    s.timings.draft_n += int64_t(k);
+    if (k > 0) metrics_.add_draft(int64_t(k), 0);
     for (;; ++j) {
       // Row j follows the first base + j tokens (the draft tokens before it accepted); the cache keeps those.
       const bool going = take_token(s, ctx_.logits(row0 + int64_t(j)), base + int64_t(j));
       if (!going || j >= k || s.pending != s.draft[j]) break;
       ++s.timings.draft_n_accepted;
+      metrics_.add_draft(0, 1);
     }
     if (k > 0 && s.seq.size() > base + int64_t(j)) s.seq.truncate(size_t(base + int64_t(j)));
-    if (k > 0) {
-      s.spec->record(int64_t(k), int64_t(j));
-      metrics_.add_draft(int64_t(k), int64_t(j));
-    }
+    if (k > 0) s.spec->record(int64_t(k), int64_t(j));
     s.draft.clear();
   }
   // The step budget learns what this step cost: decode and sampling, the streams' gap.

@@ -162,6 +162,9 @@ struct EngineOptions {
   // Test seam: when set, a step's cost as the step budget sees it (instead of its measured milliseconds), from
   // its prompt tokens and generating rows, so tests of the budget do not depend on the host's speed.
   std::function<double(int64_t n_prompt, int64_t n_decode)> step_cost_ms;
+  // Test seam: called on the engine thread right after a finished request's end went to its client, so a test
+  // can read /metrics there: every counter the request moved is counted before its client sees the end.
+  std::function<void()> after_finish;
   // Speculative decoding (runtime/speculative.h), per slot: each generating
   // slot's next token goes into the batch with a draft of the tokens after it.
   // A draft model drafts in sequence i of draft_ctx for slot i (not owned).

@@ -300,6 +300,63 @@ TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
   EXPECT_EQ(most, 256 * 3 / 4) << "three waiting beside one generating: their share of the chunk";
 }
 
+// A short prompt that fits what a step has left goes before an older long one (docs/server.md, "Under load"):
+// beside a generating slot, a long prompt (~300 tokens) and then a short one wait; the step's allowance (the
+// step_cost_ms seam: 10 ms a step, 1 ms a prompt token, 110 ms budget, stretched to the waiting slots' share,
+// 170 tokens) holds the short prompt's rest and part of the long one, so the short request generates from the
+// next step on while the long prompt is still read. Oldest first, the short one waited for the long one.
+TEST(ServerBatching, ShortPromptGoesBeforeAnOlderLongOne) {
+  server::ServerOptions o = default_options(3, 3 * 1024);
+  o.copy_prefixes = false;  // each prompt read whole (completion() also sends cache_prompt false)
+  o.n_ubatch = 512;
+  o.prompt_chunk = 256;
+  o.step_budget_ms = 110;
+  o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
+  auto rec = std::make_shared<StepRecord>();
+  std::atomic<bool> armed{false}, hold{false};
+  std::atomic<LocalServer*> self{nullptr};
+  record_steps(o, rec, armed, hold);
+  hold_decode_until_in_flight(o, hold, self, 3);
+  LocalServer s(o);
+  self = &s;
+  std::string long_prompt;
+  for (int i = 0; i < 20; ++i) long_prompt += "Lily had a big red ball and she liked to play with it in the park. ";
+  const std::string alone_long = completion(s, long_prompt, 4)["content"];  // also measures a prompt token's cost
+  const std::string alone_short = completion(s, kPrompts[1], 8)["content"];
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->batches.clear();
+  }
+  armed = true;
+  std::thread generating([&] { completion(s, kPrompts[0], 120); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!hold.load() && !(std::chrono::steady_clock::now() > deadline))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(hold.load()) << "the first request never generated";
+  std::string got_long, got_short;
+  std::thread older([&] { got_long = completion(s, long_prompt, 4)["content"]; });
+  while (s.server().in_flight() < 2 && !(std::chrono::steady_clock::now() > deadline))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread newer([&] { got_short = completion(s, kPrompts[1], 8)["content"]; });
+  older.join();
+  newer.join();
+  generating.join();
+  EXPECT_EQ(got_long, alone_long);
+  EXPECT_EQ(got_short, alone_short);
+
+  // The first step with prompt tokens beside the generating slot read the short prompt whole: the next one has
+  // two generating slots and still carries the long prompt's rest.
+  std::lock_guard<std::mutex> lk(rec->mu);
+  size_t first = 0;
+  while (first < rec->batches.size() &&
+         !(rec->batches[first].second > 0 && rec->batches[first].first > rec->batches[first].second))
+    ++first;
+  ASSERT_LT(first + 1, rec->batches.size()) << "no step read prompts beside the generating slot";
+  const auto [n_tokens, n_generating] = rec->batches[first + 1];
+  EXPECT_EQ(n_generating, 2) << "the short prompt did not generate from the step after its prompt";
+  EXPECT_GT(n_tokens, n_generating) << "the long prompt was read whole in one step: the test shows nothing";
+}
+
 // Shared prefixes: a request whose prompt starts like another slot's cached tokens (a common system prompt)
 // gets those K/V cells copied into its own slot instead of computing them again, and answers as a cold run.
 json batching_native(LocalServer& s, const std::string& prompt, int n, bool cache) {

@@ -6,6 +6,8 @@
 // mismatched drafts refused at load.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <thread>
 
 #include "core/error.h"
@@ -72,6 +74,27 @@ TEST(ServerSpeculative, NgramAnswersEqualPlainOnesAcrossSlots) {
       {{"prompt", kSpecPrompts[0]}, {"max_tokens", 120}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}});
   ASSERT_TRUE(st.well_formed) << st.error;
   EXPECT_EQ(chat_stream_text(st), plain[0]);
+}
+
+// /metrics counts a request's drafts before its client has the end: the engine is held right after the end went
+// out (the after_finish seam) while the client reads /metrics, so a count left for later in that step (the
+// last step's drafts were once added after the take_token() that ends the request) would read short here.
+TEST(ServerSpeculative, MetricsCountTheLastStepsDraftsBeforeTheEnd) {
+  // The model as its own draft accepts every draft token, so the last step carries drafts (the rest of the
+  // request's tokens but one) and ends the request.
+  server::ServerOptions o = with_spec(SpecType::Draft, 1);
+  std::promise<void> read;
+  std::shared_future<void> read_done = read.get_future().share();
+  o.after_finish = [read_done] { read_done.wait_for(std::chrono::seconds(10)); };
+  LocalServer s(o);
+  const json got = spec_completion(s, kSpecPrompts[0], 120);
+  const std::string m = s.get("/metrics")->body;
+  read.set_value();
+  const json& t = got["timings"];
+  ASSERT_TRUE(t.contains("draft_n"));
+  EXPECT_GT(t["draft_n_accepted"].get<int64_t>(), 0);
+  EXPECT_EQ(metric_value(m, "opal:draft_tokens_total"), t["draft_n"].get<double>());
+  EXPECT_EQ(metric_value(m, "opal:draft_tokens_accepted_total"), t["draft_n_accepted"].get<double>());
 }
 
 // llama.cpp's other draft-free modes in the slots: the same answers; ngram-mod's pool outlives a request.
