@@ -10,9 +10,14 @@
 
 namespace opal {
 
+// Whether large host buffers (>= 2 MiB) are advised onto transparent huge pages:
+// yes unless $OPAL_HOST_HUGE is "0" (read at each allocation).
+bool host_huge_pages();
+
 class HostBuffer : public Buffer {
  public:
-  HostBuffer(BufferType& type, uint64_t size);  // owns zeroed, 64-byte aligned memory (mmap when large)
+  HostBuffer(BufferType& type, uint64_t size);  // owns zeroed, 64-byte aligned memory (mmap when large,
+                                                // 2 MiB aligned on huge pages from 2 MiB)
   HostBuffer(BufferType& type, const void* data, uint64_t size);  // wraps (read-only use)
   ~HostBuffer() override;
   BufferType& type() const override { return type_; }
