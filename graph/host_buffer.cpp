@@ -15,18 +15,22 @@ namespace opal {
 // Buffers of 2 MiB or more also go on transparent huge pages, like the
 // weights (--lm huge): the mapping is over-mapped by 2 MiB, trimmed to a
 // 2 MiB-aligned start and a whole number of 2 MiB pages, and advised
-// MADV_HUGEPAGE. Commit stays lazy (no populate, no zeroing pass): an untouched
-// 2 MiB of cells costs nothing, a touched one costs its 2 MiB. A decode at depth
-// walks every cell of every layer's K and V (Qwen3 at d4096: ~470 MB, 115k
-// pages of 4 KiB), and on a guest with shadow page tables each 4 KiB page's
-// TLB miss costs more than on bare metal. OPAL_HOST_HUGE=0 turns the advice
-// off (plain 4 KiB pages, still 2 MiB aligned).
+// MADV_HUGEPAGE from its second 2 MiB on. A decode at depth walks every cell of
+// every layer's K and V (Qwen3 at d4096: ~470 MB, 115k pages of 4 KiB), and on
+// a guest with shadow page tables each 4 KiB page's TLB miss costs more than on
+// bare metal. Commit stays lazy (no populate, no zeroing pass), but a touched
+// huge page commits its whole 2 MiB: the first 2 MiB stay on 4 KiB pages so
+// that a short run, which touches the first cells of every layer's K and V
+// buffer, does not commit 2 MiB per buffer (+115 MB for Qwen3's 56 buffers).
+// $OPAL_HOST_HUGE: 0 = no advice (4 KiB pages, still 2 MiB aligned), 2 = the
+// whole buffer advised, else (default) from the second 2 MiB on.
 constexpr uint64_t kMmapThreshold = 1u << 20;
 constexpr uint64_t kHugePage = 2u << 20;
 
-bool host_huge_pages() {
+HostHuge host_huge_pages() {
   const char* env = std::getenv("OPAL_HOST_HUGE");
-  return !(env && std::string_view(env) == "0");
+  const std::string_view v = env ? env : "";
+  return v == "0" ? HostHuge::Off : v == "2" ? HostHuge::All : HostHuge::Tail;
 }
 
 namespace {
@@ -47,7 +51,9 @@ uint8_t* map_anonymous(uint64_t n, uint64_t* mapped) {
   const uint64_t head = uint64_t(aligned - base), tail = over - head - want;
   if (head) ::munmap(base, head);
   if (tail) ::munmap(aligned + want, tail);
-  if (host_huge_pages()) ::madvise(aligned, want, MADV_HUGEPAGE);  // a hint; failure is harmless
+  const HostHuge mode = host_huge_pages();
+  const uint64_t from = mode == HostHuge::All ? 0 : kHugePage;
+  if (mode != HostHuge::Off && want > from) ::madvise(aligned + from, want - from, MADV_HUGEPAGE);  // a hint
   return aligned;
 }
 

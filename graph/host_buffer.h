@@ -10,9 +10,11 @@
 
 namespace opal {
 
-// Whether large host buffers (>= 2 MiB) are advised onto transparent huge pages:
-// yes unless $OPAL_HOST_HUGE is "0" (read at each allocation).
-bool host_huge_pages();
+// Which part of a large host buffer (>= 2 MiB, 2 MiB aligned) is advised onto
+// transparent huge pages: $OPAL_HOST_HUGE 0 = none, 2 = all, else (default)
+// all but the first 2 MiB (read at each allocation; host_buffer.cpp says why).
+enum class HostHuge { Off, Tail, All };
+HostHuge host_huge_pages();
 
 class HostBuffer : public Buffer {
  public:
