@@ -17,6 +17,7 @@ slower than X times the median (default 2: "slow tokens") with their mean op-typ
 other tokens'. Standard library only.
 """
 import argparse
+import signal
 import statistics
 import sys
 
@@ -75,6 +76,7 @@ def split(rows, order):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under | head
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--summary", action="store_true", help="print the summary only")
