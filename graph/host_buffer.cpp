@@ -22,6 +22,10 @@ namespace opal {
 // huge page commits its whole 2 MiB: the first 2 MiB stay on 4 KiB pages so
 // that a short run, which touches the first cells of every layer's K and V
 // buffer, does not commit 2 MiB per buffer (+115 MB for Qwen3's 56 buffers).
+// The price of huge pages: the token whose cells enter a new 2 MiB of every
+// layer's buffers pays all those first touches at once (Qwen3: 56 faults,
+// 0.2-0.5 s on our PVM guest, against ~1.6 ms per token on 4 KiB pages;
+// docs/perf/s21-hp.md).
 // $OPAL_HOST_HUGE: 0 = no advice (4 KiB pages, still 2 MiB aligned), 2 = the
 // whole buffer advised, else (default) from the second 2 MiB on.
 constexpr uint64_t kMmapThreshold = 1u << 20;
