@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <string_view>
+
 #include "core/error.h"
 
 namespace opal {
@@ -9,15 +11,63 @@ namespace opal {
 // Large buffers (a KV cache sized for a model's whole trained context can be
 // gigabytes) come from anonymous mmap: the kernel hands out zero pages on
 // first touch, so cells never used cost neither a memset nor memory.
+//
+// Buffers of 2 MiB or more also go on transparent huge pages, like the
+// weights (--lm huge): the mapping is over-mapped by 2 MiB, trimmed to a
+// 2 MiB-aligned start and a whole number of 2 MiB pages, and advised
+// MADV_HUGEPAGE from its second 2 MiB on. A decode at depth walks every cell of
+// every layer's K and V (Qwen3 at d4096: ~470 MB, 115k pages of 4 KiB), and on
+// a guest with shadow page tables each 4 KiB page's TLB miss costs more than on
+// bare metal. Commit stays lazy (no populate, no zeroing pass), but a touched
+// huge page commits its whole 2 MiB: the first 2 MiB stay on 4 KiB pages so
+// that a short run, which touches the first cells of every layer's K and V
+// buffer, does not commit 2 MiB per buffer (+115 MB for Qwen3's 56 buffers).
+// The price of huge pages: the token whose cells enter a new 2 MiB of every
+// layer's buffers pays all those first touches at once (Qwen3: 56 faults,
+// 0.2-0.5 s on our PVM guest, against ~1.6 ms per token on 4 KiB pages;
+// docs/perf/s21-hp.md).
+// $OPAL_HOST_HUGE: 0 = no advice (4 KiB pages, still 2 MiB aligned), 2 = the
+// whole buffer advised, else (default) from the second 2 MiB on.
 constexpr uint64_t kMmapThreshold = 1u << 20;
+constexpr uint64_t kHugePage = 2u << 20;
+
+HostHuge host_huge_pages() {
+  const char* env = std::getenv("OPAL_HOST_HUGE");
+  const std::string_view v = env ? env : "";
+  return v == "0" ? HostHuge::Off : v == "2" ? HostHuge::All : HostHuge::Tail;
+}
+
+namespace {
+
+// n bytes of zeroed anonymous memory, 2 MiB aligned when n >= 2 MiB; sets
+// *mapped to the bytes to munmap.
+uint8_t* map_anonymous(uint64_t n, uint64_t* mapped) {
+  const bool huge = n >= kHugePage;
+  const uint64_t want = huge ? (n + kHugePage - 1) / kHugePage * kHugePage : n;
+  const uint64_t over = huge ? want + kHugePage : want;
+  void* p = ::mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* base = static_cast<uint8_t*>(p);
+  *mapped = want;
+  if (!huge) return base;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(base);
+  auto* aligned = reinterpret_cast<uint8_t*>((addr + kHugePage - 1) / kHugePage * kHugePage);
+  const uint64_t head = uint64_t(aligned - base), tail = over - head - want;
+  if (head) ::munmap(base, head);
+  if (tail) ::munmap(aligned + want, tail);
+  const HostHuge mode = host_huge_pages();
+  const uint64_t from = mode == HostHuge::All ? 0 : kHugePage;
+  if (mode != HostHuge::Off && want > from) ::madvise(aligned + from, want - from, MADV_HUGEPAGE);  // a hint
+  return aligned;
+}
+
+}  // namespace
 
 HostBuffer::HostBuffer(BufferType& type, uint64_t size) : type_(type), size_(size), owned_(true) {
   const uint64_t n = (size + 63) / 64 * 64;
   if (n >= kMmapThreshold) {
-    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) fail("out of memory allocating a {} byte {} buffer", size, type.name());
-    data_ = static_cast<uint8_t*>(p);
-    mapped_ = n;
+    data_ = map_anonymous(n, &mapped_);
+    if (!data_) fail("out of memory allocating a {} byte {} buffer", size, type.name());
     return;
   }
   data_ = static_cast<uint8_t*>(std::aligned_alloc(64, n ? n : 64));

@@ -10,9 +10,16 @@
 
 namespace opal {
 
+// Which part of a large host buffer (>= 2 MiB, 2 MiB aligned) is advised onto
+// transparent huge pages: $OPAL_HOST_HUGE 0 = none, 2 = all, else (default)
+// all but the first 2 MiB (read at each allocation; host_buffer.cpp says why).
+enum class HostHuge { Off, Tail, All };
+HostHuge host_huge_pages();
+
 class HostBuffer : public Buffer {
  public:
-  HostBuffer(BufferType& type, uint64_t size);  // owns zeroed, 64-byte aligned memory (mmap when large)
+  HostBuffer(BufferType& type, uint64_t size);  // owns zeroed, 64-byte aligned memory (mmap when large,
+                                                // 2 MiB aligned on huge pages from 2 MiB)
   HostBuffer(BufferType& type, const void* data, uint64_t size);  // wraps (read-only use)
   ~HostBuffer() override;
   BufferType& type() const override { return type_; }
