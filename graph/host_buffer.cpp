@@ -12,29 +12,30 @@ namespace opal {
 // gigabytes) come from anonymous mmap: the kernel hands out zero pages on
 // first touch, so cells never used cost neither a memset nor memory.
 //
-// Buffers of 2 MiB or more also go on transparent huge pages, like the
-// weights (--lm huge): the mapping is over-mapped by 2 MiB, trimmed to a
-// 2 MiB-aligned start and a whole number of 2 MiB pages, and advised
-// MADV_HUGEPAGE from its second 2 MiB on. A decode at depth walks every cell of
-// every layer's K and V (Qwen3 at d4096: ~470 MB, 115k pages of 4 KiB), and on
-// a guest with shadow page tables each 4 KiB page's TLB miss costs more than on
-// bare metal. Commit stays lazy (no populate, no zeroing pass), but a touched
-// huge page commits its whole 2 MiB: the first 2 MiB stay on 4 KiB pages so
-// that a short run, which touches the first cells of every layer's K and V
-// buffer, does not commit 2 MiB per buffer (+115 MB for Qwen3's 56 buffers).
-// The price of huge pages: the token whose cells enter a new 2 MiB of every
-// layer's buffers pays all those first touches at once (Qwen3: 56 faults,
-// 0.2-0.5 s on our PVM guest, against ~1.6 ms per token on 4 KiB pages;
-// docs/perf/s21-hp.md).
-// $OPAL_HOST_HUGE: 0 = no advice (4 KiB pages, still 2 MiB aligned), 2 = the
-// whole buffer advised, else (default) from the second 2 MiB on.
+// Buffers of 2 MiB or more are mapped 2 MiB aligned (over-mapped by 2 MiB and
+// trimmed to an aligned start and a whole number of 2 MiB) and can be advised
+// onto transparent huge pages, like the weights (--lm huge). Commit stays lazy
+// (no populate, no zeroing pass), but a touched huge page commits its whole
+// 2 MiB. The advice is opt-in, $OPAL_HOST_HUGE:
+//   unset / 0  no advice: 4 KiB pages (the default);
+//   1          advised from each buffer's second 2 MiB on, so a short run, which
+//              touches the first cells of every layer's K and V buffer, does not
+//              commit 2 MiB per buffer;
+//   2          the whole buffer advised (Qwen3's 56 K/V buffers: +115 MB RSS on a
+//              short run; tg64 @ d4096 --fa 1 10-20 % faster on our host).
+// Why it is not the default (docs/perf/long-contexts2.md, "Stop 21, hp"): with
+// 1 the decode at depth measured no faster than with 4 KiB pages, and with 1 or
+// 2 the token whose cells enter a new 2 MiB of every layer's buffers pays all
+// those first touches at once (Qwen3: 56 faults, 0.2-0.5 s on our PVM guest,
+// once every 1024 tokens), a stall a streaming user sees, where 4 KiB pages
+// spread the same cost at ~1.6 ms a token.
 constexpr uint64_t kMmapThreshold = 1u << 20;
 constexpr uint64_t kHugePage = 2u << 20;
 
 HostHuge host_huge_pages() {
   const char* env = std::getenv("OPAL_HOST_HUGE");
   const std::string_view v = env ? env : "";
-  return v == "0" ? HostHuge::Off : v == "2" ? HostHuge::All : HostHuge::Tail;
+  return v == "1" ? HostHuge::Tail : v == "2" ? HostHuge::All : HostHuge::Off;
 }
 
 namespace {

@@ -1,6 +1,6 @@
 // Large host buffers (graph/host_buffer.cpp): 2 MiB aligned, zeroed, usable,
-// and advised onto transparent huge pages past their first 2 MiB
-// (OPAL_HOST_HUGE=2: all of it, 0: none). The advice
+// and, when asked, advised onto transparent huge pages past their first 2 MiB
+// (OPAL_HOST_HUGE=1; 2: all of it; unset or 0: none, the default). The advice
 // is read back from /proc/self/smaps: MADV_HUGEPAGE sets the VMA's "hg" flag
 // whatever /sys/kernel/mm/transparent_hugepage/enabled says.
 #include <gtest/gtest.h>
@@ -67,6 +67,11 @@ bool advised(const void* p) { return vm_flags(p).find(" hg ") != std::string::np
 TEST_F(HostBufferHuge, SwitchChoosesTheAdvisedRange) {
   if (!thp_built()) GTEST_SKIP() << "the kernel has no transparent huge pages";
   unsetenv("OPAL_HOST_HUGE");
+  EXPECT_EQ(host_huge_pages(), HostHuge::Off);  // the default: no advice
+  auto plain = bt_.allocate(8 * kHuge);
+  EXPECT_FALSE(advised(static_cast<uint8_t*>(plain->base()) + 4 * kHuge));
+
+  setenv("OPAL_HOST_HUGE", "1", 1);
   EXPECT_EQ(host_huge_pages(), HostHuge::Tail);
   auto tail = bt_.allocate(8 * kHuge);
   auto* t = static_cast<uint8_t*>(tail->base());
