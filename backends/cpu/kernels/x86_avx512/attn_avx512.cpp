@@ -132,8 +132,7 @@ template <int H, int C>
     }
   for (int c = 0; c < C; ++c)
     for (int h = 0; h < H; ++h)
-      comb[h * ld + c] =
-          _mm512_add_ps(_mm512_add_ps(a[c][h][0], a[c][h][2]), _mm512_add_ps(a[c][h][1], a[c][h][3]));
+      comb[h * ld + c] = _mm512_add_ps(_mm512_add_ps(a[c][h][0], a[c][h][2]), _mm512_add_ps(a[c][h][1], a[c][h][3]));
 }
 
 // dots_f16 for H heads: tinyBLAS's one accumulator per head and cell, or ggml_vec_dot_f16's four, two cells at a
