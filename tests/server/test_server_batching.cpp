@@ -58,6 +58,21 @@ void record_steps(server::ServerOptions& o, std::shared_ptr<StepRecord> rec, std
   };
 }
 
+// A long prompt: `n` sentences of one story (about 15 tokens each).
+std::string story_prompt(int n) {
+  std::string p;
+  for (int i = 0; i < n; ++i) p += "Lily had a big red ball and she liked to play with it in the park. ";
+  return p;
+}
+
+// Waits (at most `seconds`) until done() holds; whether it did.
+template <class Done>
+bool wait_until(Done done, int seconds = 60) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return done();
+}
+
 TEST(ServerBatching, ConcurrentGreedyEqualsSequential) {
   // The concurrent phase's first decode waits until all four requests are in the server (at most 30 s), so
   // they overlap however the host schedules the client threads (on a loaded host each could otherwise finish
@@ -181,8 +196,7 @@ void batching_check_mixed_steps(int64_t n_ubatch, int64_t prompt_chunk, double b
   hold_decode_until_in_flight(o, hold, self, 2);
   LocalServer s(o);
   self = &s;
-  std::string long_prompt;
-  for (int i = 0; i < 12; ++i) long_prompt += "Lily had a big red ball and she liked to play with it in the park. ";
+  const std::string long_prompt = story_prompt(12);
   const std::string alone_long = completion(s, long_prompt, 4)["content"];
   const std::string alone_short = completion(s, kPrompts[0], 120)["content"];
   {
@@ -263,8 +277,7 @@ TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
   hold_decode_until_in_flight(o, hold, self, 4);
   LocalServer s(o);
   self = &s;
-  std::string long_prompt;
-  for (int i = 0; i < 20; ++i) long_prompt += "Lily had a big red ball and she liked to play with it in the park. ";
+  const std::string long_prompt = story_prompt(20);
   const std::string alone_long = completion(s, long_prompt, 4)["content"];  // also measures a prompt token's cost
   const std::string alone_short = completion(s, kPrompts[0], 120)["content"];
   {
@@ -275,10 +288,7 @@ TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
   armed = true;
   std::string together_short;
   std::thread generating([&] { together_short = completion(s, kPrompts[0], 120)["content"]; });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!hold.load() && !(std::chrono::steady_clock::now() > deadline))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_TRUE(hold.load()) << "the first request never generated";
+  ASSERT_TRUE(wait_until([&] { return hold.load(); })) << "the first request never generated";
   std::string together_long[3];
   std::vector<std::thread> readers;
   for (auto& out : together_long)
@@ -319,8 +329,7 @@ TEST(ServerBatching, ShortPromptGoesBeforeAnOlderLongOne) {
   hold_decode_until_in_flight(o, hold, self, 3);
   LocalServer s(o);
   self = &s;
-  std::string long_prompt;
-  for (int i = 0; i < 20; ++i) long_prompt += "Lily had a big red ball and she liked to play with it in the park. ";
+  const std::string long_prompt = story_prompt(20);
   const std::string alone_long = completion(s, long_prompt, 4)["content"];  // also measures a prompt token's cost
   const std::string alone_short = completion(s, kPrompts[1], 8)["content"];
   {
@@ -329,14 +338,10 @@ TEST(ServerBatching, ShortPromptGoesBeforeAnOlderLongOne) {
   }
   armed = true;
   std::thread generating([&] { completion(s, kPrompts[0], 120); });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!hold.load() && !(std::chrono::steady_clock::now() > deadline))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_TRUE(hold.load()) << "the first request never generated";
+  ASSERT_TRUE(wait_until([&] { return hold.load(); })) << "the first request never generated";
   std::string got_long, got_short;
   std::thread older([&] { got_long = completion(s, long_prompt, 4)["content"]; });
-  while (s.server().in_flight() < 2 && !(std::chrono::steady_clock::now() > deadline))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(wait_until([&] { return s.server().in_flight() >= 2; })) << "the long request never arrived";
   std::thread newer([&] { got_short = completion(s, kPrompts[1], 8)["content"]; });
   older.join();
   newer.join();
