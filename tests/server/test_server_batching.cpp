@@ -58,6 +58,29 @@ void record_steps(server::ServerOptions& o, std::shared_ptr<StepRecord> rec, std
   };
 }
 
+// Options whose step decisions are the policy's, not the host's: n_ubatch 512, --prompt-chunk 256, a 110 ms step
+// budget, and step costs from the step_cost_ms seam (10 ms a step + 1 ms a prompt token).
+server::ServerOptions seam_budget_options(int slots) {
+  server::ServerOptions o = default_options(slots, slots * 1024);
+  o.n_ubatch = 512;
+  o.prompt_chunk = 256;
+  o.step_budget_ms = 110;
+  o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
+  return o;
+}
+
+// The steps of a server recorded (record_steps); once `armed`, its first generating step waits until `n` requests
+// are in it (hold_decode_until_in_flight). Declare it before the LocalServer and set `self` to it.
+struct HeldSteps {
+  std::shared_ptr<StepRecord> rec = std::make_shared<StepRecord>();
+  std::atomic<bool> armed{false}, hold{false};
+  std::atomic<LocalServer*> self{nullptr};
+  void attach(server::ServerOptions& o, int n) {
+    record_steps(o, rec, armed, hold);
+    hold_decode_until_in_flight(o, hold, self, n);
+  }
+};
+
 // A long prompt: `n` sentences of one story (about 15 tokens each).
 std::string story_prompt(int n) {
   std::string p;
@@ -263,32 +286,25 @@ TEST(ServerBatching, StepBudgetBoundsPromptTokensBesideDecoding) { batching_chec
 // costs come from the step_cost_ms seam (10 ms a step + 1 ms a prompt token), so the decisions are the policy's,
 // not the host's. The answers stay those of the requests alone.
 TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
-  server::ServerOptions o = default_options(4, 4 * 1024);
-  o.n_ubatch = 512;
-  o.prompt_chunk = 256;
-  o.step_budget_ms = 110;
-  o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
-  auto rec = std::make_shared<StepRecord>();
+  server::ServerOptions o = seam_budget_options(4);
   // Once armed, the first step with a generating slot waits (at most 30 s) until the three long requests are in
   // the server too, so they wait for their prompts together beside it.
-  std::atomic<bool> armed{false}, hold{false};
-  std::atomic<LocalServer*> self{nullptr};
-  record_steps(o, rec, armed, hold);
-  hold_decode_until_in_flight(o, hold, self, 4);
+  HeldSteps h;
+  h.attach(o, 4);
   LocalServer s(o);
-  self = &s;
+  h.self = &s;
   const std::string long_prompt = story_prompt(20);
   const std::string alone_long = completion(s, long_prompt, 4)["content"];  // also measures a prompt token's cost
   const std::string alone_short = completion(s, kPrompts[0], 120)["content"];
   {
-    std::lock_guard<std::mutex> lk(rec->mu);
-    rec->batches.clear();
+    std::lock_guard<std::mutex> lk(h.rec->mu);
+    h.rec->batches.clear();
   }
 
-  armed = true;
+  h.armed = true;
   std::string together_short;
   std::thread generating([&] { together_short = completion(s, kPrompts[0], 120)["content"]; });
-  ASSERT_TRUE(wait_until([&] { return hold.load(); })) << "the first request never generated";
+  ASSERT_TRUE(wait_until([&] { return h.hold.load(); })) << "the first request never generated";
   std::string together_long[3];
   std::vector<std::thread> readers;
   for (auto& out : together_long)
@@ -298,9 +314,9 @@ TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
   for (const auto& out : together_long) EXPECT_EQ(out, alone_long);
   EXPECT_EQ(together_short, alone_short);
 
-  std::lock_guard<std::mutex> lk(rec->mu);
+  std::lock_guard<std::mutex> lk(h.rec->mu);
   int64_t most = 0;
-  for (const auto& [n_tokens, n_generating] : rec->batches) {
+  for (const auto& [n_tokens, n_generating] : h.rec->batches) {
     if (n_generating == 0) continue;
     EXPECT_LE(n_tokens, 512) << "a step with a generating slot carried more than n_ubatch tokens";
     EXPECT_LE(n_tokens - n_generating, 256 * 3 / 4) << "more than the waiting slots' share of --prompt-chunk";
@@ -316,29 +332,22 @@ TEST(ServerBatching, WaitingSlotsStretchTheStepBudget) {
 // 170 tokens) holds the short prompt's rest and part of the long one, so the short request generates from the
 // next step on while the long prompt is still read. Oldest first, the short one waited for the long one.
 TEST(ServerBatching, ShortPromptGoesBeforeAnOlderLongOne) {
-  server::ServerOptions o = default_options(3, 3 * 1024);
+  server::ServerOptions o = seam_budget_options(3);
   o.copy_prefixes = false;  // each prompt read whole (completion() also sends cache_prompt false)
-  o.n_ubatch = 512;
-  o.prompt_chunk = 256;
-  o.step_budget_ms = 110;
-  o.step_cost_ms = [](int64_t n_prompt, int64_t) { return 10.0 + double(n_prompt); };
-  auto rec = std::make_shared<StepRecord>();
-  std::atomic<bool> armed{false}, hold{false};
-  std::atomic<LocalServer*> self{nullptr};
-  record_steps(o, rec, armed, hold);
-  hold_decode_until_in_flight(o, hold, self, 3);
+  HeldSteps h;
+  h.attach(o, 3);
   LocalServer s(o);
-  self = &s;
+  h.self = &s;
   const std::string long_prompt = story_prompt(20);
   const std::string alone_long = completion(s, long_prompt, 4)["content"];  // also measures a prompt token's cost
   const std::string alone_short = completion(s, kPrompts[1], 8)["content"];
   {
-    std::lock_guard<std::mutex> lk(rec->mu);
-    rec->batches.clear();
+    std::lock_guard<std::mutex> lk(h.rec->mu);
+    h.rec->batches.clear();
   }
-  armed = true;
+  h.armed = true;
   std::thread generating([&] { completion(s, kPrompts[0], 120); });
-  ASSERT_TRUE(wait_until([&] { return hold.load(); })) << "the first request never generated";
+  ASSERT_TRUE(wait_until([&] { return h.hold.load(); })) << "the first request never generated";
   std::string got_long, got_short;
   std::thread older([&] { got_long = completion(s, long_prompt, 4)["content"]; });
   EXPECT_TRUE(wait_until([&] { return s.server().in_flight() >= 2; })) << "the long request never arrived";
@@ -351,13 +360,13 @@ TEST(ServerBatching, ShortPromptGoesBeforeAnOlderLongOne) {
 
   // The first step with prompt tokens beside the generating slot read the short prompt whole: the next one has
   // two generating slots and still carries the long prompt's rest.
-  std::lock_guard<std::mutex> lk(rec->mu);
+  std::lock_guard<std::mutex> lk(h.rec->mu);
   size_t first = 0;
-  while (first < rec->batches.size() &&
-         !(rec->batches[first].second > 0 && rec->batches[first].first > rec->batches[first].second))
+  while (first < h.rec->batches.size() &&
+         !(h.rec->batches[first].second > 0 && h.rec->batches[first].first > h.rec->batches[first].second))
     ++first;
-  ASSERT_LT(first + 1, rec->batches.size()) << "no step read prompts beside the generating slot";
-  const auto [n_tokens, n_generating] = rec->batches[first + 1];
+  ASSERT_LT(first + 1, h.rec->batches.size()) << "no step read prompts beside the generating slot";
+  const auto [n_tokens, n_generating] = h.rec->batches[first + 1];
   EXPECT_EQ(n_generating, 2) << "the short prompt did not generate from the step after its prompt";
   EXPECT_GT(n_tokens, n_generating) << "the long prompt was read whole in one step: the test shows nothing";
 }
