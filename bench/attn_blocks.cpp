@@ -71,7 +71,7 @@ struct Halves {
   Halves& operator=(const Halves&) = delete;
 };
 
-void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, bool huge, bool v_trans) {
+void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, bool huge) {
   set_isa(isa);
   const int64_t cells = depth + kTokens, e = sh.hkv * sh.d;
   std::mt19937 rng(5);
@@ -82,7 +82,7 @@ void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa
   std::vector<float> q(size_t(sh.d * sh.hq * kTokens)), out(q.size());
   for (auto& x : q) x = nd(rng);
   bench::AttentionCall call({sh.hq, sh.hkv, sh.d}, q.data(), out.data(), kTokens, depth, DType::F16, kc.p, DType::F16,
-                            vc.p, cells, /*flash=*/false, v_trans);
+                            vc.p, cells, /*flash=*/false);
   if (const std::string why = call.unsupported(); !why.empty()) {
     state.SkipWithError(why.c_str());
     return;
@@ -253,14 +253,12 @@ const int kRegistered = [] {
   for (const Shape& sh : shapes)
     for (int64_t depth : {0, 4096, 16384})
       for (Isa isa : isas)
-        for (bool huge : {false, true})
-          for (bool v_trans : {false, true}) {  // "/vt": the transposed V of -fa 0 (stop 20)
-            const std::string name = std::string("prompt/") + sh.name + "/d" + std::to_string(depth) + "/" +
-                                     isa_name(isa) + (huge ? "/thp" : "/4k") + (v_trans ? "/vt" : "");
-            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
-              run_prompt(s, sh, depth, isa, huge, v_trans);
-            })->Unit(benchmark::kMillisecond);
-          }
+        for (bool huge : {false, true}) {
+          const std::string name = std::string("prompt/") + sh.name + "/d" + std::to_string(depth) + "/" +
+                                   isa_name(isa) + (huge ? "/thp" : "/4k");
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { run_prompt(s, sh, depth, isa, huge); })
+              ->Unit(benchmark::kMillisecond);
+        }
   return 0;
 }();
 

@@ -122,7 +122,7 @@ Caches& caches_for(const Shape& sh, int64_t cells, DType tk, DType tv, Pages pag
 }
 
 void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool flash, DType tk, DType tv, Isa isa,
-                Pages pages, bool v_trans) {
+                Pages pages) {
   set_isa(isa);
   const int64_t cells = depth + 1;
   Caches& c = caches_for(sh, cells, tk, tv, pages);
@@ -131,7 +131,7 @@ void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool fl
   std::vector<float> q(size_t(sh.d * sh.hq)), out(size_t(sh.d * sh.hq));
   for (auto& x : q) x = nd(rng);
   bench::AttentionCall call({sh.hq, sh.hkv, sh.d}, q.data(), out.data(), 1, depth, tk, c.k->data(), tv, c.v->data(),
-                            cells, flash, v_trans);
+                            cells, flash);
   if (const std::string why = call.unsupported(); !why.empty()) {
     state.SkipWithError(why.c_str());
     return;
@@ -235,19 +235,16 @@ const int kRegistered = [] {
     for (int64_t depth : {4096, 16384})
       for (DType t : types)
         for (Pages pages : {Pages::k4, Pages::thp, Pages::l3})
-          for (int form : {0, 1, 2}) {  // fa 0 row-major V (before stop 20), fa 0 transposed V ("fa0t"), fa 1
-            const bool flash = form == 2, v_trans = form == 1;
+          for (bool flash : {false, true}) {
             const DType tv = flash ? t : DType::F16;
             for (Isa isa : supported_isas()) {
               if (isa != Isa::avx512 && isa != Isa::avx2) continue;
               const std::string name = std::string("decode/") + sh.name + "/d" + std::to_string(depth) + "/fa" +
-                                       (flash     ? "1/"
-                                        : v_trans ? "0t/"
-                                                  : "0/") +
+                                       (flash ? "1/" : "0/") +
                                        dtype_name(t) + "-" + dtype_name(tv) + "/" + isa_name(isa) + "/" +
                                        pages_name(pages);
               benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
-                run_decode(s, sh, depth, flash, t, tv, isa, pages, v_trans);
+                run_decode(s, sh, depth, flash, t, tv, isa, pages);
               })->Unit(benchmark::kMicrosecond);
             }
           }

@@ -1,8 +1,7 @@
 // One layer's ATTENTION node (backends/cpu/ops/attention.cpp) over buffers the benchmark owns, run on one
 // thread: the setup bench_attn_blocks (prompts at depth) and bench_attn_decode (one token at depth) share.
 // Query rows are `tokens` consecutive positions from `first` in sequence 0; the cache holds `cells` cells
-// in position order, all of sequence 0 (cell c at position c). v_trans: V is the transposed -fa 0 cache
-// ([cells, hkv * d], KvCache::v_trans), the same bytes.
+// in position order, all of sequence 0 (cell c at position c).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -32,14 +31,14 @@ class AttentionCall {
  public:
   // q: [d, hq, tokens] f32; out: [d * hq, tokens] f32; k, v: [hkv * d, cells] of types tk, tv.
   AttentionCall(const AttentionShape& sh, float* q, float* out, int64_t tokens, int64_t first, DType tk, void* k,
-                DType tv, void* v, int64_t cells, bool flash, bool v_trans = false)
+                DType tv, void* v, int64_t cells, bool flash)
       : tok_(size_t(2 * tokens)), info_(size_t(2 * cells)) {
     for (int64_t t = 0; t < tokens; ++t) tok_[size_t(2 * t)] = int32_t(first + t), tok_[size_t(2 * t + 1)] = 0;
     for (int64_t c = 0; c < cells; ++c) info_[size_t(2 * c)] = int32_t(c), info_[size_t(2 * c + 1)] = 0;
     const int64_t e = sh.hkv * sh.d;
     q_ = host_tensor(DType::F32, q, sh.d, sh.hq, tokens);
     k_ = host_tensor(tk, k, e, cells);
-    v_ = v_trans ? host_tensor(tv, v, cells, e) : host_tensor(tv, v, e, cells);
+    v_ = host_tensor(tv, v, e, cells);
     tokens_ = host_tensor(DType::I32, tok_.data(), 2, tokens);
     cells_ = host_tensor(DType::I32, info_.data(), 2, cells);
     node_ = host_tensor(DType::F32, out, sh.d * sh.hq, tokens);
@@ -51,7 +50,6 @@ class AttentionCall {
     node_.src[kAttnCells] = &cells_;
     node_.iparams[0] = int32_t(sh.hkv);
     node_.iparams[2] = flash ? 1 : 0;
-    node_.iparams[3] = v_trans ? 1 : 0;
     node_.fparams[0] = 1.0f / std::sqrt(float(sh.d));
     work_.resize(cpu::work_size(node_, pool_.size()) + 64);
     aligned_ = work_.data() + (64 - reinterpret_cast<uintptr_t>(work_.data()) % 64) % 64;

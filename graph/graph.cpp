@@ -163,27 +163,23 @@ Tensor* Graph::rope(Tensor* x, Tensor* pos, Tensor* freq_factors, int n_rot, Rop
   return t;
 }
 
-Tensor* Graph::kv_store(Tensor* cache, Tensor* x, Tensor* cells, bool transposed) {
+Tensor* Graph::kv_store(Tensor* cache, Tensor* x, Tensor* cells) {
   require(cells->type == DType::I32 && x->type == DType::F32 && x->is_contiguous() &&
-              cache->ne[transposed ? 1 : 0] * cells->ne[0] == x->n_elements(),
+              cache->ne[0] * cells->ne[0] == x->n_elements(),
           "KV_STORE", cache, x, "needs contiguous f32 rows of the cache's width, one cell index per row");
-  require(!transposed || !dtype_traits(cache->type).quantized, "KV_STORE", cache, x,
-          "a transposed cache must not be quantized");
   Tensor* t = new_node(Op::KvStore, cache->type, cache->ne, {cache, x, cells});
   t->nb = cache->nb;
-  t->iparams[0] = transposed ? 1 : 0;
   return t;
 }
 
 Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale,
-                         int window, bool flash, bool v_trans) {
+                         int window, bool flash) {
   const int64_t dk = q->ne[0], hq = q->ne[1], T = q->ne[2];
   require(q->type == DType::F32 && q->is_contiguous(), "ATTENTION", q, nullptr, "q must be contiguous f32");
   require(n_head_kv > 0 && hq % n_head_kv == 0, "ATTENTION", q, nullptr, "n_head must be a multiple of n_head_kv");
   require(k->ne[0] == dk * n_head_kv, "ATTENTION", q, k, "k cache rows must be head_dim * n_head_kv");
-  const int64_t v_cols = v_trans ? v->ne[1] : v->ne[0], v_cells = v_trans ? v->ne[0] : v->ne[1];
-  require(v_cols % n_head_kv == 0 && v_cells == k->ne[1], "ATTENTION", k, v, "v cache shape");
-  require(!(v_trans && flash), "ATTENTION", k, v, "the tiled (flash) attention never reads a transposed V cache");
+  const int64_t v_cols = v->ne[0];
+  require(v_cols % n_head_kv == 0 && v->ne[1] == k->ne[1], "ATTENTION", k, v, "v cache shape");
   require(tokens->type == DType::I32 && tokens->ne[0] == 2 && tokens->ne[1] == T, "ATTENTION", q, tokens,
           "token info must be i32 [2, T]");
   require(cells->type == DType::I32 && cells->ne[0] == 2 && cells->ne[1] == k->ne[1], "ATTENTION", k, cells,
@@ -194,7 +190,6 @@ Tensor* Graph::attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor
   t->iparams[0] = n_head_kv;
   t->iparams[1] = window;
   t->iparams[2] = flash ? 1 : 0;
-  t->iparams[3] = v_trans ? 1 : 0;
   t->fparams[0] = scale;
   return t;
 }

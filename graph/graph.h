@@ -90,8 +90,6 @@ enum class RopeMode : int32_t { Normal = 0, Neox = 2 };  // ggml's numbering
 // Token t attends to every cell with the same seq and pos <= its pos; with a
 // sliding window W = iparams[1] > 0, only those with pos_token - pos_cell < W.
 // iparams[0] = Hkv; fparams[0] = scale (usually 1/sqrt(Dk)). Output F32 [Dv*Hq, T].
-// iparams[3] = 1: the v cache is transposed, [n_cells, Dv*Hkv] (one row per value column over every cell, as
-// llama.cpp stores V without flash attention; KvCache::v_trans); never with flash (iparams[2]).
 // With an F16 cache, q and the softmax probabilities are rounded to f16 before
 // the two products, as llama.cpp's (non flash-attention) path does.
 enum AttentionSrc { kAttnQ = 0, kAttnK = 1, kAttnV = 2, kAttnTokens = 3, kAttnCells = 4 };
@@ -175,12 +173,8 @@ struct Tensor {
 // Contiguous strides for a shape of type t.
 std::array<uint64_t, kMaxDims> contiguous_strides(DType t, const std::array<int64_t, kMaxDims>& ne);
 
-// Whether an Attention node's v cache is transposed (iparams[3]), and its value columns per kv head (Dv).
-inline bool attention_v_trans(const Tensor& node) { return node.iparams[3] != 0; }
-inline int64_t attention_dv(const Tensor& node) {
-  const Tensor& v = *node.src[kAttnV];
-  return (attention_v_trans(node) ? v.ne[1] : v.ne[0]) / node.iparams[0];
-}
+// An Attention node's value columns per kv head (Dv).
+inline int64_t attention_dv(const Tensor& node) { return node.src[kAttnV]->ne[0] / node.iparams[0]; }
 
 // A graph owns its tensors (stable addresses) and the order of its nodes.
 class Graph {
@@ -206,13 +200,11 @@ class Graph {
   Tensor* mul_mat_id(Tensor* experts, Tensor* x, Tensor* ids);
   Tensor* rope(Tensor* x, Tensor* pos, Tensor* freq_factors, int n_rot, RopeMode mode, float freq_base,
                float freq_scale);
-  // transposed (iparams[0] = 1): cache [n_cells, E], token t written as column cells[t] (a transposed V cache).
-  Tensor* kv_store(Tensor* cache, Tensor* x, Tensor* cells, bool transposed = false);
+  Tensor* kv_store(Tensor* cache, Tensor* x, Tensor* cells);
   // window > 0: sliding-window attention (see AttentionSrc). flash: iparams[2] = 1, the tiled form with an
   // online softmax that never holds a whole row of scores (-fa on; the CPU's ops/attention_flash.cpp).
-  // v_trans: v is a transposed cache (iparams[3], see AttentionSrc); not with flash.
   Tensor* attention(Tensor* q, Tensor* k, Tensor* v, Tensor* tokens, Tensor* cells, int n_head_kv, float scale,
-                    int window = 0, bool flash = false, bool v_trans = false);
+                    int window = 0, bool flash = false);
   Tensor* swiglu(Tensor* gate, Tensor* up);
   Tensor* silu(Tensor* x);
   Tensor* softmax(Tensor* x);

@@ -38,8 +38,6 @@ struct GraphInputs {
   Tensor* swa_store_cells = nullptr;
   // Attention by tiles with an online softmax (ATTENTION iparams[2]; the context's flash-attention setting).
   bool flash_attn = false;
-  // V caches stored transposed (KvCache::v_trans: KV_STORE iparams[0], ATTENTION iparams[3]); never with flash_attn.
-  bool v_trans = false;
 };
 
 struct BuildContext {

@@ -36,9 +36,9 @@ Tensor* build_attention(BuildContext& c, int64_t il, Tensor* x, const AttentionW
   const bool own_cache = la.kind == AttentionKind::SlidingWindow && c.in.swa_cell_info;  // the sliding cache
   Tensor* cells = own_cache ? c.in.swa_store_cells : c.in.store_cells;
   Tensor* ks = g.kv_store(c.in.k_cache[il], k, cells);
-  Tensor* vs = g.kv_store(c.in.v_cache[il], v, cells, c.in.v_trans);
+  Tensor* vs = g.kv_store(c.in.v_cache[il], v, cells);
   Tensor* a = g.attention(q, ks, vs, c.in.token_info, own_cache ? c.in.swa_cell_info : c.in.cell_info,
-                          int(hp.n_head_kv), la.kq_scale, la.window, c.in.flash_attn, c.in.v_trans);
+                          int(hp.n_head_kv), la.kq_scale, la.window, c.in.flash_attn);
   g.named(a, fmt::format("blk.{}.attn", il));
   return g.named(g.mul_mat(w.wo, a), fmt::format("blk.{}.attn_out", il));
 }

@@ -120,11 +120,11 @@ Tensor* build_gemma4(BuildContext& c) {
       Tensor* v = g.rms_norm(g.reshape(g.mul_mat(w(il, "attn_v"), h), {hdv, hp.n_head_kv, T, 1}), hp.rms_eps);
       Tensor* cells = sliding ? c.in.swa_store_cells : c.in.store_cells;
       ks[size_t(il)] = g.kv_store(c.in.k_cache[size_t(il)], k, cells);
-      vs[size_t(il)] = g.kv_store(c.in.v_cache[size_t(il)], v, cells, c.in.v_trans);
+      vs[size_t(il)] = g.kv_store(c.in.v_cache[size_t(il)], v, cells);
     }
     Tensor* a =
         g.attention(q, ks[size_t(src)], vs[size_t(src)], c.in.token_info, sliding ? c.in.swa_cell_info : c.in.cell_info,
-                    int(hp.n_head_kv), 1.0f, la.window, c.in.flash_attn, c.in.v_trans);
+                    int(hp.n_head_kv), 1.0f, la.window, c.in.flash_attn);
     g.named(a, fmt::format("blk.{}.attn", il));
     Tensor* cur = build_rms_norm(c, g.mul_mat(w(il, "attn_output"), a), w(il, "post_attention_norm"));
     Tensor* ffn_inp = g.add(cur, x);

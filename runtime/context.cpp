@@ -43,16 +43,6 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
     state_ = std::make_unique<RecurrentState>(hp, params_.n_seq_max, bt);
     return;
   }
-  // V transposed (llama.cpp's layout without flash attention, KvCache::v_trans) only when asked for
-  // ($OPAL_V_TRANS=1) and only the host runs the graph: an accelerator's attention (ET) reads row-major V, and
-  // would hand the node back to the CPU. Off by default: a transposed row is n_ctx cells long, so at a few
-  // cells every token's write and read touch one line in each of n_embd_v_gqa rows, a page apart, and in a
-  // context sized for depth the depth-0 rows lost 15-19 % on the quiet host (docs/PERF.md "Stop 20, vt").
-  const auto& devices = model.registry().devices();
-  const char* v_trans_env = std::getenv("OPAL_V_TRANS");
-  const bool v_trans =
-      v_trans_env && std::string_view(v_trans_env) == "1" && !flash_ &&
-      std::all_of(devices.begin(), devices.end(), [](const Device* d) { return d->role() == DeviceRole::Host; });
   std::vector<uint8_t> swa = hp.swa_layers, global(size_t(hp.n_layer), 1);
   bool any_swa = false;
   for (size_t il = 0; il < swa.size(); ++il) {
@@ -63,10 +53,10 @@ Context::Context(const Model& model, const ContextParams& params) : model_(model
   const int64_t n_swa_cells = std::min(
       params_.n_ctx, (hp.n_swa * params_.n_seq_max + std::min(params_.n_ubatch, params_.n_ctx) + 255) / 256 * 256);
   if (any_swa && !params_.swa_full && n_swa_cells < params_.n_ctx) {
-    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, type_k, type_v, bt, global, 0, v_trans);
-    kv_swa_ = std::make_unique<KvCache>(hp, n_swa_cells, type_k, type_v, bt, swa, hp.n_swa, v_trans);
+    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, type_k, type_v, bt, global, 0);
+    kv_swa_ = std::make_unique<KvCache>(hp, n_swa_cells, type_k, type_v, bt, swa, hp.n_swa);
   } else {
-    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, type_k, type_v, bt, std::vector<uint8_t>{}, 0, v_trans);
+    kv_ = std::make_unique<KvCache>(hp, params_.n_ctx, type_k, type_v, bt);
   }
 }
 
@@ -207,7 +197,6 @@ std::unique_ptr<Graph> Context::build_graph(int64_t T, int64_t n_out, GraphInput
     in.v_cache.push_back(own ? g->external(kv.v(il)) : nullptr);
   }
   in.flash_attn = flash_;
-  in.v_trans = kv_ && kv_->v_trans();
   BuildContext c{*g, model_, model_.hparams(), in, T, hidden};
   logits = model_.arch().build(c);
   g->mark_output(logits);

@@ -9,12 +9,11 @@
 namespace opal {
 
 KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v, BufferType& bt,
-                 std::vector<uint8_t> layers, int64_t window, bool v_trans)
+                 std::vector<uint8_t> layers, int64_t window)
     : n_cells_(n_cells),
       type_(type_k),
       type_v_(type_v),
-      window_(window),
-      v_trans_(v_trans && !dtype_traits(type_v).quantized) {
+      window_(window) {
   for (DType type : {type_k, type_v})
     if (type != DType::F16 && type != DType::F32 && type != DType::BF16 && type != DType::Q8_0 && type != DType::Q4_0)
       fail("KV cache type {} is not supported (use f16, bf16, f32, q8_0 or q4_0)", dtype_name(type));
@@ -29,10 +28,10 @@ KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v,
   }
   k_.resize(size_t(hp.n_layer));
   v_.resize(size_t(hp.n_layer));
-  auto init = [&](Tensor& t, const std::string& name, int64_t e, DType type, bool trans = false) {
+  auto init = [&](Tensor& t, const std::string& name, int64_t e, DType type) {
     t.name = name;
     t.type = type;
-    t.ne = {trans ? n_cells : e, trans ? e : n_cells, 1, 1};
+    t.ne = {e, n_cells, 1, 1};
     t.nb = contiguous_strides(type, t.ne);
     t.role = TensorRole::Cache;
     buffers_.push_back(bt.allocate(t.nbytes()));
@@ -43,7 +42,7 @@ KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v,
     if (!layers.empty() && !layers[size_t(il)]) continue;  // held by another cache
     if (!hp.has_kv(il)) continue;                          // reads an earlier layer's K/V (Gemma 4)
     init(k_[size_t(il)], fmt::format("cache_k.{}", il), hp.n_embd_k_gqa(il), type_k);
-    init(v_[size_t(il)], fmt::format("cache_v.{}", il), hp.n_embd_v_gqa(il), type_v, v_trans_);
+    init(v_[size_t(il)], fmt::format("cache_v.{}", il), hp.n_embd_v_gqa(il), type_v);
   }
   cell_info_.name = "kv_cells";
   cell_info_.type = DType::I32;
@@ -173,23 +172,8 @@ void KvCache::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
       t.buffer->write(uint64_t(to[i]) * t.nb[1], static_cast<const uint8_t*>(t.data) + uint64_t(from[i]) * t.nb[1],
                       t.nb[1]);
   };
-  // A transposed V: each column's row read once, its cells moved in memory, the span written back.
-  auto copy_columns = [&](Tensor& t) {
-    if (!t.data || from.empty()) return;
-    const uint64_t es = uint64_t(type_size(t.type));
-    const int32_t lo = *std::min_element(to.begin(), to.end()), hi = *std::max_element(to.begin(), to.end());
-    std::vector<uint8_t> row(size_t(t.nb[1]));
-    for (int64_t i = 0; i < t.ne[1]; ++i) {
-      const uint8_t* src = static_cast<const uint8_t*>(t.data) + uint64_t(i) * t.nb[1];
-      std::copy(src, src + t.nb[1], row.begin());
-      for (size_t j = 0; j < from.size(); ++j)
-        std::copy(src + uint64_t(from[j]) * es, src + uint64_t(from[j] + 1) * es, row.begin() + int64_t(to[j] * es));
-      t.buffer->write(uint64_t(i) * t.nb[1] + uint64_t(lo) * es, row.data() + uint64_t(lo) * es,
-                      uint64_t(hi - lo + 1) * es);
-    }
-  };
   for (Tensor& t : k_) copy_rows(t);
-  for (Tensor& t : v_) v_trans_ ? copy_columns(t) : copy_rows(t);
+  for (Tensor& t : v_) copy_rows(t);
   for (size_t i = 0; i < from.size(); ++i) {
     info()[2 * to[i]] = info()[2 * from[i]];
     info()[2 * to[i] + 1] = dst;

@@ -6,11 +6,6 @@
 // need not be contiguous. The metadata is kept in an I32 [2, n_cells] tensor
 // that the attention op reads directly.
 //
-// With v_trans (a context without flash attention, V f16 / bf16 / f32) V is stored transposed, as llama.cpp
-// stores it then: per layer [n_cells, n_embd_v_gqa], one row per value column holding every cell, so that the
-// -fa 0 attention's V product is a contiguous dot per column (backends/cpu/ops/attention.cpp). A quantized V
-// keeps the row-major layout (only the tiled attention reads it).
-//
 // A cache may hold only some layers (`layers`): a model with sliding-window
 // layers (Gemma) gets one cache of n_ctx cells for its global layers and one
 // of about window + ubatch cells for its sliding layers (llama.cpp's
@@ -30,17 +25,15 @@ namespace opal {
 
 class KvCache {
  public:
-  // layers: which layers this cache holds (empty: all); window: > 0 for a sliding-window cache; v_trans: V
-  // transposed (ignored for a quantized V).
+  // layers: which layers this cache holds (empty: all); window: > 0 for a sliding-window cache.
   // type_k / type_v: f16, bf16, f32, q8_0 or q4_0; throws opal::Error for another type or, quantized, a head
   // size that is not a whole number of blocks.
   KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v, BufferType& buffer_type,
-          std::vector<uint8_t> layers = {}, int64_t window = 0, bool v_trans = false);
+          std::vector<uint8_t> layers = {}, int64_t window = 0);
 
   int64_t n_cells() const { return n_cells_; }
   DType type() const { return type_; }  // K's
   DType type_v() const { return type_v_; }
-  bool v_trans() const { return v_trans_; }  // V is [n_cells, n_embd_v_gqa] per layer
   Tensor* k(int64_t layer) { return &k_[layer]; }
   Tensor* v(int64_t layer) { return &v_[layer]; }
   bool has_layer(int64_t layer) const { return k_[size_t(layer)].data != nullptr; }
@@ -82,7 +75,6 @@ class KvCache {
   int64_t n_cells_;
   DType type_, type_v_;
   int64_t window_ = 0;
-  bool v_trans_ = false;
   std::vector<Tensor> k_, v_;
   Tensor cell_info_;
   std::vector<std::unique_ptr<Buffer>> buffers_;

@@ -79,24 +79,16 @@ TEST_P(KvOps, CopiedSequenceContinuesLikeTheOriginal) {
   EXPECT_EQ(kv_last_logits(*ctx), want);
 }
 
-// An f16 cache without flash attention stores V transposed (KvCache::v_trans) when $OPAL_V_TRANS=1: a copied
+// An f16 cache without flash attention (the -fa 0 kernels' lane accumulators over row-major V): a copied
 // sequence, read from cells that are not its first ones, and a sequence whose cells alternate with another's
 // continue with the bits of the original.
-TEST_P(KvOps, TransposedF16CacheCopiesAndInterleavesExactly) {
-  struct VTrans {  // $OPAL_V_TRANS=1 for this test only, whatever way it ends
-    VTrans() { setenv("OPAL_V_TRANS", "1", 1); }
-    ~VTrans() { unsetenv("OPAL_V_TRANS"); }
-  } v_trans;
+TEST_P(KvOps, F16CacheWithoutFlashCopiesAndInterleavesExactly) {
   ContextParams cp;
   cp.n_ctx = 64;
   cp.kv_type = DType::F16;
   cp.flash_attn = FlashAttn::Off;
   auto fresh = [&] { return std::make_unique<Context>(*model, cp); };
   auto c = fresh();
-  unsetenv("OPAL_V_TRANS");
-  ASSERT_FALSE(std::make_unique<Context>(*model, cp)->kv_cache().v_trans());  // off by default
-  setenv("OPAL_V_TRANS", "1", 1);
-  ASSERT_TRUE(c->kv_cache().v_trans());
   decode(*c, toks, 0, 0);
   decode(*c, {toks[0]}, int32_t(toks.size()), 0);
   const auto want = kv_last_logits(*c);

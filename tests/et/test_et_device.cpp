@@ -241,31 +241,6 @@ TEST(EtDevice, SupportReasons) {
   EXPECT_TRUE(f.et->kernels().count(ET_K_ADD_F32));
 }
 
-// A transposed V cache (-fa 0, KvCache::v_trans) is not ET's layout: the lowering declines its KV_STORE and its
-// ATTENTION, so the scheduler keeps them on the CPU; the row-major forms still lower.
-TEST(EtDevice, TransposedVCacheStaysOnTheCpu) {
-  Graph g;
-  const int64_t d = 64, hq = 4, hkv = 2, T = 3, cells = 32, e = d * hkv;
-  Tensor* q = g.new_leaf("q", DType::F32, {d, hq, T, 1}, TensorRole::Input);
-  Tensor* x = g.new_leaf("x", DType::F32, {e, T, 1, 1}, TensorRole::Input);
-  Tensor* kc = g.new_leaf("k", DType::F16, {e, cells, 1, 1}, TensorRole::Cache);
-  Tensor* vr = g.new_leaf("v_rows", DType::F16, {e, cells, 1, 1}, TensorRole::Cache);
-  Tensor* vt = g.new_leaf("v_trans", DType::F16, {cells, e, 1, 1}, TensorRole::Cache);
-  Tensor* tok = g.new_leaf("tok", DType::I32, {2, T, 1, 1}, TensorRole::Input);
-  Tensor* info = g.new_leaf("cells", DType::I32, {2, cells, 1, 1}, TensorRole::Input);
-  Tensor* store = g.new_leaf("store", DType::I32, {T, 1, 1, 1}, TensorRole::Input);
-  Tensor* ks = g.kv_store(kc, x, store);
-  Tensor* rows = g.attention(q, ks, g.kv_store(vr, x, store), tok, info, int(hkv), 0.125f);
-  Tensor* vts = g.kv_store(vt, x, store, true);
-  Tensor* trans = g.attention(q, ks, vts, tok, info, int(hkv), 0.125f, 0, false, true);
-  EXPECT_EQ(et::choose_kernel(*rows).kernel_id, uint32_t(ET_K_ATTENTION_F16)) << et::choose_kernel(*rows).reason;
-  EXPECT_EQ(et::choose_kernel(*ks).kernel_id, uint32_t(ET_K_KV_STORE_F16)) << et::choose_kernel(*ks).reason;
-  EXPECT_NE(et::choose_kernel(*trans).reason.find("transposed V cache"), std::string::npos);
-  EXPECT_NE(et::choose_kernel(*vts).reason.find("transposed cache"), std::string::npos);
-  EXPECT_FALSE(et::choose_kernel(*trans));
-  EXPECT_FALSE(et::choose_kernel(*vts));
-}
-
 // The lowering sends prompt-sized MUL_MATs (>= tensor_rows activation rows) of the three
 // tensor-unit weight types to the tensor unit, and decode rows, tensor_rows = 0 and shapes the
 // tile cannot take (F16 with K % 32 != 0, N % 16 != 0) to the SIMD kernels.

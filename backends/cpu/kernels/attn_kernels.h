@@ -90,13 +90,6 @@ struct AttnKernels {
   // converted: a block's K and V rows, gathered 2 KB apart (Qwen3's 8 kv heads), come from L3 or DRAM.
   void (*widen_f16_ahead)(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t n, int64_t d, float* dst,
                           int64_t ld);
-  // A transposed V cache (KvCache::v_trans: one f16 row per value column over the cells): for j < m, i < cols,
-  // out[j][out_off + i] = reduce_lanes of the accumulators acc[r % lanes] = fma(f16(vt[i * ldv + r]),
-  // p[j * ldp + r], ...) over r < n[j] in order from 0 (lanes 16 or 64; lanes without a cell stay 0): the bits of
-  // accumulate_f16 over the cells then reduce_lanes, each (row, column) one streaming dot over vt's row
-  // (attend_vt_f16_ref).
-  void (*attend_vt_f16)(const float* p, int64_t ldp, const int64_t* n, int64_t m, const uint16_t* vt, int64_t ldv,
-                        int64_t cols, int64_t lanes, float* const* out, int64_t out_off);
   // Optional (null: dots_f16 head by head, the same bits): dots_f16 for the m query heads of one kv head, which
   // read the same K rows; head h's q at q + h * ldq, its scores at out + h * ldo. Each K vector is widened once
   // and feeds every head's accumulators; each head's score keeps dots_f16's order (dots_f16_heads_ref). AVX2 has
@@ -109,10 +102,6 @@ struct AttnKernels {
 // (head, cell) over the widened K row.
 void dots_f16_heads_ref(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
                         int64_t ldq, int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo);
-
-// attend_vt_f16's scalar form (kernels/ref/attn_vt_ref.cpp).
-void attend_vt_f16_ref(const float* p, int64_t ldp, const int64_t* n, int64_t m, const uint16_t* vt, int64_t ldv,
-                       int64_t cols, int64_t lanes, float* const* out, int64_t out_off);
 
 // The selected ISA's helpers (falling back avx512 -> avx2), or null.
 const AttnKernels* attn_kernels();

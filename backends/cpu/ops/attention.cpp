@@ -42,12 +42,6 @@
 // with tinyBLAS dots on an ISA with the block helpers (AVX-512, AVX2) runs by
 // blocks of query rows (attention_blocks), the threads splitting (kv head,
 // block) units by cost.
-// A transposed V cache (ATTENTION iparams[3], KV_STORE iparams[0]: KvCache::v_trans, what a context without flash
-// attention stores, as llama.cpp does) holds one row per value column over every cell: KV_STORE writes a token
-// as one column; the V product of a (head, column) is then one streaming dot over that row's visible cells
-// (attend_vt_f16: the lanes and FMA chains above, read in place when the cells are consecutive, else gathered),
-// for the decode (the heads of a kv head together), its split and the prompt blocks; the scalar path gathers each
-// cell's values from the columns. The bits are those of the row-major layout (tests/kernels/test_attn_vt.cpp).
 // A q8_0 / q4_0 K cache (-fa off, as llama.cpp allows; a quantized V needs the
 // tiled path): q is rounded through q8_0 (llama.cpp's vec_dot type for both)
 // and each K row is dequantized, then the dots run in the orders above on the
@@ -78,7 +72,7 @@ constexpr int64_t kLanesSingle = 64;  // ggml_vec_dot_f16: 4 accumulators x 16 l
 
 struct AttnLayout {
   uint64_t per_thread = 0;
-  uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0, off_kchunk = 0, off_gather = 0;
+  uint64_t off_q = 0, off_row = 0, off_acc = 0, off_vis = 0, off_kchunk = 0;
   int64_t ld_scores = 0;
 };
 
@@ -86,35 +80,6 @@ constexpr int64_t kQuantChunk = 64;         // quantized K rows dequantized at o
 constexpr int64_t kMaxGroupStaged = 16;     // heads of one token whose scores the per-pair path holds at once
 constexpr int64_t kStageCells = 64;         // cells per step of stage_scores (a multiple of 16: dots_f16's groups)
 constexpr int64_t kStageMinF16Cells = 512;  // live cells from which an f16 K stages (see stage_f16)
-constexpr int64_t kVtGatherCols = 16;       // columns of a transposed V gathered at once (attend_vt)
-
-// A transposed V's gathered columns (attend_vt): kVtGatherCols rows of n_cells halves per thread.
-uint64_t vt_gather_bytes(const Tensor& node) {
-  if (!attention_v_trans(node)) return 0;
-  return (uint64_t(kVtGatherCols * node.src[kAttnK]->ne[1]) * 2 + 63) / 64 * 64;
-}
-
-// V's product over a transposed cache (attend_vt_f16) for the rows j < m (p at p + j * ldp, the first n[j] of
-// the visible cells vis): kv-head columns [col0, col0 + cols) of the cache into out[j][0, cols). Consecutive
-// cells (a sequence filling the cache in order) are read in place, each column one contiguous run; otherwise the
-// visible cells of kVtGatherCols columns at a time are gathered into `gather` first (the same values: the bits
-// do not depend on where the cells lie).
-void attend_vt(const AttnKernels& simd, const Tensor& v, int64_t col0, int64_t cols, const int32_t* vis, const float* p,
-               int64_t ldp, const int64_t* n, int64_t m, int64_t lanes, float* const* out, uint16_t* gather) {
-  int64_t n_max = 0;
-  for (int64_t j = 0; j < m; ++j) n_max = std::max(n_max, n[j]);
-  const int64_t ld = int64_t(v.nb[1] / 2);
-  const uint16_t* base = static_cast<const uint16_t*>(v.data) + col0 * ld;
-  bool consecutive = true;
-  for (int64_t r = 1; r < n_max && consecutive; ++r) consecutive = vis[r] == vis[0] + r;
-  if (consecutive) return simd.attend_vt_f16(p, ldp, n, m, base + (n_max > 0 ? vis[0] : 0), ld, cols, lanes, out, 0);
-  for (int64_t c0 = 0; c0 < cols; c0 += kVtGatherCols) {
-    const int64_t nc = std::min(kVtGatherCols, cols - c0);
-    for (int64_t i = 0; i < nc; ++i)
-      for (int64_t r = 0; r < n_max; ++r) gather[i * n_max + r] = base[(c0 + i) * ld + vis[r]];
-    simd.attend_vt_f16(p, ldp, n, m, gather, n_max, nc, lanes, out, c0);
-  }
-}
 
 AttnLayout attn_layout(const Tensor& node) {
   const Tensor& q = *node.src[kAttnQ];
@@ -130,8 +95,7 @@ AttnLayout attn_layout(const Tensor& node) {
   l.off_vis = l.off_acc + a64(uint64_t(staged * kLanesSingle * dv) * 4);  // the lanes of every staged head
   l.off_kchunk = l.off_vis + a64(uint64_t(n_cells) * 4);
   const bool quant_k = k.type == DType::Q8_0 || k.type == DType::Q4_0;
-  l.off_gather = l.off_kchunk + (quant_k ? a64(uint64_t(kQuantChunk * dk) * 4) : 0);
-  l.per_thread = l.off_gather + vt_gather_bytes(node);
+  l.per_thread = l.off_kchunk + (quant_k ? a64(uint64_t(kQuantChunk * dk) * 4) : 0);
   return l;
 }
 
@@ -167,7 +131,7 @@ int64_t block_tokens(int64_t group) { return std::max<int64_t>(1, kBlockQueries 
 struct BlockLayout {
   uint64_t per_thread = 0;
   uint64_t off_q = 0, off_kv = 0, off_vis = 0, off_vis_lane = 0, off_nv = 0, off_out = 0, off_nvc = 0, off_acc = 0;
-  uint64_t off_row_max = 0, off_row_inv = 0, off_pt = 0, off_gather = 0;
+  uint64_t off_row_max = 0, off_row_inv = 0, off_pt = 0;
   int64_t ld_scores = 0, rows = 0, ld_pt = 0;
 };
 
@@ -192,8 +156,7 @@ BlockLayout block_layout(const Tensor& node) {
   l.off_row_inv = l.off_row_max + a64(uint64_t(l.rows) * 4);
   l.ld_pt = (l.rows + 15) / 16 * 16;
   l.off_pt = l.off_row_inv + a64(uint64_t(l.rows) * 4);
-  l.off_gather = l.off_pt + a64(uint64_t(kBlockVCells * l.ld_pt) * 4);
-  l.per_thread = l.off_gather + vt_gather_bytes(node);
+  l.per_thread = l.off_pt + a64(uint64_t(kBlockVCells * l.ld_pt) * 4);
   return l;
 }
 
@@ -302,7 +265,6 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
   const double total = per_head * double(hkv);
 
   const auto widen = simd.widen_f16_ahead ? simd.widen_f16_ahead : simd.widen_f16;
-  const bool v_trans = attention_v_trans(node);
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread * uint64_t(ith);
     float* scores = reinterpret_cast<float*>(w);
@@ -316,8 +278,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
     float* acc = reinterpret_cast<float*>(w + l.off_acc);      // each row's 16 lane accumulators
     float* row_max = reinterpret_cast<float*>(w + l.off_row_max);
     float* row_inv = reinterpret_cast<float*>(w + l.off_row_inv);      // each row's 1 / (sum of its exponentials)
-    float* pt = reinterpret_cast<float*>(w + l.off_pt);                // a V chunk's p, lane-major (round_p_lanes)
-    uint16_t* gather = reinterpret_cast<uint16_t*>(w + l.off_gather);  // a transposed V's gathered columns
+    float* pt = reinterpret_cast<float*>(w + l.off_pt);            // a V chunk's p, lane-major (round_p_lanes)
     const int64_t lds = l.ld_scores;
     double before = 0.0;
     for (int64_t g = 0; g < hkv; ++g)
@@ -389,12 +350,6 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         }
         for (int64_t j = 0; j < m; ++j)
           outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;
-        if (v_trans) {  // a transposed V: each row's p rounded to the cache type, then one dot per (row, column)
-          for (int64_t j = 0; j < m; ++j)
-            if (nv[j] > 0) simd.scale_round_f16(scores + j * lds, nv[j], row_inv[j]);
-          attend_vt(simd, v, g * dv, dv, vis, scores, lds, nv, m, 16, outs, gather);
-          continue;
-        }
         // V rows chunk by chunk, lane by lane (cells l, l + 16, ...): each lane's rows are read in order; each
         // row's p of the chunk rounded to the cache type first (its exponentials in L1/L2)
         std::fill(acc, acc + m * 16 * dv, 0.0f);
@@ -533,7 +488,6 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
   ctx.pool.run([&](int ith, int nth) {  // 3. V
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
     float* acc = reinterpret_cast<float*>(w + l.off_acc);
-    uint16_t* gather = reinterpret_cast<uint16_t*>(w + l.off_gather);
     int64_t u0, u1;
     split_range(pairs * col_parts, ith, nth, &u0, &u1);
     for (int64_t u = u0; u < u1; ++u) {
@@ -545,52 +499,12 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
         continue;
       }
       const int64_t n_vis = nvis[t], used = std::min(lanes, n_vis);
-      if (attention_v_trans(node)) {
-        attend_vt(simd, v, g * dv + i0, cols, vis_all + t * n_cells, scores_all + pair * sl.ld_scores, 0, &n_vis, 1,
-                  lanes, &out, gather);
-        continue;
-      }
       std::fill(acc, acc + used * cols, 0.0f);
       simd.accumulate_f16(scores_all + pair * sl.ld_scores,
                           static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i0) * 2, v.nb[1],
                           vis_all + t * n_cells, n_vis, lanes, cols, acc);
       (simd.reduce_lanes ? simd.reduce_lanes : reduce_lanes)(acc, lanes, used, cols, out);
     }
-  });
-}
-
-// KV_STORE into a transposed cache [n_cells, E] (iparams[0]): token t's value i goes to row i, column cells[t]. The
-// threads split the rows; each takes kStoreCols of them at a time, converting each token's kStoreCols values at
-// once (the same rounding as a row-major store) and writing them to their rows, so that a batch of consecutive
-// cells fills each row's run in order.
-void store_columns(const Tensor& node, const OpContext& ctx) {
-  constexpr int64_t kStoreCols = 16;
-  const Tensor& cache = *node.src[0];
-  const Tensor& x = *node.src[1];
-  const Tensor& cells = *node.src[2];
-  const int64_t E = cache.ne[1], T = cells.ne[0], n_cells = cache.ne[0];
-  const uint64_t es = uint64_t(type_size(cache.type));
-  const AttnKernels* simd = cache.type == DType::F16 ? attn_kernels() : nullptr;
-  auto store = [&](int64_t i0, int64_t i1) {
-    alignas(64) uint8_t conv[kStoreCols * 4];
-    for (int64_t c0 = i0; c0 < i1; c0 += kStoreCols) {
-      const int64_t nc = std::min(kStoreCols, i1 - c0);
-      for (int64_t t = 0; t < T; ++t) {
-        const int32_t c = static_cast<const int32_t*>(cells.data)[t];
-        if (c < 0 || c >= n_cells) continue;  // validated by the runtime
-        const float* src = static_cast<const float*>(x.data) + t * E + c0;
-        if (simd && simd->to_f16) simd->to_f16(src, reinterpret_cast<uint16_t*>(conv), nc);
-        else row_from_f32(cache.type, src, conv, nc);
-        uint8_t* dst = static_cast<uint8_t*>(cache.data) + uint64_t(c0) * cache.nb[1] + uint64_t(c) * es;
-        for (int64_t i = 0; i < nc; ++i) std::copy(conv + i * es, conv + (i + 1) * es, dst + uint64_t(i) * cache.nb[1]);
-      }
-    }
-  };
-  if (T <= 4) return store(0, E);  // decode: not worth waking the pool
-  ctx.pool.run([&](int ith, int nth) {
-    int64_t i0, i1;
-    split_range(E / kStoreCols, ith, nth, &i0, &i1);
-    store(i0 * kStoreCols, ith == nth - 1 ? E : i1 * kStoreCols);
   });
 }
 
@@ -614,7 +528,6 @@ void compute_kv_store(const Tensor& node, const OpContext& ctx) {
       else row_from_f32(cache.type, src, dst, E);
     }
   };
-  if (node.iparams[0]) return store_columns(node, ctx);
   if (T <= 4) return store(0, T);  // decode: not worth waking the pool
   ctx.pool.run([&](int ith, int nth) {
     int64_t t0, t1;
@@ -648,10 +561,6 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   // The softmax and the f16 V helpers also serve a quantized K (its rows dequantized by the tiled path's widening).
   const AttnKernels* simd_v = quant_k ? block_simd : simd;
   const FlashKernels& widen_k = flash_kernels();
-  // A transposed V (KvCache::v_trans): with the f16 SIMD helpers one streaming dot per (head, column)
-  // (attend_vt); otherwise each visible cell's values gathered from the columns for the scalar loop.
-  const bool v_trans = attention_v_trans(node);
-  const AttnKernels* vt_simd = v_trans && simd_v && simd_v->attend_vt_f16 ? simd_v : nullptr;
   // llama.cpp's MUL_MAT takes tinyBLAS (llamafile sgemm) for >= 2 tokens when
   // the row length is a multiple of 16, else ggml_vec_dot.
   const bool batched = T >= 2;
@@ -680,7 +589,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   if (!sorted)
     std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
   const AttnKernels* bs = block_simd;
-  if (kq_lanes16 && bs && (!v_trans || bs->attend_vt_f16) && bs->widen_f16 && bs->dots_f32_lanes16 &&
+  if (kq_lanes16 && bs && bs->widen_f16 && bs->dots_f32_lanes16 &&
       bs->attend_v_lanes16_keep && bs->reduce_lanes && bs->scale_max && bs->scale_round_f16 && bs->softmax_exp)
     return attention_blocks(node, ctx, order, n_order, *bs, q_round);
 
@@ -688,7 +597,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const int nth_pool = ctx.pool.size();
   const bool split_f16 = simd && simd->dots_f16 && simd->accumulate_f16;
   const bool split_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
-  if ((!v_trans || vt_simd) && T <= kSplitMaxTokens && nth_pool > 1 && (T * hq) % nth_pool != 0 &&
+  if (T <= kSplitMaxTokens && nth_pool > 1 && (T * hq) % nth_pool != 0 &&
       (split_f16 || split_quant) && simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 &&
       simd_v->scale_max && v.type == DType::F16 && n_order >= split_min_cells())
     return attention_split_pairs(node, ctx, order, n_order, *simd_v, split_f16 ? simd : nullptr, q_round, kq_lanes16,
@@ -702,7 +611,6 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     float* acc = reinterpret_cast<float*>(w + l.off_acc);
     int32_t* vis = reinterpret_cast<int32_t*>(w + l.off_vis);  // visible cells, in cell order
     float* kchunk = reinterpret_cast<float*>(w + l.off_kchunk);
-    uint16_t* gather = reinterpret_cast<uint16_t*>(w + l.off_gather);
     int64_t p0, p1;
     split_range(T * hq, ith, nth, &p0, &p1);
     // The batched path's visible list depends on the token only: the heads of one token (every pair of a
@@ -804,10 +712,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         return;
       }
       pair_probs(scores, n_vis, mx);
-      if (vt_simd) return attend_vt(*vt_simd, v, g * dv, dv, vis, scores, 0, &n_vis, 1, lanes, &out, gather);
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t i = 0; i < used * dv; ++i) acc[i] = 0.0f;
-      const bool batched_v = simd_v && simd_v->accumulate_f16 && !v_trans;
+      const bool batched_v = simd_v && simd_v->accumulate_f16;
       if (batched_v)
         simd_v->accumulate_f16(scores, static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis,
                                n_vis, lanes, dv, acc);
@@ -816,13 +723,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         const float pc = scores[r];
         const uint8_t* vrow_ptr = static_cast<const uint8_t*>(v.data) + uint64_t(c) * v.nb[1] + uint64_t(g * dv) * vrow;
         float* lane_acc = acc + (r % lanes) * dv;
-        if (v_trans) {  // cell c's values, one from each column's row
-          for (int64_t i = 0; i < dv; ++i)
-            row_to_f32(v.type,
-                       static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i) * v.nb[1] + uint64_t(c) * vrow,
-                       row + i, 1);
-          for (int64_t i = 0; i < dv; ++i) lane_acc[i] = std::fma(row[i], pc, lane_acc[i]);
-        } else if (simd_v) {
+        if (simd_v) {
           simd_v->axpy_f16(pc, reinterpret_cast<const uint16_t*>(vrow_ptr), lane_acc, dv);
         } else {
           row_to_f32(v.type, vrow_ptr, row, dv);
@@ -844,22 +745,6 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
           return;
         }
       for (int64_t j = 0; j < nh; ++j) pair_probs(score_rows + j * lds, n_vis, mx[j]);
-      if (vt_simd) {  // each run of heads of one kv head: one dot per (head, column), the column read once
-        float* outs[kMaxGroupStaged];
-        int64_t ns[kMaxGroupStaged];
-        for (int64_t j = 0; j < nh; ++j) {
-          outs[j] = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + (b0 + j) % hq * dv;
-          ns[j] = n_vis;
-        }
-        for (int64_t j = 0; j < nh;) {
-          const int64_t g = (b0 + j) % hq / group;
-          int64_t je = j + 1;
-          while (je < nh && (b0 + je) % hq / group == g) ++je;
-          attend_vt(*vt_simd, v, g * dv, dv, vis, score_rows + j * lds, lds, ns + j, je - j, lanes, outs + j, gather);
-          j = je;
-        }
-        return;
-      }
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t j = 0; j < nh; ++j) std::fill(acc + j * lanes * dv, acc + j * lanes * dv + used * dv, 0.0f);
       for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
@@ -963,7 +848,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       int64_t end = pair + 1;
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
       stage_scores(pair, end, mxs, nvs, stage_quant ? kQuantChunk : kStageCells);
-      const bool heads = vt_simd || (heads_v && nvs[0] >= simd_v->heads_min_cells);
+      const bool heads = heads_v && nvs[0] >= simd_v->heads_min_cells;
       if (heads) heads_output(pair, end, mxs, nvs[0]);
       for (int64_t j = pair; j < end && !heads; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
@@ -984,8 +869,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       if (group_f16 && end - pair > 1) stage_scores(pair, end, mxs, nvs, std::max<int64_t>(n_order, 1));
       for (int64_t j = pair; j < end && !(group_f16 && end - pair > 1); ++j)
         mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
-      if (vt_simd && nvs[0] > 0) heads_output(pair, end, mxs, nvs[0]);  // the same visible cells (one token)
-      for (int64_t j = pair; j < end && !(vt_simd && nvs[0] > 0); ++j)
+      for (int64_t j = pair; j < end; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
     }

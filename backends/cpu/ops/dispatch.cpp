@@ -59,8 +59,6 @@ Support supports(const Tensor& node) {
     case Op::MulMatId: return supports_mul_mat(node);
     case Op::Rope: return need(rows_f32(a) && node.iparams[0] <= 1024, "input must be f32 rows, n_rot <= 1024");
     case Op::Attention:
-      if (attention_v_trans(node) && node.iparams[2])
-        return Support::no("the tiled (flash) attention never reads a transposed V cache");
       if (kv_quantized(node.src[kAttnV]->type) && !node.iparams[2])
         return Support::no("a q8_0 / q4_0 V cache is read by the tiled (flash) attention only");
       return need(rows_f32(a) && kv_type(node.src[kAttnK]->type) && kv_type(node.src[kAttnV]->type) &&

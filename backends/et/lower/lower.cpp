@@ -226,11 +226,9 @@ KernelChoice choose_kernel(const Tensor& n, const TensorRows& tensor_rows) {
             fmt::format("KV cache {}/{}: ET attends over f16 or f32 caches", dtype_name(k->type), dtype_name(v->type)));
       if (!(r = check_f32(n, {n.src[kAttnQ], &n})).empty()) return no(r);
       if (!rows_contiguous(*k) || !rows_contiguous(*v)) return no("KV cache rows not contiguous");
-      if (attention_v_trans(n)) return no("a transposed V cache (-fa off): ET attends over row-major V only");
       return {k->type == DType::F16 ? uint32_t(ET_K_ATTENTION_F16) : uint32_t(ET_K_ATTENTION_F32), {}};
     }
     case Op::KvStore:
-      if (n.iparams[0]) return no("a transposed cache (V with -fa off): ET stores row-major caches only");
       if (s0->type != DType::F16 && s0->type != DType::F32)
         return no(fmt::format("cache type {}: ET stores into f16 or f32 caches", dtype_name(s0->type)));
       if (!(r = check_f32(n, {s1})).empty()) return no(r);

@@ -783,87 +783,6 @@ void widen_f16_ahead(const uint8_t* base, uint64_t stride, const int32_t* cells,
   }
 }
 
-// attend_vt_f16 (a transposed V cache): RT rows x CT columns of outputs at once, each G 8-lane accumulators
-// (lanes = 8 G: a 16-lane accumulator is two of them, cell r in accumulator r / 8 % G) walking the cells in order.
-// Full steps while every row of the tile has the cells; then 8 cells at a time with a row's cells past its n
-// blended out (no FMA, as accumulate_f16 never visits them) and a column's past the tile's last cell read as 0.
-// A tile past the last row or column repeats row 0 with n = 0, or the last column, and stores nothing there.
-template <int G, int RT, int CT>
-void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows, const uint16_t* vt, int64_t ldv,
-                    int64_t cols, float* const* out, int64_t out_off) {
-  const float* pr[RT];
-  int64_t nr[RT];
-  int64_t n_min = INT64_MAX, n_max = 0;
-  for (int j = 0; j < RT; ++j) {
-    pr[j] = j < rows ? p + j * ldp : p;
-    nr[j] = j < rows ? n[j] : 0;
-    n_min = std::min(n_min, j < rows ? nr[j] : INT64_MAX);
-    n_max = std::max(n_max, nr[j]);
-  }
-  const uint16_t* vc[CT];
-  for (int c = 0; c < CT; ++c) vc[c] = vt + (c < cols ? c : cols - 1) * ldv;
-  __m256 acc[RT][CT][G];
-  for (int j = 0; j < RT; ++j)
-    for (int c = 0; c < CT; ++c)
-      for (int a = 0; a < G; ++a) acc[j][c][a] = _mm256_setzero_ps();
-  int64_t r = 0;
-  for (; r + 8 * G <= n_min; r += 8 * G)
-    for (int a = 0; a < G; ++a) {
-      __m256 v[CT];
-      for (int c = 0; c < CT; ++c) v[c] = load8(vc[c] + r + 8 * a);
-      for (int j = 0; j < RT; ++j) {
-        __m256 pj = _mm256_loadu_ps(pr[j] + r + 8 * a);
-        asm("" : "+x"(pj));  // one load for the CT FMAs (GCC 12 folded it into each)
-        for (int c = 0; c < CT; ++c) acc[j][c][a] = _mm256_fmadd_ps(v[c], pj, acc[j][c][a]);
-      }
-    }
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (; r < n_max; r += 8 * G)
-    for (int a = 0; a < G; ++a) {
-      const int64_t ra = r + 8 * a, left = std::clamp<int64_t>(n_max - ra, 0, 8);
-      if (left == 0) break;  // no cell left (a decode of a few cells: the empty groups cost most)
-      __m256 v[CT];
-      for (int c = 0; c < CT; ++c) {
-        alignas(16) uint16_t h[8] = {};
-        std::memcpy(h, vc[c] + ra, size_t(left) * 2);
-        v[c] = load8(h);
-      }
-      for (int j = 0; j < RT; ++j) {
-        const __m256i mj = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(std::clamp<int64_t>(nr[j] - ra, 0, 8))), lane);
-        const __m256 pj = _mm256_maskload_ps(pr[j] + ra, mj);
-        for (int c = 0; c < CT; ++c)
-          acc[j][c][a] =
-              _mm256_blendv_ps(acc[j][c][a], _mm256_fmadd_ps(v[c], pj, acc[j][c][a]), _mm256_castsi256_ps(mj));
-      }
-    }
-  for (int j = 0; j < RT && j < rows; ++j)
-    for (int c = 0; c < CT && c < cols; ++c) {
-      const __m256* x = acc[j][c];
-      out[j][out_off + c] = G == 2 ? reduce16(x[0], x[1])
-                                   : reduce16(_mm256_add_ps(_mm256_add_ps(x[0], x[G > 4 ? 4 : 0]),
-                                                            _mm256_add_ps(x[G > 2 ? 2 : 0], x[G > 6 ? 6 : 0])),
-                                              _mm256_add_ps(_mm256_add_ps(x[1], x[G > 5 ? 5 : 0]),
-                                                            _mm256_add_ps(x[G > 3 ? 3 : 0], x[G > 7 ? 7 : 0])));
-    }
-}
-
-// Lanes 64 (a decode): one row x one column (its 8 accumulators), the columns outside: the kv head's other query
-// heads read the column again from L1. Lanes 16 (a prompt block): 2 rows x 3 columns, the rows outside (a row
-// tile's p stays in L2 while the kv head's columns stream past it).
-void attend_vt_f16(const float* p, int64_t ldp, const int64_t* n, int64_t m, const uint16_t* vt, int64_t ldv,
-                   int64_t cols, int64_t lanes, float* const* out, int64_t out_off) {
-  if (lanes == 16) {
-    for (int64_t j = 0; j < m; j += 2)
-      for (int64_t i = 0; i < cols; i += 3)
-        attend_vt_tile<2, 2, 3>(p + j * ldp, ldp, n + j, std::min<int64_t>(2, m - j), vt + i * ldv, ldv,
-                                std::min<int64_t>(3, cols - i), out + j, out_off + i);
-    return;
-  }
-  for (int64_t i = 0; i < cols; ++i)
-    for (int64_t j = 0; j < m; ++j)
-      attend_vt_tile<8, 1, 1>(p + j * ldp, ldp, n + j, 1, vt + i * ldv, ldv, 1, out + j, out_off + i);
-}
-
 }  // namespace
 
 const AttnKernels kAttnKernels = {"avx2",
@@ -886,7 +805,6 @@ const AttnKernels kAttnKernels = {"avx2",
                                   round_p_lanes,
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
-                                  attend_vt_f16,
                                   nullptr};
 
 }  // namespace opal::cpu::avx2

@@ -866,83 +866,6 @@ void widen_f16_ahead(const uint8_t* base, uint64_t stride, const int32_t* cells,
   }
 }
 
-// attend_vt_f16 (a transposed V cache): RT rows x CT columns of outputs at once, each NA 16-lane accumulators
-// (lanes = 16 NA, cell r in accumulator r / 16 % NA, lane r % 16) walking the cells in order: each step widens
-// CT columns' 16 NA cells once for the RT rows' probabilities. Full steps while every row of the tile has the
-// cells; then masked ones (a row's cells past its n take no FMA, as accumulate_f16 never visits them). A tile
-// past the last row or column repeats row 0 with n = 0, or the last column, and stores nothing there.
-template <int NA, int RT, int CT>
-void attend_vt_tile(const float* p, int64_t ldp, const int64_t* n, int64_t rows, const uint16_t* vt, int64_t ldv,
-                    int64_t cols, float* const* out, int64_t out_off) {
-  const float* pr[RT];
-  int64_t nr[RT];
-  int64_t n_min = INT64_MAX, n_max = 0;
-  for (int j = 0; j < RT; ++j) {
-    pr[j] = j < rows ? p + j * ldp : p;
-    nr[j] = j < rows ? n[j] : 0;
-    n_min = std::min(n_min, j < rows ? nr[j] : INT64_MAX);
-    n_max = std::max(n_max, nr[j]);
-  }
-  const uint16_t* vc[CT];
-  for (int c = 0; c < CT; ++c) vc[c] = vt + (c < cols ? c : cols - 1) * ldv;
-  __m512 acc[RT][CT][NA];
-  for (int j = 0; j < RT; ++j)
-    for (int c = 0; c < CT; ++c)
-      for (int a = 0; a < NA; ++a) acc[j][c][a] = _mm512_setzero_ps();
-  int64_t r = 0;
-  for (; r + 16 * NA <= n_min; r += 16 * NA)
-    for (int a = 0; a < NA; ++a) {
-      __m512 v[CT];
-      for (int c = 0; c < CT; ++c)
-        v[c] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vc[c] + r + 16 * a)));
-      for (int j = 0; j < RT; ++j) {
-        __m512 pj = _mm512_loadu_ps(pr[j] + r + 16 * a);
-        asm("" : "+v"(pj));  // one load for the CT FMAs (GCC 12 folded it into each)
-        for (int c = 0; c < CT; ++c) acc[j][c][a] = _mm512_fmadd_ps(v[c], pj, acc[j][c][a]);
-      }
-    }
-  for (; r < n_max; r += 16 * NA)
-    for (int a = 0; a < NA; ++a) {
-      const int64_t ra = r + 16 * a;
-      if (ra >= n_max) break;  // no cell left (a decode of a few cells: the empty groups cost most)
-      const __mmask16 mv = tail_mask(n_max - ra);
-      __m512 v[CT];
-      for (int c = 0; c < CT; ++c) v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mv, vc[c] + ra));
-      for (int j = 0; j < RT; ++j) {
-        const __mmask16 mj = ra < nr[j] ? tail_mask(nr[j] - ra) : __mmask16(0);
-        const __m512 pj = _mm512_maskz_loadu_ps(mj, pr[j] + ra);
-        for (int c = 0; c < CT; ++c) acc[j][c][a] = _mm512_mask3_fmadd_ps(v[c], pj, acc[j][c][a], mj);
-      }
-    }
-  for (int j = 0; j < RT && j < rows; ++j)
-    for (int c = 0; c < CT && c < cols; ++c) {
-      const __m512 t = NA == 1 ? acc[j][c][0]
-                               : _mm512_add_ps(_mm512_add_ps(acc[j][c][0], acc[j][c][NA > 2 ? 2 : 0]),
-                                               _mm512_add_ps(acc[j][c][NA > 1 ? 1 : 0], acc[j][c][NA > 3 ? 3 : 0]));
-      out[j][out_off + c] = _mm512_reduce_add_ps(t);
-    }
-}
-
-// Lanes 64 (a decode): one row x 4 columns (its 16 accumulators), the columns outside: the kv head's other
-// query heads read a tile's columns again from L1. Lanes 16 (a prompt block of up to 64 rows): 6 rows x 4
-// columns, the rows outside, so that a row tile's p stays in L2 while the kv head's columns stream past it
-// (columns outside, every row's p came from L3 once per column tile).
-void attend_vt_f16(const float* p, int64_t ldp, const int64_t* n, int64_t m, const uint16_t* vt, int64_t ldv,
-                   int64_t cols, int64_t lanes, float* const* out, int64_t out_off) {
-  constexpr int kCols = 4, kRows = 6;
-  if (lanes == 16) {
-    for (int64_t j = 0; j < m; j += kRows)
-      for (int64_t i = 0; i < cols; i += kCols)
-        attend_vt_tile<1, kRows, kCols>(p + j * ldp, ldp, n + j, std::min<int64_t>(kRows, m - j), vt + i * ldv, ldv,
-                                        std::min<int64_t>(kCols, cols - i), out + j, out_off + i);
-    return;
-  }
-  for (int64_t i = 0; i < cols; i += kCols)
-    for (int64_t j = 0; j < m; ++j)
-      attend_vt_tile<4, 1, kCols>(p + j * ldp, ldp, n + j, 1, vt + i * ldv, ldv, std::min<int64_t>(kCols, cols - i),
-                                  out + j, out_off + i);
-}
-
 }  // namespace
 
 const AttnKernels kAttnKernels = {"avx512",
@@ -965,7 +888,6 @@ const AttnKernels kAttnKernels = {"avx512",
                                   round_p_lanes,
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
-                                  attend_vt_f16,
                                   dots_f16_heads};
 
 }  // namespace opal::cpu::avx512
