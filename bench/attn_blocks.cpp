@@ -256,8 +256,9 @@ const int kRegistered = [] {
         for (bool huge : {false, true}) {
           const std::string name = std::string("prompt/") + sh.name + "/d" + std::to_string(depth) + "/" +
                                    isa_name(isa) + (huge ? "/thp" : "/4k");
-          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { run_prompt(s, sh, depth, isa, huge); })
-              ->Unit(benchmark::kMillisecond);
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+            run_prompt(s, sh, depth, isa, huge);
+          })->Unit(benchmark::kMillisecond);
         }
   return 0;
 }();

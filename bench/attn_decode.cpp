@@ -240,9 +240,8 @@ const int kRegistered = [] {
             for (Isa isa : supported_isas()) {
               if (isa != Isa::avx512 && isa != Isa::avx2) continue;
               const std::string name = std::string("decode/") + sh.name + "/d" + std::to_string(depth) + "/fa" +
-                                       (flash ? "1/" : "0/") +
-                                       dtype_name(t) + "-" + dtype_name(tv) + "/" + isa_name(isa) + "/" +
-                                       pages_name(pages);
+                                       (flash ? "1/" : "0/") + dtype_name(t) + "-" + dtype_name(tv) + "/" +
+                                       isa_name(isa) + "/" + pages_name(pages);
               benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
                 run_decode(s, sh, depth, flash, t, tv, isa, pages);
               })->Unit(benchmark::kMicrosecond);

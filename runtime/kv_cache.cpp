@@ -10,10 +10,7 @@ namespace opal {
 
 KvCache::KvCache(const HParams& hp, int64_t n_cells, DType type_k, DType type_v, BufferType& bt,
                  std::vector<uint8_t> layers, int64_t window)
-    : n_cells_(n_cells),
-      type_(type_k),
-      type_v_(type_v),
-      window_(window) {
+    : n_cells_(n_cells), type_(type_k), type_v_(type_v), window_(window) {
   for (DType type : {type_k, type_v})
     if (type != DType::F16 && type != DType::F32 && type != DType::BF16 && type != DType::Q8_0 && type != DType::Q4_0)
       fail("KV cache type {} is not supported (use f16, bf16, f32, q8_0 or q4_0)", dtype_name(type));

@@ -277,7 +277,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
     int64_t* nvc = reinterpret_cast<int64_t*>(w + l.off_nvc);  // each row's visible cells within the chunk
     float* acc = reinterpret_cast<float*>(w + l.off_acc);      // each row's 16 lane accumulators
     float* row_max = reinterpret_cast<float*>(w + l.off_row_max);
-    float* row_inv = reinterpret_cast<float*>(w + l.off_row_inv);      // each row's 1 / (sum of its exponentials)
+    float* row_inv = reinterpret_cast<float*>(w + l.off_row_inv);  // each row's 1 / (sum of its exponentials)
     float* pt = reinterpret_cast<float*>(w + l.off_pt);            // a V chunk's p, lane-major (round_p_lanes)
     const int64_t lds = l.ld_scores;
     double before = 0.0;
@@ -589,17 +589,17 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   if (!sorted)
     std::stable_sort(order, order + n_order, [&](int32_t a, int32_t b) { return cell[2 * a] < cell[2 * b]; });
   const AttnKernels* bs = block_simd;
-  if (kq_lanes16 && bs && bs->widen_f16 && bs->dots_f32_lanes16 &&
-      bs->attend_v_lanes16_keep && bs->reduce_lanes && bs->scale_max && bs->scale_round_f16 && bs->softmax_exp)
+  if (kq_lanes16 && bs && bs->widen_f16 && bs->dots_f32_lanes16 && bs->attend_v_lanes16_keep && bs->reduce_lanes &&
+      bs->scale_max && bs->scale_round_f16 && bs->softmax_exp)
     return attention_blocks(node, ctx, order, n_order, *bs, q_round);
 
   // A decode's pairs that do not divide evenly among the threads: split inside the pairs (the same bits).
   const int nth_pool = ctx.pool.size();
   const bool split_f16 = simd && simd->dots_f16 && simd->accumulate_f16;
   const bool split_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
-  if (T <= kSplitMaxTokens && nth_pool > 1 && (T * hq) % nth_pool != 0 &&
-      (split_f16 || split_quant) && simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 &&
-      simd_v->scale_max && v.type == DType::F16 && n_order >= split_min_cells())
+  if (T <= kSplitMaxTokens && nth_pool > 1 && (T * hq) % nth_pool != 0 && (split_f16 || split_quant) &&
+      simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 && simd_v->scale_max &&
+      v.type == DType::F16 && n_order >= split_min_cells())
     return attention_split_pairs(node, ctx, order, n_order, *simd_v, split_f16 ? simd : nullptr, q_round, kq_lanes16,
                                  lanes);
 
