@@ -1,9 +1,17 @@
 // ThreadPool: chunk claiming on one atomic word, spin-then-sleep workers, a
 // hold that keeps them spinning through a graph run (see the header for the
-// algorithm and why).
+// algorithm and why). OPAL_PIN_THREADS=1 pins each slot to its own CPU (off
+// by default: on a busy host a pinned thread cannot leave a taken vCPU;
+// docs/cpu-kernels.md "Threads at decode").
 #include "graph/thread_pool.h"
 
 #include <chrono>
+#include <cstdlib>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 namespace opal {
 namespace {
@@ -30,12 +38,52 @@ uint64_t ns_since(Clock::time_point t0) {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
 }
 
+// OPAL_PIN_THREADS=1: slot i runs on the i-th CPU of the process's affinity
+// mask as it was when the first pool was made (round robin past its end);
+// workers pin themselves at start, the caller when it takes the hold.
+bool pin_threads() {
+  static const bool on = [] {
+    const char* e = std::getenv("OPAL_PIN_THREADS");
+    return e && *e == '1';
+  }();
+  return on;
+}
+
+#if defined(__linux__)
+const std::vector<int>& allowed_cpus() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> v;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) v.push_back(c);
+    return v;
+  }();
+  return cpus;
+}
+
+void pin_slot(int slot) {
+  const std::vector<int>& cpus = allowed_cpus();
+  if (cpus.size() < 2) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[size_t(slot) % cpus.size()], &one);
+  pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+}
+#else
+void allowed_cpus() {}
+void pin_slot(int) {}
+#endif
+
+thread_local bool caller_pinned = false;
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, int chunks_per_thread)
     : n_threads_(n_threads < 1 ? 1 : n_threads),
       n_chunks_(n_threads_ == 1 ? 1 : n_threads_ * std::max(1, chunks_per_thread)),
       busy_ns_(size_t(n_threads_)) {
+  if (pin_threads()) allowed_cpus();  // the process's mask, read before any thread is pinned
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -108,6 +156,10 @@ void ThreadPool::wake_sleepers() {
 
 void ThreadPool::hold(bool on) {
   held_.store(on);  // seq_cst: ordered against sleeping_ below, as state_ in run_chunks
+  if (on && pin_threads() && n_threads_ > 1 && !caller_pinned) {
+    pin_slot(0);
+    caller_pinned = true;
+  }
   if (on) wake_sleepers();
 }
 
@@ -156,6 +208,7 @@ void ThreadPool::run_chunks(int n_chunks, const ChunkFn& fn) {
 }
 
 void ThreadPool::worker(int slot) {
+  if (pin_threads()) pin_slot(slot);
   uint32_t seen = 0, idle_seen = 0;
   auto new_job = [&] {
     return generation_of(state_.load(std::memory_order_acquire)) != seen || stop_.load(std::memory_order_relaxed);
