@@ -44,8 +44,9 @@ uint64_t ns_since(Clock::time_point t0) {
 // OPAL_PIN_THREADS: `1` pins slot i to the i-th CPU of the process's affinity
 // mask as it was when the first pool was made (round robin past its end):
 // workers at start, the caller when it takes the hold. `auto` pins while the
-// host runs nothing but this pool's threads and frees them otherwise, looked
-// at every kPlaceEvery holds (/proc/loadavg's count of running threads): on a
+// host runs little but this pool's threads and frees them otherwise, looked
+// at every kPlaceEvery holds (/proc/loadavg: the 1-minute load and the
+// threads running now, both at most the pool's): on a
 // quiet host the scheduler may keep the worker on the caller's vCPU, on a
 // busy one a pinned thread cannot leave a vCPU another process holds.
 enum class PinMode { off, on, automatic };
@@ -85,15 +86,16 @@ void place(pthread_t t, int slot, bool pin) {
   pthread_setaffinity_np(t, sizeof(set), &set);
 }
 
-// Threads running on the host now (the 4th field of /proc/loadavg, "running/total"), -1 if unreadable.
-int running_threads() {
+// Whether the host runs little but n threads: the 1-minute load average at
+// most n and at most n threads running now (/proc/loadavg).
+bool host_idle_but(int n) {
   FILE* f = std::fopen("/proc/loadavg", "r");
-  if (!f) return -1;
-  double l1, l5, l15;
-  int running = -1, total;
-  if (std::fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5) running = -1;
+  if (!f) return false;
+  double l1 = 0, l5, l15;
+  int running = 0, total;
+  const bool ok = std::fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5;
   std::fclose(f);
-  return running;
+  return ok && l1 <= double(n) && running <= n;
 }
 
 constexpr uint32_t kPlaceEvery = 16;
@@ -188,8 +190,7 @@ void ThreadPool::hold(bool on) {
     caller_pinned = true;
   }
   if (on && n_threads_ > 1 && pin_mode() == PinMode::automatic && caller_holds++ % kPlaceEvery == 0) {
-    const int running = running_threads();
-    const bool pin = running >= 0 && running <= n_threads_;
+    const bool pin = host_idle_but(n_threads_);
     place(pthread_self(), 0, pin);
     for (size_t i = 0; i < threads_.size(); ++i) place(threads_[i].native_handle(), int(i) + 1, pin);
   }
