@@ -46,9 +46,9 @@ uint64_t ns_since(Clock::time_point t0) {
 // workers at start, the caller when it takes the hold. `auto` pins while the
 // host runs little but this pool's threads and frees them otherwise, looked
 // at every kPlaceEvery holds (/proc/loadavg: the 1-minute load and the
-// threads running now, both at most the pool's): on a
-// quiet host the scheduler may keep the worker on the caller's vCPU, on a
-// busy one a pinned thread cannot leave a vCPU another process holds.
+// threads running now, both at most the pool's). On a quiet host the
+// scheduler may keep the worker on the caller's vCPU; on a busy one a pinned
+// thread cannot leave a vCPU another process holds.
 enum class PinMode { off, on, automatic };
 PinMode pin_mode() {
   static const PinMode m = [] {

@@ -104,13 +104,14 @@ std::vector<int64_t> parse_int_list(const std::vector<std::string>& items, const
 // --device-stats: each device's counters over a row's timed runs, per pass (a decoded token or a prompt ubatch).
 void print_device_stats(const BenchResult& r, const Registry& reg, const std::vector<DeviceStats>& before,
                         int repetitions) {
-  const int64_t passes = ((r.n_prompt + r.n_ubatch - 1) / std::max<int64_t>(1, r.n_ubatch) + r.n_gen) *
-                         std::max(1, repetitions);
+  const int64_t passes =
+      ((r.n_prompt + r.n_ubatch - 1) / std::max<int64_t>(1, r.n_ubatch) + r.n_gen) * std::max(1, repetitions);
   for (size_t i = 0; i < reg.devices().size(); ++i) {
     const DeviceStats after = reg.devices()[i]->stats();
     std::string line;
     for (const auto& v : after.values)
-      line += fmt::format(" {}={:.1f}", v.name, (v.value - before[i].get(v.name)) / double(std::max<int64_t>(1, passes)));
+      line +=
+          fmt::format(" {}={:.1f}", v.name, (v.value - before[i].get(v.name)) / double(std::max<int64_t>(1, passes)));
     std::fprintf(stderr, "opal bench: %s t%d %s per pass:%s\n", r.test_name().c_str(), r.n_threads,
                  reg.devices()[i]->name().c_str(), line.c_str());
   }
