@@ -45,8 +45,8 @@ uint64_t ns_since(Clock::time_point t0) {
 // mask as it was when the first pool was made (round robin past its end):
 // workers at start, the caller when it takes the hold. `auto` pins while the
 // host runs little but this pool's threads and frees them otherwise, looked
-// at every kPlaceEvery holds (/proc/loadavg: the 1-minute load and the
-// threads running now, both at most the pool's). On a quiet host the
+// at every kPlaceEvery holds (/proc/loadavg: the 1-minute load at most the
+// pool's threads + 0.5, the threads running now at most the pool's). On a quiet host the
 // scheduler may keep the worker on the caller's vCPU; on a busy one a pinned
 // thread cannot leave a vCPU another process holds.
 enum class PinMode { off, on, automatic };
@@ -87,7 +87,8 @@ void place(pthread_t t, int slot, bool pin) {
 }
 
 // Whether the host runs little but n threads: the 1-minute load average at
-// most n and at most n threads running now (/proc/loadavg).
+// most n + 0.5 (the pool's own spinning threads count in it) and at most n
+// threads running now (/proc/loadavg).
 bool host_idle_but(int n) {
   FILE* f = std::fopen("/proc/loadavg", "r");
   if (!f) return false;
@@ -95,7 +96,7 @@ bool host_idle_but(int n) {
   int running = 0, total;
   const bool ok = std::fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5;
   std::fclose(f);
-  return ok && l1 <= double(n) && running <= n;
+  return ok && l1 <= double(n) + 0.5 && running <= n;
 }
 
 constexpr uint32_t kPlaceEvery = 16;
