@@ -1,9 +1,20 @@
 // ThreadPool: chunk claiming on one atomic word, spin-then-sleep workers, a
 // hold that keeps them spinning through a graph run (see the header for the
-// algorithm and why).
+// algorithm and why). OPAL_PIN_THREADS=1 pins each slot to its own CPU,
+// `auto` only while the host is otherwise idle (off by default: on a busy
+// host a pinned thread cannot leave a taken vCPU; docs/cpu-kernels.md
+// "Threads at decode").
 #include "graph/thread_pool.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 namespace opal {
 namespace {
@@ -30,12 +41,78 @@ uint64_t ns_since(Clock::time_point t0) {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
 }
 
+// OPAL_PIN_THREADS: `1` pins slot i to the i-th CPU of the process's affinity
+// mask as it was when the first pool was made (round robin past its end):
+// workers at start, the caller when it takes the hold. `auto` pins while the
+// host runs little but this pool's threads and frees them otherwise, looked
+// at every kPlaceEvery holds (/proc/loadavg: the 1-minute load at most the
+// pool's threads + 0.5, the threads running now at most the pool's). On a quiet host the
+// scheduler may keep the worker on the caller's vCPU; on a busy one a pinned
+// thread cannot leave a vCPU another process holds.
+enum class PinMode { off, on, automatic };
+PinMode pin_mode() {
+  static const PinMode m = [] {
+    const char* e = std::getenv("OPAL_PIN_THREADS");
+    if (!e) return PinMode::off;
+    if (std::string_view(e) == "1") return PinMode::on;
+    if (std::string_view(e) == "auto") return PinMode::automatic;
+    return PinMode::off;
+  }();
+  return m;
+}
+
+#if defined(__linux__)
+const std::vector<int>& allowed_cpus() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> v;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) v.push_back(c);
+    return v;
+  }();
+  return cpus;
+}
+
+// Thread t on slot's CPU (pin), or free on every CPU of the mask.
+void place(pthread_t t, int slot, bool pin) {
+  const std::vector<int>& cpus = allowed_cpus();
+  if (cpus.size() < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (pin) CPU_SET(cpus[size_t(slot) % cpus.size()], &set);
+  else
+    for (int c : cpus) CPU_SET(c, &set);
+  pthread_setaffinity_np(t, sizeof(set), &set);
+}
+
+// Whether the host runs little but n threads: the 1-minute load average at
+// most n + 0.5 (the pool's own spinning threads count in it) and at most n
+// threads running now (/proc/loadavg).
+bool host_idle_but(int n) {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return false;
+  double l1 = 0, l5, l15;
+  int running = 0, total;
+  const bool ok = std::fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5;
+  std::fclose(f);
+  return ok && l1 <= double(n) + 0.5 && running <= n;
+}
+
+constexpr uint32_t kPlaceEvery = 16;
+thread_local bool caller_pinned = false;  // OPAL_PIN_THREADS=1: the caller pinned itself
+thread_local uint32_t caller_holds = 0;   // auto: holds taken, to place every kPlaceEvery
+#else
+void allowed_cpus() {}
+#endif
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, int chunks_per_thread)
     : n_threads_(n_threads < 1 ? 1 : n_threads),
       n_chunks_(n_threads_ == 1 ? 1 : n_threads_ * std::max(1, chunks_per_thread)),
       busy_ns_(size_t(n_threads_)) {
+  if (pin_mode() != PinMode::off) allowed_cpus();  // the process's mask, read before any thread is pinned
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -108,6 +185,17 @@ void ThreadPool::wake_sleepers() {
 
 void ThreadPool::hold(bool on) {
   held_.store(on);  // seq_cst: ordered against sleeping_ below, as state_ in run_chunks
+#if defined(__linux__)
+  if (on && n_threads_ > 1 && pin_mode() == PinMode::on && !caller_pinned) {
+    place(pthread_self(), 0, true);
+    caller_pinned = true;
+  }
+  if (on && n_threads_ > 1 && pin_mode() == PinMode::automatic && caller_holds++ % kPlaceEvery == 0) {
+    const bool pin = host_idle_but(n_threads_);
+    place(pthread_self(), 0, pin);
+    for (size_t i = 0; i < threads_.size(); ++i) place(threads_[i].native_handle(), int(i) + 1, pin);
+  }
+#endif
   if (on) wake_sleepers();
 }
 
@@ -156,6 +244,9 @@ void ThreadPool::run_chunks(int n_chunks, const ChunkFn& fn) {
 }
 
 void ThreadPool::worker(int slot) {
+#if defined(__linux__)
+  if (pin_mode() == PinMode::on) place(pthread_self(), slot, true);
+#endif
   uint32_t seen = 0, idle_seen = 0;
   auto new_job = [&] {
     return generation_of(state_.load(std::memory_order_acquire)) != seen || stop_.load(std::memory_order_relaxed);

@@ -65,6 +65,7 @@ struct BenchOptions {
   int repetitions = 5;
   double idle_seconds = 0;
   bool no_mmap = false, mlock = false, no_warmup = false, no_bw = false, progress = false, no_repack = false;
+  bool device_stats = false;  // --device-stats: each device's counters per pass of a row, on stderr
 };
 
 // "512", "1,2,4", "1-4", "128-512+128" (llama-bench's list syntax).
@@ -98,6 +99,22 @@ std::vector<int64_t> parse_int_list(const std::vector<std::string>& items, const
     for (int64_t v = first; v <= last; v += step) out.push_back(v);
   }
   return out;
+}
+
+// --device-stats: each device's counters over a row's timed runs, per pass (a decoded token or a prompt ubatch).
+void print_device_stats(const BenchResult& r, const Registry& reg, const std::vector<DeviceStats>& before,
+                        int repetitions) {
+  const int64_t passes =
+      ((r.n_prompt + r.n_ubatch - 1) / std::max<int64_t>(1, r.n_ubatch) + r.n_gen) * std::max(1, repetitions);
+  for (size_t i = 0; i < reg.devices().size(); ++i) {
+    const DeviceStats after = reg.devices()[i]->stats();
+    std::string line;
+    for (const auto& v : after.values)
+      line +=
+          fmt::format(" {}={:.1f}", v.name, (v.value - before[i].get(v.name)) / double(std::max<int64_t>(1, passes)));
+    std::fprintf(stderr, "opal bench: %s t%d %s per pass:%s\n", r.test_name().c_str(), r.n_threads,
+                 reg.devices()[i]->name().c_str(), line.c_str());
+  }
 }
 
 // llama.cpp's name of the file type (llama_model_ftype_name).
@@ -382,6 +399,7 @@ int run_bench(const BenchOptions& o) {
                       r.samples_ns.push_back(
                           uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
                     }
+                    if (o.device_stats) print_device_stats(r, *reg, stats_before, o.repetitions);
                     for (size_t i = 0; i < reg->devices().size(); ++i) {
                       const DeviceStats after = reg->devices()[i]->stats();
                       if (after.prediction.model.empty()) continue;
@@ -482,6 +500,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run");
   sub->add_flag("--no-bw", o->no_bw, "Do not measure the memory bandwidth (the % bw column shows -)");
   sub->add_flag("--progress", o->progress, "Print progress to stderr");
+  sub->add_flag("--device-stats", o->device_stats,
+                "Print each device's counters (CPU: pool jobs, run / busy / wait us per thread) per decode pass "
+                "of each row to stderr");
   add_isa_option(sub);
   add_perf_options(sub, o->perf);
   set_action(sub, [o] { return run_bench(*o); });

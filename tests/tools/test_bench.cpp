@@ -63,6 +63,24 @@ std::vector<std::string> cells(const std::string& line) {
   return out;
 }
 
+// --device-stats: one line per row and device on stderr, the CPU's counters per pass; at -t 2 the
+// decode's MUL_MATs ran as pool jobs (each token has some), at -t 1 none did.
+TEST(Bench, DeviceStatsPerRow) {
+  // stderr through a pipe, the table (stdout) dropped.
+  BenchRun r;
+  r.status = opal::test::run_command(opal::test::opal_binary() + " bench -m " + model() +
+                                         " -p 0 -n 4 -r 1 -t 1,2 --no-bw --device-stats 2>&1 >/dev/null | cat",
+                                     &r.out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::smatch m;
+  const std::regex t1("tg4 t1 cpu per pass: pool_jobs=([0-9.]+) .*busy_us_0=");
+  const std::regex t2("tg4 t2 cpu per pass: pool_jobs=([0-9.]+) .*busy_us_0=[0-9.]+ busy_us_1=");
+  ASSERT_TRUE(std::regex_search(r.out, m, t1)) << r.out;
+  EXPECT_EQ(std::stod(m[1]), 0.0);
+  ASSERT_TRUE(std::regex_search(r.out, m, t2)) << r.out;
+  EXPECT_GE(std::stod(m[1]), 1.0);
+}
+
 TEST(Bench, MarkdownTable) {
   const BenchRun r = bench("-m " + model() + " -p 16 -n 8 -r 2 -t 1,2 --no-bw");
   ASSERT_EQ(r.status, 0) << r.out;
