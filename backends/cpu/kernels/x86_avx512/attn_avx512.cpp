@@ -966,7 +966,8 @@ const AttnKernels kAttnKernels = {"avx512",
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
                                   attend_vt_f16,
-                                  dots_f16_heads};
+                                  dots_f16_heads,
+                                  INT64_MAX};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
