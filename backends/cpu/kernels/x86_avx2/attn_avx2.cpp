@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -262,29 +263,46 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
 // The heads of one kv head with the cells in order: C vectors of 8 columns from i0 of a cell's V row widened once,
 // then each head's lane accumulators (acc + h * lanes * dv + (r % lanes) * dv) loaded, FMA'd and stored: every
 // (head, lane, column) gets accumulate_f16's FMAs in the cells' order, and the V rows are read once, in address
-// order, with a prefetch kRowsAhead cells on. Up to 64 columns a pass (a SmolLM2 kv head's 3 x 16 KiB of
+// order, with a prefetch kRowsAhead cells on. Cells r and r + lanes (one lane) go together: one load and store of
+// the accumulators for two FMAs. Up to 64 columns a pass (a SmolLM2 kv head's 3 x 16 KiB of
 // accumulators spill from L1 to L2, yet two 32-column passes were slower).
 constexpr int kRowsHeads = 4;  // heads per pass of accumulate_rows
 template <int H, int C>
 void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                      int64_t lanes, int64_t i0, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
-  float* a = acc + i0;
-  int64_t lane = 0;
-  for (int64_t r = 0; r < n; ++r) {
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0; };
+  // Cell r alone, or r and r + lanes (kTwo: the same lane, their FMAs in order, one load and store between them).
+  auto step = [&](int64_t r, float* a, auto two) {
+    constexpr bool kTwo = decltype(two)::value;
+    const int64_t r2 = r + lanes;
     if (r + kRowsAhead < n) prefetch_row(v, v_stride, cells, r + kRowsAhead, 2 * i0, 16 * C);
-    const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
-    __m256 x[C], pv[H];
-    for (int j = 0; j < C; ++j) x[j] = load8(vr + 8 * j);
-    for (int h = 0; h < H; ++h) pv[h] = _mm256_set1_ps(p[h * ldp + r]);
-    for (int j = 0; j < C; ++j) {  // the heads' loads before their stores (heads 16 KiB apart alias by 4 KiB)
-      __m256 y[H];
-      for (int h = 0; h < H; ++h) y[h] = _mm256_loadu_ps(a + h * ld_head + 8 * j);
-      for (int h = 0; h < H; ++h) _mm256_storeu_ps(a + h * ld_head + 8 * j, _mm256_fmadd_ps(x[j], pv[h], y[h]));
+    if (kTwo && r2 + kRowsAhead < n) prefetch_row(v, v_stride, cells, r2 + kRowsAhead, 2 * i0, 16 * C);
+    const uint16_t* va = row(r);
+    const uint16_t* vb = kTwo ? row(r2) : va;
+    __m256 pa[H], pb[H];
+    for (int h = 0; h < H; ++h) {
+      pa[h] = _mm256_set1_ps(p[h * ldp + r]);
+      if (kTwo) pb[h] = _mm256_set1_ps(p[h * ldp + r2]);
     }
-    if (++lane == lanes) lane = 0, a = acc + i0;
-    else a += dv;
-  }
+    for (int j = 0; j < C; ++j) {  // the heads' loads before their stores (heads 16 KiB apart alias by 4 KiB)
+      const __m256 xa = load8(va + 8 * j);
+      __m256 xb = xa, y[H];
+      if (kTwo) xb = load8(vb + 8 * j);
+      for (int h = 0; h < H; ++h) y[h] = _mm256_loadu_ps(a + h * ld_head + 8 * j);
+      for (int h = 0; h < H; ++h) {
+        y[h] = _mm256_fmadd_ps(xa, pa[h], y[h]);
+        if (kTwo) y[h] = _mm256_fmadd_ps(xb, pb[h], y[h]);
+      }
+      for (int h = 0; h < H; ++h) _mm256_storeu_ps(a + h * ld_head + 8 * j, y[h]);
+    }
+  };
+  for (int64_t base = 0; base < n; base += 2 * lanes)  // lanes of cells, then the next lanes of cells with them
+    for (int64_t l = 0; l < lanes && base + l < n; ++l) {
+      float* a = acc + l * dv + i0;
+      if (base + l + lanes < n) step(base + l, a, std::true_type{});
+      else step(base + l, a, std::false_type{});
+    }
 }
 
 template <int H>
