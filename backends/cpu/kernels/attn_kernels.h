@@ -71,8 +71,8 @@ struct AttnKernels {
   void (*accumulate_f16_heads)(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
                                const int32_t* cells, int64_t n, int64_t lanes, int64_t dv, float* acc);
   // The fewest visible cells from which ops/attention.cpp's staged decode takes accumulate_f16_heads: below it a
-  // kv head's V slice stays in cache for the next head, and one head at a time ran faster (AVX2: at d4096 Qwen3's
-  // 1 MiB slice was read again from L2 / L3 faster than AVX2's 32-column passes over all the heads).
+  // kv head's V slice stays in cache for the next head, and one head at a time ran faster (0 on AVX-512 and on
+  // AVX2, whose in-order form replaced the 32-column lane passes that had needed 8192 at stop 19).
   int64_t heads_min_cells;
   // p of a chunk of nc cells laid out lane by lane for attend_v_lanes16_cells: for j < m and r < nc,
   // pt[((r % 16) * lane_rows + r / 16) * ldt + j] = f16(s[j * lds + r] * inv[j]) (scale_round_f16's
@@ -92,10 +92,14 @@ struct AttnKernels {
                           int64_t ld);
   // Optional (null: dots_f16 head by head, the same bits): dots_f16 for the m query heads of one kv head, which
   // read the same K rows; head h's q at q + h * ldq, its scores at out + h * ldo. Each K vector is widened once
-  // and feeds every head's accumulators; each head's score keeps dots_f16's order (dots_f16_heads_ref). AVX2 has
-  // none: with its 16 registers two or three heads per cell ran 5-15 % slower than dots_f16 head by head.
+  // and feeds every head's accumulators; each head's score keeps dots_f16's order (dots_f16_heads_ref). AVX2
+  // takes dk 64 in ggml_vec_dot_f16's order only (each accumulator one product), else dots_f16 head by head: with
+  // its 16 registers two or three heads' accumulators per cell ran 5-15 % slower.
   void (*dots_f16_heads)(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
                          int64_t ldq, int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo);
+  // heads_min_cells for heads of under 128 values (the unstaged decode's GQA group: SmolLM2, Llama-3.2-1B), where
+  // the per-pair V was the rule; INT64_MAX: never (AVX-512: its heads lane by lane ran 5-25 % slower there).
+  int64_t heads_small_min_cells;
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each

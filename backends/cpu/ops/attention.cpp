@@ -38,7 +38,8 @@
 // (token, head) pairs. With an f16 cache and a SIMD ISA selected
 // (kernels/attn_kernels.h), the dots and the per-lane accumulation run in SIMD
 // with identical results (a decode's staged heads of 128+ values take V per kv
-// head, each V row widened once for its query heads: heads_output); a batch
+// head, each V row widened once for its query heads: heads_output; smaller
+// heads too where the ISA asks, heads_small_min_cells); a batch
 // with tinyBLAS dots on an ISA with the block helpers (AVX-512, AVX2) runs by
 // blocks of query rows (attention_blocks), the threads splitting (kv head,
 // block) units by cost.
@@ -860,6 +861,10 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // scores of the group come from stage_scores in one step over every visible cell: each K row widened once for
     // all the group's heads (the same dots, the same bits as pair_scores').
     const bool group_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && simd->dots_f16_heads;
+    // Heads of under 128 values take V together too (heads_output) from the ISA's heads_small_min_cells visible
+    // cells (AVX2: each V row read once, in address order, for the group's heads).
+    const bool heads_small =
+        v.type == DType::F16 && dv < 128 && simd_v && simd_v->accumulate_f16_heads && simd_v->reduce_lanes;
     for (int64_t pair = p0; pair < p1 && !(stage_f16 || stage_quant);) {
       const int64_t tg = pair / hq * hkv + pair % hq / group;
       int64_t end = pair + 1;
@@ -869,7 +874,10 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       if (group_f16 && end - pair > 1) stage_scores(pair, end, mxs, nvs, std::max<int64_t>(n_order, 1));
       for (int64_t j = pair; j < end && !(group_f16 && end - pair > 1); ++j)
         mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
-      for (int64_t j = pair; j < end; ++j)
+      const bool heads = nvs[0] > 0 && heads_small && end - pair > 1 &&  // one token: the same cells
+                         nvs[0] >= simd_v->heads_small_min_cells;
+      if (heads) heads_output(pair, end, mxs, nvs[0]);
+      for (int64_t j = pair; j < end && !heads; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
     }

@@ -12,8 +12,11 @@
 // V rows accumulated lane by lane (accumulate_f16: four lanes side by side,
 // 3 x 8 columns each, so four consecutive cells' rows are read together; the
 // same FMAs per lane in order) or, in the block path, with up to 3 queries x 32 elements in
-// registers; the staged decode's accumulate_f16_heads takes the query heads of one kv head
-// lane by lane (2 heads x 32 columns), each V vector widened once for every head;
+// registers; the decode's accumulate_f16_heads takes the query heads of one kv head with the
+// cells in order (accumulate_rows: up to 64 columns of a V row widened once, each head's lane
+// accumulators loaded, FMA'd and stored), and its dots_f16_heads at dk 64 widens a K row
+// once for every head (dots_heads64: each 8-lane accumulator of ggml_vec_dot_f16's one step is
+// a single product), both reading the rows in address order with a software prefetch;
 // for long chunks (attend_v_lanes16_cells) p is first rounded into a
 // lane-major copy (round_p_lanes, 8 x 8 transposes) and each lane's rows stay in
 // L1 while 6-query x 16-column tiles pass over them (15 of the 16 ymm registers).
@@ -25,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -73,11 +77,10 @@ void axpy_f16(float p, const uint16_t* v, float* acc, int64_t n) {
   for (; i < n; ++i) acc[i] = std::fma(_cvtsh_ss(v[i]), p, acc[i]);
 }
 
-// reduce_add16 of eight 16-lane accumulators (lo[c]: lanes 0-7, hi[c]: lanes
-// 8-15) at once, in its exact order; result lane c is accumulator c's sum.
-__m256 reduce16x8(const __m256* lo, const __m256* hi) {
-  __m256 t[8], u[4];
-  for (int c = 0; c < 8; ++c) t[c] = _mm256_add_ps(lo[c], hi[c]);  // t[i] = a[i] + a[i + 8]
+// reduce_add16 of eight 16-lane accumulators after its first step (t[c] = lanes 0-7 + lanes 8-15 of
+// accumulator c), the rest of its tree at once; result lane c is accumulator c's sum.
+__m256 reduce8x8(const __m256* t) {
+  __m256 u[4];
   for (int p = 0; p < 4; ++p)  // u of t[2p] in the low 128 bits, of t[2p + 1] in the high
     u[p] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * p], t[2 * p + 1], 0x20),
                          _mm256_permute2f128_ps(t[2 * p], t[2 * p + 1], 0x31));
@@ -90,6 +93,14 @@ __m256 reduce16x8(const __m256* lo, const __m256* hi) {
   const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
   return _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// reduce_add16 of eight 16-lane accumulators (lo[c]: lanes 0-7, hi[c]: lanes
+// 8-15) at once, in its exact order; result lane c is accumulator c's sum.
+__m256 reduce16x8(const __m256* lo, const __m256* hi) {
+  __m256 t[8];
+  for (int c = 0; c < 8; ++c) t[c] = _mm256_add_ps(lo[c], hi[c]);  // t[i] = a[i] + a[i + 8]
+  return reduce8x8(t);
 }
 
 // Four cells at a time (8 accumulators: lanes 0-7 and 8-15 of four 16-lane
@@ -132,6 +143,65 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
       _mm256_storeu_ps(out + r, reduce16x8(lo, hi));
     }
   for (; r < n; ++r) out[r] = lanes16 ? dot_f16_lanes16(row(r), q, dk) : dot_f16_vec(row(r), q, dk);
+}
+
+// Rows a software prefetch runs ahead of the decode's in-order walks over K and V (dots_heads64, accumulate_rows):
+// one row's two lines per cell 384 bytes apart (SmolLM2) kept too few loads in flight from L3 or DRAM.
+constexpr int64_t kRowsAhead = 32;
+
+// The 64-byte lines of the bytes [off, off + len) of the row of cell cells[r], requested into L1.
+void prefetch_row(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t r, int64_t off, int64_t len) {
+  const char* a = reinterpret_cast<const char*>(base + uint64_t(cells[r]) * stride) + off;
+  for (int64_t b = 0; b < len; b += 64) _mm_prefetch(a + b, _MM_HINT_T0);
+}
+
+// The decode's dots for the query heads of one kv head at dk 64 in ggml_vec_dot_f16's order: one step of 64, so
+// each of its eight 8-lane accumulators is a single product (an FMA from +0) and a cell's dot is
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) before reduce_add16's 8-lane tree (dot_f16_vec without a tail).
+// A cell's K row is widened once into 8 registers and meets every head's q (read from L1 by the FMAs); each head's
+// first tree sum goes to t, and every 8 cells one reduce8x8 per head finishes their trees side by side.
+constexpr int64_t kHeads64Max = 8;  // heads per pass over the cells (t: 2 KiB)
+void dots_heads64(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
+                  int64_t m, float* out, int64_t ldo) {
+  alignas(32) float t[kHeads64Max][8][8] = {};
+  for (int64_t r0 = 0; r0 < n; r0 += 8) {
+    const int64_t nc = n - r0 < 8 ? n - r0 : 8;
+    for (int64_t c = 0; c < nc; ++c) {
+      if (r0 + c + kRowsAhead < n) prefetch_row(k, k_stride, cells, r0 + c + kRowsAhead, 0, 128);
+      const uint16_t* kr = reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r0 + c]) * k_stride);
+      __m256 x[8];
+      for (int j = 0; j < 8; ++j) x[j] = load8(kr + 8 * j);
+      for (int64_t h = 0; h < m; ++h) {
+        const float* qh = q + h * ldq;
+        auto prod = [&](int j) { return _mm256_fmadd_ps(x[j], _mm256_loadu_ps(qh + 8 * j), _mm256_setzero_ps()); };
+        const __m256 lo = _mm256_add_ps(_mm256_add_ps(prod(0), prod(4)), _mm256_add_ps(prod(2), prod(6)));
+        const __m256 hi = _mm256_add_ps(_mm256_add_ps(prod(1), prod(5)), _mm256_add_ps(prod(3), prod(7)));
+        _mm256_store_ps(t[h][c], _mm256_add_ps(lo, hi));
+      }
+    }
+    for (int64_t h = 0; h < m; ++h) {
+      const __m256 res = reduce8x8(reinterpret_cast<const __m256*>(t[h]));  // lanes past nc: dropped
+      if (nc == 8) {
+        _mm256_storeu_ps(out + h * ldo + r0, res);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, res);
+        std::copy(tmp, tmp + nc, out + h * ldo + r0);
+      }
+    }
+  }
+}
+
+// dk 64 in ggml_vec_dot_f16's order: dots_heads64 over up to kHeads64Max heads at a time; otherwise dots_f16
+// head by head (two or three heads' accumulators per cell did not fit the 16 registers: 5-15 % slower).
+void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
+                    int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo) {
+  for (int64_t h = 0; h < m;) {
+    const int64_t take = dk == 64 && !lanes16 ? std::min(kHeads64Max, m - h) : 1;
+    if (take > 1) dots_heads64(k, k_stride, cells, n, q + h * ldq, ldq, take, out + h * ldo, ldo);
+    else dots_f16(k, k_stride, cells, n, q + h * ldq, dk, lanes16, out + h * ldo);
+    h += take;
+  }
 }
 
 // Lane by lane: lane l's accumulator row stays in registers (64 elements)
@@ -190,49 +260,63 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
   }
 }
 
-// The heads of one kv head over one V row each (decode): H heads x C vectors
-// of 8 columns of lane l in registers over the lane's cells l, l + lanes, ...
-// in order; each V vector is widened once and feeds H FMAs (one per head), so
-// every head gets accumulate_f16's FMAs, in its order.
+// The heads of one kv head with the cells in order: C vectors of 8 columns from i0 of a cell's V row widened once,
+// then each head's lane accumulators (acc + h * lanes * dv + (r % lanes) * dv) loaded, FMA'd and stored: every
+// (head, lane, column) gets accumulate_f16's FMAs in the cells' order, and the V rows are read once, in address
+// order, with a prefetch kRowsAhead cells on. Cells r and r + lanes (one lane) go together: one load and store of
+// the accumulators for two FMAs. Up to 64 columns a pass (a SmolLM2 kv head's 3 x 16 KiB of
+// accumulators spill from L1 to L2, yet two 32-column passes were slower).
+constexpr int kRowsHeads = 4;  // heads per pass of accumulate_rows
 template <int H, int C>
-void accumulate_heads_tile(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
-                           int64_t n, int64_t lanes, int64_t l, int64_t i0, int64_t dv, float* acc) {
+void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                     int64_t lanes, int64_t i0, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
-  __m256 reg[H][C];
-  for (int h = 0; h < H; ++h)
-    for (int j = 0; j < C; ++j) reg[h][j] = _mm256_loadu_ps(acc + h * ld_head + l * dv + i0 + 8 * j);
-  for (int64_t r = l; r < n; r += lanes) {
-    const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
-    __m256 x[C];
-    for (int j = 0; j < C; ++j) x[j] = load8(vr + 8 * j);
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0; };
+  // Cell r alone, or r and r + lanes (kTwo: the same lane, their FMAs in order, one load and store between them).
+  auto step = [&](int64_t r, float* a, auto two) {
+    constexpr bool kTwo = decltype(two)::value;
+    const int64_t r2 = r + lanes;
+    if (r + kRowsAhead < n) prefetch_row(v, v_stride, cells, r + kRowsAhead, 2 * i0, 16 * C);
+    if (kTwo && r2 + kRowsAhead < n) prefetch_row(v, v_stride, cells, r2 + kRowsAhead, 2 * i0, 16 * C);
+    const uint16_t* va = row(r);
+    const uint16_t* vb = kTwo ? row(r2) : va;
+    __m256 pa[H], pb[H];
     for (int h = 0; h < H; ++h) {
-      const __m256 pv = _mm256_set1_ps(p[h * ldp + r]);
-      for (int j = 0; j < C; ++j) reg[h][j] = _mm256_fmadd_ps(x[j], pv, reg[h][j]);
+      pa[h] = _mm256_set1_ps(p[h * ldp + r]);
+      if (kTwo) pb[h] = _mm256_set1_ps(p[h * ldp + r2]);
     }
-  }
-  for (int h = 0; h < H; ++h)
-    for (int j = 0; j < C; ++j) _mm256_storeu_ps(acc + h * ld_head + l * dv + i0 + 8 * j, reg[h][j]);
+    for (int j = 0; j < C; ++j) {  // the heads' loads before their stores (heads 16 KiB apart alias by 4 KiB)
+      const __m256 xa = load8(va + 8 * j);
+      __m256 xb = xa, y[H];
+      if (kTwo) xb = load8(vb + 8 * j);
+      for (int h = 0; h < H; ++h) y[h] = _mm256_loadu_ps(a + h * ld_head + 8 * j);
+      for (int h = 0; h < H; ++h) {
+        y[h] = _mm256_fmadd_ps(xa, pa[h], y[h]);
+        if (kTwo) y[h] = _mm256_fmadd_ps(xb, pb[h], y[h]);
+      }
+      for (int h = 0; h < H; ++h) _mm256_storeu_ps(a + h * ld_head + 8 * j, y[h]);
+    }
+  };
+  for (int64_t base = 0; base < n; base += 2 * lanes)  // lanes of cells, then the next lanes of cells with them
+    for (int64_t l = 0; l < lanes && base + l < n; ++l) {
+      float* a = acc + l * dv + i0;
+      if (base + l + lanes < n) step(base + l, a, std::true_type{});
+      else step(base + l, a, std::false_type{});
+    }
 }
 
-// H heads, every lane with a cell, the columns in tiles of up to 8 x kMaxC[H] (dv % 8 == 0): 16 registers.
 template <int H>
-void accumulate_heads(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
-                      int64_t lanes, int64_t dv, float* acc) {
-  constexpr int kMaxC = H == 1 ? 8 : H == 2 ? 4 : 2;  // H x C accumulators, C widened vectors, a broadcast
-  for (int64_t l = 0; l < lanes && l < n; ++l)
-    for (int64_t i0 = 0; i0 < dv;) {
-      const int64_t vecs = (dv - i0) / 8;
-      if (vecs >= kMaxC) {
-        accumulate_heads_tile<H, kMaxC>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 8 * kMaxC;
-      } else if (vecs >= 2) {
-        accumulate_heads_tile<H, 2>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 16;
-      } else {
-        accumulate_heads_tile<H, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 8;
-      }
-    }
+void accumulate_rows_cols(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
+                          int64_t n, int64_t lanes, int64_t dv, float* acc) {
+  for (int64_t i0 = 0; i0 < dv;) {
+    const int64_t left = (dv - i0) / 8, vecs = left >= 8 ? 8 : left >= 4 ? 4 : left;
+    if (vecs == 8) accumulate_rows<H, 8>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    else if (vecs == 4) accumulate_rows<H, 4>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    else if (vecs == 3) accumulate_rows<H, 3>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    else if (vecs == 2) accumulate_rows<H, 2>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    else accumulate_rows<H, 1>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    i0 += 8 * vecs;
+  }
 }
 
 void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
@@ -242,13 +326,14 @@ void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t
     for (int64_t h = 0; h < nh; ++h) accumulate_f16(p + h * ldp, v, v_stride, cells, n, lanes, dv, acc + h * ld_head);
     return;
   }
-  for (int64_t h = 0; h < nh;) {
-    const int64_t left = nh - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
-    float* a = acc + h * ld_head;
-    if (take == 3) accumulate_heads<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
-    else if (take == 2) accumulate_heads<2>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
-    else accumulate_heads<1>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
-    h += take;
+  for (int64_t h = 0; h < nh; h += kRowsHeads) {
+    const int64_t take = std::min<int64_t>(kRowsHeads, nh - h);
+    const float* ph = p + h * ldp;
+    float* ah = acc + h * ld_head;
+    if (take == 4) accumulate_rows_cols<4>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
+    else if (take == 3) accumulate_rows_cols<3>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
+    else if (take == 2) accumulate_rows_cols<2>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
+    else accumulate_rows_cols<1>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
   }
 }
 
@@ -801,11 +886,12 @@ const AttnKernels kAttnKernels = {"avx2",
                                   scale_round_f16,
                                   attend_v_lanes16_keep,
                                   accumulate_f16_heads,
-                                  8192,
+                                  0,
                                   round_p_lanes,
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
-                                  nullptr};
+                                  dots_f16_heads,
+                                  0};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -888,7 +888,8 @@ const AttnKernels kAttnKernels = {"avx512",
                                   round_p_lanes,
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
-                                  dots_f16_heads};
+                                  dots_f16_heads,
+                                  INT64_MAX};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
