@@ -754,8 +754,8 @@ TEST(AttnBatched, FlashInPlaceUnrolledFormsGiveTheGeneralFormsBits) {
 // The -fa 0 decode's V side for the query heads of one kv head at once (accumulate_f16_heads, ops/attention.cpp's
 // heads_output): every head's lanes get accumulate_f16's bits, from accumulators that already hold values (the
 // op calls it block after block), for 1-5 heads, head sizes that take the unmasked tiles (64, 128, 80, 48, 16) and
-// the fallback (40 and 36 on AVX-512, 36 on AVX2), 16 and 64 lanes, 37 and 300 cells out of order; and calls over
-// whole 64s of cells give the bits of one call.
+// the fallback (40 and 36 on AVX-512, 36 on AVX2), 16 and 64 lanes, 37, 300 and 2600 cells out of order (2600: the
+// AVX-512 form's 1024-cell chunks, two whole and a part); and calls over whole 64s of cells give the bits of one call.
 TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
   if (host_supports(Isa::avx512)) {
     bool any = false;
@@ -767,7 +767,7 @@ TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
   for (const AttnKernels* k : batched_kernels()) {
     if (!k->accumulate_f16_heads) continue;
     for (int64_t dv : {64, 128, 80, 48, 16, 40, 36})
-      for (int64_t n_cells : {37, 300}) {
+      for (int64_t n_cells : {37, 300, 2600}) {
         const int64_t stride = 2 * dv + 8;  // two kv heads per row and a gap; the second head is read
         std::vector<uint16_t> cache(size_t(n_cells * stride));
         for (auto& h : cache) h = f32_to_f16(val(rng));
@@ -807,7 +807,8 @@ TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
 // every ISA's result has the bits of the scalar per-cell path, with GQA 2 and 3, at 530, 700 and 8300 cells,
 // with a sliding window, at 1 and 2 threads (9 heads on 2 threads: a thread's heads start inside a kv head).
 // Heads of 64 and 80 values take the unstaged GQA group path: their K dots through dots_f16_heads, their V per
-// pair or (AVX2, heads_small_min_cells) through heads_output, also at SmolLM2's shape past 4096 cells.
+// pair or (heads_small_min_cells: AVX2 always, AVX-512 from 8192) through heads_output, also at SmolLM2's shape past
+// 4096 and 8192 cells.
 TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   struct Case {
     int64_t hq, hkv, d, n_cells;
@@ -817,7 +818,8 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   const Isa before = selected_isa();
   for (const Case cs :
        {Case{8, 4, 128, 700}, Case{9, 3, 128, 530}, Case{4, 2, 128, 8300}, Case{9, 3, 64, 700}, Case{4, 4, 80, 300},
-        Case{32, 8, 64, 300}, Case{16, 8, 128, 300}, Case{4, 2, 80, 300}, Case{9, 3, 64, 4200}}) {
+        Case{32, 8, 64, 300}, Case{16, 8, 128, 300}, Case{4, 2, 80, 300}, Case{9, 3, 64, 4200},
+        Case{9, 3, 64, 8300}}) {
     const int64_t hq = cs.hq, hkv = cs.hkv, d = cs.d, n_cells = cs.n_cells;
     std::vector<float> q(size_t(d * hq));
     for (auto& x : q) x = val(rng);

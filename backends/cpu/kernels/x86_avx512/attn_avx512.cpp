@@ -5,8 +5,10 @@
 // The per-(token, head) helpers batch cells: dots 4 cells at a time (16 cells
 // reduced together in ggml_vec_dot_f16 order), V accumulated 4 lanes at a
 // time with the accumulators in registers (each lane's cells in order), or
-// for the query heads of one kv head at once one lane at a time, each V vector
-// widened once for every head (accumulate_f16_heads, the staged decode); the
+// for the query heads of one kv head at once one lane at a time within chunks
+// of 1024 cells (the next chunk's rows prefetched into L2), each V vector
+// widened once for every head (accumulate_f16_heads: the staged decode, and
+// SmolLM2-size heads from 8192 cells); the
 // decode's K dots likewise take the heads of one kv head together, each K
 // vector widened once for two or three heads, two cells at a time
 // (dots_f16_heads).
@@ -31,6 +33,15 @@
 
 namespace opal::cpu::avx512 {
 namespace {
+
+// Cells per chunk of accumulate_heads (a multiple of any lane count, 16 or 64): a chunk's V slice of one kv head
+// (128 KiB for SmolLM2's 128-byte slices, 256 KiB for Qwen3's) stays in L2 while its lanes are walked. 512 and 2048
+// were slower than 1024 at d16384 (bench_attn_decode, docs/perf/s23-fa0d.md).
+constexpr int64_t kHeadsChunkCells = 1024;
+// heads_small_min_cells: from 8192 cells a SmolLM2 kv head's V slice set (1 MiB) no longer stays in L2 for its next
+// head, and the per-pair lanes (16 passes a head, each a stride of 64 rows) read it from L3 / DRAM three times;
+// below, the per-pair form was level with the chunked heads (d4096) or faster (the unchunked lane walk).
+constexpr int64_t kHeadsSmallMinCells = 8192;
 
 __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
@@ -272,17 +283,23 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
 }
 
 // The query heads of one kv head over their V rows (decode, -fa 0): H heads x C vectors of 16 columns of lane l
-// in registers over the lane's cells l, l + lanes, ... in order; each V vector is widened once and feeds H FMAs
-// (one per head), so every head gets accumulate_f16's FMAs, in its order, and a kv head's V slice is read once
-// instead of once per head.
+// in registers over the lane's cells r0, r0 + lanes, ... below r1 (r0 % lanes == l) in order; each V vector is
+// widened once and feeds H FMAs (one per head), so every head gets accumulate_f16's FMAs, in its order, and a kv
+// head's V slice is read once instead of once per head. With ahead > 0 the tile's columns of the row `ahead`
+// cells on are prefetched (the next chunk's rows of this lane, see accumulate_heads).
 template <int H, int C>
 void accumulate_heads_tile(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
-                           int64_t n, int64_t lanes, int64_t l, int64_t i0, int64_t dv, float* acc) {
+                           int64_t r0, int64_t r1, int64_t n, int64_t lanes, int64_t l, int64_t i0, int64_t dv,
+                           int64_t ahead, float* acc) {
   const int64_t ld_head = lanes * dv;
   __m512 reg[H][C];
   for (int h = 0; h < H; ++h)
     for (int j = 0; j < C; ++j) reg[h][j] = _mm512_loadu_ps(acc + h * ld_head + l * dv + i0 + 16 * j);
-  for (int64_t r = l; r < n; r += lanes) {
+  for (int64_t r = r0; r < r1; r += lanes) {
+    if (ahead > 0 && r + ahead < n) {
+      const uint8_t* next = v + uint64_t(cells[r + ahead]) * v_stride + uint64_t(i0) * 2;
+      for (int b = 0; b < C * 32; b += 64) _mm_prefetch(reinterpret_cast<const char*>(next + b), _MM_HINT_T1);
+    }
     const uint16_t* vr = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0;
     __m512 x[C];
     for (int j = 0; j < C; ++j) x[j] = load16(vr + 16 * j);
@@ -296,28 +313,35 @@ void accumulate_heads_tile(const float* p, int64_t ldp, const uint8_t* v, uint64
 }
 
 // H heads, every lane with a cell, the columns in tiles of up to 16 x kMaxC (dv % 16 == 0): H x C accumulators,
-// C widened vectors and a broadcast within the 32 registers.
+// C widened vectors and a broadcast within the 32 registers. The cells go in chunks of kHeadsChunkCells (a multiple of
+// lanes): lane by lane within a chunk, while each lane's tile prefetches its rows of the next chunk, so a chunk's
+// rows come from L2 (a lane's cells are lanes rows apart, a stride no hardware prefetcher follows from DRAM) and a
+// tile's accumulators are loaded and stored once per lane and chunk. Each lane's cells stay in order.
 template <int H>
 void accumulate_heads(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                       int64_t lanes, int64_t dv, float* acc) {
   constexpr int kMaxC = H <= 2 ? 8 : 4;
-  for (int64_t l = 0; l < lanes && l < n; ++l)
-    for (int64_t i0 = 0; i0 < dv;) {
-      const int64_t vecs = (dv - i0) / 16;
-      if (vecs >= kMaxC) {
-        accumulate_heads_tile<H, kMaxC>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 16 * kMaxC;
-      } else if (vecs >= 4) {
-        accumulate_heads_tile<H, 4>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 64;
-      } else if (vecs >= 2) {
-        accumulate_heads_tile<H, 2>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 32;
-      } else {
-        accumulate_heads_tile<H, 1>(p, ldp, v, v_stride, cells, n, lanes, l, i0, dv, acc);
-        i0 += 16;
+  constexpr int64_t chunk = kHeadsChunkCells;
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const int64_t c1 = std::min(n, c0 + chunk), ahead = c1 < n ? chunk : 0;
+    for (int64_t l = 0; l < lanes && c0 + l < c1; ++l)
+      for (int64_t i0 = 0; i0 < dv;) {
+        const int64_t vecs = (dv - i0) / 16, r0 = c0 + l;
+        if (vecs >= kMaxC) {
+          accumulate_heads_tile<H, kMaxC>(p, ldp, v, v_stride, cells, r0, c1, n, lanes, l, i0, dv, ahead, acc);
+          i0 += 16 * kMaxC;
+        } else if (vecs >= 4) {
+          accumulate_heads_tile<H, 4>(p, ldp, v, v_stride, cells, r0, c1, n, lanes, l, i0, dv, ahead, acc);
+          i0 += 64;
+        } else if (vecs >= 2) {
+          accumulate_heads_tile<H, 2>(p, ldp, v, v_stride, cells, r0, c1, n, lanes, l, i0, dv, ahead, acc);
+          i0 += 32;
+        } else {
+          accumulate_heads_tile<H, 1>(p, ldp, v, v_stride, cells, r0, c1, n, lanes, l, i0, dv, ahead, acc);
+          i0 += 16;
+        }
       }
-    }
+  }
 }
 
 void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
@@ -889,7 +913,7 @@ const AttnKernels kAttnKernels = {"avx512",
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
                                   dots_f16_heads,
-                                  INT64_MAX};
+                                  kHeadsSmallMinCells};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
