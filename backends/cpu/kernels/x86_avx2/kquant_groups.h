@@ -403,29 +403,16 @@ using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, float* 
 // at once through group[ra - 1] (sharing each group's quants; a group of
 // 1152-1680 bytes per super-block stays in L1 between the calls of a batch);
 // then the plain rows after the last whole group through the plain gemm.
-//
-// walk_k_groups is the walk itself: each_group(grp, r) for the thread's whole
-// groups (grp: the bytes of the group of rows r .. r + 7), the plain gemm after.
-template <class EachGroup>
-void walk_k_groups(const opal::cpu::GemmArgs& g, void (*plain)(const opal::cpu::GemmArgs&), EachGroup each_group) {
+inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int max_acts,
+                         void (*plain)(const opal::cpu::GemmArgs&)) {
   if (g.row_begin % kGroup != 0)
     opal::fail("K-quant row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   if (g.k % 256 != 0) opal::fail("K-quant row-group gemm: rows of {} elements (not whole super-blocks)", g.k);
+  const int64_t nb = g.k / 256;
   const int64_t full = g.n_rows / kGroup * kGroup;
   const int64_t end = g.row_end < full ? g.row_end : full;
-  for (int64_t r = g.row_begin; r < end; r += kGroup) each_group(g.w + uint64_t(r) * g.w_row_bytes, r);
-  if (g.row_end > end) {
-    opal::cpu::GemmArgs rest = g;
-    rest.row_begin = end > g.row_begin ? end : g.row_begin;
-    rest.layout = 0;
-    plain(rest);
-  }
-}
-
-inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int max_acts,
-                         void (*plain)(const opal::cpu::GemmArgs&)) {
-  const int64_t nb = g.k / 256;
-  walk_k_groups(g, plain, [&](const uint8_t* grp, int64_t r) {
+  for (int64_t r = g.row_begin; r < end; r += kGroup) {
+    const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
     for (int64_t a0 = 0; a0 < g.n_act; a0 += max_acts) {
       const int ra = int(g.n_act - a0 < max_acts ? g.n_act - a0 : max_acts);
       const uint8_t* x[kMaxActs];
@@ -436,7 +423,13 @@ inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int
       }
       group[ra - 1](grp, nb, x, out);
     }
-  });
+  }
+  if (g.row_end > end) {
+    opal::cpu::GemmArgs rest = g;
+    rest.row_begin = end > g.row_begin ? end : g.row_begin;
+    rest.layout = 0;
+    plain(rest);
+  }
 }
 
 // Batches above packed_max_act (MatmulKernels::gemm_packed_batch) in the lanes

@@ -45,25 +45,6 @@ struct LanePerm {
   }
 };
 
-// A Q8_K activation row as the decode kernels meet it, prepared once per call
-// (stop 23): per super-block and (l, j) the vpermd by idx[l] of the row's 64
-// quant bytes at 64j (its 4 bytes at 64j + 4l in the lower half, at 64j + 32 +
-// 4l in the upper), 32 zmm = 2 KiB, at (4l + j) * 64. Q4_K's piece (l, j) meets
-// P(l, j); Q6_K's (l, h) meets P(l, 2h) (c = 0 | 1) and P(l, 2h + 1) (c = 2 | 3).
-// Every group of the call reads these instead of its own 32 vpermd a
-// super-block: the same operands, so the same bits.
-constexpr int64_t kPreparedBytes = 32 * 64;
-void prepare_act(const uint8_t* x, int64_t nb, uint8_t* prepared) {
-  const LanePerm perm;
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* pb = prepared + b * kPreparedBytes;
-    for (int j = 0; j < 4; ++j) {
-      const __m512i v = load64(x + b * kQ8_KBytes + kQ8_KQs + 64 * j);
-      for (int l = 0; l < 8; ++l) _mm512_storeu_si512(pb + (4 * l + j) * 64, _mm512_permutexvar_epi32(perm.idx[l], v));
-    }
-  }
-}
-
 // _mm512_reduce_add_ps of each row's 16 lanes: acc[l] holds lanes l and l + 8 of 8 rows.
 template <int RA>
 void reduce_lanes(__m512 (*acc)[8], float* const* out) {
@@ -77,11 +58,8 @@ void reduce_lanes(__m512 (*acc)[8], float* const* out) {
   }
 }
 
-// prepared (kPrepared, RA = 1): the activation row's operands from prepare_act.
-template <int RA, bool kPrepared = false>
-void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out,
-                const uint8_t* prepared = nullptr) {
-  static_assert(!kPrepared || RA == 1, "one prepared activation row");
+template <int RA>
+void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m512i lo4z = _mm512_set1_epi8(0x0F);
   const LanePerm perm;
   __m512 acc[RA][8];
@@ -110,8 +88,7 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
         const __m512i v = _mm512_broadcast_i64x4(load32(gb + 128 + (4 * l + j) * 32));
         const __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(v, kUpper16, v, 4), lo4z);
         for (int a = 0; a < RA; ++a) {
-          const __m512i xv = kPrepared ? load64(prepared + b * kPreparedBytes + (4 * l + j) * 64)
-                                       : _mm512_permutexvar_epi32(perm.idx[l], load64(xb[a] + kQ8_KQs + 64 * j));
+          const __m512i xv = _mm512_permutexvar_epi32(perm.idx[l], load64(xb[a] + kQ8_KQs + 64 * j));
           isum[a] = _mm512_dpwssd_epi32(isum[a], _mm512_maddubs_epi16(q, xv), s2[j]);
         }
       }
@@ -151,10 +128,8 @@ struct Q6KPieces {
   }
 };
 
-template <int RA, bool kPrepared = false>
-void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out,
-                const uint8_t* prepared = nullptr) {
-  static_assert(!kPrepared || RA == 1, "one prepared activation row");
+template <int RA>
+void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const Q6KConsts k6;
   const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1) high bytes
   const LanePerm perm;
@@ -186,9 +161,8 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
         const __m512i s01 = join(s16[s], s16[s + 2]), s23 = join(s16[s + 4], s16[s + 6]);
         for (int a = 0; a < RA; ++a) {
           const uint8_t* xq = xb[a] + kQ8_KQs + 128 * h;
-          const uint8_t* pp = prepared + b * kPreparedBytes + (4 * l + 2 * h) * 64;
-          const __m512i x01 = kPrepared ? load64(pp) : _mm512_permutexvar_epi32(perm.idx[l], load64(xq));
-          const __m512i x23 = kPrepared ? load64(pp + 64) : _mm512_permutexvar_epi32(perm.idx[l], load64(xq + 64));
+          const __m512i x01 = _mm512_permutexvar_epi32(perm.idx[l], load64(xq));
+          const __m512i x23 = _mm512_permutexvar_epi32(perm.idx[l], load64(xq + 64));
           isum[a] = _mm512_dpwssd_epi32(isum[a], _mm512_maddubs_epi16(q.q01, x01), s01);
           isum[a] = _mm512_dpwssd_epi32(isum[a], _mm512_maddubs_epi16(q.q23, x23), s23);
         }
@@ -302,31 +276,8 @@ void q6_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
 }
 
-template <int RA>
-void q4_K_group_fn(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  q4_K_group<RA>(grp, nb, x, out);
-}
-template <int RA>
-void q6_K_group_fn(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  q6_K_group<RA>(grp, nb, x, out);
-}
-constexpr GroupFn kQ4K[kMaxActs] = {q4_K_group_fn<1>, q4_K_group_fn<2>, q4_K_group_fn<3>, q4_K_group_fn<4>};
-constexpr GroupFn kQ6K[kMaxActs] = {q6_K_group_fn<1>, q6_K_group_fn<2>, q6_K_group_fn<3>, q6_K_group_fn<4>};
-
-// Decode (one activation row) with the operands prepared once per call in the
-// thread's scratch (2 KiB a super-block; the entries' scratch_floats give 9-10
-// KiB a super-block for the batch kernels), else the groups as for batches.
-template <void (*Group)(const uint8_t*, int64_t, const uint8_t* const*, float* const*, const uint8_t*)>
-void run_decode(const GemmArgs& g, const GroupFn* groups, void (*plain)(const GemmArgs&)) {
-  if (g.n_act != 1 || g.scratch == nullptr || g.k % 256 != 0) return run_k_groups(g, groups, kMaxActs, plain);
-  const int64_t nb = g.k / 256;
-  uint8_t* prepared = reinterpret_cast<uint8_t*>(g.scratch);
-  prepare_act(g.act, nb, prepared);
-  walk_k_groups(g, plain, [&](const uint8_t* grp, int64_t r) {
-    float* out = g.out + r;
-    Group(grp, nb, &g.act, &out, prepared);
-  });
-}
+constexpr GroupFn kQ4K[kMaxActs] = {q4_K_group<1>, q4_K_group<2>, q4_K_group<3>, q4_K_group<4>};
+constexpr GroupFn kQ6K[kMaxActs] = {q6_K_group<1>, q6_K_group<2>, q6_K_group<3>, q6_K_group<4>};
 constexpr GroupFn kQ4KLanes[kMaxActs] = {q4_K_group_lanes512<1>, q4_K_group_lanes512<2>, q4_K_group_lanes512<3>,
                                          q4_K_group_lanes512<4>};
 constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_lanes512<1>, q6_K_group_lanes512<2>, q6_K_group_lanes512<3>,
@@ -334,8 +285,8 @@ constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_lanes512<1>, q6_K_group_lane
 
 }  // namespace
 
-void gemm_q4_K_groups(const GemmArgs& g) { run_decode<q4_K_group<1, true>>(g, kQ4K, gemm_q4_K); }
-void gemm_q6_K_groups(const GemmArgs& g) { run_decode<q6_K_group<1, true>>(g, kQ6K, gemm_q6_K); }
+void gemm_q4_K_groups(const GemmArgs& g) { run_k_groups(g, kQ4K, kMaxActs, gemm_q4_K); }
+void gemm_q6_K_groups(const GemmArgs& g) { run_k_groups(g, kQ6K, kMaxActs, gemm_q6_K); }
 bool gemm_q4_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ4KLanes, gemm_q4_K); }
 bool gemm_q6_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ6KLanes, gemm_q6_K); }
 
