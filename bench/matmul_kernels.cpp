@@ -172,7 +172,9 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
       unpacked_gemm(*k, t, g, unpacked);
     benchmark::DoNotOptimize(out.data());
   }
-  const double bytes = double(g.w_row_bytes) * double(rows);
+  // Per thread: Google Benchmark sums a counter over the threads and multiplies a rate by the iterations of
+  // all of them, so the ceiling2t figure is both threads' bytes over the wall time only this way.
+  const double bytes = double(g.w_row_bytes) * double(rows) / double(state.threads());
   if (n_act == 1 || bytes_rate)
     state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   else
