@@ -27,6 +27,11 @@
 //                         packed-decode-out1024 (K-quant groups, stop 18):
 //                         Qwen3-0.6B's tied output (151936 x 1024, 128 MB in
 //                         Q6_K: one copy), the largest matmul of a Q4_K_M token.
+//   ceiling-<k>/<isa>/<type>, ceiling2t-<k>/...: the repacked decode kernel's own
+//                         rate (stop 23): one ~384 KiB matrix of rows of k = 1024
+//                         or 2048 kept in L2, the activation converted once;
+//                         2t: two threads at once, each its own matrix, real
+//                         time, GB/s of both (SMT siblings: one core's units).
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
 //                         to the entry's packed_max_act read the groups; not
 //                         the K-quants, which have the kq- curve below).
@@ -121,8 +126,9 @@ enum class Path { dispatch, groups, batch, unpack };
 // packed: the weights repacked into the entry's load-time layout (kernels/repack.h), read by gemm_packed.
 // Path::unpack: batches above packed_max_act take the unpack path even where the entry reads them in place
 // (MUL_MAT's path before gemm_packed_batch: the unpacked-prompt and kq-unpacked-batch curves).
+// convert_each = false: the activation converted once before the loop (the ceiling benchmarks: the kernel alone).
 void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096,
-         bool bytes_rate = false, bool packed = false, Path path = Path::dispatch) {
+         bool bytes_rate = false, bool packed = false, Path path = Path::dispatch, bool convert_each = true) {
   const MatmulKernels* k = matmul_kernels(t, isa);
   if (copies == 0) copies = int(96e6 / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
   std::vector<std::vector<uint8_t>> w;
@@ -153,8 +159,11 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
     g.n_rows = rows;
   }
   int c = 0;
-  for (auto _ : state) {
+  if (!convert_each)
     for (int64_t a = 0; a < n_act; ++a) k->convert_act(k->act_type, x.data() + a * kK, act.data() + a * arb, kK);
+  for (auto _ : state) {
+    if (convert_each)
+      for (int64_t a = 0; a < n_act; ++a) k->convert_act(k->act_type, x.data() + a * kK, act.data() + a * arb, kK);
     g.w = w[size_t(c)].data();
     c = (c + 1) % copies;
     if (!packed) k->gemm(g);
@@ -163,7 +172,9 @@ void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act,
       unpacked_gemm(*k, t, g, unpacked);
     benchmark::DoNotOptimize(out.data());
   }
-  const double bytes = double(g.w_row_bytes) * double(rows);
+  // Per thread: Google Benchmark sums a counter over the threads and multiplies a rate by the iterations of
+  // all of them, so the ceiling2t figure is both threads' bytes over the wall time only this way.
+  const double bytes = double(g.w_row_bytes) * double(rows) / double(state.threads());
   if (n_act == 1 || bytes_rate)
     state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   else
@@ -244,6 +255,23 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("packed-decode-l2/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 96, 1, 1, 4096, false, true);
         })->Unit(benchmark::kMicrosecond);
+        // The decode kernel's compute ceiling (stop 23): one repacked matrix of ~384 KiB kept in L2, rows of
+        // k = 1024 (Qwen3-0.6B) and 2048 (Llama-3.2-1B), the activation converted once. ceiling2t: two threads,
+        // each its own matrix (on this host the two vCPUs are SMT siblings: one core's execution units and
+        // L2 for both), real time, GB/s of both threads' weights.
+        for (int64_t kk : {1024, 2048}) {
+          const int64_t rows = std::max<int64_t>(8, int64_t(384 * 1024 / row_bytes(t, kk)) / 8 * 8);
+          const std::string shape = std::to_string(kk) + "/" + suffix;
+          benchmark::RegisterBenchmark(("ceiling-" + shape).c_str(), [=](benchmark::State& s) {
+            run(s, isa, t, rows, 1, 1, kk, false, true, Path::dispatch, false);
+          })->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(
+              ("ceiling2t-" + shape).c_str(),
+              [=](benchmark::State& s) { run(s, isa, t, rows, 1, 1, kk, false, true, Path::dispatch, false); })
+              ->Unit(benchmark::kMicrosecond)
+              ->Threads(2)
+              ->UseRealTime();
+        }
         // Prompts on the repacked layout: read in place (gemm_packed_batch) or unpacked 32 rows at a time.
         if (!kquant)
           benchmark::RegisterBenchmark(("packed-prompt-576/" + suffix).c_str(), [=](benchmark::State& s) {
