@@ -36,7 +36,7 @@ namespace {
 
 // Cells per chunk of accumulate_heads (a multiple of any lane count, 16 or 64): a chunk's V slice of one kv head
 // (128 KiB for SmolLM2's 128-byte slices, 256 KiB for Qwen3's) stays in L2 while its lanes are walked. 512 and 2048
-// were slower than 1024 at d16384 (bench_attn_decode, docs/perf/s23-fa0d.md).
+// were slower than 1024 at d16384 (bench_attn_decode, docs/PERF.md "Stop 23, fa0d").
 constexpr int64_t kHeadsChunkCells = 1024;
 // heads_small_min_cells: from 8192 cells a SmolLM2 kv head's V slice set (1 MiB) no longer stays in L2 for its next
 // head, and the per-pair lanes (16 passes a head, each a stride of 64 rows) read it from L3 / DRAM three times;
