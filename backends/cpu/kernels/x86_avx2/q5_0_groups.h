@@ -47,16 +47,17 @@ __m256i top_bits(__m256i w) {
 
 // Piece T of a group's block: lanes T and T + 4 of 8 rows against RA activation rows.
 // Lane T's quants are the piece's low 5 bits; lane T + 4's its top 3 bits
-// (a 16-bit shift by 5, then & 7: what comes in from the next byte is masked)
-// and the word's two bits at 3 and 4.
+// (the low 5 cleared, then a 16-bit shift by 5: nothing comes in from the next
+// byte) and the word's two bits at 3 and 4. Two mask registers: with a third
+// GCC kept an accumulator on the stack.
 template <class Dot, int RA, int T>
 void q5_0_piece(const uint8_t* gb, __m256i w, const uint8_t* const* xb, const int32_t* const* cb, const __m256* dd,
                 __m256 (*acc)[8]) {
-  const __m256i low5 = _mm256_set1_epi8(0x1F), low3 = _mm256_set1_epi8(0x07), bits34 = _mm256_set1_epi8(0x18);
+  const __m256i low5 = _mm256_set1_epi8(0x1F), bits34 = _mm256_set1_epi8(0x18);
   const __m256i v = load32(gb + 48 + 32 * T);
   const __m256i q0 = _mm256_and_si256(v, low5);
   const __m256i q1 =
-      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), low3), _mm256_and_si256(top_bits<T>(w), bits34));
+      _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(low5, v), 5), _mm256_and_si256(top_bits<T>(w), bits34));
   for (int a = 0; a < RA; ++a) {
     const __m256i s0 = Dot::lane(q0, bcast4(xb[a] + 2 + 4 * T), cb[a][T]);
     const __m256i s1 = Dot::lane(q1, bcast4(xb[a] + 18 + 4 * T), cb[a][T + 4]);
