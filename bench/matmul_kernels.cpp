@@ -285,7 +285,8 @@ const int kRegistered = [] {
             run(s, isa, t, 512, 64, 1, 4096, false, true, Path::unpack);
           })->Unit(benchmark::kMillisecond);
       }
-      if (entry && entry->packed_layout == kLayoutRowGroups8)  // the per-row cost curve of batches of 1 .. 64 rows
+      if (entry && (entry->packed_layout == kLayoutRowGroups8 ||
+                    entry->packed_layout == kLayoutQ5Groups8))  // the per-row cost curve of batches of 1 .. 64 rows
         for (int64_t kk : {1024, 3072, 2048})
           for (int m : {1, 2, 4, 8, 12, 16, 17, 20, 24, 32, 48, 64, 96, 128}) {
             const int64_t rows = kk == 1024 ? 3072 : kk == 3072 ? 1024 : 8192;
@@ -303,14 +304,14 @@ const int kRegistered = [] {
           }
       if (entry && entry->packed_layout != 0)
         for (int m : {2, 4, 8, 16})
-          if (m <= entry->packed_max_act && entry->packed_layout != kLayoutKGroups8)
+          if (m <= entry->packed_max_act && !is_k_groups_layout(entry->packed_layout))
             benchmark::RegisterBenchmark(("packed-batch" + std::to_string(m) + "/" + suffix).c_str(),
                                          [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true, true); })
                 ->Unit(benchmark::kMicrosecond);
       // The K-quants' per-row curve (stop 17): every batch size a server step of 1-32 slots runs, plain
       // (kq-batch<M>) and on the K-quant row groups (kq-packed-batch<M>: up to packed_max_act in the decode
       // order, above it in place in the lanes order), Qwen3's FFN gate/up shape from DRAM, GB/s of weights.
-      if (entry && entry->packed_layout == kLayoutKGroups8)
+      if (entry && is_k_groups_layout(entry->packed_layout))
         for (int m : {1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}) {
           benchmark::RegisterBenchmark(("kq-batch" + std::to_string(m) + "/" + suffix).c_str(),
                                        [=](benchmark::State& s) { run(s, isa, t, 3072, m, 0, 1024, true); })

@@ -176,17 +176,17 @@ TEST_P(OpsThreads, MulMatMidBatchOnRowGroupsIsTheRowsOneByOne) {
     cpu::set_isa(isa);
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
       const cpu::MatmulKernels* k = cpu::matmul_kernels(t);
-      if (!k || k->packed_layout != cpu::kLayoutRowGroups8) continue;
+      if (!k || (k->packed_layout != cpu::kLayoutRowGroups8 && k->packed_layout != cpu::kLayoutQ5Groups8)) continue;
       std::vector<float> wf(size_t(K) * N);
       for (float& v : wf) v = d(rng);
       std::vector<uint8_t> wq(row_bytes(t, K) * N);
       quantize_rows(t, wf.data(), wq.data(), N, K);
-      cpu::repack_matrix(cpu::kLayoutRowGroups8, t, wq.data(), K, N);
+      cpu::repack_matrix(k->packed_layout, t, wq.data(), K, N);
       // T rows at once, or (T = 0) each of kMaxT rows alone through a one-row graph.
       auto run = [&](int T) {
         OpHarness h(GetParam());
         Tensor* w = h.input(t, {K, N, 1, 1}, "w");
-        w->layout = cpu::kLayoutRowGroups8;  // before scheduling: the work size counts the unpack scratch
+        w->layout = k->packed_layout;  // before scheduling: the work size counts the unpack scratch
         Tensor* x = h.input(DType::F32, {K, T == 0 ? 1 : T, 1, 1});
         Tensor* y = h.g->mul_mat(w, x);
         auto sg = h.schedule(y);

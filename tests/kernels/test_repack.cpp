@@ -23,27 +23,30 @@ namespace {
 
 TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
   std::mt19937 rng(11);
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0})
-    for (int64_t k : {32, 96, 4352})
-      for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
-        const auto plain = test::random_weights(t, rows, k, rng);
-        auto packed = plain;
-        repack_matrix(kLayoutRowGroups8, t, packed.data(), k, rows);
-        if (rows >= 8) {
-          EXPECT_NE(0, std::memcmp(plain.data(), packed.data(), plain.size())) << "nothing moved";
-        }
-        // Rows past the last whole group stay where they were.
-        const uint64_t rb = row_bytes(t, k), tail = uint64_t(rows / 8 * 8) * rb;
-        EXPECT_EQ(0, std::memcmp(plain.data() + tail, packed.data() + tail, plain.size() - tail));
-        for (int64_t b = 0; b < rows; b += 3)
-          for (int64_t e : {b + 1, rows}) {
-            if (e > rows) continue;
-            std::vector<uint8_t> out(uint64_t(e - b) * rb, 0xAB);
-            unpack_rows(kLayoutRowGroups8, t, packed.data(), k, rows, b, e, out.data());
-            EXPECT_EQ(0, std::memcmp(out.data(), plain.data() + uint64_t(b) * rb, out.size()))
-                << dtype_name(t) << " k " << k << " rows " << rows << " [" << b << ", " << e << ")";
+  for (uint8_t layout : {kLayoutRowGroups8, kLayoutQ5Groups8})
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0})
+      for (int64_t k : {32, 96, 4352})
+        for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
+          if (!layout_supports(layout, t)) continue;
+          const auto plain = test::random_weights(t, rows, k, rng);
+          auto packed = plain;
+          repack_matrix(layout, t, packed.data(), k, rows);
+          if (rows >= 8) {
+            EXPECT_NE(0, std::memcmp(plain.data(), packed.data(), plain.size())) << "nothing moved";
           }
-      }
+          // Rows past the last whole group stay where they were.
+          const uint64_t rb = row_bytes(t, k), tail = uint64_t(rows / 8 * 8) * rb;
+          EXPECT_EQ(0, std::memcmp(plain.data() + tail, packed.data() + tail, plain.size() - tail));
+          for (int64_t b = 0; b < rows; b += 3)
+            for (int64_t e : {b + 1, rows}) {
+              if (e > rows) continue;
+              std::vector<uint8_t> out(uint64_t(e - b) * rb, 0xAB);
+              unpack_rows(layout, t, packed.data(), k, rows, b, e, out.data());
+              EXPECT_EQ(0, std::memcmp(out.data(), plain.data() + uint64_t(b) * rb, out.size()))
+                  << layout_name(layout) << " " << dtype_name(t) << " k " << k << " rows " << rows << " [" << b << ", "
+                  << e << ")";
+            }
+        }
 }
 
 TEST(RowGroups, RefusesTypesAndRangesItDoesNotHold) {
@@ -56,6 +59,75 @@ TEST(RowGroups, RefusesTypesAndRangesItDoesNotHold) {
   EXPECT_THROW(repack_matrix(kLayoutRowGroups8, DType::Q4_K, w.data(), 256, 8), Error);
   std::vector<uint8_t> q(row_bytes(DType::Q8_0, 32) * 8), out(row_bytes(DType::Q8_0, 32));
   EXPECT_THROW(unpack_rows(kLayoutRowGroups8, DType::Q8_0, q.data(), 32, 8, 7, 9, out.data()), Error);
+  EXPECT_TRUE(layout_supports(kLayoutQ5Groups8, DType::Q5_0));
+  EXPECT_FALSE(layout_supports(kLayoutQ5Groups8, DType::Q4_0));
+  EXPECT_EQ(layout_group_rows(kLayoutQ5Groups8), 8);
+  EXPECT_STREQ(layout_name(kLayoutQ5Groups8), "q5groups8");
+  EXPECT_THROW(repack_matrix(kLayoutQ5Groups8, DType::Q8_0, q.data(), 32, 8), Error);
+}
+
+// Every bit pattern of a Q5_0 block through kLayoutQ5Groups8 (stop 24: the quants
+// stored whole, 5 bits, the top two bits of the upper half in the word): random
+// bytes, all quants 31 and all 0; the unpack gives the bytes back and the group
+// kernels the plain entry's bits (the largest lane sums: 31 * 127 * 4).
+TEST(RowGroups, Q5WholeQuantsGiveThePlainBitsForEveryPattern) {
+  std::mt19937 rng(37);
+  int checked = 0;
+  const int64_t k = 128, rows = 19;
+  const uint64_t rb = row_bytes(DType::Q5_0, k);
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    std::vector<uint8_t> plain(rb * uint64_t(rows));
+    for (size_t i = 0; i < plain.size(); ++i) plain[i] = pattern == 0 ? uint8_t(rng()) : pattern == 1 ? 0xFF : 0x00;
+    for (uint64_t b = 0; b < plain.size(); b += 22) {  // finite f16 d: 2^-10 .. 2^-9
+      const uint16_t d = uint16_t(0x1400 | (rng() & 0x3FF));
+      std::memcpy(&plain[b], &d, 2);
+    }
+    auto packed = plain;
+    repack_matrix(kLayoutQ5Groups8, DType::Q5_0, packed.data(), k, rows);
+    std::vector<uint8_t> back(plain.size());
+    unpack_rows(kLayoutQ5Groups8, DType::Q5_0, packed.data(), k, rows, 0, rows, back.data());
+    EXPECT_EQ(0, std::memcmp(back.data(), plain.data(), plain.size())) << "pattern " << pattern;
+    std::vector<float> x(size_t(3 * k));
+    std::uniform_real_distribution<float> val(-4.0f, 4.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = pattern == 0 ? val(rng) : (i / 8 % 2 ? -3.0f : 3.0f);
+    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+      const MatmulKernels* kern = matmul_kernels(DType::Q5_0, isa);
+      if (!kern || kern->packed_layout != kLayoutQ5Groups8) continue;
+      for (int64_t n_act = 1; n_act <= 3; ++n_act) {
+        const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+        test::GemmCall call;
+        call.fill = -1.0f;
+        const auto want = test::run_gemm(*kern, plain, DType::Q5_0, rows, k, act, n_act, call);
+        std::vector<float> got(want.size(), -1.0f);
+        std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+        for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
+          GemmArgs g;
+          g.w = packed.data();
+          g.w_row_bytes = rb;
+          g.k = k;
+          g.row_begin = b;
+          g.row_end = e;
+          g.act = act.data();
+          g.act_row_bytes = kern->act_row_bytes(k);
+          g.n_act = n_act;
+          g.out = got.data();
+          g.out_stride = rows;
+          g.scratch = scratch.data();
+          g.layout = kLayoutQ5Groups8;
+          g.n_rows = rows;
+          kern->gemm_packed(g);
+        }
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << isa_name(isa) << " pattern " << pattern << " n_act " << n_act << ": " << got[0] << " vs " << want[0];
+        ++checked;
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the kLayoutQ5Groups8 kernels were not run";
+  }
+#endif
 }
 
 // The packed gemm over slices on group boundaries (as ops/matmul.cpp splits
@@ -137,31 +209,34 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
 #endif
 }
 
-// The K-quant row groups (kLayoutKGroups8, Q4_K and Q6_K): the unpack gives
-// the GGUF's bytes back for odd row counts, partial last groups and every row
-// range; the rest of a partial group stays in place.
+// The K-quant row groups (kLayoutKGroups8, Q4_K and Q6_K; kLayoutKGroups8Pairs,
+// Q4_K): the unpack gives the GGUF's bytes back for odd row counts, partial
+// last groups and every row range; the rest of a partial group stays in place.
 TEST(KGroups, UnpackGivesTheGgufBytesBack) {
   std::mt19937 rng(13);
-  for (DType t : {DType::Q4_K, DType::Q6_K})
-    for (int64_t k : {256, 768})
-      for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
-        const auto plain = test::random_weights(t, rows, k, rng);
-        auto packed = plain;
-        repack_matrix(kLayoutKGroups8, t, packed.data(), k, rows);
-        if (rows >= 8) {
-          EXPECT_NE(0, std::memcmp(plain.data(), packed.data(), plain.size())) << "nothing moved";
-        }
-        const uint64_t rb = row_bytes(t, k), tail = uint64_t(rows / 8 * 8) * rb;
-        EXPECT_EQ(0, std::memcmp(plain.data() + tail, packed.data() + tail, plain.size() - tail));
-        for (int64_t b = 0; b < rows; b += 3)
-          for (int64_t e : {b + 1, rows}) {
-            if (e > rows) continue;
-            std::vector<uint8_t> out(uint64_t(e - b) * rb, 0xAB);
-            unpack_rows(kLayoutKGroups8, t, packed.data(), k, rows, b, e, out.data());
-            EXPECT_EQ(0, std::memcmp(out.data(), plain.data() + uint64_t(b) * rb, out.size()))
-                << dtype_name(t) << " k " << k << " rows " << rows << " [" << b << ", " << e << ")";
+  for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs})
+    for (DType t : {DType::Q4_K, DType::Q6_K})
+      for (int64_t k : {256, 768})
+        for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
+          if (!layout_supports(layout, t)) continue;
+          const auto plain = test::random_weights(t, rows, k, rng);
+          auto packed = plain;
+          repack_matrix(layout, t, packed.data(), k, rows);
+          if (rows >= 8) {
+            EXPECT_NE(0, std::memcmp(plain.data(), packed.data(), plain.size())) << "nothing moved";
           }
-      }
+          const uint64_t rb = row_bytes(t, k), tail = uint64_t(rows / 8 * 8) * rb;
+          EXPECT_EQ(0, std::memcmp(plain.data() + tail, packed.data() + tail, plain.size() - tail));
+          for (int64_t b = 0; b < rows; b += 3)
+            for (int64_t e : {b + 1, rows}) {
+              if (e > rows) continue;
+              std::vector<uint8_t> out(uint64_t(e - b) * rb, 0xAB);
+              unpack_rows(layout, t, packed.data(), k, rows, b, e, out.data());
+              EXPECT_EQ(0, std::memcmp(out.data(), plain.data() + uint64_t(b) * rb, out.size()))
+                  << layout_name(layout) << " " << dtype_name(t) << " k " << k << " rows " << rows << " [" << b << ", "
+                  << e << ")";
+            }
+        }
 }
 
 TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
@@ -172,10 +247,18 @@ TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
   EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::Q6_K));
   EXPECT_EQ(layout_group_rows(kLayoutKGroups8), 8);
   EXPECT_STREQ(layout_name(kLayoutKGroups8), "kgroups8");
+  EXPECT_TRUE(layout_supports(kLayoutKGroups8Pairs, DType::Q4_K));
+  EXPECT_FALSE(layout_supports(kLayoutKGroups8Pairs, DType::Q6_K));
+  EXPECT_EQ(layout_group_rows(kLayoutKGroups8Pairs), 8);
+  EXPECT_STREQ(layout_name(kLayoutKGroups8Pairs), "kgroups8p");
+  EXPECT_TRUE(is_k_groups_layout(kLayoutKGroups8Pairs));
+  EXPECT_FALSE(is_k_groups_layout(kLayoutRowGroups8));
   std::vector<uint8_t> w(row_bytes(DType::Q8_0, 256) * 8);
   EXPECT_THROW(repack_matrix(kLayoutKGroups8, DType::Q8_0, w.data(), 256, 8), Error);
   std::vector<uint8_t> q(row_bytes(DType::Q4_K, 256) * 8), out(row_bytes(DType::Q4_K, 256) * 2);
   EXPECT_THROW(unpack_rows(kLayoutKGroups8, DType::Q4_K, q.data(), 256, 8, 7, 9, out.data()), Error);
+  std::vector<uint8_t> q6(row_bytes(DType::Q6_K, 256) * 8);
+  EXPECT_THROW(repack_matrix(kLayoutKGroups8Pairs, DType::Q6_K, q6.data(), 256, 8), Error);
 }
 
 // The K-quant group kernels (1-3 activation rows, two threads' slices on
@@ -184,11 +267,11 @@ TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
 // plain decode kernels' 8-lane order; the rows after the last group run them).
 TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
   std::mt19937 rng(17);
-  int checked = 0;
+  int checked = 0, checked_pairs = 0;
   for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
     for (DType t : {DType::Q4_K, DType::Q6_K}) {
       const MatmulKernels* kern = matmul_kernels(t, isa);
-      if (!kern || kern->packed_layout != kLayoutKGroups8) {
+      if (!kern || !is_k_groups_layout(kern->packed_layout)) {
         std::printf("[ REPACK   ] %s %s: no K-quant row groups (plain kernels only)\n", isa_name(isa), dtype_name(t));
         continue;
       }
@@ -232,6 +315,7 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
                   << " act " << i / rows << " row " << i % rows << ": " << got[size_t(i)] << " vs "
                   << per_row[size_t(i)];
             ++checked;
+            if (kern->packed_layout == kLayoutKGroups8Pairs) ++checked_pairs;
           }
           GemmArgs bad;
           bad.w = packed.data();
@@ -247,6 +331,7 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
 #if defined(__x86_64__)
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the K-quant row-group kernels were not run";
+    EXPECT_GT(checked_pairs, 0) << "AVX2 host: the re-paired Q4_K group kernels were not run";
   }
 #endif
 }
@@ -271,7 +356,7 @@ TEST(KGroups, PackedBatchesAreThePlainBitsOnEveryIsa) {
         std::vector<std::vector<float>> first(34);  // the first ISA's results per batch size
         for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
           const MatmulKernels* kern = matmul_kernels(t, isa);
-          if (!kern || kern->packed_layout != kLayoutKGroups8 || !kern->gemm_packed_batch) {
+          if (!kern || !is_k_groups_layout(kern->packed_layout) || !kern->gemm_packed_batch) {
             std::printf("[ REPACK   ] %s %s: no K-quant group batches\n", isa_name(isa), dtype_name(t));
             continue;
           }
@@ -371,47 +456,51 @@ TEST(KGroups, EveryBitPatternGivesThePlainBits) {
           std::vector<float> x(size_t(9 * k));
           std::uniform_real_distribution<float> val(-4.0f, 4.0f);
           for (size_t i = 0; i < x.size(); ++i) x[i] = pattern == 0 ? val(rng) : (i / 16 % 2 ? -3.0f : 3.0f);
-          auto packed = plain;
-          repack_matrix(kLayoutKGroups8, t, packed.data(), k, rows);
-          std::vector<uint8_t> back(plain.size());
-          unpack_rows(kLayoutKGroups8, t, packed.data(), k, rows, 0, rows, back.data());
-          EXPECT_EQ(0, std::memcmp(back.data(), plain.data(), plain.size())) << dtype_name(t) << " pattern " << pattern;
-          for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
-            const MatmulKernels* kern = matmul_kernels(t, isa);
-            if (!kern || kern->packed_layout != kLayoutKGroups8) continue;
-            for (int64_t n_act = 1; n_act <= 9; ++n_act) {
-              const bool batch = n_act > kern->packed_max_act;
-              if (batch && (!kern->gemm_packed_batch || (n_act != 5 && n_act != 9))) continue;
-              const auto act = test::convert_acts(*kern, x.data(), n_act, k);
-              test::GemmCall call;
-              call.fill = -1.0f;
-              const auto want = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
-              std::vector<float> got(want.size(), -1.0f);
-              std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
-              for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
-                if (b >= e) continue;
-                GemmArgs g;
-                g.w = packed.data();
-                g.w_row_bytes = rb;
-                g.k = k;
-                g.row_begin = b;
-                g.row_end = e;
-                g.act = act.data();
-                g.act_row_bytes = kern->act_row_bytes(k);
-                g.n_act = n_act;
-                g.out = got.data();
-                g.out_stride = rows;
-                g.scratch = scratch.data();
-                g.layout = kLayoutKGroups8;
-                g.n_rows = rows;
-                if (batch) EXPECT_TRUE(kern->gemm_packed_batch(g));
-                else kern->gemm_packed(g);
+          for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs}) {
+            if (!layout_supports(layout, t)) continue;
+            auto packed = plain;
+            repack_matrix(layout, t, packed.data(), k, rows);
+            std::vector<uint8_t> back(plain.size());
+            unpack_rows(layout, t, packed.data(), k, rows, 0, rows, back.data());
+            EXPECT_EQ(0, std::memcmp(back.data(), plain.data(), plain.size()))
+                << layout_name(layout) << " " << dtype_name(t) << " pattern " << pattern;
+            for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+              const MatmulKernels* kern = matmul_kernels(t, isa);
+              if (!kern || kern->packed_layout != layout) continue;
+              for (int64_t n_act = 1; n_act <= 9; ++n_act) {
+                const bool batch = n_act > kern->packed_max_act;
+                if (batch && (!kern->gemm_packed_batch || (n_act != 5 && n_act != 9))) continue;
+                const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+                test::GemmCall call;
+                call.fill = -1.0f;
+                const auto want = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
+                std::vector<float> got(want.size(), -1.0f);
+                std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+                for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
+                  if (b >= e) continue;
+                  GemmArgs g;
+                  g.w = packed.data();
+                  g.w_row_bytes = rb;
+                  g.k = k;
+                  g.row_begin = b;
+                  g.row_end = e;
+                  g.act = act.data();
+                  g.act_row_bytes = kern->act_row_bytes(k);
+                  g.n_act = n_act;
+                  g.out = got.data();
+                  g.out_stride = rows;
+                  g.scratch = scratch.data();
+                  g.layout = layout;
+                  g.n_rows = rows;
+                  if (batch) EXPECT_TRUE(kern->gemm_packed_batch(g));
+                  else kern->gemm_packed(g);
+                }
+                EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                    << isa_name(isa) << " " << dtype_name(t) << " pattern " << pattern << " k " << k << " rows " << rows
+                    << " n_act " << n_act << ": " << got[0] << " vs " << want[0];
+                for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "the scales were meant to keep it finite";
+                ++checked;
               }
-              EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-                  << isa_name(isa) << " " << dtype_name(t) << " pattern " << pattern << " k " << k << " rows " << rows
-                  << " n_act " << n_act << ": " << got[0] << " vs " << want[0];
-              for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "the scales were meant to keep it finite";
-              ++checked;
             }
           }
         }

@@ -146,6 +146,80 @@ void repack_q5_0_groups(uint8_t* rows, int64_t k, int64_t n_rows) {
   }
 }
 
+// kLayoutQ5Groups8 (repack.h): a Q5_0 block's quants (qh word h, qs[16]) as
+// the four pieces' bytes p[t][b] = q_(4t+b) | (q_(16+4t+b) & 7) << 5 and the
+// word w holding bits 3 and 4 of q_(16+4t+b) at 8b + 2t and 8b + 2t + 1.
+void q5_0_whole_quants(uint32_t h, const uint8_t* qs, uint8_t* pieces, uint32_t* w) {
+  *w = 0;
+  for (int t = 0; t < 4; ++t)
+    for (int b = 0; b < 4; ++b) {
+      const int e = 4 * t + b;  // element e (low nibble of qs[e]) and e + 16 (its high nibble)
+      const uint32_t lo = (qs[e] & 15u) | (h >> e & 1u) << 4, hi = (qs[e] >> 4) | (h >> (e + 16) & 1u) << 4;
+      pieces[4 * t + b] = uint8_t(lo | (hi & 7u) << 5);
+      *w |= (hi >> 3) << (8 * b + 2 * t);
+    }
+}
+
+void q5_0_gguf_quants(const uint8_t* pieces, uint32_t w, uint32_t* h, uint8_t* qs) {
+  *h = 0;
+  for (int t = 0; t < 4; ++t)
+    for (int b = 0; b < 4; ++b) {
+      const int e = 4 * t + b;
+      const uint32_t lo = pieces[4 * t + b] & 31u, top2 = w >> (8 * b + 2 * t) & 3u;
+      const uint32_t hi = uint32_t(pieces[4 * t + b] >> 5) | top2 << 3;
+      qs[e] = uint8_t((lo & 15u) | (hi & 15u) << 4);
+      *h |= (lo >> 4) << e | (hi >> 4) << (e + 16);
+    }
+}
+
+void repack_q5_0_whole(uint8_t* rows, int64_t k, int64_t n_rows) {
+  const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
+  std::vector<uint8_t> plain(size_t(kGroup * rb));
+  for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
+    uint8_t* grp = rows + g * rb;
+    std::memcpy(plain.data(), grp, plain.size());
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
+      for (int64_t i = 0; i < kGroup; ++i) {
+        const uint8_t* src = plain.data() + i * rb + b * kQ5_0Bytes;
+        std::memcpy(gb + 2 * i, src, 2);
+        uint32_t h, w;
+        std::memcpy(&h, src + 2, 4);
+        uint8_t pieces[16];
+        q5_0_whole_quants(h, src + 6, pieces, &w);
+        std::memcpy(gb + 16 + 4 * i, &w, 4);
+        for (int64_t t = 0; t < 4; ++t) std::memcpy(gb + 48 + 32 * t + 4 * i, pieces + 4 * t, 4);
+      }
+    }
+  }
+}
+
+void unpack_q5_0_whole(const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end,
+                       uint8_t* dst) {
+  const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
+  const int64_t full = n_rows / kGroup * kGroup;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint8_t* out = dst + (r - row_begin) * rb;
+    if (r >= full) {
+      std::memcpy(out, base + r * rb, size_t(rb));
+      continue;
+    }
+    const uint8_t* grp = base + r / kGroup * kGroup * rb;
+    const int64_t i = r % kGroup;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
+      uint8_t* ob = out + b * kQ5_0Bytes;
+      std::memcpy(ob, gb + 2 * i, 2);
+      uint32_t w, h;
+      std::memcpy(&w, gb + 16 + 4 * i, 4);
+      uint8_t pieces[16];
+      for (int64_t t = 0; t < 4; ++t) std::memcpy(pieces + 4 * t, gb + 48 + 32 * t + 4 * i, 4);
+      q5_0_gguf_quants(pieces, w, &h, ob + 6);
+      std::memcpy(ob + 2, &h, 4);
+    }
+  }
+}
+
 void unpack_q5_0_groups(const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end,
                         uint8_t* dst) {
   const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
@@ -171,7 +245,24 @@ void unpack_q5_0_groups(const uint8_t* base, int64_t k, int64_t n_rows, int64_t 
   }
 }
 
-void repack_k_groups(DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
+// kLayoutKGroups8Pairs (repack.h): every 4-byte piece b0..b3 of a Q4_K row's
+// quants (qs, 128 bytes a super-block) as n0 = lo0 | lo2 << 4, n1 = lo1 | lo3 << 4,
+// n2 = hi0 | hi2 << 4, n3 = hi1 | hi3 << 4. The nibble transpose of (b0, b2) and
+// (b1, b3): its own inverse, so the same function repacks and unpacks.
+constexpr int64_t kQ4KQuants = 16;  // qs in a Q4_K super-block (d, dmin, scales[12] first)
+void q4_K_pair_nibbles(uint8_t* qs) {
+  for (int m = 0; m < 128; m += 4) {
+    uint8_t* b = qs + m;
+    const uint8_t n0 = uint8_t((b[0] & 15) | (b[2] & 15) << 4), n1 = uint8_t((b[1] & 15) | (b[3] & 15) << 4);
+    const uint8_t n2 = uint8_t(b[0] >> 4 | (b[2] >> 4) << 4), n3 = uint8_t(b[1] >> 4 | (b[3] >> 4) << 4);
+    b[0] = n0;
+    b[1] = n1;
+    b[2] = n2;
+    b[3] = n3;
+  }
+}
+
+void repack_k_groups(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
   if (k % 256 != 0) fail("cannot repack {} rows of {} elements (not whole super-blocks)", dtype_name(type), k);
   const std::vector<KPiece> pieces = k_pieces(type);
   const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
@@ -181,6 +272,8 @@ void repack_k_groups(DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
     std::memcpy(plain.data(), grp, plain.size());
     if (type == DType::Q6_K)
       for (int64_t i = 0; i < kGroup * nb; ++i) q6_K_triples(plain.data() + i * bb, q6_K_encode);
+    if (layout == kLayoutKGroups8Pairs)
+      for (int64_t i = 0; i < kGroup * nb; ++i) q4_K_pair_nibbles(plain.data() + i * bb + kQ4KQuants);
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* gb = grp + b * kGroup * bb;
       for (int64_t i = 0; i < kGroup; ++i) {
@@ -191,8 +284,8 @@ void repack_k_groups(DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
   }
 }
 
-void unpack_k_groups(DType type, const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end,
-                     uint8_t* dst) {
+void unpack_k_groups(uint8_t layout, DType type, const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin,
+                     int64_t row_end, uint8_t* dst) {
   const std::vector<KPiece> pieces = k_pieces(type);
   const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
   const int64_t full = n_rows / kGroup * kGroup;
@@ -208,6 +301,7 @@ void unpack_k_groups(DType type, const uint8_t* base, int64_t k, int64_t n_rows,
       const uint8_t* gb = grp + b * kGroup * bb;
       for (const KPiece& p : pieces) std::memcpy(out + b * bb + p.src, gb + p.dst + i * p.len, size_t(p.len));
       if (type == DType::Q6_K) q6_K_triples(out + b * bb, q6_K_decode);
+      if (layout == kLayoutKGroups8Pairs) q4_K_pair_nibbles(out + b * bb + kQ4KQuants);
     }
   }
 }
@@ -218,6 +312,8 @@ const char* layout_name(uint8_t layout) {
   if (layout == kLayoutPlain) return "plain";
   if (layout == kLayoutRowGroups8) return "rowgroups8";
   if (layout == kLayoutKGroups8) return "kgroups8";
+  if (layout == kLayoutKGroups8Pairs) return "kgroups8p";
+  if (layout == kLayoutQ5Groups8) return "q5groups8";
   return "unknown";
 }
 
@@ -225,20 +321,23 @@ bool layout_supports(uint8_t layout, DType type) {
   if (layout == kLayoutPlain) return true;
   if (layout == kLayoutRowGroups8) return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0;
   if (layout == kLayoutKGroups8) return type == DType::Q4_K || type == DType::Q6_K;
+  if (layout == kLayoutKGroups8Pairs) return type == DType::Q4_K;
+  if (layout == kLayoutQ5Groups8) return type == DType::Q5_0;
   return false;
 }
 
 int64_t layout_group_rows(uint8_t layout) {
-  if (layout == kLayoutKGroups8) return kGroup;
-  return layout == kLayoutRowGroups8 ? kGroup : 1;
+  if (is_k_groups_layout(layout)) return kGroup;
+  return layout == kLayoutRowGroups8 || layout == kLayoutQ5Groups8 ? kGroup : 1;
 }
 
 void repack_matrix(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
   if (layout == kLayoutPlain) return;
   if (!layout_supports(layout, type))
     fail("cannot repack {} weights into layout '{}'", dtype_name(type), layout_name(layout));
-  if (layout == kLayoutKGroups8) return repack_k_groups(type, rows, k, n_rows);
+  if (is_k_groups_layout(layout)) return repack_k_groups(layout, type, rows, k, n_rows);
   if (k % 32 != 0) fail("cannot repack {} rows of {} elements (not whole blocks)", dtype_name(type), k);
+  if (layout == kLayoutQ5Groups8) return repack_q5_0_whole(rows, k, n_rows);
   if (type == DType::Q5_0) return repack_q5_0_groups(rows, k, n_rows);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;
@@ -267,7 +366,8 @@ void unpack_rows(uint8_t layout, DType type, const uint8_t* base, int64_t k, int
     std::memcpy(dst, base + uint64_t(row_begin) * rb, uint64_t(row_end - row_begin) * rb);
     return;
   }
-  if (layout == kLayoutKGroups8) return unpack_k_groups(type, base, k, n_rows, row_begin, row_end, dst);
+  if (is_k_groups_layout(layout)) return unpack_k_groups(layout, type, base, k, n_rows, row_begin, row_end, dst);
+  if (layout == kLayoutQ5Groups8) return unpack_q5_0_whole(base, k, n_rows, row_begin, row_end, dst);
   if (type == DType::Q5_0) return unpack_q5_0_groups(base, k, n_rows, row_begin, row_end, dst);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;

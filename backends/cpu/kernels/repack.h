@@ -41,6 +41,26 @@
 // A last partial group stays plain, as for kLayoutRowGroups8. The bytes of a
 // Q4_K row are only moved, never changed; Q6_K's quant bytes are re-encoded
 // (a bijection: the unpack gives the GGUF's bytes back).
+//
+// kLayoutKGroups8Pairs (Q4_K on avx2 and avx2-vnni, stop 24): kLayoutKGroups8
+// with the nibbles of each 4-byte piece re-paired, so that one mask gives 2
+// quants of each of the piece's two sub-blocks (x86_avx2/kquant_groups.h,
+// q4_K_group_pairs). A piece's bytes b0..b3 (b = lo | hi << 4, lo in sub-block
+// 2j, hi in 2j + 1) become n0 = lo0 | lo2 << 4, n1 = lo1 | lo3 << 4,
+// n2 = hi0 | hi2 << 4, n3 = hi1 | hi3 << 4: the nibble transpose of the byte
+// pairs (b0, b2) and (b1, b3), its own inverse, so the unpack gives the GGUF's
+// bytes back. The AVX-512 kernels keep kLayoutKGroups8.
+//
+// kLayoutQ5Groups8 (Q5_0 on avx2 and avx2-vnni, stop 24): kLayoutRowGroups8's
+// groups and block shape (176 bytes: the 8 f16 scales [8][2], a word per row
+// [8][4], four pieces [8][4]), with the 5-bit quants q_e (e = 0..31) stored
+// whole: byte b of piece t of a row is q_(4t+b) | (q_(16+4t+b) & 7) << 5, and
+// the row's word holds the top two bits of q_(16+4t+b) at bits 8b + 2t (bit 3)
+// and 8b + 2t + 1 (bit 4). So lane t's quants are one mask (& 31) and lane
+// t + 4's a shift and mask of the piece or-ed with one shift and mask of the
+// word (x86_avx2/q5_0_groups.h), where kLayoutRowGroups8's nibbles and fifth
+// bits take two masks, a shift and an or per lane. The unpack gives the GGUF's
+// bytes back. The AVX-512 kernels keep kLayoutRowGroups8.
 #pragma once
 #include <cstdint>
 
@@ -50,9 +70,16 @@ namespace opal::cpu {
 
 constexpr uint8_t kLayoutPlain = 0;
 constexpr uint8_t kLayoutRowGroups8 = 1;
-constexpr uint8_t kLayoutKGroups8 = 5;  // Q4_K / Q6_K (2-4 left to the other row-group layouts)
+constexpr uint8_t kLayoutKGroups8 = 5;       // Q4_K / Q6_K (2-4 left to the other row-group layouts)
+constexpr uint8_t kLayoutKGroups8Pairs = 6;  // Q4_K, nibbles re-paired (AVX2)
+constexpr uint8_t kLayoutQ5Groups8 = 7;      // Q5_0, 5-bit bytes (AVX2)
 
-// "plain", "rowgroups8", "kgroups8"; "unknown" for anything else.
+// Whether a layout is one of the K-quant row-group layouts (kLayoutKGroups8, kLayoutKGroups8Pairs).
+constexpr bool is_k_groups_layout(uint8_t layout) {
+  return layout == kLayoutKGroups8 || layout == kLayoutKGroups8Pairs;
+}
+
+// "plain", "rowgroups8", "kgroups8", "kgroups8p", "q5groups8"; "unknown" for anything else.
 const char* layout_name(uint8_t layout);
 // Whether weights of `type` can take `layout` (kLayoutPlain: always).
 bool layout_supports(uint8_t layout, DType type);

@@ -1,11 +1,9 @@
-// The K-quant row-group decode kernels (kernels/repack.h, kLayoutKGroups8):
-// Q4_K and Q6_K weight rows in the int32 lanes, the activation broadcast, so
-// one activation load serves 8 rows and no horizontal sum is left at the end.
-// Included by kquant_groups_avx2.cpp (plain AVX2) and kquant_groups_avx2vnni.cpp
-// (AVX-VNNI) inside an unnamed namespace; `Dot::pairs(acc, p, s)` adds the
-// int16 pairs p times the rows' scale pairs s to the int32 lanes of acc
-// (vpmaddwd + vpaddd, or one vpdpwssd): exact either way, so both give the
-// same bits.
+// The K-quant row-group decode kernels (kernels/repack.h, kLayoutKGroups8 and,
+// for Q4_K since stop 24, kLayoutKGroups8Pairs): Q4_K and Q6_K weight rows in the int32 lanes, the activation
+// broadcast, so one activation load serves 8 rows and no horizontal sum is left at the end. Included by
+// kquant_groups_avx2.cpp (plain AVX2) and kquant_groups_avx2vnni.cpp (AVX-VNNI) inside an unnamed namespace;
+// `Dot::pairs(acc, p, s)` adds the int16 pairs p times the rows' scale pairs s to the int32 lanes of acc (vpmaddwd +
+// vpaddd, or one vpdpwssd): exact either way, so both give the same bits.
 //
 // Layout (per group and 256-element super-block, every piece [8 rows][4 bytes]
 // so a 32-byte load holds one piece of all 8 rows, row i in int32 lane i):
@@ -14,7 +12,10 @@
 //     6-bit scales 0-3 / 4-7 and mins 0-3 / 4-7, one byte each), then the
 //     quants: piece 4t + j holds qs[32j + 4t .. +3] of each row, whose low
 //     nibbles are elements 64j + 4t .. +3 (sub-block 2j) and high nibbles the
-//     same 32 on (sub-block 2j + 1).
+//     same 32 on (sub-block 2j + 1). The AVX2 kernels read Q4_K re-paired
+//     (kLayoutKGroups8Pairs: each piece's nibbles transposed so one mask gives
+//     two quants of each sub-block, q4_K_group_pairs below); AVX-512 reads
+//     kLayoutKGroups8.
 //   Q6_K: d[8], the 16 int8 scales as four words, then for t in 0..7 and
 //     half h three pieces p, q, r (the bytes of ql[64h + 4t], ql[64h + 32 + 4t],
 //     qh[32h + 4t] re-encoded at load, stop 18: repack.h) that hold the four
@@ -33,7 +34,7 @@
 // end. So a packed weight gives the plain layout's bits (and Q6_K keeps
 // llama.cpp's, which the Q4_0 / Q4_K_M goldens' output matrices rely on).
 // Batches of 1-3 activation rows share each group's unpacked quants. Larger
-// batches (stop 17: q4_K_group_lanes, q6_K_group_lanes, run_k_group_batch)
+// batches (stop 17: q4_K_group_pairs_lanes, q6_K_group_lanes, run_k_group_batch)
 // read the groups in place too, in the plain batch kernels' lanes order (one
 // exact int32 per row and super-block, one FMA; see there). Rows past the
 // last whole group are plain: the plain gemm takes them. The layout's helpers
@@ -43,6 +44,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
@@ -102,6 +104,10 @@ struct Q4KGroupScales {
   // Mins (2u, 2u + 1), u = 0-3, of each row as one int16 pair.
   __m256i mins_2u(int u) const {
     return _mm256_shuffle_epi8(mn[u / 2], lane_bytes(2 * (u % 2), -1, 2 * (u % 2) + 1, -1));
+  }
+  // Scales (2j, 2j + 1), j = 0-3, of each row as one int16 pair (the re-paired layout's sub-block pair).
+  __m256i scales_2j(int j) const {
+    return _mm256_shuffle_epi8(sc[j / 2], lane_bytes(2 * (j % 2), -1, 2 * (j % 2) + 1, -1));
   }
   static __m256i pick(int b) { return lane_bytes(b, -1, b, -1); }
 };
@@ -198,59 +204,6 @@ void hsum_lanes(__m256 (*acc)[8], float* const* out) {
   }
 }
 
-// One group of 8 Q4_K rows against RA Q8_K activation rows: out[a][0..7].
-// Per super-block and lane L (Q45KKernel in kquants_avx2.cpp):
-//   isum_L = sum_j sc_2j * lo(j, L) + sc_2j+1 * hi(j, L), m_L = min_L * (bsum_2L + bsum_2L+1)
-//   acc_L = fma(isum_L, d * d_x, acc_L); acc_L = fnmadd(m_L, dmin * d_x, acc_L)
-// (isum_L exact in any order: two chains, the low and the high nibbles, so
-// that avx2-vnni's vpdpwssd does not wait on its own latency.)
-template <class Dot, int RA>
-void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[RA][8];
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    prefetch_group(gb, kQ4KGroupBytes);
-    const Q4KGroupScales scm(gb);
-    __m256i s16[8];
-    for (int s = 0; s < 8; ++s) s16[s] = scm.scale_pair(s);
-    const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
-    const uint8_t* xb[RA];
-    __m256 dd[RA], dm[RA];
-    for (int a = 0; a < RA; ++a) {
-      xb[a] = x[a] + b * kQ8_KBytes;
-      const __m256 xd = _mm256_set1_ps(load_f32(xb[a]));
-      dd[a] = _mm256_mul_ps(d, xd);
-      dm[a] = _mm256_mul_ps(dmin, xd);
-    }
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      __m256i lo[RA], hi[RA];  // two chains of the exact int32 sum (low and high nibbles)
-      for (int a = 0; a < RA; ++a) lo[a] = hi[a] = _mm256_setzero_si256();  // set before j = 0 overwrites them
-      for (int j = 0; j < 4; ++j) {
-        const __m256i v = in_register(load32(gb + 128 + (4 * l + j) * 32));
-        const __m256i ql = _mm256_and_si256(v, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
-        for (int a = 0; a < RA; ++a) {
-          const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 4 * l;
-          const __m256i plo = _mm256_maddubs_epi16(ql, bcast4(xq)), phi = _mm256_maddubs_epi16(qh, bcast4(xq + 32));
-          lo[a] = j == 0 ? _mm256_madd_epi16(plo, s16[0]) : Dot::pairs(lo[a], plo, s16[2 * j]);
-          hi[a] = j == 0 ? _mm256_madd_epi16(phi, s16[1]) : Dot::pairs(hi[a], phi, s16[2 * j + 1]);
-        }
-      }
-      const __m256i ml = scm.min_pair(l);
-      for (int a = 0; a < RA; ++a) {
-        const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(ml, bcast4(xb[a] + kQ8_KBsums + 4 * l)));
-        const __m256i isum = _mm256_add_epi32(lo[a], hi[a]);
-        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd[a], acc[a][l]);
-        acc[a][l] = _mm256_fnmadd_ps(m, dm[a], acc[a][l]);
-      }
-    }
-  }
-  hsum_lanes<RA>(acc, out);
-}
-
 // One group of 8 Q6_K rows against RA Q8_K activation rows: out[a][0..7].
 // Per super-block and lane L (Q6KKernel in kquants_avx2.cpp):
 //   isum_L = sum_{h,c} sc_s * q6(h, c, L) . x - 32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1), s = 8h + 2c + L / 4
@@ -307,17 +260,106 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
   hsum_lanes<RA>(acc, out);
 }
 
+// The re-paired Q4_K layout (kLayoutKGroups8Pairs, repack.h; stop 24). A piece's
+// bytes hold, for lane l and sub-block pair j, nibbles n0 = lo0 | lo2 << 4,
+// n1 = lo1 | lo3 << 4, n2 = hi0 | hi2 << 4, n3 = hi1 | hi3 << 4 (lo_b: element
+// 64j + 4l + b, sub-block 2j; hi_b: the same 32 on, sub-block 2j + 1). So the
+// low nibbles of a row's int32 lane are (lo0, lo1, hi0, hi1) and the high
+// nibbles (lo2, lo3, hi2, hi3): against the activation's bytes in the same
+// order (pair_q8_K_row), vpmaddubsw gives an int16 pair (sub-block 2j, 2j + 1)
+// from each mask, the two add in int16 (each half a 4-element sum, at most
+// 4 * 15 * 128 = 7680), and one vpmaddwd by the scale pair (s_2j, s_2j+1) gives
+// s_2j * S_2j + s_2j+1 * S_2j+1 exactly: 3 multiplies per 32 weight bytes where
+// kLayoutKGroups8 takes 4 (a vpmaddwd per sub-block), and one add fewer. The
+// int32 sums are the same integers, so the bits are kLayoutKGroups8's and the
+// plain kernels'.
+
+// An activation row's Q8_K super-blocks with the quants in the re-paired
+// order: for j = 0..3 and lane l = 0..7, bytes 64j + 8l + 0..7 are
+// x[64j + 4l + 0, 1], x[64j + 32 + 4l + 0, 1], x[64j + 4l + 2, 3],
+// x[64j + 32 + 4l + 2, 3] (d and bsums as they were). Per j: the int16 words of
+// the two sub-blocks interleaved (vpunpck{l,h}wd within the 128-bit halves,
+// then the halves put in order).
+inline void pair_q8_K_row(const uint8_t* x, int64_t nb, uint8_t* dst) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* xb = x + b * kQ8_KBytes;
+    uint8_t* db = dst + b * kQ8_KBytes;
+    std::memcpy(db, xb, kQ8_KQs);
+    std::memcpy(db + kQ8_KBsums, xb + kQ8_KBsums, kQ8_KBytes - kQ8_KBsums);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i lo = load32(xb + kQ8_KQs + 64 * j), hi = load32(xb + kQ8_KQs + 64 * j + 32);
+      const __m256i a = _mm256_unpacklo_epi16(lo, hi),
+                    c = _mm256_unpackhi_epi16(lo, hi);  // lanes 0, 1 | 4, 5; 2, 3 | 6, 7
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(db + kQ8_KQs + 64 * j), _mm256_permute2x128_si256(a, c, 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(db + kQ8_KQs + 64 * j + 32),
+                          _mm256_permute2x128_si256(a, c, 0x31));
+    }
+  }
+}
+
+// One group of 8 re-paired Q4_K rows against RA paired activation rows: out[a][0..7].
+// Per super-block and lane L (Q45KKernel in kquants_avx2.cpp):
+//   isum_L = sum_j (s_2j, s_2j+1) . (S_2j, S_2j+1)(j, L), m_L = min_L * (bsum_2L + bsum_2L+1)
+//   acc_L = fma(isum_L, d * d_x, acc_L); acc_L = fnmadd(m_L, dmin * d_x, acc_L)
+// (isum_L exact in any order: one chain of 4 per lane, the 8 lanes independent;
+// kLayoutKGroups8's kernel, stop 18, ran two chains of 4, the low and high nibbles).
+template <class Dot, int RA>
+void q4_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[RA][8];
+  for (int a = 0; a < RA; ++a)
+    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kQ4KGroupBytes;
+    prefetch_group(gb, kQ4KGroupBytes);
+    const Q4KGroupScales scm(gb);
+    const __m256i s16[4] = {scm.scales_2j(0), scm.scales_2j(1), scm.scales_2j(2), scm.scales_2j(3)};
+    const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
+    const uint8_t* xb[RA];
+    __m256 dd[RA], dm[RA];
+    for (int a = 0; a < RA; ++a) {
+      xb[a] = x[a] + b * kQ8_KBytes;
+      const __m256 xd = _mm256_set1_ps(load_f32(xb[a]));
+      dd[a] = _mm256_mul_ps(d, xd);
+      dm[a] = _mm256_mul_ps(dmin, xd);
+    }
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {
+      __m256i isum[RA];
+      for (int a = 0; a < RA; ++a) isum[a] = _mm256_setzero_si256();  // set before j = 0 overwrites it
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = in_register(load32(gb + 128 + (4 * l + j) * 32));
+        const __m256i q0 = _mm256_and_si256(v, lo4), q1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+        for (int a = 0; a < RA; ++a) {
+          const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 8 * l;
+          const __m256i p =
+              _mm256_add_epi16(_mm256_maddubs_epi16(q0, bcast4(xq)), _mm256_maddubs_epi16(q1, bcast4(xq + 4)));
+          isum[a] = j == 0 ? _mm256_madd_epi16(p, s16[0]) : Dot::pairs(isum[a], p, s16[j]);
+        }
+      }
+      const __m256i ml = scm.min_pair(l);
+      for (int a = 0; a < RA; ++a) {
+        const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(ml, bcast4(xb[a] + kQ8_KBsums + 4 * l)));
+        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), dd[a], acc[a][l]);
+        acc[a][l] = _mm256_fnmadd_ps(m, dm[a], acc[a][l]);
+      }
+    }
+  }
+  hsum_lanes<RA>(acc, out);
+}
+
 // Batches in the plain batch kernels' lanes order (kquants_avx2.cpp Q4KRowsInLanes,
 // kquants_avx2vnni.cpp Q4KVnniLanes, kquants_avx512.cpp Q4KRowsInLanes: the same
-// bits on every ISA), read from the groups in place (stop 17; before, ops/matmul.cpp
-// unpacked 32 rows and the plain kernel repacked them again into its scratch):
-// per row and super-block one exact int32 sum isum = sum_s sc_s * (sub-block s . x)
-// and msum = sum_s min_s * (bsum_2s + bsum_2s+1), then
+// bits on every ISA), read from the re-paired groups in place (stop 17 on
+// kLayoutKGroups8 as q4_K_group_lanes, stop 24 re-paired): per row and
+// super-block one exact int32 sum isum = sum_s sc_s * (sub-block s . x) and
+// msum = sum_s min_s * (bsum_2s + bsum_2s+1), then
 //   acc = fma(float(isum), d * d_x, acc); acc = fnmadd(float(msum), dmin * d_x, acc)
-// and acc is the result (no horizontal sum). A sub-block's 8 pieces add in int16
-// first (|sum| <= 8 * 2 * 15 * 128 = 30720) and meet the scale pair once.
+// and acc is the result (no horizontal sum). Per sub-block pair j, four lanes' pieces
+// add in int16 (each int16 then sums 4 lanes x 4 elements of one sub-block: at
+// most 16 * 15 * 128 = 30720), then one vpmaddwd by (s_2j, s_2j+1); twice per j.
 template <class Dot, int RA>
-void q4_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
+void q4_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   __m256 acc[RA];
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
@@ -332,20 +374,22 @@ void q4_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
       isum[a] = _mm256_setzero_si256();
     }
     for (int j = 0; j < 4; ++j) {
-      __m256i lo[RA], hi[RA];
-      for (int a = 0; a < RA; ++a) lo[a] = hi[a] = _mm256_setzero_si256();  // set before l = 0 overwrites them
-      for (int l = 0; l < 8; ++l) {
-        const __m256i v = load32(gb + 128 + (4 * l + j) * 32);
-        const __m256i ql = _mm256_and_si256(v, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
-        for (int a = 0; a < RA; ++a) {
-          const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 4 * l;
-          const __m256i plo = _mm256_maddubs_epi16(ql, bcast4(xq)), phi = _mm256_maddubs_epi16(qh, bcast4(xq + 32));
-          lo[a] = l == 0 ? plo : in_register(_mm256_add_epi16(lo[a], plo));
-          hi[a] = l == 0 ? phi : in_register(_mm256_add_epi16(hi[a], phi));
+      const __m256i sp = scm.scales_2j(j);
+      for (int l0 = 0; l0 < 8; l0 += 4) {
+        __m256i p[RA];
+        for (int a = 0; a < RA; ++a) p[a] = _mm256_setzero_si256();  // set before l = l0 overwrites it
+        for (int l = l0; l < l0 + 4; ++l) {
+          const __m256i v = load32(gb + 128 + (4 * l + j) * 32);
+          const __m256i q0 = _mm256_and_si256(v, lo4), q1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+          for (int a = 0; a < RA; ++a) {
+            const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 8 * l;
+            const __m256i pl =
+                _mm256_add_epi16(_mm256_maddubs_epi16(q0, bcast4(xq)), _mm256_maddubs_epi16(q1, bcast4(xq + 4)));
+            p[a] = l == l0 ? pl : in_register(_mm256_add_epi16(p[a], pl));
+          }
         }
+        for (int a = 0; a < RA; ++a) isum[a] = Dot::pairs(isum[a], p[a], sp);
       }
-      const __m256i slo = scm.scale_pair(2 * j), shi = scm.scale_pair(2 * j + 1);
-      for (int a = 0; a < RA; ++a) isum[a] = Dot::pairs(Dot::pairs(isum[a], lo[a], slo), hi[a], shi);
     }
     q4_K_group_finish<RA>(gb, scm, xb, isum, acc);
   }
@@ -403,14 +447,27 @@ using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, float* 
 // at once through group[ra - 1] (sharing each group's quants; a group of
 // 1152-1680 bytes per super-block stays in L1 between the calls of a batch);
 // then the plain rows after the last whole group through the plain gemm.
+// paired_acts (the re-paired Q4_K kernels): the groups meet the activation rows
+// through pair_q8_K_row's copies (made once a call, in a thread-local buffer);
+// the plain rows after the last group read the rows as they are.
 inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int max_acts,
-                         void (*plain)(const opal::cpu::GemmArgs&)) {
+                         void (*plain)(const opal::cpu::GemmArgs&), bool paired_acts = false) {
   if (g.row_begin % kGroup != 0)
     opal::fail("K-quant row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   if (g.k % 256 != 0) opal::fail("K-quant row-group gemm: rows of {} elements (not whole super-blocks)", g.k);
   const int64_t nb = g.k / 256;
   const int64_t full = g.n_rows / kGroup * kGroup;
   const int64_t end = g.row_end < full ? g.row_end : full;
+  const uint8_t* act = g.act;
+  uint64_t act_row_bytes = g.act_row_bytes;
+  if (paired_acts && end > g.row_begin) {
+    thread_local std::vector<uint8_t> paired;
+    act_row_bytes = uint64_t(nb) * kQ8_KBytes;
+    paired.resize(size_t(uint64_t(g.n_act) * act_row_bytes));
+    for (int64_t a = 0; a < g.n_act; ++a)
+      pair_q8_K_row(g.act + uint64_t(a) * g.act_row_bytes, nb, paired.data() + uint64_t(a) * act_row_bytes);
+    act = paired.data();
+  }
   for (int64_t r = g.row_begin; r < end; r += kGroup) {
     const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
     for (int64_t a0 = 0; a0 < g.n_act; a0 += max_acts) {
@@ -418,7 +475,7 @@ inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int
       const uint8_t* x[kMaxActs];
       float* out[kMaxActs];
       for (int a = 0; a < ra; ++a) {
-        x[a] = g.act + uint64_t(a0 + a) * g.act_row_bytes;
+        x[a] = act + uint64_t(a0 + a) * act_row_bytes;
         out[a] = g.out + (a0 + a) * g.out_stride + r;
       }
       group[ra - 1](grp, nb, x, out);
@@ -436,9 +493,9 @@ inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int
 // order, where the plain gemm takes it too (a scratch: its lanes kernels need
 // one); false, writing nothing, otherwise (ops/matmul.cpp then unpacks).
 inline bool run_k_group_batch(const opal::cpu::GemmArgs& g, const GroupFn* lanes,
-                              void (*plain)(const opal::cpu::GemmArgs&)) {
+                              void (*plain)(const opal::cpu::GemmArgs&), bool paired_acts = false) {
   if (g.scratch == nullptr) return false;
-  run_k_groups(g, lanes, kMaxActs, plain);
+  run_k_groups(g, lanes, kMaxActs, plain, paired_acts);
   return true;
 }
 

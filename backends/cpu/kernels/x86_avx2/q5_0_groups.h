@@ -1,4 +1,4 @@
-// The Q5_0 row-group kernels (kernels/repack.h, kLayoutRowGroups8), shared by
+// The Q5_0 row-group kernels (kernels/repack.h, kLayoutQ5Groups8), shared by
 // row_groups_avx2.cpp (plain AVX2) and row_groups_avx2vnni.cpp (AVX-VNNI).
 // Each includes this file inside its own unnamed namespace, after defining
 // load32, bcast4, kGroup (8), kGroupPrefetch and kHeadBytes, and instantiates
@@ -12,42 +12,52 @@
 // one vpdpbusd started at the (negated) offset. Both are exact, so both give
 // the same bits.
 //
-// Layout per group and 32-element block (176 bytes): the 8 rows' f16 scales,
-// the 8 rows' qh words (bits moved so that the 4 fifth bits of a piece sit at
-// one position in their bytes), then pieces t = 0..3 of 8 rows x 4 bytes
-// (qs[4t .. 4t + 3]: low nibbles elements 4t .. 4t + 3, high nibbles 16 + 4t
-// ..). Piece t gives int32 lanes t and t + 4 of the 8 rows (a row per lane).
+// Layout (kernels/repack.h, kLayoutQ5Groups8, stop 24) per group and 32-element
+// block (176 bytes): the 8 rows' f16 scales, a word per row, then pieces
+// t = 0..3 of 8 rows x 4 bytes: byte b of piece t holds the 5-bit quant of
+// element 4t + b in its low 5 bits and the low 3 bits of element 16 + 4t + b's
+// above; the word the top 2 bits of element 16 + 4t + b at bits 8b + 2t and
+// 8b + 2t + 1. Piece t gives int32 lanes t and t + 4 of the 8 rows (a row per
+// lane): lane t one mask, lane t + 4 a shift, two masks, a shift of the word
+// and an or (kLayoutRowGroups8's nibbles and fifth bits, stop 15, took 8-9
+// operations a piece where these take 5-6).
 // The plain decode kernel (legacy_avx2.cpp LegacyDecode<Q5_0Weights>) keeps 8
 // int32 lanes per row and block, lane L the exact sum over elements 4L .. 4L + 3
 // of (q - 16) * x, converted and FMA-ed by d_w * d_x into float lane L, then
 // hsum8. Here the same lanes, the same float steps and hsum8's tree per row:
-// each row's bits are the plain kernel's. About 9 vector instructions per 32
-// weight bytes on plain AVX2, where the plain kernel spent 17 per 22-byte block.
+// each row's bits are the plain kernel's.
 // Batches of up to 16 activation rows run kQ5MaxActs rows at a time against
 // each group while it is in L1. Rows past the last whole group are plain.
+// The activation rows are convert_q8_0_sums rows: block b's d_x is the f32 at
+// nb * 34 + 4b (the f16's value, so the same product d_w * d_x), one broadcast
+// load where the f16 took a scalar load, a convert and a broadcast (stop 24).
 #pragma once
 
 constexpr int64_t kQ5_0Group = kGroup * kQ5_0Bytes;  // 176
 constexpr int kQ5MaxActs = 3;
 
-// The layout's fifth bits of the elements 16h + 4t + b (at bit 2t + h of byte b
-// of each row's qh word) moved to bit 4 of byte b, P = 2t + h; other bits not cleared.
-template <int P>
-__m256i fifth_bits(__m256i qh) {
-  if constexpr (P < 4) return _mm256_slli_epi32(qh, 4 - P);
-  else if constexpr (P > 4) return _mm256_srli_epi32(qh, P - 4);
-  else return qh;
+// The top two bits of the quants 16 + 4T + b (at bits 8b + 2T, 8b + 2T + 1 of
+// each row's word, kLayoutQ5Groups8) moved to bits 3 and 4 of byte b; other
+// bits not cleared.
+template <int T>
+__m256i top_bits(__m256i w) {
+  if constexpr (T < 2) return _mm256_slli_epi32(w, 3 - 2 * T);
+  else return _mm256_srli_epi32(w, 2 * T - 3);
 }
 
 // Piece T of a group's block: lanes T and T + 4 of 8 rows against RA activation rows.
+// Lane T's quants are the piece's low 5 bits; lane T + 4's its top 3 bits
+// (the low 5 cleared, then a 16-bit shift by 5: nothing comes in from the next
+// byte) and the word's two bits at 3 and 4. Two mask registers: with a third
+// GCC kept an accumulator on the stack.
 template <class Dot, int RA, int T>
-void q5_0_piece(const uint8_t* gb, __m256i qh, const uint8_t* const* xb, const int32_t* const* cb, const __m256* dd,
+void q5_0_piece(const uint8_t* gb, __m256i w, const uint8_t* const* xb, const int32_t* const* cb, const __m256* dd,
                 __m256 (*acc)[8]) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+  const __m256i low5 = _mm256_set1_epi8(0x1F), bits34 = _mm256_set1_epi8(0x18);
   const __m256i v = load32(gb + 48 + 32 * T);
-  const __m256i q0 = _mm256_or_si256(_mm256_and_si256(v, lo4), _mm256_and_si256(fifth_bits<2 * T>(qh), bit4));
-  const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), lo4),
-                                     _mm256_and_si256(fifth_bits<2 * T + 1>(qh), bit4));
+  const __m256i q0 = _mm256_and_si256(v, low5);
+  const __m256i q1 =
+      _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(low5, v), 5), _mm256_and_si256(top_bits<T>(w), bits34));
   for (int a = 0; a < RA; ++a) {
     const __m256i s0 = Dot::lane(q0, bcast4(xb[a] + 2 + 4 * T), cb[a][T]);
     const __m256i s1 = Dot::lane(q1, bcast4(xb[a] + 18 + 4 * T), cb[a][T + 4]);
@@ -75,13 +85,13 @@ void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const i
     for (int a = 0; a < RA; ++a) {
       xb[a] = x[a] + b * kQ8_0Bytes;
       cb[a] = c[a] + 8 * b;
-      dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f16(xb[a])));
+      dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(x[a] + nb * kQ8_0Bytes + 4 * b)));
     }
-    const __m256i qh = load32(gb + 16);
-    q5_0_piece<Dot, RA, 0>(gb, qh, xb, cb, dd, acc);
-    q5_0_piece<Dot, RA, 1>(gb, qh, xb, cb, dd, acc);
-    q5_0_piece<Dot, RA, 2>(gb, qh, xb, cb, dd, acc);
-    q5_0_piece<Dot, RA, 3>(gb, qh, xb, cb, dd, acc);
+    const __m256i w = load32(gb + 16);
+    q5_0_piece<Dot, RA, 0>(gb, w, xb, cb, dd, acc);
+    q5_0_piece<Dot, RA, 1>(gb, w, xb, cb, dd, acc);
+    q5_0_piece<Dot, RA, 2>(gb, w, xb, cb, dd, acc);
+    q5_0_piece<Dot, RA, 3>(gb, w, xb, cb, dd, acc);
   }
   for (int a = 0; a < RA; ++a) {  // hsum8's tree per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
     const __m256 s0 = _mm256_add_ps(acc[a][0], acc[a][4]), s1 = _mm256_add_ps(acc[a][1], acc[a][5]);

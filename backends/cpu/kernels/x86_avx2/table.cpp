@@ -42,7 +42,7 @@ constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(
 // max_act activation rows (Q8_0 / Q4_0: the plain kernels' decode-path sizes; Q5_0: 16, every batch in
 // llama.cpp's order) read the groups.
 constexpr MatmulKernels with_row_groups(MatmulKernels k, int64_t max_act, void (*gemm_packed)(const GemmArgs&)) {
-  k.packed_layout = kLayoutRowGroups8;
+  k.packed_layout = k.weight_type == DType::Q5_0 ? kLayoutQ5Groups8 : kLayoutRowGroups8;
   k.packed_max_act = max_act;
   k.gemm_packed = gemm_packed;
   return k;
@@ -51,9 +51,11 @@ constexpr MatmulKernels with_row_groups(MatmulKernels k, int64_t max_act, void (
 // Q4_K and Q6_K decode from K-quant row groups of 8 repacked at load (kernels/repack.h, kquant_groups_avx2.cpp):
 // batches of up to 3 activation rows (the plain kernels' per-row sizes) in their order; 4 or more read the
 // groups in place too, in the plain lanes batches' order (gemm_packed_batch, stop 17).
+// Q4_K takes the re-paired layout (kLayoutKGroups8Pairs, stop 24: a vpmaddwd per sub-block pair, not per
+// sub-block), Q6_K kLayoutKGroups8.
 constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
                                       bool (*gemm_packed_batch)(const GemmArgs&)) {
-  k.packed_layout = kLayoutKGroups8;
+  k.packed_layout = k.weight_type == DType::Q4_K ? kLayoutKGroups8Pairs : kLayoutKGroups8;
   k.packed_max_act = 3;
   k.gemm_packed = gemm_packed;
   k.gemm_packed_batch = gemm_packed_batch;
