@@ -180,8 +180,8 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
 // The exact int32 sums of a zmm's two halves (8 rows).
 __m256i fold_halves(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
 
-// Q4_K batches in the lanes order (q4_K_group_lanes of kquant_groups.h on zmm:
-// sub-blocks 2j and 2j + 1 side by side).
+// Q4_K batches in the lanes order (that of q4_K_group_pairs_lanes in x86_avx2/kquant_groups.h, here on zmm
+// over kLayoutKGroups8: sub-blocks 2j and 2j + 1 side by side).
 template <int RA>
 void q4_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m512i lo4z = _mm512_set1_epi8(0x0F);
