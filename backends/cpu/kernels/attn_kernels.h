@@ -101,6 +101,9 @@ struct AttnKernels {
   // the per-pair V was the rule (AVX2 0; AVX-512 8192: below, a kv head's slice set stays in L2 for its next head
   // and the per-pair lanes were as fast; from there its chunked heads read V once: SmolLM2 d16384 -14 to -30 %).
   int64_t heads_small_min_cells;
+  // The same for groups of four or more query heads per kv head (Llama-3.2-1B): the per-pair V reads the kv head's
+  // slice set once per head, the heads form once for all four (0 on both x86 ISAs).
+  int64_t heads_small4_min_cells;
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each

@@ -891,6 +891,7 @@ const AttnKernels kAttnKernels = {"avx2",
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
                                   dots_f16_heads,
+                                  0,
                                   0};
 
 }  // namespace opal::cpu::avx2
