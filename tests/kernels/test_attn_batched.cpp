@@ -140,11 +140,11 @@ TEST(AttnBatched, ChunksOfWhole64CellsGiveTheBitsOfOneCall) {
 // the cells 64 at a time for all of them (ops/attention.cpp, stage_scores): every ISA's result has the bits of
 // the scalar per-cell path (llama_order's formulas), with and without a sliding window, at 1 and 3 threads.
 // dots_f16_heads (the decode's K dots for the query heads of one kv head, each K vector widened once; AVX-512 by fours,
-// threes and twos, and AVX2 at dk 64 in ggml_vec_dot_f16's order) gives every head the bits of dots_f16 and of the
-// scalar reference (which has dots_f16's bits under every ISA), in both orders: head sizes 64, 128, 192, 80 and 32
-// (tails of the ggml_vec_dot_f16 order), 1-8, 9 and 12 heads (AVX2 takes 8 at a time), cell counts around the kernels'
-// groups of 8 and 16, cells out of order with gaps, signed zeros (a row of -0: the sum of products from +0 is +0), q
-// rows and score rows at strides; nothing past a head's n scores is written.
+// threes and twos, and AVX2 at dk 64 and 128 in ggml_vec_dot_f16's order, two or three heads at a time at 128) gives
+// every head the bits of dots_f16 and of the scalar reference (which has dots_f16's bits under every ISA), in both
+// orders: head sizes 64, 128, 192, 80 and 32 (tails of the ggml_vec_dot_f16 order), 1-8, 9 and 12 heads (AVX2 takes 8
+// at a time), cell counts around the kernels' groups of 8 and 16, cells out of order with gaps, signed zeros (a row of
+// -0: the sum of products from +0 is +0), q rows and score rows at strides; nothing past a head's n scores is written.
 TEST(AttnBatched, HeadsDotsEqualDotsF16PerHeadAndTheScalarOrder) {
   if (host_supports(Isa::avx512) || host_supports(Isa::avx2)) {
     ASSERT_FALSE(batched_kernels().empty());

@@ -93,8 +93,9 @@ struct AttnKernels {
   // Optional (null: dots_f16 head by head, the same bits): dots_f16 for the m query heads of one kv head, which
   // read the same K rows; head h's q at q + h * ldq, its scores at out + h * ldo. Each K vector is widened once
   // and feeds every head's accumulators; each head's score keeps dots_f16's order (dots_f16_heads_ref). AVX2
-  // takes dk 64 in ggml_vec_dot_f16's order only (each accumulator one product), else dots_f16 head by head: with
-  // its 16 registers two or three heads' accumulators per cell ran 5-15 % slower.
+  // takes dk 64 and 128 in ggml_vec_dot_f16's order only (at 64 each accumulator one product; at 128 the
+  // accumulators one at a time, each one's two K vectors widened once for two or three heads), else dots_f16 head by
+  // head: with its 16 registers two or three heads' accumulators held over a row ran 5-15 % slower.
   void (*dots_f16_heads)(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
                          int64_t ldq, int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo);
   // heads_min_cells for heads of under 128 values (the unstaged decode's GQA group: SmolLM2, Llama-3.2-1B), where
