@@ -139,12 +139,12 @@ TEST(AttnBatched, ChunksOfWhole64CellsGiveTheBitsOfOneCall) {
 // A decode's ATTENTION (-fa 0) over an f16 cache with 128-dim heads stages a token's heads together and walks
 // the cells 64 at a time for all of them (ops/attention.cpp, stage_scores): every ISA's result has the bits of
 // the scalar per-cell path (llama_order's formulas), with and without a sliding window, at 1 and 3 threads.
-// dots_f16_heads (the decode's K dots for the query heads of one kv head, each K vector widened once; AVX-512,
-// and AVX2 at dk 64 in ggml_vec_dot_f16's order) gives every head the bits of dots_f16 and of the scalar reference
-// (which has dots_f16's bits under every ISA), in both orders: head sizes 64, 128, 192, 80 and 32 (tails of the
-// ggml_vec_dot_f16 order), 1-8, 9 and 12 heads (AVX2 takes 8 at a time), cell counts around the kernels' groups of
-// 8 and 16, cells out of order with gaps, signed zeros (a row of -0: the sum of products from +0 is +0), q rows and
-// score rows at strides; nothing past a head's n scores is written.
+// dots_f16_heads (the decode's K dots for the query heads of one kv head, each K vector widened once; AVX-512 by fours,
+// threes and twos, and AVX2 at dk 64 and 128 in ggml_vec_dot_f16's order, two or three heads at a time at 128) gives
+// every head the bits of dots_f16 and of the scalar reference (which has dots_f16's bits under every ISA), in both
+// orders: head sizes 64, 128, 192, 80 and 32 (tails of the ggml_vec_dot_f16 order), 1-8, 9 and 12 heads (AVX2 takes 8
+// at a time), cell counts around the kernels' groups of 8 and 16, cells out of order with gaps, signed zeros (a row of
+// -0: the sum of products from +0 is +0), q rows and score rows at strides; nothing past a head's n scores is written.
 TEST(AttnBatched, HeadsDotsEqualDotsF16PerHeadAndTheScalarOrder) {
   if (host_supports(Isa::avx512) || host_supports(Isa::avx2)) {
     ASSERT_FALSE(batched_kernels().empty());
@@ -807,8 +807,9 @@ TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
 // every ISA's result has the bits of the scalar per-cell path, with GQA 2 and 3, at 530, 700 and 8300 cells,
 // with a sliding window, at 1 and 2 threads (9 heads on 2 threads: a thread's heads start inside a kv head).
 // Heads of 64 and 80 values take the unstaged GQA group path: their K dots through dots_f16_heads, their V per
-// pair or (heads_small_min_cells: AVX2 always, AVX-512 from 8192) through heads_output, also at SmolLM2's shape past
-// 4096 and 8192 cells.
+// pair or through heads_output (heads_small_min_cells: AVX2 always, AVX-512 from 8192; a group of four,
+// heads_small4_min_cells: always), also at SmolLM2's shape past 4096 and 8192 cells and at Llama-3.2-1B's (its four
+// heads of a kv head in one pass) past 8192.
 TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   struct Case {
     int64_t hq, hkv, d, n_cells;
@@ -816,9 +817,9 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   std::mt19937 rng(42);
   std::normal_distribution<float> val(0.0f, 1.0f);
   const Isa before = selected_isa();
-  for (const Case cs :
-       {Case{8, 4, 128, 700}, Case{9, 3, 128, 530}, Case{4, 2, 128, 8300}, Case{9, 3, 64, 700}, Case{4, 4, 80, 300},
-        Case{32, 8, 64, 300}, Case{16, 8, 128, 300}, Case{4, 2, 80, 300}, Case{9, 3, 64, 4200}, Case{9, 3, 64, 8300}}) {
+  for (const Case cs : {Case{8, 4, 128, 700}, Case{9, 3, 128, 530}, Case{4, 2, 128, 8300}, Case{9, 3, 64, 700},
+                        Case{4, 4, 80, 300}, Case{32, 8, 64, 300}, Case{16, 8, 128, 300}, Case{4, 2, 80, 300},
+                        Case{9, 3, 64, 4200}, Case{9, 3, 64, 8300}, Case{32, 8, 64, 8300}}) {
     const int64_t hq = cs.hq, hkv = cs.hkv, d = cs.d, n_cells = cs.n_cells;
     std::vector<float> q(size_t(d * hq));
     for (auto& x : q) x = val(rng);

@@ -93,14 +93,18 @@ struct AttnKernels {
   // Optional (null: dots_f16 head by head, the same bits): dots_f16 for the m query heads of one kv head, which
   // read the same K rows; head h's q at q + h * ldq, its scores at out + h * ldo. Each K vector is widened once
   // and feeds every head's accumulators; each head's score keeps dots_f16's order (dots_f16_heads_ref). AVX2
-  // takes dk 64 in ggml_vec_dot_f16's order only (each accumulator one product), else dots_f16 head by head: with
-  // its 16 registers two or three heads' accumulators per cell ran 5-15 % slower.
+  // takes dk 64 and 128 in ggml_vec_dot_f16's order only (at 64 each accumulator one product; at 128 the
+  // accumulators one at a time, each one's two K vectors widened once for two or three heads), else dots_f16 head by
+  // head: with its 16 registers two or three heads' accumulators held over a row ran 5-15 % slower.
   void (*dots_f16_heads)(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
                          int64_t ldq, int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo);
   // heads_min_cells for heads of under 128 values (the unstaged decode's GQA group: SmolLM2, Llama-3.2-1B), where
   // the per-pair V was the rule (AVX2 0; AVX-512 8192: below, a kv head's slice set stays in L2 for its next head
   // and the per-pair lanes were as fast; from there its chunked heads read V once: SmolLM2 d16384 -14 to -30 %).
   int64_t heads_small_min_cells;
+  // The same for groups of four or more query heads per kv head (Llama-3.2-1B): the per-pair V reads the kv head's
+  // slice set once per head, the heads form once for all four (0 on both x86 ISAs).
+  int64_t heads_small4_min_cells;
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each

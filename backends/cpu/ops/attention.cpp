@@ -862,7 +862,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // all the group's heads (the same dots, the same bits as pair_scores').
     const bool group_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && simd->dots_f16_heads;
     // Heads of under 128 values take V together too (heads_output) from the ISA's heads_small_min_cells visible
-    // cells (AVX2: each V row read once, in address order, for the group's heads).
+    // cells (AVX2: each V row read once, in address order, for the group's heads), or heads_small4_min_cells for
+    // a group of four or more (Llama-3.2-1B: AVX-512's four-head tiles too, at every depth).
     const bool heads_small =
         v.type == DType::F16 && dv < 128 && simd_v && simd_v->accumulate_f16_heads && simd_v->reduce_lanes;
     for (int64_t pair = p0; pair < p1 && !(stage_f16 || stage_quant);) {
@@ -875,7 +876,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       for (int64_t j = pair; j < end && !(group_f16 && end - pair > 1); ++j)
         mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
       const bool heads = nvs[0] > 0 && heads_small && end - pair > 1 &&  // one token: the same cells
-                         nvs[0] >= simd_v->heads_small_min_cells;
+                         nvs[0] >= (end - pair >= 4 ? simd_v->heads_small4_min_cells : simd_v->heads_small_min_cells);
       if (heads) heads_output(pair, end, mxs, nvs[0]);
       for (int64_t j = pair; j < end && !heads; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);

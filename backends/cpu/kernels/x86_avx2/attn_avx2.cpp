@@ -16,7 +16,9 @@
 // cells in order (accumulate_rows: up to 64 columns of a V row widened once, each head's lane
 // accumulators loaded, FMA'd and stored), and its dots_f16_heads at dk 64 widens a K row
 // once for every head (dots_heads64: each 8-lane accumulator of ggml_vec_dot_f16's one step is
-// a single product), both reading the rows in address order with a software prefetch;
+// a single product; at dk 128, dots_heads128, the accumulators one at a time, each one's two K
+// vectors widened once for two or three heads), both reading the rows in address order with a
+// software prefetch;
 // for long chunks (attend_v_lanes16_cells) p is first rounded into a
 // lane-major copy (round_p_lanes, 8 x 8 transposes) and each lane's rows stay in
 // L1 while 6-query x 16-column tiles pass over them (15 of the 16 ymm registers).
@@ -192,14 +194,74 @@ void dots_heads64(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int
   }
 }
 
-// dk 64 in ggml_vec_dot_f16's order: dots_heads64 over up to kHeads64Max heads at a time; otherwise dots_f16
-// head by head (two or three heads' accumulators per cell did not fit the 16 registers: 5-15 % slower).
+// The same at dk 128 (Qwen3) for H heads: two steps of 64, so each 8-lane accumulator a_j is
+// fma(k[64 + 8j], q[64 + 8j], fma(k[8j], q[8j], +0)). The accumulators are taken one at a time in the order the
+// combination ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) consumes them, each one's two K vectors (the row's
+// halves) widened once for the H heads, so a head holds at most three partial sums (3 H + 2 of the 16 registers;
+// the whole row widened would need 16) and the q vectors come from L1.
+template <int H>
+void dots_heads128(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
+                   float* out, int64_t ldo) {
+  alignas(32) float t[H][8][8] = {};
+  for (int64_t r0 = 0; r0 < n; r0 += 8) {
+    const int64_t nc = n - r0 < 8 ? n - r0 : 8;
+    for (int64_t c = 0; c < nc; ++c) {
+      if (r0 + c + kRowsAhead < n) prefetch_row(k, k_stride, cells, r0 + c + kRowsAhead, 0, 256);
+      const uint16_t* kr = reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r0 + c]) * k_stride);
+      // s[h] = a_j0 + a_j1 for every head.
+      auto pair_sum = [&](int j0, int j1, __m256* s) {
+        const __m256 x0 = load8(kr + 8 * j0), x1 = load8(kr + 64 + 8 * j0);
+        for (int h = 0; h < H; ++h) {
+          const float* qh = q + h * ldq;
+          s[h] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(qh + 64 + 8 * j0),
+                                 _mm256_fmadd_ps(x0, _mm256_loadu_ps(qh + 8 * j0), _mm256_setzero_ps()));
+        }
+        const __m256 y0 = load8(kr + 8 * j1), y1 = load8(kr + 64 + 8 * j1);
+        for (int h = 0; h < H; ++h) {
+          const float* qh = q + h * ldq;
+          s[h] = _mm256_add_ps(s[h],
+                               _mm256_fmadd_ps(y1, _mm256_loadu_ps(qh + 64 + 8 * j1),
+                                               _mm256_fmadd_ps(y0, _mm256_loadu_ps(qh + 8 * j1), _mm256_setzero_ps())));
+        }
+      };
+      __m256 lo[H], s[H], u[H];
+      pair_sum(0, 4, lo);
+      pair_sum(2, 6, s);
+      for (int h = 0; h < H; ++h) lo[h] = _mm256_add_ps(lo[h], s[h]);
+      pair_sum(1, 5, s);
+      pair_sum(3, 7, u);
+      for (int h = 0; h < H; ++h) _mm256_store_ps(t[h][c], _mm256_add_ps(lo[h], _mm256_add_ps(s[h], u[h])));
+    }
+    for (int h = 0; h < H; ++h) {
+      const __m256 res = reduce8x8(reinterpret_cast<const __m256*>(t[h]));  // lanes past nc: dropped
+      if (nc == 8) {
+        _mm256_storeu_ps(out + h * ldo + r0, res);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, res);
+        std::copy(tmp, tmp + nc, out + h * ldo + r0);
+      }
+    }
+  }
+}
+
+// ggml_vec_dot_f16's order at dk 64: dots_heads64 over up to kHeads64Max heads at a time; at dk 128: dots_heads128
+// over three or two heads; otherwise dots_f16 head by head (two or three heads' 8-lane accumulators held over a
+// whole row do not fit the 16 registers: 5-15 % slower).
 void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
                     int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo) {
   for (int64_t h = 0; h < m;) {
-    const int64_t take = dk == 64 && !lanes16 ? std::min(kHeads64Max, m - h) : 1;
-    if (take > 1) dots_heads64(k, k_stride, cells, n, q + h * ldq, ldq, take, out + h * ldo, ldo);
-    else dots_f16(k, k_stride, cells, n, q + h * ldq, dk, lanes16, out + h * ldo);
+    const int64_t left = m - h;
+    const int64_t take = lanes16     ? 1
+                         : dk == 64  ? std::min(kHeads64Max, left)
+                         : dk == 128 ? (left % 3 == 0 ? 3 : std::min<int64_t>(2, left))
+                                     : 1;
+    const float* qh = q + h * ldq;
+    float* oh = out + h * ldo;
+    if (dk == 64 && take > 1) dots_heads64(k, k_stride, cells, n, qh, ldq, take, oh, ldo);
+    else if (take == 3) dots_heads128<3>(k, k_stride, cells, n, qh, ldq, oh, ldo);
+    else if (take == 2) dots_heads128<2>(k, k_stride, cells, n, qh, ldq, oh, ldo);
+    else dots_f16(k, k_stride, cells, n, qh, dk, lanes16, oh);
     h += take;
   }
 }
@@ -891,6 +953,7 @@ const AttnKernels kAttnKernels = {"avx2",
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
                                   dots_f16_heads,
+                                  0,
                                   0};
 
 }  // namespace opal::cpu::avx2

@@ -10,8 +10,8 @@
 // widened once for every head (accumulate_f16_heads: the staged decode, and
 // SmolLM2-size heads from 8192 cells); the
 // decode's K dots likewise take the heads of one kv head together, each K
-// vector widened once for two or three heads, two cells at a time
-// (dots_f16_heads).
+// vector widened once for two, three or four heads, two cells at a time
+// (dots_f16_heads). Both take four heads (Llama-3.2-1B's group) in one pass.
 // The block helpers work on K/V rows widened to f32 once for many query rows:
 // dots with K transposed per 32 cells for dk <= 256 (a register holds one
 // lane's accumulator for 16 cells, so reduce_add16's tree is adds between
@@ -42,6 +42,13 @@ constexpr int64_t kHeadsChunkCells = 1024;
 // head, and the per-pair lanes (16 passes a head, each a stride of 64 rows) read it from L3 / DRAM three times;
 // below, the per-pair form was level with the chunked heads (d4096) or faster (the unchunked lane walk).
 constexpr int64_t kHeadsSmallMinCells = 8192;
+// Four heads of a kv head (Llama-3.2-1B) take the heads form at every depth (heads_small4_min_cells 0): at d4096
+// the per-pair V read the 512 KiB slice set four times, and bench_attn_decode's vside ran 504-579 us per pair against
+// 423-454 us with four heads a pass (docs/perf "Stop 24, att").
+
+// Heads per pass of the decode's heads forms (dots_f16_heads, accumulate_f16_heads) for `left` heads of a kv head:
+// four (Llama-3.2-1B's group, once 2 + 2: its K and V slices read twice), three (SmolLM2), else two, then one.
+int64_t heads_per_pass(int64_t left) { return left % 4 == 0 ? 4 : left % 3 == 0 ? 3 : left >= 2 ? 2 : 1; }
 
 __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
@@ -146,9 +153,29 @@ template <int H, int C>
       comb[h * ld + c] = _mm512_add_ps(_mm512_add_ps(a[c][h][0], a[c][h][2]), _mm512_add_ps(a[c][h][1], a[c][h][3]));
 }
 
+// vec_combs for a dk of one step (64): each of a cell's four accumulators is a single product (an FMA from +0), so
+// a head's comb is taken right after its four products and only the C cells' 4 C K vectors stay in registers (four
+// heads x two cells of vec_combs' form would hold 32 accumulators).
+template <int H, int C>
+[[gnu::always_inline]] inline void vec_combs64(const uint16_t* const* kr, const float* q, int64_t ldq, __m512* comb,
+                                               int64_t ld) {
+  __m512 x[C][4];
+  for (int c = 0; c < C; ++c)
+    for (int u = 0; u < 4; ++u) x[c][u] = load16(kr[c] + 16 * u);
+  for (int h = 0; h < H; ++h) {
+    __m512 qv[4];
+    for (int u = 0; u < 4; ++u) qv[u] = _mm512_loadu_ps(q + h * ldq + 16 * u);
+    for (int c = 0; c < C; ++c) {
+      __m512 a[4];
+      for (int u = 0; u < 4; ++u) a[u] = _mm512_fmadd_ps(x[c][u], qv[u], _mm512_setzero_ps());
+      comb[h * ld + c] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+    }
+  }
+}
+
 // dots_f16 for H heads: tinyBLAS's one accumulator per head and cell, or ggml_vec_dot_f16's four, two cells at a
-// time, with sixteen cells reduced at once per head (reduce16x16) and the rest as dot_f16_vec (its double tail
-// per head).
+// time (one at a time for four heads beyond dk 64: 16 accumulators), with sixteen cells reduced at once per head
+// (reduce16x16) and the rest as dot_f16_vec (its double tail per head).
 template <int H>
 void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
                 int64_t dk, bool lanes16, float* out, int64_t ldo) {
@@ -168,13 +195,20 @@ void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64
   }
   const int64_t np = dk & ~int64_t(63);
   int64_t r = 0;
+  constexpr int kCells = H >= 4 ? 1 : 2;
   if (np == dk)
     for (; r + 16 <= n; r += 16) {
       __m512 comb[H][16];
-      for (int j = 0; j < 16; j += 2) {
-        const uint16_t* kr[2] = {row(r + j), row(r + j + 1)};
-        vec_combs<H, 2>(kr, q, ldq, np, &comb[0][j], 16);
-      }
+      if (dk == 64)
+        for (int j = 0; j < 16; j += 2) {
+          const uint16_t* kr[2] = {row(r + j), row(r + j + 1)};
+          vec_combs64<H, 2>(kr, q, ldq, &comb[0][j], 16);
+        }
+      else
+        for (int j = 0; j < 16; j += kCells) {
+          const uint16_t* kr[2] = {row(r + j), row(r + j + kCells - 1)};
+          vec_combs<H, kCells>(kr, q, ldq, np, &comb[0][j], 16);
+        }
       for (int h = 0; h < H; ++h)
         _mm512_storeu_ps(out + h * ldo + r, _mm512_permutexvar_ps(reduce_to_rows(), reduce16x16(comb[h])));
     }
@@ -190,15 +224,17 @@ void dots_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64
   }
 }
 
-// Three or two heads at once (2 cells x 3 heads x 4 accumulators, two K vectors and a q vector within the 32
-// registers).
+// Four, three or two heads at once (2 cells x 3 heads x 4 accumulators, two K vectors and a q vector within the 32
+// registers; at dk 64 two cells' K vectors and one head's products at a time). Four: Llama-3.2-1B's group, which
+// went 2 + 2 and read its kv head's K slice twice.
 void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
                     int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo) {
   for (int64_t h = 0; h < m;) {
-    const int64_t left = m - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
+    const int64_t left = m - h, take = heads_per_pass(left);
     const float* qh = q + h * ldq;
     float* oh = out + h * ldo;
-    if (take == 3) dots_heads<3>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
+    if (take == 4) dots_heads<4>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
+    else if (take == 3) dots_heads<3>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
     else if (take == 2) dots_heads<2>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
     else dots_f16(k, k_stride, cells, n, qh, dk, lanes16, oh);
     h += take;
@@ -352,9 +388,10 @@ void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t
     return;
   }
   for (int64_t h = 0; h < nh;) {
-    const int64_t left = nh - h, take = left % 3 == 0 ? 3 : left >= 2 ? 2 : 1;
+    const int64_t take = heads_per_pass(nh - h);
     float* a = acc + h * ld_head;
-    if (take == 3) accumulate_heads<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    if (take == 4) accumulate_heads<4>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
+    else if (take == 3) accumulate_heads<3>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
     else if (take == 2) accumulate_heads<2>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
     else accumulate_heads<1>(p + h * ldp, ldp, v, v_stride, cells, n, lanes, dv, a);
     h += take;
@@ -913,7 +950,8 @@ const AttnKernels kAttnKernels = {"avx512",
                                   attend_v_lanes16_cells,
                                   widen_f16_ahead,
                                   dots_f16_heads,
-                                  kHeadsSmallMinCells};
+                                  kHeadsSmallMinCells,
+                                  0};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
