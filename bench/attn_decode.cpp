@@ -7,7 +7,8 @@
 // after the other layers' weights went through the caches), and reports
 // bytes_per_second = the K and V bytes of the visible cells read per second
 // of CPU time. Models: qwen3 (16 query heads, 8 kv heads, head size 128),
-// smollm2 (9 / 3, 64), llama32-1b (32 / 8, 64: four query heads per kv head). Types: f16-f16, q8_0-q8_0, q4_0-q4_0 with
+// smollm2 (9 / 3, 64), llama32-1b (32 / 8, 64: four query heads per kv head), llama3-8b (32 / 8, 128: the layer
+// of Llama-3-8B and Qwen3-8B). Types: f16-f16, q8_0-q8_0, q4_0-q4_0 with
 // -fa 1; f16-f16, q8_0-f16, q4_0-f16 with -fa 0 (a quantized V needs the tiled path). Pages: 4k = the cache on 4 KiB
 // pages (a plain anonymous mapping, as graph/host_buffer.cpp's), thp = madvise(MADV_HUGEPAGE) on it before the first
 // touch; l3 = one copy on 4 KiB pages, read again by every call (from the L3
@@ -215,7 +216,8 @@ const int kRegistered = [] {
   if (!host_supports(Isa::avx2)) return 0;
   for (bool huge : {false, true})
     benchmark::RegisterBenchmark(huge ? "probe/thp" : "probe/4k", [=](benchmark::State& s) { run_probe(s, huge); });
-  const Shape shapes[] = {{"qwen3", 16, 8, 128}, {"smollm2", 9, 3, 64}, {"llama32-1b", 32, 8, 64}};
+  const Shape shapes[] = {
+      {"qwen3", 16, 8, 128}, {"smollm2", 9, 3, 64}, {"llama32-1b", 32, 8, 64}, {"llama3-8b", 32, 8, 128}};
   const DType types[] = {DType::F16, DType::Q8_0, DType::Q4_0};
   for (const Shape& sh : shapes)
     for (int64_t depth : {4096, 16384})

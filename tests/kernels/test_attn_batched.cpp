@@ -142,7 +142,7 @@ TEST(AttnBatched, ChunksOfWhole64CellsGiveTheBitsOfOneCall) {
 // dots_f16_heads (the decode's K dots for the query heads of one kv head, each K vector widened once; AVX-512 by fours,
 // threes and twos, and AVX2 at dk 64 and 128 in ggml_vec_dot_f16's order, two or three heads at a time at 128) gives
 // every head the bits of dots_f16 and of the scalar reference (which has dots_f16's bits under every ISA), in both
-// orders: head sizes 64, 128, 192, 80 and 32 (tails of the ggml_vec_dot_f16 order), 1-8, 9 and 12 heads (AVX2 takes 8
+// orders: head sizes 64, 128, 192, 80 and 32 (tails of the ggml_vec_dot_f16 order), 1-9 and 12 heads (AVX2 takes 8
 // at a time), cell counts around the kernels' groups of 8 and 16, cells out of order with gaps, signed zeros (a row of
 // -0: the sum of products from +0 is +0), q rows and score rows at strides; nothing past a head's n scores is written.
 TEST(AttnBatched, HeadsDotsEqualDotsF16PerHeadAndTheScalarOrder) {
@@ -164,7 +164,7 @@ TEST(AttnBatched, HeadsDotsEqualDotsF16PerHeadAndTheScalarOrder) {
       for (int32_t c = n_cells - 1; c >= 0; c -= 3) all.push_back(c);
       for (int32_t c = 0; c < n_cells; c += 3) all.push_back(c);
       const auto* base = reinterpret_cast<const uint8_t*>(cache.data()) + 2 * dk;  // kv head 1
-      for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 12}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12}) {
         const int64_t ldq = dk + 16;
         std::vector<float> q(size_t(m * ldq));
         for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
