@@ -157,6 +157,22 @@ void prefetch_row(const uint8_t* base, uint64_t stride, const int32_t* cells, in
   for (int64_t b = 0; b < len; b += 64) _mm_prefetch(a + b, _MM_HINT_T0);
 }
 
+// The last step of dots_heads64 / dots_heads128 for 8 cells (nc <= 8 of them real): t holds m heads' 8 x 8 first
+// tree sums (head h at t + 64 h), one reduce8x8 per head finishes the 8 cells' trees side by side, and the nc
+// scores go to out + h * ldo.
+void finish_heads_cells(const float* t, int64_t m, int64_t nc, float* out, int64_t ldo) {
+  for (int64_t h = 0; h < m; ++h) {
+    const __m256 res = reduce8x8(reinterpret_cast<const __m256*>(t + 64 * h));  // lanes past nc: dropped
+    if (nc == 8) {
+      _mm256_storeu_ps(out + h * ldo, res);
+    } else {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, res);
+      std::copy(tmp, tmp + nc, out + h * ldo);
+    }
+  }
+}
+
 // The decode's dots for the query heads of one kv head at dk 64 in ggml_vec_dot_f16's order: one step of 64, so
 // each of its eight 8-lane accumulators is a single product (an FMA from +0) and a cell's dot is
 // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) before reduce_add16's 8-lane tree (dot_f16_vec without a tail).
@@ -181,16 +197,7 @@ void dots_heads64(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int
         _mm256_store_ps(t[h][c], _mm256_add_ps(lo, hi));
       }
     }
-    for (int64_t h = 0; h < m; ++h) {
-      const __m256 res = reduce8x8(reinterpret_cast<const __m256*>(t[h]));  // lanes past nc: dropped
-      if (nc == 8) {
-        _mm256_storeu_ps(out + h * ldo + r0, res);
-      } else {
-        alignas(32) float tmp[8];
-        _mm256_store_ps(tmp, res);
-        std::copy(tmp, tmp + nc, out + h * ldo + r0);
-      }
-    }
+    finish_heads_cells(&t[0][0][0], m, nc, out + r0, ldo);
   }
 }
 
@@ -232,16 +239,7 @@ void dots_heads128(const uint8_t* k, uint64_t k_stride, const int32_t* cells, in
       pair_sum(3, 7, u);
       for (int h = 0; h < H; ++h) _mm256_store_ps(t[h][c], _mm256_add_ps(lo[h], _mm256_add_ps(s[h], u[h])));
     }
-    for (int h = 0; h < H; ++h) {
-      const __m256 res = reduce8x8(reinterpret_cast<const __m256*>(t[h]));  // lanes past nc: dropped
-      if (nc == 8) {
-        _mm256_storeu_ps(out + h * ldo + r0, res);
-      } else {
-        alignas(32) float tmp[8];
-        _mm256_store_ps(tmp, res);
-        std::copy(tmp, tmp + nc, out + h * ldo + r0);
-      }
-    }
+    finish_heads_cells(&t[0][0][0], H, nc, out + r0, ldo);
   }
 }
 
