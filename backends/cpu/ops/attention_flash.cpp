@@ -11,8 +11,9 @@
 //   q4_0 rows: kernels/attn_flash.h), scores s = scale * q . k for the tile
 //   only, each row's running max m and sum l updated
 //   (m' = max(m, max s), l' = l * e^(m - m') + sum e^(s - m')), its
-//   accumulator rescaled by e^(m - m') and the V tile (widened once) added
-//   with the weights e^(s - m');
+//   accumulator rescaled by e^(m - m') (one online_softmax call for the
+//   tile's rows) and the V tile (widened once) added with the weights
+//   e^(s - m');
 // the output is acc / l. Up to kFlashDirectRows rows (a decode's GQA group)
 // over an f16, q8_0 or q4_0 cache read K and V in place instead (dots_f16 / accum_f16: each
 // row converted in registers once for the rows; no tile widened to memory).
@@ -353,22 +354,8 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
                 widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
                 fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, sg + j0 * kFlashTile, kFlashTile);
               }
-              for (int64_t j = j0; j < j1; ++j) {
-                float* sj = sg + j * kFlashTile;
-                const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
-                const float tmax = fk.mask_max(sj, n, a, e);
-                if (tmax == -INFINITY) {  // nothing visible here: weights 0
-                  std::fill(sj, sj + n, 0.0f);
-                  continue;
-                }
-                float& mj = mrow[o + j];
-                const float mnew = std::max(mj, tmax);
-                const float alpha = mj == -INFINITY ? 0.0f : mnew == mj ? 1.0f : std::exp(mj - mnew);
-                lrow[o + j] = lrow[o + j] * alpha + fk.exp_sum(sj, n, mnew);
-                if (alpha != 1.0f)
-                  for (int64_t i = 0; i < dv; ++i) ag[j * dv + i] *= alpha;
-                mj = mnew;
-              }
+              fk.online_softmax(sg + j0 * kFlashTile, kFlashTile, j1 - j0, n, lo + j0, hi + j0, r0, mrow + o + j0,
+                                lrow + o + j0, ag + j0 * dv, dv, dv);
               if (direct && direct_v) {
                 accum_direct(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, ag + j0 * dv,
                              dv);
