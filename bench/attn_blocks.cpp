@@ -1,4 +1,5 @@
-// A prompt's attention at depth with -fa 0 (ops/attention.cpp's block path), one thread, CPU time:
+// A prompt's attention at depth with -fa 0 (ops/attention.cpp's block path) and -fa 1 (flash-*), one thread,
+// CPU time:
 //   prompt/<model>/d<depth>/<isa>: one layer's ATTENTION for 512 tokens of one sequence at positions
 //     depth .. depth + 511 over an f16 K and V cache holding depth + 512 cells in position order (the
 //     batch's own cells included, as after its KV_STORE). FLOPs = 2 (dk + dv) per (query head, visible
@@ -12,9 +13,15 @@
 //     time counted in, its FLOPs not).
 //   softmax/<model>/d<depth>/<isa>: scale_max, softmax_exp and scale_round_f16 over a block's score rows
 //     (m rows of depth + 512 cells), the op's passes between the dots and V.
+//   flash-prompt/<model>/d<depth>/<isa>: the same prompt with -fa 1 (ops/attention_flash.cpp: blocks of 64-256
+//     query rows per kv head meet the cells kFlashTile at a time, K and V widened per tile), same cache, same
+//     FLOPs (4 d per (query head, visible cell) at dk = dv = d), so it reads against prompt/ and peak/.
+//   flash-dots/<model>/<isa>, flash-accum/<model>/<isa>: the tiled path's two FMA kernels alone on one
+//     widened tile of kFlashTile cells for the 256 query rows of a block (FlashKernels::dots / accum).
 //   peak/<isa>: a register-only FMA loop (16 independent accumulators), the one-core ceiling the
 //     GFLOP/s above are read against (counter GFLOPs).
-// Models: qwen3 (16 query heads, 8 kv heads, head size 128), smollm2 (9 / 3, 64).
+// Models: qwen3 (16 query heads, 8 kv heads, head size 128), smollm2 (9 / 3, 64); flash-* also llama32-1b
+// (32 / 8, 64).
 // Run: build/<dir>/bench_attn_blocks [--benchmark_filter=prompt/qwen3/d4096] [--benchmark_repetitions=3]
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
@@ -27,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
 #include "backends/cpu/ops/ops.h"
@@ -71,7 +79,7 @@ struct Halves {
   Halves& operator=(const Halves&) = delete;
 };
 
-void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, bool huge) {
+void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, bool huge, bool flash = false) {
   set_isa(isa);
   const int64_t cells = depth + kTokens, e = sh.hkv * sh.d;
   std::mt19937 rng(5);
@@ -82,7 +90,7 @@ void run_prompt(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa
   std::vector<float> q(size_t(sh.d * sh.hq * kTokens)), out(q.size());
   for (auto& x : q) x = nd(rng);
   bench::AttentionCall call({sh.hq, sh.hkv, sh.d}, q.data(), out.data(), kTokens, depth, DType::F16, kc.p, DType::F16,
-                            vc.p, cells, /*flash=*/false);
+                            vc.p, cells, flash);
   if (const std::string why = call.unsupported(); !why.empty()) {
     state.SkipWithError(why.c_str());
     return;
@@ -188,6 +196,27 @@ void run_softmax(benchmark::State& state, const Shape& sh, int64_t depth, Isa is
   state.SetItemsProcessed(int64_t(state.iterations()) * m * n);
 }
 
+// One widened tile (kFlashTile cells) against the 256 query rows of a prompt block (flash_rows' most).
+constexpr int64_t kFlashBlockRows = 256;
+
+void run_flash_kernel(benchmark::State& state, const Shape& sh, Isa isa, bool dots) {
+  set_isa(isa);
+  const FlashKernels& fk = flash_kernels();
+  const int64_t m = kFlashBlockRows, n = kFlashTile, d = sh.d;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(size_t(m * d)), kv(size_t(n * d)), s(size_t(m * n)), acc(size_t(m * d), 0.0f);
+  for (auto* a : {&q, &kv, &s})
+    for (auto& x : *a) x = nd(rng);
+  for (auto& x : s) x = std::exp(-std::fabs(x));
+  for (auto _ : state) {
+    if (dots) fk.dots(q.data(), d, m, kv.data(), d, n, d, 0.125f, s.data(), n);
+    else fk.accum(s.data(), n, m, kv.data(), d, n, d, acc.data(), d);
+    benchmark::DoNotOptimize(dots ? s.data() : acc.data());
+  }
+  set_flops(state, 2.0 * double(m * n * d));
+}
+
 __attribute__((target("avx512f"))) float fma_loop_avx512(int64_t n) {
   __m512 a[16];
   for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(float(i));
@@ -250,6 +279,22 @@ const int kRegistered = [] {
                                    [=](benchmark::State& s) { run_softmax(s, sh, 4096, isa); })
           ->Unit(benchmark::kMicrosecond);
     }
+  const Shape flash_shapes[] = {{"qwen3", 16, 8, 128}, {"smollm2", 9, 3, 64}, {"llama32-1b", 32, 8, 64}};
+  for (const Shape& sh : flash_shapes)
+    for (Isa isa : isas) {
+      const std::string tail = std::string(sh.name) + "/" + isa_name(isa);
+      benchmark::RegisterBenchmark(("flash-dots/" + tail).c_str(),
+                                   [=](benchmark::State& s) { run_flash_kernel(s, sh, isa, true); });
+      benchmark::RegisterBenchmark(("flash-accum/" + tail).c_str(),
+                                   [=](benchmark::State& s) { run_flash_kernel(s, sh, isa, false); });
+    }
+  for (const Shape& sh : flash_shapes)
+    for (int64_t depth : {0, 4096, 16384})
+      for (Isa isa : isas)
+        benchmark::RegisterBenchmark(
+            (std::string("flash-prompt/") + sh.name + "/d" + std::to_string(depth) + "/" + isa_name(isa)).c_str(),
+            [=](benchmark::State& s) { run_prompt(s, sh, depth, isa, false, true); })
+            ->Unit(benchmark::kMillisecond);
   for (const Shape& sh : shapes)
     for (int64_t depth : {0, 4096, 16384})
       for (Isa isa : isas)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <tuple>
@@ -203,6 +204,68 @@ TEST(AttnFlash, InPlaceFormsAgreeWithTheWidenedTile) {
         }
       }
     }
+}
+
+// The online-softmax step of a tile's rows in one call: each ISA's bits are those of its own mask_max and exp_sum
+// called row by row with the scalar steps between them (the op's loop before stop 25), and within float rounding
+// of the reference. The rows cover nothing visible, a first visit (m = -inf), an unchanged maximum (no rescale), a
+// raised one (rescale), and partly visible tiles, over 37, 64 and 128 cells.
+TEST(AttnFlash, OnlineSoftmaxIsTheRowByRowStep) {
+  const FlashKernels& ref = ref_flash_kernels();
+  std::mt19937 rng(17);
+  std::normal_distribution<float> val(0.0f, 2.0f);
+  const int64_t dv = 72, lds = 136, m = 6;
+  for (int64_t n : {37, 64, 128}) {
+    const int64_t r0 = 1000;
+    // row j: visible cells [lo - r0, hi - r0)
+    const int64_t lo[m] = {r0, r0, r0 + 5, r0, r0 - 40, r0 + n};
+    const int64_t hi[m] = {r0 + n, r0 + n, r0 + n, r0 + n / 2, r0 + n + 9, r0 + n + 3};
+    std::vector<float> s0(size_t(m * lds)), acc0(size_t(m * dv));
+    for (auto& x : s0) x = val(rng);
+    for (auto& x : acc0) x = val(rng);
+    std::vector<float> m0 = {-INFINITY, 50.0f, 0.5f, -1.0f, 1.0f, 2.0f}, l0 = {0.0f, 3.0f, 2.0f, 1.5f, 7.0f, 4.0f};
+    for (const FlashKernels* fk : flash_kernel_sets()) {
+      for (const FlashKernels* k : {fk, &ref}) {
+        std::vector<float> s = s0, acc = acc0, mr = m0, lr = l0;
+        k->online_softmax(s.data(), lds, m, n, lo, hi, r0, mr.data(), lr.data(), acc.data(), dv, dv);
+        // the row-by-row step with this ISA's mask_max and exp_sum
+        std::vector<float> sw = s0, accw = acc0, mw = m0, lw = l0;
+        for (int64_t j = 0; j < m; ++j) {
+          float* sj = sw.data() + j * lds;
+          const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
+          const float tmax = k->mask_max(sj, n, a, e);
+          if (tmax == -INFINITY) {
+            std::fill(sj, sj + n, 0.0f);
+            continue;
+          }
+          const float mnew = std::max(mw[size_t(j)], tmax);
+          const float alpha = mw[size_t(j)] == -INFINITY ? 0.0f
+                              : mnew == mw[size_t(j)]    ? 1.0f
+                                                         : std::exp(mw[size_t(j)] - mnew);
+          lw[size_t(j)] = lw[size_t(j)] * alpha + k->exp_sum(sj, n, mnew);
+          if (alpha != 1.0f)
+            for (int64_t i = 0; i < dv; ++i) accw[size_t(j * dv + i)] *= alpha;
+          mw[size_t(j)] = mnew;
+        }
+        for (int64_t j = 0; j < m; ++j)
+          for (int64_t r = 0; r < n; ++r)
+            ASSERT_EQ(s[size_t(j * lds + r)], sw[size_t(j * lds + r)]) << k->name << " n " << n << " row " << j;
+        for (int64_t j = 0; j < m; ++j)
+          for (int64_t r = n; r < lds; ++r) ASSERT_EQ(s[size_t(j * lds + r)], s0[size_t(j * lds + r)]) << "past n";
+        EXPECT_EQ(acc, accw) << k->name << " n " << n;
+        EXPECT_EQ(mr, mw) << k->name << " n " << n;
+        EXPECT_EQ(lr, lw) << k->name << " n " << n;
+      }
+      // against the reference
+      std::vector<float> s = s0, acc = acc0, mr = m0, lr = l0, sr = s0, accr = acc0, mrr = m0, lrr = l0;
+      fk->online_softmax(s.data(), lds, m, n, lo, hi, r0, mr.data(), lr.data(), acc.data(), dv, dv);
+      ref.online_softmax(sr.data(), lds, m, n, lo, hi, r0, mrr.data(), lrr.data(), accr.data(), dv, dv);
+      EXPECT_EQ(mr, mrr) << fk->name;
+      for (size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(s[i], sr[i], 1e-6f) << fk->name << " n " << n << " i " << i;
+      for (size_t i = 0; i < lr.size(); ++i) EXPECT_NEAR(lr[i], lrr[i], 1e-5f * lrr[i]) << fk->name;
+      for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], accr[i], 1e-5f) << fk->name;
+    }
+  }
 }
 
 }  // namespace

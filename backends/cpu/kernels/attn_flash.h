@@ -11,6 +11,8 @@
 // tile: scores by `dots`, the online softmax by `exp_sum` (the op keeps each
 // row's running max and sum and rescales its accumulator), V by `accum`.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -74,7 +76,40 @@ struct FlashKernels {
                         const int32_t* cells, int64_t n, int64_t dk, float scale, float* s, int64_t lds);
   void (*dots_q4_0_int)(const uint8_t* q8, int64_t ldq8, int64_t m, const uint8_t* base, uint64_t stride,
                         const int32_t* cells, int64_t n, int64_t dk, float scale, float* s, int64_t lds);
+  // The online-softmax step of m query rows over one tile of n cells (ops/attention_flash.cpp), in one call:
+  // flash_online_softmax below with this ISA's mask_max and exp_sum (the same bits as calling them row by row).
+  void (*online_softmax)(float* s, int64_t lds, int64_t m, int64_t n, const int64_t* lo, const int64_t* hi, int64_t r0,
+                         float* mrow, float* lrow, float* acc, int64_t lda, int64_t dv);
 };
+
+// The online-softmax step of rows j < m of a tile of n cells starting at visible cell r0. Row j's scores
+// s[j * lds + r] outside its visible cells [lo[j] - r0, hi[j] - r0) (clamped to [0, n]) become -inf and tmax is
+// the maximum of the rest (MaskMax). A row with nothing visible gets weights 0 and keeps its state. Otherwise
+// mnew = max(mrow[j], tmax), alpha = 0 at the row's first visible cells (mrow[j] = -inf), 1 when the maximum
+// did not change (no exp, no rescale: e^0), else e^(mrow[j] - mnew) (std::exp); the scores become the weights
+// e^(s - mnew) (ExpSum), lrow[j] = lrow[j] * alpha + their sum, the accumulator row acc[j * lda + i < dv] is
+// multiplied by alpha (ScaleRow: one multiply a value) unless alpha is 1, and mrow[j] = mnew. Each ISA
+// instantiates it with its own kernels (functions of internal linkage, inlined).
+template <float (*MaskMax)(float*, int64_t, int64_t, int64_t), float (*ExpSum)(float*, int64_t, float),
+          void (*ScaleRow)(float*, int64_t, float)>
+void flash_online_softmax(float* s, int64_t lds, int64_t m, int64_t n, const int64_t* lo, const int64_t* hi, int64_t r0,
+                          float* mrow, float* lrow, float* acc, int64_t lda, int64_t dv) {
+  for (int64_t j = 0; j < m; ++j) {
+    float* sj = s + j * lds;
+    const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
+    const float tmax = MaskMax(sj, n, a, e);
+    if (tmax == -INFINITY) {  // nothing visible here: weights 0
+      std::fill(sj, sj + n, 0.0f);
+      continue;
+    }
+    const float mj = mrow[j];
+    const float mnew = std::max(mj, tmax);
+    const float alpha = mj == -INFINITY ? 0.0f : mnew == mj ? 1.0f : std::exp(mj - mnew);
+    lrow[j] = lrow[j] * alpha + ExpSum(sj, n, mnew);
+    if (alpha != 1.0f) ScaleRow(acc + j * lda, dv, alpha);
+    mrow[j] = mnew;
+  }
+}
 
 // A query row rounded to q8_0 for the integer dots (dots_q8_0_int / dots_q4_0_int) by llama.cpp's x86
 // quantize_row_q8_0 (core/quant/activation.h: 127 / amax, half to even), flash_q8_row_bytes(dk) bytes, nb =

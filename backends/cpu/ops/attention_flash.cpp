@@ -6,13 +6,15 @@
 // sliding window W), taken in position order. Work units are (kv head g,
 // block of up to flash_rows() / group consecutive tokens of one sequence, cell
 // range): the block's query rows (the GQA group of each token, j = token *
-// group + head) meet the visible cells kFlashTile at a time:
+// group + head) meet the visible cells a tile at a time (kFlashTile cells for
+// a decode, kFlashPromptTile for a prompt):
 //   K tile widened to f32 [n][dk] once for all rows (f16, bf16, f32, q8_0,
 //   q4_0 rows: kernels/attn_flash.h), scores s = scale * q . k for the tile
 //   only, each row's running max m and sum l updated
 //   (m' = max(m, max s), l' = l * e^(m - m') + sum e^(s - m')), its
-//   accumulator rescaled by e^(m - m') and the V tile (widened once) added
-//   with the weights e^(s - m');
+//   accumulator rescaled by e^(m - m') (one online_softmax call for the
+//   tile's rows) and the V tile (widened once) added with the weights
+//   e^(s - m');
 // the output is acc / l. Up to kFlashDirectRows rows (a decode's GQA group)
 // over an f16, q8_0 or q4_0 cache read K and V in place instead (dots_f16 / accum_f16: each
 // row converted in registers once for the rows; no tile widened to memory).
@@ -48,6 +50,12 @@ constexpr int64_t kUnitsPerThread = 8;  // the fewest (kv head, block) units per
 constexpr int64_t kSplitMaxTokens = 8;  // batches up to this size split each unit's cells into ranges
 constexpr int64_t kSplitCells = 512;    // cells per range of a split (a multiple of kFlashTile)
 constexpr int64_t kSplitMax = 32;       // most ranges per unit (16384 cells)
+// Cells per tile of a prompt (more than kSplitMaxTokens tokens): two kFlashTile halves for `dots` (each transposed
+// on its own), one online-softmax step and one `accum` for the whole tile, so each row's per-tile costs (the
+// maximum, the rescale, the calls, the accumulators' loads and stores) are shared by twice the cells. A decode
+// keeps kFlashTile (its in-place forms, splits and prefetches are sized for it).
+constexpr int64_t kFlashPromptTile = 2 * kFlashTile;
+constexpr int64_t kAccumChunkRows = 48;  // a prompt tile's `accum` rows per call (between prefetches; 8 x 6-row tiles)
 
 // Query rows per unit. Every unit widens the K and V rows of all its visible
 // cells, so a prompt at depth widens the cache once per block: larger blocks
@@ -95,9 +103,9 @@ FlashLayout flash_layout(const Tensor& node, int n_threads) {
   const uint64_t partial = T <= kSplitMaxTokens ? uint64_t(T * hq * kSplitMax * (dv + 2)) * 4 : 0;
   l.shared = l.off_partial + a64(partial);
   l.off_k = a64(uint64_t(n_cells) * 4);  // after the visible cells
-  l.off_v = l.off_k + a64(uint64_t(kFlashTile * dk) * 4);
-  l.off_s = l.off_v + a64(uint64_t(kFlashTile * dv) * 4);
-  l.off_q = l.off_s + a64(uint64_t(unit_rows * kFlashTile) * 4);
+  l.off_v = l.off_k + a64(uint64_t(kFlashPromptTile * dk) * 4);
+  l.off_s = l.off_v + a64(uint64_t(kFlashPromptTile * dv) * 4);
+  l.off_q = l.off_s + a64(uint64_t(unit_rows * kFlashPromptTile) * 4);
   l.off_acc = l.off_q + a64(uint64_t(unit_rows * dk) * 4);
   l.off_m = l.off_acc + a64(uint64_t(unit_rows * dv) * 4);
   l.off_l = l.off_m + a64(uint64_t(unit_rows) * 4);
@@ -186,6 +194,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   // that the threads share few units evenly (SmolLM2's 3 kv heads at depth 4096: 24 pieces, where whole units would
   // split 2 : 1 on 2 threads) and the result never depends on how many threads there are: each range's arithmetic
   // and the merge's order are fixed by the cells alone.
+  const int64_t tile = T <= kSplitMaxTokens ? kFlashTile : kFlashPromptTile;  // cells per tile
   int64_t n_split = 1;
   if (T <= kSplitMaxTokens) n_split = std::clamp<int64_t>(n_order / kSplitCells, 1, kSplitMax);
   float* partial = reinterpret_cast<float*>(ctx.work + l.off_partial);
@@ -304,8 +313,8 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
           const uint8_t* kunit = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g0 * dk);
           const uint8_t* vunit = static_cast<const uint8_t*>(v.data) + row_bytes(v.type, g0 * dv);
           const uint64_t k_unit_bytes = k_head_bytes * uint64_t(ng), v_unit_bytes = v_head_bytes * uint64_t(ng);
-          for (int64_t r0 = c0; r0 < c1; r0 += kFlashTile) {
-            const int64_t n = std::min(kFlashTile, c1 - r0);
+          for (int64_t r0 = c0; r0 < c1; r0 += tile) {
+            const int64_t n = std::min(tile, c1 - r0);
             int64_t j0 = m, j1 = 0;  // the rows that see some cell of the tile
             for (int64_t j = 0; j < m; ++j)
               if (lo[j] < r0 + n && hi[j] > r0) j0 = std::min(j0, j), j1 = j + 1;
@@ -316,8 +325,22 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             // thread's next unit); into L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB
             // of K and V).
             const bool direct = j1 - j0 <= kFlashDirectRows;
+            // A prompt's widened tiles: the next tile's K and V slices of the unit's heads go to L2 while this one's
+            // FMAs run, a few rows before each chunk of `accum` rows (widen_f16 gathering one head's 256 bytes of
+            // each 2 KiB row waited on memory: 8-9 % of a Qwen3 pp512 @ d4096 layer, bench_attn_blocks
+            // flash-prompt; the whole tile's prefetches in one burst before the tile stalled as long, stop 25).
+            const int64_t pf_begin = r0 + n, pf_end = direct ? pf_begin : std::min(n_max, r0 + n + tile);
+            int64_t pf_next = pf_begin;
+            auto prefetch_until = [&](int64_t until) {
+              for (; pf_next < until; ++pf_next) {
+                const uint8_t* kr = kunit + uint64_t(vis[pf_next]) * k.nb[1];
+                const uint8_t* vr = vunit + uint64_t(vis[pf_next]) * v.nb[1];
+                for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o, 0, 2);
+                for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o, 0, 2);
+              }
+            };
             if (direct && direct_k && direct_v && !hw_prefetch) {
-              const int64_t r_end = std::min(n_max, r0 + n + kFlashTile);
+              const int64_t r_end = std::min(n_max, r0 + n + tile);
               if (ng == 1) {
                 for (int64_t r = r0 + n; r < r_end; ++r) {
                   const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
@@ -338,43 +361,43 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
               const uint8_t* kbase = kunit + k_head_bytes * uint64_t(gi);
               const uint8_t* vbase = vunit + v_head_bytes * uint64_t(gi);
               const int64_t o = gi * m;  // this head's first row
-              float* const sg = s + o * kFlashTile;
+              float* const sg = s + o * tile;
               float* const ag = acc + o * dv;
               if (direct && dots_int) {
                 if (!q8_all)
                   for (int64_t j = j0; j < j1; ++j)
                     flash_q8_row(k.type, qb + (o + j) * dk, dk, q8 + uint64_t(o + j) * l.q8_row);
                 dots_int(q8 + uint64_t(o + j0) * l.q8_row, int64_t(l.q8_row), j1 - j0, kbase, k.nb[1], vis + r0, n, dk,
-                         scale, sg + j0 * kFlashTile, kFlashTile);
+                         scale, sg + j0 * tile, tile);
               } else if (direct && direct_k) {
-                dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale,
-                            sg + j0 * kFlashTile, kFlashTile);
+                dots_direct(qb + (o + j0) * dk, dk, j1 - j0, kbase, k.nb[1], vis + r0, n, dk, scale, sg + j0 * tile,
+                            tile);
               } else {
                 widen(fk, k.type, kbase, k.nb[1], vis + r0, n, dk, kt, dk);
-                fk.dots(qb + (o + j0) * dk, dk, j1 - j0, kt, dk, n, dk, scale, sg + j0 * kFlashTile, kFlashTile);
-              }
-              for (int64_t j = j0; j < j1; ++j) {
-                float* sj = sg + j * kFlashTile;
-                const int64_t a = std::clamp<int64_t>(lo[j] - r0, 0, n), e = std::clamp<int64_t>(hi[j] - r0, 0, n);
-                const float tmax = fk.mask_max(sj, n, a, e);
-                if (tmax == -INFINITY) {  // nothing visible here: weights 0
-                  std::fill(sj, sj + n, 0.0f);
-                  continue;
+                // `dots` takes up to kFlashTile cells: the tile's halves in turn, each from the first row that sees
+                // some cell of it (the rows before see none: online_softmax masks their stale scores there)
+                for (int64_t h = 0; h < n; h += kFlashTile) {
+                  const int64_t nh = std::min(kFlashTile, n - h);
+                  int64_t jh = j0;
+                  while (jh < j1 && !(lo[jh] < r0 + h + nh && hi[jh] > r0 + h)) ++jh;
+                  if (jh < j1)
+                    fk.dots(qb + (o + jh) * dk, dk, j1 - jh, kt + h * dk, dk, nh, dk, scale, sg + jh * tile + h, tile);
                 }
-                float& mj = mrow[o + j];
-                const float mnew = std::max(mj, tmax);
-                const float alpha = mj == -INFINITY ? 0.0f : mnew == mj ? 1.0f : std::exp(mj - mnew);
-                lrow[o + j] = lrow[o + j] * alpha + fk.exp_sum(sj, n, mnew);
-                if (alpha != 1.0f)
-                  for (int64_t i = 0; i < dv; ++i) ag[j * dv + i] *= alpha;
-                mj = mnew;
               }
+              fk.online_softmax(sg + j0 * tile, tile, j1 - j0, n, lo + j0, hi + j0, r0, mrow + o + j0, lrow + o + j0,
+                                ag + j0 * dv, dv, dv);
               if (direct && direct_v) {
-                accum_direct(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, ag + j0 * dv,
-                             dv);
+                accum_direct(sg + j0 * tile, tile, j1 - j0, vbase, v.nb[1], vis + r0, n, dv, ag + j0 * dv, dv);
               } else {
                 widen(fk, v.type, vbase, v.nb[1], vis + r0, n, dv, vt, dv);
-                fk.accum(sg + j0 * kFlashTile, kFlashTile, j1 - j0, vt, dv, n, dv, ag + j0 * dv, dv);
+                // rows in chunks (each row's sums are its own: the same bits), the next tile's prefetches spread
+                // over them
+                const int64_t chunks = (j1 - j0 + kAccumChunkRows - 1) / kAccumChunkRows;
+                for (int64_t c = 0; c < chunks; ++c) {
+                  prefetch_until(pf_begin + (pf_end - pf_begin) * (gi * chunks + c + 1) / (ng * chunks));
+                  const int64_t ja = j0 + c * kAccumChunkRows, jb = std::min(j1, ja + kAccumChunkRows);
+                  fk.accum(sg + ja * tile, tile, jb - ja, vt, dv, n, dv, ag + ja * dv, dv);
+                }
               }
             }
           }

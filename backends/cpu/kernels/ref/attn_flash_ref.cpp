@@ -77,6 +77,10 @@ float mask_max(float* s, int64_t n, int64_t a, int64_t e) {
   return mx;
 }
 
+void scale_row(float* x, int64_t n, float f) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= f;
+}
+
 void accum(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
            int64_t lda) {
   for (int64_t j = 0; j < m; ++j)
@@ -186,7 +190,8 @@ const FlashKernels kRef = {"scalar",
                            accum_direct<DType::Q4_0>,
                            false,
                            dots_int<DType::Q8_0>,
-                           dots_int<DType::Q4_0>};
+                           dots_int<DType::Q4_0>,
+                           flash_online_softmax<mask_max, exp_sum, scale_row>};
 
 }  // namespace
 

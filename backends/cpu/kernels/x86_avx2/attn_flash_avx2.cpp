@@ -251,6 +251,13 @@ float exp_sum(float* s, int64_t n, float mx) {
   return sum;
 }
 
+void scale_row(float* x, int64_t n, float f) {
+  const __m256 fv = _mm256_set1_ps(f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), fv));
+  for (; i < n; ++i) x[i] *= f;
+}
+
 void accum_rows(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n, int64_t dv, float* acc,
                 int64_t lda) {
   for (int64_t j = 0; j < m; ++j) {
@@ -464,7 +471,8 @@ const FlashKernels kFlashKernels = {"avx2",
                                     accum_direct<Q4Row>,
                                     false,
                                     flash_dots_int<MaddQ8>,
-                                    flash_dots_int<MaddQ4>};
+                                    flash_dots_int<MaddQ4>,
+                                    flash_online_softmax<mask_max, exp_sum, scale_row>};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -214,6 +214,14 @@ float mask_max(float* s, int64_t n, int64_t a, int64_t e) {
   return _mm512_reduce_max_ps(mx);
 }
 
+void scale_row(float* x, int64_t n, float f) {
+  const __m512 fv = _mm512_set1_ps(f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mk = flash_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + i), fv));
+  }
+}
+
 // R query rows x C vectors of 16 columns (the last one masked when Masked), over the tile's n cells. The
 // unmasked form is what whole 16s of columns take: with masked loads GCC 12 kept the accumulators in memory
 // (a store of each per cell).
@@ -538,7 +546,8 @@ const FlashKernels kFlashKernels = {"avx512",
                                     accum_direct<Q4Row>,
                                     true,
                                     dots_int<Q8Blocks>,
-                                    dots_int<Q4Blocks>};
+                                    dots_int<Q4Blocks>,
+                                    flash_online_softmax<mask_max, exp_sum, scale_row>};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
