@@ -327,7 +327,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             const bool direct = j1 - j0 <= kFlashDirectRows;
             // A prompt's widened tiles: the next tile's K and V slices of the unit's heads go to L2 while this one's
             // FMAs run, a few rows before each chunk of `accum` rows (widen_f16 gathering one head's 256 bytes of
-            // each 2 KiB row waited on memory: 8-9 % of a Qwen3 pp512 @ d4096 layer, bench_attn_blocks
+            // each 2 KiB row waited on memory: 11 % of a Qwen3 pp512 @ d4096 layer, bench_attn_blocks
             // flash-prompt; the whole tile's prefetches in one burst before the tile stalled as long, stop 25).
             const int64_t pf_begin = r0 + n, pf_end = direct ? pf_begin : std::min(n_max, r0 + n + tile);
             int64_t pf_next = pf_begin;
