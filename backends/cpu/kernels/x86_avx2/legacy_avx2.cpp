@@ -14,8 +14,9 @@
 // convert_q8_0_sums rows, f32 block scales after the blocks), Q5_0 2 x 2;
 // decode 8 rows per step (LegacyDecode). Q8_0 batches of more than 16 rows in
 // the lanes order (--batch-order lanes): Q8_0Lanes, weight rows in the lanes;
-// Q5_0 batches of more than 16 rows in the lanes order: Q5_0Lanes
-// (block-exact order, on convert_q8_0_sums activation rows).
+// Q5_0 in the lanes order (auto and lanes; since stop 25 at every batch size,
+// decode included: q5_0_block_exact): Q5_0Lanes (block-exact order, on
+// convert_q8_0_sums activation rows).
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cmath>
@@ -347,15 +348,17 @@ struct Q5_0Lanes {
 
 int64_t q8_0_scratch_floats(int64_t k) { return k / 32 * Q8_0Lanes::kBlockBytes / 4 + 8; }
 
-// Q5_0 batches of up to kSmallBatch rows take the decode kernel (weights
-// streamed once, with prefetch); larger ones the 2 x 2 tiles, which need fewer
-// instructions per pair and win once the batch is compute-bound (measured on
-// Q8_0: pp2 1.9x faster on the decode kernel, pp4-pp16 no better), all in
-// llama.cpp's order; batches of more than 16 rows in the lanes order
-// (batch_order() == lanes) Q5_0Lanes (block-exact order). Q8_0 batches of
-// 2-16 rows take small_batch (4 x 2 tiles with prefetch: batch2/4 GB/s
-// 1.1-1.3x the decode kernel's). Small batches and expert rows (single_rows)
-// keep llama.cpp's order on every path.
+// Q5_0 in the block-exact order (q5_0_block_exact: the lanes order selected,
+// stop 25) takes Q5_0Lanes at every batch size, as the row groups' decode
+// kernel does (q5_0_groups.h; the plain layout serves --no-repack, the rows
+// past the last group and weights that are not repacked). In llama.cpp's order
+// (--batch-order llama, expert rows) batches of up to kSmallBatch rows take the
+// decode kernel (weights streamed once, with prefetch), larger ones the 2 x 2
+// tiles, which need fewer instructions per pair and win once the batch is
+// compute-bound (measured on Q8_0: pp2 1.9x faster on the decode kernel,
+// pp4-pp16 no better). Q8_0 batches of 2-16 rows take small_batch (4 x 2 tiles
+// with prefetch: batch2/4 GB/s 1.1-1.3x the decode kernel's); its small batches
+// and expert rows (single_rows) keep llama.cpp's order on every path.
 constexpr int64_t kSmallBatch = 3;
 constexpr int64_t kLanesFrom = 17;
 
@@ -365,9 +368,11 @@ bool lanes_batch(const GemmArgs& g, DType weight_type) {
   return g.n_act >= kLanesFrom && !g.single_rows && g.scratch != nullptr && lanes_order(weight_type);
 }
 
+bool q5_0_block_exact(const GemmArgs& g) { return !g.single_rows && g.scratch != nullptr && lanes_order(DType::Q5_0); }
+
 void gemm_q5_0(const GemmArgs& g) {
-  if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
-  else if (lanes_batch(g, DType::Q5_0)) SliceDriver<Q5_0Lanes>::run(g);
+  if (q5_0_block_exact(g)) SliceDriver<Q5_0Lanes>::run(g);
+  else if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
   else gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g);
 }
 void gemm_q8_0(const GemmArgs& g) {
