@@ -23,6 +23,28 @@
 namespace opal::cpu {
 namespace {
 
+// The packed gemm's arguments for rows [b, e) of a rows x k matrix w in layout
+// (a thread's slice), n_act activation rows act, into out (stride rows).
+GemmArgs packed_args(const MatmulKernels& kern, uint8_t layout, const uint8_t* w, uint64_t w_row_bytes, int64_t k,
+                     int64_t rows, int64_t b, int64_t e, const std::vector<uint8_t>& act, int64_t n_act, float* out,
+                     float* scratch) {
+  GemmArgs g;
+  g.w = w;
+  g.w_row_bytes = w_row_bytes;
+  g.k = k;
+  g.row_begin = b;
+  g.row_end = e;
+  g.act = act.data();
+  g.act_row_bytes = kern.act_row_bytes(k);
+  g.n_act = n_act;
+  g.out = out;
+  g.out_stride = rows;
+  g.scratch = scratch;
+  g.layout = layout;
+  g.n_rows = rows;
+  return g;
+}
+
 TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
   std::mt19937 rng(11);
   for (uint8_t layout : {kLayoutRowGroups8, kLayoutQ5Groups8})
@@ -105,20 +127,8 @@ TEST(RowGroups, Q5WholeQuantsGiveThePlainBitsForEveryPattern) {
           std::vector<float> got(want.size(), -1.0f);
           std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
           for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
-            GemmArgs g;
-            g.w = packed.data();
-            g.w_row_bytes = rb;
-            g.k = k;
-            g.row_begin = b;
-            g.row_end = e;
-            g.act = act.data();
-            g.act_row_bytes = kern->act_row_bytes(k);
-            g.n_act = n_act;
-            g.out = got.data();
-            g.out_stride = rows;
-            g.scratch = scratch.data();
-            g.layout = kLayoutQ5Groups8;
-            g.n_rows = rows;
+            const GemmArgs g = packed_args(*kern, kLayoutQ5Groups8, packed.data(), rb, k, rows, b, e, act, n_act,
+                                           got.data(), scratch.data());
             kern->gemm_packed(g);
           }
           EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
@@ -172,20 +182,8 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
               const int64_t split = rows / 2 / 8 * 8;  // two threads' slices, the second with the partial group
               for (auto [b, e] : {std::pair{int64_t(0), split}, std::pair{split, rows}}) {
                 if (b >= e) continue;
-                GemmArgs g;
-                g.w = packed.data();
-                g.w_row_bytes = row_bytes(t, k);
-                g.k = k;
-                g.row_begin = b;
-                g.row_end = e;
-                g.act = act.data();
-                g.act_row_bytes = kern->act_row_bytes(k);
-                g.n_act = n_act;
-                g.out = got.data();
-                g.out_stride = rows;
-                g.scratch = scratch.data();
-                g.layout = kern->packed_layout;
-                g.n_rows = rows;
+                const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, b,
+                                               e, act, n_act, got.data(), scratch.data());
                 kern->gemm_packed(g);
               }
               EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
@@ -276,20 +274,8 @@ TEST(RowGroups, Q5BlockExactOrderIsTheScalarBlockFold) {
           std::vector<float> got(unpacked.size(), -1.0f);
           std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
           for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
-            GemmArgs g;
-            g.w = packed.data();
-            g.w_row_bytes = rb;
-            g.k = k;
-            g.row_begin = b;
-            g.row_end = e;
-            g.act = act.data();
-            g.act_row_bytes = arb;
-            g.n_act = n_act;
-            g.out = got.data();
-            g.out_stride = rows;
-            g.scratch = scratch.data();
-            g.layout = kLayoutQ5Groups8;
-            g.n_rows = rows;
+            const GemmArgs g = packed_args(*kern, kLayoutQ5Groups8, packed.data(), rb, k, rows, b, e, act, n_act,
+                                           got.data(), scratch.data());
             kern->gemm_packed(g);
           }
           EXPECT_EQ(0, std::memcmp(unpacked.data(), got.data(), got.size() * sizeof(float)))
@@ -400,20 +386,8 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
             const int64_t split = rows / 2 / 8 * 8;
             for (auto [b, e] : {std::pair{int64_t(0), split}, std::pair{split, rows}}) {
               if (b >= e) continue;
-              GemmArgs g;
-              g.w = packed.data();
-              g.w_row_bytes = row_bytes(t, k);
-              g.k = k;
-              g.row_begin = b;
-              g.row_end = e;
-              g.act = act.data();
-              g.act_row_bytes = kern->act_row_bytes(k);
-              g.n_act = n_act;
-              g.out = got.data();
-              g.out_stride = rows;
-              g.scratch = scratch.data();
-              g.layout = kern->packed_layout;
-              g.n_rows = rows;
+              const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, b, e,
+                                             act, n_act, got.data(), scratch.data());
               kern->gemm_packed(g);
             }
             for (int64_t i = 0; i < int64_t(got.size()); ++i)
@@ -585,20 +559,8 @@ TEST(KGroups, EveryBitPatternGivesThePlainBits) {
                 std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
                 for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
                   if (b >= e) continue;
-                  GemmArgs g;
-                  g.w = packed.data();
-                  g.w_row_bytes = rb;
-                  g.k = k;
-                  g.row_begin = b;
-                  g.row_end = e;
-                  g.act = act.data();
-                  g.act_row_bytes = kern->act_row_bytes(k);
-                  g.n_act = n_act;
-                  g.out = got.data();
-                  g.out_stride = rows;
-                  g.scratch = scratch.data();
-                  g.layout = layout;
-                  g.n_rows = rows;
+                  const GemmArgs g = packed_args(*kern, layout, packed.data(), rb, k, rows, b, e, act, n_act,
+                                                 got.data(), scratch.data());
                   if (batch) EXPECT_TRUE(kern->gemm_packed_batch(g));
                   else kern->gemm_packed(g);
                 }
@@ -658,20 +620,8 @@ TEST(RowGroups, PackedPromptBatchesAreTheReferenceBitsOnEveryIsa) {
               const int64_t a = rows / 3 / 8 * 8, b = rows / 2 / 8 * 8;  // three threads' slices on groups
               for (auto [r0, r1] : {std::pair{int64_t(0), a}, std::pair{a, b}, std::pair{b, rows}}) {
                 if (r0 >= r1) continue;
-                GemmArgs g;
-                g.w = packed.data();
-                g.w_row_bytes = row_bytes(t, k);
-                g.k = k;
-                g.row_begin = r0;
-                g.row_end = r1;
-                g.act = act.data();
-                g.act_row_bytes = kern->act_row_bytes(k);
-                g.n_act = n_act;
-                g.out = got.data();
-                g.out_stride = rows;
-                g.scratch = scratch.data();
-                g.layout = kern->packed_layout;
-                g.n_rows = rows;
+                const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, r0,
+                                               r1, act, n_act, got.data(), scratch.data());
                 EXPECT_EQ(!declines, kern->gemm_packed_batch(g)) << isa_name(isa) << " " << dtype_name(t);
               }
               if (declines) {

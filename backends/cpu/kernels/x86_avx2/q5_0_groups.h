@@ -66,6 +66,15 @@ void q5_0_unpack(const uint8_t* gb, __m256i w, __m256i& q0, __m256i& q1) {
   q1 = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(low5, v), 5), _mm256_and_si256(top_bits<T>(w), bits34));
 }
 
+// A group's block gb: its bytes kGroupPrefetch on requested (prefetch: the
+// first activation rows of a call), its 8 scales as f32.
+inline __m256 q5_0_block_scales(const uint8_t* gb, bool prefetch) {
+  if (prefetch)
+    for (int o = 0; o < kQ5_0Group; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+}
+
 // Piece T in llama.cpp's order: lanes T and T + 4 of 8 rows against RA activation rows.
 template <class Dot, int RA, int T>
 void q5_0_piece(const uint8_t* gb, __m256i w, const uint8_t* const* xb, const int32_t* const* cb, const __m256* dd,
@@ -89,10 +98,7 @@ void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const i
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ5_0Group;
-    if (prefetch)
-      for (int o = 0; o < kQ5_0Group; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+    const __m256 d = q5_0_block_scales(gb, prefetch);
     const uint8_t* xb[RA];
     const int32_t* cb[RA];
     __m256 dd[RA];
@@ -137,10 +143,7 @@ void q5_0_group_exact(const uint8_t* grp, int64_t nb, const uint8_t* const* x, c
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ5_0Group;
-    if (prefetch)
-      for (int o = 0; o < kQ5_0Group; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+    const __m256 d = q5_0_block_scales(gb, prefetch);
     const uint8_t* xb[RA];
     typename Dot::Block blk[RA];
     for (int a = 0; a < RA; ++a) {
