@@ -145,6 +145,43 @@ struct LegacyDecode {
     for (int i = 0; i < 8; ++i) out[row + i] = hsum8(acc[i]);
   }
 
+  // The block-exact order (Q5_0 where q5_0_block_exact, stop 25): the 8 rows'
+  // block dots (8 exact int32 lanes each) summed across their lanes together
+  // (three vphaddd rounds and one cross-half add: exact, so any order), then
+  // acc = fma(float(isum), d_w * d_x, acc) for the 8 rows at once, acc the
+  // result: Q5_0Lanes' bits.
+  static void rows8_exact(const GemmArgs& g, const uint8_t* x, float* out, int64_t row, bool prefetch) {
+    const int64_t nb = g.k / 32;
+    const uint64_t rb = g.w_row_bytes;
+    const uint8_t* w0 = g.w + uint64_t(row) * rb;
+    const uint8_t* next = w0 + 16 * rb;
+    const int lines_per_step = int((8 * rb + 64 * nb - 1) / (64 * nb));
+    const bool to_l2 = 16 * rb > 32 * 1024;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = x + b * kQ8_0Bytes;
+      const typename T::Act xa = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+      const uint8_t* wb = w0 + uint64_t(b) * T::kBytes;
+      for (int l = 0; prefetch && l < lines_per_step; ++l) {
+        const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
+        if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+        else _mm_prefetch(p, _MM_HINT_T0);
+      }
+      const __m128i h =
+          _mm_setr_epi16(f16_bits(wb), f16_bits(wb + rb), f16_bits(wb + 2 * rb), f16_bits(wb + 3 * rb),
+                         f16_bits(wb + 4 * rb), f16_bits(wb + 5 * rb), f16_bits(wb + 6 * rb), f16_bits(wb + 7 * rb));
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i) v[i] = T::dot(T::load(wb + i * rb), xa);
+      const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+      const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+      const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                            _mm256_permute2x128_si256(h0, h1, 0x31));  // rows 0-7
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
+    }
+    _mm256_storeu_ps(out + row, acc);
+  }
+
   // Decode, and small batches: each step of 8 weight rows meets every
   // activation row in turn while its rows stay in L1 (fetched from memory
   // once, by the first activation row's prefetches), so a batch of a few rows
@@ -160,6 +197,23 @@ struct LegacyDecode {
         rows8(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r, a == 0);
     for (; r < g.row_end; ++r)
       for (int64_t a = 0; a < g.n_act; ++a) LegacyKernel<T>::template tile<1, 1>(g, r, a);
+  }
+
+  // The same walk in the block-exact order; the rows after the last step of 8
+  // through rest (the same order).
+  static void run_exact(const GemmArgs& g, void (*rest)(const GemmArgs&)) {
+    int64_t r = g.row_begin;
+    const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+    for (; r + 8 <= g.row_end; r += 8)
+      for (int64_t a = 0; a < g.n_act; ++a)
+        rows8_exact(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r, a == 0);
+    if (r < g.row_end) {
+      GemmArgs tail = g;
+      tail.row_begin = r;
+      rest(tail);
+    }
   }
 };
 
@@ -370,8 +424,11 @@ bool lanes_batch(const GemmArgs& g, DType weight_type) {
 
 bool q5_0_block_exact(const GemmArgs& g) { return !g.single_rows && g.scratch != nullptr && lanes_order(DType::Q5_0); }
 
+static void q5_0_lanes(const GemmArgs& g) { SliceDriver<Q5_0Lanes>::run(g); }
+
 void gemm_q5_0(const GemmArgs& g) {
-  if (q5_0_block_exact(g)) SliceDriver<Q5_0Lanes>::run(g);
+  if (q5_0_block_exact(g) && g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run_exact(g, q5_0_lanes);
+  else if (q5_0_block_exact(g)) SliceDriver<Q5_0Lanes>::run(g);
   else if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
   else gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g);
 }
