@@ -188,8 +188,11 @@ void gemm_q4_0(const GemmArgs& g) {
 // Q5_0: the block-exact order (avx2::q5_0_block_exact: the lanes order at every
 // batch size, stop 25) in the lanes; the rest on the plain AVX2 kernels
 // (llama.cpp's order there).
+// Decode and batches of up to kQ5_0DecodeActs rows take avx2's plain decode in
+// either order (its rows8_exact gives these lanes' bits without a per-call repack).
+constexpr int64_t kQ5_0DecodeActs = 3;  // legacy_avx2.cpp kSmallBatch
 void gemm_q5_0(const GemmArgs& g) {
-  if (avx2::q5_0_block_exact(g)) SliceDriver<RowsInLanes<Q5_0Weights>>::run(g);
+  if (avx2::q5_0_block_exact(g) && g.n_act > kQ5_0DecodeActs) SliceDriver<RowsInLanes<Q5_0Weights>>::run(g);
   else avx2::gemm_q5_0(g);
 }
 
