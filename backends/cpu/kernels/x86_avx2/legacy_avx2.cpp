@@ -112,6 +112,22 @@ short f16_bits(const uint8_t* p) {
 // of its lines per block.
 template <class T>
 struct LegacyDecode {
+  // Block b's share of the lines of the rows two steps on (next).
+  static void prefetch_share(const uint8_t* next, int64_t b, int lines_per_step, bool to_l2) {
+    for (int l = 0; l < lines_per_step; ++l) {
+      const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
+      if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+      else _mm_prefetch(p, _MM_HINT_T0);
+    }
+  }
+  // The 8 rows' block scales (rows rb bytes apart from wb) times the activation block's d.
+  static __m256 scales8(const uint8_t* wb, uint64_t rb, const uint8_t* xb) {
+    const __m128i h =
+        _mm_setr_epi16(f16_bits(wb), f16_bits(wb + rb), f16_bits(wb + 2 * rb), f16_bits(wb + 3 * rb),
+                       f16_bits(wb + 4 * rb), f16_bits(wb + 5 * rb), f16_bits(wb + 6 * rb), f16_bits(wb + 7 * rb));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+  }
+
   // x: one activation row, out: its output row; prefetch: request the rows
   // two steps on (the first activation row of a step only).
   static void rows8(const GemmArgs& g, const uint8_t* x, float* out, int64_t row, bool prefetch) {
@@ -127,15 +143,8 @@ struct LegacyDecode {
       const uint8_t* xb = x + b * kQ8_0Bytes;
       const typename T::Act xa = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
       const uint8_t* wb = w0 + uint64_t(b) * T::kBytes;
-      for (int l = 0; prefetch && l < lines_per_step; ++l) {
-        const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
-        if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
-        else _mm_prefetch(p, _MM_HINT_T0);
-      }
-      const __m128i h =
-          _mm_setr_epi16(f16_bits(wb), f16_bits(wb + rb), f16_bits(wb + 2 * rb), f16_bits(wb + 3 * rb),
-                         f16_bits(wb + 4 * rb), f16_bits(wb + 5 * rb), f16_bits(wb + 6 * rb), f16_bits(wb + 7 * rb));
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+      if (prefetch) prefetch_share(next, b, lines_per_step, to_l2);
+      const __m256 d = scales8(wb, rb, xb);
       for (int i = 0; i < 8; ++i) {
         const typename T::W q = T::load(wb + i * rb);
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T::dot(q, xa)), _mm256_permutevar8x32_ps(d, _mm256_set1_epi32(i)),
@@ -162,15 +171,8 @@ struct LegacyDecode {
       const uint8_t* xb = x + b * kQ8_0Bytes;
       const typename T::Act xa = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
       const uint8_t* wb = w0 + uint64_t(b) * T::kBytes;
-      for (int l = 0; prefetch && l < lines_per_step; ++l) {
-        const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
-        if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
-        else _mm_prefetch(p, _MM_HINT_T0);
-      }
-      const __m128i h =
-          _mm_setr_epi16(f16_bits(wb), f16_bits(wb + rb), f16_bits(wb + 2 * rb), f16_bits(wb + 3 * rb),
-                         f16_bits(wb + 4 * rb), f16_bits(wb + 5 * rb), f16_bits(wb + 6 * rb), f16_bits(wb + 7 * rb));
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+      if (prefetch) prefetch_share(next, b, lines_per_step, to_l2);
+      const __m256 d = scales8(wb, rb, xb);
       __m256i v[8];
       for (int i = 0; i < 8; ++i) v[i] = T::dot(T::load(wb + i * rb), xa);
       const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
