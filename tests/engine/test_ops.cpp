@@ -200,13 +200,14 @@ TEST_P(OpsThreads, MulMatMidBatchOnRowGroupsIsTheRowsOneByOne) {
         }
         return out;
       };
-      const std::vector<float> alone = run(0);
-      double sum = 0;  // not all zero
-      for (float v : alone) sum += std::fabs(v);
-      EXPECT_GT(sum, 0.0) << cpu::isa_name(isa) << " " << dtype_name(t);
       for (cpu::BatchOrder order : {cpu::BatchOrder::by_type, cpu::BatchOrder::llama, cpu::BatchOrder::lanes}) {
         cpu::set_batch_order(order);
         if (t != DType::Q4_0 && cpu::lanes_order(t)) continue;
+        // Alone under the same order (stop 25: avx2's Q5_0 decode follows it too).
+        const std::vector<float> alone = run(0);
+        double sum = 0;  // not all zero
+        for (float v : alone) sum += std::fabs(v);
+        EXPECT_GT(sum, 0.0) << cpu::isa_name(isa) << " " << dtype_name(t);
         for (int T : {17, 20, 33, 48}) {
           const std::vector<float> batch = run(T);
           ASSERT_EQ(batch.size(), size_t(N) * T);

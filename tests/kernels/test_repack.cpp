@@ -11,15 +11,39 @@
 #include <vector>
 
 #include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/llama_order.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/kernels/repack.h"
 #include "core/error.h"
+#include "core/fp16.h"
 #include "core/quant.h"
 #include "support/isa_coverage.h"
 #include "support/kernel_call.h"
 
 namespace opal::cpu {
 namespace {
+
+// The packed gemm's arguments for rows [b, e) of a rows x k matrix w in layout
+// (a thread's slice), n_act activation rows act, into out (stride rows).
+GemmArgs packed_args(const MatmulKernels& kern, uint8_t layout, const uint8_t* w, uint64_t w_row_bytes, int64_t k,
+                     int64_t rows, int64_t b, int64_t e, const std::vector<uint8_t>& act, int64_t n_act, float* out,
+                     float* scratch) {
+  GemmArgs g;
+  g.w = w;
+  g.w_row_bytes = w_row_bytes;
+  g.k = k;
+  g.row_begin = b;
+  g.row_end = e;
+  g.act = act.data();
+  g.act_row_bytes = kern.act_row_bytes(k);
+  g.n_act = n_act;
+  g.out = out;
+  g.out_stride = rows;
+  g.scratch = scratch;
+  g.layout = layout;
+  g.n_rows = rows;
+  return g;
+}
 
 TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
   std::mt19937 rng(11);
@@ -93,36 +117,29 @@ TEST(RowGroups, Q5WholeQuantsGiveThePlainBitsForEveryPattern) {
     for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
       const MatmulKernels* kern = matmul_kernels(DType::Q5_0, isa);
       if (!kern || kern->packed_layout != kLayoutQ5Groups8) continue;
-      for (int64_t n_act = 1; n_act <= 3; ++n_act) {
-        const auto act = test::convert_acts(*kern, x.data(), n_act, k);
-        test::GemmCall call;
-        call.fill = -1.0f;
-        const auto want = test::run_gemm(*kern, plain, DType::Q5_0, rows, k, act, n_act, call);
-        std::vector<float> got(want.size(), -1.0f);
-        std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
-        for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
-          GemmArgs g;
-          g.w = packed.data();
-          g.w_row_bytes = rb;
-          g.k = k;
-          g.row_begin = b;
-          g.row_end = e;
-          g.act = act.data();
-          g.act_row_bytes = kern->act_row_bytes(k);
-          g.n_act = n_act;
-          g.out = got.data();
-          g.out_stride = rows;
-          g.scratch = scratch.data();
-          g.layout = kLayoutQ5Groups8;
-          g.n_rows = rows;
-          kern->gemm_packed(g);
+      for (BatchOrder order : {BatchOrder::by_type, BatchOrder::llama}) {  // block-exact (stop 25) and llama.cpp's
+        set_batch_order(order);
+        for (int64_t n_act = 1; n_act <= 3; ++n_act) {
+          const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+          test::GemmCall call;
+          call.fill = -1.0f;
+          const auto want = test::run_gemm(*kern, plain, DType::Q5_0, rows, k, act, n_act, call);
+          std::vector<float> got(want.size(), -1.0f);
+          std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+          for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
+            const GemmArgs g = packed_args(*kern, kLayoutQ5Groups8, packed.data(), rb, k, rows, b, e, act, n_act,
+                                           got.data(), scratch.data());
+            kern->gemm_packed(g);
+          }
+          EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+              << isa_name(isa) << " pattern " << pattern << " n_act " << n_act << " order " << int(order) << ": "
+              << got[0] << " vs " << want[0];
+          ++checked;
         }
-        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-            << isa_name(isa) << " pattern " << pattern << " n_act " << n_act << ": " << got[0] << " vs " << want[0];
-        ++checked;
       }
     }
   }
+  set_batch_order(BatchOrder::by_type);
 #if defined(__x86_64__)
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the kLayoutQ5Groups8 kernels were not run";
@@ -148,43 +165,36 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
           const auto plain = test::random_weights(t, rows, k, rng);
           auto packed = plain;
           repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
-          for (int64_t n_act :
-               {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7), kern->packed_max_act}) {
-            std::normal_distribution<float> val(0.0f, 2.0f);
-            std::vector<float> x(size_t(n_act * k));
-            for (auto& v : x) v = val(rng);
-            const auto act = test::convert_acts(*kern, x.data(), n_act, k);
-            test::GemmCall call;
-            call.fill = -1.0f;
-            const auto want = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
-            std::vector<float> got(want.size(), -1.0f);
-            std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
-            const int64_t split = rows / 2 / 8 * 8;  // two threads' slices, the second with the partial group
-            for (auto [b, e] : {std::pair{int64_t(0), split}, std::pair{split, rows}}) {
-              if (b >= e) continue;
-              GemmArgs g;
-              g.w = packed.data();
-              g.w_row_bytes = row_bytes(t, k);
-              g.k = k;
-              g.row_begin = b;
-              g.row_end = e;
-              g.act = act.data();
-              g.act_row_bytes = kern->act_row_bytes(k);
-              g.n_act = n_act;
-              g.out = got.data();
-              g.out_stride = rows;
-              g.scratch = scratch.data();
-              g.layout = kern->packed_layout;
-              g.n_rows = rows;
-              kern->gemm_packed(g);
+          for (BatchOrder order : {BatchOrder::by_type, BatchOrder::llama}) {  // Q5_0: block-exact, llama.cpp's
+            if (t != DType::Q5_0 && order != BatchOrder::by_type) continue;
+            set_batch_order(order);
+            for (int64_t n_act :
+                 {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7), kern->packed_max_act}) {
+              std::normal_distribution<float> val(0.0f, 2.0f);
+              std::vector<float> x(size_t(n_act * k));
+              for (auto& v : x) v = val(rng);
+              const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+              test::GemmCall call;
+              call.fill = -1.0f;
+              const auto want = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
+              std::vector<float> got(want.size(), -1.0f);
+              std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+              const int64_t split = rows / 2 / 8 * 8;  // two threads' slices, the second with the partial group
+              for (auto [b, e] : {std::pair{int64_t(0), split}, std::pair{split, rows}}) {
+                if (b >= e) continue;
+                const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, b,
+                                               e, act, n_act, got.data(), scratch.data());
+                kern->gemm_packed(g);
+              }
+              EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                  << isa_name(isa) << " " << dtype_name(t) << " k " << k << " rows " << rows << " n_act " << n_act;
+              ++checked;
+              if (isa == Isa::avx512) ++checked_avx512;
+              if (t == DType::Q5_0) ++checked_q5_0;
+              if (t == DType::Q5_0 && isa == Isa::avx512) ++checked_q5_0_avx512;
             }
-            EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-                << isa_name(isa) << " " << dtype_name(t) << " k " << k << " rows " << rows << " n_act " << n_act;
-            ++checked;
-            if (isa == Isa::avx512) ++checked_avx512;
-            if (t == DType::Q5_0) ++checked_q5_0;
-            if (t == DType::Q5_0 && isa == Isa::avx512) ++checked_q5_0_avx512;
           }
+          set_batch_order(BatchOrder::by_type);
           // A slice must start on a group.
           GemmArgs bad;
           bad.w = packed.data();
@@ -205,6 +215,89 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
   if (host_supports(Isa::avx512)) {
     EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the avx512 row-group kernels were not run";
     EXPECT_GT(checked_q5_0_avx512, 0) << "AVX-512 host: the avx512 Q5_0 row-group kernel was not run";
+  }
+#endif
+}
+
+// The AVX2 Q5_0 kernels' block-exact order (stop 25: the lanes order at every
+// batch size, docs/fidelity.md): under auto / lanes each output is llama_order::
+// block_exact's fold of the blocks (the exact int32 sum of (q - 16) * x, one FMA
+// by d_w * d_x a block) on the row groups (decode, 1-16 activation rows) and the
+// plain layout alike; under llama the groups keep llama.cpp's 8-lane order,
+// which differs somewhere.
+TEST(RowGroups, Q5BlockExactOrderIsTheScalarBlockFold) {
+  std::mt19937 rng(41);
+  int checked = 0;
+  const int64_t rows = 21;
+  for (int64_t k : {32, 96, 4352}) {
+    const int64_t nb = k / 32;
+    const uint64_t rb = row_bytes(DType::Q5_0, k);
+    const auto plain = test::random_weights(DType::Q5_0, rows, k, rng);
+    auto packed = plain;
+    repack_matrix(kLayoutQ5Groups8, DType::Q5_0, packed.data(), k, rows);
+    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+      const MatmulKernels* kern = matmul_kernels(DType::Q5_0, isa);
+      if (!kern || kern->packed_layout != kLayoutQ5Groups8) continue;
+      for (int64_t n_act : {1, 2, 3, 5, 16}) {
+        std::normal_distribution<float> val(0.0f, 2.0f);
+        std::vector<float> x(size_t(n_act * k));
+        for (auto& v : x) v = val(rng);
+        const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+        const uint64_t arb = kern->act_row_bytes(k);
+        std::vector<float> want(size_t(n_act * rows));
+        for (int64_t a = 0; a < n_act; ++a)
+          for (int64_t r = 0; r < rows; ++r) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; ++b) {
+              const uint8_t* blk = plain.data() + uint64_t(r) * rb + uint64_t(b) * 22;
+              const uint8_t* xblk = act.data() + uint64_t(a) * arb + uint64_t(b) * 34;
+              uint16_t wd, xd;
+              uint32_t qh;
+              std::memcpy(&wd, blk, 2);
+              std::memcpy(&qh, blk + 2, 4);
+              std::memcpy(&xd, xblk, 2);
+              int8_t wq[32];
+              for (int j = 0; j < 16; ++j) {
+                wq[j] = int8_t(((blk[6 + j] & 15) | ((qh >> j & 1u) << 4)) - 16);
+                wq[j + 16] = int8_t(((blk[6 + j] >> 4) | ((qh >> (j + 16) & 1u) << 4)) - 16);
+              }
+              acc = llama_order::block_exact(wq, reinterpret_cast<const int8_t*>(xblk + 2),
+                                             f16_to_f32(wd) * f16_to_f32(xd), acc);
+            }
+            want[size_t(a * rows + r)] = acc;
+          }
+        for (BatchOrder order : {BatchOrder::by_type, BatchOrder::lanes, BatchOrder::llama}) {
+          set_batch_order(order);
+          test::GemmCall call;
+          call.fill = -1.0f;
+          const auto unpacked = test::run_gemm(*kern, plain, DType::Q5_0, rows, k, act, n_act, call);
+          std::vector<float> got(unpacked.size(), -1.0f);
+          std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+          for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
+            const GemmArgs g = packed_args(*kern, kLayoutQ5Groups8, packed.data(), rb, k, rows, b, e, act, n_act,
+                                           got.data(), scratch.data());
+            kern->gemm_packed(g);
+          }
+          EXPECT_EQ(0, std::memcmp(unpacked.data(), got.data(), got.size() * sizeof(float)))
+              << isa_name(isa) << " k " << k << " n_act " << n_act << " order " << int(order);
+          const bool same = std::memcmp(want.data(), got.data(), got.size() * sizeof(float)) == 0;
+          if (order == BatchOrder::llama) {
+            if (k >= 96) {
+              EXPECT_FALSE(same) << isa_name(isa) << " k " << k << " n_act " << n_act;
+            }
+          } else {
+            EXPECT_TRUE(same) << isa_name(isa) << " k " << k << " n_act " << n_act << " order " << int(order) << ": "
+                              << got[0] << " vs " << want[0];
+            ++checked;
+          }
+        }
+        set_batch_order(BatchOrder::by_type);
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the block-exact Q5_0 kernels were not run";
   }
 #endif
 }
@@ -293,20 +386,8 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
             const int64_t split = rows / 2 / 8 * 8;
             for (auto [b, e] : {std::pair{int64_t(0), split}, std::pair{split, rows}}) {
               if (b >= e) continue;
-              GemmArgs g;
-              g.w = packed.data();
-              g.w_row_bytes = row_bytes(t, k);
-              g.k = k;
-              g.row_begin = b;
-              g.row_end = e;
-              g.act = act.data();
-              g.act_row_bytes = kern->act_row_bytes(k);
-              g.n_act = n_act;
-              g.out = got.data();
-              g.out_stride = rows;
-              g.scratch = scratch.data();
-              g.layout = kern->packed_layout;
-              g.n_rows = rows;
+              const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, b, e,
+                                             act, n_act, got.data(), scratch.data());
               kern->gemm_packed(g);
             }
             for (int64_t i = 0; i < int64_t(got.size()); ++i)
@@ -478,20 +559,8 @@ TEST(KGroups, EveryBitPatternGivesThePlainBits) {
                 std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
                 for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
                   if (b >= e) continue;
-                  GemmArgs g;
-                  g.w = packed.data();
-                  g.w_row_bytes = rb;
-                  g.k = k;
-                  g.row_begin = b;
-                  g.row_end = e;
-                  g.act = act.data();
-                  g.act_row_bytes = kern->act_row_bytes(k);
-                  g.n_act = n_act;
-                  g.out = got.data();
-                  g.out_stride = rows;
-                  g.scratch = scratch.data();
-                  g.layout = layout;
-                  g.n_rows = rows;
+                  const GemmArgs g = packed_args(*kern, layout, packed.data(), rb, k, rows, b, e, act, n_act,
+                                                 got.data(), scratch.data());
                   if (batch) EXPECT_TRUE(kern->gemm_packed_batch(g));
                   else kern->gemm_packed(g);
                 }
@@ -551,20 +620,8 @@ TEST(RowGroups, PackedPromptBatchesAreTheReferenceBitsOnEveryIsa) {
               const int64_t a = rows / 3 / 8 * 8, b = rows / 2 / 8 * 8;  // three threads' slices on groups
               for (auto [r0, r1] : {std::pair{int64_t(0), a}, std::pair{a, b}, std::pair{b, rows}}) {
                 if (r0 >= r1) continue;
-                GemmArgs g;
-                g.w = packed.data();
-                g.w_row_bytes = row_bytes(t, k);
-                g.k = k;
-                g.row_begin = r0;
-                g.row_end = r1;
-                g.act = act.data();
-                g.act_row_bytes = kern->act_row_bytes(k);
-                g.n_act = n_act;
-                g.out = got.data();
-                g.out_stride = rows;
-                g.scratch = scratch.data();
-                g.layout = kern->packed_layout;
-                g.n_rows = rows;
+                const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, r0,
+                                               r1, act, n_act, got.data(), scratch.data());
                 EXPECT_EQ(!declines, kern->gemm_packed_batch(g)) << isa_name(isa) << " " << dtype_name(t);
               }
               if (declines) {

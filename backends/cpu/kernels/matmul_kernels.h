@@ -99,10 +99,13 @@ const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa);
 //          within the 2-6-bit tolerance, greedy identical, and Q4_K_M files
 //          whose rows are not a multiple of 256 are mostly Q5_0: SmolLM2's
 //          AVX2 prompts 2-3x), llama for Q8_0 (bit-identical goldens).
+// On avx2 / avx2-vnni Q5_0's lanes order is its order at every batch size,
+// decode included (stop 25: x86_avx2 q5_0_block_exact; one convert and FMA a
+// block and row instead of eight).
 // Initially $OPAL_BATCH_ORDER ("auto", "llama" or "lanes") if set, else
 // $OPAL_Q8_0_ORDER (the older name), else auto; the tools' --batch-order
 // (alias --q8-0-order) sets it (tools/isa_option.cpp).
-// Decode, small batches and expert rows (single_rows) always take llama's.
+// Otherwise decode, small batches and expert rows (single_rows) always take llama's.
 enum class BatchOrder { by_type, llama, lanes };
 BatchOrder batch_order();
 void set_batch_order(BatchOrder order);

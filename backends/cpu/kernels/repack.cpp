@@ -123,9 +123,12 @@ uint32_t permute_qh(uint32_t h, QhWay way) {
   return t[0][h & 0xFF] | t[1][h >> 8 & 0xFF] | t[2][h >> 16 & 0xFF] | t[3][h >> 24];
 }
 
-// Q5_0: per block of a group, the 8 scales [8][2], the 8 permuted qh words
-// [8][4], then four pieces [8][4], piece t holding qs[4t .. 4t + 3] of each row.
-void repack_q5_0_groups(uint8_t* rows, int64_t k, int64_t n_rows) {
+// The walk the two Q5_0 group layouts share (kLayoutRowGroups8, kLayoutQ5Groups8:
+// per block of a group the 8 scales [8][2], a word per row [8][4], then four
+// pieces [8][4]): each whole group's rows copied out, then block(src, gb, i)
+// writes row i's block src into the group's block gb.
+template <class Block>
+void repack_q5_0_rows(uint8_t* rows, int64_t k, int64_t n_rows, Block block) {
   const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
   std::vector<uint8_t> plain(size_t(kGroup * rb));
   for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
@@ -136,14 +139,47 @@ void repack_q5_0_groups(uint8_t* rows, int64_t k, int64_t n_rows) {
       for (int64_t i = 0; i < kGroup; ++i) {
         const uint8_t* src = plain.data() + i * rb + b * kQ5_0Bytes;
         std::memcpy(gb + 2 * i, src, 2);
-        uint32_t h;
-        std::memcpy(&h, src + 2, 4);
-        h = permute_qh(h, QhWay::kForward);
-        std::memcpy(gb + 16 + 4 * i, &h, 4);
-        for (int64_t t = 0; t < 4; ++t) std::memcpy(gb + 48 + 32 * t + 4 * i, src + 6 + 4 * t, 4);
+        block(src, gb, i);
       }
     }
   }
+}
+
+// Its inverse for rows [row_begin, row_end): rows past the last whole group
+// copied as they are; the others block by block, block(gb, i, ob) writing
+// row i's qh and qs of the group's block gb into the GGUF block ob (the scale
+// copied here).
+template <class Block>
+void unpack_q5_0_rows(const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end, uint8_t* dst,
+                      Block block) {
+  const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
+  const int64_t full = n_rows / kGroup * kGroup;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint8_t* out = dst + (r - row_begin) * rb;
+    if (r >= full) {
+      std::memcpy(out, base + r * rb, size_t(rb));
+      continue;
+    }
+    const uint8_t* grp = base + r / kGroup * kGroup * rb;
+    const int64_t i = r % kGroup;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
+      uint8_t* ob = out + b * kQ5_0Bytes;
+      std::memcpy(ob, gb + 2 * i, 2);
+      block(gb, i, ob);
+    }
+  }
+}
+
+// Q5_0 row groups: the word is the permuted qh, piece t holds qs[4t .. 4t + 3] of each row.
+void repack_q5_0_groups(uint8_t* rows, int64_t k, int64_t n_rows) {
+  repack_q5_0_rows(rows, k, n_rows, [](const uint8_t* src, uint8_t* gb, int64_t i) {
+    uint32_t h;
+    std::memcpy(&h, src + 2, 4);
+    h = permute_qh(h, QhWay::kForward);
+    std::memcpy(gb + 16 + 4 * i, &h, 4);
+    for (int64_t t = 0; t < 4; ++t) std::memcpy(gb + 48 + 32 * t + 4 * i, src + 6 + 4 * t, 4);
+  });
 }
 
 // kLayoutQ5Groups8 (repack.h): a Q5_0 block's quants (qh word h, qs[16]) as
@@ -173,76 +209,37 @@ void q5_0_gguf_quants(const uint8_t* pieces, uint32_t w, uint32_t* h, uint8_t* q
 }
 
 void repack_q5_0_whole(uint8_t* rows, int64_t k, int64_t n_rows) {
-  const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
-  std::vector<uint8_t> plain(size_t(kGroup * rb));
-  for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
-    uint8_t* grp = rows + g * rb;
-    std::memcpy(plain.data(), grp, plain.size());
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
-      for (int64_t i = 0; i < kGroup; ++i) {
-        const uint8_t* src = plain.data() + i * rb + b * kQ5_0Bytes;
-        std::memcpy(gb + 2 * i, src, 2);
-        uint32_t h, w;
-        std::memcpy(&h, src + 2, 4);
-        uint8_t pieces[16];
-        q5_0_whole_quants(h, src + 6, pieces, &w);
-        std::memcpy(gb + 16 + 4 * i, &w, 4);
-        for (int64_t t = 0; t < 4; ++t) std::memcpy(gb + 48 + 32 * t + 4 * i, pieces + 4 * t, 4);
-      }
-    }
-  }
+  repack_q5_0_rows(rows, k, n_rows, [](const uint8_t* src, uint8_t* gb, int64_t i) {
+    uint32_t h, w;
+    std::memcpy(&h, src + 2, 4);
+    uint8_t pieces[16];
+    q5_0_whole_quants(h, src + 6, pieces, &w);
+    std::memcpy(gb + 16 + 4 * i, &w, 4);
+    for (int64_t t = 0; t < 4; ++t) std::memcpy(gb + 48 + 32 * t + 4 * i, pieces + 4 * t, 4);
+  });
 }
 
 void unpack_q5_0_whole(const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end,
                        uint8_t* dst) {
-  const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
-  const int64_t full = n_rows / kGroup * kGroup;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    uint8_t* out = dst + (r - row_begin) * rb;
-    if (r >= full) {
-      std::memcpy(out, base + r * rb, size_t(rb));
-      continue;
-    }
-    const uint8_t* grp = base + r / kGroup * kGroup * rb;
-    const int64_t i = r % kGroup;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
-      uint8_t* ob = out + b * kQ5_0Bytes;
-      std::memcpy(ob, gb + 2 * i, 2);
-      uint32_t w, h;
-      std::memcpy(&w, gb + 16 + 4 * i, 4);
-      uint8_t pieces[16];
-      for (int64_t t = 0; t < 4; ++t) std::memcpy(pieces + 4 * t, gb + 48 + 32 * t + 4 * i, 4);
-      q5_0_gguf_quants(pieces, w, &h, ob + 6);
-      std::memcpy(ob + 2, &h, 4);
-    }
-  }
+  unpack_q5_0_rows(base, k, n_rows, row_begin, row_end, dst, [](const uint8_t* gb, int64_t i, uint8_t* ob) {
+    uint32_t w, h;
+    std::memcpy(&w, gb + 16 + 4 * i, 4);
+    uint8_t pieces[16];
+    for (int64_t t = 0; t < 4; ++t) std::memcpy(pieces + 4 * t, gb + 48 + 32 * t + 4 * i, 4);
+    q5_0_gguf_quants(pieces, w, &h, ob + 6);
+    std::memcpy(ob + 2, &h, 4);
+  });
 }
 
 void unpack_q5_0_groups(const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end,
                         uint8_t* dst) {
-  const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
-  const int64_t full = n_rows / kGroup * kGroup;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    uint8_t* out = dst + (r - row_begin) * rb;
-    if (r >= full) {
-      std::memcpy(out, base + r * rb, size_t(rb));
-      continue;
-    }
-    const uint8_t* grp = base + r / kGroup * kGroup * rb;
-    const int64_t i = r % kGroup;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
-      uint8_t* ob = out + b * kQ5_0Bytes;
-      std::memcpy(ob, gb + 2 * i, 2);
-      uint32_t h;
-      std::memcpy(&h, gb + 16 + 4 * i, 4);
-      h = permute_qh(h, QhWay::kInverse);
-      std::memcpy(ob + 2, &h, 4);
-      for (int64_t t = 0; t < 4; ++t) std::memcpy(ob + 6 + 4 * t, gb + 48 + 32 * t + 4 * i, 4);
-    }
-  }
+  unpack_q5_0_rows(base, k, n_rows, row_begin, row_end, dst, [](const uint8_t* gb, int64_t i, uint8_t* ob) {
+    uint32_t h;
+    std::memcpy(&h, gb + 16 + 4 * i, 4);
+    h = permute_qh(h, QhWay::kInverse);
+    std::memcpy(ob + 2, &h, 4);
+    for (int64_t t = 0; t < 4; ++t) std::memcpy(ob + 6 + 4 * t, gb + 48 + 32 * t + 4 * i, 4);
+  });
 }
 
 // kLayoutKGroups8Pairs (repack.h): every 4-byte piece b0..b3 of a Q4_K row's

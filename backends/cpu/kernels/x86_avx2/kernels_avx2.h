@@ -29,6 +29,12 @@ void convert_q8_K(DType act_type, const float* x, uint8_t* dst, int64_t k);
 void round_f16(const float* x, float* out, int64_t k);
 void gemm_q4_0(const GemmArgs& g);
 void gemm_q5_0(const GemmArgs& g);
+// Whether a Q5_0 gemm runs in the block-exact order (stop 25): where the lanes
+// order is selected (lanes_order(Q5_0): auto and lanes), the kernel has its
+// scratch and the rows are not expert rows (single_rows: llama.cpp's vec_dot
+// order), at every batch size, on the row groups and the plain layout alike;
+// llama.cpp's 8-lane order otherwise.
+bool q5_0_block_exact(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);

@@ -14,8 +14,9 @@
 // convert_q8_0_sums rows, f32 block scales after the blocks), Q5_0 2 x 2;
 // decode 8 rows per step (LegacyDecode). Q8_0 batches of more than 16 rows in
 // the lanes order (--batch-order lanes): Q8_0Lanes, weight rows in the lanes;
-// Q5_0 batches of more than 16 rows in the lanes order: Q5_0Lanes
-// (block-exact order, on convert_q8_0_sums activation rows).
+// Q5_0 in the lanes order (auto and lanes; since stop 25 at every batch size,
+// decode included: q5_0_block_exact): Q5_0Lanes (block-exact order, on
+// convert_q8_0_sums activation rows).
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cmath>
@@ -111,6 +112,22 @@ short f16_bits(const uint8_t* p) {
 // of its lines per block.
 template <class T>
 struct LegacyDecode {
+  // Block b's share of the lines of the rows two steps on (next).
+  static void prefetch_share(const uint8_t* next, int64_t b, int lines_per_step, bool to_l2) {
+    for (int l = 0; l < lines_per_step; ++l) {
+      const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
+      if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+      else _mm_prefetch(p, _MM_HINT_T0);
+    }
+  }
+  // The 8 rows' block scales (rows rb bytes apart from wb) times the activation block's d.
+  static __m256 scales8(const uint8_t* wb, uint64_t rb, const uint8_t* xb) {
+    const __m128i h =
+        _mm_setr_epi16(f16_bits(wb), f16_bits(wb + rb), f16_bits(wb + 2 * rb), f16_bits(wb + 3 * rb),
+                       f16_bits(wb + 4 * rb), f16_bits(wb + 5 * rb), f16_bits(wb + 6 * rb), f16_bits(wb + 7 * rb));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+  }
+
   // x: one activation row, out: its output row; prefetch: request the rows
   // two steps on (the first activation row of a step only).
   static void rows8(const GemmArgs& g, const uint8_t* x, float* out, int64_t row, bool prefetch) {
@@ -126,15 +143,8 @@ struct LegacyDecode {
       const uint8_t* xb = x + b * kQ8_0Bytes;
       const typename T::Act xa = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
       const uint8_t* wb = w0 + uint64_t(b) * T::kBytes;
-      for (int l = 0; prefetch && l < lines_per_step; ++l) {
-        const char* p = reinterpret_cast<const char*>(next + (b * lines_per_step + l) * 64);
-        if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
-        else _mm_prefetch(p, _MM_HINT_T0);
-      }
-      const __m128i h =
-          _mm_setr_epi16(f16_bits(wb), f16_bits(wb + rb), f16_bits(wb + 2 * rb), f16_bits(wb + 3 * rb),
-                         f16_bits(wb + 4 * rb), f16_bits(wb + 5 * rb), f16_bits(wb + 6 * rb), f16_bits(wb + 7 * rb));
-      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(load_f16(xb)));
+      if (prefetch) prefetch_share(next, b, lines_per_step, to_l2);
+      const __m256 d = scales8(wb, rb, xb);
       for (int i = 0; i < 8; ++i) {
         const typename T::W q = T::load(wb + i * rb);
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(T::dot(q, xa)), _mm256_permutevar8x32_ps(d, _mm256_set1_epi32(i)),
@@ -142,6 +152,36 @@ struct LegacyDecode {
       }
     }
     for (int i = 0; i < 8; ++i) out[row + i] = hsum8(acc[i]);
+  }
+
+  // The block-exact order (Q5_0 where q5_0_block_exact, stop 25): the 8 rows'
+  // block dots (8 exact int32 lanes each) summed across their lanes together
+  // (three vphaddd rounds and one cross-half add: exact, so any order), then
+  // acc = fma(float(isum), d_w * d_x, acc) for the 8 rows at once, acc the
+  // result: Q5_0Lanes' bits.
+  static void rows8_exact(const GemmArgs& g, const uint8_t* x, float* out, int64_t row, bool prefetch) {
+    const int64_t nb = g.k / 32;
+    const uint64_t rb = g.w_row_bytes;
+    const uint8_t* w0 = g.w + uint64_t(row) * rb;
+    const uint8_t* next = w0 + 16 * rb;
+    const int lines_per_step = int((8 * rb + 64 * nb - 1) / (64 * nb));
+    const bool to_l2 = 16 * rb > 32 * 1024;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = x + b * kQ8_0Bytes;
+      const typename T::Act xa = T::act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+      const uint8_t* wb = w0 + uint64_t(b) * T::kBytes;
+      if (prefetch) prefetch_share(next, b, lines_per_step, to_l2);
+      const __m256 d = scales8(wb, rb, xb);
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i) v[i] = T::dot(T::load(wb + i * rb), xa);
+      const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+      const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+      const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                            _mm256_permute2x128_si256(h0, h1, 0x31));  // rows 0-7
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
+    }
+    _mm256_storeu_ps(out + row, acc);
   }
 
   // Decode, and small batches: each step of 8 weight rows meets every
@@ -159,6 +199,23 @@ struct LegacyDecode {
         rows8(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r, a == 0);
     for (; r < g.row_end; ++r)
       for (int64_t a = 0; a < g.n_act; ++a) LegacyKernel<T>::template tile<1, 1>(g, r, a);
+  }
+
+  // The same walk in the block-exact order; the rows after the last step of 8
+  // through rest (the same order).
+  static void run_exact(const GemmArgs& g, void (*rest)(const GemmArgs&)) {
+    int64_t r = g.row_begin;
+    const uint8_t* first = g.w + uint64_t(r) * g.w_row_bytes;
+    const uint64_t head = std::min<uint64_t>(uint64_t(g.row_end - r), 16) * g.w_row_bytes;
+    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+    for (; r + 8 <= g.row_end; r += 8)
+      for (int64_t a = 0; a < g.n_act; ++a)
+        rows8_exact(g, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride, r, a == 0);
+    if (r < g.row_end) {
+      GemmArgs tail = g;
+      tail.row_begin = r;
+      rest(tail);
+    }
   }
 };
 
@@ -347,15 +404,17 @@ struct Q5_0Lanes {
 
 int64_t q8_0_scratch_floats(int64_t k) { return k / 32 * Q8_0Lanes::kBlockBytes / 4 + 8; }
 
-// Q5_0 batches of up to kSmallBatch rows take the decode kernel (weights
-// streamed once, with prefetch); larger ones the 2 x 2 tiles, which need fewer
-// instructions per pair and win once the batch is compute-bound (measured on
-// Q8_0: pp2 1.9x faster on the decode kernel, pp4-pp16 no better), all in
-// llama.cpp's order; batches of more than 16 rows in the lanes order
-// (batch_order() == lanes) Q5_0Lanes (block-exact order). Q8_0 batches of
-// 2-16 rows take small_batch (4 x 2 tiles with prefetch: batch2/4 GB/s
-// 1.1-1.3x the decode kernel's). Small batches and expert rows (single_rows)
-// keep llama.cpp's order on every path.
+// Q5_0 in the block-exact order (q5_0_block_exact: the lanes order selected,
+// stop 25) takes Q5_0Lanes at every batch size, as the row groups' decode
+// kernel does (q5_0_groups.h; the plain layout serves --no-repack, the rows
+// past the last group and weights that are not repacked). In llama.cpp's order
+// (--batch-order llama, expert rows) batches of up to kSmallBatch rows take the
+// decode kernel (weights streamed once, with prefetch), larger ones the 2 x 2
+// tiles, which need fewer instructions per pair and win once the batch is
+// compute-bound (measured on Q8_0: pp2 1.9x faster on the decode kernel,
+// pp4-pp16 no better). Q8_0 batches of 2-16 rows take small_batch (4 x 2 tiles
+// with prefetch: batch2/4 GB/s 1.1-1.3x the decode kernel's); its small batches
+// and expert rows (single_rows) keep llama.cpp's order on every path.
 constexpr int64_t kSmallBatch = 3;
 constexpr int64_t kLanesFrom = 17;
 
@@ -365,9 +424,14 @@ bool lanes_batch(const GemmArgs& g, DType weight_type) {
   return g.n_act >= kLanesFrom && !g.single_rows && g.scratch != nullptr && lanes_order(weight_type);
 }
 
+bool q5_0_block_exact(const GemmArgs& g) { return !g.single_rows && g.scratch != nullptr && lanes_order(DType::Q5_0); }
+
+static void q5_0_lanes(const GemmArgs& g) { SliceDriver<Q5_0Lanes>::run(g); }
+
 void gemm_q5_0(const GemmArgs& g) {
-  if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
-  else if (lanes_batch(g, DType::Q5_0)) SliceDriver<Q5_0Lanes>::run(g);
+  if (q5_0_block_exact(g) && g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run_exact(g, q5_0_lanes);
+  else if (q5_0_block_exact(g)) SliceDriver<Q5_0Lanes>::run(g);
+  else if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
   else gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g);
 }
 void gemm_q8_0(const GemmArgs& g) {

@@ -7,7 +7,9 @@
 //                           of the Q8_0 activation row x (computed once a call);
 //   Dot::lane(q, x4, c)     the exact int32 sum over a lane's 4 elements of
 //                           (q - 16) * x for the 8 rows (q: unsigned 5-bit
-//                           quants, x4: the activation's 4 bytes broadcast).
+//                           quants, x4: the activation's 4 bytes broadcast);
+//   Dot::Block              a block's exact sum in the block-exact order:
+//                           start(offset), add<T>(q0, x0, q1, x1) per piece, sum().
 // Plain AVX2 takes vpmaddubsw, vpmaddwd by ones and the subtraction; AVX-VNNI
 // one vpdpbusd started at the (negated) offset. Both are exact, so both give
 // the same bits.
@@ -21,11 +23,17 @@
 // lane): lane t one mask, lane t + 4 a shift, two masks, a shift of the word
 // and an or (kLayoutRowGroups8's nibbles and fifth bits, stop 15, took 8-9
 // operations a piece where these take 5-6).
-// The plain decode kernel (legacy_avx2.cpp LegacyDecode<Q5_0Weights>) keeps 8
-// int32 lanes per row and block, lane L the exact sum over elements 4L .. 4L + 3
-// of (q - 16) * x, converted and FMA-ed by d_w * d_x into float lane L, then
-// hsum8. Here the same lanes, the same float steps and hsum8's tree per row:
-// each row's bits are the plain kernel's.
+// Two orders (avx2::q5_0_block_exact picks, as the plain kernels do):
+// * block-exact (stop 25; the default batch order's, lanes_order(Q5_0), at every
+//   batch size): per row and block the exact int32 sum of (q - 16) * x, then one
+//   FMA by d_w * d_x, as legacy_avx2.cpp's Q5_0Lanes (the plain path then) and
+//   Q4_0 everywhere: q5_0_group_exact, Dot::Block.
+// * llama.cpp's (--batch-order llama, expert rows): the plain decode kernel
+//   (legacy_avx2.cpp LegacyDecode<Q5_0Weights>) keeps 8 int32 lanes per row and
+//   block, lane L the exact sum over elements 4L .. 4L + 3 of (q - 16) * x,
+//   converted and FMA-ed by d_w * d_x into float lane L, then hsum8. q5_0_group:
+//   the same lanes, the same float steps and hsum8's tree per row.
+// Either way each row's bits are the plain kernel's.
 // Batches of up to 16 activation rows run kQ5MaxActs rows at a time against
 // each group while it is in L1. Rows past the last whole group are plain.
 // The activation rows are convert_q8_0_sums rows: block b's d_x is the f32 at
@@ -45,19 +53,34 @@ __m256i top_bits(__m256i w) {
   else return _mm256_srli_epi32(w, 2 * T - 3);
 }
 
-// Piece T of a group's block: lanes T and T + 4 of 8 rows against RA activation rows.
-// Lane T's quants are the piece's low 5 bits; lane T + 4's its top 3 bits
-// (the low 5 cleared, then a 16-bit shift by 5: nothing comes in from the next
-// byte) and the word's two bits at 3 and 4. Two mask registers: with a third
-// GCC kept an accumulator on the stack.
+// Piece T of a group's block as the 5-bit quants of lanes T (q0) and T + 4 (q1)
+// of 8 rows. Lane T's quants are the piece's low 5 bits; lane T + 4's its top 3
+// bits (the low 5 cleared, then a 16-bit shift by 5: nothing comes in from the
+// next byte) and the word's two bits at 3 and 4. Two mask registers: with a
+// third GCC kept an accumulator on the stack.
+template <int T>
+void q5_0_unpack(const uint8_t* gb, __m256i w, __m256i& q0, __m256i& q1) {
+  const __m256i low5 = _mm256_set1_epi8(0x1F), bits34 = _mm256_set1_epi8(0x18);
+  const __m256i v = load32(gb + 48 + 32 * T);
+  q0 = _mm256_and_si256(v, low5);
+  q1 = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(low5, v), 5), _mm256_and_si256(top_bits<T>(w), bits34));
+}
+
+// A group's block gb: its bytes kGroupPrefetch on requested (prefetch: the
+// first activation rows of a call), its 8 scales as f32.
+inline __m256 q5_0_block_scales(const uint8_t* gb, bool prefetch) {
+  if (prefetch)
+    for (int o = 0; o < kQ5_0Group; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+}
+
+// Piece T in llama.cpp's order: lanes T and T + 4 of 8 rows against RA activation rows.
 template <class Dot, int RA, int T>
 void q5_0_piece(const uint8_t* gb, __m256i w, const uint8_t* const* xb, const int32_t* const* cb, const __m256* dd,
                 __m256 (*acc)[8]) {
-  const __m256i low5 = _mm256_set1_epi8(0x1F), bits34 = _mm256_set1_epi8(0x18);
-  const __m256i v = load32(gb + 48 + 32 * T);
-  const __m256i q0 = _mm256_and_si256(v, low5);
-  const __m256i q1 =
-      _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(low5, v), 5), _mm256_and_si256(top_bits<T>(w), bits34));
+  __m256i q0, q1;
+  q5_0_unpack<T>(gb, w, q0, q1);
   for (int a = 0; a < RA; ++a) {
     const __m256i s0 = Dot::lane(q0, bcast4(xb[a] + 2 + 4 * T), cb[a][T]);
     const __m256i s1 = Dot::lane(q1, bcast4(xb[a] + 18 + 4 * T), cb[a][T + 4]);
@@ -75,10 +98,7 @@ void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const i
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ5_0Group;
-    if (prefetch)
-      for (int o = 0; o < kQ5_0Group; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+    const __m256 d = q5_0_block_scales(gb, prefetch);
     const uint8_t* xb[RA];
     const int32_t* cb[RA];
     __m256 dd[RA];
@@ -100,6 +120,60 @@ void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const i
   }
 }
 
+// Piece T in the block-exact order: lanes T and T + 4 into each activation
+// row's block sum (xq: the row's block quants).
+template <class Dot, int RA, int T>
+void q5_0_piece_exact(const uint8_t* gb, __m256i w, const uint8_t* const* xq, typename Dot::Block* blk) {
+  __m256i q0, q1;
+  q5_0_unpack<T>(gb, w, q0, q1);
+  for (int a = 0; a < RA; ++a) blk[a].template add<T>(q0, bcast4(xq[a] + 4 * T), q1, bcast4(xq[a] + 16 + 4 * T));
+}
+
+// One group of 8 Q5_0 rows against RA activation rows in the block-exact order
+// (stop 25; the lanes order's, legacy_avx2.cpp Q5_0Lanes): per row and block
+// one exact int32 sum, then acc = fma(float(isum), d_w * d_x, acc), acc the
+// result (no horizontal sum). c[a][b] = -16 * (the block's sum of quants).
+// Dot::Block sums a block's 8 pieces-lanes from that offset: exact, so every
+// Dot gives the same bits. One convert and one FMA a block and row where
+// llama.cpp's order takes 8 of each.
+template <class Dot, int RA>
+void q5_0_group_exact(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const int32_t* const* c,
+                      float* const* out, bool prefetch) {
+  __m256 acc[RA];
+  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kQ5_0Group;
+    const __m256 d = q5_0_block_scales(gb, prefetch);
+    const uint8_t* xb[RA];
+    typename Dot::Block blk[RA];
+    for (int a = 0; a < RA; ++a) {
+      xb[a] = x[a] + b * kQ8_0Bytes + 2;
+      blk[a].start(_mm256_set1_epi32(c[a][b]));
+    }
+    const __m256i w = load32(gb + 16);
+    q5_0_piece_exact<Dot, RA, 0>(gb, w, xb, blk);
+    q5_0_piece_exact<Dot, RA, 1>(gb, w, xb, blk);
+    q5_0_piece_exact<Dot, RA, 2>(gb, w, xb, blk);
+    q5_0_piece_exact<Dot, RA, 3>(gb, w, xb, blk);
+    for (int a = 0; a < RA; ++a) {
+      const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(x[a] + nb * kQ8_0Bytes + 4 * b)));
+      acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(blk[a].sum()), dd, acc[a]);
+    }
+  }
+  for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
+}
+
+// The block-exact order's offsets of a convert_q8_0_sums row: c[b] = -16 * the
+// sum of block b's quants (the int32 after the row's blocks and scales).
+inline void block_offsets(const uint8_t* x, int64_t nb, int32_t* c) {
+  const uint8_t* sums = x + nb * kQ8_0Bytes + nb * 4;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t v;
+    std::memcpy(&v, sums + 4 * b, 4);
+    c[b] = -16 * v;
+  }
+}
+
 // The thread's Q5_0 groups, each met by the activation rows kQ5MaxActs at a
 // time while it is in L1 (a batch streams the weights once), the slice's first
 // kHeadBytes requested up front; then the plain rows after the last whole
@@ -107,16 +181,24 @@ void q5_0_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, const i
 template <class Dot>
 void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
   using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, const int32_t* const*, float* const*, bool);
-  constexpr GroupFn kernels[kQ5MaxActs] = {q5_0_group<Dot, 1>, q5_0_group<Dot, 2>, q5_0_group<Dot, 3>};
+  constexpr GroupFn kLlama[kQ5MaxActs] = {q5_0_group<Dot, 1>, q5_0_group<Dot, 2>, q5_0_group<Dot, 3>};
+  constexpr GroupFn kExact[kQ5MaxActs] = {q5_0_group_exact<Dot, 1>, q5_0_group_exact<Dot, 2>, q5_0_group_exact<Dot, 3>};
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
   const int64_t end = g.row_end < full ? g.row_end : full;
+  const bool exact = avx2::q5_0_block_exact(g);
+  const GroupFn* kernels = exact ? kExact : kLlama;
+  const int64_t per_row = exact ? nb : nb * 8;  // offsets a row: one a block, or one a lane and block
   if (end > g.row_begin) {
     thread_local std::vector<int32_t> offsets;
-    offsets.resize(size_t(g.n_act * nb * 8));
-    for (int64_t a = 0; a < g.n_act; ++a)
-      Dot::offsets(g.act + uint64_t(a) * g.act_row_bytes, nb, offsets.data() + a * nb * 8);
+    offsets.resize(size_t(g.n_act * per_row));
+    for (int64_t a = 0; a < g.n_act; ++a) {
+      const uint8_t* xa = g.act + uint64_t(a) * g.act_row_bytes;
+      int32_t* ca = offsets.data() + a * per_row;
+      if (exact) block_offsets(xa, nb, ca);
+      else Dot::offsets(xa, nb, ca);
+    }
     const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
@@ -129,7 +211,7 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
         float* out[kQ5MaxActs];
         for (int a = 0; a < ra; ++a) {
           x[a] = g.act + uint64_t(a0 + a) * g.act_row_bytes;
-          c[a] = offsets.data() + (a0 + a) * nb * 8;
+          c[a] = offsets.data() + (a0 + a) * per_row;
           out[a] = g.out + (a0 + a) * g.out_stride + r;
         }
         kernels[ra - 1](grp, nb, x, c, out, a0 == 0);

@@ -15,8 +15,10 @@
 // measured below 16).
 //
 // The arithmetic is the plain decode kernels' (legacy_avx2.cpp LegacyDecode
-// for Q8_0 and Q5_0: llama.cpp's 8-lane order per row; q4_0_avx2.cpp
-// Q4_0Decode: the block-exact order), so the results are the same bits. Small
+// for Q8_0: llama.cpp's 8-lane order per row; Q5_0: Q5_0Lanes' block-exact
+// order where the lanes order is selected, since stop 25, LegacyDecode's
+// otherwise; q4_0_avx2.cpp Q4_0Decode: the block-exact order), so the results
+// are the same bits. Small
 // batches (Q8_0 and Q5_0 up to 16 activation rows, Q4_0 up to 8, and up to
 // the entry's packed_mid_act since stop 17) run each group against every
 // activation row while the group is in L1 (Q4_0: 4 rows per pass, the nibbles
@@ -243,6 +245,23 @@ struct MaddQ5 {
   static __m256i lane(__m256i q, __m256i x4, int32_t c) {
     return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, x4), ones16()), _mm256_set1_epi32(c));
   }
+  // A block's exact sum in the block-exact order (q5_0_group_exact): piece T's
+  // two int16 pair sums (lanes T and T + 4, at most 2 * 2 * 31 * 128 = 15872)
+  // add in int16, two pieces to a chain (31744), each chain once through
+  // vpmaddwd by ones, then the offset.
+  struct Block {
+    __m256i off, h[2];
+    void start(__m256i offset) { off = offset; }
+    template <int T>
+    void add(__m256i q0, __m256i x0, __m256i q1, __m256i x1) {
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q0, x0), _mm256_maddubs_epi16(q1, x1));
+      h[T / 2] = T % 2 == 0 ? p : in_register(_mm256_add_epi16(h[T / 2], p));
+    }
+    __m256i sum() const {
+      return _mm256_add_epi32(off,
+                              _mm256_add_epi32(_mm256_madd_epi16(h[0], ones16()), _mm256_madd_epi16(h[1], ones16())));
+    }
+  };
 };
 
 #include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"

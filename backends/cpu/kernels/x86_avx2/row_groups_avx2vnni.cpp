@@ -4,8 +4,10 @@
 // and why they give the plain layout's bits are described there) with one
 // vpdpbusd per piece where plain AVX2 takes vpmaddubsw, vpmaddwd by ones and
 // the subtraction of the offset: per lane, vpdpbusd(-16 * (x_4L + .. +
-// x_4L+3), q, x_4L..4L+3 broadcast) is the exact sum of (q - 16) * x. The
-// results are the bits of avx2-vnni's plain Q5_0 decode (LegacyDecode<Q5_0Weights>).
+// x_4L+3), q, x_4L..4L+3 broadcast) is the exact sum of (q - 16) * x; in the
+// block-exact order (stop 25) two vpdpbusd chains a block. The results are the
+// bits of avx2-vnni's plain Q5_0 gemm in the same order (RowsInLanes<Q5_0Weights>
+// block-exact, LegacyDecode<Q5_0Weights> llama.cpp's).
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cstring>
@@ -41,6 +43,21 @@ struct VnniQ5 {
     }
   }
   static __m256i lane(__m256i q, __m256i x4, int32_t c) { return _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(c), q, x4); }
+  // A block's exact sum in the block-exact order (q5_0_group_exact): two
+  // vpdpbusd chains (lanes T and lanes T + 4), the first started at the offset.
+  struct Block {
+    __m256i s[2];
+    void start(__m256i offset) {
+      s[0] = offset;
+      s[1] = _mm256_setzero_si256();
+    }
+    template <int T>
+    void add(__m256i q0, __m256i x0, __m256i q1, __m256i x1) {
+      s[0] = _mm256_dpbusd_avx_epi32(s[0], q0, x0);
+      s[1] = _mm256_dpbusd_avx_epi32(s[1], q1, x1);
+    }
+    __m256i sum() const { return _mm256_add_epi32(s[0], s[1]); }
+  };
 };
 
 #include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"

@@ -185,11 +185,14 @@ void gemm_q4_0(const GemmArgs& g) {
   else avx2::gemm_q4_0(g);
 }
 
-// Q5_0: everything but the lanes order's batches on the plain AVX2 kernels
+// Q5_0: the block-exact order (avx2::q5_0_block_exact: the lanes order at every
+// batch size, stop 25) in the lanes; the rest on the plain AVX2 kernels
 // (llama.cpp's order there).
+// Decode and batches of up to kQ5_0DecodeActs rows take avx2's plain decode in
+// either order (its rows8_exact gives these lanes' bits without a per-call repack).
+constexpr int64_t kQ5_0DecodeActs = 3;  // legacy_avx2.cpp kSmallBatch
 void gemm_q5_0(const GemmArgs& g) {
-  if (g.n_act > kSmallBatch && !g.single_rows && g.scratch != nullptr && lanes_order(DType::Q5_0))
-    SliceDriver<RowsInLanes<Q5_0Weights>>::run(g);
+  if (avx2::q5_0_block_exact(g) && g.n_act > kQ5_0DecodeActs) SliceDriver<RowsInLanes<Q5_0Weights>>::run(g);
   else avx2::gemm_q5_0(g);
 }
 
