@@ -145,30 +145,34 @@ void repack_q5_0_rows(uint8_t* rows, int64_t k, int64_t n_rows, Block block) {
   }
 }
 
-// Its inverse for rows [row_begin, row_end): rows past the last whole group
-// copied as they are; the others block by block, block(gb, i, ob) writing
-// row i's qh and qs of the group's block gb into the GGUF block ob (the scale
-// copied here).
+// The walk every unpack shares, for rows [row_begin, row_end) of rows of rb
+// bytes into dst: rows past the last whole group copied as they are, the
+// others by row(grp, i, out) from the group grp that holds them as its row i.
+template <class Row>
+void unpack_group_rows(const uint8_t* base, int64_t rb, int64_t n_rows, int64_t row_begin, int64_t row_end,
+                       uint8_t* dst, Row row) {
+  const int64_t full = n_rows / kGroup * kGroup;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint8_t* out = dst + (r - row_begin) * rb;
+    if (r >= full) std::memcpy(out, base + r * rb, size_t(rb));
+    else row(base + r / kGroup * kGroup * rb, r % kGroup, out);
+  }
+}
+
+// repack_q5_0_rows' inverse: block(gb, i, ob) writes row i's qh and qs of the
+// group's block gb into the GGUF block ob (the scale copied here).
 template <class Block>
 void unpack_q5_0_rows(const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end, uint8_t* dst,
                       Block block) {
   const int64_t nb = k / 32, rb = nb * kQ5_0Bytes;
-  const int64_t full = n_rows / kGroup * kGroup;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    uint8_t* out = dst + (r - row_begin) * rb;
-    if (r >= full) {
-      std::memcpy(out, base + r * rb, size_t(rb));
-      continue;
-    }
-    const uint8_t* grp = base + r / kGroup * kGroup * rb;
-    const int64_t i = r % kGroup;
+  unpack_group_rows(base, rb, n_rows, row_begin, row_end, dst, [&](const uint8_t* grp, int64_t i, uint8_t* out) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* gb = grp + b * kGroup * kQ5_0Bytes;
       uint8_t* ob = out + b * kQ5_0Bytes;
       std::memcpy(ob, gb + 2 * i, 2);
       block(gb, i, ob);
     }
-  }
+  });
 }
 
 // Q5_0 row groups: the word is the permuted qh, piece t holds qs[4t .. 4t + 3] of each row.
@@ -285,22 +289,14 @@ void unpack_k_groups(uint8_t layout, DType type, const uint8_t* base, int64_t k,
                      int64_t row_end, uint8_t* dst) {
   const std::vector<KPiece> pieces = k_pieces(type);
   const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
-  const int64_t full = n_rows / kGroup * kGroup;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    uint8_t* out = dst + (r - row_begin) * rb;
-    if (r >= full) {
-      std::memcpy(out, base + r * rb, size_t(rb));
-      continue;
-    }
-    const uint8_t* grp = base + r / kGroup * kGroup * rb;
-    const int64_t i = r % kGroup;
+  unpack_group_rows(base, rb, n_rows, row_begin, row_end, dst, [&](const uint8_t* grp, int64_t i, uint8_t* out) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* gb = grp + b * kGroup * bb;
       for (const KPiece& p : pieces) std::memcpy(out + b * bb + p.src, gb + p.dst + i * p.len, size_t(p.len));
       if (type == DType::Q6_K) q6_K_triples(out + b * bb, q6_K_decode);
       if (layout == kLayoutKGroups8Pairs) q4_K_pair_nibbles(out + b * bb + kQ4KQuants);
     }
-  }
+  });
 }
 
 }  // namespace
@@ -368,21 +364,14 @@ void unpack_rows(uint8_t layout, DType type, const uint8_t* base, int64_t k, int
   if (type == DType::Q5_0) return unpack_q5_0_groups(base, k, n_rows, row_begin, row_end, dst);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;
-  const int64_t full = n_rows / kGroup * kGroup;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    uint8_t* out = dst + (r - row_begin) * rb;
-    if (r >= full) {
-      std::memcpy(out, base + r * rb, size_t(rb));
-      continue;
-    }
-    const uint8_t* grp = base + r / kGroup * kGroup * rb;
-    const int64_t i = r % kGroup, slot = quant_slot(type, i);
+  unpack_group_rows(base, rb, n_rows, row_begin, row_end, dst, [&](const uint8_t* grp, int64_t i, uint8_t* out) {
+    const int64_t slot = quant_slot(type, i);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* gb = grp + b * kGroup * s.bytes;
       std::memcpy(out + b * s.bytes, gb + 2 * i, 2);
       std::memcpy(out + b * s.bytes + 2, gb + 2 * kGroup + slot * s.quants, size_t(s.quants));
     }
-  }
+  });
 }
 
 }  // namespace opal::cpu
