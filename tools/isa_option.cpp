@@ -14,9 +14,9 @@ void add_isa_option(CLI::App* sub) {
   sub->add_option_function<std::string>(
          "--batch-order", set_order,
          "Summation order of Q8_0 and Q5_0 prompt batches (over 16 tokens) on the CPU, and of every Q5_0 matmul "
-         "under avx2 / avx2-vnni: auto (default: lanes for Q5_0, llama for Q8_0), llama (llama.cpp's, bit-identical "
-         "with it) or lanes (weight rows in the SIMD lanes, each block summed exactly: faster; logits close to "
-         "llama.cpp's but not bit-identical). Alias: $OPAL_BATCH_ORDER")
+         "and the Q4_K decode under avx2 / avx2-vnni: auto (default: lanes for Q5_0 and Q4_K, llama for Q8_0), "
+         "llama (llama.cpp's, bit-identical with it) or lanes (weight rows in the SIMD lanes, each block summed "
+         "exactly: faster; logits close to llama.cpp's but not bit-identical). Alias: $OPAL_BATCH_ORDER")
       ->type_name("ORDER");
   sub->add_option_function<std::string>("--q8-0-order", set_order, "The older name of --batch-order")
       ->type_name("ORDER");

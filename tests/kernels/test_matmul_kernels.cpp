@@ -184,16 +184,27 @@ TEST(KernelsVsReferenceLanes, LanesOrderMatchesTheReference) {
     for (Isa isa : host_simd_isas())
       for (int64_t k : {32, 4096})
         for (int64_t n_act : {17, 32, 83}) compare(isa, t, k, n_act, k == 32);
+  // Q4_K decode and small batches (stop 26: avx2's super-block-exact order under lanes and auto; llama.cpp's under
+  // llama).
+  for (BatchOrder order : {BatchOrder::lanes, BatchOrder::llama}) {
+    set_batch_order(order);
+    for (Isa isa : host_simd_isas())
+      for (int64_t k : {256, 4096})
+        for (int64_t n_act : {1, 2, 3}) compare(isa, DType::Q4_K, k, n_act, k == 256);
+  }
   set_batch_order(before);
   EXPECT_EQ(parse_batch_order("lanes"), BatchOrder::lanes);
   EXPECT_EQ(parse_batch_order("llama"), BatchOrder::llama);
   EXPECT_EQ(parse_batch_order("auto"), BatchOrder::by_type);
-  // auto: Q5_0 batches in the lanes, Q8_0 in llama.cpp's order; an explicit choice covers both.
+  // auto: Q5_0 and Q4_K in the lanes, Q8_0 in llama.cpp's order; an explicit choice covers all.
   set_batch_order(BatchOrder::by_type);
   EXPECT_TRUE(lanes_order(DType::Q5_0));
+  EXPECT_TRUE(lanes_order(DType::Q4_K));
   EXPECT_FALSE(lanes_order(DType::Q8_0));
+  EXPECT_FALSE(lanes_order(DType::Q6_K));
   set_batch_order(BatchOrder::llama);
   EXPECT_FALSE(lanes_order(DType::Q5_0));
+  EXPECT_FALSE(lanes_order(DType::Q4_K));
   set_batch_order(BatchOrder::lanes);
   EXPECT_TRUE(lanes_order(DType::Q8_0));
   set_batch_order(before);

@@ -57,7 +57,8 @@ BatchOrder batch_order() { return BatchOrder(batch_order_selection().load(std::m
 void set_batch_order(BatchOrder order) { batch_order_selection().store(int(order), std::memory_order_relaxed); }
 bool lanes_order(DType weight_type) {
   const BatchOrder order = batch_order();
-  return order == BatchOrder::lanes || (order == BatchOrder::by_type && weight_type == DType::Q5_0);
+  return order == BatchOrder::lanes ||
+         (order == BatchOrder::by_type && (weight_type == DType::Q5_0 || weight_type == DType::Q4_K));
 }
 
 bool packed_reads(const MatmulKernels& k, int64_t n_act) {

@@ -37,6 +37,12 @@ void gemm_q5_0(const GemmArgs& g);
 bool q5_0_block_exact(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
+// Whether a Q4_K gemm of 1-3 activation rows runs in the super-block-exact
+// (lanes) order (stop 26): where the lanes order is selected (lanes_order(Q4_K):
+// auto and lanes), the kernel has its scratch and the rows are not expert rows,
+// on the row groups and the plain layout alike; llama.cpp's 8-lane vec_dot
+// order otherwise. (Batches of 4 or more take the lanes order in any case.)
+bool q4_K_super_block_exact(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);
 void gemm_q6_K(const GemmArgs& g);
 void gemm_f32(const GemmArgs& g);

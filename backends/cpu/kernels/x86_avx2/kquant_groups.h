@@ -33,6 +33,12 @@
 // one accumulator per lane (8 rows each), and hsum8's tree over the 8 at the
 // end. So a packed weight gives the plain layout's bits (and Q6_K keeps
 // llama.cpp's, which the Q4_0 / Q4_K_M goldens' output matrices rely on).
+// Q4_K in that order only under --batch-order llama (q4_K_group_pairs): since
+// stop 26, where the lanes order is selected (auto, lanes: avx2::q4_K_super_block_exact)
+// Q4_K decode and 2-3 rows run q4_K_group_pairs_lanes, the batches' order below
+// (one exact int32 per row and super-block, one FMA and one FNMADD, one accumulator:
+// 403 vector instructions a super-block and group where the 8-lane form, which
+// spills its accumulators, takes 466), and the plain decode kernel follows it.
 // Batches of 1-3 activation rows share each group's unpacked quants. Larger
 // batches (stop 17: q4_K_group_pairs_lanes, q6_K_group_lanes, run_k_group_batch)
 // read the groups in place too, in the plain batch kernels' lanes order (one
@@ -373,13 +379,14 @@ void q4_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const
       xb[a] = x[a] + b * kQ8_KBytes;
       isum[a] = _mm256_setzero_si256();
     }
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const __m256i sp = scm.scales_2j(j);
       for (int l0 = 0; l0 < 8; l0 += 4) {
         __m256i p[RA];
         for (int a = 0; a < RA; ++a) p[a] = _mm256_setzero_si256();  // set before l = l0 overwrites it
         for (int l = l0; l < l0 + 4; ++l) {
-          const __m256i v = load32(gb + 128 + (4 * l + j) * 32);
+          const __m256i v = in_register(load32(gb + 128 + (4 * l + j) * 32));
           const __m256i q0 = _mm256_and_si256(v, lo4), q1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
           for (int a = 0; a < RA; ++a) {
             const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 8 * l;

@@ -6,9 +6,11 @@
 // Tiles: 2 weight rows x 2 activation rows; decode 4 x 1 (Q6_K; Q4_K rows of
 // up to 1024 elements) or 2 x 1 (the rest); Q4_K and Q6_K
 // batches of 4 rows or more with weight rows in the lanes (Q4KRowsInLanes,
-// Q6KRowsInLanes).
+// Q6KRowsInLanes). Q4_K decode and 2-3 rows follow the lanes order too where it
+// is selected (stop 26: q4_K_super_block_exact, Q45KKernel<false, true>).
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels/kquant_scales.h"
@@ -42,7 +44,12 @@ __m256i spread16(__m256i scales16, int s) {
 }
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-template <bool kFive>
+// kExact (Q4_K where q4_K_super_block_exact, stop 26): the lanes order of the
+// batch kernels instead of llama.cpp's 8 float lanes: the super-block's 8 int32
+// lanes summed exactly (and the mins' likewise), then per super-block
+// acc = fma(float(isum), d * d_x, acc), acc = fnmadd(float(msum), dmin * d_x, acc)
+// on one float per row: the bits of q4_K_group_pairs_lanes and Q4KRowsInLanes.
+template <bool kFive, bool kExact = false>
 struct Q45KKernel {
   static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
   static constexpr int kQs = kFive ? kQ5_KQs : kQ4_KQs;
@@ -55,8 +62,12 @@ struct Q45KKernel {
     for (int i = 0; i < RW; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
     __m256 acc[RW][RA];
+    float exact[RW][RA];
     for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) acc[i][a] = _mm256_setzero_ps();
+      for (int a = 0; a < RA; ++a) {
+        acc[i][a] = _mm256_setzero_ps();
+        exact[i][a] = 0.0f;
+      }
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
       if constexpr (RA == 1)  // decode: the same super-block of the rows three tiles on (a prefetch does not fault)
@@ -100,14 +111,19 @@ struct Q45KKernel {
         for (int a = 0; a < RA; ++a) {
           const uint8_t* xb = x[a] + b * kQ8_KBytes;
           const float xd = load_f32(xb);
-          const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(load32(xb + kQ8_KBsums), m16));
-          acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][a]), _mm256_set1_ps(d * xd), acc[i][a]);
-          acc[i][a] = _mm256_fnmadd_ps(m, _mm256_set1_ps(dmin * xd), acc[i][a]);
+          const __m256i mi = _mm256_madd_epi16(load32(xb + kQ8_KBsums), m16);
+          if constexpr (kExact) {
+            exact[i][a] = std::fma(float(hsum8_epi32(isum[i][a])), d * xd, exact[i][a]);
+            exact[i][a] = std::fma(-float(hsum8_epi32(mi)), dmin * xd, exact[i][a]);
+          } else {
+            acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][a]), _mm256_set1_ps(d * xd), acc[i][a]);
+            acc[i][a] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(dmin * xd), acc[i][a]);
+          }
         }
       }
     }
     for (int i = 0; i < RW; ++i)
-      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = hsum8(acc[i][a]);
+      for (int a = 0; a < RA; ++a) g.out[(act + a) * g.out_stride + row + i] = kExact ? exact[i][a] : hsum8(acc[i][a]);
   }
 };
 
@@ -422,16 +438,24 @@ struct Q6KRowsInLanes {
 
 }  // namespace
 
+bool q4_K_super_block_exact(const GemmArgs& g) {
+  return !g.single_rows && g.scratch != nullptr && lanes_order(DType::Q4_K);
+}
+
 int64_t q4_K_scratch_floats(int64_t k) { return k / 256 * Q4KRowsInLanes::kSuperBytes / 4 + 8; }
 
 // Decode tiles (bench_matmul_kernels, CPU time, loaded host, best of 3):
 // Q4_K 4 rows for rows of up to 4 super-blocks (decode-1024 10.6 -> 12.6
 // GB/s), 2 rows beyond (decode-2048 14.0 with 2, 12.6 with 4); Q6_K 4 rows
 // (13-15 -> 15-20 GB/s at K = 1024 and 2048). Each row's order is the same
-// whatever the tile, so the results are too.
+// whatever the tile, so the results are too. Under q4_K_super_block_exact
+// (stop 26) the same tiles in the lanes order (Q45KKernel<false, true>).
 void gemm_q4_K(const GemmArgs& g) {
   if (Q4KRowsInLanes::applies(g)) SliceDriver<Q4KRowsInLanes>::run(g);
-  else if (g.n_act == 1 && g.k <= 1024) drive<Q45KKernel<false>, 4, 1>(g);
+  else if (q4_K_super_block_exact(g)) {
+    if (g.n_act == 1 && g.k <= 1024) drive<Q45KKernel<false, true>, 4, 1>(g);
+    else gemm_entry<Q45KKernel<false, true>, 2, 2, 2>(g);
+  } else if (g.n_act == 1 && g.k <= 1024) drive<Q45KKernel<false>, 4, 1>(g);
   else gemm_entry<Q45KKernel<false>, 2, 2, 2>(g);
 }
 void gemm_q5_K(const GemmArgs& g) { gemm_entry<Q45KKernel<true>, 2, 2, 2>(g); }
