@@ -64,8 +64,12 @@ int32_t load_i32(const uint8_t* p) {
 
 // Q4_0's software prefetch distance along the stream: none measured 28-31
 // GB/s, 8 KiB 24-33, 16 KiB 33-37, 32 KiB 33-39 (packed-decode*/avx512/q4_0,
-// one thread, host load 4). Q8_0 measured the same with and without (none).
-constexpr int64_t kQ4_0Prefetch = 16 * 1024;
+// one thread, host load 4). Q8_0 had measured the same with and without at
+// stops 14 and 16 (load 8) and went without; since stop 26 its decode
+// prefetches 16 KiB on as well: without, Llama-3.2-1B's FFN down (k = 8192,
+// 68 KiB a group) read 11 % slower per byte than the k = 2048 matrices of the
+// same tokens (--perf-log), with it level (docs/perf/s26-dq.md).
+constexpr int64_t kQ4_0Prefetch = 16 * 1024, kQ8_0Prefetch = 16 * 1024;
 // A slice's first bytes, requested before its first group (no earlier step
 // prefetched them; the plain kernels request their first 16 rows).
 constexpr int64_t kHeadBytes = 16 * 1024;
@@ -138,6 +142,7 @@ void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
   const __m512i offset = _mm512_set1_epi8(char(0x80));
   for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
+    prefetch_span(gb + kQ8_0Prefetch, int(kBlock));
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
     __m512i q[4];
     for (int j = 0; j < 4; ++j) q[j] = _mm512_xor_si512(_mm512_loadu_si512(gb + 16 + 64 * j), offset);
