@@ -66,10 +66,14 @@ int32_t load_i32(const uint8_t* p) {
 // GB/s, 8 KiB 24-33, 16 KiB 33-37, 32 KiB 33-39 (packed-decode*/avx512/q4_0,
 // one thread, host load 4). Q8_0 had measured the same with and without at
 // stops 14 and 16 (load 8) and went without; since stop 26 its decode
-// prefetches 16 KiB on as well: without, Llama-3.2-1B's FFN down (k = 8192,
-// 68 KiB a group) read 11 % slower per byte than the k = 2048 matrices of the
-// same tokens (--perf-log), with it level (docs/perf/s26-dq.md).
-constexpr int64_t kQ4_0Prefetch = 16 * 1024, kQ8_0Prefetch = 16 * 1024;
+// prefetches 16 KiB on where a group is longer than kLongGroupBytes (rows of
+// k > 5782: Llama-3.2-1B's FFN down, k = 8192, 68 KiB a group, whose
+// activation row, lane starts and scales leave L1 between groups). Without,
+// that matrix read 0.67-0.89 of the GB/s of the k = 2048 ones in the same
+// tokens (--perf-log); on every group, Qwen3-0.6B Q8_0 (groups of 8.5-26
+// KiB) decoded 4-5 % slower, so short groups keep the hardware prefetchers
+// alone (docs/perf/s26-dq.md).
+constexpr int64_t kQ4_0Prefetch = 16 * 1024, kQ8_0Prefetch = 16 * 1024, kLongGroupBytes = 48 * 1024;
 // A slice's first bytes, requested before its first group (no earlier step
 // prefetched them; the plain kernels request their first 16 rows).
 constexpr int64_t kHeadBytes = 16 * 1024;
@@ -140,9 +144,10 @@ void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
                                  2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
   }
   const __m512i offset = _mm512_set1_epi8(char(0x80));
+  const bool long_rows = s.nb * kBlock > kLongGroupBytes;
   for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
-    prefetch_span(gb + kQ8_0Prefetch, int(kBlock));
+    if (long_rows) prefetch_span(gb + kQ8_0Prefetch, int(kBlock));
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
     __m512i q[4];
     for (int j = 0; j < 4; ++j) q[j] = _mm512_xor_si512(_mm512_loadu_si512(gb + 16 + 64 * j), offset);
