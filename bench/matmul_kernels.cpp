@@ -32,6 +32,9 @@
 //                         or 2048 kept in L2, the activation converted once;
 //                         2t: two threads at once, each its own matrix, real
 //                         time, GB/s of both (SMT siblings: one core's units).
+//   packed-decode-8192, packed-decode-out2048 (row groups, stop 26): Llama-3.2-1B's
+//                         FFN down (2048 x 8192) and, Q8_0, tied output (128256 x
+//                         2048, 279 MB: one copy).
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
 //                         to the entry's packed_max_act read the groups; not
 //                         the K-quants, which have the kq- curve below).
@@ -334,6 +337,17 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("prompt/" + suffix).c_str(), [=](benchmark::State& s) {
         run(s, isa, t, 512, 64, 1);
       })->Unit(benchmark::kMillisecond);
+      // Llama-3.2-1B's other decode shapes on the row groups (stop 26): the FFN down (2048 x 8192, its slowest
+      // matmul per byte in a token) and, Q8_0 only, the tied output (128256 x 2048, 279 MB: one copy).
+      if (entry && entry->packed_layout == kLayoutRowGroups8) {
+        benchmark::RegisterBenchmark(("packed-decode-8192/" + suffix).c_str(), [=](benchmark::State& s) {
+          run(s, isa, t, 2048, 1, 0, 8192, false, true);
+        })->Unit(benchmark::kMicrosecond);
+        if (t == DType::Q8_0)
+          benchmark::RegisterBenchmark(("packed-decode-out2048/" + suffix).c_str(), [=](benchmark::State& s) {
+            run(s, isa, t, 128256, 1, 1, 2048, false, true);
+          })->Unit(benchmark::kMillisecond);
+      }
     }
   return 0;
 }();

@@ -800,4 +800,69 @@ TEST(RowGroups, MidBatchesTakeTheGroupsOnlyWhereTheOrderAllows) {
 }
 
 }  // namespace
+// The Q4_0 decode kernels' int16 sums at their bounds (stop 26: AVX2 adds a row's
+// 16 products of a block in int16 before one vpmaddwd, at most 4 * 7680 in
+// magnitude; AVX-512 starts each row's lane at -8 * sum(x)): every nibble 15 or
+// 0, or alternating, against activations that quantize to +127 / -127 (and mixed
+// signs), on the row groups and the plain layout, decode and small batches,
+// against the scalar reference (llama.cpp's repacked order) bit for bit.
+TEST(RowGroups, Q4_0SumsAtTheirBoundsAreTheReferenceBits) {
+  std::mt19937 rng(29);
+  const DType t = DType::Q4_0;
+  const MatmulKernels* ref = matmul_kernels(t, Isa::scalar);
+  int checked = 0;
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+    const MatmulKernels* kern = matmul_kernels(t, isa);
+    if (!kern || kern->packed_layout == kLayoutPlain) continue;
+    for (int64_t k : {32, 256, 8192}) {
+      const int64_t rows = 24;
+      const uint64_t rb = row_bytes(t, k);
+      for (uint8_t nibbles : {uint8_t(0xFF), uint8_t(0x00), uint8_t(0x0F), uint8_t(0xF0)}) {
+        std::vector<uint8_t> plain(rb * uint64_t(rows));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t b = 0; b < k / 32; ++b) {
+            uint8_t* blk = plain.data() + uint64_t(r) * rb + uint64_t(b) * 18;  // d f16 | qs[16]
+            const uint16_t d = f32_to_f16(0.25f + 0.125f * float((r + b) % 5));
+            std::memcpy(blk, &d, 2);
+            std::memset(blk + 2, r % 3 == 2 ? uint8_t(rng()) : nibbles, 16);  // every third row random
+          }
+        auto packed = plain;
+        repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
+        for (int sign : {1, -1, 0}) {  // 0: alternating signs per block
+          for (int64_t n_act : {int64_t(1), int64_t(2), int64_t(5)}) {
+            std::vector<float> x(size_t(n_act * k));
+            for (size_t i = 0; i < x.size(); ++i)
+              x[i] = float(sign != 0 ? sign : (i / 32) % 2 == 0 ? 1 : -1) * (1.0f + 0.5f * float(i / 32 % 3));
+            test::GemmCall call;
+            call.fill = -1.0f;
+            const auto want =
+                test::run_gemm(*ref, plain, t, rows, k, test::convert_acts(*ref, x.data(), n_act, k), n_act, call);
+            const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+            const auto plain_got = test::run_gemm(*kern, plain, t, rows, k, act, n_act, call);
+            EXPECT_EQ(0, std::memcmp(want.data(), plain_got.data(), want.size() * sizeof(float)))
+                << isa_name(isa) << " plain k " << k << " nibbles " << int(nibbles) << " sign " << sign << " n_act "
+                << n_act;
+            std::vector<float> got(want.size(), -1.0f);
+            std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+            for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
+              const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), rb, k, rows, b, e, act, n_act,
+                                             got.data(), scratch.data());
+              kern->gemm_packed(g);
+            }
+            EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                << isa_name(isa) << " groups k " << k << " nibbles " << int(nibbles) << " sign " << sign << " n_act "
+                << n_act;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the Q4_0 row-group kernels were not run";
+  }
+#endif
+}
+
 }  // namespace opal::cpu

@@ -145,13 +145,13 @@ void q4_0_group_rows(const uint8_t* grp, int64_t nb, const uint8_t* const* x, fl
       const uint8_t* xb = x[a] + b * kQ8_0Bytes;
       const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
       const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
-      __m256i sj[4];
+      __m256i pj[4];  // q4_0_block_sums8's int16 tree (at most 4 * 7680 = 30720 a sum), one vpmaddwd
       for (int j = 0; j < 4; ++j)
-        sj[j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ql[j], xlo), _mm256_maddubs_epi16(qh[j], xhi)),
-                                  ones16());
-      const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(sj[0], sj[1]), _mm256_unpackhi_epi32(sj[0], sj[1]));
-      const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(sj[2], sj[3]), _mm256_unpackhi_epi32(sj[2], sj[3]));
-      __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+        pj[j] = _mm256_add_epi16(_mm256_maddubs_epi16(ql[j], xlo), _mm256_maddubs_epi16(qh[j], xhi));
+      const __m256i t0 = _mm256_add_epi16(_mm256_unpacklo_epi32(pj[0], pj[1]), _mm256_unpackhi_epi32(pj[0], pj[1]));
+      const __m256i t1 = _mm256_add_epi16(_mm256_unpacklo_epi32(pj[2], pj[3]), _mm256_unpackhi_epi32(pj[2], pj[3]));
+      __m256i u =
+          _mm256_madd_epi16(_mm256_add_epi16(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1)), ones16());
       int32_t sum;
       std::memcpy(&sum, sums[a] + 4 * b, 4);
       u = _mm256_sub_epi32(u, _mm256_set1_epi32(8 * sum));

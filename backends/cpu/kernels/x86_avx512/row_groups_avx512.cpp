@@ -24,8 +24,9 @@
 // * Q4_0 (Q4_0Decode): the block-exact order, acc = fma(float(isum), d_w *
 //   d_x, acc): low nibbles against the activation's first 16 bytes broadcast
 //   to the four 128-bit lanes, high nibbles against its last 16, the lanes'
-//   partial sums added exactly (unpack-add), 8 * sum(x) subtracted (the
-//   activation row's block sum, convert_q8_0_sums). One group (8 rows) a
+//   partial sums added exactly (unpack-add), -8 * sum(x) (the activation
+//   row's block sum, convert_q8_0_sums; made once per call since stop 26)
+//   the start of each row's lane, d_x the f32 copy in the row's tail. One group (8 rows) a
 //   step, so the stream stays one: a step of two adjacent groups (16 rows,
 //   all 16 lanes of the block sums used, as Q4_0Decode) follows two streams
 //   and measured 20-29 GB/s against 29-38 for one (packed-decode*/avx512).
@@ -63,8 +64,16 @@ int32_t load_i32(const uint8_t* p) {
 
 // Q4_0's software prefetch distance along the stream: none measured 28-31
 // GB/s, 8 KiB 24-33, 16 KiB 33-37, 32 KiB 33-39 (packed-decode*/avx512/q4_0,
-// one thread, host load 4). Q8_0 measured the same with and without (none).
-constexpr int64_t kQ4_0Prefetch = 16 * 1024;
+// one thread, host load 4). Q8_0 had measured the same with and without at
+// stops 14 and 16 (load 8) and went without; since stop 26 its decode
+// prefetches 16 KiB on where a group is longer than kLongGroupBytes (rows of
+// k > 5782: Llama-3.2-1B's FFN down, k = 8192, 68 KiB a group, whose
+// activation row, lane starts and scales leave L1 between groups). Without,
+// that matrix read 0.67-0.89 of the GB/s of the k = 2048 ones in the same
+// tokens (--perf-log); on every group, Qwen3-0.6B Q8_0 (groups of 8.5-26
+// KiB) decoded 4-5 % slower, so short groups keep the hardware prefetchers
+// alone (docs/perf/s26-dq.md).
+constexpr int64_t kQ4_0Prefetch = 16 * 1024, kQ8_0Prefetch = 16 * 1024, kLongGroupBytes = 48 * 1024;
 // A slice's first bytes, requested before its first group (no earlier step
 // prefetched them; the plain kernels request their first 16 rows).
 constexpr int64_t kHeadBytes = 16 * 1024;
@@ -135,8 +144,10 @@ void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
                                  2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
   }
   const __m512i offset = _mm512_set1_epi8(char(0x80));
+  const bool long_rows = s.nb * kBlock > kLongGroupBytes;
   for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
+    if (long_rows) prefetch_span(gb + kQ8_0Prefetch, int(kBlock));
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
     __m512i q[4];
     for (int j = 0; j < 4; ++j) q[j] = _mm512_xor_si512(_mm512_loadu_si512(gb + 16 + 64 * j), offset);
@@ -196,15 +207,32 @@ void q8_0_group_batch(const Step& s, const uint8_t* grp, int64_t r, int64_t act)
   }
 }
 
+// Per call and activation row, block b: -8 * (the block's sum of quants), from the convert_q8_0_sums tail
+// (stop 26): the Q4_0 groups start each row's exact sum there instead of subtracting it per block.
+void q4_0_starts(const uint8_t* x, int64_t nb, int32_t* c) {
+  const uint8_t* sums = x + uint64_t(nb) * (kQ8_0Bytes + 4);
+  for (int64_t b = 0; b < nb; ++b) c[b] = -8 * load_i32(sums + 4 * b);
+}
+
 // One Q4_0 group (8 rows) against activation rows [act, act + RA): the two
 // vectors' lanes summed to [A, B, A, B] per 128-bit lane (A: vector 0's row,
 // B: vector 1's), then the 8 sums gathered in row order into 256 bits.
+// c: the rows' starts (q4_0_starts, nb each). Each 128-bit lane holds one
+// row's partial sums, so the -8 * sum(x) offset starts dword 0 of every lane
+// (a zero-masked broadcast load) and is counted once a row: the same exact
+// int32 as subtracting it from the row's sum. d_x is the f32 copy in the
+// activation row's tail (one broadcast load, not an f16 insert and convert).
 template <int RA>
-void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
+void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const int32_t* c) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;
   const uint8_t* x[RA];
-  for (int a = 0; a < RA; ++a) x[a] = s.x(act + a);
-  const uint64_t sums_at = uint64_t(s.nb) * (kQ8_0Bytes + 4);
+  const float* dx[RA];
+  const int32_t* cx[RA];
+  for (int a = 0; a < RA; ++a) {
+    x[a] = s.x(act + a);
+    dx[a] = reinterpret_cast<const float*>(x[a] + s.nb * kQ8_0Bytes);  // convert_q8_0_sums: the block scales as f32
+    cx[a] = c + (act + a) * s.nb;
+  }
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   // Row i's sum is at lane row_order[i] of u (rows 0, 4, 1, 5 in vector 0's lanes; 2, 6, 3, 7 in vector 1's).
   const __m512i row_order = _mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -224,14 +252,13 @@ void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
       const uint8_t* xb = x[a] + b * kQ8_0Bytes;
       const __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
       const __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
+      const __m512i start = _mm512_maskz_set1_epi32(__mmask16(0x1111), cx[a][b]);
       __m512i sv[2];
-      for (int v = 0; v < 2; ++v)
-        sv[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[v], xlo), hi[v], xhi);
+      for (int v = 0; v < 2; ++v) sv[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo[v], xlo), hi[v], xhi);
       const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(sv[0], sv[1]), _mm512_unpackhi_epi32(sv[0], sv[1]));
       const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
-      const __m256i sums = _mm256_sub_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(row_order, u)),
-                                            _mm256_set1_epi32(8 * load_i32(x[a] + sums_at + 4 * uint64_t(b))));
-      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(load_f16(xb)));
+      const __m256i sums = _mm512_castsi512_si256(_mm512_permutexvar_epi32(row_order, u));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(dx[a] + b));
       acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc[a]);
     }
   }
@@ -315,24 +342,6 @@ void q5_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
   }
 }
 
-// A step of weight rows (at grp, row r on) against every activation row, kActStep at a time.
-template <template <int> class F>
-void all_acts(const Step& s, const uint8_t* grp, int64_t r) {
-  int64_t a = 0;
-  for (; a + kActStep <= s.g.n_act; a += kActStep) F<kActStep>::run(s, grp, r, a);
-  switch (s.g.n_act - a) {
-    case 3: F<3>::run(s, grp, r, a); break;
-    case 2: F<2>::run(s, grp, r, a); break;
-    case 1: F<1>::run(s, grp, r, a); break;
-    default: break;
-  }
-}
-
-template <int RA>
-struct Q4_0Group {
-  static void run(const Step& s, const uint8_t* grp, int64_t r, int64_t a) { q4_0_group<RA>(s, grp, r, a); }
-};
-
 // The end of the slice's whole groups [row_begin, end); their first kHeadBytes requested.
 int64_t groups_end(const GemmArgs& g) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
@@ -414,8 +423,23 @@ void gemm_q8_0_groups(const GemmArgs& g) {
 void gemm_q4_0_groups(const GemmArgs& g) {
   const int64_t end = groups_end(g);
   const Step s{g, g.k / 32};
-  int64_t r = g.row_begin;
-  for (; r < end; r += kGroup) all_acts<Q4_0Group>(s, g.w + uint64_t(r) * g.w_row_bytes, r);
+  if (end > g.row_begin) {
+    thread_local std::vector<int32_t> starts;
+    starts.resize(size_t(g.n_act * s.nb));
+    for (int64_t a = 0; a < g.n_act; ++a) q4_0_starts(s.x(a), s.nb, starts.data() + a * s.nb);
+    const int32_t* c = starts.data();
+    for (int64_t r = g.row_begin; r < end; r += kGroup) {
+      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
+      int64_t a = 0;
+      for (; a + kActStep <= g.n_act; a += kActStep) q4_0_group<kActStep>(s, grp, r, a, c);
+      switch (g.n_act - a) {
+        case 3: q4_0_group<3>(s, grp, r, a, c); break;
+        case 2: q4_0_group<2>(s, grp, r, a, c); break;
+        case 1: q4_0_group<1>(s, grp, r, a, c); break;
+        default: break;
+      }
+    }
+  }
   plain_rest(g, end, gemm_q4_0);
 }
 
