@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/kernels/kquant_scales.h"
@@ -363,6 +364,23 @@ void plain_rest(const GemmArgs& g, int64_t end, void (*plain)(const GemmArgs&)) 
   plain(rest);
 }
 
+// The slice's whole groups [row_begin, end) against every activation row, kActStep rows at a time and the rest
+// (1-3) in one smaller step: group(std::integral_constant<int, RA>{}, grp, r, a).
+template <class Group>
+void each_group(const GemmArgs& g, int64_t end, Group group) {
+  for (int64_t r = g.row_begin; r < end; r += kGroup) {
+    const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
+    int64_t a = 0;
+    for (; a + kActStep <= g.n_act; a += kActStep) group(std::integral_constant<int, kActStep>{}, grp, r, a);
+    switch (g.n_act - a) {
+      case 3: group(std::integral_constant<int, 3>{}, grp, r, a); break;
+      case 2: group(std::integral_constant<int, 2>{}, grp, r, a); break;
+      case 1: group(std::integral_constant<int, 1>{}, grp, r, a); break;
+      default: break;
+    }
+  }
+}
+
 }  // namespace
 
 void gemm_q5_0_groups(const GemmArgs& g) {
@@ -373,17 +391,9 @@ void gemm_q5_0_groups(const GemmArgs& g) {
     offsets.resize(size_t(g.n_act * s.nb * 8));
     for (int64_t a = 0; a < g.n_act; ++a) q5_0_offsets(s.x(a), s.nb, offsets.data() + a * s.nb * 8);
     const int32_t* c = offsets.data();
-    for (int64_t r = g.row_begin; r < end; r += kGroup) {
-      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
-      int64_t a = 0;
-      for (; a + kActStep <= g.n_act; a += kActStep) q5_0_group<kActStep>(s, grp, r, a, c);
-      switch (g.n_act - a) {
-        case 3: q5_0_group<3>(s, grp, r, a, c); break;
-        case 2: q5_0_group<2>(s, grp, r, a, c); break;
-        case 1: q5_0_group<1>(s, grp, r, a, c); break;
-        default: break;
-      }
-    }
+    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
+      q5_0_group<decltype(ra)::value>(s, grp, r, a, c);
+    });
   }
   plain_rest(g, end, gemm_q5_0);
 }
@@ -392,30 +402,17 @@ void gemm_q8_0_groups(const GemmArgs& g) {
   const int64_t end = groups_end(g);
   const Step s{g, g.k / 32};
   if (g.n_act >= kActStep) {  // batches: kActStep rows at a time, the rest (1-3) in one smaller step
-    for (int64_t r = g.row_begin; r < end; r += kGroup) {
-      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
-      int64_t a = 0;
-      for (; a + kActStep <= g.n_act; a += kActStep) q8_0_group_batch<kActStep>(s, grp, r, a);
-      switch (g.n_act - a) {
-        case 3: q8_0_group_batch<3>(s, grp, r, a); break;
-        case 2: q8_0_group_batch<2>(s, grp, r, a); break;
-        case 1: q8_0_group_batch<1>(s, grp, r, a); break;
-        default: break;
-      }
-    }
+    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
+      q8_0_group_batch<decltype(ra)::value>(s, grp, r, a);
+    });
   } else if (end > g.row_begin) {  // decode and batches of 2-3 rows
     thread_local std::vector<int32_t> starts;
     starts.resize(size_t(g.n_act * s.nb * 8));
     for (int64_t a = 0; a < g.n_act; ++a) q8_0_starts(s.x(a), s.nb, starts.data() + a * s.nb * 8);
     const int32_t* c = starts.data();
-    for (int64_t r = g.row_begin; r < end; r += kGroup) {
-      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
-      switch (g.n_act) {
-        case 3: q8_0_group<3>(s, grp, r, 0, c); break;
-        case 2: q8_0_group<2>(s, grp, r, 0, c); break;
-        default: q8_0_group<1>(s, grp, r, 0, c); break;
-      }
-    }
+    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
+      q8_0_group<decltype(ra)::value>(s, grp, r, a, c);
+    });
   }
   plain_rest(g, end, gemm_q8_0);
 }
@@ -428,17 +425,9 @@ void gemm_q4_0_groups(const GemmArgs& g) {
     starts.resize(size_t(g.n_act * s.nb));
     for (int64_t a = 0; a < g.n_act; ++a) q4_0_starts(s.x(a), s.nb, starts.data() + a * s.nb);
     const int32_t* c = starts.data();
-    for (int64_t r = g.row_begin; r < end; r += kGroup) {
-      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
-      int64_t a = 0;
-      for (; a + kActStep <= g.n_act; a += kActStep) q4_0_group<kActStep>(s, grp, r, a, c);
-      switch (g.n_act - a) {
-        case 3: q4_0_group<3>(s, grp, r, a, c); break;
-        case 2: q4_0_group<2>(s, grp, r, a, c); break;
-        case 1: q4_0_group<1>(s, grp, r, a, c); break;
-        default: break;
-      }
-    }
+    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
+      q4_0_group<decltype(ra)::value>(s, grp, r, a, c);
+    });
   }
   plain_rest(g, end, gemm_q4_0);
 }
