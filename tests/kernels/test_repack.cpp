@@ -219,6 +219,49 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
 #endif
 }
 
+// The block-exact order tests' check under each batch order: rows [0, 8) and
+// [8, rows) of the row groups in layout (two threads' slices; batches above
+// packed_max_act read in place) give the plain layout's bits; those bits are
+// want (the scalar fold) under auto and lanes, and for the in-place batches
+// under llama too; decode under llama keeps llama.cpp's order, which must
+// differ from the fold where llama_differs (rows long enough). Returns how many
+// orders matched want.
+int expect_order_bits(const MatmulKernels& kern, Isa isa, DType type, uint8_t layout, const std::vector<uint8_t>& plain,
+                      const std::vector<uint8_t>& packed, int64_t rows, int64_t k, const std::vector<uint8_t>& act,
+                      int64_t n_act, const std::vector<float>& want, bool llama_differs) {
+  int checked = 0;
+  const bool batch = n_act > kern.packed_max_act;
+  const uint64_t rb = row_bytes(type, k);
+  for (BatchOrder order : {BatchOrder::by_type, BatchOrder::lanes, BatchOrder::llama}) {
+    set_batch_order(order);
+    test::GemmCall call;
+    call.fill = -1.0f;
+    const auto unpacked = test::run_gemm(kern, plain, type, rows, k, act, n_act, call);
+    std::vector<float> got(unpacked.size(), -1.0f);
+    std::vector<float> scratch(size_t(kern.scratch_floats(k) + 1));
+    for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
+      const GemmArgs g =
+          packed_args(kern, layout, packed.data(), rb, k, rows, b, e, act, n_act, got.data(), scratch.data());
+      if (batch) EXPECT_TRUE(kern.gemm_packed_batch(g));
+      else kern.gemm_packed(g);
+    }
+    EXPECT_EQ(0, std::memcmp(unpacked.data(), got.data(), got.size() * sizeof(float)))
+        << isa_name(isa) << " k " << k << " n_act " << n_act << " order " << int(order);
+    const bool same = std::memcmp(want.data(), got.data(), got.size() * sizeof(float)) == 0;
+    if (order == BatchOrder::llama && !batch) {
+      if (llama_differs) {
+        EXPECT_FALSE(same) << isa_name(isa) << " k " << k << " n_act " << n_act;
+      }
+    } else {
+      EXPECT_TRUE(same) << isa_name(isa) << " k " << k << " n_act " << n_act << " order " << int(order) << ": "
+                        << got[0] << " vs " << want[0];
+      ++checked;
+    }
+  }
+  set_batch_order(BatchOrder::by_type);
+  return checked;
+}
+
 // The AVX2 Q5_0 kernels' block-exact order (stop 25: the lanes order at every
 // batch size, docs/fidelity.md): under auto / lanes each output is llama_order::
 // block_exact's fold of the blocks (the exact int32 sum of (q - 16) * x, one FMA
@@ -266,32 +309,8 @@ TEST(RowGroups, Q5BlockExactOrderIsTheScalarBlockFold) {
             }
             want[size_t(a * rows + r)] = acc;
           }
-        for (BatchOrder order : {BatchOrder::by_type, BatchOrder::lanes, BatchOrder::llama}) {
-          set_batch_order(order);
-          test::GemmCall call;
-          call.fill = -1.0f;
-          const auto unpacked = test::run_gemm(*kern, plain, DType::Q5_0, rows, k, act, n_act, call);
-          std::vector<float> got(unpacked.size(), -1.0f);
-          std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
-          for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
-            const GemmArgs g = packed_args(*kern, kLayoutQ5Groups8, packed.data(), rb, k, rows, b, e, act, n_act,
-                                           got.data(), scratch.data());
-            kern->gemm_packed(g);
-          }
-          EXPECT_EQ(0, std::memcmp(unpacked.data(), got.data(), got.size() * sizeof(float)))
-              << isa_name(isa) << " k " << k << " n_act " << n_act << " order " << int(order);
-          const bool same = std::memcmp(want.data(), got.data(), got.size() * sizeof(float)) == 0;
-          if (order == BatchOrder::llama) {
-            if (k >= 96) {
-              EXPECT_FALSE(same) << isa_name(isa) << " k " << k << " n_act " << n_act;
-            }
-          } else {
-            EXPECT_TRUE(same) << isa_name(isa) << " k " << k << " n_act " << n_act << " order " << int(order) << ": "
-                              << got[0] << " vs " << want[0];
-            ++checked;
-          }
-        }
-        set_batch_order(BatchOrder::by_type);
+        checked += expect_order_bits(*kern, isa, DType::Q5_0, kLayoutQ5Groups8, plain, packed, rows, k, act, n_act,
+                                     want, k >= 96);
       }
     }
   }
@@ -491,34 +510,8 @@ TEST(KGroups, Q4KSuperBlockExactOrderIsTheScalarFold) {
           for (int64_t r = 0; r < rows; ++r)
             want[size_t(a * rows + r)] =
                 q4_K_super_block_fold(plain.data() + uint64_t(r) * rb, act.data() + uint64_t(a) * arb, nb);
-        const bool batch = n_act > kern->packed_max_act;
-        for (BatchOrder order : {BatchOrder::by_type, BatchOrder::lanes, BatchOrder::llama}) {
-          set_batch_order(order);
-          test::GemmCall call;
-          call.fill = -1.0f;
-          const auto unpacked = test::run_gemm(*kern, plain, DType::Q4_K, rows, k, act, n_act, call);
-          std::vector<float> got(unpacked.size(), -1.0f);
-          std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
-          for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}}) {
-            const GemmArgs g = packed_args(*kern, kLayoutKGroups8Pairs, packed.data(), rb, k, rows, b, e, act, n_act,
-                                           got.data(), scratch.data());
-            if (batch) EXPECT_TRUE(kern->gemm_packed_batch(g));
-            else kern->gemm_packed(g);
-          }
-          EXPECT_EQ(0, std::memcmp(unpacked.data(), got.data(), got.size() * sizeof(float)))
-              << isa_name(isa) << " k " << k << " n_act " << n_act << " order " << int(order);
-          const bool same = std::memcmp(want.data(), got.data(), got.size() * sizeof(float)) == 0;
-          if (order == BatchOrder::llama && !batch) {
-            if (k >= 1024) {
-              EXPECT_FALSE(same) << isa_name(isa) << " k " << k << " n_act " << n_act;
-            }
-          } else {
-            EXPECT_TRUE(same) << isa_name(isa) << " k " << k << " n_act " << n_act << " order " << int(order) << ": "
-                              << got[0] << " vs " << want[0];
-            ++checked;
-          }
-        }
-        set_batch_order(BatchOrder::by_type);
+        checked += expect_order_bits(*kern, isa, DType::Q4_K, kLayoutKGroups8Pairs, plain, packed, rows, k, act, n_act,
+                                     want, k >= 1024);
       }
     }
   }
