@@ -1,5 +1,5 @@
 // Decode of Q4_K and Q6_K weights repacked at load into groups of 8 rows
-// (kernels/repack.h, kLayoutKGroups8) with plain AVX2 (vpmaddwd + vpaddd per
+// (kernels/repack.h, kLayoutKGroups8Pairs / kLayoutQ6KGroups8Pairs) with plain AVX2 (vpmaddwd + vpaddd per
 // sub-block): the kernels and the layout in kquant_groups.h.
 #if defined(__x86_64__) || defined(__i386__)
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"

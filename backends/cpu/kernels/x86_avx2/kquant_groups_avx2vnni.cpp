@@ -1,5 +1,5 @@
 // Decode of Q4_K and Q6_K weights repacked at load into groups of 8 rows
-// (kernels/repack.h, kLayoutKGroups8) with AVX-VNNI (the avx2-vnni ISA): the
+// (kernels/repack.h, kLayoutKGroups8Pairs / kLayoutQ6KGroups8Pairs) with AVX-VNNI (the avx2-vnni ISA): the
 // kernels of kquant_groups.h with one vpdpwssd per sub-block where plain
 // AVX2 takes vpmaddwd and vpaddd (the int16 pairs times the rows' scale pairs,
 // added into the lane's int32 sum: exact, so the same bits as avx2's group
