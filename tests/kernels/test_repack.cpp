@@ -322,11 +322,12 @@ TEST(RowGroups, Q5BlockExactOrderIsTheScalarBlockFold) {
 }
 
 // The K-quant row groups (kLayoutKGroups8, Q4_K and Q6_K; kLayoutKGroups8Pairs,
-// Q4_K): the unpack gives the GGUF's bytes back for odd row counts, partial
-// last groups and every row range; the rest of a partial group stays in place.
+// Q4_K; kLayoutQ6KGroups8Pairs, Q6_K): the unpack gives the GGUF's bytes back for
+// odd row counts, partial last groups and every row range; the rest of a partial
+// group stays in place.
 TEST(KGroups, UnpackGivesTheGgufBytesBack) {
   std::mt19937 rng(13);
-  for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs})
+  for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs, kLayoutQ6KGroups8Pairs})
     for (DType t : {DType::Q4_K, DType::Q6_K})
       for (int64_t k : {256, 768})
         for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
@@ -364,6 +365,11 @@ TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
   EXPECT_EQ(layout_group_rows(kLayoutKGroups8Pairs), 8);
   EXPECT_STREQ(layout_name(kLayoutKGroups8Pairs), "kgroups8p");
   EXPECT_TRUE(is_k_groups_layout(kLayoutKGroups8Pairs));
+  EXPECT_TRUE(layout_supports(kLayoutQ6KGroups8Pairs, DType::Q6_K));
+  EXPECT_FALSE(layout_supports(kLayoutQ6KGroups8Pairs, DType::Q4_K));
+  EXPECT_EQ(layout_group_rows(kLayoutQ6KGroups8Pairs), 8);
+  EXPECT_STREQ(layout_name(kLayoutQ6KGroups8Pairs), "q6kgroups8p");
+  EXPECT_TRUE(is_k_groups_layout(kLayoutQ6KGroups8Pairs));
   EXPECT_FALSE(is_k_groups_layout(kLayoutRowGroups8));
   std::vector<uint8_t> w(row_bytes(DType::Q8_0, 256) * 8);
   EXPECT_THROW(repack_matrix(kLayoutKGroups8, DType::Q8_0, w.data(), 256, 8), Error);
@@ -371,6 +377,8 @@ TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
   EXPECT_THROW(unpack_rows(kLayoutKGroups8, DType::Q4_K, q.data(), 256, 8, 7, 9, out.data()), Error);
   std::vector<uint8_t> q6(row_bytes(DType::Q6_K, 256) * 8);
   EXPECT_THROW(repack_matrix(kLayoutKGroups8Pairs, DType::Q6_K, q6.data(), 256, 8), Error);
+  std::vector<uint8_t> q4(row_bytes(DType::Q4_K, 256) * 8);
+  EXPECT_THROW(repack_matrix(kLayoutQ6KGroups8Pairs, DType::Q4_K, q4.data(), 256, 8), Error);
 }
 
 // The K-quant group kernels (1-3 activation rows, two threads' slices on
@@ -379,7 +387,7 @@ TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
 // plain decode kernels' 8-lane order; the rows after the last group run them).
 TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
   std::mt19937 rng(17);
-  int checked = 0, checked_pairs = 0;
+  int checked = 0, checked_pairs = 0, checked_q6_pairs = 0;
   for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
     for (DType t : {DType::Q4_K, DType::Q6_K}) {
       const MatmulKernels* kern = matmul_kernels(t, isa);
@@ -419,6 +427,7 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
                     << " vs " << per_row[size_t(i)];
               ++checked;
               if (kern->packed_layout == kLayoutKGroups8Pairs) ++checked_pairs;
+              if (kern->packed_layout == kLayoutQ6KGroups8Pairs) ++checked_q6_pairs;
             }
           set_batch_order(BatchOrder::by_type);
           GemmArgs bad;
@@ -436,6 +445,7 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the K-quant row-group kernels were not run";
     EXPECT_GT(checked_pairs, 0) << "AVX2 host: the re-paired Q4_K group kernels were not run";
+    EXPECT_GT(checked_q6_pairs, 0) << "AVX2 host: the re-paired Q6_K group kernels were not run";
   }
 #endif
 }
@@ -518,6 +528,91 @@ TEST(KGroups, Q4KSuperBlockExactOrderIsTheScalarFold) {
 #if defined(__x86_64__)
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the super-block-exact Q4_K kernels were not run";
+  }
+#endif
+}
+
+// A Q6_K row against a Q8_K activation row in llama.cpp's x86 vec_dot order
+// (the AVX2 decode kernels'): per super-block 8 lanes, lane L an exact int32
+// sum of sc_s * q * x over the elements e with e % 32 in [4L, 4L + 4) less
+// 32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1), folded as
+// acc_L = fma(float(isum_L), d * d_x, acc_L); then hsum8's tree over the 8.
+float q6_K_lane_fold(const uint8_t* w, const uint8_t* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = w + b * 210;  // ql[128] | qh[64] | scales[16] | d
+    const uint8_t* xb = x + b * 292;  // d f32 | qs[256] | bsums[16]
+    const int8_t* sc = reinterpret_cast<const int8_t*>(wb + 192);
+    const int8_t* xq = reinterpret_cast<const int8_t*>(xb + 4);
+    uint16_t dh;
+    float xd;
+    std::memcpy(&dh, wb + 208, 2);
+    std::memcpy(&xd, xb, 4);
+    int32_t isum[8] = {};
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, c = e % 128 / 32, i = e % 32;
+      const uint8_t ql = wb[64 * h + 32 * (c % 2) + i];
+      const int q = (c < 2 ? ql & 15 : ql >> 4) | (wb[128 + 32 * h + i] >> (2 * c) & 3) << 4;
+      isum[i / 4] += int32_t(sc[e / 16]) * q * xq[e];
+    }
+    for (int l = 0; l < 8; ++l) {
+      int16_t bs[2];
+      std::memcpy(bs, xb + 260 + 4 * l, 4);
+      isum[l] -= 32 * (int32_t(sc[2 * l]) * bs[0] + int32_t(sc[2 * l + 1]) * bs[1]);
+      acc[l] = std::fma(float(isum[l]), f16_to_f32(dh) * xd, acc[l]);
+    }
+  }
+  return llama_order::hsum8(acc);
+}
+
+// The AVX2 / AVX-VNNI Q6_K decode (1-3 activation rows) keeps llama.cpp's 8-lane
+// order on the plain layout and the re-paired row groups (kLayoutQ6KGroups8Pairs,
+// stop 27): each output is q6_K_lane_fold's bit for bit, on two threads' slices
+// with the partial last group. (AVX-512's Q6_K is not in this order: docs/fidelity.md.)
+TEST(KGroups, Q6KDecodeIsLlamaCppsLaneFold) {
+  std::mt19937 rng(47);
+  int checked = 0;
+  const int64_t rows = 21;
+  for (int64_t k : {256, 1024, 2304}) {
+    const int64_t nb = k / 256;
+    const uint64_t rb = row_bytes(DType::Q6_K, k);
+    const auto plain = test::random_weights(DType::Q6_K, rows, k, rng);
+    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+      const MatmulKernels* kern = matmul_kernels(DType::Q6_K, isa);
+      if ((isa != Isa::avx2 && isa != Isa::avx2_vnni) || !kern || !is_k_groups_layout(kern->packed_layout)) continue;
+      auto packed = plain;
+      repack_matrix(kern->packed_layout, DType::Q6_K, packed.data(), k, rows);
+      for (int64_t n_act = 1; n_act <= kern->packed_max_act; ++n_act) {
+        std::normal_distribution<float> val(0.0f, 2.0f);
+        std::vector<float> x(size_t(n_act * k));
+        for (auto& v : x) v = val(rng);
+        const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+        const uint64_t arb = kern->act_row_bytes(k);
+        std::vector<float> want(size_t(n_act * rows));
+        for (int64_t a = 0; a < n_act; ++a)
+          for (int64_t r = 0; r < rows; ++r)
+            want[size_t(a * rows + r)] =
+                q6_K_lane_fold(plain.data() + uint64_t(r) * rb, act.data() + uint64_t(a) * arb, nb);
+        test::GemmCall call;
+        call.fill = -1.0f;
+        const auto unpacked = test::run_gemm(*kern, plain, DType::Q6_K, rows, k, act, n_act, call);
+        std::vector<float> got(unpacked.size(), -1.0f);
+        std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+        for (auto [b, e] : {std::pair{int64_t(0), int64_t(8)}, std::pair{int64_t(8), rows}})
+          kern->gemm_packed(packed_args(*kern, kern->packed_layout, packed.data(), rb, k, rows, b, e, act, n_act,
+                                        got.data(), scratch.data()));
+        EXPECT_EQ(0, std::memcmp(want.data(), unpacked.data(), want.size() * sizeof(float)))
+            << isa_name(isa) << " plain k " << k << " n_act " << n_act << ": " << unpacked[0] << " vs " << want[0];
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << isa_name(isa) << " " << layout_name(kern->packed_layout) << " k " << k << " n_act " << n_act << ": "
+            << got[0] << " vs " << want[0];
+        ++checked;
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the Q6_K group kernels were not run";
   }
 #endif
 }
@@ -642,7 +737,7 @@ TEST(KGroups, EveryBitPatternGivesThePlainBits) {
           std::vector<float> x(size_t(9 * k));
           std::uniform_real_distribution<float> val(-4.0f, 4.0f);
           for (size_t i = 0; i < x.size(); ++i) x[i] = pattern == 0 ? val(rng) : (i / 16 % 2 ? -3.0f : 3.0f);
-          for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs}) {
+          for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs, kLayoutQ6KGroups8Pairs}) {
             if (!layout_supports(layout, t)) continue;
             auto packed = plain;
             repack_matrix(layout, t, packed.data(), k, rows);

@@ -67,34 +67,66 @@ std::vector<KPiece> k_pieces(DType type) {
 
 int64_t k_block_bytes(DType type) { return type == DType::Q4_K ? 144 : 210; }
 
-// Q6_K's quants in the groups (stop 18, repack.h): the three bytes a, b, c of
-// an element position (ql low half, ql high half, qh) hold the four 6-bit
-// quants q0 = a & 15 | (c & 3) << 4, q1 = b & 15 | (c >> 2 & 3) << 4,
-// q2 = a >> 4 | (c >> 4 & 3) << 4, q3 = b >> 4 | (c >> 6) << 4; the groups
-// keep them as p = q0 | (q3 & 3) << 6, q = q1 | (q3 >> 2 & 3) << 6,
-// r = q2 | (q3 >> 4) << 6, so q0-q2 are one mask each and q3 the top bits of
-// the three. Both ways are bijections on the three bytes.
-void q6_K_encode(uint8_t* a, uint8_t* b, uint8_t* c) {
-  const int q0 = (*a & 15) | (*c & 3) << 4, q1 = (*b & 15) | (*c >> 2 & 3) << 4;
-  const int q2 = *a >> 4 | (*c >> 4 & 3) << 4, q3 = *b >> 4 | (*c >> 6) << 4;
-  *a = uint8_t(q0 | (q3 & 3) << 6);
-  *b = uint8_t(q1 | (q3 >> 2 & 3) << 6);
-  *c = uint8_t(q2 | (q3 >> 4) << 6);
+// Q6_K's quants in the groups (stop 18, repack.h). Per half h and t = 0..7 the
+// GGUF's bytes a_b = ql[64h + 4t + b], b_b = ql[64h + 32 + 4t + b] and
+// c_b = qh[32h + 4t + b] (b = 0..3) hold the quants q[c][b] of elements
+// 128h + 32c + 4t + b: q[0][b] = a_b & 15 | (c_b & 3) << 4, q[1][b] = b_b & 15 |
+// (c_b >> 2 & 3) << 4, q[2][b] = a_b >> 4 | (c_b >> 4 & 3) << 4, q[3][b] = b_b >> 4 |
+// (c_b >> 6) << 4. The groups keep four 6-bit vectors V0-V3 (kLayoutKGroups8:
+// V_c = q[c]; kLayoutQ6KGroups8Pairs: q[c][b] in V_(2 (c / 2) + b / 2) at byte
+// 2 (c % 2) + b % 2) as p = V0 | (V3 & 3) << 6, q = V1 | (V3 >> 2 & 3) << 6,
+// r = V2 | (V3 >> 4) << 6 in the places of a, b, c; so V0-V2 are one mask each
+// and V3 the top bits of the three. Both ways are bijections on the 12 bytes.
+struct Q6Slot {
+  int vec, byte;
+};
+Q6Slot q6_K_slot(bool paired, int c, int b) {
+  return paired ? Q6Slot{2 * (c / 2) + b / 2, 2 * (c % 2) + b % 2} : Q6Slot{c, b};
 }
 
-void q6_K_decode(uint8_t* p, uint8_t* q, uint8_t* r) {
-  const int q0 = *p & 63, q1 = *q & 63, q2 = *r & 63, q3 = *p >> 6 | (*q >> 6) << 2 | (*r >> 6) << 4;
-  *p = uint8_t((q0 & 15) | (q2 & 15) << 4);
-  *q = uint8_t((q1 & 15) | (q3 & 15) << 4);
-  *r = uint8_t(q0 >> 4 | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6);
+void q6_K_encode(uint8_t* a, uint8_t* b, uint8_t* c, bool paired) {
+  int v[4][4];
+  for (int e = 0; e < 4; ++e) {
+    const int q[4] = {(a[e] & 15) | (c[e] & 3) << 4, (b[e] & 15) | (c[e] >> 2 & 3) << 4,
+                      a[e] >> 4 | (c[e] >> 4 & 3) << 4, b[e] >> 4 | (c[e] >> 6) << 4};
+    for (int ch = 0; ch < 4; ++ch) {
+      const Q6Slot s = q6_K_slot(paired, ch, e);
+      v[s.vec][s.byte] = q[ch];
+    }
+  }
+  for (int m = 0; m < 4; ++m) {
+    a[m] = uint8_t(v[0][m] | (v[3][m] & 3) << 6);
+    b[m] = uint8_t(v[1][m] | (v[3][m] >> 2 & 3) << 6);
+    c[m] = uint8_t(v[2][m] | (v[3][m] >> 4) << 6);
+  }
 }
 
-// Every (ql low, ql high, qh) byte triple of a Q6_K row's super-block sb (210
-// bytes, the GGUF's order) through f.
+void q6_K_decode(uint8_t* a, uint8_t* b, uint8_t* c, bool paired) {
+  int v[4][4];
+  for (int m = 0; m < 4; ++m) {
+    v[0][m] = a[m] & 63;
+    v[1][m] = b[m] & 63;
+    v[2][m] = c[m] & 63;
+    v[3][m] = a[m] >> 6 | (b[m] >> 6) << 2 | (c[m] >> 6) << 4;
+  }
+  for (int e = 0; e < 4; ++e) {
+    int q[4];
+    for (int ch = 0; ch < 4; ++ch) {
+      const Q6Slot s = q6_K_slot(paired, ch, e);
+      q[ch] = v[s.vec][s.byte];
+    }
+    a[e] = uint8_t((q[0] & 15) | (q[2] & 15) << 4);
+    b[e] = uint8_t((q[1] & 15) | (q[3] & 15) << 4);
+    c[e] = uint8_t(q[0] >> 4 | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
+  }
+}
+
+// Every (ql low, ql high, qh) triple of 4-byte pieces of a Q6_K row's
+// super-block sb (210 bytes, the GGUF's order) through f.
 template <class F>
 void q6_K_triples(uint8_t* sb, F f) {
   for (int h = 0; h < 2; ++h)
-    for (int e = 0; e < 32; ++e) f(sb + 64 * h + e, sb + 64 * h + 32 + e, sb + 128 + 32 * h + e);
+    for (int t = 0; t < 8; ++t) f(sb + 64 * h + 4 * t, sb + 64 * h + 32 + 4 * t, sb + 128 + 32 * h + 4 * t);
 }
 
 // Q5_0 row groups (repack.h): a row's qh word with its bits moved, bit e
@@ -272,7 +304,10 @@ void repack_k_groups(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64
     uint8_t* grp = rows + g * rb;
     std::memcpy(plain.data(), grp, plain.size());
     if (type == DType::Q6_K)
-      for (int64_t i = 0; i < kGroup * nb; ++i) q6_K_triples(plain.data() + i * bb, q6_K_encode);
+      for (int64_t i = 0; i < kGroup * nb; ++i)
+        q6_K_triples(plain.data() + i * bb, [&](uint8_t* a, uint8_t* b, uint8_t* c) {
+          q6_K_encode(a, b, c, layout == kLayoutQ6KGroups8Pairs);
+        });
     if (layout == kLayoutKGroups8Pairs)
       for (int64_t i = 0; i < kGroup * nb; ++i) q4_K_pair_nibbles(plain.data() + i * bb + kQ4KQuants);
     for (int64_t b = 0; b < nb; ++b) {
@@ -293,7 +328,10 @@ void unpack_k_groups(uint8_t layout, DType type, const uint8_t* base, int64_t k,
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* gb = grp + b * kGroup * bb;
       for (const KPiece& p : pieces) std::memcpy(out + b * bb + p.src, gb + p.dst + i * p.len, size_t(p.len));
-      if (type == DType::Q6_K) q6_K_triples(out + b * bb, q6_K_decode);
+      if (type == DType::Q6_K)
+        q6_K_triples(out + b * bb, [&](uint8_t* pa, uint8_t* pb, uint8_t* pc) {
+          q6_K_decode(pa, pb, pc, layout == kLayoutQ6KGroups8Pairs);
+        });
       if (layout == kLayoutKGroups8Pairs) q4_K_pair_nibbles(out + b * bb + kQ4KQuants);
     }
   });
@@ -307,6 +345,7 @@ const char* layout_name(uint8_t layout) {
   if (layout == kLayoutKGroups8) return "kgroups8";
   if (layout == kLayoutKGroups8Pairs) return "kgroups8p";
   if (layout == kLayoutQ5Groups8) return "q5groups8";
+  if (layout == kLayoutQ6KGroups8Pairs) return "q6kgroups8p";
   return "unknown";
 }
 
@@ -316,6 +355,7 @@ bool layout_supports(uint8_t layout, DType type) {
   if (layout == kLayoutKGroups8) return type == DType::Q4_K || type == DType::Q6_K;
   if (layout == kLayoutKGroups8Pairs) return type == DType::Q4_K;
   if (layout == kLayoutQ5Groups8) return type == DType::Q5_0;
+  if (layout == kLayoutQ6KGroups8Pairs) return type == DType::Q6_K;
   return false;
 }
 

@@ -51,6 +51,20 @@
 // pairs (b0, b2) and (b1, b3), its own inverse, so the unpack gives the GGUF's
 // bytes back. The AVX-512 kernels keep kLayoutKGroups8.
 //
+// kLayoutQ6KGroups8Pairs (Q6_K on avx2 and avx2-vnni, stop 27): kLayoutKGroups8's
+// groups, pieces and 6-bit re-encoding, with the quants of each (half h, t)
+// piece triple re-paired across chunks. Call q[c][b] the quant of element
+// 128h + 32c + 4t + b (c, b = 0..3); kLayoutKGroups8's triple holds the four
+// 6-bit vectors V_c = (q[c][0], q[c][1], q[c][2], q[c][3]), this one
+// V0 = (q[0][0], q[0][1], q[1][0], q[1][1]), V1 = (q[0][2], q[0][3], q[1][2], q[1][3]),
+// V2 and V3 the same for chunks 2 and 3 (q[c][b] lies in vector 2 (c / 2) + b / 2
+// at byte 2 (c % 2) + b % 2), stored as p = V0 | (V3 & 3) << 6,
+// q = V1 | (V3 >> 2 & 3) << 6, r = V2 | (V3 >> 4) << 6 as before. Against the
+// activation in pair_q8_K_row's order a chunk pair's two vpmaddubsw add in
+// int16 and take one vpmaddwd by the scale pair (s, s + 2) (x86_avx2/
+// kquant_groups.h, q6_K_group_pairs). A bijection on each piece triple: the
+// unpack gives the GGUF's bytes back. The AVX-512 kernels keep kLayoutKGroups8.
+//
 // kLayoutQ5Groups8 (Q5_0 on avx2 and avx2-vnni, stop 24): kLayoutRowGroups8's
 // groups and block shape (176 bytes: the 8 f16 scales [8][2], a word per row
 // [8][4], four pieces [8][4]), with the 5-bit quants q_e (e = 0..31) stored
@@ -70,16 +84,18 @@ namespace opal::cpu {
 
 constexpr uint8_t kLayoutPlain = 0;
 constexpr uint8_t kLayoutRowGroups8 = 1;
-constexpr uint8_t kLayoutKGroups8 = 5;       // Q4_K / Q6_K (2-4 left to the other row-group layouts)
-constexpr uint8_t kLayoutKGroups8Pairs = 6;  // Q4_K, nibbles re-paired (AVX2)
-constexpr uint8_t kLayoutQ5Groups8 = 7;      // Q5_0, 5-bit bytes (AVX2)
+constexpr uint8_t kLayoutKGroups8 = 5;         // Q4_K / Q6_K (2-4 left to the other row-group layouts)
+constexpr uint8_t kLayoutKGroups8Pairs = 6;    // Q4_K, nibbles re-paired (AVX2)
+constexpr uint8_t kLayoutQ5Groups8 = 7;        // Q5_0, 5-bit bytes (AVX2)
+constexpr uint8_t kLayoutQ6KGroups8Pairs = 8;  // Q6_K, chunks re-paired (AVX2)
 
-// Whether a layout is one of the K-quant row-group layouts (kLayoutKGroups8, kLayoutKGroups8Pairs).
+// Whether a layout is one of the K-quant row-group layouts (kLayoutKGroups8, kLayoutKGroups8Pairs,
+// kLayoutQ6KGroups8Pairs).
 constexpr bool is_k_groups_layout(uint8_t layout) {
-  return layout == kLayoutKGroups8 || layout == kLayoutKGroups8Pairs;
+  return layout == kLayoutKGroups8 || layout == kLayoutKGroups8Pairs || layout == kLayoutQ6KGroups8Pairs;
 }
 
-// "plain", "rowgroups8", "kgroups8", "kgroups8p", "q5groups8"; "unknown" for anything else.
+// "plain", "rowgroups8", "kgroups8", "kgroups8p", "q5groups8", "q6kgroups8p"; "unknown" for anything else.
 const char* layout_name(uint8_t layout);
 // Whether weights of `type` can take `layout` (kLayoutPlain: always).
 bool layout_supports(uint8_t layout, DType type);

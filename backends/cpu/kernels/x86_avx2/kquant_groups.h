@@ -1,5 +1,6 @@
 // The K-quant row-group decode kernels (kernels/repack.h, kLayoutKGroups8 and,
-// for Q4_K since stop 24, kLayoutKGroups8Pairs): Q4_K and Q6_K weight rows in the int32 lanes, the activation
+// for Q4_K since stop 24, kLayoutKGroups8Pairs, for Q6_K since stop 27,
+// kLayoutQ6KGroups8Pairs): Q4_K and Q6_K weight rows in the int32 lanes, the activation
 // broadcast, so one activation load serves 8 rows and no horizontal sum is left at the end. Included by
 // kquant_groups_avx2.cpp (plain AVX2) and kquant_groups_avx2vnni.cpp (AVX-VNNI) inside an unnamed namespace;
 // `Dot::pairs(acc, p, s)` adds the int16 pairs p times the rows' scale pairs s to the int32 lanes of acc (vpmaddwd +
@@ -22,6 +23,9 @@
 //     vectors of 6-bit quants c = 0..3 (elements 128h + 32c + 4t): c = 0-2
 //     one mask each (p, q, r & 63), c = 3 the top two bits of the three
 //     (q6_K_unpack: 11 operations where the GGUF's nibble and 2-bit split took 17).
+//     The AVX2 kernels read Q6_K re-paired (kLayoutQ6KGroups8Pairs: the four
+//     vectors hold chunks 0, 1 and 2, 3 side by side, so a chunk pair takes one
+//     vpmaddwd, q6_K_group_pairs below); AVX-512 reads kLayoutKGroups8.
 // Per piece: vpmaddubsw of the 8 rows' unsigned quants with the activation's
 // 4 int8 (vpbroadcastd) gives int16 pair sums, vpmaddwd by the rows'
 // sub-block scale pair (s, s) exact int32 sums. The order of each row is the
@@ -40,7 +44,7 @@
 // 403 vector instructions a super-block and group where the 8-lane form, which
 // spills its accumulators, takes 466), and the plain decode kernel follows it.
 // Batches of 1-3 activation rows share each group's unpacked quants. Larger
-// batches (stop 17: q4_K_group_pairs_lanes, q6_K_group_lanes, run_k_group_batch)
+// batches (stop 17: q4_K_group_pairs_lanes, q6_K_group_pairs_lanes, run_k_group_batch)
 // read the groups in place too, in the plain batch kernels' lanes order (one
 // exact int32 per row and super-block, one FMA; see there). Rows past the
 // last whole group are plain: the plain gemm takes them. The layout's helpers
@@ -151,7 +155,7 @@ inline void q4_K_group_finish(const uint8_t* gb, const Q4KGroupScales& scm, cons
 }
 
 // A Q6_K group's piece triple at pq (p, q, r: repack.h) as the four vectors of
-// 6-bit quants c = 0..3 of 8 rows x 4 elements: q0-q2 = p, q, r & 63;
+// 6-bit quants (8 rows x 4 bytes; which quants: repack.h) q0-q3: q0-q2 = p, q, r & 63;
 // q3 = p >> 6 | (q >> 6) << 2 | (r >> 6) << 4, from the top bits (& 0xC0,
 // so the 16-bit shifts bring nothing in from the neighbouring byte). One
 // mask register (hi2 = 0xC0 in every byte); each piece loaded once (a
@@ -208,62 +212,6 @@ void hsum_lanes(__m256 (*acc)[8], float* const* out) {
     const __m256 s2 = _mm256_add_ps(acc[a][2], acc[a][6]), s3 = _mm256_add_ps(acc[a][3], acc[a][7]);
     _mm256_storeu_ps(out[a], _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));
   }
-}
-
-// One group of 8 Q6_K rows against RA Q8_K activation rows: out[a][0..7].
-// Per super-block and lane L (Q6KKernel in kquants_avx2.cpp):
-//   isum_L = sum_{h,c} sc_s * q6(h, c, L) . x - 32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1), s = 8h + 2c + L / 4
-//   acc_L = fma(isum_L, d * d_x, acc_L)
-// The int32 sum is exact in any order: two chains (c even, c odd) so that
-// avx2-vnni's vpdpwssd does not wait on its own latency, the offset as one
-// vpmaddwd of the pair (32 sc, 32 sc') (the scale byte moved to the high byte,
-// shifted down by 3) subtracted at the end.
-template <class Dot, int RA>
-void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1) high bytes
-  const __m256i hi2 = _mm256_set1_epi8(char(0xC0));
-  __m256 acc[RA][8];
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    prefetch_group(gb, kQ6KGroupBytes);
-    __m256i sw[4];
-    for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
-    __m256i s16[16];
-    q6_K_scale_pairs(sw, s16);
-    const __m256 d = load_f16x8(gb);
-    const uint8_t* xb[RA];
-    __m256 dd[RA];
-    for (int a = 0; a < RA; ++a) {
-      xb[a] = x[a] + b * kQ8_KBytes;
-      dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(xb[a])));
-    }
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      __m256i isum[RA][2];  // two chains of the exact int32 sum (c even, c odd)
-      for (int a = 0; a < RA; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();  // set before h = 0 overwrites
-      for (int h = 0; h < 2; ++h) {
-        __m256i q[4];
-        q6_K_unpack(gb + 144 + (2 * l + h) * 3 * 32, hi2, q);
-        for (int c = 0; c < 4; ++c) {
-          const __m256i sv = s16[8 * h + 2 * c + l / 4];
-          for (int a = 0; a < RA; ++a) {
-            const __m256i p = _mm256_maddubs_epi16(q[c], bcast4(xb[a] + kQ8_KQs + 128 * h + 32 * c + 4 * l));
-            __m256i& s = isum[a][c % 2];
-            s = h == 0 && c < 2 ? _mm256_madd_epi16(p, sv) : Dot::pairs(s, p, sv);
-          }
-        }
-      }
-      const __m256i sp32 = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 3);
-      for (int a = 0; a < RA; ++a) {
-        const __m256i off = _mm256_madd_epi16(sp32, bcast4(xb[a] + kQ8_KBsums + 4 * l));
-        const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(isum[a][0], isum[a][1]), off);
-        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd[a], acc[a][l]);
-      }
-    }
-  }
-  hsum_lanes<RA>(acc, out);
 }
 
 // The re-paired Q4_K layout (kLayoutKGroups8Pairs, repack.h; stop 24). A piece's
@@ -403,16 +351,95 @@ void q4_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
 }
 
-// Q6_K batches in the lanes order (kquants_avx2.cpp Q6KRowsInLanes and its
-// avx2-vnni / avx512 forms): isum = -32 * sum_s sc_s * bsum_s + sum_s sc_s *
-// (sub-block s . x), exact; acc = fma(float(isum), d * d_x, acc). A
-// sub-block's 4 pieces (lanes 4u .. 4u + 3 of half h, c fixed) add in int16
-// two at a time (|sum| <= 2 * 2 * 63 * 128 = 32256) before the scale pair.
+// The re-paired Q6_K layout (kLayoutQ6KGroups8Pairs, repack.h; stop 27). A
+// piece triple of lane l and half h unpacks (q6_K_unpack) to four vectors whose
+// row lanes hold V0 = (q[0][0], q[0][1], q[1][0], q[1][1]), V1 = (q[0][2], q[0][3],
+// q[1][2], q[1][3]) and V2, V3 the same for chunks 2, 3 (q[c][b]: element
+// 128h + 32c + 4l + b, sub-block s = 8h + 2c + l / 4). Chunks 2u and 2u + 1 are
+// elements 64j + 4l + b and 64j + 32 + 4l + b, j = 2h + u: pair_q8_K_row's
+// order, the one the re-paired Q4_K reads. So vpmaddubsw of V_2u and V_2u+1
+// with the activation's bytes 64j + 8l .. +3 and +4 .. +7 gives int16 pairs
+// (chunk 2u, chunk 2u + 1) that add in int16 (each word a 4-element sum, at
+// most 4 * 63 * 128 = 32256), and one vpmaddwd by the scale pair (s, s + 2)
+// gives both chunks' scaled sums: 6 multiplies per piece triple where
+// kLayoutKGroups8 takes 8. The scale pairs (sc_4j+u, sc_4j+u+2) are word j's
+// even (u = 0: l < 4) or odd (u = 1) bytes sign-extended: three shifts a word
+// and no shuffle. The int32 sums are the same integers as kLayoutKGroups8's,
+// so the bits are too.
+
+// Scale pairs (sc_4j+u, sc_4j+u+2), j = 0..3, of a Q6_K group's super-block (its
+// four scale words sw) as int16 pairs of 8 rows: u = 0 the even bytes, 1 the odd.
+inline void q6_K_scale_pairs_2apart(const __m256i sw[4], int u, __m256i sp[4]) {
+  for (int j = 0; j < 4; ++j)
+    sp[j] = u == 0 ? _mm256_srai_epi16(_mm256_slli_epi16(sw[j], 8), 8) : _mm256_srai_epi16(sw[j], 8);
+}
+
+// One group of 8 re-paired Q6_K rows against RA paired activation rows: out[a][0..7].
+// Per super-block and lane L (Q6KKernel in kquants_avx2.cpp, llama.cpp's order):
+//   isum_L = sum_{h,c} sc_s * q6(h, c, L) . x - 32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1), s = 8h + 2c + L / 4
+//   acc_L = fma(isum_L, d * d_x, acc_L)
+// The int32 sum is exact in any order: two chains (chunk pair u = 0, 1) so that
+// avx2-vnni's vpdpwssd does not wait on its own latency, the offset as one
+// vpmaddwd of the pair (32 sc, 32 sc') (the scale byte moved to the high byte,
+// shifted down by 3) subtracted at the end.
 template <class Dot, int RA>
-void q6_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
+void q6_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
+  const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1) high bytes
   const __m256i hi2 = _mm256_set1_epi8(char(0xC0));
-  const __m256i pick[4] = {lane_bytes(-1, 0, -1, 0), lane_bytes(-1, 1, -1, 1), lane_bytes(-1, 2, -1, 2),
-                           lane_bytes(-1, 3, -1, 3)};
+  __m256 acc[RA][8];
+  for (int a = 0; a < RA; ++a)
+    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = grp + b * kQ6KGroupBytes;
+    prefetch_group(gb, kQ6KGroupBytes);
+    __m256i sw[4];
+    for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
+    const __m256 d = load_f16x8(gb);
+    const uint8_t* xb[RA];
+    __m256 dd[RA];
+    for (int a = 0; a < RA; ++a) {
+      xb[a] = x[a] + b * kQ8_KBytes;
+      dd[a] = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(xb[a])));
+    }
+    __m256i sp[4];
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {
+      if (l % 4 == 0) q6_K_scale_pairs_2apart(sw, l / 4, sp);
+      __m256i isum[RA][2];  // two chains of the exact int32 sum (chunk pair u = 0, 1)
+      for (int a = 0; a < RA; ++a) isum[a][0] = isum[a][1] = _mm256_setzero_si256();  // set before h = 0 overwrites
+      for (int h = 0; h < 2; ++h) {
+        __m256i q[4];
+        q6_K_unpack(gb + 144 + (2 * l + h) * 3 * 32, hi2, q);
+        for (int u = 0; u < 2; ++u) {
+          const int j = 2 * h + u;
+          for (int a = 0; a < RA; ++a) {
+            const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 8 * l;
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q[2 * u], bcast4(xq)),
+                                               _mm256_maddubs_epi16(q[2 * u + 1], bcast4(xq + 4)));
+            __m256i& s = isum[a][u];
+            s = h == 0 ? _mm256_madd_epi16(p, sp[j]) : Dot::pairs(s, p, sp[j]);
+          }
+        }
+      }
+      const __m256i sp32 = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[l / 2], pair[l % 2]), 3);
+      for (int a = 0; a < RA; ++a) {
+        const __m256i off = _mm256_madd_epi16(sp32, bcast4(xb[a] + kQ8_KBsums + 4 * l));
+        const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(isum[a][0], isum[a][1]), off);
+        acc[a][l] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd[a], acc[a][l]);
+      }
+    }
+  }
+  hsum_lanes<RA>(acc, out);
+}
+
+// Q6_K batches in the lanes order (kquants_avx2.cpp Q6KRowsInLanes and its
+// avx2-vnni / avx512 forms) on the re-paired groups, against paired activation
+// rows: isum = -32 * sum_s sc_s * bsum_s + sum_s sc_s * (sub-block s . x), exact;
+// acc = fma(float(isum), d * d_x, acc). Per piece triple and chunk pair, as
+// q6_K_group_pairs: two vpmaddubsw added in int16, one vpmaddwd by (s, s + 2).
+template <class Dot, int RA>
+void q6_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
+  const __m256i hi2 = _mm256_set1_epi8(char(0xC0));
   __m256 acc[RA];
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -426,21 +453,24 @@ void q6_K_group_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
       xb[a] = x[a] + b * kQ8_KBytes;
       isum[a] = q6_K_group_offset(sw, xb[a]);
     }
-    for (int h = 0; h < 2; ++h)
-      for (int l = 0; l < 8; l += 2) {  // lanes l, l + 1: sub-blocks 8h + 2c + l / 4
-        __m256i q[2][4];
-        for (int e = 0; e < 2; ++e) q6_K_unpack(gb + 144 + (2 * (l + e) + h) * 3 * 32, hi2, q[e]);
-        for (int c = 0; c < 4; ++c) {
-          const int s = 8 * h + 2 * c + l / 4;
-          const __m256i sv = _mm256_srai_epi16(_mm256_shuffle_epi8(sw[s / 4], pick[s % 4]), 8);
-          for (int a = 0; a < RA; ++a) {
-            const uint8_t* xq = xb[a] + kQ8_KQs + 128 * h + 32 * c + 4 * l;
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q[0][c], bcast4(xq)),
-                                               _mm256_maddubs_epi16(q[1][c], bcast4(xq + 4)));
-            isum[a] = Dot::pairs(isum[a], p, sv);
+    for (int u8 = 0; u8 < 2; ++u8) {  // lanes 4 u8 .. 4 u8 + 3: the even (0) or odd (1) scale bytes
+      __m256i sp[4];
+      q6_K_scale_pairs_2apart(sw, u8, sp);
+      for (int h = 0; h < 2; ++h)
+        for (int l = 4 * u8; l < 4 * u8 + 4; ++l) {
+          __m256i q[4];
+          q6_K_unpack(gb + 144 + (2 * l + h) * 3 * 32, hi2, q);
+          for (int u = 0; u < 2; ++u) {
+            const int j = 2 * h + u;
+            for (int a = 0; a < RA; ++a) {
+              const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 8 * l;
+              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q[2 * u], bcast4(xq)),
+                                                 _mm256_maddubs_epi16(q[2 * u + 1], bcast4(xq + 4)));
+              isum[a] = Dot::pairs(isum[a], p, sp[j]);
+            }
           }
         }
-      }
+    }
     const __m256 d = load_f16x8(gb);
     for (int a = 0; a < RA; ++a)
       acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[a]), _mm256_mul_ps(d, _mm256_set1_ps(load_f32(xb[a]))), acc[a]);
@@ -454,7 +484,7 @@ using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, float* 
 // at once through group[ra - 1] (sharing each group's quants; a group of
 // 1152-1680 bytes per super-block stays in L1 between the calls of a batch);
 // then the plain rows after the last whole group through the plain gemm.
-// paired_acts (the re-paired Q4_K kernels): the groups meet the activation rows
+// paired_acts (the re-paired Q4_K and Q6_K kernels): the groups meet the activation rows
 // through pair_q8_K_row's copies (made once a call, in a thread-local buffer);
 // the plain rows after the last group read the rows as they are.
 inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int max_acts,

@@ -1,5 +1,5 @@
 // Decode of Q4_K and Q6_K weights repacked at load into groups of 8 rows
-// (kernels/repack.h, kLayoutKGroups8) with AVX-VNNI (the avx2-vnni ISA): the
+// (kernels/repack.h, kLayoutKGroups8Pairs / kLayoutQ6KGroups8Pairs) with AVX-VNNI (the avx2-vnni ISA): the
 // kernels of kquant_groups.h with one vpdpwssd per sub-block where plain
 // AVX2 takes vpmaddwd and vpaddd (the int16 pairs times the rows' scale pairs,
 // added into the lane's int32 sum: exact, so the same bits as avx2's group
@@ -28,20 +28,21 @@ constexpr GroupFn kQ4K[kDecodeActs] = {q4_K_group_pairs<VnniDot, 1>, q4_K_group_
                                        q4_K_group_pairs<VnniDot, 3>};
 constexpr GroupFn kQ4KExact[kDecodeActs] = {q4_K_group_pairs_lanes<VnniDot, 1>, q4_K_group_pairs_lanes<VnniDot, 2>,
                                             q4_K_group_pairs_lanes<VnniDot, 3>};
-constexpr GroupFn kQ6K[kDecodeActs] = {q6_K_group<VnniDot, 1>, q6_K_group<VnniDot, 2>, q6_K_group<VnniDot, 3>};
+constexpr GroupFn kQ6K[kDecodeActs] = {q6_K_group_pairs<VnniDot, 1>, q6_K_group_pairs<VnniDot, 2>,
+                                       q6_K_group_pairs<VnniDot, 3>};
 constexpr GroupFn kQ4KLanes[kMaxActs] = {q4_K_group_pairs_lanes<VnniDot, 1>, q4_K_group_pairs_lanes<VnniDot, 2>,
                                          q4_K_group_pairs_lanes<VnniDot, 3>, q4_K_group_pairs_lanes<VnniDot, 4>};
-constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_lanes<MaddDot, 1>, q6_K_group_lanes<MaddDot, 2>,
-                                         q6_K_group_lanes<MaddDot, 3>, q6_K_group_lanes<MaddDot, 4>};
+constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_pairs_lanes<MaddDot, 1>, q6_K_group_pairs_lanes<MaddDot, 2>,
+                                         q6_K_group_pairs_lanes<MaddDot, 3>, q6_K_group_pairs_lanes<MaddDot, 4>};
 
 }  // namespace
 
 void gemm_q4_K_groups(const GemmArgs& g) {
   run_k_groups(g, avx2::q4_K_super_block_exact(g) ? kQ4KExact : kQ4K, kDecodeActs, gemm_q4_K, true);
 }
-void gemm_q6_K_groups(const GemmArgs& g) { run_k_groups(g, kQ6K, kDecodeActs, gemm_q6_K); }
+void gemm_q6_K_groups(const GemmArgs& g) { run_k_groups(g, kQ6K, kDecodeActs, gemm_q6_K, true); }
 bool gemm_q4_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ4KLanes, gemm_q4_K, true); }
-bool gemm_q6_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ6KLanes, gemm_q6_K); }
+bool gemm_q6_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ6KLanes, gemm_q6_K, true); }
 
 }  // namespace opal::cpu::avx2vnni
 #endif  // x86

@@ -52,10 +52,10 @@ constexpr MatmulKernels with_row_groups(MatmulKernels k, int64_t max_act, void (
 // batches of up to 3 activation rows (the plain kernels' per-row sizes) in their order; 4 or more read the
 // groups in place too, in the plain lanes batches' order (gemm_packed_batch, stop 17).
 // Q4_K takes the re-paired layout (kLayoutKGroups8Pairs, stop 24: a vpmaddwd per sub-block pair, not per
-// sub-block), Q6_K kLayoutKGroups8.
+// sub-block), Q6_K its own (kLayoutQ6KGroups8Pairs, stop 27: a vpmaddwd per chunk pair, not per chunk).
 constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
                                       bool (*gemm_packed_batch)(const GemmArgs&)) {
-  k.packed_layout = k.weight_type == DType::Q4_K ? kLayoutKGroups8Pairs : kLayoutKGroups8;
+  k.packed_layout = k.weight_type == DType::Q4_K ? kLayoutKGroups8Pairs : kLayoutQ6KGroups8Pairs;
   k.packed_max_act = 3;
   k.gemm_packed = gemm_packed;
   k.gemm_packed_batch = gemm_packed_batch;
