@@ -159,7 +159,8 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
         std::printf("[ REPACK   ] %s %s: no packed layout (plain kernels only)\n", isa_name(isa), dtype_name(t));
         continue;
       }
-      for (int64_t k : {32, 96, 256, 4352})
+      // k = 6144: Q8_0 groups of 51 KiB, over the AVX-512 kernel's long-group bound (its decode in the batch form).
+      for (int64_t k : {32, 96, 256, 4352, 6144})
         // 40 rows: a second slice of 3 groups (AVX-512 Q4_0: a 16-row step, then an 8-row one).
         for (int64_t rows : {8, 13, 37, 40, 64}) {
           const auto plain = test::random_weights(t, rows, k, rng);

@@ -9,10 +9,10 @@
 // A group is one sequential stream of 8 * row_bytes, and the groups follow
 // each other, so the whole slice of a thread is one stream. Every kernel
 // requests a slice's first 16 KiB up front and, per block, the bytes 16 KiB
-// on (kGroupPrefetch: Q8_0 since stop 14, the short rows of Qwen3-0.6B; Q4_0
-// and Q5_0 since stop 15, `packed-decode*/avx2/q4_0` 24-31 -> 36-39 GB/s at
-// load 4.6-5; 1 and 4 KiB had measured slower than none at stop 13, 32 KiB
-// measured below 16).
+// on (kGroupPrefetch: Q4_0 and Q5_0 since stop 15, `packed-decode*/avx2/q4_0`
+// 24-31 -> 36-39 GB/s at load 4.6-5; 1 and 4 KiB had measured slower than
+// none at stop 13, 32 KiB measured below 16). Q8_0 did so from stop 14 to
+// 26; since stop 27 its decode requests only the head (below).
 //
 // The arithmetic is the plain decode kernels' (legacy_avx2.cpp LegacyDecode
 // for Q8_0: llama.cpp's 8-lane order per row; Q5_0: Q5_0Lanes' block-exact
@@ -47,6 +47,16 @@ constexpr int64_t kGroup = 8;
 // none at stop 13.) Q4_0 (stop 15, load 4.6-5.2, two passes): none 24-31,
 // 4 KiB 30-33, 8 KiB 26-37, 16 KiB 27-39, 32 KiB 28-37 GB/s.
 constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
+
+// Q8_0 decode streams without the 16 KiB prefetch (stop 27): with every
+// other call of a decode taking it (the same tokens, so the same host
+// minute), the calls without read faster on every matrix of Qwen3-0.6B and
+// Llama-3.2-1B at one thread, 1.00-1.21x (Qwen3's FFN down, k = 3072, 1.21x;
+// Llama-3.2-1B's, k = 8192, 1.16x; its tied output 1.09x; at two threads the
+// same but for Qwen3's output, 1.07x with; docs/perf/s27-dq2.md). The
+// hardware prefetchers follow the one stream; the head request stays.
+// Batches (2-16 activation rows) keep the prefetch: not measured.
+bool q8_0_stream_prefetch(const GemmArgs& g) { return g.n_act > 1; }
 
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
 void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
@@ -194,8 +204,9 @@ using GroupActsFn = void (*)(const GemmArgs&, const uint8_t*, int64_t, int64_t);
 // plain rows after the last whole group through the plain gemm.
 // head: request the first kHeadBytes of the slice before the first group.
 // acts: a group against all activation rows at once (instead of group per row), where the kernel has one.
-void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), bool head,
-                GroupActsFn acts = nullptr) {
+// stream_prefetch: the first activation row's pass over a group prefetches kGroupPrefetch on.
+void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), bool head, GroupActsFn acts = nullptr,
+                bool stream_prefetch = true) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
@@ -212,7 +223,7 @@ void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)
       continue;
     }
     for (int64_t a = 0; a < g.n_act; ++a)
-      group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r, a == 0);
+      group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r, a == 0 && stream_prefetch);
   }
   if (g.row_end > end) {
     GemmArgs rest = g;
@@ -269,9 +280,13 @@ struct MaddQ5 {
 }  // namespace
 
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<MaddQ5>(g, gemm_q5_0); }
-void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, true); }
+void gemm_q8_0_groups(const GemmArgs& g) {
+  run_groups(g, q8_0_group, gemm_q8_0, true, nullptr, q8_0_stream_prefetch(g));
+}
 void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, true, q4_0_group_acts); }
-void gemm_q8_0_groups_vnni(const GemmArgs& g) { run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true); }
+void gemm_q8_0_groups_vnni(const GemmArgs& g) {
+  run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true, nullptr, q8_0_stream_prefetch(g));
+}
 void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true, q4_0_group_acts); }
 
 }  // namespace opal::cpu::avx2

@@ -17,7 +17,8 @@
 //   vpdpbusd of the quants offset to unsigned (w xor 0x80) from -128 * x's
 //   4-byte sums, converted, times d_w * d_x, one 8-lane FMA accumulator per
 //   pair, two rows per 512-bit vector; summed horizontally at the end. For
-//   decode and batches of up to 3 rows (stop 16) the -128 * x sums are made
+//   decode and batches of up to 3 rows on groups of up to 48 KiB (stop 16;
+//   longer ones since stop 27 as batches) the -128 * x sums are made
 //   once per call (q8_0_starts), d_x is the f32 copy in the activation row's
 //   tail (convert_q8_0_sums), and the 8 rows' horizontal sums run side by
 //   side (hsum8_rows: hsum8's adds on the same operands) into one store.
@@ -65,16 +66,18 @@ int32_t load_i32(const uint8_t* p) {
 
 // Q4_0's software prefetch distance along the stream: none measured 28-31
 // GB/s, 8 KiB 24-33, 16 KiB 33-37, 32 KiB 33-39 (packed-decode*/avx512/q4_0,
-// one thread, host load 4). Q8_0 had measured the same with and without at
-// stops 14 and 16 (load 8) and went without; since stop 26 its decode
-// prefetches 16 KiB on where a group is longer than kLongGroupBytes (rows of
-// k > 5782: Llama-3.2-1B's FFN down, k = 8192, 68 KiB a group, whose
-// activation row, lane starts and scales leave L1 between groups). Without,
-// that matrix read 0.67-0.89 of the GB/s of the k = 2048 ones in the same
-// tokens (--perf-log); on every group, Qwen3-0.6B Q8_0 (groups of 8.5-26
-// KiB) decoded 4-5 % slower, so short groups keep the hardware prefetchers
-// alone (docs/perf/s26-dq.md).
-constexpr int64_t kQ4_0Prefetch = 16 * 1024, kQ8_0Prefetch = 16 * 1024, kLongGroupBytes = 48 * 1024;
+// one thread, host load 4). Q8_0 streams without (stops 14 and 16: the same
+// with and without at load 8). Groups longer than kLongGroupBytes (rows of
+// k > 5782: Llama-3.2-1B's FFN down, k = 8192, 68 KiB a group) go through
+// q8_0_group_batch even for decode (stop 27): its lane starts and scales are
+// made in registers, so only the activation row (8.5 KiB at k = 8192) has to
+// stay in L1 between groups, not also the per-call starts and f32 scales (9
+// KiB more). Every other call of a decode in that form read 1.07-1.09x the
+// stop 26 form (q8_0_group with a 16 KiB prefetch on long groups, which had
+// read 1.17-1.22x itself without one), in the same tokens
+// (docs/perf/s27-dq2.md); a prefetch on top of the new form measured 1.01-1.02x
+// of the stop 26 form, so it has none.
+constexpr int64_t kQ4_0Prefetch = 16 * 1024, kLongGroupBytes = 48 * 1024;
 // A slice's first bytes, requested before its first group (no earlier step
 // prefetched them; the plain kernels request their first 16 rows).
 constexpr int64_t kHeadBytes = 16 * 1024;
@@ -145,10 +148,8 @@ void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
                                  2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
   }
   const __m512i offset = _mm512_set1_epi8(char(0x80));
-  const bool long_rows = s.nb * kBlock > kLongGroupBytes;
   for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
-    if (long_rows) prefetch_span(gb + kQ8_0Prefetch, int(kBlock));
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
     __m512i q[4];
     for (int j = 0; j < 4; ++j) q[j] = _mm512_xor_si512(_mm512_loadu_si512(gb + 16 + 64 * j), offset);
@@ -169,7 +170,9 @@ void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
 // Batches of 4 activation rows or more (kActStep at a time): the stop 14 form, each row's lane starts and
 // scale made per block in registers. With 16 accumulators live, the per-call starts and f32 scales read
 // from memory (q8_0_group) measured slower (packed-batch8 / batch16 9.8-11.3 / 5.0-5.2 against 7.0-9.1 /
-// 4.2-4.5 GB/s); decode and batches of up to 3 rows take q8_0_group.
+// 4.2-4.5 GB/s); decode and batches of up to 3 rows take q8_0_group, but on groups longer than
+// kLongGroupBytes this form (stop 27, above). The same lane starts, the same d_w * d_x (the f16's value),
+// hsum8 per row: q8_0_group's bits.
 template <int RA>
 void q8_0_group_batch(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
   constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
@@ -401,7 +404,9 @@ void gemm_q5_0_groups(const GemmArgs& g) {
 void gemm_q8_0_groups(const GemmArgs& g) {
   const int64_t end = groups_end(g);
   const Step s{g, g.k / 32};
-  if (g.n_act >= kActStep) {  // batches: kActStep rows at a time, the rest (1-3) in one smaller step
+  const bool long_groups = int64_t(kGroup) * int64_t(g.w_row_bytes) > kLongGroupBytes;
+  // Batches, and any call on long groups: kActStep rows at a time, the rest (1-3) in one smaller step.
+  if (g.n_act >= kActStep || long_groups) {
     each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
       q8_0_group_batch<decltype(ra)::value>(s, grp, r, a);
     });
