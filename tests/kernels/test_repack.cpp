@@ -220,6 +220,18 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
 #endif
 }
 
+// A scalar fold's outputs for every weight row and activation row: want[a * rows
+// + r] = fold(weight row r (row bytes rb), activation row a (arb), nb blocks).
+std::vector<float> fold_outputs(float (*fold)(const uint8_t*, const uint8_t*, int64_t),
+                                const std::vector<uint8_t>& plain, uint64_t rb, int64_t rows,
+                                const std::vector<uint8_t>& act, uint64_t arb, int64_t n_act, int64_t nb) {
+  std::vector<float> want(size_t(n_act * rows));
+  for (int64_t a = 0; a < n_act; ++a)
+    for (int64_t r = 0; r < rows; ++r)
+      want[size_t(a * rows + r)] = fold(plain.data() + uint64_t(r) * rb, act.data() + uint64_t(a) * arb, nb);
+  return want;
+}
+
 // The block-exact order tests' check under each batch order: rows [0, 8) and
 // [8, rows) of the row groups in layout (two threads' slices; batches above
 // packed_max_act read in place) give the plain layout's bits; those bits are
@@ -516,11 +528,7 @@ TEST(KGroups, Q4KSuperBlockExactOrderIsTheScalarFold) {
         for (auto& v : x) v = val(rng);
         const auto act = test::convert_acts(*kern, x.data(), n_act, k);
         const uint64_t arb = kern->act_row_bytes(k);
-        std::vector<float> want(size_t(n_act * rows));
-        for (int64_t a = 0; a < n_act; ++a)
-          for (int64_t r = 0; r < rows; ++r)
-            want[size_t(a * rows + r)] =
-                q4_K_super_block_fold(plain.data() + uint64_t(r) * rb, act.data() + uint64_t(a) * arb, nb);
+        const auto want = fold_outputs(q4_K_super_block_fold, plain, rb, rows, act, arb, n_act, nb);
         checked += expect_order_bits(*kern, isa, DType::Q4_K, kLayoutKGroups8Pairs, plain, packed, rows, k, act, n_act,
                                      want, k >= 1024);
       }
@@ -589,11 +597,7 @@ TEST(KGroups, Q6KDecodeIsLlamaCppsLaneFold) {
         for (auto& v : x) v = val(rng);
         const auto act = test::convert_acts(*kern, x.data(), n_act, k);
         const uint64_t arb = kern->act_row_bytes(k);
-        std::vector<float> want(size_t(n_act * rows));
-        for (int64_t a = 0; a < n_act; ++a)
-          for (int64_t r = 0; r < rows; ++r)
-            want[size_t(a * rows + r)] =
-                q6_K_lane_fold(plain.data() + uint64_t(r) * rb, act.data() + uint64_t(a) * arb, nb);
+        const auto want = fold_outputs(q6_K_lane_fold, plain, rb, rows, act, arb, n_act, nb);
         test::GemmCall call;
         call.fill = -1.0f;
         const auto unpacked = test::run_gemm(*kern, plain, DType::Q6_K, rows, k, act, n_act, call);

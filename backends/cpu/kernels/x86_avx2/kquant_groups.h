@@ -374,6 +374,16 @@ inline void q6_K_scale_pairs_2apart(const __m256i sw[4], int u, __m256i sp[4]) {
     sp[j] = u == 0 ? _mm256_srai_epi16(_mm256_slli_epi16(sw[j], 8), 8) : _mm256_srai_epi16(sw[j], 8);
 }
 
+// A re-paired piece triple's chunk pair u (its unpacked vectors q[2u], q[2u + 1])
+// against the paired activation bytes xq (64j + 8l .. +7): the two vpmaddubsw
+// added in int16, the (chunk 2u, chunk 2u + 1) word pairs for one vpmaddwd by
+// the scale pair (s, s + 2).
+inline __m256i q6_K_pair_sums(const __m256i q[4], int u, const uint8_t* xq) {
+  const __m256i lo = _mm256_maddubs_epi16(q[2 * u], bcast4(xq));
+  const __m256i hi = _mm256_maddubs_epi16(q[2 * u + 1], bcast4(xq + 4));
+  return _mm256_add_epi16(lo, hi);
+}
+
 // One group of 8 re-paired Q6_K rows against RA paired activation rows: out[a][0..7].
 // Per super-block and lane L (Q6KKernel in kquants_avx2.cpp, llama.cpp's order):
 //   isum_L = sum_{h,c} sc_s * q6(h, c, L) . x - 32 * (sc_2L * bsum_2L + sc_2L+1 * bsum_2L+1), s = 8h + 2c + L / 4
@@ -413,9 +423,7 @@ void q6_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
         for (int u = 0; u < 2; ++u) {
           const int j = 2 * h + u;
           for (int a = 0; a < RA; ++a) {
-            const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 8 * l;
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q[2 * u], bcast4(xq)),
-                                               _mm256_maddubs_epi16(q[2 * u + 1], bcast4(xq + 4)));
+            const __m256i p = q6_K_pair_sums(q, u, xb[a] + kQ8_KQs + 64 * j + 8 * l);
             __m256i& s = isum[a][u];
             s = h == 0 ? _mm256_madd_epi16(p, sp[j]) : Dot::pairs(s, p, sp[j]);
           }
@@ -463,10 +471,7 @@ void q6_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const
           for (int u = 0; u < 2; ++u) {
             const int j = 2 * h + u;
             for (int a = 0; a < RA; ++a) {
-              const uint8_t* xq = xb[a] + kQ8_KQs + 64 * j + 8 * l;
-              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q[2 * u], bcast4(xq)),
-                                                 _mm256_maddubs_epi16(q[2 * u + 1], bcast4(xq + 4)));
-              isum[a] = Dot::pairs(isum[a], p, sp[j]);
+              isum[a] = Dot::pairs(isum[a], q6_K_pair_sums(q, u, xb[a] + kQ8_KQs + 64 * j + 8 * l), sp[j]);
             }
           }
         }
