@@ -53,8 +53,9 @@ constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 // minute), the calls without read faster on every matrix of Qwen3-0.6B and
 // Llama-3.2-1B at one thread, 1.00-1.21x (Qwen3's FFN down, k = 3072, 1.21x;
 // Llama-3.2-1B's, k = 8192, 1.16x; its tied output 1.09x; at two threads the
-// same but for Qwen3's output, 1.07x with; docs/perf/s27-dq2.md). The
-// hardware prefetchers follow the one stream; the head request stays.
+// same but for Qwen3's output, 1.07x with; docs/perf/cpu-round2d.md,
+// "Stop 27, dq2"). The hardware prefetchers follow the one stream; the head
+// request stays.
 // Batches (2-16 activation rows) keep the prefetch: not measured.
 bool q8_0_stream_prefetch(const GemmArgs& g) { return g.n_act > 1; }
 

@@ -222,7 +222,7 @@ void q4_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
 }
 
-// Q6_K batches in the lanes order (q6_K_group_lanes of kquant_groups.h on zmm:
+// Q6_K batches in the lanes order (the AVX2 kLayoutKGroups8 form of stops 17-26 on zmm:
 // c = 0 | 1 and 2 | 3 side by side, lanes l, l + 1 added in int16).
 template <int RA>
 void q6_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {

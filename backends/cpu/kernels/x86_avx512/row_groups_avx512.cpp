@@ -75,7 +75,7 @@ int32_t load_i32(const uint8_t* p) {
 // KiB more). Every other call of a decode in that form read 1.07-1.09x the
 // stop 26 form (q8_0_group with a 16 KiB prefetch on long groups, which had
 // read 1.17-1.22x itself without one), in the same tokens
-// (docs/perf/s27-dq2.md); a prefetch on top of the new form measured 1.01-1.02x
+// (docs/perf/cpu-round2d.md "Stop 27, dq2"); a prefetch on top of the new form measured 1.01-1.02x
 // of the stop 26 form, so it has none.
 constexpr int64_t kQ4_0Prefetch = 16 * 1024, kLongGroupBytes = 48 * 1024;
 // A slice's first bytes, requested before its first group (no earlier step
