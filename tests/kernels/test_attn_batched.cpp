@@ -144,7 +144,8 @@ TEST(AttnBatched, ChunksOfWhole64CellsGiveTheBitsOfOneCall) {
 // every head the bits of dots_f16 and of the scalar reference (which has dots_f16's bits under every ISA), in both
 // orders: head sizes 64, 128, 192, 80 and 32 (tails of the ggml_vec_dot_f16 order), 1-9 and 12 heads (AVX2 takes 8
 // at a time), cell counts around the kernels' groups of 8 and 16, cells out of order with gaps, signed zeros (a row of
-// -0: the sum of products from +0 is +0), q rows and score rows at strides; nothing past a head's n scores is written.
+// -0: the sum of products from +0 is +0, also against head 0's all-positive q, whose products by vmulps are all -0), q
+// rows and score rows at strides; nothing past a head's n scores is written.
 TEST(AttnBatched, HeadsDotsEqualDotsF16PerHeadAndTheScalarOrder) {
   if (host_supports(Isa::avx512) || host_supports(Isa::avx2)) {
     ASSERT_FALSE(batched_kernels().empty());
@@ -168,6 +169,8 @@ TEST(AttnBatched, HeadsDotsEqualDotsF16PerHeadAndTheScalarOrder) {
         const int64_t ldq = dk + 16;
         std::vector<float> q(size_t(m * ldq));
         for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+        // Head 0's q all positive: every product with the row of -0 is -0 (+0 from an FMA, as ggml's).
+        for (int64_t i = 0; i < dk; ++i) q[size_t(i)] = std::fabs(q[size_t(i)]);
         for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 63, 65, 107}) {
           const int64_t ldo = n + 5;
           for (bool lanes16 : {true, false}) {

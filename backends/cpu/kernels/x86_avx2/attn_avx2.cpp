@@ -159,10 +159,13 @@ void prefetch_row(const uint8_t* base, uint64_t stride, const int32_t* cells, in
 
 // The last step of dots_heads64 / dots_heads128 for 8 cells (nc <= 8 of them real): t holds m heads' 8 x 8 first
 // tree sums (head h at t + 64 h), one reduce8x8 per head finishes the 8 cells' trees side by side, and the nc
-// scores go to out + h * ldo.
+// scores go to out + h * ldo. kPlusZero (dots_heads64's products by vmulps): each score + (+0), which turns a -0
+// into the +0 that FMAs from +0 give (see dots_heads64) and leaves every other value as it is.
+template <bool kPlusZero = false>
 void finish_heads_cells(const float* t, int64_t m, int64_t nc, float* out, int64_t ldo) {
   for (int64_t h = 0; h < m; ++h) {
-    const __m256 res = reduce8x8(reinterpret_cast<const __m256*>(t + 64 * h));  // lanes past nc: dropped
+    __m256 res = reduce8x8(reinterpret_cast<const __m256*>(t + 64 * h));  // lanes past nc: dropped
+    if (kPlusZero) res = _mm256_add_ps(res, _mm256_setzero_ps());
     if (nc == 8) {
       _mm256_storeu_ps(out + h * ldo, res);
     } else {
@@ -176,12 +179,20 @@ void finish_heads_cells(const float* t, int64_t m, int64_t nc, float* out, int64
 // The decode's dots for the query heads of one kv head at dk 64 in ggml_vec_dot_f16's order: one step of 64, so
 // each of its eight 8-lane accumulators is a single product (an FMA from +0) and a cell's dot is
 // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) before reduce_add16's 8-lane tree (dot_f16_vec without a tail).
-// A cell's K row is widened once into 8 registers and meets every head's q (read from L1 by the FMAs); each head's
-// first tree sum goes to t, and every 8 cells one reduce8x8 per head finishes their trees side by side.
+// A cell's K row is widened once into 8 registers and meets every head's q (read from L1 by the products); each
+// head's first tree sum goes to t, and every 8 cells one reduce8x8 per head finishes their trees side by side.
+// The products are vmulps (non-destructive, so no register copy per product; 12-16 % faster than the FMAs from +0
+// at stop 28): a product equals the FMA's except that an exact zero product can be -0 where the FMA gives +0;
+// sums of such zeros alone can then be -0, every other sum is the same, so + (+0) on the score (finish_heads_cells)
+// gives the FMA form's bits (one exception: where every product is a negative underflow the FMA form's score is
+// -0 and this one's +0; a score of +-0 gives the same probabilities either way).
 constexpr int64_t kHeads64Max = 8;  // heads per pass over the cells (t: 2 KiB)
+// H > 0: H heads, the head loop unrolled (SmolLM2's 3, Llama-3.2-1B's 4); H == 0: m heads (m <= kHeads64Max).
+template <int H>
 void dots_heads64(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q, int64_t ldq,
                   int64_t m, float* out, int64_t ldo) {
-  alignas(32) float t[kHeads64Max][8][8] = {};
+  const int64_t heads = H > 0 ? H : m;
+  alignas(32) float t[H > 0 ? H : kHeads64Max][8][8] = {};
   for (int64_t r0 = 0; r0 < n; r0 += 8) {
     const int64_t nc = n - r0 < 8 ? n - r0 : 8;
     for (int64_t c = 0; c < nc; ++c) {
@@ -189,15 +200,15 @@ void dots_heads64(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int
       const uint16_t* kr = reinterpret_cast<const uint16_t*>(k + uint64_t(cells[r0 + c]) * k_stride);
       __m256 x[8];
       for (int j = 0; j < 8; ++j) x[j] = load8(kr + 8 * j);
-      for (int64_t h = 0; h < m; ++h) {
+      for (int64_t h = 0; h < heads; ++h) {
         const float* qh = q + h * ldq;
-        auto prod = [&](int j) { return _mm256_fmadd_ps(x[j], _mm256_loadu_ps(qh + 8 * j), _mm256_setzero_ps()); };
+        auto prod = [&](int j) { return _mm256_mul_ps(x[j], _mm256_loadu_ps(qh + 8 * j)); };
         const __m256 lo = _mm256_add_ps(_mm256_add_ps(prod(0), prod(4)), _mm256_add_ps(prod(2), prod(6)));
         const __m256 hi = _mm256_add_ps(_mm256_add_ps(prod(1), prod(5)), _mm256_add_ps(prod(3), prod(7)));
         _mm256_store_ps(t[h][c], _mm256_add_ps(lo, hi));
       }
     }
-    finish_heads_cells(&t[0][0][0], m, nc, out + r0, ldo);
+    finish_heads_cells<true>(&t[0][0][0], heads, nc, out + r0, ldo);
   }
 }
 
@@ -256,7 +267,9 @@ void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, i
                                      : 1;
     const float* qh = q + h * ldq;
     float* oh = out + h * ldo;
-    if (dk == 64 && take > 1) dots_heads64(k, k_stride, cells, n, qh, ldq, take, oh, ldo);
+    if (dk == 64 && take == 3) dots_heads64<3>(k, k_stride, cells, n, qh, ldq, take, oh, ldo);
+    else if (dk == 64 && take == 4) dots_heads64<4>(k, k_stride, cells, n, qh, ldq, take, oh, ldo);
+    else if (dk == 64 && take > 1) dots_heads64<0>(k, k_stride, cells, n, qh, ldq, take, oh, ldo);
     else if (take == 3) dots_heads128<3>(k, k_stride, cells, n, qh, ldq, oh, ldo);
     else if (take == 2) dots_heads128<2>(k, k_stride, cells, n, qh, ldq, oh, ldo);
     else dots_f16(k, k_stride, cells, n, qh, dk, lanes16, oh);
@@ -322,46 +335,53 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
 
 // The heads of one kv head with the cells in order: C vectors of 8 columns from i0 of a cell's V row widened once,
 // then each head's lane accumulators (acc + h * lanes * dv + (r % lanes) * dv) loaded, FMA'd and stored: every
-// (head, lane, column) gets accumulate_f16's FMAs in the cells' order, and the V rows are read once, in address
-// order, with a prefetch kRowsAhead cells on. Cells r and r + lanes (one lane) go together: one load and store of
-// the accumulators for two FMAs. Up to 64 columns a pass (a SmolLM2 kv head's 3 x 16 KiB of
-// accumulators spill from L1 to L2, yet two 32-column passes were slower).
-constexpr int kRowsHeads = 4;  // heads per pass of accumulate_rows
+// (head, lane, column) gets accumulate_f16's FMAs in the cells' order, and the V rows are read in kCellsPerLane
+// streams lanes cells apart, each in address order, with a prefetch kRowsAhead cells on. The kCellsPerLane cells
+// r, r + lanes, ... of one lane go together: one load and store of the accumulators for kCellsPerLane FMAs (the
+// lanes' next cells, base + l + u * lanes, walked lane after lane). Up to 64 columns a pass (a SmolLM2 kv head's
+// 3 x 16 KiB of accumulators spill from L1 to L2, yet two 32-column passes were slower). Two cells per lane until
+// stop 28; four: V 11 % shorter with the rows in L2 (bench_attn_decode's vside rows), eight: slower (the 24
+// broadcast probabilities spill).
+constexpr int kRowsHeads = 4;     // heads per pass of accumulate_rows
+constexpr int kCellsPerLane = 4;  // cells of one lane per load and store of its accumulators
 template <int H, int C>
 void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                      int64_t lanes, int64_t i0, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
   auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0; };
-  // Cell r alone, or r and r + lanes (kTwo: the same lane, their FMAs in order, one load and store between them).
-  auto step = [&](int64_t r, float* a, auto two) {
-    constexpr bool kTwo = decltype(two)::value;
-    const int64_t r2 = r + lanes;
-    if (r + kRowsAhead < n) prefetch_row(v, v_stride, cells, r + kRowsAhead, 2 * i0, 16 * C);
-    if (kTwo && r2 + kRowsAhead < n) prefetch_row(v, v_stride, cells, r2 + kRowsAhead, 2 * i0, 16 * C);
-    const uint16_t* va = row(r);
-    const uint16_t* vb = kTwo ? row(r2) : va;
-    __m256 pa[H], pb[H];
-    for (int h = 0; h < H; ++h) {
-      pa[h] = _mm256_set1_ps(p[h * ldp + r]);
-      if (kTwo) pb[h] = _mm256_set1_ps(p[h * ldp + r2]);
+  // Cells r, r + lanes, ..., r + (K - 1) lanes of one lane: their FMAs in order, one load and store between them.
+  auto step = [&](int64_t r, float* a, auto cells_k) {
+    constexpr int K = decltype(cells_k)::value;
+    const uint16_t* vr[K];
+    __m256 pk[K][H];
+    for (int u = 0; u < K; ++u) {
+      const int64_t ru = r + u * lanes;
+      if (ru + kRowsAhead < n) prefetch_row(v, v_stride, cells, ru + kRowsAhead, 2 * i0, 16 * C);
+      vr[u] = row(ru);
+      for (int h = 0; h < H; ++h) pk[u][h] = _mm256_set1_ps(p[h * ldp + ru]);
     }
     for (int j = 0; j < C; ++j) {  // the heads' loads before their stores (heads 16 KiB apart alias by 4 KiB)
-      const __m256 xa = load8(va + 8 * j);
-      __m256 xb = xa, y[H];
-      if (kTwo) xb = load8(vb + 8 * j);
+      __m256 y[H];
       for (int h = 0; h < H; ++h) y[h] = _mm256_loadu_ps(a + h * ld_head + 8 * j);
-      for (int h = 0; h < H; ++h) {
-        y[h] = _mm256_fmadd_ps(xa, pa[h], y[h]);
-        if (kTwo) y[h] = _mm256_fmadd_ps(xb, pb[h], y[h]);
+      for (int u = 0; u < K; ++u) {
+        const __m256 x = load8(vr[u] + 8 * j);
+        for (int h = 0; h < H; ++h) y[h] = _mm256_fmadd_ps(x, pk[u][h], y[h]);
       }
       for (int h = 0; h < H; ++h) _mm256_storeu_ps(a + h * ld_head + 8 * j, y[h]);
     }
   };
-  for (int64_t base = 0; base < n; base += 2 * lanes)  // lanes of cells, then the next lanes of cells with them
+  using K1 = std::integral_constant<int, 1>;
+  using K2 = std::integral_constant<int, 2>;
+  using K3 = std::integral_constant<int, 3>;
+  using KF = std::integral_constant<int, kCellsPerLane>;
+  for (int64_t base = 0; base < n; base += kCellsPerLane * lanes)  // each lane's next kCellsPerLane cells
     for (int64_t l = 0; l < lanes && base + l < n; ++l) {
       float* a = acc + l * dv + i0;
-      if (base + l + lanes < n) step(base + l, a, std::true_type{});
-      else step(base + l, a, std::false_type{});
+      const int64_t r = base + l, k = std::min<int64_t>(kCellsPerLane, (n - r + lanes - 1) / lanes);
+      if (k == kCellsPerLane) step(r, a, KF{});
+      else if (k == 3) step(r, a, K3{});
+      else if (k == 2) step(r, a, K2{});
+      else step(r, a, K1{});
     }
 }
 
