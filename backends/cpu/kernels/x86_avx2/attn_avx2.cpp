@@ -147,14 +147,17 @@ void dots_f16(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t
   for (; r < n; ++r) out[r] = lanes16 ? dot_f16_lanes16(row(r), q, dk) : dot_f16_vec(row(r), q, dk);
 }
 
-// Rows a software prefetch runs ahead of the decode's in-order walks over K and V (dots_heads64, accumulate_rows):
-// one row's two lines per cell 384 bytes apart (SmolLM2) kept too few loads in flight from L3 or DRAM.
+// Rows a software prefetch runs ahead of the decode's in-order walks over K (dots_heads64, dots_heads128; V's
+// accumulate_rows until stop 28): one row's two lines per cell 384 bytes apart (SmolLM2) kept too few loads in flight
+// from L3 or DRAM (64: the same within noise at stop 28).
 constexpr int64_t kRowsAhead = 32;
 
-// The 64-byte lines of the bytes [off, off + len) of the row of cell cells[r], requested into L1.
+// The 64-byte lines of the bytes [off, off + len) of the row of cell cells[r], requested into L1 (kHint
+// _MM_HINT_T0) or L2 (_MM_HINT_T1).
+template <_mm_hint kHint = _MM_HINT_T0>
 void prefetch_row(const uint8_t* base, uint64_t stride, const int32_t* cells, int64_t r, int64_t off, int64_t len) {
   const char* a = reinterpret_cast<const char*>(base + uint64_t(cells[r]) * stride) + off;
-  for (int64_t b = 0; b < len; b += 64) _mm_prefetch(a + b, _MM_HINT_T0);
+  for (int64_t b = 0; b < len; b += 64) _mm_prefetch(a + b, kHint);
 }
 
 // The last step of dots_heads64 / dots_heads128 for 8 cells (nc <= 8 of them real): t holds m heads' 8 x 8 first
@@ -335,15 +338,18 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
 
 // The heads of one kv head with the cells in order: C vectors of 8 columns from i0 of a cell's V row widened once,
 // then each head's lane accumulators (acc + h * lanes * dv + (r % lanes) * dv) loaded, FMA'd and stored: every
-// (head, lane, column) gets accumulate_f16's FMAs in the cells' order, and the V rows are read in kCellsPerLane
-// streams lanes cells apart, each in address order, with a prefetch kRowsAhead cells on. The kCellsPerLane cells
+// (head, lane, column) gets accumulate_f16's FMAs in the cells' order; the V rows are read in kCellsPerLane
+// streams lanes cells apart, while the next kCellsPerLane * lanes cells' rows are prefetched in address order
+// (kCellsPerLane of them per lane step; a prefetch kRowsAhead cells on in each stream ran 12-39 % slower from
+// DRAM than two cells per lane: half of it hit rows already read, the rest came late). The kCellsPerLane cells
 // r, r + lanes, ... of one lane go together: one load and store of the accumulators for kCellsPerLane FMAs (the
 // lanes' next cells, base + l + u * lanes, walked lane after lane). Up to 64 columns a pass (a SmolLM2 kv head's
 // 3 x 16 KiB of accumulators spill from L1 to L2, yet two 32-column passes were slower). Two cells per lane until
 // stop 28; four: V 11 % shorter with the rows in L2 (bench_attn_decode's vside rows), eight: slower (the 24
 // broadcast probabilities spill).
-constexpr int kRowsHeads = 4;     // heads per pass of accumulate_rows
-constexpr int kCellsPerLane = 4;  // cells of one lane per load and store of its accumulators
+constexpr int kRowsHeads = 4;             // heads per pass of accumulate_rows
+constexpr int kCellsPerLane = 4;          // cells of one lane per load and store of its accumulators
+constexpr _mm_hint kVHint = _MM_HINT_T0;  // _MM_HINT_T1 (into L2) ran the same
 template <int H, int C>
 void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                      int64_t lanes, int64_t i0, int64_t dv, float* acc) {
@@ -356,7 +362,6 @@ void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_s
     __m256 pk[K][H];
     for (int u = 0; u < K; ++u) {
       const int64_t ru = r + u * lanes;
-      if (ru + kRowsAhead < n) prefetch_row(v, v_stride, cells, ru + kRowsAhead, 2 * i0, 16 * C);
       vr[u] = row(ru);
       for (int h = 0; h < H; ++h) pk[u][h] = _mm256_set1_ps(p[h * ldp + ru]);
     }
@@ -377,6 +382,10 @@ void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_s
   for (int64_t base = 0; base < n; base += kCellsPerLane * lanes)  // each lane's next kCellsPerLane cells
     for (int64_t l = 0; l < lanes && base + l < n; ++l) {
       float* a = acc + l * dv + i0;
+      for (int64_t u = 0; u < kCellsPerLane; ++u) {  // the next kCellsPerLane * lanes cells, in address order
+        const int64_t ahead = base + kCellsPerLane * (lanes + l) + u;
+        if (ahead < n) prefetch_row<kVHint>(v, v_stride, cells, ahead, 2 * i0, 16 * C);
+      }
       const int64_t r = base + l, k = std::min<int64_t>(kCellsPerLane, (n - r + lanes - 1) / lanes);
       if (k == kCellsPerLane) step(r, a, KF{});
       else if (k == 3) step(r, a, K3{});
