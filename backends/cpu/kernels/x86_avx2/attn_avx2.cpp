@@ -347,9 +347,11 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
 // 3 x 16 KiB of accumulators spill from L1 to L2, yet two 32-column passes were slower). Two cells per lane until
 // stop 28; four: V 11 % shorter with the rows in L2 (bench_attn_decode's vside rows), eight: slower (the 24
 // broadcast probabilities spill).
-constexpr int kRowsHeads = 4;             // heads per pass of accumulate_rows
-constexpr int kCellsPerLane = 4;          // cells of one lane per load and store of its accumulators
-constexpr _mm_hint kVHint = _MM_HINT_T0;  // _MM_HINT_T1 (into L2) ran the same
+constexpr int kRowsHeads = 4;     // heads per pass of accumulate_rows
+constexpr int kCellsPerLane = 4;  // cells of one lane per load and store of its accumulators
+// Into L2: Qwen3's V rows 2 KiB apart fall into two L1 sets per line, and 256 rows ahead into L1 thrashed them
+// (vside qwen3 14-20 % slower than main with _MM_HINT_T0, 10-33 % faster with T1; SmolLM2, Llama-3.2-1B: the same).
+constexpr _mm_hint kVHint = _MM_HINT_T1;
 template <int H, int C>
 void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                      int64_t lanes, int64_t i0, int64_t dv, float* acc) {
