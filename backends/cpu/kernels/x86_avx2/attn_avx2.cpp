@@ -14,9 +14,10 @@
 // same FMAs per lane in order) or, in the block path, with up to 3 queries x 32 elements in
 // registers; the decode's accumulate_f16_heads takes the query heads of one kv head with the
 // cells in order (accumulate_rows: up to 64 columns of a V row widened once, each head's lane
-// accumulators loaded, FMA'd and stored), and its dots_f16_heads at dk 64 widens a K row
+// accumulators loaded, FMA'd for four cells of the lane and stored, the next 256 cells' rows
+// prefetched into L2), and its dots_f16_heads at dk 64 widens a K row
 // once for every head (dots_heads64: each 8-lane accumulator of ggml_vec_dot_f16's one step is
-// a single product; at dk 128, dots_heads128, the accumulators one at a time, each one's two K
+// a single product, taken by vmulps; at dk 128, dots_heads128, the accumulators one at a time, each one's two K
 // vectors widened once for two or three heads), both reading the rows in address order with a
 // software prefetch;
 // for long chunks (attend_v_lanes16_cells) p is first rounded into a
