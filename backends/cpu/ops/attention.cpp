@@ -435,13 +435,47 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
   const FlashKernels& widen_k = flash_kernels();
   const bool quant_k = f16 == nullptr;
 
+  // The heads of one kv head together (dots_f16_heads, accumulate_f16_heads: each K and V row widened once for all
+  // of them, the same bits per head) where (kv head, range) units, and apart from them (kv head, column part) ones,
+  // divide evenly among the pool's chunks as the pairs' do not (SmolLM2 at two threads, 8 chunks: 3 kv heads x 8
+  // ranges for K; V's 3 x 4 column parts do not, so its pairs stay one by one).
+  const int64_t groups = T * hkv;
+  const bool heads_ok = !quant_k && f16->dots_f16_heads && group > 1 && group <= kMaxGroupStaged;
+  const bool heads = heads_ok && (groups * ranges) % nth_pool == 0;
+  const bool heads_v = heads_ok && simd.accumulate_f16_heads && (groups * col_parts) % nth_pool == 0;
+  // Scale, window and maximum of cells [c0, c1) of one pair's scores (unit u of the dots).
+  auto range_max = [&](float* sc, int64_t t, int64_t c0, int64_t c1, const int32_t* vis) {
+    float mx = -INFINITY;
+    if (window <= 0) {
+      mx = simd.scale_max(sc + c0, c1 - c0, scale);
+    } else {
+      const int32_t pos = tok[2 * t];
+      for (int64_t c = c0; c < c1; ++c) {
+        sc[c] = pos - cell[2 * vis[c]] >= window ? -INFINITY : sc[c] * scale;
+        mx = std::max(mx, sc[c]);
+      }
+    }
+    return mx;
+  };
   ctx.pool.run([&](int ith, int nth) {  // 1. dots
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
     float* qv = reinterpret_cast<float*>(w + l.off_q);
     float* kchunk = reinterpret_cast<float*>(w + l.off_kchunk);
     int64_t u0, u1, q_pair = -1;
-    split_range(pairs * ranges, ith, nth, &u0, &u1);
-    for (int64_t u = u0; u < u1; ++u) {
+    split_range((heads ? groups : pairs) * ranges, ith, nth, &u0, &u1);
+    for (int64_t u = u0; u < u1 && heads; ++u) {  // (token, kv head, range) units
+      const int64_t tg = u / ranges, r = u % ranges, t = tg / hkv, g = tg % hkv, pair0 = t * hq + g * group;
+      const int32_t* vis = vis_all + t * n_cells;
+      const int64_t c0 = bound(nvis[t], r, ranges), c1 = bound(nvis[t], r + 1, ranges);
+      for (int64_t j = 0; j < group; ++j)
+        round_activations(q_round, reinterpret_cast<const float*>(row_ptr(q, g * group + j, t, 0)), qv + j * dk, dk);
+      const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
+      f16->dots_f16_heads(kbase, k.nb[1], vis + c0, c1 - c0, qv, dk, group, dk, kq_lanes16,
+                          scores_all + pair0 * sl.ld_scores + c0, sl.ld_scores);
+      for (int64_t j = 0; j < group; ++j)
+        maxes[(pair0 + j) * ranges + r] = range_max(scores_all + (pair0 + j) * sl.ld_scores, t, c0, c1, vis);
+    }
+    for (int64_t u = u0; u < u1 && !heads; ++u) {
       const int64_t pair = u / ranges, r = u % ranges, t = pair / hq, h = pair % hq, g = h / group;
       const int32_t* vis = vis_all + t * n_cells;
       const int64_t c0 = bound(nvis[t], r, ranges), c1 = bound(nvis[t], r + 1, ranges);
@@ -458,17 +492,7 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
         else widen_k.widen_q4_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
         simd.dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, sc + r0, 0);
       }
-      float mx = -INFINITY;
-      if (window <= 0) {
-        mx = simd.scale_max(sc + c0, c1 - c0, scale);
-      } else {
-        const int32_t pos = tok[2 * t];
-        for (int64_t c = c0; c < c1; ++c) {
-          sc[c] = pos - cell[2 * vis[c]] >= window ? -INFINITY : sc[c] * scale;
-          mx = std::max(mx, sc[c]);
-        }
-      }
-      maxes[u] = mx;
+      maxes[u] = range_max(sc, t, c0, c1, vis);
     }
   });
   ctx.pool.run([&](int ith, int nth) {  // 2. softmax
@@ -489,15 +513,13 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
   ctx.pool.run([&](int ith, int nth) {  // 3. V
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
     float* acc = reinterpret_cast<float*>(w + l.off_acc);
-    int64_t u0, u1;
-    split_range(pairs * col_parts, ith, nth, &u0, &u1);
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t pair = u / col_parts, t = pair / hq, h = pair % hq, g = h / group;
-      const int64_t i0 = col_bound(u % col_parts), cols = col_bound(u % col_parts + 1) - i0;
+    // Columns [i0, i0 + cols) of one pair's output.
+    auto pair_v = [&](int64_t pair, int64_t i0, int64_t cols) {
+      const int64_t t = pair / hq, h = pair % hq, g = h / group;
       float* out = reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + h * dv + i0;
       if (maxes[pair * ranges] == -INFINITY) {  // no visible cell (cannot happen): zeros, as the per-pair path
         std::fill(out, out + cols, 0.0f);
-        continue;
+        return;
       }
       const int64_t n_vis = nvis[t], used = std::min(lanes, n_vis);
       std::fill(acc, acc + used * cols, 0.0f);
@@ -505,6 +527,31 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
                           static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i0) * 2, v.nb[1],
                           vis_all + t * n_cells, n_vis, lanes, cols, acc);
       (simd.reduce_lanes ? simd.reduce_lanes : reduce_lanes)(acc, lanes, used, cols, out);
+    };
+    int64_t u0, u1;
+    split_range((heads_v ? groups : pairs) * col_parts, ith, nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t i0 = col_bound(u % col_parts), cols = col_bound(u % col_parts + 1) - i0;
+      if (!heads_v) {
+        pair_v(u / col_parts, i0, cols);
+        continue;
+      }
+      const int64_t tg = u / col_parts, t = tg / hkv, g = tg % hkv, pair0 = t * hq + g * group;
+      bool empty = false;
+      for (int64_t j = 0; j < group; ++j) empty = empty || maxes[(pair0 + j) * ranges] == -INFINITY;
+      if (empty) {  // cannot happen (a token sees itself): the pairs one by one
+        for (int64_t j = 0; j < group; ++j) pair_v(pair0 + j, i0, cols);
+        continue;
+      }
+      const int64_t n_vis = nvis[t], used = std::min(lanes, n_vis);
+      for (int64_t j = 0; j < group; ++j) std::fill(acc + j * lanes * cols, acc + j * lanes * cols + used * cols, 0.0f);
+      simd.accumulate_f16_heads(scores_all + pair0 * sl.ld_scores, sl.ld_scores, group,
+                                static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i0) * 2, v.nb[1],
+                                vis_all + t * n_cells, n_vis, lanes, cols, acc);
+      for (int64_t j = 0; j < group; ++j)
+        (simd.reduce_lanes ? simd.reduce_lanes : reduce_lanes)(
+            acc + j * lanes * cols, lanes, used, cols,
+            reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + (g * group + j) * dv + i0);
     }
   });
 }
