@@ -634,8 +634,9 @@ TEST(AttnBatched, BlockPromptAtDepthHasTheScalarBits) {
   }
 }
 
-// dots_f32_lanes16 takes K transposed (cells in lanes) for dk up to 256 on AVX-512 (64 on AVX2) and tiles of
-// single cells beyond: both give llama_order::dot_lanes16's bits for every head size, row count and partial row.
+// dots_f32_lanes16 takes K transposed (cells in lanes) for dk up to 256 on AVX-512 (64 on AVX2: tiles of up to 6
+// queries, so 7 queries end in a tile of one) and tiles of single cells beyond: both give
+// llama_order::dot_lanes16's bits for every head size, row count and partial row.
 TEST(AttnBatched, BlockDotsOfEveryHeadSizeEqualTheScalarOrder) {
   std::mt19937 rng(29);
   std::normal_distribution<float> val(0.0f, 1.0f);
@@ -646,7 +647,7 @@ TEST(AttnBatched, BlockDotsOfEveryHeadSizeEqualTheScalarOrder) {
         const int64_t ldk = dk + 16, ldq = dk + 32, ldo = n + 3;
         std::vector<float> kr(size_t(n * ldk));
         for (auto& x : kr) x = f16_to_f32(f32_to_f16(val(rng)));
-        for (int64_t m : {2, 5, 8}) {
+        for (int64_t m : {2, 5, 7, 8}) {
           std::vector<float> q(size_t(m * ldq)), got(size_t(m * ldo), -3.0f);
           for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
           std::vector<int64_t> rows(static_cast<size_t>(m));
