@@ -266,6 +266,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
   const double total = per_head * double(hkv);
 
   const auto widen = simd.widen_f16_ahead ? simd.widen_f16_ahead : simd.widen_f16;
+  const auto exp_sum = simd.exp_sum_block ? simd.exp_sum_block : simd.softmax_exp;
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread * uint64_t(ith);
     float* scores = reinterpret_cast<float*>(w);
@@ -347,7 +348,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
           // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
           const int64_t n_chunked = (n_vis + 15) / 16 * 16;
           for (int64_t r = n_vis; r < n_chunked; ++r) s[r] = -INFINITY;
-          row_inv[j] = float(1.0 / simd.softmax_exp(s, n_chunked, mx));
+          row_inv[j] = float(1.0 / exp_sum(s, n_chunked, mx));
         }
         for (int64_t j = 0; j < m; ++j)
           outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;
