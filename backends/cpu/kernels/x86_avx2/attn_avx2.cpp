@@ -495,7 +495,26 @@ void dots_f32_lanes16_one(const float* k, int64_t ldk, int64_t n, const float* q
   }
 }
 
-void transpose8x8(__m256* r);  // below, with round_p_lanes
+// r[c] = column c of the 8 x 8 block r (rows = queries, columns = cells). Inlined into its callers so that the
+// block stays in registers (a call took the 8 vectors through memory).
+[[gnu::always_inline]] inline void transpose8x8(__m256* r) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const __m256 *a = t + 4 * h, *b = t + 4 * h + 2;
+    u[4 * h] = _mm256_shuffle_ps(a[0], b[0], 0x44);
+    u[4 * h + 1] = _mm256_shuffle_ps(a[0], b[0], 0xEE);
+    u[4 * h + 2] = _mm256_shuffle_ps(a[1], b[1], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(a[1], b[1], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
 
 // Transposed K in 16-cell strips (dk <= 64, dk % 16 == 0): the rows of 16 cells transposed once into ks
 // ([dk][16], zeros past the last cell), then tiles of Q <= kStripQueries queries x 16 cells taken lane by lane:
@@ -835,26 +854,6 @@ double exp_sum_block(float* s, int64_t n, float mx) {
     for (int64_t h = 0; h < (end - c0) / 16; ++h) sum += double(chunk_sums[h]);
   }
   return sum;
-}
-
-// r[c] = column c of the 8 x 8 block r (rows = queries, columns = cells).
-void transpose8x8(__m256* r) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {
-    const __m256 *a = t + 4 * h, *b = t + 4 * h + 2;
-    u[4 * h] = _mm256_shuffle_ps(a[0], b[0], 0x44);
-    u[4 * h + 1] = _mm256_shuffle_ps(a[0], b[0], 0xEE);
-    u[4 * h + 2] = _mm256_shuffle_ps(a[1], b[1], 0x44);
-    u[4 * h + 3] = _mm256_shuffle_ps(a[1], b[1], 0xEE);
-  }
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-    r[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
-  }
 }
 
 // 8 queries x 8 cells at a time: each query's scores scaled and rounded as scale_round_f16, the 8 x 8 block
