@@ -6,7 +6,8 @@
 //     cell): the dots and the V accumulation, not the softmax.
 //   dots/<model>/<isa>, attend_v/<model>/<isa>: the two block helpers alone on one chunk of 256
 //     widened cells (kBlockCells) that every row of a block sees (m = 64 rows for qwen3, 63 for
-//     smollm2: the block sizes of ops/attention.cpp), so their inputs sit in L1/L2 as in the op.
+//     smollm2: the block sizes of ops/attention.cpp up to stop 28, whose SmolLM2 blocks are 126 rows since), so
+//     their inputs sit in L1/L2 as in the op.
 //   attend_v_lanes/<model>/<isa>: the V accumulation of ops/attention.cpp since stop 19 on one chunk of 1024
 //     cells (kBlockVCells) that every row sees: round_p_lanes (p scaled, rounded to f16 and stored lane-major)
 //     and attend_v_lanes16_cells (lane by lane, the lane's rows in L1); GFLOP/s as attend_v's (the rounding's
