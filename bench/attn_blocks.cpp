@@ -6,13 +6,15 @@
 //     cell): the dots and the V accumulation, not the softmax.
 //   dots/<model>/<isa>, attend_v/<model>/<isa>: the two block helpers alone on one chunk of 256
 //     widened cells (kBlockCells) that every row of a block sees (m = 64 rows for qwen3, 63 for
-//     smollm2: the block sizes of ops/attention.cpp), so their inputs sit in L1/L2 as in the op.
+//     smollm2: the block sizes of ops/attention.cpp up to stop 28, whose SmolLM2 blocks are 126 rows since), so
+//     their inputs sit in L1/L2 as in the op.
 //   attend_v_lanes/<model>/<isa>: the V accumulation of ops/attention.cpp since stop 19 on one chunk of 1024
 //     cells (kBlockVCells) that every row sees: round_p_lanes (p scaled, rounded to f16 and stored lane-major)
 //     and attend_v_lanes16_cells (lane by lane, the lane's rows in L1); GFLOP/s as attend_v's (the rounding's
 //     time counted in, its FLOPs not).
-//   softmax/<model>/d<depth>/<isa>: scale_max, softmax_exp and scale_round_f16 over a block's score rows
-//     (m rows of depth + 512 cells), the op's passes between the dots and V.
+//   softmax/<model>/d<depth>/<isa>: scale_max, softmax_exp (exp_sum_block where the ISA has it, as the op) and
+//     scale_round_f16 over a block's score rows (m rows of depth + 512 cells), the op's passes between the dots
+//     and V.
 //   flash-prompt/<model>/d<depth>/<isa>: the same prompt with -fa 1 (ops/attention_flash.cpp: blocks of 64-256
 //     query rows per kv head meet the cells kFlashTile at a time, K and V widened per tile), same cache, same
 //     FLOPs (4 d per (query head, visible cell) at dk = dv = d), so it reads against prompt/ and peak/.
@@ -189,7 +191,8 @@ void run_softmax(benchmark::State& state, const Shape& sh, int64_t depth, Isa is
       const float mx = k->scale_max(row, n, 0.125f);
       const int64_t n16 = (n + 15) / 16 * 16;
       for (int64_t r = n; r < n16; ++r) row[r] = -INFINITY;
-      k->scale_round_f16(row, n, float(1.0 / k->softmax_exp(row, n16, mx)));
+      const double sum = k->exp_sum_block ? k->exp_sum_block(row, n16, mx) : k->softmax_exp(row, n16, mx);
+      k->scale_round_f16(row, n, float(1.0 / sum));
     }
     benchmark::DoNotOptimize(s.data());
   }

@@ -318,6 +318,40 @@ TEST(AttnBatched, SoftmaxExpOfLongRowsEqualsTheScalarChunkLoop) {
   }
 }
 
+// The block path's exp_sum_block (AVX2: four vectors a step, 2^n in one product where every n of a step lies in
+// [-126, 127], expf8's two products otherwise) gives softmax_exp's values and sum: rows whose steps all take the
+// one product (scores within 80 of the maximum), rows with -inf cells, scores far below the maximum (n < -126:
+// subnormal and zero results), single cells just past the range among near ones, and a lone 16-cell step at the end,
+// over lengths that end inside and at the edges of the steps and of the kept chunk sums' segments.
+TEST(AttnBatched, BlockExpSumEqualsSoftmaxExp) {
+  std::mt19937 rng(37);
+  std::uniform_real_distribution<float> near(-80.0f, 0.0f), wide(-200.0f, 0.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    if (!k->exp_sum_block) continue;
+    SCOPED_TRACE(k->name);
+    for (int64_t n : {16, 32, 48, 1024, 1040, 2064}) {
+      for (int kind = 0; kind < 4; ++kind) {
+        std::vector<float> s(static_cast<size_t>(n));
+        for (auto& x : s) x = kind == 1 ? wide(rng) : near(rng);
+        if (kind == 2) {
+          s[size_t(n / 2)] = -INFINITY;
+          s[size_t(n - 1)] = -INFINITY;
+          s[0] = -0.0f;
+        }
+        if (kind == 1) s[size_t(n / 3)] = -104.0f;  // 2^n subnormal
+        if (kind == 3)  // lone cells just past the one product's range among near ones: n = -127, -128, -137
+          for (int64_t i = 3; i < n; i += 29) s[size_t(i)] = i % 3 == 0 ? -87.9f : i % 3 == 1 ? -88.6f : -95.0f;
+        const float mx = 0.25f;
+        std::vector<float> want = s, got = s;
+        const double want_sum = k->softmax_exp(want.data(), n, mx);
+        EXPECT_EQ(k->exp_sum_block(got.data(), n, mx), want_sum) << "n " << n << " kind " << kind;
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_TRUE(same_bits(got[i], want[i])) << "n " << n << " kind " << kind << " at " << i << " s=" << s[i];
+      }
+    }
+  }
+}
+
 TEST(AttnBatched, LaneReductionAndF16StoreEqualTheScalarForms) {
   std::mt19937 rng(23);
   std::normal_distribution<float> val(0.0f, 1.0f);
@@ -637,8 +671,9 @@ TEST(AttnBatched, BlockPromptAtDepthHasTheScalarBits) {
   }
 }
 
-// dots_f32_lanes16 takes K transposed (cells in lanes) for dk up to 256 on AVX-512 (64 on AVX2) and tiles of
-// single cells beyond: both give llama_order::dot_lanes16's bits for every head size, row count and partial row.
+// dots_f32_lanes16 takes K transposed (cells in lanes) for dk up to 256 on AVX-512 (64 on AVX2: tiles of up to 6
+// queries, so 7 queries end in a tile of one) and tiles of single cells beyond: both give
+// llama_order::dot_lanes16's bits for every head size, row count and partial row.
 TEST(AttnBatched, BlockDotsOfEveryHeadSizeEqualTheScalarOrder) {
   std::mt19937 rng(29);
   std::normal_distribution<float> val(0.0f, 1.0f);
@@ -649,7 +684,7 @@ TEST(AttnBatched, BlockDotsOfEveryHeadSizeEqualTheScalarOrder) {
         const int64_t ldk = dk + 16, ldq = dk + 32, ldo = n + 3;
         std::vector<float> kr(size_t(n * ldk));
         for (auto& x : kr) x = f16_to_f32(f32_to_f16(val(rng)));
-        for (int64_t m : {2, 5, 8}) {
+        for (int64_t m : {2, 5, 7, 8}) {
           std::vector<float> q(size_t(m * ldq)), got(size_t(m * ldo), -3.0f);
           for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
           std::vector<int64_t> rows(static_cast<size_t>(m));

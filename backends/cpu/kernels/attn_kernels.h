@@ -105,6 +105,9 @@ struct AttnKernels {
   // The same for groups of four or more query heads per kv head (Llama-3.2-1B): the per-pair V reads the kv head's
   // slice set once per head, the heads form once for all four (0 on both x86 ISAs).
   int64_t heads_small4_min_cells;
+  // Optional (null: softmax_exp): softmax_exp for the block path (ops/attention.cpp's attention_blocks), the same
+  // values and the same sum; n % 16 == 0. AVX2 runs several exponentials side by side.
+  double (*exp_sum_block)(float* scores, int64_t n, float mx);
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each

@@ -101,7 +101,7 @@ AttnLayout attn_layout(const Tensor& node) {
 }
 
 // The block path (a batch with tinyBLAS dots and the block helpers of
-// kernels/attn_kernels.h): up to kBlockQueries query rows at once, the heads
+// kernels/attn_kernels.h): up to kBlockQueries query rows at once (kBlockQueriesSmall for heads of 64), the heads
 // of one kv head for consecutive tokens of one sequence, whose visible cells
 // are prefixes of one list (cells in position order, pos <= the token's). The
 // K and V rows of those cells are widened to f32 once for all of them; every
@@ -123,11 +123,19 @@ AttnLayout attn_layout(const Tensor& node) {
 // each at dv 128) stay in L1 while every query tile meets them and each tile's accumulators are loaded and stored
 // once per lane and chunk (with 256-cell chunks and tiles outside the lanes, the 128 KB of a chunk's V came from
 // L2 once per 4-query tile: 35-39 % of the FMA peak). Each lane's FMA chain is the same, in the same order.
+// Heads of up to 64 values take blocks of kBlockQueriesSmall rows (stop 28): each widened K and V row (gathered
+// from L3 or DRAM at depth) and each K strip transposed serves twice the rows (SmolLM2 in bench_attn_blocks:
+// prompt d16384 3-4 % shorter on AVX2 and AVX-512). The price is the work buffer's score rows, 128 x (cells + 32)
+// floats per thread, and 512 KiB each of lane accumulators and lane-major p; at dv 128 those would double again
+// (the rows' accumulators alone 1 MiB, the L2), so heads of 128 values keep kBlockQueries.
 constexpr int64_t kBlockQueries = 64;
+constexpr int64_t kBlockQueriesSmall = 128;
 constexpr int64_t kBlockCells = 256;    // a multiple of 16: a chunk's lanes are the cells' lanes
 constexpr int64_t kBlockVCells = 1024;  // V's chunk with attend_v_lanes16_cells (a multiple of 16)
 
-int64_t block_tokens(int64_t group) { return std::max<int64_t>(1, kBlockQueries / group); }
+int64_t block_tokens(int64_t group, int64_t dv) {
+  return std::max<int64_t>(1, (dv <= 64 ? kBlockQueriesSmall : kBlockQueries) / group);
+}
 
 struct BlockLayout {
   uint64_t per_thread = 0;
@@ -143,7 +151,7 @@ BlockLayout block_layout(const Tensor& node) {
   const int64_t group = std::max<int64_t>(1, q.ne[1] / hkv);
   auto a64 = [](uint64_t x) { return (x + 63) / 64 * 64; };
   BlockLayout l;
-  l.rows = block_tokens(group) * group;
+  l.rows = block_tokens(group, dv) * group;
   l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
   l.off_q = a64(uint64_t(l.rows * l.ld_scores) * 4);
   l.off_kv = l.off_q + a64(uint64_t(l.rows * dk) * 4);
@@ -245,7 +253,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
   const int32_t window = node.iparams[1];
   const float scale = node.fparams[0];
   const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = attention_dv(node);
-  const int64_t group = hq / hkv, bt = block_tokens(group);
+  const int64_t group = hq / hkv, bt = block_tokens(group, dv);
   const BlockLayout l = block_layout(node);
   const uint64_t per_thread = per_thread_bytes(node);
   // Blocks: up to bt consecutive tokens of one sequence.
@@ -266,6 +274,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
   const double total = per_head * double(hkv);
 
   const auto widen = simd.widen_f16_ahead ? simd.widen_f16_ahead : simd.widen_f16;
+  const auto exp_sum = simd.exp_sum_block ? simd.exp_sum_block : simd.softmax_exp;
   ctx.pool.run([&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread * uint64_t(ith);
     float* scores = reinterpret_cast<float*>(w);
@@ -347,7 +356,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
           // ggml_vec_soft_max_f32: 16-cell chunks; masked cells give exact zeros.
           const int64_t n_chunked = (n_vis + 15) / 16 * 16;
           for (int64_t r = n_vis; r < n_chunked; ++r) s[r] = -INFINITY;
-          row_inv[j] = float(1.0 / simd.softmax_exp(s, n_chunked, mx));
+          row_inv[j] = float(1.0 / exp_sum(s, n_chunked, mx));
         }
         for (int64_t j = 0; j < m; ++j)
           outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;

@@ -7,8 +7,8 @@
 // widened to f32 once for a block of query rows: dots in 4-cell x 2-query
 // tiles (the lanes 0-7 halves of the eight 16-lane accumulators first, then
 // the lanes 8-15 halves, then eight reduce_add16 trees side by side) or, for
-// dk <= 64, over K transposed per 8 cells (one register per lane of 8 dots,
-// reduce_add16's tree as adds between registers), and the
+// dk <= 64, over K transposed per 16 cells (6 queries x 16 cells lane by lane,
+// the lanes' sums through an L1 buffer into reduce_add16's tree), and the
 // V rows accumulated lane by lane (accumulate_f16: four lanes side by side,
 // 3 x 8 columns each, so four consecutive cells' rows are read together; the
 // same FMAs per lane in order) or, in the block path, with up to 3 queries x 32 elements in
@@ -527,96 +527,113 @@ void dots_f32_lanes16_one(const float* k, int64_t ldk, int64_t n, const float* q
   }
 }
 
-void transpose8x8(__m256* r);  // below, with round_p_lanes
+// r[c] = column c of the 8 x 8 block r (rows = queries, columns = cells). Inlined into its callers so that the
+// block stays in registers (a call took the 8 vectors through memory).
+[[gnu::always_inline]] inline void transpose8x8(__m256* r) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const __m256 *a = t + 4 * h, *b = t + 4 * h + 2;
+    u[4 * h] = _mm256_shuffle_ps(a[0], b[0], 0x44);
+    u[4 * h + 1] = _mm256_shuffle_ps(a[0], b[0], 0xEE);
+    u[4 * h + 2] = _mm256_shuffle_ps(a[1], b[1], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(a[1], b[1], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
 
-// Transposed K (dk <= 64): the rows of 8 cells transposed once into kt ([dk][8], zeros past the last cell),
-// then tiles of Q <= 2 queries x 8 cells in which one register holds one lane's accumulator (dims l, l + 16,
-// ...: dot_f16_lanes16's FMA chain) for the 8 cells. reduce_add16's tree is then adds between registers,
-// taken lane pair by lane pair (at most 5 Q partial sums live), and a register of 8 finished dots goes straight
-// into its query's row: no reduce16x8 per 8 dots. The 16 ymm registers allow 2 queries x 8 cells only (1.5
-// loads per FMA), so at dk 128, where the 4 x 2 tiles' reduce16x8 is spread over twice the FMAs, those won
-// (dots/qwen3/avx2 59 against 57 GFLOP/s; dk 64: 41 against 54).
-constexpr int64_t kColsMaxDk = 64;
-constexpr int64_t kColsCells = 8;
+// Transposed K in 16-cell strips (dk <= 64, dk % 16 == 0): the rows of 16 cells transposed once into ks
+// ([dk][16], zeros past the last cell), then tiles of Q <= kStripQueries queries x 16 cells taken lane by lane:
+// lane l's accumulators (dims l, l + 16, ...: dot_f16_lanes16's FMA chain from +0) for the Q queries x 2
+// registers of 8 cells are 2 Q independent chains, each K vector loaded once for Q FMAs and each q value
+// broadcast once for 2 (12 accumulators + 2 K vectors + 1 broadcast: 15 of the 16 ymm registers). The 16
+// lanes' sums go to an L1 buffer, and reduce_add16's tree then runs between registers from it (lane l + lane
+// l + 8, then + 4, then (0 + 2) + (1 + 3)), so each register of 8 finished dots goes straight into its query's
+// row. Stop 28: the former tiles of 2 queries x 8 cells (one register per lane of 8 dots, the tree's partial
+// sums held in registers lane pair by lane pair) had 4 chains per lane pair, 1.5 loads per FMA and a tree GCC
+// spilled: dots/smollm2/avx2 58 -> 85 GFLOP/s (peak/avx2 114). At dk 128 the 4 x 2 tiles below stay (the strips
+// read 91-93 against 87-88 GFLOP/s in dots/qwen3/avx2 but level in prompt/qwen3/d4096).
+constexpr int64_t kStripMaxDk = 64;
+constexpr int64_t kStripCells = 16;
 
-// The lanes l and l + 8 of Q queries' dots with the 8 cells of kt, added: reduce_add16's first step.
 template <int DK, int Q>
-[[gnu::always_inline]] inline void lane_pair(const float* kt, const float* const* qr, int l, int64_t dk_rt,
-                                             __m256 (&t)[Q]) {
+void strip_tile(const float* ks, const float* const* qr, const int64_t* n, int64_t r0, int64_t dk_rt, float* out,
+                int64_t ldo) {
   const int64_t dk = DK ? DK : dk_rt;
-  __m256 a[Q], b[Q];
-  for (int j = 0; j < Q; ++j) a[j] = b[j] = _mm256_setzero_ps();
-  for (int64_t s = 0; s < dk; s += 16) {
-    __m256 ka = _mm256_load_ps(kt + (s + l) * kColsCells), kb = _mm256_load_ps(kt + (s + l + 8) * kColsCells);
-    asm("" : "+x"(ka), "+x"(kb));  // one load per vector, not one per FMA (GCC 12)
-    for (int j = 0; j < Q; ++j) {
-      a[j] = _mm256_fmadd_ps(ka, _mm256_broadcast_ss(qr[j] + s + l), a[j]);
-      b[j] = _mm256_fmadd_ps(kb, _mm256_broadcast_ss(qr[j] + s + l + 8), b[j]);
+  alignas(32) float lanes[16][Q][2][8];
+  for (int l = 0; l < 16; ++l) {
+    __m256 a[Q][2];
+    for (int j = 0; j < Q; ++j) a[j][0] = a[j][1] = _mm256_setzero_ps();
+    for (int64_t s = l; s < dk; s += 16) {
+      __m256 k0 = _mm256_load_ps(ks + s * kStripCells), k1 = _mm256_load_ps(ks + s * kStripCells + 8);
+      asm("" : "+x"(k0), "+x"(k1));  // one load per vector, not one per FMA (GCC 12)
+      for (int j = 0; j < Q; ++j) {
+        const __m256 qv = _mm256_broadcast_ss(qr[j] + s);
+        a[j][0] = _mm256_fmadd_ps(k0, qv, a[j][0]);
+        a[j][1] = _mm256_fmadd_ps(k1, qv, a[j][1]);
+      }
     }
+    for (int j = 0; j < Q; ++j)
+      for (int h = 0; h < 2; ++h) _mm256_store_ps(lanes[l][j][h], a[j][h]);
   }
-  for (int j = 0; j < Q; ++j) t[j] = _mm256_add_ps(a[j], b[j]);
-}
-
-// u of the lanes l, l + 4 (and their + 8s): reduce_add16's second step.
-template <int DK, int Q>
-[[gnu::always_inline]] inline void lane_quad(const float* kt, const float* const* qr, int l, int64_t dk,
-                                             __m256 (&u)[Q]) {
-  __m256 t0[Q], t4[Q];
-  lane_pair<DK, Q>(kt, qr, l, dk, t0);
-  lane_pair<DK, Q>(kt, qr, l + 4, dk, t4);
-  for (int j = 0; j < Q; ++j) u[j] = _mm256_add_ps(t0[j], t4[j]);
-}
-
-// Q queries (rows qr, each seeing n[j] cells) x the 8 cells from r0 in kt: the finished dots into out's rows.
-template <int DK, int Q>
-void cols_tile(const float* kt, const float* const* qr, const int64_t* n, int64_t r0, int64_t dk, float* out,
-               int64_t ldo) {
-  __m256 u0[Q], u2[Q], e[Q];
-  lane_quad<DK, Q>(kt, qr, 0, dk, u0);
-  lane_quad<DK, Q>(kt, qr, 2, dk, u2);
-  for (int j = 0; j < Q; ++j) e[j] = _mm256_add_ps(u0[j], u2[j]);
-  __m256 u1[Q], u3[Q];
-  lane_quad<DK, Q>(kt, qr, 1, dk, u1);
-  lane_quad<DK, Q>(kt, qr, 3, dk, u3);
-  for (int j = 0; j < Q; ++j) {
-    const __m256 dot = _mm256_add_ps(e[j], _mm256_add_ps(u1[j], u3[j]));
-    const int64_t left = n[j] - r0;
-    if (left >= kColsCells) {
-      _mm256_storeu_ps(out + j * ldo + r0, dot);
-    } else if (left > 0) {
-      alignas(32) float tmp[8];
-      _mm256_store_ps(tmp, dot);
-      std::copy(tmp, tmp + left, out + j * ldo + r0);
+  for (int j = 0; j < Q; ++j)
+    for (int h = 0; h < 2; ++h) {
+      __m256 t[8];
+      for (int l = 0; l < 8; ++l)
+        t[l] = _mm256_add_ps(_mm256_load_ps(lanes[l][j][h]), _mm256_load_ps(lanes[l + 8][j][h]));
+      for (int l = 0; l < 4; ++l) t[l] = _mm256_add_ps(t[l], t[l + 4]);
+      const __m256 dot = _mm256_add_ps(_mm256_add_ps(t[0], t[2]), _mm256_add_ps(t[1], t[3]));
+      const int64_t left = n[j] - r0 - 8 * h;
+      if (left >= 8) {
+        _mm256_storeu_ps(out + j * ldo + r0 + 8 * h, dot);
+      } else if (left > 0) {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, dot);
+        std::copy(tmp, tmp + left, out + j * ldo + r0 + 8 * h);
+      }
     }
-  }
 }
 
-// kt[i * 8 + c] = k[(r0 + c) * ldk + i] for c < 8 (0 for r0 + c >= n_max), i < dk.
-void transpose_k_cols(const float* k, int64_t ldk, int64_t r0, int64_t n_max, int64_t dk, float* kt) {
-  for (int64_t i0 = 0; i0 < dk; i0 += 8) {
-    __m256 r[8];
-    for (int64_t x = 0; x < 8; ++x)
-      r[x] = r0 + x < n_max ? _mm256_loadu_ps(k + (r0 + x) * ldk + i0) : _mm256_setzero_ps();
-    transpose8x8(r);
-    for (int64_t d = 0; d < 8; ++d) _mm256_store_ps(kt + (i0 + d) * kColsCells, r[d]);
-  }
+// ks[i * 16 + c] = k[(r0 + c) * ldk + i] for c < 16 (0 for r0 + c >= n_max), i < dk.
+void transpose_k_strip(const float* k, int64_t ldk, int64_t r0, int64_t n_max, int64_t dk, float* ks) {
+  for (int64_t cb = 0; cb < kStripCells; cb += 8)
+    for (int64_t i0 = 0; i0 < dk; i0 += 8) {
+      __m256 r[8];
+      for (int64_t x = 0; x < 8; ++x)
+        r[x] = r0 + cb + x < n_max ? _mm256_loadu_ps(k + (r0 + cb + x) * ldk + i0) : _mm256_setzero_ps();
+      transpose8x8(r);
+      for (int64_t d = 0; d < 8; ++d) _mm256_store_ps(ks + (i0 + d) * kStripCells + cb, r[d]);
+    }
 }
+
+constexpr int kStripQueries = 6;
 
 template <int DK>
-void dots_f32_lanes16_cols(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m,
-                           int64_t dk, float* out, int64_t ldo, int64_t n_max) {
-  alignas(32) float kt[kColsMaxDk * kColsCells];
-  for (int64_t r0 = 0; r0 < n_max; r0 += kColsCells) {
-    transpose_k_cols(k, ldk, r0, n_max, dk, kt);
-    int64_t j0 = 0;
-    for (; j0 + 2 <= m; j0 += 2) {
-      if (n[j0] <= r0 && n[j0 + 1] <= r0) continue;
-      const float* qr[2] = {q + j0 * ldq, q + (j0 + 1) * ldq};
-      cols_tile<DK, 2>(kt, qr, n + j0, r0, dk, out + j0 * ldo, ldo);
-    }
-    if (j0 < m && n[j0] > r0) {
-      const float* qr[1] = {q + j0 * ldq};
-      cols_tile<DK, 1>(kt, qr, n + j0, r0, dk, out + j0 * ldo, ldo);
+void dots_f32_lanes16_strips(const float* k, int64_t ldk, const int64_t* n, const float* q, int64_t ldq, int64_t m,
+                             int64_t dk, float* out, int64_t ldo, int64_t n_max) {
+  alignas(32) float ks[kStripMaxDk * kStripCells];
+  for (int64_t r0 = 0; r0 < n_max; r0 += kStripCells) {
+    transpose_k_strip(k, ldk, r0, n_max, dk, ks);
+    for (int64_t j0 = 0; j0 < m; j0 += kStripQueries) {
+      const int64_t nq = m - j0 < kStripQueries ? m - j0 : kStripQueries;
+      bool any = false;
+      for (int64_t j = j0; j < j0 + nq; ++j) any = any || n[j] > r0;
+      if (!any) continue;
+      const float* qr[kStripQueries];
+      for (int64_t j = 0; j < nq; ++j) qr[j] = q + (j0 + j) * ldq;
+      float* o = out + j0 * ldo;
+      if (nq == 6) strip_tile<DK, 6>(ks, qr, n + j0, r0, dk, o, ldo);
+      else if (nq == 5) strip_tile<DK, 5>(ks, qr, n + j0, r0, dk, o, ldo);
+      else if (nq == 4) strip_tile<DK, 4>(ks, qr, n + j0, r0, dk, o, ldo);
+      else if (nq == 3) strip_tile<DK, 3>(ks, qr, n + j0, r0, dk, o, ldo);
+      else if (nq == 2) strip_tile<DK, 2>(ks, qr, n + j0, r0, dk, o, ldo);
+      else strip_tile<DK, 1>(ks, qr, n + j0, r0, dk, o, ldo);
     }
   }
 }
@@ -630,8 +647,8 @@ void dots_f32_lanes16(const float* k, int64_t ldk, const int64_t* n, const float
   if (m == 1) return dots_f32_lanes16_one(k, ldk, n[0], q, dk, out);
   int64_t n_max = 0;
   for (int64_t j = 0; j < m; ++j) n_max = n[j] > n_max ? n[j] : n_max;
-  if (dk == 64) return dots_f32_lanes16_cols<64>(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
-  if (dk < 64) return dots_f32_lanes16_cols<0>(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
+  if (dk == 64) return dots_f32_lanes16_strips<64>(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
+  if (dk < 64) return dots_f32_lanes16_strips<0>(k, ldk, n, q, ldq, m, dk, out, ldo, n_max);
   for (int64_t r0 = 0; r0 < n_max; r0 += 4)  // four K rows stay in L1 while every query pair meets them
     for (int64_t j0 = 0; j0 < m; j0 += 2) {
       const int64_t nq = m - j0 < 2 ? m - j0 : 2;
@@ -806,24 +823,69 @@ void scale_round_f16(float* s, int64_t n, float inv) {
   for (; i < n; ++i) s[i] = _cvtsh_ss(to_f16_one(s[i] * inv));
 }
 
-// r[c] = column c of the 8 x 8 block r (rows = queries, columns = cells).
-void transpose8x8(__m256* r) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+// softmax_exp's exponentials and sum for the block path (the same bits), kExpStep cells a step: expf8's
+// arithmetic for the step's vectors side by side, each 16-cell chunk's reduce_add16 kept, and the chunk sums of
+// kExpSegment cells then added to the double sum in the cells' order (GCC parked a sum carried through the
+// unrolled steps in a general register: two moves in its chain every step). expf8 forms j * 2^n as
+// (j * 2^a) * 2^(n - a), a = n / 2, for |n| up to 192; where every n of a step lies in [-126, 127], 2^n is a
+// normal float, j * 2^a is exact and the second product rounds the exact j * 2^n once, so j * 2^n in one product
+// is the same number: the step takes it (five integer operations and a product fewer per vector), and any step
+// with a larger |n| (an -inf score, a score 87 below the maximum) takes expf8's form.
+constexpr int64_t kExpStep = 32;       // cells per step of exp_sum_block: 4 vectors
+constexpr int64_t kExpSegment = 1024;  // cells whose chunk sums are kept, then added (a multiple of kExpStep)
+
+template <int V>
+[[gnu::always_inline]] inline void exp_sum_step(float* s, __m256 m, float* chunk_sums) {
+  const __m256 r = _mm256_set1_ps(0x1.8p23f), ninf = _mm256_set1_ps(-INFINITY);
+  __m256 x[V], n[V], j[V], res[V];
+  __m256 far = _mm256_setzero_ps();
+  for (int v = 0; v < V; ++v) {
+    x[v] = _mm256_loadu_ps(s + 8 * v);
+    const __m256 d = _mm256_sub_ps(x[v], m);
+    const __m256 z = _mm256_fmadd_ps(d, _mm256_set1_ps(0x1.715476p+0f), r);
+    n[v] = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n[v], _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n[v], _mm256_set1_ps(0x1.62e4p-1f), d));
+    const __m256 u = _mm256_mul_ps(b, b);
+    j[v] = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    far = _mm256_or_ps(far, _mm256_cmp_ps(abs_ps(n[v]), _mm256_set1_ps(126.0f), _CMP_GT_OQ));
   }
-  for (int h = 0; h < 2; ++h) {
-    const __m256 *a = t + 4 * h, *b = t + 4 * h + 2;
-    u[4 * h] = _mm256_shuffle_ps(a[0], b[0], 0x44);
-    u[4 * h + 1] = _mm256_shuffle_ps(a[0], b[0], 0xEE);
-    u[4 * h + 2] = _mm256_shuffle_ps(a[1], b[1], 0x44);
-    u[4 * h + 3] = _mm256_shuffle_ps(a[1], b[1], 0xEE);
+  if (_mm256_testz_ps(far, far)) {
+    for (int v = 0; v < V; ++v) res[v] = _mm256_mul_ps(j[v], pow2i(_mm256_cvttps_epi32(n[v])));
+  } else {
+    for (int v = 0; v < V; ++v) {  // expf8's tail
+      const __m256 big = _mm256_cmp_ps(abs_ps(n[v]), _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+      const __m256i ni = _mm256_cvttps_epi32(_mm256_andnot_ps(big, n[v]));
+      const __m256i a = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1);
+      res[v] = _mm256_mul_ps(_mm256_mul_ps(j[v], pow2i(a)), pow2i(_mm256_sub_epi32(ni, a)));
+      const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+                                          _mm256_cmp_ps(n[v], _mm256_setzero_ps(), _CMP_LE_OQ));
+      res[v] = _mm256_blendv_ps(res[v], alt, big);
+    }
   }
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-    r[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  __m256 e[V];
+  for (int v = 0; v < V; ++v) {
+    e[v] = _mm256_andnot_ps(_mm256_cmp_ps(x[v], ninf, _CMP_EQ_OQ), res[v]);
+    _mm256_storeu_ps(s + 8 * v, e[v]);
   }
+  for (int v = 0; v < V; v += 2) chunk_sums[v / 2] = reduce16(e[v], e[v + 1]);
+}
+
+double exp_sum_block(float* s, int64_t n, float mx) {
+  const __m256 m = _mm256_set1_ps(mx);
+  double sum = 0.0;
+  float chunk_sums[kExpSegment / 16];
+  for (int64_t c0 = 0; c0 < n; c0 += kExpSegment) {
+    const int64_t end = n - c0 < kExpSegment ? n : c0 + kExpSegment;
+    int64_t c = c0;
+    for (; c + kExpStep <= end; c += kExpStep) exp_sum_step<kExpStep / 8>(s + c, m, chunk_sums + (c - c0) / 16);
+    for (; c < end; c += 16) exp_sum_step<2>(s + c, m, chunk_sums + (c - c0) / 16);
+    for (int64_t h = 0; h < (end - c0) / 16; ++h) sum += double(chunk_sums[h]);
+  }
+  return sum;
 }
 
 // 8 queries x 8 cells at a time: each query's scores scaled and rounded as scale_round_f16, the 8 x 8 block
@@ -984,7 +1046,8 @@ const AttnKernels kAttnKernels = {"avx2",
                                   widen_f16_ahead,
                                   dots_f16_heads,
                                   0,
-                                  0};
+                                  0,
+                                  exp_sum_block};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

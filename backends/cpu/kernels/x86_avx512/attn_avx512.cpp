@@ -951,7 +951,8 @@ const AttnKernels kAttnKernels = {"avx512",
                                   widen_f16_ahead,
                                   dots_f16_heads,
                                   kHeadsSmallMinCells,
-                                  0};
+                                  0,
+                                  nullptr};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
