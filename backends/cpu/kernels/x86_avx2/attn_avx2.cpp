@@ -823,48 +823,32 @@ void scale_round_f16(float* s, int64_t n, float inv) {
   for (; i < n; ++i) s[i] = _cvtsh_ss(to_f16_one(s[i] * inv));
 }
 
-// softmax_exp's exponentials and sum for the block path (the same bits), kExpStep cells a step: expf8's
-// arithmetic for the step's vectors side by side, each 16-cell chunk's reduce_add16 kept, and the chunk sums of
+// softmax_exp's exponentials and sum for the block path (the same bits), kExpStep cells a step: expf8_poly
+// for the step's vectors side by side, each 16-cell chunk's reduce_add16 kept, and the chunk sums of
 // kExpSegment cells then added to the double sum in the cells' order (GCC parked a sum carried through the
 // unrolled steps in a general register: two moves in its chain every step). expf8 forms j * 2^n as
 // (j * 2^a) * 2^(n - a), a = n / 2, for |n| up to 192; where every n of a step lies in [-126, 127], 2^n is a
 // normal float, j * 2^a is exact and the second product rounds the exact j * 2^n once, so j * 2^n in one product
 // is the same number: the step takes it (five integer operations and a product fewer per vector), and any step
-// with a larger |n| (an -inf score, a score 87 below the maximum) takes expf8's form.
+// with a larger |n| (an -inf score, a score 87 below the maximum) takes expf8_scale.
 constexpr int64_t kExpStep = 32;       // cells per step of exp_sum_block: 4 vectors
 constexpr int64_t kExpSegment = 1024;  // cells whose chunk sums are kept, then added (a multiple of kExpStep)
 
 template <int V>
 [[gnu::always_inline]] inline void exp_sum_step(float* s, __m256 m, float* chunk_sums) {
-  const __m256 r = _mm256_set1_ps(0x1.8p23f), ninf = _mm256_set1_ps(-INFINITY);
-  __m256 x[V], n[V], j[V], res[V];
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 x[V], res[V];
+  ExpParts parts[V];
   __m256 far = _mm256_setzero_ps();
   for (int v = 0; v < V; ++v) {
     x[v] = _mm256_loadu_ps(s + 8 * v);
-    const __m256 d = _mm256_sub_ps(x[v], m);
-    const __m256 z = _mm256_fmadd_ps(d, _mm256_set1_ps(0x1.715476p+0f), r);
-    n[v] = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n[v], _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n[v], _mm256_set1_ps(0x1.62e4p-1f), d));
-    const __m256 u = _mm256_mul_ps(b, b);
-    j[v] = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-    far = _mm256_or_ps(far, _mm256_cmp_ps(abs_ps(n[v]), _mm256_set1_ps(126.0f), _CMP_GT_OQ));
+    parts[v] = expf8_poly(_mm256_sub_ps(x[v], m));
+    far = _mm256_or_ps(far, _mm256_cmp_ps(abs_ps(parts[v].n), _mm256_set1_ps(126.0f), _CMP_GT_OQ));
   }
   if (_mm256_testz_ps(far, far)) {
-    for (int v = 0; v < V; ++v) res[v] = _mm256_mul_ps(j[v], pow2i(_mm256_cvttps_epi32(n[v])));
+    for (int v = 0; v < V; ++v) res[v] = _mm256_mul_ps(parts[v].j, pow2i(_mm256_cvttps_epi32(parts[v].n)));
   } else {
-    for (int v = 0; v < V; ++v) {  // expf8's tail
-      const __m256 big = _mm256_cmp_ps(abs_ps(n[v]), _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-      const __m256i ni = _mm256_cvttps_epi32(_mm256_andnot_ps(big, n[v]));
-      const __m256i a = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1);
-      res[v] = _mm256_mul_ps(_mm256_mul_ps(j[v], pow2i(a)), pow2i(_mm256_sub_epi32(ni, a)));
-      const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
-                                          _mm256_cmp_ps(n[v], _mm256_setzero_ps(), _CMP_LE_OQ));
-      res[v] = _mm256_blendv_ps(res[v], alt, big);
-    }
+    for (int v = 0; v < V; ++v) res[v] = expf8_scale(parts[v]);
   }
   __m256 e[V];
   for (int v = 0; v < V; ++v) {

@@ -99,10 +99,13 @@ inline __m256 pow2i(__m256i e) {
 }
 
 // llama_order::expf_avx512 on 8 lanes (the attention softmax's and the RWKV
-// kernels' exp): the same FMAs, j * 2^n as scale_pow2
-// (j * 2^a exact, then one rounding by 2^(n - a), a = n / 2), and 0 / inf
-// where |n| > 192.
-inline __m256 expf8(__m256 x) {
+// kernels' exp), in two parts that the block softmax (attn_avx2.cpp's
+// exp_sum_step) also takes one by one.
+// expf8_poly: n = round(x / ln 2) and the polynomial j ~ e^(x - n ln 2).
+struct ExpParts {
+  __m256 n, j;
+};
+inline ExpParts expf8_poly(__m256 x) {
   const __m256 r = _mm256_set1_ps(0x1.8p23f);
   const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
   const __m256 n = _mm256_sub_ps(z, r);
@@ -113,14 +116,22 @@ inline __m256 expf8(__m256 x) {
       _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
                       _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
       u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-  const __m256 big = _mm256_cmp_ps(abs_ps(n), _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-  const __m256i ni = _mm256_cvttps_epi32(_mm256_andnot_ps(big, n));  // n is integral; 0 where big
+  return {n, j};
+}
+
+// expf8_scale: j * 2^n as scale_pow2 (j * 2^a exact, then one rounding by
+// 2^(n - a), a = n / 2), and 0 / inf where |n| > 192.
+inline __m256 expf8_scale(ExpParts e) {
+  const __m256 big = _mm256_cmp_ps(abs_ps(e.n), _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256i ni = _mm256_cvttps_epi32(_mm256_andnot_ps(big, e.n));  // n is integral; 0 where big
   const __m256i a = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1);  // n / 2, toward 0
-  const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, pow2i(a)), pow2i(_mm256_sub_epi32(ni, a)));
+  const __m256 res = _mm256_mul_ps(_mm256_mul_ps(e.j, pow2i(a)), pow2i(_mm256_sub_epi32(ni, a)));
   if (_mm256_testz_ps(big, big)) return res;
   const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
-                                      _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
+                                      _mm256_cmp_ps(e.n, _mm256_setzero_ps(), _CMP_LE_OQ));
   return _mm256_blendv_ps(res, alt, big);
 }
+
+inline __m256 expf8(__m256 x) { return expf8_scale(expf8_poly(x)); }
 
 }  // namespace
