@@ -18,6 +18,10 @@
 //   lanes over the depth + 1 cells from the same f16 V caches, fixed probabilities, then the lanes' reduction):
 //   pair = accumulate_f16 head after head over all the cells (the op's pair_output), heads = accumulate_f16_heads
 //   for the heads of each kv head (the staged decode's heads_output); bytes_per_second counts the V bytes only.
+//   decode-t2/<model>/d<depth>/fa0/f16-f16/<isa>/<pages>/<split|pairs>: the -fa 0 decode on a pool of two threads
+//   (wall time: the other thread's work counts), the split inside the pairs (attention_split_pairs) taken at any
+//   depth (split) or never (pairs: whole (token, head) pairs per chunk); SmolLM2's 9 heads do not divide among the
+//   pool's chunks, so its default takes the split from split_min_cells.
 //   probe/<pages>: one core's streaming read of a 256 MiB buffer (16 MiB
 //   slices, AVX2 loads), the ceiling the decode is measured against.
 // Run: build/<dir>/bench_attn_decode [--benchmark_filter=decode/qwen3/d4096]
@@ -27,6 +31,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -122,7 +127,7 @@ Caches& caches_for(const Shape& sh, int64_t cells, DType tk, DType tv, Pages pag
 }
 
 void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool flash, DType tk, DType tv, Isa isa,
-                Pages pages) {
+                Pages pages, int n_threads = 1) {
   set_isa(isa);
   const int64_t cells = depth + 1;
   Caches& c = caches_for(sh, cells, tk, tv, pages);
@@ -131,7 +136,7 @@ void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool fl
   std::vector<float> q(size_t(sh.d * sh.hq)), out(size_t(sh.d * sh.hq));
   for (auto& x : q) x = nd(rng);
   bench::AttentionCall call({sh.hq, sh.hkv, sh.d}, q.data(), out.data(), 1, depth, tk, c.k->data(), tv, c.v->data(),
-                            cells, flash);
+                            cells, flash, n_threads);
   if (const std::string why = call.unsupported(); !why.empty()) {
     state.SkipWithError(why.c_str());
     return;
@@ -248,6 +253,29 @@ const int kRegistered = [] {
               })->Unit(benchmark::kMicrosecond);
             }
           }
+  for (const char* model : {"smollm2", "qwen3"})
+    for (int64_t depth : {2048, 4096, 8192, 16384})
+      for (Isa isa : supported_isas()) {
+        if (isa != Isa::avx512 && isa != Isa::avx2) continue;
+        for (Pages pages : {Pages::k4, Pages::l3})
+          for (bool split : {true, false}) {
+            const Shape sh = std::string(model) == "qwen3" ? shapes[0] : shapes[1];
+            const std::string name = std::string("decode-t2/") + model + "/d" + std::to_string(depth) +
+                                     "/fa0/f16-f16/" + isa_name(isa) + "/" + pages_name(pages) +
+                                     (split ? "/split" : "/pairs");
+            benchmark::RegisterBenchmark(name.c_str(),
+                                         [=](benchmark::State& s) {
+                                           const char* before = std::getenv("OPAL_ATTN_SPLIT_MIN_CELLS");
+                                           const std::string saved = before ? before : "";
+                                           setenv("OPAL_ATTN_SPLIT_MIN_CELLS", split ? "0" : "1000000000", 1);
+                                           run_decode(s, sh, depth, false, DType::F16, DType::F16, isa, pages, 2);
+                                           if (before) setenv("OPAL_ATTN_SPLIT_MIN_CELLS", saved.c_str(), 1);
+                                           else unsetenv("OPAL_ATTN_SPLIT_MIN_CELLS");
+                                         })
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+          }
+      }
   return 0;
 }();
 

@@ -1,7 +1,7 @@
 // One layer's ATTENTION node (backends/cpu/ops/attention.cpp) over buffers the benchmark owns, run on one
-// thread: the setup bench_attn_blocks (prompts at depth) and bench_attn_decode (one token at depth) share.
-// Query rows are `tokens` consecutive positions from `first` in sequence 0; the cache holds `cells` cells
-// in position order, all of sequence 0 (cell c at position c).
+// thread (or on a pool of n_threads): the setup bench_attn_blocks (prompts at depth) and bench_attn_decode (one token
+// at depth) share. Query rows are `tokens` consecutive positions from `first` in sequence 0; the cache holds `cells`
+// cells in position order, all of sequence 0 (cell c at position c).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -31,8 +31,8 @@ class AttentionCall {
  public:
   // q: [d, hq, tokens] f32; out: [d * hq, tokens] f32; k, v: [hkv * d, cells] of types tk, tv.
   AttentionCall(const AttentionShape& sh, float* q, float* out, int64_t tokens, int64_t first, DType tk, void* k,
-                DType tv, void* v, int64_t cells, bool flash)
-      : tok_(size_t(2 * tokens)), info_(size_t(2 * cells)) {
+                DType tv, void* v, int64_t cells, bool flash, int n_threads = 1)
+      : tok_(size_t(2 * tokens)), info_(size_t(2 * cells)), pool_(n_threads) {
     for (int64_t t = 0; t < tokens; ++t) tok_[size_t(2 * t)] = int32_t(first + t), tok_[size_t(2 * t + 1)] = 0;
     for (int64_t c = 0; c < cells; ++c) info_[size_t(2 * c)] = int32_t(c), info_[size_t(2 * c + 1)] = 0;
     const int64_t e = sh.hkv * sh.d;
@@ -69,7 +69,7 @@ class AttentionCall {
  private:
   std::vector<int32_t> tok_, info_;
   Tensor q_, k_, v_, tokens_, cells_, node_;
-  ThreadPool pool_{1};
+  ThreadPool pool_;
   std::vector<uint8_t> work_;
   uint8_t* aligned_ = nullptr;
 };

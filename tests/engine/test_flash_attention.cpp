@@ -105,13 +105,13 @@ TEST(FlashAttention, TinyGemma3WithinBoundsOfTheGolden) {
 TEST(FlashAttention, Stories260KWithinBoundsOfTheGolden) { check_stem("stories260K", {kOff, kOn}); }
 
 // Decode deep into a cache splits its work inside the (token, head) pairs: the materialized path (-fa off) when
-// the pairs do not divide evenly among the threads and the cache is deep (8192 cells; forced here) (tiny-llama's 8
+// the pairs do not divide evenly among the threads and the cache is deep (2048 cells; forced here) (tiny-llama's 8
 // heads on 3 threads: each pair's cells in 3 ranges, its V columns in 2; on 5 threads likewise), the tiled one (-fa on)
 // into ranges of 512 cells merged after, whatever the thread count. Neither changes a bit with the thread count, for
 // f16, q8_0 and q4_0 caches; and the tiled path's logits are the materialized path's within its f16 rounding of q and
 // p.
 TEST(FlashAttention, ThreadCountNeverChangesADecodeAtDepth) {
-  // The materialized path splits from 8192 live cells by default (the pool's extra wakes cost more below): here
+  // The materialized path splits from 2048 live cells by default (the pool's extra wakes cost more below): here
   // at any depth, so that 1200 cells take it.
   const char* before = std::getenv("OPAL_ATTN_SPLIT_MIN_CELLS");
   const std::string saved = before ? before : "";

@@ -847,9 +847,9 @@ TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
 // Heads of 64 and 80 values take the unstaged GQA group path: their K dots through dots_f16_heads, their V per
 // pair or through heads_output (heads_small_min_cells: AVX2 always, AVX-512 from 8192; a group of four,
 // heads_small4_min_cells: always), also at SmolLM2's shape past 4096 and 8192 cells and at Llama-3.2-1B's (its four
-// heads of a kv head in one pass) past 8192. Past 8192 cells 9 heads on 2 threads (8 pool chunks) take the split
-// path (attention_split_pairs): its K dots by (kv head, range) through dots_f16_heads (d 64 and 128), its V by
-// (kv head, column part) through accumulate_f16_heads where those divide among the chunks (d 128).
+// heads of a kv head in one pass) past 8192. Past 2048 cells 9 heads on 2 threads (8 pool chunks) take the split
+// path (attention_split_pairs): its K dots by (kv head, range) through dots_f16_heads (d 64 and
+// 128), its V by (kv head, column part) through accumulate_f16_heads (3 x 2 parts, d 64 and 128).
 TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   struct Case {
     int64_t hq, hkv, d, n_cells;

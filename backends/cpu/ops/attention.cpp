@@ -203,11 +203,14 @@ constexpr int64_t kSplitMinCells = 256;  // fewest cells per range of a split
 
 // The fewest live cells for which a decode splits its pairs: the split wakes the pool three times instead of
 // once, which costs more than the imbalance it removes (9 pairs on 2 threads: 5 : 4, a tenth of the node) until
-// the pairs are long (at d2048 on a loaded 2-vCPU host the node's minimum went from 82 to 161-194 us).
+// the pairs are long (stop 28, at d2048 on a loaded 2-vCPU host: 82 -> 161-194 us with the K-only heads split).
+// Since its units divide among the OS threads (both passes in the heads kernels) the split is ahead at two threads
+// from 2048 cells with AVX2 (bench_attn_decode decode-t2/smollm2: 95-162 against 130-224 us at d2048, 182-319
+// against 259-450 at d4096) and level with AVX-512 (its per-pair V is as fast below 8192 cells).
 // OPAL_ATTN_SPLIT_MIN_CELLS overrides it (tests: 0 to take the split at any depth).
 int64_t split_min_cells() {
   const char* env = std::getenv("OPAL_ATTN_SPLIT_MIN_CELLS");
-  return env && *env ? std::atoll(env) : 8192;
+  return env && *env ? std::atoll(env) : 2048;
 }
 
 struct SplitLayout {
@@ -393,6 +396,23 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
   });
 }
 
+// Parts per item (a pair, or a kv head of a token) of a split pass: the most up to `cap` (>= 1) for which
+// items x parts divide evenly among the pool's OS threads (every unit is one chunk of run_chunks, claimed as the
+// threads come free), else `cap`.
+int64_t balanced_parts(int64_t items, int64_t cap, int n_threads) {
+  for (int64_t p = cap; p >= 1; --p)
+    if ((items * p) % n_threads == 0) return p;
+  return cap;
+}
+
+// The fewest parts, from 1 up to `cap`, for which items x parts divide evenly among the OS threads and give each
+// at least one unit (V's column parts: fewer parts read each V row's cache lines fewer times), else 0.
+int64_t fewest_balanced_parts(int64_t items, int64_t cap, int n_threads) {
+  for (int64_t p = 1; p <= cap; ++p)
+    if ((items * p) % n_threads == 0 && items * p >= n_threads) return p;
+  return 0;
+}
+
 // A decode's few (token, head) pairs over more threads than divide them (SmolLM2's 9 heads on 2 threads: 5 : 4)
 // split inside each pair, in three passes, with the bits of the per-pair path (each step below is that path's,
 // on a part whose arithmetic does not depend on the rest):
@@ -401,6 +421,11 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
 //   2. pairs: the softmax over the whole row (its double sum of 16-cell chunks in order) and p in the cache type;
 //   3. (pair, column range) units: V's lanes for those columns (each column's FMA chains alone) and their
 //      reduction.
+// Each pass runs its units as the chunks of one run_chunks job (scratch by the running thread's slot), so the
+// units need only divide among the OS threads, not the pool's chunks: the heads of one kv head go together
+// (dots_f16_heads, accumulate_f16_heads: each K and V row widened once for all of them, the same bits per head)
+// where (token, kv head) x parts divide among the threads (SmolLM2 at two threads: 3 kv heads x 8 cell ranges
+// for K, 3 x 2 column parts of 32 values, a cache line of each V row, for V).
 // `f16` (dots_f16) is null for a quantized K (its rows widened kQuantChunk at a time, then dots_f32_lanes16).
 void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32_t* order, int64_t n_order,
                            const AttnKernels& simd, const AttnKernels* f16, DType q_round, bool kq_lanes16,
@@ -414,8 +439,8 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
   const int32_t window = node.iparams[1];
   const float scale = node.fparams[0];
   const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = attention_dv(node), n_cells = k.ne[1];
-  const int64_t group = hq / hkv, pairs = T * hq;
-  const int nth_pool = ctx.pool.size();
+  const int64_t group = hq / hkv, pairs = T * hq, groups = T * hkv;
+  const int nth_pool = ctx.pool.size(), n_threads = ctx.pool.n_threads();
   const AttnLayout l = attn_layout(node);
   const SplitLayout sl = split_layout(node, nth_pool);
   uint8_t* sw = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(nth_pool);
@@ -432,26 +457,27 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
     }
     nvis[t] = n;
   }
-  // Pieces per pair: enough that pairs * pieces divide evenly among the threads.
-  const int64_t per = std::min<int64_t>(nth_pool / std::gcd(pairs, int64_t(nth_pool)), nth_pool);
   int64_t min_vis = n_cells;
   for (int64_t t = 0; t < T; ++t) min_vis = std::min(min_vis, nvis[t]);
-  const int64_t ranges = std::clamp<int64_t>(min_vis / kSplitMinCells, 1, per);
-  const int64_t col_parts = std::clamp<int64_t>(dv / 16, 1, per);
+  // Cell ranges per item: at most the pool's chunks (the maxima's room in SplitLayout), each of kSplitMinCells+.
+  const int64_t range_cap = std::clamp<int64_t>(min_vis / kSplitMinCells, 1, nth_pool);
+  const FlashKernels& widen_k = flash_kernels();
+  const bool quant_k = f16 == nullptr;
+  const bool heads_ok = !quant_k && f16->dots_f16_heads && group > 1 && group <= kMaxGroupStaged;
+  const int64_t ranges_heads = balanced_parts(groups, range_cap, n_threads);
+  const bool heads = heads_ok && (groups * ranges_heads) % n_threads == 0;
+  const int64_t ranges = heads ? ranges_heads : balanced_parts(pairs, range_cap, n_threads);
+  const int64_t col_cap = std::clamp<int64_t>(dv / 16, 1, nth_pool);
+  const int64_t col_parts_heads =
+      heads_ok && simd.accumulate_f16_heads ? fewest_balanced_parts(groups, col_cap, n_threads) : 0;
+  const bool heads_v = col_parts_heads > 0;
+  const int64_t col_parts = heads_v ? col_parts_heads : balanced_parts(pairs, col_cap, n_threads);
   // Range r of n cells: whole 64-cell groups (16-cell softmax chunks, kQuantChunk widenings) but the last.
   auto bound = [](int64_t n, int64_t r, int64_t parts) { return r == parts ? n : n * r / parts / 64 * 64; };
   auto col_bound = [&](int64_t r) { return r == col_parts ? dv : dv * r / col_parts / 16 * 16; };
-  const FlashKernels& widen_k = flash_kernels();
-  const bool quant_k = f16 == nullptr;
+  auto thread_work = [&](int slot) { return ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(slot); };
+  const auto reduce = simd.reduce_lanes ? simd.reduce_lanes : reduce_lanes;
 
-  // The heads of one kv head together (dots_f16_heads, accumulate_f16_heads: each K and V row widened once for all
-  // of them, the same bits per head) where (kv head, range) units, and apart from them (kv head, column part) ones,
-  // divide evenly among the pool's chunks as the pairs' do not (SmolLM2 at two threads, 8 chunks: 3 kv heads x 8
-  // ranges for K; V's 3 x 4 column parts do not, so its pairs stay one by one).
-  const int64_t groups = T * hkv;
-  const bool heads_ok = !quant_k && f16->dots_f16_heads && group > 1 && group <= kMaxGroupStaged;
-  const bool heads = heads_ok && (groups * ranges) % nth_pool == 0;
-  const bool heads_v = heads_ok && simd.accumulate_f16_heads && (groups * col_parts) % nth_pool == 0;
   // Scale, window and maximum of cells [c0, c1) of one pair's scores (unit u of the dots).
   auto range_max = [&](float* sc, int64_t t, int64_t c0, int64_t c1, const int32_t* vis) {
     float mx = -INFINITY;
@@ -466,13 +492,12 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
     }
     return mx;
   };
-  ctx.pool.run([&](int ith, int nth) {  // 1. dots
-    uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
+  const int64_t k_units = (heads ? groups : pairs) * ranges;
+  ctx.pool.run_chunks(int(k_units), [&](int u, int, int slot) {  // 1. dots
+    uint8_t* w = thread_work(slot);
     float* qv = reinterpret_cast<float*>(w + l.off_q);
     float* kchunk = reinterpret_cast<float*>(w + l.off_kchunk);
-    int64_t u0, u1, q_pair = -1;
-    split_range((heads ? groups : pairs) * ranges, ith, nth, &u0, &u1);
-    for (int64_t u = u0; u < u1 && heads; ++u) {  // (token, kv head, range) units
+    if (heads) {  // (token, kv head, range) units
       const int64_t tg = u / ranges, r = u % ranges, t = tg / hkv, g = tg % hkv, pair0 = t * hq + g * group;
       const int32_t* vis = vis_all + t * n_cells;
       const int64_t c0 = bound(nvis[t], r, ranges), c1 = bound(nvis[t], r + 1, ranges);
@@ -483,45 +508,37 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
                           scores_all + pair0 * sl.ld_scores + c0, sl.ld_scores);
       for (int64_t j = 0; j < group; ++j)
         maxes[(pair0 + j) * ranges + r] = range_max(scores_all + (pair0 + j) * sl.ld_scores, t, c0, c1, vis);
+      return;
     }
-    for (int64_t u = u0; u < u1 && !heads; ++u) {
-      const int64_t pair = u / ranges, r = u % ranges, t = pair / hq, h = pair % hq, g = h / group;
-      const int32_t* vis = vis_all + t * n_cells;
-      const int64_t c0 = bound(nvis[t], r, ranges), c1 = bound(nvis[t], r + 1, ranges);
-      float* sc = scores_all + pair * sl.ld_scores;
-      if (pair != q_pair) {
-        round_activations(q_round, reinterpret_cast<const float*>(row_ptr(q, h, t, 0)), qv, dk);
-        q_pair = pair;
-      }
-      const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
-      if (!quant_k) f16->dots_f16(kbase, k.nb[1], vis + c0, c1 - c0, qv, dk, kq_lanes16, sc + c0);
-      for (int64_t r0 = c0; r0 < c1 && quant_k; r0 += kQuantChunk) {
-        const int64_t nn = std::min(kQuantChunk, c1 - r0);
-        if (k.type == DType::Q8_0) widen_k.widen_q8_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
-        else widen_k.widen_q4_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
-        simd.dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, sc + r0, 0);
-      }
-      maxes[u] = range_max(sc, t, c0, c1, vis);
+    const int64_t pair = u / ranges, r = u % ranges, t = pair / hq, h = pair % hq, g = h / group;
+    const int32_t* vis = vis_all + t * n_cells;
+    const int64_t c0 = bound(nvis[t], r, ranges), c1 = bound(nvis[t], r + 1, ranges);
+    float* sc = scores_all + pair * sl.ld_scores;
+    round_activations(q_round, reinterpret_cast<const float*>(row_ptr(q, h, t, 0)), qv, dk);
+    const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + row_bytes(k.type, g * dk);
+    if (!quant_k) f16->dots_f16(kbase, k.nb[1], vis + c0, c1 - c0, qv, dk, kq_lanes16, sc + c0);
+    for (int64_t r0 = c0; r0 < c1 && quant_k; r0 += kQuantChunk) {
+      const int64_t nn = std::min(kQuantChunk, c1 - r0);
+      if (k.type == DType::Q8_0) widen_k.widen_q8_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
+      else widen_k.widen_q4_0(kbase, k.nb[1], vis + r0, nn, dk, kchunk, dk);
+      simd.dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, sc + r0, 0);
     }
+    maxes[u] = range_max(sc, t, c0, c1, vis);
   });
-  ctx.pool.run([&](int ith, int nth) {  // 2. softmax
-    int64_t p0, p1;
-    split_range(pairs, ith, nth, &p0, &p1);
-    for (int64_t pair = p0; pair < p1; ++pair) {
-      const int64_t n_vis = nvis[pair / hq];
-      float* sc = scores_all + pair * sl.ld_scores;
-      float mx = -INFINITY;
-      for (int64_t r = 0; r < ranges; ++r) mx = std::max(mx, maxes[pair * ranges + r]);
-      maxes[pair * ranges] = mx;  // for pass 3
-      if (mx == -INFINITY) continue;
-      const int64_t n_chunked = (n_vis + 15) / 16 * 16;
-      for (int64_t r = n_vis; r < n_chunked; ++r) sc[r] = -INFINITY;
-      simd.scale_round_f16(sc, n_vis, float(1.0 / simd.softmax_exp(sc, n_chunked, mx)));
-    }
+  ctx.pool.run_chunks(int(pairs), [&](int pair, int, int) {  // 2. softmax, pair by pair
+    const int64_t n_vis = nvis[pair / hq];
+    float* sc = scores_all + pair * sl.ld_scores;
+    float mx = -INFINITY;
+    for (int64_t r = 0; r < ranges; ++r) mx = std::max(mx, maxes[pair * ranges + r]);
+    maxes[pair * ranges] = mx;  // for pass 3
+    if (mx == -INFINITY) return;
+    const int64_t n_chunked = (n_vis + 15) / 16 * 16;
+    for (int64_t r = n_vis; r < n_chunked; ++r) sc[r] = -INFINITY;
+    simd.scale_round_f16(sc, n_vis, float(1.0 / simd.softmax_exp(sc, n_chunked, mx)));
   });
-  ctx.pool.run([&](int ith, int nth) {  // 3. V
-    uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
-    float* acc = reinterpret_cast<float*>(w + l.off_acc);
+  const int64_t v_units = (heads_v ? groups : pairs) * col_parts;
+  ctx.pool.run_chunks(int(v_units), [&](int u, int, int slot) {  // 3. V
+    float* acc = reinterpret_cast<float*>(thread_work(slot) + l.off_acc);
     // Columns [i0, i0 + cols) of one pair's output.
     auto pair_v = [&](int64_t pair, int64_t i0, int64_t cols) {
       const int64_t t = pair / hq, h = pair % hq, g = h / group;
@@ -535,33 +552,25 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
       simd.accumulate_f16(scores_all + pair * sl.ld_scores,
                           static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i0) * 2, v.nb[1],
                           vis_all + t * n_cells, n_vis, lanes, cols, acc);
-      (simd.reduce_lanes ? simd.reduce_lanes : reduce_lanes)(acc, lanes, used, cols, out);
+      reduce(acc, lanes, used, cols, out);
     };
-    int64_t u0, u1;
-    split_range((heads_v ? groups : pairs) * col_parts, ith, nth, &u0, &u1);
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t i0 = col_bound(u % col_parts), cols = col_bound(u % col_parts + 1) - i0;
-      if (!heads_v) {
-        pair_v(u / col_parts, i0, cols);
-        continue;
-      }
-      const int64_t tg = u / col_parts, t = tg / hkv, g = tg % hkv, pair0 = t * hq + g * group;
-      bool empty = false;
-      for (int64_t j = 0; j < group; ++j) empty = empty || maxes[(pair0 + j) * ranges] == -INFINITY;
-      if (empty) {  // cannot happen (a token sees itself): the pairs one by one
-        for (int64_t j = 0; j < group; ++j) pair_v(pair0 + j, i0, cols);
-        continue;
-      }
-      const int64_t n_vis = nvis[t], used = std::min(lanes, n_vis);
-      for (int64_t j = 0; j < group; ++j) std::fill(acc + j * lanes * cols, acc + j * lanes * cols + used * cols, 0.0f);
-      simd.accumulate_f16_heads(scores_all + pair0 * sl.ld_scores, sl.ld_scores, group,
-                                static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i0) * 2, v.nb[1],
-                                vis_all + t * n_cells, n_vis, lanes, cols, acc);
-      for (int64_t j = 0; j < group; ++j)
-        (simd.reduce_lanes ? simd.reduce_lanes : reduce_lanes)(
-            acc + j * lanes * cols, lanes, used, cols,
-            reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + (g * group + j) * dv + i0);
+    const int64_t i0 = col_bound(u % col_parts), cols = col_bound(u % col_parts + 1) - i0;
+    if (!heads_v) return pair_v(u / col_parts, i0, cols);
+    const int64_t tg = u / col_parts, t = tg / hkv, g = tg % hkv, pair0 = t * hq + g * group;
+    bool empty = false;
+    for (int64_t j = 0; j < group; ++j) empty = empty || maxes[(pair0 + j) * ranges] == -INFINITY;
+    if (empty) {  // cannot happen (a token sees itself): the pairs one by one
+      for (int64_t j = 0; j < group; ++j) pair_v(pair0 + j, i0, cols);
+      return;
     }
+    const int64_t n_vis = nvis[t], used = std::min(lanes, n_vis);
+    for (int64_t j = 0; j < group; ++j) std::fill(acc + j * lanes * cols, acc + j * lanes * cols + used * cols, 0.0f);
+    simd.accumulate_f16_heads(scores_all + pair0 * sl.ld_scores, sl.ld_scores, group,
+                              static_cast<const uint8_t*>(v.data) + uint64_t(g * dv + i0) * 2, v.nb[1],
+                              vis_all + t * n_cells, n_vis, lanes, cols, acc);
+    for (int64_t j = 0; j < group; ++j)
+      reduce(acc + j * lanes * cols, lanes, used, cols,
+             reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + (g * group + j) * dv + i0);
   });
 }
 
