@@ -746,7 +746,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const int64_t n_chunked = (n_vis + 15) / 16 * 16;
       for (int64_t r = n_vis; r < n_chunked; ++r) scores[r] = -INFINITY;
       double sum = 0.0;
-      if (simd_v && simd_v->softmax_exp) sum = simd_v->softmax_exp(scores, n_chunked, mx);
+      // exp_sum_block where the ISA has it (AVX2: several exponentials side by side, the same values and sum).
+      if (simd_v && simd_v->softmax_exp)
+        sum = (simd_v->exp_sum_block ? simd_v->exp_sum_block : simd_v->softmax_exp)(scores, n_chunked, mx);
       for (int64_t c0 = 0; c0 < n_chunked && !(simd_v && simd_v->softmax_exp); c0 += 16) {
         float* e = scores + c0;
         for (int j = 0; j < 16; ++j) e[j] = e[j] == -INFINITY ? 0.0f : lo::expf_avx512(e[j] - mx);
