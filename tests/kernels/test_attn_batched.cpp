@@ -1270,5 +1270,50 @@ TEST(AttnBatched, FlashQuantizedKDecodeIsTheRoundedQMath) {
   set_isa(before);
 }
 
+// dots_f16_groups (the one-thread decode's K dots for all kv heads of a token in one walk over the rows, stop 29):
+// every head's scores equal dots_f16_heads' over its own kv head's slice, bit for bit: SmolLM2's 3 kv heads x 3 heads
+// and 4 x 4 (16 heads, the most the kernel takes whole) at dk 64, the fallbacks (dk 128; 5 x 4 heads, past 16; the
+// tinyBLAS order), cell counts below, at and past the 8-cell groups and past the prefetch distance (32 rows) with a
+// partial last group, cells out of order, a row of -0 against an all-positive q; nothing past n is written.
+TEST(AttnBatched, GroupsDotsEqualHeadsDotsPerKvHead) {
+  std::mt19937 rng(53);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    if (!k->dots_f16_groups) continue;
+    SCOPED_TRACE(k->name);
+    struct Case {
+      int64_t groups, m, dk;
+    };
+    for (const Case cs : {Case{3, 3, 64}, Case{4, 4, 64}, Case{2, 3, 64}, Case{2, 2, 128}, Case{5, 4, 64}}) {
+      const int64_t groups = cs.groups, m = cs.m, dk = cs.dk, heads = groups * m;
+      const int64_t stride = (groups + 1) * dk + 8, n_cells = 700;  // the groups from kv head 1, a gap after
+      std::vector<uint16_t> cache(size_t(n_cells * stride));
+      for (auto& h : cache) h = f32_to_f16(val(rng));
+      std::fill_n(cache.begin() + 5 * stride, stride, uint16_t(0x8000));  // a row of -0
+      std::vector<int32_t> cells;
+      for (int32_t c = 0; c < n_cells; ++c) cells.push_back(c % 5 == 3 ? n_cells - 1 - c : c);
+      const auto* base = reinterpret_cast<const uint8_t*>(cache.data() + dk);
+      const int64_t ldq = dk + 8;
+      std::vector<float> q(size_t(heads * ldq));
+      for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+      for (int64_t i = 0; i < dk; ++i) q[size_t(i)] = std::fabs(q[size_t(i)]);
+      for (int64_t n : {1, 7, 8, 9, 40, 333, 700}) {
+        for (bool lanes16 : {false, true}) {
+          SCOPED_TRACE(fmt::format("groups {} m {} dk {} n {} lanes16 {}", groups, m, dk, n, lanes16));
+          const int64_t ldo = n + 3;
+          std::vector<float> got(size_t(heads * ldo), -3.0f), want(got.size(), -3.0f);
+          k->dots_f16_groups(base, uint64_t(stride) * 2, uint64_t(dk) * 2, cells.data(), n, q.data(), ldq, groups, m,
+                             dk, lanes16, got.data(), ldo);
+          for (int64_t g = 0; g < groups; ++g)
+            k->dots_f16_heads(base + g * dk * 2, uint64_t(stride) * 2, cells.data(), n, q.data() + g * m * ldq, ldq, m,
+                              dk, lanes16, want.data() + g * m * ldo, ldo);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i])) << "i " << i << ": " << got[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace opal::cpu

@@ -108,6 +108,13 @@ struct AttnKernels {
   // Optional (null: softmax_exp): softmax_exp for the block path (ops/attention.cpp's attention_blocks), the same
   // values and the same sum; n % 16 == 0. AVX2 runs several exponentials side by side.
   double (*exp_sum_block)(float* scores, int64_t n, float mx);
+  // Optional (null: dots_f16_heads kv head by kv head, the same bits): dots_f16_heads for `groups` consecutive kv
+  // heads of m query heads each, whose K slices lie group_bytes apart in a cache row: head g * m + h's q at
+  // q + (g * m + h) * ldq, its scores at out + (g * m + h) * ldo. The decode reads each K row once, whole, in address
+  // order, instead of once per kv head as slices (AVX2: dk 64 in ggml_vec_dot_f16's order, else kv head by kv head).
+  void (*dots_f16_groups)(const uint8_t* k, uint64_t k_stride, uint64_t group_bytes, const int32_t* cells, int64_t n,
+                          const float* q, int64_t ldq, int64_t groups, int64_t m, int64_t dk, bool lanes16, float* out,
+                          int64_t ldo);
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each

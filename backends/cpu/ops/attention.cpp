@@ -755,7 +755,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const int64_t n_chunked = (n_vis + 15) / 16 * 16;
       for (int64_t r = n_vis; r < n_chunked; ++r) scores[r] = -INFINITY;
       double sum = 0.0;
-      if (simd_v && simd_v->softmax_exp) sum = simd_v->softmax_exp(scores, n_chunked, mx);
+      // exp_sum_block where the ISA has it (AVX2: several exponentials side by side, the same values and sum).
+      if (simd_v && simd_v->softmax_exp)
+        sum = (simd_v->exp_sum_block ? simd_v->exp_sum_block : simd_v->softmax_exp)(scores, n_chunked, mx);
       for (int64_t c0 = 0; c0 < n_chunked && !(simd_v && simd_v->softmax_exp); c0 += 16) {
         float* e = scores + c0;
         for (int j = 0; j < 16; ++j) e[j] = e[j] == -INFINITY ? 0.0f : lo::expf_avx512(e[j] - mx);
@@ -803,21 +805,23 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // (accumulate_f16_heads: each V row widened once for all of them, the kv head's slice of the cache read once
     // instead of once per head), then each head's lanes reduced. Every (head, lane, column) FMA chain is
     // pair_output's, in the same order.
-    auto heads_output = [&](int64_t b0, int64_t b1, const float* mx, int64_t n_vis) {
+    // rows: the score rows of the pairs (score_rows, or further rows where a token's kv heads took their scores
+    // together).
+    auto heads_output = [&](int64_t b0, int64_t b1, const float* mx, int64_t n_vis, float* rows) {
       const int64_t t = b0 / hq, nh = b1 - b0, lds = l.ld_scores;
       for (int64_t j = 0; j < nh; ++j)
         if (mx[j] == -INFINITY) {  // cannot happen (a token sees itself): the per-pair path's zeros
-          for (int64_t jj = 0; jj < nh; ++jj) pair_output(b0 + jj, score_rows + jj * lds, n_vis, mx[jj]);
+          for (int64_t jj = 0; jj < nh; ++jj) pair_output(b0 + jj, rows + jj * lds, n_vis, mx[jj]);
           return;
         }
-      for (int64_t j = 0; j < nh; ++j) pair_probs(score_rows + j * lds, n_vis, mx[j]);
+      for (int64_t j = 0; j < nh; ++j) pair_probs(rows + j * lds, n_vis, mx[j]);
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t j = 0; j < nh; ++j) std::fill(acc + j * lanes * dv, acc + j * lanes * dv + used * dv, 0.0f);
       for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
         const int64_t g = (b0 + j) % hq / group;
         int64_t je = j + 1;
         while (je < nh && (b0 + je) % hq / group == g) ++je;
-        simd_v->accumulate_f16_heads(score_rows + j * lds, lds, je - j,
+        simd_v->accumulate_f16_heads(rows + j * lds, lds, je - j,
                                      static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis, n_vis,
                                      lanes, dv, acc + j * lanes * dv);
         j = je;
@@ -848,7 +852,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // second head of each kv head; SmolLM2's 64-value heads, whose 512 KiB slice set stays in L2 for the next
     // head, ran 5-25 % slower that way, docs/PERF.md "Stop 19, fa0d").
     const bool heads_v = v.type == DType::F16 && dv >= 128 && simd_v && simd_v->accumulate_f16_heads;
-    auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out, int64_t step) {
+    // groups_k: [b0, b1) are whole kv heads' runs of heads, whose K dots go through one dots_f16_groups call.
+    auto stage_scores = [&](int64_t b0, int64_t b1, float* mx_out, int64_t* nv_out, int64_t step,
+                            bool groups_k = false) {
       const int64_t t = b0 / hq;
       const int32_t pos = tok[2 * t], seq = tok[2 * t + 1];
       if (seq < 0 || seq != vis_seq || pos != vis_pos) {
@@ -871,6 +877,11 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         for (int64_t r = c0 + step; r < std::min(n_vis, c0 + 2 * step); ++r)
           for (uint64_t o = k_first; o < k_end; o += 64) __builtin_prefetch(k0 + uint64_t(vis[r]) * k.nb[1] + o);
         int64_t g_widened = -1;
+        if (groups_k) {
+          simd->dots_f16_groups(k0 + row_bytes(k.type, b0 % hq / group * dk), k.nb[1], row_bytes(k.type, dk), vis + c0,
+                                nn, qv, dk, (b1 - b0) / group, group, dk, kq_lanes16, score_rows + c0, l.ld_scores);
+          continue;
+        }
         for (int64_t j = b0; j < b1; ++j) {
           const int64_t g = j % hq / group;
           const uint8_t* kbase = k0 + row_bytes(k.type, g * dk);
@@ -915,7 +926,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
       stage_scores(pair, end, mxs, nvs, stage_quant ? kQuantChunk : kStageCells);
       const bool heads = heads_v && nvs[0] >= simd_v->heads_min_cells;
-      if (heads) heads_output(pair, end, mxs, nvs[0]);
+      if (heads) heads_output(pair, end, mxs, nvs[0], score_rows);
       for (int64_t j = pair; j < end && !heads; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
@@ -931,6 +942,24 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // a group of four or more (Llama-3.2-1B: AVX-512's four-head tiles too, at every depth).
     const bool heads_small =
         v.type == DType::F16 && dv < 128 && simd_v && simd_v->accumulate_f16_heads && simd_v->reduce_lanes;
+    // A token's kv heads whole in this thread's range (a one-thread decode): with dots_f16_groups their K dots in
+    // one walk over the rows (each K row read once, whole: SmolLM2 -fa 0 one thread, AVX2), then each kv head's
+    // outputs as below. The same dots, probabilities and V chains per pair.
+    const bool groups_ok = group_f16 && simd->dots_f16_groups && group > 1 && hq <= kMaxGroupStaged;
+    for (int64_t pair = p0; pair < p1 && groups_ok && !(stage_f16 || stage_quant);) {
+      const int64_t tok_end = std::min(p1, (pair / hq + 1) * hq);
+      if (pair % group != 0 || (tok_end - pair) % group != 0 || tok_end - pair <= group) break;
+      stage_scores(pair, tok_end, mxs, nvs, std::max<int64_t>(n_order, 1), true);
+      for (int64_t j = pair; j < tok_end; j += group) {
+        float* rows = score_rows + (j - pair) * l.ld_scores;
+        const bool heads = nvs[0] > 0 && heads_small &&
+                           nvs[0] >= (group >= 4 ? simd_v->heads_small4_min_cells : simd_v->heads_small_min_cells);
+        if (heads) heads_output(j, j + group, mxs + (j - pair), nvs[0], rows);
+        for (int64_t jj = j; jj < j + group && !heads; ++jj)
+          pair_output(jj, rows + (jj - j) * l.ld_scores, nvs[jj - pair], mxs[jj - pair]);
+      }
+      p0 = pair = tok_end;
+    }
     for (int64_t pair = p0; pair < p1 && !(stage_f16 || stage_quant);) {
       const int64_t tg = pair / hq * hkv + pair % hq / group;
       int64_t end = pair + 1;
@@ -942,7 +971,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         mxs[j - pair] = pair_scores(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair]);
       const bool heads = nvs[0] > 0 && heads_small && end - pair > 1 &&  // one token: the same cells
                          nvs[0] >= (end - pair >= 4 ? simd_v->heads_small4_min_cells : simd_v->heads_small_min_cells);
-      if (heads) heads_output(pair, end, mxs, nvs[0]);
+      if (heads) heads_output(pair, end, mxs, nvs[0], score_rows);
       for (int64_t j = pair; j < end && !heads; ++j)
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;

@@ -19,7 +19,7 @@
 // once for every head (dots_heads64: each 8-lane accumulator of ggml_vec_dot_f16's one step is
 // a single product, taken by vmulps; at dk 128, dots_heads128, the accumulators one at a time, each one's two K
 // vectors widened once for two or three heads), both reading the rows in address order with a
-// software prefetch;
+// software prefetch (dots_groups64: a one-thread decode's kv heads of a row at once, each K row read whole);
 // for long chunks (attend_v_lanes16_cells) p is first rounded into a
 // lane-major copy (round_p_lanes, 8 x 8 transposes) and each lane's rows stay in
 // L1 while 6-query x 16-column tiles pass over them (15 of the 16 ymm registers).
@@ -216,6 +216,40 @@ void dots_heads64(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int
   }
 }
 
+// dots_heads64 for the G kv heads of a row at once (SmolLM2's 3 x 3 heads): per cell, each kv head's 128-byte K
+// slice (group_bytes apart) is widened and meets its H heads' q (head g * H + h at q + (g * H + h) * ldq), so each
+// (head, cell) dot has dots_heads64's arithmetic; the rows are read once, whole and in address order (one stream of
+// G x 128 bytes a cell instead of G passes over 128-byte slices, each a third of every row's lines: from DRAM the
+// strided passes reached ~13 GB/s against a stream's ~22 GB/s, bench_attn_decode's probe/4k). kRowsAhead rows on,
+// the whole row's lines are prefetched.
+constexpr int64_t kGroupsMaxHeads = 16;  // G x H <= this (t: 4 KiB)
+template <int H>
+void dots_groups64(const uint8_t* k, uint64_t k_stride, uint64_t group_bytes, const int32_t* cells, int64_t n,
+                   const float* q, int64_t ldq, int64_t groups, float* out, int64_t ldo) {
+  alignas(32) float t[kGroupsMaxHeads][8][8] = {};
+  const int64_t heads = groups * H, row_bytes = int64_t(group_bytes) * (groups - 1) + 128;
+  for (int64_t r0 = 0; r0 < n; r0 += 8) {
+    const int64_t nc = n - r0 < 8 ? n - r0 : 8;
+    for (int64_t c = 0; c < nc; ++c) {
+      if (r0 + c + kRowsAhead < n) prefetch_row(k, k_stride, cells, r0 + c + kRowsAhead, 0, row_bytes);
+      const uint8_t* row = k + uint64_t(cells[r0 + c]) * k_stride;
+      for (int64_t g = 0; g < groups; ++g) {
+        const uint16_t* kr = reinterpret_cast<const uint16_t*>(row + g * group_bytes);
+        __m256 x[8];
+        for (int j = 0; j < 8; ++j) x[j] = load8(kr + 8 * j);
+        for (int h = 0; h < H; ++h) {
+          const float* qh = q + (g * H + h) * ldq;
+          auto prod = [&](int j) { return _mm256_mul_ps(x[j], _mm256_loadu_ps(qh + 8 * j)); };
+          const __m256 lo = _mm256_add_ps(_mm256_add_ps(prod(0), prod(4)), _mm256_add_ps(prod(2), prod(6)));
+          const __m256 hi = _mm256_add_ps(_mm256_add_ps(prod(1), prod(5)), _mm256_add_ps(prod(3), prod(7)));
+          _mm256_store_ps(t[g * H + h][c], _mm256_add_ps(lo, hi));
+        }
+      }
+    }
+    finish_heads_cells<true>(&t[0][0][0], heads, nc, out + r0, ldo);
+  }
+}
+
 // The same at dk 128 (Qwen3) for H heads: two steps of 64, so each 8-lane accumulator a_j is
 // fma(k[64 + 8j], q[64 + 8j], fma(k[8j], q[8j], +0)). The accumulators are taken one at a time in the order the
 // combination ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) consumes them, each one's two K vectors (the row's
@@ -279,6 +313,20 @@ void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, i
     else dots_f16(k, k_stride, cells, n, qh, dk, lanes16, oh);
     h += take;
   }
+}
+
+// dots_f16_heads for `groups` kv heads of m heads each, their K slices group_bytes apart in a row: dots_groups64 at
+// dk 64 in ggml_vec_dot_f16's order with 3 or 4 heads a kv head (up to kGroupsMaxHeads in all), else kv head by kv
+// head (the same bits either way).
+void dots_f16_groups(const uint8_t* k, uint64_t k_stride, uint64_t group_bytes, const int32_t* cells, int64_t n,
+                     const float* q, int64_t ldq, int64_t groups, int64_t m, int64_t dk, bool lanes16, float* out,
+                     int64_t ldo) {
+  const bool whole = !lanes16 && dk == 64 && groups * m <= kGroupsMaxHeads;
+  if (whole && m == 3) return dots_groups64<3>(k, k_stride, group_bytes, cells, n, q, ldq, groups, out, ldo);
+  if (whole && m == 4) return dots_groups64<4>(k, k_stride, group_bytes, cells, n, q, ldq, groups, out, ldo);
+  for (int64_t g = 0; g < groups; ++g)
+    dots_f16_heads(k + g * group_bytes, k_stride, cells, n, q + g * m * ldq, ldq, m, dk, lanes16, out + g * m * ldo,
+                   ldo);
 }
 
 // Lane by lane: lane l's accumulator row stays in registers (64 elements)
@@ -1031,7 +1079,8 @@ const AttnKernels kAttnKernels = {"avx2",
                                   dots_f16_heads,
                                   0,
                                   0,
-                                  exp_sum_block};
+                                  exp_sum_block,
+                                  dots_f16_groups};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -952,6 +952,7 @@ const AttnKernels kAttnKernels = {"avx512",
                                   dots_f16_heads,
                                   kHeadsSmallMinCells,
                                   0,
+                                  nullptr,
                                   nullptr};
 
 }  // namespace opal::cpu::avx512
