@@ -18,6 +18,7 @@
 #include "core/quant.h"
 #include "graph/graph.h"
 #include "graph/thread_pool.h"
+#include "support/attention_node.h"
 #include "support/isa_coverage.h"
 
 namespace opal {
@@ -42,15 +43,6 @@ uint32_t f32_bits(float x) {
   return u;
 }
 
-Tensor host(DType t, void* data, int64_t ne0, int64_t ne1) {
-  Tensor x;
-  x.type = t;
-  x.ne = {ne0, ne1, 1, 1};
-  x.nb = contiguous_strides(t, x.ne);
-  x.data = data;
-  return x;
-}
-
 struct SplitCase {
   int64_t hq, hkv, d, cells;
   int threads;  // the pool's OS threads (4 chunks each)
@@ -62,29 +54,9 @@ struct SplitCase {
 // One decode token at position cells - 1 over a cache of `cells` cells of sequence 0, on `threads` threads.
 std::vector<float> decode(const SplitCase& cs, int threads, const std::vector<float>& q, const std::vector<uint8_t>& kc,
                           const std::vector<uint16_t>& vc) {
-  std::vector<int32_t> info(size_t(2 * cs.cells));
-  for (int64_t c = 0; c < cs.cells; ++c) info[size_t(2 * c)] = int32_t(c), info[size_t(2 * c + 1)] = 0;
-  std::vector<int32_t> tok = {int32_t(cs.cells - 1), 0};
-  Tensor tq = host(DType::F32, const_cast<float*>(q.data()), cs.d, cs.hq);
-  Tensor tk = host(cs.k, const_cast<uint8_t*>(kc.data()), cs.hkv * cs.d, cs.cells);
-  Tensor tv = host(DType::F16, const_cast<uint16_t*>(vc.data()), cs.hkv * cs.d, cs.cells);
-  Tensor tt = host(DType::I32, tok.data(), 2, 1), tc = host(DType::I32, info.data(), 2, cs.cells);
-  std::vector<float> out(size_t(cs.d * cs.hq), -7.0f);
-  Tensor node = host(DType::F32, out.data(), cs.d * cs.hq, 1);
-  node.op = Op::Attention;
-  node.src[kAttnQ] = &tq;
-  node.src[kAttnK] = &tk;
-  node.src[kAttnV] = &tv;
-  node.src[kAttnTokens] = &tt;
-  node.src[kAttnCells] = &tc;
-  node.iparams[0] = int32_t(cs.hkv);
-  node.iparams[1] = cs.window;
-  node.fparams[0] = 1.0f / 8.0f;
-  ThreadPool pool(threads);
-  std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
-  uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
-  compute(node, OpContext{pool, aligned});
-  return out;
+  const test::AttentionArgs args{cs.hq, cs.hkv, cs.d, 1.0f / 8.0f, cs.window};
+  return test::attention_output(args, q.data(), cs.k, kc.data(), DType::F16, vc.data(),
+                                test::seq0_positions(1, cs.cells - 1), test::seq0_positions(cs.cells), threads);
 }
 
 TEST(AttentionSplit, EveryUnitShapeHasTheOneThreadBits) {

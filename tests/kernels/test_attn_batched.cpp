@@ -25,6 +25,7 @@
 #include "core/quant/blocks.h"
 #include "graph/graph.h"
 #include "graph/thread_pool.h"
+#include "support/attention_node.h"
 #include "support/isa_coverage.h"
 
 namespace opal::cpu {
@@ -218,36 +219,11 @@ TEST(AttnBatched, StagedDecodeHasTheScalarBits) {
     info[size_t(2 * c)] = empty ? -1 : other ? pos1++ : pos0++;
     info[size_t(2 * c + 1)] = empty ? -1 : other ? 1 : 0;
   }
-  std::vector<int32_t> tok = {pos0 - 1, 0};
-  auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1, int64_t ne2) {
-    Tensor x;
-    x.type = t;
-    x.ne = {ne0, ne1, ne2, 1};
-    x.nb = contiguous_strides(t, x.ne);
-    x.data = data;
-    return x;
-  };
-  Tensor tq = tensor(DType::F32, q.data(), d, hq, 1), tk = tensor(DType::F16, kc.data(), hkv * d, n_cells, 1);
-  Tensor tv = tensor(DType::F16, vc.data(), hkv * d, n_cells, 1), tt = tensor(DType::I32, tok.data(), 2, 1, 1);
-  Tensor tc = tensor(DType::I32, info.data(), 2, n_cells, 1);
+  const std::vector<int32_t> tok = {pos0 - 1, 0};
   auto run = [&](Isa isa, int threads, int32_t window) {
     set_isa(isa);
-    std::vector<float> out(size_t(d * hq), -7.0f);
-    Tensor node = tensor(DType::F32, out.data(), d * hq, 1, 1);
-    node.op = Op::Attention;
-    node.src[kAttnQ] = &tq;
-    node.src[kAttnK] = &tk;
-    node.src[kAttnV] = &tv;
-    node.src[kAttnTokens] = &tt;
-    node.src[kAttnCells] = &tc;
-    node.iparams[0] = int32_t(hkv);
-    node.iparams[1] = window;
-    node.fparams[0] = 0.088f;
-    ThreadPool pool(threads);
-    std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
-    uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
-    compute(node, OpContext{pool, aligned});
-    return out;
+    return test::attention_output({hq, hkv, d, 0.088f, window}, q.data(), DType::F16, kc.data(), DType::F16, vc.data(),
+                                  tok, info, threads);
   };
   const Isa before = selected_isa();
   for (int32_t window : {0, 300}) {
@@ -625,35 +601,10 @@ TEST(AttnBatched, BlockPromptAtDepthHasTheScalarBits) {
     ASSERT_EQ(pos0, depth + T);
     std::vector<int32_t> tok(size_t(2 * T));
     for (int64_t t = 0; t < T; ++t) tok[size_t(2 * t)] = int32_t(depth + t), tok[size_t(2 * t + 1)] = 0;
-    auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1, int64_t ne2) {
-      Tensor x;
-      x.type = t;
-      x.ne = {ne0, ne1, ne2, 1};
-      x.nb = contiguous_strides(t, x.ne);
-      x.data = data;
-      return x;
-    };
-    Tensor tq = tensor(DType::F32, q.data(), cs.d, cs.hq, T), tk = tensor(cs.k_type, kc.data(), e, n_cells, 1);
-    Tensor tv = tensor(DType::F16, vc.data(), e, n_cells, 1), tt = tensor(DType::I32, tok.data(), 2, T, 1);
-    Tensor tc = tensor(DType::I32, info.data(), 2, n_cells, 1);
     auto run = [&](Isa isa, int threads, int32_t window) {
       set_isa(isa);
-      std::vector<float> out(size_t(cs.d * cs.hq * T), -7.0f);
-      Tensor node = tensor(DType::F32, out.data(), cs.d * cs.hq, T, 1);
-      node.op = Op::Attention;
-      node.src[kAttnQ] = &tq;
-      node.src[kAttnK] = &tk;
-      node.src[kAttnV] = &tv;
-      node.src[kAttnTokens] = &tt;
-      node.src[kAttnCells] = &tc;
-      node.iparams[0] = int32_t(cs.hkv);
-      node.iparams[1] = window;
-      node.fparams[0] = 1.0f / std::sqrt(float(cs.d));
-      ThreadPool pool(threads);
-      std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
-      uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
-      compute(node, OpContext{pool, aligned});
-      return out;
+      return test::attention_output({cs.hq, cs.hkv, cs.d, 0.0f, window}, q.data(), cs.k_type, kc.data(), DType::F16,
+                                    vc.data(), tok, info, threads);
     };
     const Isa before = selected_isa();
     for (int32_t window : {0, 300}) {
@@ -869,35 +820,10 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
     std::vector<int32_t> info(size_t(2 * n_cells));
     for (int64_t c = 0; c < n_cells; ++c) info[size_t(2 * c)] = int32_t(c), info[size_t(2 * c + 1)] = 0;
     std::vector<int32_t> tok = {int32_t(n_cells - 1), 0};
-    auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1) {
-      Tensor x;
-      x.type = t;
-      x.ne = {ne0, ne1, 1, 1};
-      x.nb = contiguous_strides(t, x.ne);
-      x.data = data;
-      return x;
-    };
-    Tensor tq = tensor(DType::F32, q.data(), d, hq), tk = tensor(DType::F16, kc.data(), hkv * d, n_cells);
-    Tensor tv = tensor(DType::F16, vc.data(), hkv * d, n_cells), tt = tensor(DType::I32, tok.data(), 2, 1);
-    Tensor tc = tensor(DType::I32, info.data(), 2, n_cells);
     auto run = [&](Isa isa, int threads, int32_t window) {
       set_isa(isa);
-      std::vector<float> out(size_t(d * hq), -7.0f);
-      Tensor node = tensor(DType::F32, out.data(), d * hq, 1);
-      node.op = Op::Attention;
-      node.src[kAttnQ] = &tq;
-      node.src[kAttnK] = &tk;
-      node.src[kAttnV] = &tv;
-      node.src[kAttnTokens] = &tt;
-      node.src[kAttnCells] = &tc;
-      node.iparams[0] = int32_t(hkv);
-      node.iparams[1] = window;
-      node.fparams[0] = 0.088f;
-      ThreadPool pool(threads);
-      std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
-      uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
-      compute(node, OpContext{pool, aligned});
-      return out;
+      return test::attention_output({hq, hkv, d, 0.088f, window}, q.data(), DType::F16, kc.data(), DType::F16,
+                                    vc.data(), tok, info, threads);
     };
     for (int32_t window : {0, 200}) {
       if (n_cells > 1000 && window > 0) continue;  // the deep case once
@@ -997,35 +923,10 @@ TEST(AttnBatched, BlockPromptPastOneValueChunkHasTheScalarBits) {
     for (int64_t c = 0; c < depth + T; ++c) info[size_t(2 * c)] = int32_t(c), info[size_t(2 * c + 1)] = 0;
     std::vector<int32_t> tok(size_t(2 * T));
     for (int64_t t = 0; t < T; ++t) tok[size_t(2 * t)] = int32_t(depth + t), tok[size_t(2 * t + 1)] = 0;
-    auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1, int64_t ne2) {
-      Tensor x;
-      x.type = t;
-      x.ne = {ne0, ne1, ne2, 1};
-      x.nb = contiguous_strides(t, x.ne);
-      x.data = data;
-      return x;
-    };
-    Tensor tq = tensor(DType::F32, q.data(), cs.d, cs.hq, T), tk = tensor(DType::F16, kc.data(), e, n_cells, 1);
-    Tensor tv = tensor(DType::F16, vc.data(), e, n_cells, 1), tt = tensor(DType::I32, tok.data(), 2, T, 1);
-    Tensor tc = tensor(DType::I32, info.data(), 2, n_cells, 1);
     auto run = [&](Isa isa, int threads, int32_t window) {
       set_isa(isa);
-      std::vector<float> out(size_t(cs.d * cs.hq * T), -7.0f);
-      Tensor node = tensor(DType::F32, out.data(), cs.d * cs.hq, T, 1);
-      node.op = Op::Attention;
-      node.src[kAttnQ] = &tq;
-      node.src[kAttnK] = &tk;
-      node.src[kAttnV] = &tv;
-      node.src[kAttnTokens] = &tt;
-      node.src[kAttnCells] = &tc;
-      node.iparams[0] = int32_t(cs.hkv);
-      node.iparams[1] = window;
-      node.fparams[0] = 1.0f / std::sqrt(float(cs.d));
-      ThreadPool pool(threads);
-      std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
-      uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
-      compute(node, OpContext{pool, aligned});
-      return out;
+      return test::attention_output({cs.hq, cs.hkv, cs.d, 0.0f, window}, q.data(), DType::F16, kc.data(), DType::F16,
+                                    vc.data(), tok, info, threads);
     };
     const Isa before = selected_isa();
     for (int32_t window : {0, 1500}) {
@@ -1168,14 +1069,6 @@ TEST(AttnBatched, FlashQuantizedKDecodeIsTheRoundedQMath) {
   const int64_t n_cells = 1100;
   std::mt19937 rng(43);
   std::normal_distribution<float> val(0.0f, 1.0f);
-  auto tensor = [](DType t, void* data, int64_t ne0, int64_t ne1, int64_t ne2) {
-    Tensor x;
-    x.type = t;
-    x.ne = {ne0, ne1, ne2, 1};
-    x.nb = contiguous_strides(t, x.ne);
-    x.data = data;
-    return x;
-  };
   const Isa before = selected_isa();
   for (const Case& cs : cases) {
     const int64_t e = cs.hkv * cs.d, group = cs.hq / cs.hkv;
@@ -1229,30 +1122,15 @@ TEST(AttnBatched, FlashQuantizedKDecodeIsTheRoundedQMath) {
         for (int64_t i = 0; i < cs.d; ++i) (rounded ? want : want_f32)[size_t(h * cs.d + i)] = o[size_t(i)] / sum;
       }
     }
-    Tensor tq = tensor(DType::F32, q.data(), cs.d, cs.hq, 1), tk = tensor(cs.k, kc.data(), e, n_cells, 1);
-    Tensor tv = tensor(cs.v, vc.data(), e, n_cells, 1), tt = tensor(DType::I32, tok.data(), 2, 1, 1);
-    Tensor tc = tensor(DType::I32, info.data(), 2, n_cells, 1);
     for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
       set_isa(isa);
       std::vector<float> first;
       for (int threads : {1, 3}) {
         const std::string what = fmt::format("{} {}/{} hq {} d {} threads {}", isa_name(isa), dtype_name(cs.k),
                                              dtype_name(cs.v), cs.hq, cs.d, threads);
-        std::vector<float> out(size_t(cs.d * cs.hq), -7.0f);
-        Tensor node = tensor(DType::F32, out.data(), cs.d * cs.hq, 1, 1);
-        node.op = Op::Attention;
-        node.src[kAttnQ] = &tq;
-        node.src[kAttnK] = &tk;
-        node.src[kAttnV] = &tv;
-        node.src[kAttnTokens] = &tt;
-        node.src[kAttnCells] = &tc;
-        node.iparams[0] = int32_t(cs.hkv);
-        node.iparams[2] = 1;
-        node.fparams[0] = scale;
-        ThreadPool pool(threads);
-        std::vector<uint8_t> work(work_size(node, pool.size()) + 64);
-        uint8_t* aligned = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
-        compute(node, OpContext{pool, aligned});
+        const test::AttentionArgs args{cs.hq, cs.hkv, cs.d, scale, 0, true};
+        const std::vector<float> out =
+            test::attention_output(args, q.data(), cs.k, kc.data(), cs.v, vc.data(), tok, info, threads);
         double worst = 0.0, worst_f32 = 0.0;
         for (size_t i = 0; i < out.size(); ++i) {
           worst = std::max(worst, std::fabs(double(out[i]) - want[i]));
