@@ -346,6 +346,10 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("packed-decode-8192/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 2048, 1, 0, 8192, false, true);
         })->Unit(benchmark::kMicrosecond);
+        // The same rows, 48 of them (one copy, in L2): the k-split's cost without DRAM.
+        benchmark::RegisterBenchmark(("packed-decode-8192-l2/" + suffix).c_str(), [=](benchmark::State& s) {
+          run(s, isa, t, 48, 1, 1, 8192, false, true);
+        })->Unit(benchmark::kMicrosecond);
         if (t == DType::Q8_0)
           benchmark::RegisterBenchmark(("packed-decode-out2048/" + suffix).c_str(), [=](benchmark::State& s) {
             run(s, isa, t, 128256, 1, 1, 2048, false, true);

@@ -25,6 +25,7 @@
 // split once). Rows past the last whole group are plain: the plain gemm takes them.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -59,25 +60,37 @@ constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 // "Stop 27, dq2"). The hardware prefetchers follow the one stream; the head
 // request stays.
 // Batches (2-16 activation rows) keep the prefetch: not measured.
-bool q8_0_stream_prefetch(const GemmArgs& g) { return g.n_act > 1; }
+bool q8_0_stream_prefetch(const GemmArgs& g) { return g.n_act > 1 || std::getenv("OPAL_Q8PF"); }
 
 // Whether a split decode keeps the stream prefetch of its kernel (Q4_0's), kGroupPrefetch on within a part.
 bool kSplitPrefetch = std::getenv("OPAL_KSPLIT_PF") == nullptr || std::getenv("OPAL_KSPLIT_PF")[0] != '0';
+bool kSplitAlternate = std::getenv("OPAL_KSPLIT_ALT") != nullptr;
+std::atomic<int64_t> kSplitCalls{0};
+int64_t kSplitPrefetchBytes = std::getenv("OPAL_KSPLIT_PFD") ? std::atoll(std::getenv("OPAL_KSPLIT_PFD")) : kGroupPrefetch;
+
+// The software prefetch of a block at offset off of a span of len bytes at
+// base, kGroupPrefetch on along the order the bytes are read: past the span's
+// end, into the span read next (next: its first byte). Unsplit, the next span
+// is the next group, contiguous: base + off + kGroupPrefetch, as before.
+[[gnu::always_inline]] inline void prefetch_along(const uint8_t* base, int64_t len, const uint8_t* next, int64_t off,
+                                                  int64_t block) {
+  const int64_t t = off + kSplitPrefetchBytes;
+  const uint8_t* p = t < len ? base + t : next + (t - len);
+  for (int o = 0; o < block; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
 
 // Blocks [b0, b1) of one group of 8 Q8_0 rows against one activation row
 // (Q8_0 blocks), continuing the 8 rows' accumulators acc (kept in registers
 // over the span; the k-split below continues them from one part to the next).
 [[gnu::always_inline]] inline void q8_0_span(const uint8_t* grp, int64_t b0, int64_t b1, const uint8_t* x,
-                                             __m256* acc_io, bool prefetch) {
+                                             __m256* acc_io, bool prefetch, const uint8_t* next) {
   constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
   __m256 acc[kGroup];
   for (int i = 0; i < kGroup; ++i) acc[i] = acc_io[i];
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* gb = grp + b * kBlock;
     const uint8_t* xb = x + b * kQ8_0Bytes;
-    if (prefetch)
-      for (int o = 0; o < kBlock; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
+    if (prefetch) prefetch_along(grp + b0 * kBlock, (b1 - b0) * kBlock, next, (b - b0) * kBlock, kBlock);
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
                                    _mm256_set1_ps(load_f16(xb)));
@@ -94,8 +107,10 @@ bool kSplitPrefetch = std::getenv("OPAL_KSPLIT_PF") == nullptr || std::getenv("O
 // Q8_0's k-split kernel: 8 accumulators a group, each row's the horizontal sum of its own.
 struct Q8_0Split {
   static constexpr int kAccs = kGroup;
-  static void span(const uint8_t* grp, int64_t, int64_t b0, int64_t b1, const uint8_t* x, __m256* acc, bool prefetch) {
-    q8_0_span(grp, b0, b1, x, acc, prefetch);
+  static constexpr int64_t kBlockBytes = kGroup * kQ8_0Bytes;
+  static void span(const uint8_t* grp, int64_t, int64_t b0, int64_t b1, const uint8_t* x, __m256* acc, bool prefetch,
+                   const uint8_t* next) {
+    q8_0_span(grp, b0, b1, x, acc, prefetch, next);
   }
   static void finish(const __m256* acc, float* out) {
     for (int i = 0; i < kGroup; ++i) out[i] = hsum8(acc[i]);
@@ -106,7 +121,7 @@ struct Q8_0Split {
 void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
   __m256 acc[kGroup];
   for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_setzero_ps();
-  q8_0_span(grp, 0, nb, x, acc, prefetch);
+  q8_0_span(grp, 0, nb, x, acc, prefetch, grp + nb * kGroup * kQ8_0Bytes);
   Q8_0Split::finish(acc, out);
 }
 
@@ -134,15 +149,13 @@ struct SumsTail {
 // convert_q8_0_sums activation row, continuing the rows' accumulator (one
 // lane a row).
 [[gnu::always_inline]] inline void q4_0_span(const uint8_t* grp, int64_t nb, int64_t b0, int64_t b1, const uint8_t* x,
-                                             __m256* acc_io, bool prefetch) {
+                                             __m256* acc_io, bool prefetch, const uint8_t* next) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
   const SumsTail tail(x, nb);
   __m256 acc = *acc_io;
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* gb = grp + b * kBlock;
-    if (prefetch)
-      for (int o = 0; o < kBlock; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
+    if (prefetch) prefetch_along(grp + b0 * kBlock, (b1 - b0) * kBlock, next, (b - b0) * kBlock, kBlock);
     const uint8_t* xb = x + b * kQ8_0Bytes;
     const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
     const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
@@ -159,9 +172,10 @@ struct SumsTail {
 // Q4_0's k-split kernel: one accumulator a group, row i in lane i.
 struct Q4_0Split {
   static constexpr int kAccs = 1;
+  static constexpr int64_t kBlockBytes = kGroup * kQ4_0Bytes;
   static void span(const uint8_t* grp, int64_t nb, int64_t b0, int64_t b1, const uint8_t* x, __m256* acc,
-                   bool prefetch) {
-    q4_0_span(grp, nb, b0, b1, x, acc, prefetch);
+                   bool prefetch, const uint8_t* next) {
+    q4_0_span(grp, nb, b0, b1, x, acc, prefetch, next);
   }
   static void finish(const __m256* acc, float* out) { _mm256_storeu_ps(out, *acc); }
 };
@@ -169,7 +183,7 @@ struct Q4_0Split {
 // One group of 8 Q4_0 rows against one convert_q8_0_sums activation row.
 void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
   __m256 acc = _mm256_setzero_ps();
-  q4_0_span(grp, nb, 0, nb, x, &acc, prefetch);
+  q4_0_span(grp, nb, 0, nb, x, &acc, prefetch, grp + nb * kGroup * kQ4_0Bytes);
   Q4_0Split::finish(&acc, out);
 }
 
@@ -268,9 +282,13 @@ void run_split(const GemmArgs& g, int64_t end, int64_t nb, int64_t parts, bool p
       const int64_t b0 = nb * p / parts, b1 = nb * (p + 1) / parts;
       for (int64_t i = 0; i < n; ++i) {
         const uint8_t* grp = g.w + uint64_t(r0 + i * kGroup) * g.w_row_bytes;
+        // The span read next: the next group's part p, else the run's first group's part p + 1, else the next run.
+        const uint8_t* next = i + 1 < n       ? grp + kGroup * g.w_row_bytes + b0 * Kernel::kBlockBytes
+                              : p + 1 < parts ? g.w + uint64_t(r0) * g.w_row_bytes + b1 * Kernel::kBlockBytes
+                                              : grp + kGroup * g.w_row_bytes;
         if (p == 0)
           for (int j = 0; j < Kernel::kAccs; ++j) acc[i][j] = _mm256_setzero_ps();
-        Kernel::span(grp, nb, b0, b1, g.act, acc[i], prefetch);
+        Kernel::span(grp, nb, b0, b1, g.act, acc[i], prefetch, next);
         if (p == parts - 1) Kernel::finish(acc[i], g.out + r0 + i * kGroup);
       }
     }
@@ -301,9 +319,10 @@ void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
   }
-  const int64_t parts = split_fn && end > g.row_begin ? decode_parts(g, nb) : 1;
+  int64_t parts = split_fn && end > g.row_begin ? decode_parts(g, nb) : 1;
+  if (parts > 1 && kSplitAlternate && kSplitCalls.fetch_add(1, std::memory_order_relaxed) % 2 == 1) parts = 1;
   if (parts > 1) {
-    split_fn(g, end, nb, parts, stream_prefetch && kSplitPrefetch);
+    split_fn(g, end, nb, parts, kSplitPrefetch);
   } else {
     for (int64_t r = g.row_begin; r < end; r += kGroup) {
       const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
