@@ -2,18 +2,11 @@
 // per type to the next lower ISA (avx512 -> avx2 -> scalar, avx2-vnni -> avx2,
 // neon -> scalar);
 // round_activations(): the selected ISA's f16 rounding, else the reference's;
-// the process-wide batch order of Q8_0 / Q5_0 prompts; packed_reads(); the
-// k-split budget of the row-group decode kernels (ksplit.h).
-#include <unistd.h>
-
-#include <algorithm>
+// the process-wide batch order of Q8_0 / Q5_0 prompts; packed_reads().
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
-#include <limits>
 
 #include "backends/cpu/kernels/kernel_tables.h"
-#include "backends/cpu/kernels/ksplit.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 #include "core/error.h"
@@ -66,39 +59,6 @@ bool lanes_order(DType weight_type) {
   const BatchOrder order = batch_order();
   return order == BatchOrder::lanes ||
          (order == BatchOrder::by_type && (weight_type == DType::Q5_0 || weight_type == DType::Q4_K));
-}
-
-namespace {
-int64_t default_ksplit_budget() {
-  if (const char* env = std::getenv("OPAL_KSPLIT_BUDGET"); env && *env) {
-    if (std::strcmp(env, "off") == 0) return std::numeric_limits<int64_t>::max();
-    const long long v = std::atoll(env);
-    if (v > 0) return int64_t(v);
-  }
-  long l1d = -1;
-#ifdef _SC_LEVEL1_DCACHE_SIZE
-  l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-#endif
-  if (l1d <= 0) l1d = 32 * 1024;
-  return int64_t(l1d) / 6 * 5;
-}
-std::atomic<int64_t>& ksplit_selection() {
-  static std::atomic<int64_t> s{0};
-  return s;
-}
-}  // namespace
-
-int64_t ksplit_budget() {
-  static const int64_t by_default = default_ksplit_budget();
-  const int64_t set = ksplit_selection().load(std::memory_order_relaxed);
-  return set > 0 ? set : by_default;
-}
-void set_ksplit_budget(int64_t bytes) { ksplit_selection().store(bytes, std::memory_order_relaxed); }
-int64_t ksplit_parts(int64_t group_bytes, int64_t act_bytes, int64_t nb) {
-  const int64_t budget = ksplit_budget();
-  const int64_t bytes = group_bytes + act_bytes;
-  if (bytes <= budget) return 1;
-  return std::clamp<int64_t>(bytes / budget + (bytes % budget != 0), 1, std::max<int64_t>(nb, 1));
 }
 
 bool packed_reads(const MatmulKernels& k, int64_t n_act) {

@@ -53,11 +53,9 @@
 #pragma once
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/kernels/ksplit.h"
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
@@ -259,16 +257,13 @@ inline void pair_q8_K_row(const uint8_t* x, int64_t nb, uint8_t* dst) {
 //   acc_L = fma(isum_L, d * d_x, acc_L); acc_L = fnmadd(m_L, dmin * d_x, acc_L)
 // (isum_L exact in any order: one chain of 4 per lane, the 8 lanes independent;
 // kLayoutKGroups8's kernel, stop 18, ran two chains of 4, the low and high nibbles).
-// Super-blocks [b0, b1), continuing the accumulators acc_io (the k-split,
-// run_k_split, continues them from one part of k to the next).
 template <class Dot, int RA>
-[[gnu::always_inline]] inline void q4_K_group_pairs_span(const uint8_t* grp, int64_t b0, int64_t b1,
-                                                         const uint8_t* const* x, __m256 (*acc_io)[8]) {
+void q4_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   __m256 acc[RA][8];
   for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = acc_io[a][l];
-  for (int64_t b = b0; b < b1; ++b) {
+    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
     prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
@@ -304,16 +299,6 @@ template <class Dot, int RA>
       }
     }
   }
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc_io[a][l] = acc[a][l];
-}
-
-template <class Dot, int RA>
-void q4_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  __m256 acc[RA][8];
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
-  q4_K_group_pairs_span<Dot, RA>(grp, 0, nb, x, acc);
   hsum_lanes<RA>(acc, out);
 }
 
@@ -328,12 +313,11 @@ void q4_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
 // add in int16 (each int16 then sums 4 lanes x 4 elements of one sub-block: at
 // most 16 * 15 * 128 = 30720), then one vpmaddwd by (s_2j, s_2j+1); twice per j.
 template <class Dot, int RA>
-[[gnu::always_inline]] inline void q4_K_group_pairs_lanes_span(const uint8_t* grp, int64_t b0, int64_t b1,
-                                                               const uint8_t* const* x, __m256* acc_io) {
+void q4_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   __m256 acc[RA];
-  for (int a = 0; a < RA; ++a) acc[a] = acc_io[a];
-  for (int64_t b = b0; b < b1; ++b) {
+  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
     prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
@@ -364,14 +348,6 @@ template <class Dot, int RA>
     }
     q4_K_group_finish<RA>(gb, scm, xb, isum, acc);
   }
-  for (int a = 0; a < RA; ++a) acc_io[a] = acc[a];
-}
-
-template <class Dot, int RA>
-void q4_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  __m256 acc[RA];
-  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
-  q4_K_group_pairs_lanes_span<Dot, RA>(grp, 0, nb, x, acc);
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
 }
 
@@ -417,14 +393,13 @@ inline __m256i q6_K_pair_sums(const __m256i q[4], int u, const uint8_t* xq) {
 // vpmaddwd of the pair (32 sc, 32 sc') (the scale byte moved to the high byte,
 // shifted down by 3) subtracted at the end.
 template <class Dot, int RA>
-[[gnu::always_inline]] inline void q6_K_group_pairs_span(const uint8_t* grp, int64_t b0, int64_t b1,
-                                                         const uint8_t* const* x, __m256 (*acc_io)[8]) {
+void q6_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1) high bytes
   const __m256i hi2 = _mm256_set1_epi8(char(0xC0));
   __m256 acc[RA][8];
   for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = acc_io[a][l];
-  for (int64_t b = b0; b < b1; ++b) {
+    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
     prefetch_group(gb, kQ6KGroupBytes);
     __m256i sw[4];
@@ -462,16 +437,6 @@ template <class Dot, int RA>
       }
     }
   }
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc_io[a][l] = acc[a][l];
-}
-
-template <class Dot, int RA>
-void q6_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
-  __m256 acc[RA][8];
-  for (int a = 0; a < RA; ++a)
-    for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
-  q6_K_group_pairs_span<Dot, RA>(grp, 0, nb, x, acc);
   hsum_lanes<RA>(acc, out);
 }
 
@@ -520,58 +485,6 @@ void q6_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const
 
 using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, float* const*);
 
-// The k-split kernels of decode (one activation row; kernels/ksplit.h): a
-// span of super-blocks continuing a group's accumulators, and the group's end.
-template <class Dot>
-struct Q4KPairsSplit {  // llama.cpp's 8-lane order: 8 accumulators, hsum8's tree at the end
-  static constexpr int kAccs = 8;
-  static void span(const uint8_t* grp, int64_t b0, int64_t b1, const uint8_t* x, __m256* acc) {
-    q4_K_group_pairs_span<Dot, 1>(grp, b0, b1, &x, reinterpret_cast<__m256(*)[8]>(acc));
-  }
-  static void finish(__m256* acc, float* out) { hsum_lanes<1>(reinterpret_cast<__m256(*)[8]>(acc), &out); }
-};
-template <class Dot>
-struct Q4KLanesSplit {  // the super-block-exact order: one accumulator, row i in lane i
-  static constexpr int kAccs = 1;
-  static void span(const uint8_t* grp, int64_t b0, int64_t b1, const uint8_t* x, __m256* acc) {
-    q4_K_group_pairs_lanes_span<Dot, 1>(grp, b0, b1, &x, acc);
-  }
-  static void finish(__m256* acc, float* out) { _mm256_storeu_ps(out, *acc); }
-};
-template <class Dot>
-struct Q6KPairsSplit {
-  static constexpr int kAccs = 8;
-  static void span(const uint8_t* grp, int64_t b0, int64_t b1, const uint8_t* x, __m256* acc) {
-    q6_K_group_pairs_span<Dot, 1>(grp, b0, b1, &x, reinterpret_cast<__m256(*)[8]>(acc));
-  }
-  static void finish(__m256* acc, float* out) { hsum_lanes<1>(reinterpret_cast<__m256(*)[8]>(acc), &out); }
-};
-
-// A decode's groups [row_begin, end) against the activation row x in parts of
-// k (as row_groups_avx2.cpp run_split): kKSplitRun groups at a time, part p of
-// each (super-blocks [nb p / parts, nb (p + 1) / parts)) before part p + 1,
-// the accumulators kept on the stack between parts: the same FMA chains in
-// the same order, so the same bits.
-constexpr int64_t kKSplitRun = 8;
-using KSplitFn = void (*)(const opal::cpu::GemmArgs&, int64_t, int64_t, int64_t, const uint8_t*);
-
-template <class Kernel>
-void run_k_split(const opal::cpu::GemmArgs& g, int64_t end, int64_t nb, int64_t parts, const uint8_t* x) {
-  __m256 acc[kKSplitRun][Kernel::kAccs];
-  for (int64_t r0 = g.row_begin; r0 < end; r0 += kKSplitRun * kGroup) {
-    const int64_t n = std::min<int64_t>(kKSplitRun, (end - r0) / kGroup);
-    for (int64_t p = 0; p < parts; ++p) {
-      const int64_t b0 = nb * p / parts, b1 = nb * (p + 1) / parts;
-      for (int64_t i = 0; i < n; ++i) {
-        if (p == 0)
-          for (int j = 0; j < Kernel::kAccs; ++j) acc[i][j] = _mm256_setzero_ps();
-        Kernel::span(g.w + uint64_t(r0 + i * kGroup) * g.w_row_bytes, b0, b1, x, acc[i]);
-        if (p == parts - 1) Kernel::finish(acc[i], g.out + r0 + i * kGroup);
-      }
-    }
-  }
-}
-
 // The thread's groups against the activation rows, up to max_acts (<= kMaxActs)
 // at once through group[ra - 1] (sharing each group's quants; a group of
 // 1152-1680 bytes per super-block stays in L1 between the calls of a batch);
@@ -579,10 +492,8 @@ void run_k_split(const opal::cpu::GemmArgs& g, int64_t end, int64_t nb, int64_t 
 // paired_acts (the re-paired Q4_K and Q6_K kernels): the groups meet the activation rows
 // through pair_q8_K_row's copies (made once a call, in a thread-local buffer);
 // the plain rows after the last group read the rows as they are.
-// split: a decode of groups longer than the k-split budget (kernels/ksplit.h) reads them in parts of k.
 inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int max_acts,
-                         void (*plain)(const opal::cpu::GemmArgs&), bool paired_acts = false,
-                         KSplitFn split = nullptr) {
+                         void (*plain)(const opal::cpu::GemmArgs&), bool paired_acts = false) {
   if (g.row_begin % kGroup != 0)
     opal::fail("K-quant row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   if (g.k % 256 != 0) opal::fail("K-quant row-group gemm: rows of {} elements (not whole super-blocks)", g.k);
@@ -599,11 +510,7 @@ inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int
       pair_q8_K_row(g.act + uint64_t(a) * g.act_row_bytes, nb, paired.data() + uint64_t(a) * act_row_bytes);
     act = paired.data();
   }
-  const int64_t parts = split && g.n_act == 1 && end > g.row_begin
-                            ? opal::cpu::ksplit_parts(kGroup * int64_t(g.w_row_bytes), int64_t(act_row_bytes), nb)
-                            : 1;
-  if (parts > 1) split(g, end, nb, parts, act);
-  for (int64_t r = g.row_begin; r < end && parts == 1; r += kGroup) {
+  for (int64_t r = g.row_begin; r < end; r += kGroup) {
     const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
     for (int64_t a0 = 0; a0 < g.n_act; a0 += max_acts) {
       const int ra = int(g.n_act - a0 < max_acts ? g.n_act - a0 : max_acts);

@@ -38,13 +38,9 @@ constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_pairs_lanes<MaddDot, 1>, q6_
 }  // namespace
 
 void gemm_q4_K_groups(const GemmArgs& g) {
-  const bool exact = avx2::q4_K_super_block_exact(g);
-  run_k_groups(g, exact ? kQ4KExact : kQ4K, kDecodeActs, gemm_q4_K, true,
-               exact ? run_k_split<Q4KLanesSplit<VnniDot>> : run_k_split<Q4KPairsSplit<VnniDot>>);
+  run_k_groups(g, avx2::q4_K_super_block_exact(g) ? kQ4KExact : kQ4K, kDecodeActs, gemm_q4_K, true);
 }
-void gemm_q6_K_groups(const GemmArgs& g) {
-  run_k_groups(g, kQ6K, kDecodeActs, gemm_q6_K, true, run_k_split<Q6KPairsSplit<VnniDot>>);
-}
+void gemm_q6_K_groups(const GemmArgs& g) { run_k_groups(g, kQ6K, kDecodeActs, gemm_q6_K, true); }
 bool gemm_q4_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ4KLanes, gemm_q4_K, true); }
 bool gemm_q6_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ6KLanes, gemm_q6_K, true); }
 

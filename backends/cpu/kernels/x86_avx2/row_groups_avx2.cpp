@@ -25,13 +25,10 @@
 // split once). Rows past the last whole group are plain: the plain gemm takes them.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/kernels/kquant_scales.h"
-#include "backends/cpu/kernels/ksplit.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
 #include "core/error.h"
@@ -60,37 +57,19 @@ constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 // "Stop 27, dq2"). The hardware prefetchers follow the one stream; the head
 // request stays.
 // Batches (2-16 activation rows) keep the prefetch: not measured.
-bool q8_0_stream_prefetch(const GemmArgs& g) { return g.n_act > 1 || std::getenv("OPAL_Q8PF"); }
+bool q8_0_stream_prefetch(const GemmArgs& g) { return g.n_act > 1; }
 
-// Whether a split decode keeps the stream prefetch of its kernel (Q4_0's), kGroupPrefetch on within a part.
-bool kSplitPrefetch = std::getenv("OPAL_KSPLIT_PF") == nullptr || std::getenv("OPAL_KSPLIT_PF")[0] != '0';
-bool kSplitAlternate = std::getenv("OPAL_KSPLIT_ALT") != nullptr;
-std::atomic<int64_t> kSplitCalls{0};
-int64_t kSplitPrefetchBytes = std::getenv("OPAL_KSPLIT_PFD") ? std::atoll(std::getenv("OPAL_KSPLIT_PFD")) : kGroupPrefetch;
-
-// The software prefetch of a block at offset off of a span of len bytes at
-// base, kGroupPrefetch on along the order the bytes are read: past the span's
-// end, into the span read next (next: its first byte). Unsplit, the next span
-// is the next group, contiguous: base + off + kGroupPrefetch, as before.
-[[gnu::always_inline]] inline void prefetch_along(const uint8_t* base, int64_t len, const uint8_t* next, int64_t off,
-                                                  int64_t block) {
-  const int64_t t = off + kSplitPrefetchBytes;
-  const uint8_t* p = t < len ? base + t : next + (t - len);
-  for (int o = 0; o < block; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
-}
-
-// Blocks [b0, b1) of one group of 8 Q8_0 rows against one activation row
-// (Q8_0 blocks), continuing the 8 rows' accumulators acc (kept in registers
-// over the span; the k-split below continues them from one part to the next).
-[[gnu::always_inline]] inline void q8_0_span(const uint8_t* grp, int64_t b0, int64_t b1, const uint8_t* x,
-                                             __m256* acc_io, bool prefetch, const uint8_t* next) {
+// One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
+void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
   constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
   __m256 acc[kGroup];
-  for (int i = 0; i < kGroup; ++i) acc[i] = acc_io[i];
-  for (int64_t b = b0; b < b1; ++b) {
+  for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
     const uint8_t* xb = x + b * kQ8_0Bytes;
-    if (prefetch) prefetch_along(grp + b0 * kBlock, (b1 - b0) * kBlock, next, (b - b0) * kBlock, kBlock);
+    if (prefetch)
+      for (int o = 0; o < kBlock; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
     const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
                                    _mm256_set1_ps(load_f16(xb)));
@@ -101,28 +80,7 @@ int64_t kSplitPrefetchBytes = std::getenv("OPAL_KSPLIT_PFD") ? std::atoll(std::g
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(d, _mm256_set1_epi32(i)), acc[i]);
     }
   }
-  for (int i = 0; i < kGroup; ++i) acc_io[i] = acc[i];
-}
-
-// Q8_0's k-split kernel: 8 accumulators a group, each row's the horizontal sum of its own.
-struct Q8_0Split {
-  static constexpr int kAccs = kGroup;
-  static constexpr int64_t kBlockBytes = kGroup * kQ8_0Bytes;
-  static void span(const uint8_t* grp, int64_t, int64_t b0, int64_t b1, const uint8_t* x, __m256* acc, bool prefetch,
-                   const uint8_t* next) {
-    q8_0_span(grp, b0, b1, x, acc, prefetch, next);
-  }
-  static void finish(const __m256* acc, float* out) {
-    for (int i = 0; i < kGroup; ++i) out[i] = hsum8(acc[i]);
-  }
-};
-
-// One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
-void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
-  __m256 acc[kGroup];
-  for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_setzero_ps();
-  q8_0_span(grp, 0, nb, x, acc, prefetch, grp + nb * kGroup * kQ8_0Bytes);
-  Q8_0Split::finish(acc, out);
+  for (int i = 0; i < kGroup; ++i) out[i] = hsum8(acc[i]);
 }
 
 // A convert_q8_0_sums activation row's tail: block b's d as f32 (the f16's
@@ -145,17 +103,16 @@ struct SumsTail {
   }
 };
 
-// Blocks [b0, b1) of one group of 8 Q4_0 rows (nb blocks a row) against one
-// convert_q8_0_sums activation row, continuing the rows' accumulator (one
-// lane a row).
-[[gnu::always_inline]] inline void q4_0_span(const uint8_t* grp, int64_t nb, int64_t b0, int64_t b1, const uint8_t* x,
-                                             __m256* acc_io, bool prefetch, const uint8_t* next) {
+// One group of 8 Q4_0 rows against one convert_q8_0_sums activation row.
+void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;  // 144
   const SumsTail tail(x, nb);
-  __m256 acc = *acc_io;
-  for (int64_t b = b0; b < b1; ++b) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
-    if (prefetch) prefetch_along(grp + b0 * kBlock, (b1 - b0) * kBlock, next, (b - b0) * kBlock, kBlock);
+    if (prefetch)
+      for (int o = 0; o < kBlock; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
     const uint8_t* xb = x + b * kQ8_0Bytes;
     const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2)));
     const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 18)));
@@ -166,25 +123,7 @@ struct SumsTail {
         _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))), tail.scale(b));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), d, acc);
   }
-  *acc_io = acc;
-}
-
-// Q4_0's k-split kernel: one accumulator a group, row i in lane i.
-struct Q4_0Split {
-  static constexpr int kAccs = 1;
-  static constexpr int64_t kBlockBytes = kGroup * kQ4_0Bytes;
-  static void span(const uint8_t* grp, int64_t nb, int64_t b0, int64_t b1, const uint8_t* x, __m256* acc,
-                   bool prefetch, const uint8_t* next) {
-    q4_0_span(grp, nb, b0, b1, x, acc, prefetch, next);
-  }
-  static void finish(const __m256* acc, float* out) { _mm256_storeu_ps(out, *acc); }
-};
-
-// One group of 8 Q4_0 rows against one convert_q8_0_sums activation row.
-void q4_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
-  __m256 acc = _mm256_setzero_ps();
-  q4_0_span(grp, nb, 0, nb, x, &acc, prefetch, grp + nb * kGroup * kQ4_0Bytes);
-  Q4_0Split::finish(&acc, out);
+  _mm256_storeu_ps(out, acc);
 }
 
 // One group of 8 Q4_0 rows against RA activation rows (batches, stop 17): the
@@ -262,54 +201,13 @@ void q4_0_group_acts(const GemmArgs& g, const uint8_t* grp, int64_t nb, int64_t 
 using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t*, float*, bool);
 using GroupActsFn = void (*)(const GemmArgs&, const uint8_t*, int64_t, int64_t);
 
-// The k-split of long rows (stop 30; ksplit_parts, kernels/ksplit.h): the
-// slice's groups [row_begin, end) against one activation row, kSplitRun
-// groups at a time, in parts blocks [nb p / parts, nb (p + 1) / parts): part
-// p of every group of the run, then part p + 1, each group's accumulators
-// kept on the stack between its parts. Each row's FMA chain runs over its
-// blocks in the same order as unsplit, so the same bits; the activation's
-// part (Llama-3.2-1B's FFN down, Q8_0: 4.3 of 8.5 KiB) is re-read from L1
-// by the next group instead of from L2 (the whole 68 KiB group before it
-// evicted it). The stream becomes runs of a part of a group (34 KiB).
-constexpr int64_t kSplitRun = 8;
-
-template <class Kernel>
-void run_split(const GemmArgs& g, int64_t end, int64_t nb, int64_t parts, bool prefetch) {
-  __m256 acc[kSplitRun][Kernel::kAccs];
-  for (int64_t r0 = g.row_begin; r0 < end; r0 += kSplitRun * kGroup) {
-    const int64_t n = std::min<int64_t>(kSplitRun, (end - r0) / kGroup);
-    for (int64_t p = 0; p < parts; ++p) {
-      const int64_t b0 = nb * p / parts, b1 = nb * (p + 1) / parts;
-      for (int64_t i = 0; i < n; ++i) {
-        const uint8_t* grp = g.w + uint64_t(r0 + i * kGroup) * g.w_row_bytes;
-        // The span read next: the next group's part p, else the run's first group's part p + 1, else the next run.
-        const uint8_t* next = i + 1 < n       ? grp + kGroup * g.w_row_bytes + b0 * Kernel::kBlockBytes
-                              : p + 1 < parts ? g.w + uint64_t(r0) * g.w_row_bytes + b1 * Kernel::kBlockBytes
-                                              : grp + kGroup * g.w_row_bytes;
-        if (p == 0)
-          for (int j = 0; j < Kernel::kAccs; ++j) acc[i][j] = _mm256_setzero_ps();
-        Kernel::span(grp, nb, b0, b1, g.act, acc[i], prefetch, next);
-        if (p == parts - 1) Kernel::finish(acc[i], g.out + r0 + i * kGroup);
-      }
-    }
-  }
-}
-
-// The parts of k of a decode (one activation row) over the slice's groups: 1 = unsplit.
-int64_t decode_parts(const GemmArgs& g, int64_t nb) {
-  if (g.n_act != 1) return 1;
-  return ksplit_parts(kGroup * int64_t(g.w_row_bytes), int64_t(g.act_row_bytes), nb);
-}
-
-// The thread's groups, each met by every activation row in turn (or, for a
-// decode of long rows, split: split_fn, run_split<Kernel>); then the plain
-// rows after the last whole group through the plain gemm.
+// The thread's groups, each met by every activation row in turn; then the
+// plain rows after the last whole group through the plain gemm.
 // head: request the first kHeadBytes of the slice before the first group.
 // acts: a group against all activation rows at once (instead of group per row), where the kernel has one.
 // stream_prefetch: the first activation row's pass over a group prefetches kGroupPrefetch on.
 void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), bool head, GroupActsFn acts = nullptr,
-                bool stream_prefetch = true,
-                void (*split_fn)(const GemmArgs&, int64_t, int64_t, int64_t, bool) = nullptr) {
+                bool stream_prefetch = true) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
@@ -319,20 +217,14 @@ void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&)
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
   }
-  int64_t parts = split_fn && end > g.row_begin ? decode_parts(g, nb) : 1;
-  if (parts > 1 && kSplitAlternate && kSplitCalls.fetch_add(1, std::memory_order_relaxed) % 2 == 1) parts = 1;
-  if (parts > 1) {
-    split_fn(g, end, nb, parts, kSplitPrefetch);
-  } else {
-    for (int64_t r = g.row_begin; r < end; r += kGroup) {
-      const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
-      if (acts && g.n_act > 1) {
-        acts(g, grp, nb, r);
-        continue;
-      }
-      for (int64_t a = 0; a < g.n_act; ++a)
-        group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r, a == 0 && stream_prefetch);
+  for (int64_t r = g.row_begin; r < end; r += kGroup) {
+    const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
+    if (acts && g.n_act > 1) {
+      acts(g, grp, nb, r);
+      continue;
     }
+    for (int64_t a = 0; a < g.n_act; ++a)
+      group(grp, nb, g.act + uint64_t(a) * g.act_row_bytes, g.out + a * g.out_stride + r, a == 0 && stream_prefetch);
   }
   if (g.row_end > end) {
     GemmArgs rest = g;
@@ -390,17 +282,13 @@ struct MaddQ5 {
 
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<MaddQ5>(g, gemm_q5_0); }
 void gemm_q8_0_groups(const GemmArgs& g) {
-  run_groups(g, q8_0_group, gemm_q8_0, true, nullptr, q8_0_stream_prefetch(g), run_split<Q8_0Split>);
+  run_groups(g, q8_0_group, gemm_q8_0, true, nullptr, q8_0_stream_prefetch(g));
 }
-void gemm_q4_0_groups(const GemmArgs& g) {
-  run_groups(g, q4_0_group, gemm_q4_0, true, q4_0_group_acts, true, run_split<Q4_0Split>);
-}
+void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, true, q4_0_group_acts); }
 void gemm_q8_0_groups_vnni(const GemmArgs& g) {
-  run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true, nullptr, q8_0_stream_prefetch(g), run_split<Q8_0Split>);
+  run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true, nullptr, q8_0_stream_prefetch(g));
 }
-void gemm_q4_0_groups_vnni(const GemmArgs& g) {
-  run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true, q4_0_group_acts, true, run_split<Q4_0Split>);
-}
+void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true, q4_0_group_acts); }
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

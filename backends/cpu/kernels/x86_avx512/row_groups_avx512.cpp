@@ -42,7 +42,6 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kquant_scales.h"
-#include "backends/cpu/kernels/ksplit.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 #include "core/error.h"
 
@@ -174,22 +173,20 @@ void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
 // 4.2-4.5 GB/s); decode and batches of up to 3 rows take q8_0_group, but on groups longer than
 // kLongGroupBytes this form (stop 27, above). The same lane starts, the same d_w * d_x (the f16's value),
 // hsum8 per row: q8_0_group's bits.
-// Blocks [b0, b1), continuing the accumulators acc_io (the k-split continues them from one part of k to the next).
 template <int RA>
-[[gnu::always_inline]] inline void q8_0_batch_span(const Step& s, const uint8_t* grp, int64_t act, int64_t b0,
-                                                   int64_t b1, __m512 (*acc_io)[RA]) {
+void q8_0_group_batch(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
   constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
   const uint8_t* x[RA];
   for (int a = 0; a < RA; ++a) x[a] = s.x(act + a);
   __m512 acc[4][RA];
   __m512i spread[4];
   for (int j = 0; j < 4; ++j) {
-    for (int a = 0; a < RA; ++a) acc[j][a] = acc_io[j][a];
+    for (int a = 0; a < RA; ++a) acc[j][a] = _mm512_setzero_ps();
     spread[j] = _mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
                                  2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j);
   }
   const __m512i offset = _mm512_set1_epi8(char(0x80));
-  for (int64_t b = b0; b < b1; ++b) {
+  for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
     __m512i q[4];
@@ -205,26 +202,13 @@ template <int RA>
                                     _mm512_permutexvar_ps(spread[j], d), acc[j][a]);
     }
   }
-  for (int j = 0; j < 4; ++j)
-    for (int a = 0; a < RA; ++a) acc_io[j][a] = acc[j][a];
-}
-
-// The 8 rows' results of q8_0_batch_span's accumulators (activation row a of RA) into out + r.
-template <int RA>
-void q8_0_batch_finish(const __m512 (*acc)[RA], int a, float* out, int64_t r) {
-  for (int j = 0; j < 4; ++j) {
-    out[r + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j][a]));
-    out[r + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j][a]), 1)));
+  for (int a = 0; a < RA; ++a) {
+    float* out = s.out(act + a);
+    for (int j = 0; j < 4; ++j) {
+      out[r + 2 * j] = hsum8(_mm512_castps512_ps256(acc[j][a]));
+      out[r + 2 * j + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j][a]), 1)));
+    }
   }
-}
-
-template <int RA>
-void q8_0_group_batch(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
-  __m512 acc[4][RA];
-  for (int j = 0; j < 4; ++j)
-    for (int a = 0; a < RA; ++a) acc[j][a] = _mm512_setzero_ps();
-  q8_0_batch_span<RA>(s, grp, act, 0, s.nb, acc);
-  for (int a = 0; a < RA; ++a) q8_0_batch_finish<RA>(acc, a, s.out(act + a), r);
 }
 
 // Per call and activation row, block b: -8 * (the block's sum of quants), from the convert_q8_0_sums tail
@@ -243,8 +227,7 @@ void q4_0_starts(const uint8_t* x, int64_t nb, int32_t* c) {
 // int32 as subtracting it from the row's sum. d_x is the f32 copy in the
 // activation row's tail (one broadcast load, not an f16 insert and convert).
 template <int RA>
-[[gnu::always_inline]] inline void q4_0_span(const Step& s, const uint8_t* grp, int64_t act, const int32_t* c,
-                                             int64_t b0, int64_t b1, __m256* acc_io) {
+void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const int32_t* c) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;
   const uint8_t* x[RA];
   const float* dx[RA];
@@ -258,8 +241,8 @@ template <int RA>
   // Row i's sum is at lane row_order[i] of u (rows 0, 4, 1, 5 in vector 0's lanes; 2, 6, 3, 7 in vector 1's).
   const __m512i row_order = _mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 0, 0, 0, 0, 0, 0, 0, 0);
   __m256 acc[RA];
-  for (int a = 0; a < RA; ++a) acc[a] = acc_io[a];
-  for (int64_t b = b0; b < b1; ++b) {
+  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
     if (act == 0) prefetch_span(gb + kQ4_0Prefetch, int(kBlock));
     __m512i lo[2], hi[2];
@@ -283,14 +266,6 @@ template <int RA>
       acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc[a]);
     }
   }
-  for (int a = 0; a < RA; ++a) acc_io[a] = acc[a];
-}
-
-template <int RA>
-void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const int32_t* c) {
-  __m256 acc[RA];
-  for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
-  q4_0_span<RA>(s, grp, act, c, 0, s.nb, acc);
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(s.out(act + a) + r, acc[a]);
 }
 
@@ -409,47 +384,6 @@ void each_group(const GemmArgs& g, int64_t end, Group group) {
   }
 }
 
-// The k-split of a decode's long groups (stop 30, kernels/ksplit.h; as
-// x86_avx2/row_groups_avx2.cpp run_split): kSplitRun groups at a time, part p
-// of k (blocks [nb p / parts, nb (p + 1) / parts)) of each before part p + 1,
-// the accumulators kept on the stack between parts. span(grp, b0, b1, acc)
-// continues a group's accumulators (Acc), finish(acc, r) stores its 8 rows.
-constexpr int64_t kSplitRun = 8;
-
-template <class Acc, class Span, class Finish>
-void run_split(const GemmArgs& g, int64_t end, int64_t parts, Span span, Finish finish) {
-  const int64_t nb = g.k / 32;
-  Acc acc[kSplitRun];
-  for (int64_t r0 = g.row_begin; r0 < end; r0 += kSplitRun * kGroup) {
-    const int64_t n = std::min<int64_t>(kSplitRun, (end - r0) / kGroup);
-    for (int64_t p = 0; p < parts; ++p) {
-      const int64_t b0 = nb * p / parts, b1 = nb * (p + 1) / parts;
-      for (int64_t i = 0; i < n; ++i) {
-        if (p == 0) acc[i].zero();
-        span(g.w + uint64_t(r0 + i * kGroup) * g.w_row_bytes, b0, b1, acc[i]);
-        if (p == parts - 1) finish(acc[i], r0 + i * kGroup);
-      }
-    }
-  }
-}
-
-struct Q8_0Acc {  // q8_0_batch_span's accumulators for one activation row
-  __m512 v[4][1];
-  void zero() {
-    for (auto& a : v) a[0] = _mm512_setzero_ps();
-  }
-};
-struct Q4_0Acc {
-  __m256 v[1];
-  void zero() { v[0] = _mm256_setzero_ps(); }
-};
-
-// The parts of k of the slice's groups [row_begin, end): decode only, 1 = unsplit.
-int64_t decode_parts(const GemmArgs& g, int64_t end) {
-  if (g.n_act != 1 || end <= g.row_begin) return 1;
-  return ksplit_parts(kGroup * int64_t(g.w_row_bytes), int64_t(g.act_row_bytes), g.k / 32);
-}
-
 }  // namespace
 
 void gemm_q5_0_groups(const GemmArgs& g) {
@@ -471,15 +405,8 @@ void gemm_q8_0_groups(const GemmArgs& g) {
   const int64_t end = groups_end(g);
   const Step s{g, g.k / 32};
   const bool long_groups = int64_t(kGroup) * int64_t(g.w_row_bytes) > kLongGroupBytes;
-  const int64_t parts = decode_parts(g, end);
-  // A decode split in parts of k (in the batch form, whose bits q8_0_group's are).
-  if (parts > 1) {
-    run_split<Q8_0Acc>(
-        g, end, parts,
-        [&](const uint8_t* grp, int64_t b0, int64_t b1, Q8_0Acc& acc) { q8_0_batch_span<1>(s, grp, 0, b0, b1, acc.v); },
-        [&](const Q8_0Acc& acc, int64_t r) { q8_0_batch_finish<1>(acc.v, 0, g.out, r); });
-  } else if (g.n_act >= kActStep || long_groups) {
-    // Batches, and any call on long groups: kActStep rows at a time, the rest (1-3) in one smaller step.
+  // Batches, and any call on long groups: kActStep rows at a time, the rest (1-3) in one smaller step.
+  if (g.n_act >= kActStep || long_groups) {
     each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
       q8_0_group_batch<decltype(ra)::value>(s, grp, r, a);
     });
@@ -503,15 +430,9 @@ void gemm_q4_0_groups(const GemmArgs& g) {
     starts.resize(size_t(g.n_act * s.nb));
     for (int64_t a = 0; a < g.n_act; ++a) q4_0_starts(s.x(a), s.nb, starts.data() + a * s.nb);
     const int32_t* c = starts.data();
-    if (const int64_t parts = decode_parts(g, end); parts > 1)
-      run_split<Q4_0Acc>(
-          g, end, parts,
-          [&](const uint8_t* grp, int64_t b0, int64_t b1, Q4_0Acc& acc) { q4_0_span<1>(s, grp, 0, c, b0, b1, acc.v); },
-          [&](const Q4_0Acc& acc, int64_t r) { _mm256_storeu_ps(g.out + r, acc.v[0]); });
-    else
-      each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
-        q4_0_group<decltype(ra)::value>(s, grp, r, a, c);
-      });
+    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
+      q4_0_group<decltype(ra)::value>(s, grp, r, a, c);
+    });
   }
   plain_rest(g, end, gemm_q4_0);
 }
