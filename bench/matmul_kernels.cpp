@@ -35,7 +35,7 @@
 //   packed-decode-8192, packed-decode-out2048 (row groups, stop 26): Llama-3.2-1B's
 //                         FFN down (2048 x 8192) and, Q8_0, tied output (128256 x
 //                         2048, 279 MB: one copy). Since stop 30 (the k-split
-//                         tried, docs/perf/s30-ksplit.md) packed-decode-8192 on the
+//                         tried, cpu-round2d.md "Stop 30, ksplit") packed-decode-8192 on the
 //                         K-quant groups too, and packed-decode-8192-l2: 48 of
 //                         those rows, one copy (in L2): the kernel's own rate.
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
@@ -342,7 +342,7 @@ const int kRegistered = [] {
       })->Unit(benchmark::kMillisecond);
       // Llama-3.2-1B's other decode shapes on the row groups (stop 26): the FFN down (2048 x 8192, its slowest
       // matmul per byte in a token) and, Q8_0 only, the tied output (128256 x 2048, 279 MB: one copy).
-      // Since stop 30 also on the K-quant groups (docs/perf/s30-ksplit.md).
+      // Since stop 30 also on the K-quant groups (docs/perf/cpu-round2d.md, "Stop 30, ksplit").
       if (entry && (entry->packed_layout == kLayoutRowGroups8 || is_k_groups_layout(entry->packed_layout))) {
         benchmark::RegisterBenchmark(("packed-decode-8192/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 2048, 1, 0, 8192, false, true);
