@@ -1,6 +1,7 @@
 // One ATTENTION node (backends/cpu/ops/attention.cpp) over buffers the caller owns, built and computed on the
 // CPU backend: the set-up the attention tests (tests/kernels/test_attn_batched.cpp,
-// tests/engine/test_attention_split.cpp, tests/et_kernels/test_et_ops.cpp) and benchmarks (bench/attn_blocks.cpp, bench/attn_decode.cpp) share.
+// tests/engine/test_attention_split.cpp, tests/et_kernels/test_et_ops.cpp) and benchmarks (bench/attn_blocks.cpp,
+// bench/attn_decode.cpp) share.
 // Header-only and free of GoogleTest.
 //
 // Shapes: q [d, hq, tokens] f32; out [d * hq, tokens] f32; K and V [hkv * d, cells] of their types; the tokens'
