@@ -944,13 +944,17 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         v.type == DType::F16 && dv < 128 && simd_v && simd_v->accumulate_f16_heads && simd_v->reduce_lanes;
     // A token's kv heads whole in this thread's range (a one-thread decode): with dots_f16_groups their K dots in
     // one walk over the rows (each K row read once, whole: SmolLM2 -fa 0 one thread, AVX2), then each kv head's
-    // outputs as below. The same dots, probabilities and V chains per pair.
-    const bool groups_ok = group_f16 && simd->dots_f16_groups && group > 1 && hq <= kMaxGroupStaged;
+    // outputs as below. The same dots, probabilities and V chains per pair. A token of more heads than the
+    // kMaxGroupStaged score rows (Llama-3.2-1B's 32) walks the rows once per run of whole kv heads that fits (8 x 4
+    // heads: two walks, each over 4 kv heads' half of every row, instead of 8 over a 128-byte slice each).
+    const int64_t walk_heads = std::min(hq, kMaxGroupStaged) / group * group;
+    const bool groups_ok = group_f16 && simd->dots_f16_groups && group > 1 && walk_heads > group;
     for (int64_t pair = p0; pair < p1 && groups_ok && !(stage_f16 || stage_quant);) {
       const int64_t tok_end = std::min(p1, (pair / hq + 1) * hq);
       if (pair % group != 0 || (tok_end - pair) % group != 0 || tok_end - pair <= group) break;
-      stage_scores(pair, tok_end, mxs, nvs, std::max<int64_t>(n_order, 1), true);
-      for (int64_t j = pair; j < tok_end; j += group) {
+      const int64_t walk_end = std::min(tok_end, pair + walk_heads);
+      stage_scores(pair, walk_end, mxs, nvs, std::max<int64_t>(n_order, 1), true);
+      for (int64_t j = pair; j < walk_end; j += group) {
         float* rows = score_rows + (j - pair) * l.ld_scores;
         const bool heads = nvs[0] > 0 && heads_small &&
                            nvs[0] >= (group >= 4 ? simd_v->heads_small4_min_cells : simd_v->heads_small_min_cells);
@@ -958,7 +962,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         for (int64_t jj = j; jj < j + group && !heads; ++jj)
           pair_output(jj, rows + (jj - j) * l.ld_scores, nvs[jj - pair], mxs[jj - pair]);
       }
-      p0 = pair = tok_end;
+      p0 = pair = walk_end;
     }
     for (int64_t pair = p0; pair < p1 && !(stage_f16 || stage_quant);) {
       const int64_t tg = pair / hq * hkv + pair % hq / group;
