@@ -423,7 +423,8 @@ int64_t fewest_balanced_parts(int64_t items, int64_t cap, int n_threads) {
 //   2. pairs: the softmax over the whole row (its double sum of 16-cell chunks in order) and p in the cache type;
 //   3. (pair, column range) units: V's lanes for those columns (each column's FMA chains alone) and their
 //      reduction.
-// Each pass runs its units as the chunks of one run_chunks job (scratch by the running thread's slot), so the
+// Passes 1 and 2 are one run_chunks job (an item's softmax run by the unit that finishes its last range), pass 3
+// another; each runs its units as the job's chunks (scratch by the running thread's slot), so the
 // units need only divide among the OS threads, not the pool's chunks: the heads of one kv head go together
 // (dots_f16_heads, accumulate_f16_heads: each K and V row widened once for all of them, the same bits per head)
 // where (token, kv head) x parts divide among the threads (SmolLM2 at two threads: 3 kv heads x 8 cell ranges
@@ -512,8 +513,7 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
   const int64_t k_units = (heads ? groups : pairs) * ranges;
   std::vector<int32_t> ranges_done(size_t(heads ? groups : pairs), 0);
   auto last_range = [&](int64_t item) {
-    return std::atomic_ref<int32_t>(ranges_done[size_t(item)]).fetch_add(1, std::memory_order_acq_rel) ==
-           ranges - 1;
+    return std::atomic_ref<int32_t>(ranges_done[size_t(item)]).fetch_add(1, std::memory_order_acq_rel) == ranges - 1;
   };
   ctx.pool.run_chunks(int(k_units), [&](int u, int, int slot) {  // 1. dots, 2. softmax
     uint8_t* w = thread_work(slot);

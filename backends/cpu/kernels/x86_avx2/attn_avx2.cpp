@@ -19,7 +19,8 @@
 // once for every head (dots_heads64: each 8-lane accumulator of ggml_vec_dot_f16's one step is
 // a single product, taken by vmulps; at dk 128, dots_heads128, the accumulators one at a time, each one's two K
 // vectors widened once for two or three heads), both reading the rows in address order with a
-// software prefetch (dots_groups64: a one-thread decode's kv heads of a row at once, each K row read whole);
+// software prefetch (dots_groups64: a one-thread decode's kv heads of a row at once, up to 32 heads, each K row
+// read whole);
 // for long chunks (attend_v_lanes16_cells) p is first rounded into a
 // lane-major copy (round_p_lanes, 8 x 8 transposes) and each lane's rows stay in
 // L1 while 6-query x 16-column tiles pass over them (15 of the 16 ymm registers).
