@@ -127,47 +127,5 @@ TEST(AttentionSplit, EveryUnitShapeHasTheOneThreadBits) {
   set_isa(before);
 }
 
-// Since stop 30 the dots and the softmax are one pool job: the unit finishing an item's (kv head's or pair's) last
-// cell range runs its softmax. Many ranges on more threads than the host's vCPUs (units finishing out of order, a
-// range's thread preempted) keep the one-thread bits: a softmax taken before every range's scores and maximum are in
-// (the first range's unit, not the last's) fails here.
-TEST(AttentionSplit, SoftmaxAfterTheLastRangeHasTheOneThreadBits) {
-  const SplitAtAnyDepth split;
-  const SplitCase cases[] = {
-      {9, 3, 64, 4000, 5, DType::F16, 0, "smollm2 shape, 5 threads: K 3 kv heads x 15 ranges"},
-      {9, 3, 64, 4000, 4, DType::F16, 0, "smollm2 shape, 4 threads"},
-      {7, 7, 64, 4000, 3, DType::F16, 0, "no GQA, 3 threads: (pair, range) units"},
-      {9, 3, 64, 4000, 3, DType::Q8_0, 0, "q8_0 K, 3 threads"},
-      {9, 3, 64, 4000, 5, DType::F16, 1000, "sliding window, 5 threads"},
-  };
-  std::mt19937 rng(30);
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  const Isa before = selected_isa();
-  for (const SplitCase& cs : cases) {
-    SCOPED_TRACE(cs.what);
-    std::vector<float> q(size_t(cs.d * cs.hq)), krow(size_t(cs.hkv * cs.d));
-    for (auto& x : q) x = 2.0f * val(rng);
-    const uint64_t kb = row_bytes(cs.k, cs.hkv * cs.d);
-    std::vector<uint8_t> kc(size_t(kb * uint64_t(cs.cells)));
-    for (int64_t c = 0; c < cs.cells; ++c) {
-      for (auto& x : krow) x = val(rng) + (c > cs.cells / 2 ? 1.5f : 0.0f);  // the maxima in the late ranges
-      quantize_rows(cs.k, krow.data(), kc.data() + uint64_t(c) * kb, 1, cs.hkv * cs.d);
-    }
-    std::vector<uint16_t> vc(size_t(cs.cells * cs.hkv * cs.d));
-    for (auto& h : vc) h = f32_to_f16(val(rng));
-    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
-      set_isa(isa);
-      const std::vector<float> want = decode(cs, 1, q, kc, vc);
-      for (int rep = 0; rep < 3; ++rep) {
-        const std::vector<float> got = decode(cs, cs.threads, q, kc, vc);
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
-              << isa_name(isa) << " threads " << cs.threads << " i " << i << ": " << got[i] << " vs " << want[i];
-      }
-    }
-  }
-  set_isa(before);
-}
-
 }  // namespace
 }  // namespace opal

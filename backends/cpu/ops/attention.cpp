@@ -50,7 +50,6 @@
 // once, then dots_f32_lanes16's tinyBLAS order); llama.cpp sums its integer
 // blocks instead, so the results agree within float rounding, not bit for bit.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -423,8 +422,7 @@ int64_t fewest_balanced_parts(int64_t items, int64_t cap, int n_threads) {
 //   2. pairs: the softmax over the whole row (its double sum of 16-cell chunks in order) and p in the cache type;
 //   3. (pair, column range) units: V's lanes for those columns (each column's FMA chains alone) and their
 //      reduction.
-// Passes 1 and 2 are one run_chunks job (an item's softmax run by the unit that finishes its last range), pass 3
-// another; each runs its units as the job's chunks (scratch by the running thread's slot), so the
+// Each pass runs its units as the chunks of one run_chunks job (scratch by the running thread's slot), so the
 // units need only divide among the OS threads, not the pool's chunks: the heads of one kv head go together
 // (dots_f16_heads, accumulate_f16_heads: each K and V row widened once for all of them, the same bits per head)
 // where (token, kv head) x parts divide among the threads (SmolLM2 at two threads: 3 kv heads x 8 cell ranges
@@ -495,27 +493,8 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
     }
     return mx;
   };
-  // 2. The softmax of one pair over its whole row (the maximum of its ranges' maxima, in range order).
-  auto pair_softmax = [&](int64_t pair) {
-    const int64_t n_vis = nvis[pair / hq];
-    float* sc = scores_all + pair * sl.ld_scores;
-    float mx = -INFINITY;
-    for (int64_t r = 0; r < ranges; ++r) mx = std::max(mx, maxes[pair * ranges + r]);
-    maxes[pair * ranges] = mx;  // for pass 3
-    if (mx == -INFINITY) return;
-    const int64_t n_chunked = (n_vis + 15) / 16 * 16;
-    for (int64_t r = n_vis; r < n_chunked; ++r) sc[r] = -INFINITY;
-    simd.scale_round_f16(sc, n_vis, float(1.0 / simd.softmax_exp(sc, n_chunked, mx)));
-  };
-  // Passes 1 and 2 are one job: the unit that finishes an item's last range (its counter's acq_rel increment
-  // sees every other range's scores and maximum) runs the item's softmaxes right away, while the other threads
-  // go on with the dots (one pool wake a layer fewer; the same arithmetic).
   const int64_t k_units = (heads ? groups : pairs) * ranges;
-  std::vector<int32_t> ranges_done(size_t(heads ? groups : pairs), 0);
-  auto last_range = [&](int64_t item) {
-    return std::atomic_ref<int32_t>(ranges_done[size_t(item)]).fetch_add(1, std::memory_order_acq_rel) == ranges - 1;
-  };
-  ctx.pool.run_chunks(int(k_units), [&](int u, int, int slot) {  // 1. dots, 2. softmax
+  ctx.pool.run_chunks(int(k_units), [&](int u, int, int slot) {  // 1. dots
     uint8_t* w = thread_work(slot);
     float* qv = reinterpret_cast<float*>(w + l.off_q);
     float* kchunk = reinterpret_cast<float*>(w + l.off_kchunk);
@@ -530,8 +509,6 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
                           scores_all + pair0 * sl.ld_scores + c0, sl.ld_scores);
       for (int64_t j = 0; j < group; ++j)
         maxes[(pair0 + j) * ranges + r] = range_max(scores_all + (pair0 + j) * sl.ld_scores, t, c0, c1, vis);
-      if (last_range(tg))
-        for (int64_t j = 0; j < group; ++j) pair_softmax(pair0 + j);
       return;
     }
     const int64_t pair = u / ranges, r = u % ranges, t = pair / hq, h = pair % hq, g = h / group;
@@ -548,7 +525,17 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
       simd.dots_f32_lanes16(kchunk, dk, &nn, qv, dk, 1, dk, sc + r0, 0);
     }
     maxes[u] = range_max(sc, t, c0, c1, vis);
-    if (last_range(pair)) pair_softmax(pair);
+  });
+  ctx.pool.run_chunks(int(pairs), [&](int pair, int, int) {  // 2. softmax, pair by pair
+    const int64_t n_vis = nvis[pair / hq];
+    float* sc = scores_all + pair * sl.ld_scores;
+    float mx = -INFINITY;
+    for (int64_t r = 0; r < ranges; ++r) mx = std::max(mx, maxes[pair * ranges + r]);
+    maxes[pair * ranges] = mx;  // for pass 3
+    if (mx == -INFINITY) return;
+    const int64_t n_chunked = (n_vis + 15) / 16 * 16;
+    for (int64_t r = n_vis; r < n_chunked; ++r) sc[r] = -INFINITY;
+    simd.scale_round_f16(sc, n_vis, float(1.0 / simd.softmax_exp(sc, n_chunked, mx)));
   });
   const int64_t v_units = (heads_v ? groups : pairs) * col_parts;
   ctx.pool.run_chunks(int(v_units), [&](int u, int, int slot) {  // 3. V
