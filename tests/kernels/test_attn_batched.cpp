@@ -1193,5 +1193,49 @@ TEST(AttnBatched, GroupsDotsEqualHeadsDotsPerKvHead) {
   }
 }
 
+// dots_f16_groups at Llama-3.2-1B's shape (stop 30): 8 kv heads x 4 query heads at dk 64 (32 heads, the most the
+// AVX2 kernel takes in one walk), laid out as its K cache (a 1 KiB row, the kv heads side by side, no gap), half of
+// it (4 x 4, one of two walks over 16 staged heads), 8 x 3, and 9 x 4 (36 heads: kv head by kv head). Every head's
+// scores equal dots_f16_heads' over its own kv head's slice, bit for bit, for cell counts under, at and past the
+// 8-cell groups and the prefetch distance (12 rows of 1 KiB), cells out of order; nothing past n is written. Each
+// head gets its own q (a head given another head's q, or a kv head's slice read for another, fails).
+TEST(AttnBatched, GroupsDotsOfLlama1BShapeEqualPerKvHeadDots) {
+  std::mt19937 rng(71);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    if (!k->dots_f16_groups) continue;
+    SCOPED_TRACE(k->name);
+    struct Case {
+      int64_t groups, m, row_heads;  // row_heads: the kv heads of a cache row (the groups from the first)
+    };
+    for (const Case cs : {Case{8, 4, 8}, Case{4, 4, 8}, Case{8, 3, 8}, Case{9, 4, 9}}) {
+      const int64_t groups = cs.groups, m = cs.m, dk = 64, heads = groups * m, stride = cs.row_heads * dk;
+      const int64_t n_cells = 300;
+      std::vector<uint16_t> cache(size_t(n_cells * stride));
+      for (auto& h : cache) h = f32_to_f16(val(rng));
+      std::vector<int32_t> cells;
+      for (int32_t c = 0; c < n_cells; ++c) cells.push_back(c % 7 == 2 ? n_cells - 1 - c : c);
+      for (int64_t first : {int64_t(0), cs.row_heads - groups}) {
+        const auto* base = reinterpret_cast<const uint8_t*>(cache.data() + first * dk);
+        const int64_t ldq = dk;
+        std::vector<float> q(size_t(heads * ldq));
+        for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
+        for (int64_t n : {1, 8, 13, 40, 299}) {
+          SCOPED_TRACE(fmt::format("groups {} m {} first {} n {}", groups, m, first, n));
+          const int64_t ldo = n + 5;
+          std::vector<float> got(size_t(heads * ldo), -3.0f), want(got.size(), -3.0f);
+          k->dots_f16_groups(base, uint64_t(stride) * 2, uint64_t(dk) * 2, cells.data(), n, q.data(), ldq, groups, m,
+                             dk, false, got.data(), ldo);
+          for (int64_t g = 0; g < groups; ++g)
+            k->dots_f16_heads(base + g * dk * 2, uint64_t(stride) * 2, cells.data(), n, q.data() + g * m * ldq, ldq, m,
+                              dk, false, want.data() + g * m * ldo, ldo);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i])) << "i " << i << ": " << got[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace opal::cpu

@@ -79,6 +79,7 @@ struct AttnLayout {
 
 constexpr int64_t kQuantChunk = 64;         // quantized K rows dequantized at once (per-pair path)
 constexpr int64_t kMaxGroupStaged = 16;     // heads of one token whose scores the per-pair path holds at once
+constexpr int64_t kMaxGroupsWalk = 32;      // at dk 64: heads of one token whose K dots take one walk (groups_ok)
 constexpr int64_t kStageCells = 64;         // cells per step of stage_scores (a multiple of 16: dots_f16's groups)
 constexpr int64_t kStageMinF16Cells = 512;  // live cells from which an f16 K stages (see stage_f16)
 
@@ -87,7 +88,7 @@ AttnLayout attn_layout(const Tensor& node) {
   const Tensor& k = *node.src[kAttnK];
   const int64_t dk = q.ne[0], dv = attention_dv(node), n_cells = k.ne[1];
   auto a64 = [](uint64_t x) { return (x + 63) / 64 * 64; };
-  const int64_t staged = std::clamp<int64_t>(q.ne[1], 1, kMaxGroupStaged);
+  const int64_t staged = std::clamp<int64_t>(q.ne[1], 1, dk == 64 ? kMaxGroupsWalk : kMaxGroupStaged);
   AttnLayout l;
   l.ld_scores = (n_cells + kLanesBatch + 15) / 16 * 16;
   l.off_q = a64(uint64_t(staged * l.ld_scores) * 4);  // a score row and a q row per head staged (stage_scores)
@@ -919,8 +920,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         nv_out[j - b0] = n_vis;
       }
     };
-    float mxs[kMaxGroupStaged];
-    int64_t nvs[kMaxGroupStaged];
+    float mxs[kMaxGroupsWalk];
+    int64_t nvs[kMaxGroupsWalk];
     for (int64_t pair = p0; pair < p1 && (stage_f16 || stage_quant);) {
       int64_t end = pair + 1;
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
@@ -944,13 +945,17 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         v.type == DType::F16 && dv < 128 && simd_v && simd_v->accumulate_f16_heads && simd_v->reduce_lanes;
     // A token's kv heads whole in this thread's range (a one-thread decode): with dots_f16_groups their K dots in
     // one walk over the rows (each K row read once, whole: SmolLM2 -fa 0 one thread, AVX2), then each kv head's
-    // outputs as below. The same dots, probabilities and V chains per pair.
-    const bool groups_ok = group_f16 && simd->dots_f16_groups && group > 1 && hq <= kMaxGroupStaged;
+    // outputs as below. The same dots, probabilities and V chains per pair. Heads of 64 dims hold up to
+    // kMaxGroupsWalk score rows (Llama-3.2-1B's 8 x 4 heads: one walk over its 1 KiB rows instead of eight over a
+    // 128-byte slice each; two walks over half rows were 30-40 % slower, docs/perf/s30-fa0w.md).
+    const int64_t walk_heads = std::min(hq, dk == 64 ? kMaxGroupsWalk : kMaxGroupStaged) / group * group;
+    const bool groups_ok = group_f16 && simd->dots_f16_groups && group > 1 && walk_heads > group;
     for (int64_t pair = p0; pair < p1 && groups_ok && !(stage_f16 || stage_quant);) {
       const int64_t tok_end = std::min(p1, (pair / hq + 1) * hq);
       if (pair % group != 0 || (tok_end - pair) % group != 0 || tok_end - pair <= group) break;
-      stage_scores(pair, tok_end, mxs, nvs, std::max<int64_t>(n_order, 1), true);
-      for (int64_t j = pair; j < tok_end; j += group) {
+      const int64_t walk_end = std::min(tok_end, pair + walk_heads);
+      stage_scores(pair, walk_end, mxs, nvs, std::max<int64_t>(n_order, 1), true);
+      for (int64_t j = pair; j < walk_end; j += group) {
         float* rows = score_rows + (j - pair) * l.ld_scores;
         const bool heads = nvs[0] > 0 && heads_small &&
                            nvs[0] >= (group >= 4 ? simd_v->heads_small4_min_cells : simd_v->heads_small_min_cells);
@@ -958,7 +963,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         for (int64_t jj = j; jj < j + group && !heads; ++jj)
           pair_output(jj, rows + (jj - j) * l.ld_scores, nvs[jj - pair], mxs[jj - pair]);
       }
-      p0 = pair = tok_end;
+      p0 = pair = walk_end;
     }
     for (int64_t pair = p0; pair < p1 && !(stage_f16 || stage_quant);) {
       const int64_t tg = pair / hq * hkv + pair % hq / group;

@@ -19,7 +19,8 @@
 // once for every head (dots_heads64: each 8-lane accumulator of ggml_vec_dot_f16's one step is
 // a single product, taken by vmulps; at dk 128, dots_heads128, the accumulators one at a time, each one's two K
 // vectors widened once for two or three heads), both reading the rows in address order with a
-// software prefetch (dots_groups64: a one-thread decode's kv heads of a row at once, each K row read whole);
+// software prefetch (dots_groups64: a one-thread decode's kv heads of a row at once, up to 32 heads, each K row
+// read whole);
 // for long chunks (attend_v_lanes16_cells) p is first rounded into a
 // lane-major copy (round_p_lanes, 8 x 8 transposes) and each lane's rows stay in
 // L1 while 6-query x 16-column tiles pass over them (15 of the 16 ymm registers).
@@ -220,18 +221,21 @@ void dots_heads64(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int
 // slice (group_bytes apart) is widened and meets its H heads' q (head g * H + h at q + (g * H + h) * ldq), so each
 // (head, cell) dot has dots_heads64's arithmetic; the rows are read once, whole and in address order (one stream of
 // G x 128 bytes a cell instead of G passes over 128-byte slices, each a third of every row's lines: from DRAM the
-// strided passes reached ~13 GB/s against a stream's ~22 GB/s, bench_attn_decode's probe/4k). kRowsAhead rows on,
-// the whole row's lines are prefetched.
-constexpr int64_t kGroupsMaxHeads = 16;  // G x H <= this (t: 4 KiB)
+// strided passes reached ~13 GB/s against a stream's ~22 GB/s, bench_attn_decode's probe/4k). The whole row's
+// lines are prefetched about kGroupsAheadBytes on (kRowsAhead rows of SmolLM2's 384-byte rows; 12 of Llama-3.2-1B's
+// 1 KiB rows, whose 32 rows ahead would fill most of L1 beside t and the q rows).
+constexpr int64_t kGroupsMaxHeads = 32;  // G x H <= this (t: 8 KiB; Llama-3.2-1B's 8 x 4 heads)
+constexpr int64_t kGroupsAheadBytes = kRowsAhead * 384;
 template <int H>
 void dots_groups64(const uint8_t* k, uint64_t k_stride, uint64_t group_bytes, const int32_t* cells, int64_t n,
                    const float* q, int64_t ldq, int64_t groups, float* out, int64_t ldo) {
   alignas(32) float t[kGroupsMaxHeads][8][8] = {};
   const int64_t heads = groups * H, row_bytes = int64_t(group_bytes) * (groups - 1) + 128;
+  const int64_t ahead = std::clamp<int64_t>(kGroupsAheadBytes / row_bytes, 8, kRowsAhead);
   for (int64_t r0 = 0; r0 < n; r0 += 8) {
     const int64_t nc = n - r0 < 8 ? n - r0 : 8;
     for (int64_t c = 0; c < nc; ++c) {
-      if (r0 + c + kRowsAhead < n) prefetch_row(k, k_stride, cells, r0 + c + kRowsAhead, 0, row_bytes);
+      if (r0 + c + ahead < n) prefetch_row(k, k_stride, cells, r0 + c + ahead, 0, row_bytes);
       const uint8_t* row = k + uint64_t(cells[r0 + c]) * k_stride;
       for (int64_t g = 0; g < groups; ++g) {
         const uint16_t* kr = reinterpret_cast<const uint16_t*>(row + g * group_bytes);
