@@ -947,7 +947,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // one walk over the rows (each K row read once, whole: SmolLM2 -fa 0 one thread, AVX2), then each kv head's
     // outputs as below. The same dots, probabilities and V chains per pair. Heads of 64 dims hold up to
     // kMaxGroupsWalk score rows (Llama-3.2-1B's 8 x 4 heads: one walk over its 1 KiB rows instead of eight over a
-    // 128-byte slice each; two walks over half rows were 30-40 % slower, docs/perf/s30-fa0w.md).
+    // 128-byte slice each; two walks over half rows were 30-40 % slower, docs/perf/long-contexts3.md "Stop 30, fa0w").
     const int64_t walk_heads = std::min(hq, dk == 64 ? kMaxGroupsWalk : kMaxGroupStaged) / group * group;
     const bool groups_ok = group_f16 && simd->dots_f16_groups && group > 1 && walk_heads > group;
     for (int64_t pair = p0; pair < p1 && groups_ok && !(stage_f16 || stage_quant);) {
