@@ -1148,6 +1148,21 @@ TEST(AttnBatched, FlashQuantizedKDecodeIsTheRoundedQMath) {
   set_isa(before);
 }
 
+// dots_f16_groups over `groups` kv heads of m heads each (the K rows at base, stride bytes apart) against
+// dots_f16_heads kv head by kv head, bit for bit, over n cells (output rows ldo floats apart, pre-filled).
+void expect_groups_equal_heads(const AttnKernels* k, const uint8_t* base, int64_t stride, const int32_t* cells,
+                               int64_t n, const float* q, int64_t ldq, int64_t groups, int64_t m, int64_t dk,
+                               bool lanes16, int64_t ldo) {
+  std::vector<float> got(size_t(groups * m * ldo), -3.0f), want(got.size(), -3.0f);
+  k->dots_f16_groups(base, uint64_t(stride) * 2, uint64_t(dk) * 2, cells, n, q, ldq, groups, m, dk, lanes16, got.data(),
+                     ldo);
+  for (int64_t g = 0; g < groups; ++g)
+    k->dots_f16_heads(base + g * dk * 2, uint64_t(stride) * 2, cells, n, q + g * m * ldq, ldq, m, dk, lanes16,
+                      want.data() + g * m * ldo, ldo);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(same_bits(got[i], want[i])) << "i " << i << ": " << got[i] << " vs " << want[i];
+}
+
 // dots_f16_groups (the one-thread decode's K dots for all kv heads of a token in one walk over the rows, stop 29):
 // every head's scores equal dots_f16_heads' over its own kv head's slice, bit for bit: SmolLM2's 3 kv heads x 3 heads
 // and 4 x 4 (16 heads, the most the kernel takes whole) at dk 64, the fallbacks (dk 128; 5 x 4 heads, past 16; the
@@ -1178,15 +1193,7 @@ TEST(AttnBatched, GroupsDotsEqualHeadsDotsPerKvHead) {
       for (int64_t n : {1, 7, 8, 9, 40, 333, 700}) {
         for (bool lanes16 : {false, true}) {
           SCOPED_TRACE(fmt::format("groups {} m {} dk {} n {} lanes16 {}", groups, m, dk, n, lanes16));
-          const int64_t ldo = n + 3;
-          std::vector<float> got(size_t(heads * ldo), -3.0f), want(got.size(), -3.0f);
-          k->dots_f16_groups(base, uint64_t(stride) * 2, uint64_t(dk) * 2, cells.data(), n, q.data(), ldq, groups, m,
-                             dk, lanes16, got.data(), ldo);
-          for (int64_t g = 0; g < groups; ++g)
-            k->dots_f16_heads(base + g * dk * 2, uint64_t(stride) * 2, cells.data(), n, q.data() + g * m * ldq, ldq, m,
-                              dk, lanes16, want.data() + g * m * ldo, ldo);
-          for (size_t i = 0; i < got.size(); ++i)
-            ASSERT_TRUE(same_bits(got[i], want[i])) << "i " << i << ": " << got[i] << " vs " << want[i];
+          expect_groups_equal_heads(k, base, stride, cells.data(), n, q.data(), ldq, groups, m, dk, lanes16, n + 3);
         }
       }
     }
@@ -1222,15 +1229,7 @@ TEST(AttnBatched, GroupsDotsOfLlama1BShapeEqualPerKvHeadDots) {
         for (auto& x : q) x = f16_to_f32(f32_to_f16(val(rng)));
         for (int64_t n : {1, 8, 13, 40, 299}) {
           SCOPED_TRACE(fmt::format("groups {} m {} first {} n {}", groups, m, first, n));
-          const int64_t ldo = n + 5;
-          std::vector<float> got(size_t(heads * ldo), -3.0f), want(got.size(), -3.0f);
-          k->dots_f16_groups(base, uint64_t(stride) * 2, uint64_t(dk) * 2, cells.data(), n, q.data(), ldq, groups, m,
-                             dk, false, got.data(), ldo);
-          for (int64_t g = 0; g < groups; ++g)
-            k->dots_f16_heads(base + g * dk * 2, uint64_t(stride) * 2, cells.data(), n, q.data() + g * m * ldq, ldq, m,
-                              dk, false, want.data() + g * m * ldo, ldo);
-          for (size_t i = 0; i < got.size(); ++i)
-            ASSERT_TRUE(same_bits(got[i], want[i])) << "i " << i << ": " << got[i] << " vs " << want[i];
+          expect_groups_equal_heads(k, base, stride, cells.data(), n, q.data(), ldq, groups, m, dk, false, n + 5);
         }
       }
     }
