@@ -24,12 +24,20 @@
 //   pool's chunks, so its default takes the split from split_min_cells.
 //   probe/<pages>: one core's streaming read of a 256 MiB buffer (16 MiB
 //   slices, AVX2 loads), the ceiling the decode is measured against.
+//   probe-span/4k/<MB>mb: the same over spans of 16 MB to 1.2 GB (2 MiB slices): the L3 keeps part of a cycled
+//   span a few times its size, so the decode rows' > 96 MB of copies read faster than a model's token (stop 31).
+//   cold/llama32-1b/d<depth>/fa0/f16-f16/<isa>: the -fa 0 node over copies spanning 1.2 GB ($OPAL_BENCH_SPAN_MB),
+//   timed call by call: warm (after the previous call), again (the same copy, from the L3), cold (after 76 MB of
+//   other memory streamed, as a token's weights do between layers) and idle (the same, then 2 ms without memory
+//   traffic); medians in us (docs/perf/s31-gap.md).
+// $OPAL_BENCH_SPAN_MB sets the decode rows' span of copies (default 96 MiB).
 // Run: build/<dir>/bench_attn_decode [--benchmark_filter=decode/qwen3/d4096]
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -50,7 +58,11 @@ namespace {
 using namespace opal;
 using namespace opal::cpu;
 
-constexpr uint64_t kBeyondL3 = 96ull << 20;
+// The bytes the DRAM rows' copies exceed: 96 MiB, or $OPAL_BENCH_SPAN_MB (MB).
+uint64_t beyond_l3() {
+  const char* e = std::getenv("OPAL_BENCH_SPAN_MB");
+  return e ? uint64_t(std::atof(e) * 1e6) : 96ull << 20;
+}
 
 struct Shape {
   const char* name;
@@ -113,7 +125,7 @@ Caches& caches_for(const Shape& sh, int64_t cells, DType tk, DType tv, Pages pag
   c.v_bytes = row_bytes(tv, e) * uint64_t(cells);
   c.copies = pages == Pages::l3
                  ? 1
-                 : int(std::max<uint64_t>(1, (kBeyondL3 + c.k_bytes + c.v_bytes - 1) / (c.k_bytes + c.v_bytes)));
+                 : int(std::max<uint64_t>(1, (beyond_l3() + c.k_bytes + c.v_bytes - 1) / (c.k_bytes + c.v_bytes)));
   c.k = std::make_unique<Mapping>(c.k_bytes * uint64_t(c.copies), huge);
   c.v = std::make_unique<Mapping>(c.v_bytes * uint64_t(c.copies), huge);
   fill_rows(tk, e, cells, c.k->data(), 1);
@@ -124,6 +136,19 @@ Caches& caches_for(const Shape& sh, int64_t cells, DType tk, DType tv, Pages pag
   }
   c.key = key;
   return c;
+}
+
+__attribute__((target("avx2"))) uint64_t read_span(const uint8_t* p, uint64_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (uint64_t i = 0; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  return uint64_t(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
+                  _mm256_extract_epi64(s, 3));
 }
 
 void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool flash, DType tk, DType tv, Isa isa,
@@ -151,6 +176,140 @@ void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool fl
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(c.k_bytes + c.v_bytes));
   state.counters["us"] =
       benchmark::Counter(double(state.iterations()) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// The node as a decode token meets it (stop 31). The copies of the layer's K and V span $OPAL_BENCH_SPAN_MB (default
+// 1200 MB, about a Llama-3.2-1B token's weights, so that no copy is left in the L3 when it comes round again). Each
+// iteration times, on the next copies in turn:
+//   warm: right after the previous call (the usual rows' state);
+//   again: the same copy once more (its K and V partly in the L3: the cache-resident rate);
+//   cold: after streaming `evict` bytes of other memory (a layer's weights, ~76 MB for Llama-3.2-1B Q8_0), untimed;
+//   idle: the same flush, then 2 ms of arithmetic that touches no memory, then the call;
+//   loop100: back-to-back calls cycling over the first copies (~100 MB, the decode rows' span), second round;
+//   loop1200: back-to-back calls over the other copies, each back only after ~1.1 GB;
+//   filled / layered: after the flush, one of 16 layers' caches whose pages were first touched as a model's fill
+//   touches them (512 cells of every layer in turn) / layer after layer; layered_loop: the latter back to back.
+// Counters: the medians in us. Manual time: the cold call's.
+void run_cold(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, uint64_t evict_bytes) {
+  set_isa(isa);
+  const int64_t cells = depth + 1;
+  const char* sp = std::getenv("OPAL_BENCH_SPAN_MB");
+  const uint64_t span = sp ? uint64_t(std::atof(sp) * 1e6) : 1200000000ull;
+  const int64_t e = sh.hkv * sh.d;
+  const uint64_t kb = row_bytes(DType::F16, e) * uint64_t(cells), vb = kb;
+  const int copies = int(std::max<uint64_t>(2, (span + kb + vb - 1) / (kb + vb)));
+  Mapping km(kb * uint64_t(copies), false), vm(vb * uint64_t(copies), false);
+  fill_rows(DType::F16, e, cells, km.data(), 1);
+  fill_rows(DType::F16, e, cells, vm.data(), 2);
+  for (int i = 1; i < copies; ++i) {
+    std::memcpy(km.data() + kb * uint64_t(i), km.data(), kb);
+    std::memcpy(vm.data() + vb * uint64_t(i), vm.data(), vb);
+  }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(size_t(sh.d * sh.hq)), out(size_t(sh.d * sh.hq));
+  for (auto& x : q) x = nd(rng);
+  bench::AttentionCall call({sh.hq, sh.hkv, sh.d}, q.data(), out.data(), 1, depth, DType::F16, km.data(), DType::F16,
+                            vm.data(), cells, false, 1);
+  if (const char* ev = std::getenv("OPAL_BENCH_EVICT_MB")) evict_bytes = uint64_t(std::atof(ev) * 1e6) / 4096 * 4096;
+  Mapping evict(std::max<uint64_t>(evict_bytes, 4096), false);
+  std::memset(evict.data(), 1, evict.n);
+  // 16 layers' caches first touched as a model's fill touches them (512 cells of every layer's K and V in turn,
+  // a ubatch at a time: pages of one layer's cache scattered among the others'), and 16 touched layer by layer.
+  constexpr int kLayers = 16;
+  constexpr int64_t kUbatch = 512;
+  const uint64_t row = row_bytes(DType::F16, e);
+  std::vector<std::unique_ptr<Mapping>> fill_k, fill_v, seq_k, seq_v;
+  for (int l = 0; l < kLayers; ++l) {
+    fill_k.push_back(std::make_unique<Mapping>(kb, false));
+    fill_v.push_back(std::make_unique<Mapping>(vb, false));
+  }
+  for (int64_t c0 = 0; c0 < cells; c0 += kUbatch) {
+    const uint64_t off = uint64_t(c0) * row, n = uint64_t(std::min(kUbatch, cells - c0)) * row;
+    for (int l = 0; l < kLayers; ++l) {
+      std::memcpy(fill_k[size_t(l)]->data() + off, km.data() + off, n);
+      std::memcpy(fill_v[size_t(l)]->data() + off, vm.data() + off, n);
+    }
+  }
+  for (int l = 0; l < kLayers; ++l) {
+    seq_k.push_back(std::make_unique<Mapping>(kb, false));
+    std::memcpy(seq_k.back()->data(), km.data(), kb);
+    seq_v.push_back(std::make_unique<Mapping>(vb, false));
+    std::memcpy(seq_v.back()->data(), vm.data(), vb);
+  }
+  auto timed_on = [&](uint8_t* k, uint8_t* v) {
+    call.set_cache(k, v);
+    const auto t0 = std::chrono::steady_clock::now();
+    call.run();
+    benchmark::DoNotOptimize(out.data());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> filled, seq, seq_loop;
+  int i = 0;
+  auto timed = [&](bool next) {
+    if (next) i = (i + 1) % copies;
+    call.set_cache(km.data() + kb * uint64_t(i), vm.data() + vb * uint64_t(i));
+    const auto t0 = std::chrono::steady_clock::now();
+    call.run();
+    benchmark::DoNotOptimize(out.data());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto flush = [&] {
+    if (evict_bytes) benchmark::DoNotOptimize(read_span(evict.data(), evict.n / 128 * 128));
+  };
+  std::vector<double> warm, again, cold, idle, loop_small, loop_big;
+  int big = 0;
+  call.run();
+  for (auto _ : state) {
+    warm.push_back(timed(true));
+    again.push_back(timed(false));
+    flush();
+    const double t = timed(true);
+    cold.push_back(t);
+    flush();
+    const auto t0 = std::chrono::steady_clock::now();
+    double x = 1.0;
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 2e-3)
+      for (int r = 0; r < 1000; ++r) x = x * 1.0000001 + 1e-9;
+    benchmark::DoNotOptimize(x);
+    idle.push_back(timed(true));
+    // Back-to-back calls as the decode rows make them: over the first copies spanning ~100 MB (one round untimed,
+    // then one timed: the L3 keeps part of them between rounds), and over the rest (never back within 1 GB).
+    const int small = std::min(copies / 2, int((100e6 + double(kb + vb) - 1) / double(kb + vb)));
+    for (int round = 0; round < 2; ++round)
+      for (int j = 0; j < small; ++j) {
+        i = j;
+        const double ts = timed(false);
+        if (round == 1) loop_small.push_back(ts);
+      }
+    for (int j = 0; j < small; ++j) {
+      big = small + (big + 1 - small) % (copies - small);
+      i = big;
+      loop_big.push_back(timed(false));
+    }
+    for (int l = 0; l < kLayers; ++l) {
+      flush();
+      filled.push_back(timed_on(fill_k[size_t(l)]->data(), fill_v[size_t(l)]->data()));
+      flush();
+      seq.push_back(timed_on(seq_k[size_t(l)]->data(), seq_v[size_t(l)]->data()));
+    }
+    for (int l = 0; l < kLayers; ++l) seq_loop.push_back(timed_on(seq_k[size_t(l)]->data(), seq_v[size_t(l)]->data()));
+    state.SetIterationTime(t);
+  }
+  auto median_us = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2] * 1e6;
+  };
+  state.counters["warm_us"] = median_us(warm);
+  state.counters["again_us"] = median_us(again);
+  state.counters["cold_us"] = median_us(cold);
+  state.counters["idle_us"] = median_us(idle);
+  state.counters["loop100_us"] = median_us(loop_small);
+  state.counters["filled_us"] = median_us(filled);
+  state.counters["layered_us"] = median_us(seq);
+  state.counters["layered_loop_us"] = median_us(seq_loop);
+  state.counters["loop1200_us"] = median_us(loop_big);
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kb + vb));
 }
 
 void run_vside(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, Pages pages, bool heads) {
@@ -192,35 +351,29 @@ void run_vside(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa,
       benchmark::Counter(double(state.iterations()) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-__attribute__((target("avx2"))) uint64_t read_span(const uint8_t* p, uint64_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (uint64_t i = 0; i + 128 <= n; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  return uint64_t(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
-                  _mm256_extract_epi64(s, 3));
-}
-
-void run_probe(benchmark::State& state, bool huge) {
-  constexpr uint64_t kBytes = 256ull << 20, kSlice = 16ull << 20;
-  Mapping m(kBytes, huge);
-  std::memset(m.data(), 1, kBytes);
+// Streams `bytes` (a multiple of `slice`) a slice per iteration, cycling.
+void run_probe(benchmark::State& state, bool huge, uint64_t bytes, uint64_t slice) {
+  Mapping m(bytes, huge);
+  std::memset(m.data(), 1, bytes);
   uint64_t off = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(read_span(m.data() + off, kSlice));
-    off = (off + kSlice) % kBytes;
+    benchmark::DoNotOptimize(read_span(m.data() + off, slice));
+    off = (off + slice) % bytes;
   }
-  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kSlice));
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(slice));
 }
 
 const int kRegistered = [] {
   if (!host_supports(Isa::avx2)) return 0;
   for (bool huge : {false, true})
-    benchmark::RegisterBenchmark(huge ? "probe/thp" : "probe/4k", [=](benchmark::State& s) { run_probe(s, huge); });
+    benchmark::RegisterBenchmark(huge ? "probe/thp" : "probe/4k",
+                                 [=](benchmark::State& s) { run_probe(s, huge, 256ull << 20, 16ull << 20); });
+  // The probe over spans from inside the L3 to a Llama-3.2-1B token's weights (stop 31): the L3 keeps part of a
+  // cycled span a few times its size (96 MB: ~1.3x the rate of 1.2 GB on this Zen 5 guest's 32 MB L3).
+  for (int mb : {16, 48, 96, 192, 384, 1200})
+    benchmark::RegisterBenchmark(("probe-span/4k/" + std::to_string(mb) + "mb").c_str(), [=](benchmark::State& s) {
+      run_probe(s, false, uint64_t(mb) * 1000000 / (2ull << 20) * (2ull << 20), 2ull << 20);
+    });
   const Shape shapes[] = {
       {"qwen3", 16, 8, 128}, {"smollm2", 9, 3, 64}, {"llama32-1b", 32, 8, 64}, {"llama3-8b", 32, 8, 128}};
   const DType types[] = {DType::F16, DType::Q8_0, DType::Q4_0};
@@ -237,6 +390,16 @@ const int kRegistered = [] {
             })->Unit(benchmark::kMicrosecond);
           }
       }
+  for (int64_t depth : {4096, 16384})
+    for (Isa isa : supported_isas()) {
+      if (isa != Isa::avx512 && isa != Isa::avx2) continue;
+      const std::string name =
+          std::string("cold/llama32-1b/d") + std::to_string(depth) + "/fa0/f16-f16/" + isa_name(isa);
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [=](benchmark::State& s) { run_cold(s, shapes[2], depth, isa, 76000000); })
+          ->Unit(benchmark::kMicrosecond)
+          ->UseManualTime();
+    }
   for (const Shape& sh : shapes)
     for (int64_t depth : {4096, 16384})
       for (DType t : types)

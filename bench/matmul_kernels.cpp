@@ -38,6 +38,12 @@
 //                         tried, cpu-round2d.md "Stop 30, ksplit") packed-decode-8192 on the
 //                         K-quant groups too, and packed-decode-8192-l2: 48 of
 //                         those rows, one copy (in L2): the kernel's own rate.
+//   packed-decode-2048-1200mb, packed-decode-8192-1200mb (row and K-quant groups,
+//                         stop 31): FFN up/gate and down over copies spanning
+//                         1.2 GB, a token's weights: the rate a token's
+//                         matmuls read (the L3 keeps part of the other rows'
+//                         96 MB of copies; docs/perf/s31-gap.md).
+//                         $OPAL_BENCH_SPAN_MB sets the other DRAM rows' span.
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
 //                         to the entry's packed_max_act read the groups; not
 //                         the K-quants, which have the kq- curve below).
@@ -71,6 +77,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -125,6 +132,13 @@ void unpacked_gemm(const MatmulKernels& k, DType t, const GemmArgs& g, std::vect
   }
 }
 
+// The bytes the DRAM rows' copies exceed: 96 MB, or $OPAL_BENCH_SPAN_MB (stop 31: the L3 keeps part of a span a
+// few times its size, so 96 MB reads faster than a model's 1.2 GB; the -1200mb rows span a token's weights).
+double span_bytes() {
+  const char* e = std::getenv("OPAL_BENCH_SPAN_MB");
+  return e ? std::atof(e) * 1e6 : 96e6;
+}
+
 // How a batch on repacked weights runs: as MUL_MAT does (packed_reads), or forced to either path.
 enum class Path { dispatch, groups, batch, unpack };
 
@@ -133,10 +147,12 @@ enum class Path { dispatch, groups, batch, unpack };
 // Path::unpack: batches above packed_max_act take the unpack path even where the entry reads them in place
 // (MUL_MAT's path before gemm_packed_batch: the unpacked-prompt and kq-unpacked-batch curves).
 // convert_each = false: the activation converted once before the loop (the ceiling benchmarks: the kernel alone).
+// span: the bytes the copies exceed with copies = 0 (0: span_bytes()).
 void run(benchmark::State& state, Isa isa, DType t, int64_t rows, int64_t n_act, int copies, int64_t kK = 4096,
-         bool bytes_rate = false, bool packed = false, Path path = Path::dispatch, bool convert_each = true) {
+         bool bytes_rate = false, bool packed = false, Path path = Path::dispatch, bool convert_each = true,
+         double span = 0) {
   const MatmulKernels* k = matmul_kernels(t, isa);
-  if (copies == 0) copies = int(96e6 / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
+  if (copies == 0) copies = int((span > 0 ? span : span_bytes()) / double(row_bytes(t, kK) * uint64_t(rows))) + 1;
   std::vector<std::vector<uint8_t>> w;
   for (int c = 0; c < copies; ++c) w.push_back(random_weights(t, rows, kK));
   if (packed)
@@ -347,6 +363,16 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("packed-decode-8192/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 2048, 1, 0, 8192, false, true);
         })->Unit(benchmark::kMicrosecond);
+        // Llama-3.2-1B's FFN up/gate and down over copies spanning 1.2 GB (a token's weights), stop 31: 96 MB of
+        // copies is three times the L3, and the L3 still holds part of them when they come round again (the
+        // rows above read ~1.3x what a token's matmuls read; docs/perf/s31-gap.md).
+        for (int64_t kk : {2048, 8192})
+          benchmark::RegisterBenchmark(("packed-decode-" + std::to_string(kk) + "-1200mb/" + suffix).c_str(),
+                                       [=](benchmark::State& s) {
+                                         run(s, isa, t, kk == 2048 ? 8192 : 2048, 1, 0, kk, false, true, Path::dispatch,
+                                             true, 1200e6);
+                                       })
+              ->Unit(benchmark::kMicrosecond);
         // The same rows, 48 of them (one copy, in L2): the kernel's rate at k = 8192 without DRAM.
         benchmark::RegisterBenchmark(("packed-decode-8192-l2/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 48, 1, 1, 8192, false, true);
