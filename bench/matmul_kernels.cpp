@@ -42,7 +42,7 @@
 //                         stop 31): FFN up/gate and down over copies spanning
 //                         1.2 GB, a token's weights: the rate a token's
 //                         matmuls read (the L3 keeps part of the other rows'
-//                         96 MB of copies; docs/perf/s31-gap.md).
+//                         96 MB of copies; docs/perf/long-contexts3.md, "Stop 31, gap").
 //                         $OPAL_BENCH_SPAN_MB sets the other DRAM rows' span.
 //   packed-batch<M>/<isa>/<type>: batch<M> on the repacked layout (batches up
 //                         to the entry's packed_max_act read the groups; not
@@ -365,7 +365,7 @@ const int kRegistered = [] {
         })->Unit(benchmark::kMicrosecond);
         // Llama-3.2-1B's FFN up/gate and down over copies spanning 1.2 GB (a token's weights), stop 31: 96 MB of
         // copies is three times the L3, and the L3 still holds part of them when they come round again (the
-        // rows above read ~1.3x what a token's matmuls read; docs/perf/s31-gap.md).
+        // rows above read ~1.3x what a token's matmuls read; docs/perf/long-contexts3.md, "Stop 31, gap").
         for (int64_t kk : {2048, 8192})
           benchmark::RegisterBenchmark(("packed-decode-" + std::to_string(kk) + "-1200mb/" + suffix).c_str(),
                                        [=](benchmark::State& s) {
