@@ -29,7 +29,7 @@
 //   cold/llama32-1b/d<depth>/fa0/f16-f16/<isa>: the -fa 0 node over copies spanning 1.2 GB ($OPAL_BENCH_SPAN_MB),
 //   timed call by call: warm (after the previous call), again (the same copy, from the L3), cold (after 76 MB of
 //   other memory streamed, as a token's weights do between layers) and idle (the same, then 2 ms without memory
-//   traffic); medians in us (docs/perf/s31-gap.md).
+//   traffic); medians in us (docs/perf/long-contexts3.md, "Stop 31, gap").
 // $OPAL_BENCH_SPAN_MB sets the decode rows' span of copies (default 96 MiB).
 // Run: build/<dir>/bench_attn_decode [--benchmark_filter=decode/qwen3/d4096]
 #include <benchmark/benchmark.h>
