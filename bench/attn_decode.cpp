@@ -58,10 +58,10 @@ namespace {
 using namespace opal;
 using namespace opal::cpu;
 
-// The bytes the DRAM rows' copies exceed: 96 MiB, or $OPAL_BENCH_SPAN_MB (MB).
-uint64_t beyond_l3() {
+// The bytes a row's copies of the cache span: $OPAL_BENCH_SPAN_MB (MB), else `fallback`.
+uint64_t span_bytes(uint64_t fallback) {
   const char* e = std::getenv("OPAL_BENCH_SPAN_MB");
-  return e ? uint64_t(std::atof(e) * 1e6) : 96ull << 20;
+  return e ? uint64_t(std::atof(e) * 1e6) : fallback;
 }
 
 struct Shape {
@@ -123,9 +123,10 @@ Caches& caches_for(const Shape& sh, int64_t cells, DType tk, DType tv, Pages pag
   const int64_t e = sh.hkv * sh.d;
   c.k_bytes = row_bytes(tk, e) * uint64_t(cells);
   c.v_bytes = row_bytes(tv, e) * uint64_t(cells);
-  c.copies = pages == Pages::l3
-                 ? 1
-                 : int(std::max<uint64_t>(1, (beyond_l3() + c.k_bytes + c.v_bytes - 1) / (c.k_bytes + c.v_bytes)));
+  c.copies =
+      pages == Pages::l3
+          ? 1
+          : int(std::max<uint64_t>(1, (span_bytes(96ull << 20) + c.k_bytes + c.v_bytes - 1) / (c.k_bytes + c.v_bytes)));
   c.k = std::make_unique<Mapping>(c.k_bytes * uint64_t(c.copies), huge);
   c.v = std::make_unique<Mapping>(c.v_bytes * uint64_t(c.copies), huge);
   fill_rows(tk, e, cells, c.k->data(), 1);
@@ -193,8 +194,7 @@ void run_decode(benchmark::State& state, const Shape& sh, int64_t depth, bool fl
 void run_cold(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, uint64_t evict_bytes) {
   set_isa(isa);
   const int64_t cells = depth + 1;
-  const char* sp = std::getenv("OPAL_BENCH_SPAN_MB");
-  const uint64_t span = sp ? uint64_t(std::atof(sp) * 1e6) : 1200000000ull;
+  const uint64_t span = span_bytes(1200000000ull);
   const int64_t e = sh.hkv * sh.d;
   const uint64_t kb = row_bytes(DType::F16, e) * uint64_t(cells), vb = kb;
   const int copies = int(std::max<uint64_t>(2, (span + kb + vb - 1) / (kb + vb)));
@@ -248,11 +248,7 @@ void run_cold(benchmark::State& state, const Shape& sh, int64_t depth, Isa isa, 
   int i = 0;
   auto timed = [&](bool next) {
     if (next) i = (i + 1) % copies;
-    call.set_cache(km.data() + kb * uint64_t(i), vm.data() + vb * uint64_t(i));
-    const auto t0 = std::chrono::steady_clock::now();
-    call.run();
-    benchmark::DoNotOptimize(out.data());
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return timed_on(km.data() + kb * uint64_t(i), vm.data() + vb * uint64_t(i));
   };
   auto flush = [&] {
     if (evict_bytes) benchmark::DoNotOptimize(read_span(evict.data(), evict.n / 128 * 128));
