@@ -15,7 +15,7 @@
 // registers; the decode's accumulate_f16_heads takes the query heads of one kv head with the
 // cells in order (accumulate_rows: up to 64 columns of a V row widened once, each head's lane
 // accumulators loaded, FMA'd for four cells of the lane and stored, the next 256 cells' rows
-// prefetched into L2), and its dots_f16_heads at dk 64 widens a K row
+// prefetched into L1 for rows up to 1 KiB apart, else into L2), and its dots_f16_heads at dk 64 widens a K row
 // once for every head (dots_heads64: each 8-lane accumulator of ggml_vec_dot_f16's one step is
 // a single product, taken by vmulps; at dk 128, dots_heads128, the accumulators one at a time, each one's two K
 // vectors widened once for two or three heads), both reading the rows in address order with a
@@ -402,10 +402,13 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
 // broadcast probabilities spill).
 constexpr int kRowsHeads = 4;     // heads per pass of accumulate_rows
 constexpr int kCellsPerLane = 4;  // cells of one lane per load and store of its accumulators
-// Into L2: Qwen3's V rows 2 KiB apart fall into two L1 sets per line, and 256 rows ahead into L1 thrashed them
-// (vside qwen3 14-20 % slower than main with _MM_HINT_T0, 10-33 % faster with T1; SmolLM2, Llama-3.2-1B: the same).
-constexpr _mm_hint kVHint = _MM_HINT_T1;
-template <int H, int C>
+// The hint follows the rows' stride. Into L2 (T1) for rows 2 KiB or more apart: Qwen3's fall into two L1 sets per
+// line, and 256 rows ahead into L1 thrashed them (vside qwen3 14-20 % slower than main with _MM_HINT_T0, 10-33 %
+// faster with T1; stop 32, calls alternated in one run: T0 1.27-1.41x T1's time). Into L1 (T0) for rows up to
+// kVT0MaxStride apart: Llama-3.2-1B's 1 KiB rows 0.62x T1's time at d4096 and 0.79-0.88x at d16384, SmolLM2's
+// 384-byte rows 0.95-0.99x (docs/perf/long-contexts3.md "Stop 32").
+constexpr uint64_t kVT0MaxStride = 1024;
+template <int H, int C, _mm_hint kVHint>
 void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                      int64_t lanes, int64_t i0, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
@@ -449,18 +452,25 @@ void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_s
     }
 }
 
-template <int H>
+template <int H, _mm_hint kVHint>
 void accumulate_rows_cols(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
                           int64_t n, int64_t lanes, int64_t dv, float* acc) {
   for (int64_t i0 = 0; i0 < dv;) {
     const int64_t left = (dv - i0) / 8, vecs = left >= 8 ? 8 : left >= 4 ? 4 : left;
-    if (vecs == 8) accumulate_rows<H, 8>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
-    else if (vecs == 4) accumulate_rows<H, 4>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
-    else if (vecs == 3) accumulate_rows<H, 3>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
-    else if (vecs == 2) accumulate_rows<H, 2>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
-    else accumulate_rows<H, 1>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    if (vecs == 8) accumulate_rows<H, 8, kVHint>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    else if (vecs == 4) accumulate_rows<H, 4, kVHint>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    else if (vecs == 3) accumulate_rows<H, 3, kVHint>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    else if (vecs == 2) accumulate_rows<H, 2, kVHint>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
+    else accumulate_rows<H, 1, kVHint>(p, ldp, v, v_stride, cells, n, lanes, i0, dv, acc);
     i0 += 8 * vecs;
   }
+}
+
+template <int H>
+void accumulate_rows_hinted(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
+                            int64_t n, int64_t lanes, int64_t dv, float* acc) {
+  if (v_stride <= kVT0MaxStride) accumulate_rows_cols<H, _MM_HINT_T0>(p, ldp, v, v_stride, cells, n, lanes, dv, acc);
+  else accumulate_rows_cols<H, _MM_HINT_T1>(p, ldp, v, v_stride, cells, n, lanes, dv, acc);
 }
 
 void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t* v, uint64_t v_stride,
@@ -474,10 +484,10 @@ void accumulate_f16_heads(const float* p, int64_t ldp, int64_t nh, const uint8_t
     const int64_t take = std::min<int64_t>(kRowsHeads, nh - h);
     const float* ph = p + h * ldp;
     float* ah = acc + h * ld_head;
-    if (take == 4) accumulate_rows_cols<4>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
-    else if (take == 3) accumulate_rows_cols<3>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
-    else if (take == 2) accumulate_rows_cols<2>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
-    else accumulate_rows_cols<1>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
+    if (take == 4) accumulate_rows_hinted<4>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
+    else if (take == 3) accumulate_rows_hinted<3>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
+    else if (take == 2) accumulate_rows_hinted<2>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
+    else accumulate_rows_hinted<1>(ph, ldp, v, v_stride, cells, n, lanes, dv, ah);
   }
 }
 
