@@ -744,7 +744,8 @@ TEST(AttnBatched, FlashInPlaceUnrolledFormsGiveTheGeneralFormsBits) {
 // heads_output): every head's lanes get accumulate_f16's bits, from accumulators that already hold values (the
 // op calls it block after block), for 1-5 heads, head sizes that take the unmasked tiles (64, 128, 80, 48, 16) and
 // the fallback (40 and 36 on AVX-512, 36 on AVX2), 16 and 64 lanes, 37, 300 and 2600 cells out of order (2600: the
-// AVX-512 form's 1024-cell chunks, two whole and a part); and calls over whole 64s of cells give the bits of one call.
+// AVX-512 form's 1024-cell chunks, two whole and a part), rows up to 1 KiB apart and wider (AVX2's V prefetch
+// hint follows the stride); and calls over whole 64s of cells give the bits of one call.
 TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
   if (host_supports(Isa::avx512)) {
     bool any = false;
@@ -757,7 +758,8 @@ TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
     if (!k->accumulate_f16_heads) continue;
     for (int64_t dv : {64, 128, 80, 48, 16, 40, 36})
       for (int64_t n_cells : {37, 300, 2600}) {
-        const int64_t stride = 2 * dv + 8;  // two kv heads per row and a gap; the second head is read
+        // Two kv heads per row and a gap (the second head is read); at 300 cells, rows over 1 KiB apart.
+        const int64_t stride = 2 * dv + (n_cells == 300 ? 520 : 8);
         std::vector<uint16_t> cache(size_t(n_cells * stride));
         for (auto& h : cache) h = f32_to_f16(val(rng));
         const auto* base = reinterpret_cast<const uint8_t*>(cache.data() + dv);

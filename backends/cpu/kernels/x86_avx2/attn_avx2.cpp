@@ -402,11 +402,10 @@ void accumulate_f16(const float* p, const uint8_t* v, uint64_t v_stride, const i
 // broadcast probabilities spill).
 constexpr int kRowsHeads = 4;     // heads per pass of accumulate_rows
 constexpr int kCellsPerLane = 4;  // cells of one lane per load and store of its accumulators
-// The hint follows the rows' stride. Into L2 (T1) for rows 2 KiB or more apart: Qwen3's fall into two L1 sets per
-// line, and 256 rows ahead into L1 thrashed them (vside qwen3 14-20 % slower than main with _MM_HINT_T0, 10-33 %
-// faster with T1; stop 32, calls alternated in one run: T0 1.27-1.41x T1's time). Into L1 (T0) for rows up to
-// kVT0MaxStride apart: Llama-3.2-1B's 1 KiB rows 0.62x T1's time at d4096 and 0.79-0.88x at d16384, SmolLM2's
-// 384-byte rows 0.95-0.99x (docs/perf/long-contexts3.md "Stop 32").
+// The hint follows the rows' stride. Into L2 (T1) for rows over kVT0MaxStride apart: Qwen3's 2 KiB rows fall into
+// two L1 sets per line, and 256 rows ahead into L1 thrashed them (vside qwen3 14-20 % slower than main with
+// _MM_HINT_T0, 10-33 % faster with T1). Into L1 (T0) for rows up to kVT0MaxStride apart: Llama-3.2-1B's 1 KiB rows'
+// V side 4-12 % shorter from DRAM, SmolLM2's 384-byte rows level (docs/perf/long-contexts3.md "Stop 32", §4).
 constexpr uint64_t kVT0MaxStride = 1024;
 template <int H, int C, _mm_hint kVHint>
 void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
