@@ -39,7 +39,7 @@ struct KPiece {
   int64_t dst;  // offset of row 0's piece in the group's super-block
 };
 
-std::vector<KPiece> k_pieces(DType type) {
+std::vector<KPiece> make_k_pieces(DType type) {
   std::vector<KPiece> p;
   int64_t at = 0;
   auto add = [&](int64_t src, int64_t len) {
@@ -63,6 +63,20 @@ std::vector<KPiece> k_pieces(DType type) {
       }
   }
   return p;
+}
+
+// The pieces of Q4_K or Q6_K, made once (the unpack of a prompt's rows asks per call).
+const std::vector<KPiece>& k_pieces(DType type) {
+  static const std::vector<KPiece> q4_K = make_k_pieces(DType::Q4_K), q6_K = make_k_pieces(DType::Q6_K);
+  return type == DType::Q4_K ? q4_K : q6_K;
+}
+
+// A piece's bytes: every piece is 2 or 4 bytes, copied as a constant size (a call to memcpy per piece made the
+// unpack of a prompt's rows slower than the gemm on them).
+inline void copy_piece(uint8_t* dst, const uint8_t* src, int64_t len) {
+  if (len == 4) std::memcpy(dst, src, 4);
+  else if (len == 2) std::memcpy(dst, src, 2);
+  else std::memcpy(dst, src, size_t(len));
 }
 
 int64_t k_block_bytes(DType type) { return type == DType::Q4_K ? 144 : 210; }
@@ -101,7 +115,26 @@ void q6_K_encode(uint8_t* a, uint8_t* b, uint8_t* c, bool paired) {
   }
 }
 
+// q6_K_decode for kLayoutKGroups8 (V_c = q[c]) on the 4 bytes of each piece at once: every mask and shift stays
+// within its byte. The unpack of a prompt's Q6_K rows took longer than the gemm on them byte by byte.
+void q6_K_decode_words(uint8_t* a, uint8_t* b, uint8_t* c) {
+  uint32_t A, B, C;
+  std::memcpy(&A, a, 4);
+  std::memcpy(&B, b, 4);
+  std::memcpy(&C, c, 4);
+  constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+  const uint32_t v0 = A & k6, v1 = B & k6, v2 = C & k6;
+  const uint32_t v3 = (A >> 6 & k2) | (B >> 6 & k2) << 2 | (C >> 6 & k2) << 4;
+  A = (v0 & k4) | (v2 & k4) << 4;
+  B = (v1 & k4) | (v3 & k4) << 4;
+  C = (v0 >> 4 & k2) | (v1 >> 4 & k2) << 2 | (v2 >> 4 & k2) << 4 | (v3 >> 4 & k2) << 6;
+  std::memcpy(a, &A, 4);
+  std::memcpy(b, &B, 4);
+  std::memcpy(c, &C, 4);
+}
+
 void q6_K_decode(uint8_t* a, uint8_t* b, uint8_t* c, bool paired) {
+  if (!paired) return q6_K_decode_words(a, b, c);
   int v[4][4];
   for (int m = 0; m < 4; ++m) {
     v[0][m] = a[m] & 63;
@@ -297,7 +330,7 @@ void q4_K_pair_nibbles(uint8_t* qs) {
 
 void repack_k_groups(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
   if (k % 256 != 0) fail("cannot repack {} rows of {} elements (not whole super-blocks)", dtype_name(type), k);
-  const std::vector<KPiece> pieces = k_pieces(type);
+  const std::vector<KPiece>& pieces = k_pieces(type);
   const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
   std::vector<uint8_t> plain(size_t(kGroup * rb));
   for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
@@ -322,12 +355,12 @@ void repack_k_groups(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64
 
 void unpack_k_groups(uint8_t layout, DType type, const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin,
                      int64_t row_end, uint8_t* dst) {
-  const std::vector<KPiece> pieces = k_pieces(type);
+  const std::vector<KPiece>& pieces = k_pieces(type);
   const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
   unpack_group_rows(base, rb, n_rows, row_begin, row_end, dst, [&](const uint8_t* grp, int64_t i, uint8_t* out) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* gb = grp + b * kGroup * bb;
-      for (const KPiece& p : pieces) std::memcpy(out + b * bb + p.src, gb + p.dst + i * p.len, size_t(p.len));
+      for (const KPiece& p : pieces) copy_piece(out + b * bb + p.src, gb + p.dst + i * p.len, p.len);
       if (type == DType::Q6_K)
         q6_K_triples(out + b * bb, [&](uint8_t* pa, uint8_t* pb, uint8_t* pc) {
           q6_K_decode(pa, pb, pc, layout == kLayoutQ6KGroups8Pairs);
