@@ -69,6 +69,9 @@
 //                         from DRAM: GOP/s, so a flat per-row cost is a flat
 //                         GOP/s. mid-groups<M>-<k> and mid-batch<M>-<k> force
 //                         either path (M above packed_max_act) for the curve.
+//   pp128-2048/<isa>/<type>, pp512-2048/<isa>/<type> (stop 33): 128 and 512
+//                         activation rows over 8192 x 2048 on the load-time
+//                         layout, as MUL_MAT dispatches them: GOP/s.
 //   packed-prompt[-576]/<isa>/<type>: the prompt shapes on the load-time
 //                         layout, as MUL_MAT runs them (gemm_packed_batch, or
 //                         unpacked 32 rows at a time for the plain gemm);
@@ -302,6 +305,12 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("packed-prompt/" + suffix).c_str(), [=](benchmark::State& s) {
           run(s, isa, t, 512, 64, 1, 4096, false, true);
         })->Unit(benchmark::kMillisecond);
+        // Prompts at a model's scale (stop 33): 128 and 512 activation rows (the latter 2.2-4.4 MiB converted, past
+        // the L2) over Llama-3.2-1B's FFN up (8192 x 2048), as MUL_MAT dispatches them.
+        for (int m : {128, 512})
+          benchmark::RegisterBenchmark(("pp" + std::to_string(m) + "-2048/" + suffix).c_str(),
+                                       [=](benchmark::State& s) { run(s, isa, t, 8192, m, 1, 2048, false, true); })
+              ->Unit(benchmark::kMillisecond);
         if (kquant)  // the unpack path MUL_MAT took for them before stop 17
           benchmark::RegisterBenchmark(("unpacked-prompt/" + suffix).c_str(), [=](benchmark::State& s) {
             run(s, isa, t, 512, 64, 1, 4096, false, true, Path::unpack);

@@ -233,6 +233,64 @@ TEST_P(OpsThreads, MulMatMidBatchOnRowGroupsIsTheRowsOneByOne) {
 #endif
 }
 
+// Prompt batches on K-quant row groups (Q4_K, Q6_K): whether the entry reads the groups in place
+// (gemm_packed_batch) or declines and MUL_MAT unpacks the rows for the plain entry (AVX-512 from
+// kUnpackFromActs = 128 rows, stop 33; KGroups.Avx512PromptsFrom128RowsAreUnpacked), every output is the plain layout's
+// bits, on every ISA and split across threads. N = 75: nine groups and three plain rows after them.
+TEST_P(OpsThreads, MulMatKQuantPromptOnGroupsIsThePlainBits) {
+  const int K = 512, N = 75, kMaxT = 130;
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> xs(size_t(K) * kMaxT);
+  for (float& v : xs) v = d(rng);
+  const cpu::Isa isa_before = cpu::selected_isa();
+  int checked = 0;
+  for (cpu::Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+    cpu::set_isa(isa);
+    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+      const cpu::MatmulKernels* k = cpu::matmul_kernels(t);
+      if (!k || !cpu::is_k_groups_layout(k->packed_layout)) continue;
+      std::vector<float> wf(size_t(K) * N);
+      for (float& v : wf) v = d(rng);
+      std::vector<uint8_t> plain(row_bytes(t, K) * N);
+      quantize_rows(t, wf.data(), plain.data(), N, K);
+      std::vector<uint8_t> packed = plain;
+      cpu::repack_matrix(k->packed_layout, t, packed.data(), K, N);
+      auto run = [&](int T, uint8_t layout) {
+        OpHarness h(GetParam());
+        Tensor* w = h.input(t, {K, N, 1, 1}, "w");
+        w->layout = layout;  // before scheduling: the work size counts the unpack scratch
+        Tensor* x = h.input(DType::F32, {K, T, 1, 1});
+        Tensor* y = h.g->mul_mat(w, x);
+        auto sg = h.schedule(y);
+        const std::vector<uint8_t>& bytes = layout == cpu::kLayoutPlain ? plain : packed;
+        std::memcpy(w->data, bytes.data(), bytes.size());
+        std::memcpy(x->data, xs.data(), size_t(K) * T * sizeof(float));
+        sg->run();
+        return f32s(y);
+      };
+      for (int T : {9, 33, 127, 128, 130}) {
+        const std::vector<float> want = run(T, cpu::kLayoutPlain), got = run(T, k->packed_layout);
+        ASSERT_EQ(want.size(), size_t(N) * T);
+        double sum = 0;  // not all zero
+        for (float v : want) sum += std::fabs(v);
+        EXPECT_GT(sum, 0.0);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0)
+              << cpu::isa_name(isa) << " " << dtype_name(t) << " T " << T << ", token " << i / N << ", row " << i % N
+              << ": " << want[i] << " plain vs " << got[i] << " on the groups";
+        ++checked;
+      }
+    }
+  }
+  cpu::set_isa(isa_before);
+#if defined(__x86_64__)
+  if (cpu::host_supports(cpu::Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: no K-quant group prompt was checked";
+  }
+#endif
+}
+
 TEST_P(OpsThreads, SoftmaxSwigluSiluScaleSumDiv) {
   OpHarness h(GetParam());
   Tensor* a = h.input(DType::F32, {10, 3, 1, 1}, "a");

@@ -710,6 +710,35 @@ TEST(KGroups, PackedBatchesAreThePlainBitsOnEveryIsa) {
 #endif
 }
 
+// AVX-512's K-quant group batches decline from 128 activation rows (kUnpackFromActs, stop 33: the plain entry's
+// RowsInLanes on the unpacked rows is faster there) and write nothing; up to 127 they read the groups in place.
+// MUL_MAT's bits on either side: OpsThreads.MulMatKQuantPromptOnGroupsIsThePlainBits.
+TEST(KGroups, Avx512PromptsFrom128RowsAreUnpacked) {
+  if (!host_supports(Isa::avx512)) GTEST_SKIP() << "needs AVX-512";
+  std::mt19937 rng(41);
+  const int64_t k = 256, rows = 16;
+  for (DType t : {DType::Q4_K, DType::Q6_K}) {
+    const MatmulKernels* kern = matmul_kernels(t, Isa::avx512);
+    ASSERT_TRUE(kern && kern->gemm_packed_batch) << dtype_name(t);
+    auto packed = test::random_weights(t, rows, k, rng);
+    repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
+    std::normal_distribution<float> val(0.0f, 2.0f);
+    std::vector<float> x(size_t(200 * k));
+    for (auto& v : x) v = val(rng);
+    for (int64_t n_act : {int64_t(127), int64_t(128), int64_t(200)}) {
+      const auto acts = test::convert_acts(*kern, x.data(), n_act, k);
+      std::vector<float> out(size_t(rows * n_act), -1.0f), scratch(size_t(kern->scratch_floats(k) + 1));
+      const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, 0, rows, acts,
+                                     n_act, out.data(), scratch.data());
+      const bool in_place = kern->gemm_packed_batch(g);
+      EXPECT_EQ(n_act < 128, in_place) << dtype_name(t) << " n_act " << n_act;
+      if (!in_place) {
+        for (float v : out) ASSERT_EQ(-1.0f, v) << "declined, yet wrote the output";
+      }
+    }
+  }
+}
+
 // Every bit pattern of the quant and scale bytes (stop 18: Q6_K's quants are
 // re-encoded at load, p / q / r, repack.h), not only what the quantizer
 // writes: random bytes with finite f16 scales, then the extremes (every 6-bit

@@ -24,7 +24,9 @@
 // plain batch kernels' lanes order (Q4KRowsInLanes, Q6KRowsInLanes): per row
 // and super-block one exact int32 sum and one fma (Q4_K: and the mins'
 // fnmadd), the result in the accumulator itself; a sub-block's pieces add in
-// int16 (as the AVX2 form in kquant_groups.h) before one vpdpwssd.
+// int16 (as the AVX2 form in kquant_groups.h) before one vpdpwssd. From
+// kUnpackFromActs activation rows on (a prompt's ubatch) they decline, and the
+// unpacked rows take the plain RowsInLanes: faster there (stop 33, below).
 #if defined(__x86_64__) || defined(__i386__)
 #include "backends/cpu/kernels/x86_avx2/kquant_groups.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -276,6 +278,14 @@ void q6_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
 }
 
+// Batches of this many activation rows or more decline (gemm_packed_batch false): MUL_MAT then unpacks the rows
+// kUnpackRows at a time for the plain entry, whose RowsInLanes (16 rows a zmm, the same lanes order, so the same
+// bits) outruns the in-place form once its per-call repack is shared by enough activation rows. Stop 33,
+// bench_matmul_kernels over 3072 x 1024 and 8192 x 2048 (GOP/s, one thread): Q4_K in place 272-290 at every batch
+// size, unpacked 268-298 at 64, 368-388 at 128, 464-503 at 512; Q6_K in place 227-246, unpacked 176-183 at 64,
+// 253-268 at 128, 372-393 at 512. On AVX2 the in-place forms stay ahead at 512 (kquant_groups.h).
+constexpr int64_t kUnpackFromActs = 128;
+
 constexpr GroupFn kQ4K[kMaxActs] = {q4_K_group<1>, q4_K_group<2>, q4_K_group<3>, q4_K_group<4>};
 constexpr GroupFn kQ6K[kMaxActs] = {q6_K_group<1>, q6_K_group<2>, q6_K_group<3>, q6_K_group<4>};
 constexpr GroupFn kQ4KLanes[kMaxActs] = {q4_K_group_lanes512<1>, q4_K_group_lanes512<2>, q4_K_group_lanes512<3>,
@@ -287,8 +297,12 @@ constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_lanes512<1>, q6_K_group_lane
 
 void gemm_q4_K_groups(const GemmArgs& g) { run_k_groups(g, kQ4K, kMaxActs, gemm_q4_K); }
 void gemm_q6_K_groups(const GemmArgs& g) { run_k_groups(g, kQ6K, kMaxActs, gemm_q6_K); }
-bool gemm_q4_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ4KLanes, gemm_q4_K); }
-bool gemm_q6_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ6KLanes, gemm_q6_K); }
+bool gemm_q4_K_groups_batch(const GemmArgs& g) {
+  return g.n_act < kUnpackFromActs && run_k_group_batch(g, kQ4KLanes, gemm_q4_K);
+}
+bool gemm_q6_K_groups_batch(const GemmArgs& g) {
+  return g.n_act < kUnpackFromActs && run_k_group_batch(g, kQ6KLanes, gemm_q6_K);
+}
 
 }  // namespace opal::cpu::avx512
 #endif  // x86

@@ -41,7 +41,8 @@ constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(
 
 // Q4_K and Q6_K decode from K-quant row groups of 8 repacked at load (kernels/repack.h,
 // kquant_groups_avx512.cpp): batches of up to 4 activation rows (the plain kernels' per-row sizes) in their
-// order; 5 or more read the groups in place too, in the plain lanes batches' order (gemm_packed_batch, stop 17).
+// order; 5 to 127 read the groups in place too, in the plain lanes batches' order (gemm_packed_batch, stop 17), and
+// larger ones are unpacked for the plain entry (stop 33: its RowsInLanes is faster there; the same order).
 constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
                                       bool (*gemm_packed_batch)(const GemmArgs&)) {
   k.packed_layout = kLayoutKGroups8;
