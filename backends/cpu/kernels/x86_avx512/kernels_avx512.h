@@ -37,6 +37,10 @@ void gemm_q8_0(const GemmArgs& g);
 // Q8_0 / Q4_0 weights in row groups of 8 (kLayoutRowGroups8), up to 16 activation rows.
 void gemm_q8_0_groups(const GemmArgs& g);
 void gemm_q4_0_groups(const GemmArgs& g);
+// Larger Q4_0 / Q8_0 batches on the row groups in place (gemm_packed_batch, stop 33; legacy_avx512.cpp): the plain
+// prompt kernels, their repack reading the groups; false where they decline (MUL_MAT unpacks then).
+bool gemm_q4_0_packed_batch(const GemmArgs& g);
+bool gemm_q8_0_packed_batch(const GemmArgs& g);
 // Q5_0 weights in row groups of 8 (stop 15; row_groups_avx512.cpp), up to 16 activation rows.
 void gemm_q5_0_groups(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);

@@ -29,6 +29,7 @@
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+#include "core/error.h"
 
 namespace opal::cpu::avx512 {
 namespace {
@@ -489,19 +490,23 @@ struct LegacyPromptRows {
   static constexpr int kActs = 5;
   static constexpr int kBlockBytes = 4 * 64 + 4 * 64;  // quants, then scales
 
+  // Rows row..row+7 from the GGUF layout or in place from the row groups (legacy_block: Q8_0 only; a slice
+  // starts on a group there): pair_quants and f16_bits read a block's quants at +2, so they get at.quants - 2.
   static void repack(const GemmArgs& g, int64_t row, uint8_t* packed) {
     const int64_t nb = g.k / 32;
-    const uint8_t* w[8];
-    for (int i = 0; i < 8; ++i) w[i] = g.w + uint64_t(row + i) * g.w_row_bytes;
     for (int64_t b = 0; b < nb; ++b) {
-      const uint64_t off = uint64_t(b) * W::kBytes;
+      const uint8_t* w[8];
+      uint16_t h[8];
+      for (int i = 0; i < 8; ++i) {
+        const BlockAt at = legacy_block(g, row + i, b, W::kBytes);
+        w[i] = at.quants - 2;
+        std::memcpy(&h[i], at.scale, 2);
+      }
       uint8_t* pb = packed + b * kBlockBytes;
-      const __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(
-          _mm_setr_epi16(f16_bits(w[0] + off), f16_bits(w[1] + off), f16_bits(w[2] + off), f16_bits(w[3] + off),
-                         f16_bits(w[4] + off), f16_bits(w[5] + off), f16_bits(w[6] + off), f16_bits(w[7] + off))));
+      const __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
       for (int j = 0; j < 4; ++j) {
         const __m512i spread = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * j), _mm512_set1_epi32(2 * j + 1));
-        _mm512_storeu_si512(pb + 64 * j, pair_quants(W{}, w[2 * j] + off, w[2 * j + 1] + off));
+        _mm512_storeu_si512(pb + 64 * j, pair_quants(W{}, w[2 * j], w[2 * j + 1]));
         _mm512_storeu_ps(pb + 256 + 64 * j, _mm512_permutexvar_ps(spread, dw));
       }
     }
@@ -618,10 +623,10 @@ struct RowsInLanes {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* pb = packed + b * kBlockBytes;
       float* scales = reinterpret_cast<float*>(pb);
-      for (int r = 0; r < rows; ++r) {
-        const uint8_t* blk = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * W::kBytes;
-        scales[r] = load_f16(blk);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::quants(blk));
+      for (int r = 0; r < rows; ++r) {  // in place on the row groups (Q4_0, Q8_0; quants() reads a block at +2)
+        const BlockAt at = legacy_block(g, row + r, b, W::kBytes);
+        scales[r] = load_f16(at.scale);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::quants(at.quants - 2));
       }
       for (int r = rows; r < padded; ++r) scales[r] = 0.0f;
       for (int grp = 0; grp < 8; ++grp)
@@ -711,6 +716,26 @@ void gemm_q8_0(const GemmArgs& g) {
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
   else if (g.scratch != nullptr) LegacyPromptRows<W>::run(g);
   else LegacyPrompt<W>::run(g);
+}
+
+// Prompt batches on the load-time row groups (stop 33): the same kernels, their repack reading the groups in place
+// (legacy_block), where MUL_MAT used to unpack 32 rows at a time for them. Q4_0 from kQ4_0SmallBatch + 1 rows
+// (RowsInLanes), Q8_0 from kSmallBatch + 1 in llama.cpp's order (LegacyPromptRows); the Q8_0 lanes order and
+// batches without a scratch decline (false): MUL_MAT unpacks for them.
+bool gemm_q4_0_packed_batch(const GemmArgs& g) {
+  if (g.n_act <= kQ4_0SmallBatch || !RowsInLanes<Q4_0Weights>::applies(g)) return false;
+  if (g.row_begin % 8 != 0)
+    fail("Q4_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  RowsInLanesDriver<RowsInLanes<Q4_0Weights>>::run(g);
+  return true;
+}
+
+bool gemm_q8_0_packed_batch(const GemmArgs& g) {
+  if (g.n_act <= kSmallBatch || g.scratch == nullptr || lanes_order(DType::Q8_0)) return false;
+  if (g.row_begin % 8 != 0)
+    fail("Q8_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  LegacyPromptRows<Q8_0Weights>::run(g);
+  return true;
 }
 
 uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }

@@ -54,10 +54,14 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
 
 // Q8_0, Q4_0 and Q5_0 decode and batches of up to 16 rows (the plain kernels' decode-path sizes) from row groups of 8
 // repacked at load (kernels/repack.h, row_groups_avx512.cpp).
-constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&)) {
+// Larger batches read the groups in place too where gemm_packed_batch is given (Q4_0, Q8_0 in llama.cpp's order;
+// stop 33), else MUL_MAT unpacks them 32 rows at a time.
+constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
+                                        bool (*gemm_packed_batch)(const GemmArgs&) = nullptr) {
   k.packed_layout = kLayoutRowGroups8;
   k.packed_max_act = 16;
   k.gemm_packed = gemm_packed;
+  k.gemm_packed_batch = gemm_packed_batch;
   return k;
 }
 
@@ -73,7 +77,7 @@ constexpr MatmulKernels kTable[] = {
     with_mid(with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
                                                 avx512::convert_q8_0_sums, avx512::gemm_q4_0),
                                           avx512::legacy_scratch_floats),
-                             avx512::gemm_q4_0_groups),
+                             avx512::gemm_q4_0_groups, avx512::gemm_q4_0_packed_batch),
              64),
     with_mid(with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
                                                 avx512::convert_q8_0_sums, avx512::gemm_q5_0),
@@ -83,7 +87,7 @@ constexpr MatmulKernels kTable[] = {
     with_mid(with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
                                                 avx512::convert_q8_0_sums, avx512::gemm_q8_0),
                                           avx512::legacy_scratch_floats),
-                             avx512::gemm_q8_0_groups),
+                             avx512::gemm_q8_0_groups, avx512::gemm_q8_0_packed_batch),
              128),
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
                                      avx512::gemm_q4_K),
