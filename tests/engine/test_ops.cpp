@@ -47,6 +47,22 @@ std::vector<float> f32s(const Tensor* t) {
   return std::vector<float>(t->ptr<float>(), t->ptr<float>() + t->n_elements());
 }
 
+// n values uniform in [-1, 1).
+std::vector<float> uniform_values(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// N rows of K uniform values quantized to t by the reference quantizer (the GGUF layout).
+std::vector<uint8_t> quantized_rows(DType t, int K, int N, std::mt19937& rng) {
+  const std::vector<float> wf = uniform_values(size_t(K) * N, rng);
+  std::vector<uint8_t> wq(row_bytes(t, K) * N);
+  quantize_rows(t, wf.data(), wq.data(), N, K);
+  return wq;
+}
+
 class OpsThreads : public ::testing::TestWithParam<int> {};
 
 TEST_P(OpsThreads, RmsNormMulAdd) {
@@ -167,9 +183,7 @@ TEST_P(OpsThreads, MulMatQ4_0PromptBatchIsTheSameBitsOnAnySplit) {
 TEST_P(OpsThreads, MulMatMidBatchOnRowGroupsIsTheRowsOneByOne) {
   const int K = 96, N = 200, kMaxT = 48;
   std::mt19937 rng(9);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> xs(size_t(K) * kMaxT);
-  for (float& v : xs) v = d(rng);
+  const std::vector<float> xs = uniform_values(size_t(K) * kMaxT, rng);
   const cpu::Isa isa_before = cpu::selected_isa();
   int checked = 0, checked_mid = 0;
   for (cpu::Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
@@ -177,10 +191,7 @@ TEST_P(OpsThreads, MulMatMidBatchOnRowGroupsIsTheRowsOneByOne) {
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
       const cpu::MatmulKernels* k = cpu::matmul_kernels(t);
       if (!k || (k->packed_layout != cpu::kLayoutRowGroups8 && k->packed_layout != cpu::kLayoutQ5Groups8)) continue;
-      std::vector<float> wf(size_t(K) * N);
-      for (float& v : wf) v = d(rng);
-      std::vector<uint8_t> wq(row_bytes(t, K) * N);
-      quantize_rows(t, wf.data(), wq.data(), N, K);
+      std::vector<uint8_t> wq = quantized_rows(t, K, N, rng);
       cpu::repack_matrix(k->packed_layout, t, wq.data(), K, N);
       // T rows at once, or (T = 0) each of kMaxT rows alone through a one-row graph.
       auto run = [&](int T) {
@@ -240,9 +251,7 @@ TEST_P(OpsThreads, MulMatMidBatchOnRowGroupsIsTheRowsOneByOne) {
 TEST_P(OpsThreads, MulMatKQuantPromptOnGroupsIsThePlainBits) {
   const int K = 512, N = 75, kMaxT = 130;
   std::mt19937 rng(17);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> xs(size_t(K) * kMaxT);
-  for (float& v : xs) v = d(rng);
+  const std::vector<float> xs = uniform_values(size_t(K) * kMaxT, rng);
   const cpu::Isa isa_before = cpu::selected_isa();
   int checked = 0;
   for (cpu::Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
@@ -250,10 +259,7 @@ TEST_P(OpsThreads, MulMatKQuantPromptOnGroupsIsThePlainBits) {
     for (DType t : {DType::Q4_K, DType::Q6_K}) {
       const cpu::MatmulKernels* k = cpu::matmul_kernels(t);
       if (!k || !cpu::is_k_groups_layout(k->packed_layout)) continue;
-      std::vector<float> wf(size_t(K) * N);
-      for (float& v : wf) v = d(rng);
-      std::vector<uint8_t> plain(row_bytes(t, K) * N);
-      quantize_rows(t, wf.data(), plain.data(), N, K);
+      const std::vector<uint8_t> plain = quantized_rows(t, K, N, rng);
       std::vector<uint8_t> packed = plain;
       cpu::repack_matrix(k->packed_layout, t, packed.data(), K, N);
       auto run = [&](int T, uint8_t layout) {
