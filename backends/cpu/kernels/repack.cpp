@@ -5,6 +5,7 @@
 // two 4 x 256-entry tables), so its cost is one pass over the rows it returns.
 #include "backends/cpu/kernels/repack.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -117,17 +118,21 @@ void q6_K_encode(uint8_t* a, uint8_t* b, uint8_t* c, bool paired) {
 
 // q6_K_decode for kLayoutKGroups8 (V_c = q[c]) on the 4 bytes of each piece at once: every mask and shift stays
 // within its byte. The unpack of a prompt's Q6_K rows took longer than the gemm on them byte by byte.
-void q6_K_decode_words(uint8_t* a, uint8_t* b, uint8_t* c) {
-  uint32_t A, B, C;
-  std::memcpy(&A, a, 4);
-  std::memcpy(&B, b, 4);
-  std::memcpy(&C, c, 4);
+void q6_K_decode_words(uint32_t& A, uint32_t& B, uint32_t& C) {
   constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
   const uint32_t v0 = A & k6, v1 = B & k6, v2 = C & k6;
   const uint32_t v3 = (A >> 6 & k2) | (B >> 6 & k2) << 2 | (C >> 6 & k2) << 4;
   A = (v0 & k4) | (v2 & k4) << 4;
   B = (v1 & k4) | (v3 & k4) << 4;
   C = (v0 >> 4 & k2) | (v1 >> 4 & k2) << 2 | (v2 >> 4 & k2) << 4 | (v3 >> 4 & k2) << 6;
+}
+
+void q6_K_decode_words(uint8_t* a, uint8_t* b, uint8_t* c) {
+  uint32_t A, B, C;
+  std::memcpy(&A, a, 4);
+  std::memcpy(&B, b, 4);
+  std::memcpy(&C, c, 4);
+  q6_K_decode_words(A, B, C);
   std::memcpy(a, &A, 4);
   std::memcpy(b, &B, 4);
   std::memcpy(c, &C, 4);
@@ -353,10 +358,68 @@ void repack_k_groups(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64
   }
 }
 
+// One group super-block gb of kLayoutKGroups8 (or kLayoutKGroups8Pairs, whose nibbles the caller transposes back)
+// into its 8 rows' super-blocks out[0..7]: make_k_pieces' table written out, every piece a constant offset, a
+// piece of all 8 rows at a time. Q4_K: d, dmin, the three scale words, then qs piece 4t + j at 16 + 32j + 4t.
+void q4_K_group_rows(const uint8_t* gb, uint8_t* const* out) {
+  for (int i = 0; i < kGroup; ++i) {
+    std::memcpy(out[i], gb + 2 * i, 2);
+    std::memcpy(out[i] + 2, gb + 16 + 2 * i, 2);
+  }
+  for (int w = 0; w < 3; ++w)
+    for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 4 + 4 * w, gb + 32 + 32 * w + 4 * i, 4);
+  for (int t = 0; t < 8; ++t)
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* piece = gb + 128 + 32 * (4 * t + j);
+      for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 16 + 32 * j + 4 * t, piece + 4 * i, 4);
+    }
+}
+
+// Q6_K in kLayoutKGroups8: d, the four scale words, then per (t, h) the triple (ql low, ql high, qh) decoded back
+// to the GGUF's bits in registers (q6_K_decode_words).
+void q6_K_group_rows(const uint8_t* gb, uint8_t* const* out) {
+  for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 208, gb + 2 * i, 2);
+  for (int q = 0; q < 4; ++q)
+    for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 192 + 4 * q, gb + 16 + 32 * q + 4 * i, 4);
+  for (int t = 0; t < 8; ++t)
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* triple = gb + 144 + 96 * (2 * t + h);
+      for (int i = 0; i < kGroup; ++i) {
+        uint32_t a, b, c;
+        std::memcpy(&a, triple + 4 * i, 4);
+        std::memcpy(&b, triple + 32 + 4 * i, 4);
+        std::memcpy(&c, triple + 64 + 4 * i, 4);
+        q6_K_decode_words(a, b, c);
+        std::memcpy(out[i] + 64 * h + 4 * t, &a, 4);
+        std::memcpy(out[i] + 64 * h + 32 + 4 * t, &b, 4);
+        std::memcpy(out[i] + 128 + 32 * h + 4 * t, &c, 4);
+      }
+    }
+}
+
 void unpack_k_groups(uint8_t layout, DType type, const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin,
                      int64_t row_end, uint8_t* dst) {
   const std::vector<KPiece>& pieces = k_pieces(type);
   const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
+  // Whole groups inside the range (a prompt's unpack asks for 32 rows at a time): all 8 rows of a super-block at
+  // once, by q4_K_group_rows / q6_K_group_rows (stop 34: bench_matmul_kernels unpacked-prompt/avx512 q4_K 299 -> 345,
+  // q6_K 196 -> 249 GOP/s against the per-row piece walk below, which takes the rest).
+  const bool whole = layout == kLayoutKGroups8 || (layout == kLayoutKGroups8Pairs && type == DType::Q4_K);
+  const int64_t full = n_rows / kGroup * kGroup;
+  while (whole && row_begin % kGroup == 0 && row_begin + kGroup <= std::min(row_end, full)) {
+    const uint8_t* grp = base + row_begin * rb;
+    uint8_t* rows = dst;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out[kGroup];
+      for (int i = 0; i < kGroup; ++i) out[i] = rows + i * rb + b * bb;
+      if (type == DType::Q4_K) q4_K_group_rows(grp + b * kGroup * bb, out);
+      else q6_K_group_rows(grp + b * kGroup * bb, out);
+      if (layout == kLayoutKGroups8Pairs)
+        for (int i = 0; i < kGroup; ++i) q4_K_pair_nibbles(out[i] + kQ4KQuants);
+    }
+    row_begin += kGroup;
+    dst += kGroup * rb;
+  }
   unpack_group_rows(base, rb, n_rows, row_begin, row_end, dst, [&](const uint8_t* grp, int64_t i, uint8_t* out) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* gb = grp + b * kGroup * bb;
