@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/isa.h"
@@ -710,31 +711,39 @@ TEST(KGroups, PackedBatchesAreThePlainBitsOnEveryIsa) {
 #endif
 }
 
-// AVX-512's K-quant group batches decline from 128 activation rows (kUnpackFromActs, stop 33: the plain entry's
-// RowsInLanes on the unpacked rows is faster there) and write nothing; up to 127 they read the groups in place.
-// MUL_MAT's bits on either side: OpsThreads.MulMatKQuantPromptOnGroupsIsThePlainBits.
-TEST(KGroups, Avx512PromptsFrom128RowsAreUnpacked) {
+// AVX-512's K-quant group batches (stop 34): below kQ4KLanesFromActs / kQ6KLanesFromActs (32 / 16) activation rows
+// the in-place group form, from there on the plain entry's RowsInLanes with its repack reading the groups. Both
+// sides of both thresholds and a prompt's 200 rows, on 27 rows (three groups and three plain rows after them), as
+// one slice and as two threads' slices: every call runs on the groups (none declines) and gives the plain entry's
+// bits on the GGUF's rows. MUL_MAT's: OpsThreads.MulMatKQuantPromptOnGroupsIsThePlainBits.
+TEST(KGroups, Avx512PromptsRunOnTheGroupsWithThePlainBits) {
   if (!host_supports(Isa::avx512)) GTEST_SKIP() << "needs AVX-512";
   std::mt19937 rng(41);
-  const int64_t k = 256, rows = 16;
+  const int64_t k = 512, rows = 27;
   for (DType t : {DType::Q4_K, DType::Q6_K}) {
     const MatmulKernels* kern = matmul_kernels(t, Isa::avx512);
     ASSERT_TRUE(kern && kern->gemm_packed_batch) << dtype_name(t);
-    auto packed = test::random_weights(t, rows, k, rng);
+    const auto plain = test::random_weights(t, rows, k, rng);
+    auto packed = plain;
     repack_matrix(kern->packed_layout, t, packed.data(), k, rows);
     std::normal_distribution<float> val(0.0f, 2.0f);
     std::vector<float> x(size_t(200 * k));
     for (auto& v : x) v = val(rng);
-    for (int64_t n_act : {int64_t(127), int64_t(128), int64_t(200)}) {
+    for (int64_t n_act : {int64_t(9), int64_t(15), int64_t(16), int64_t(31), int64_t(32), int64_t(200)}) {
       const auto acts = test::convert_acts(*kern, x.data(), n_act, k);
-      std::vector<float> out(size_t(rows * n_act), -1.0f), scratch(size_t(kern->scratch_floats(k) + 1));
-      const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, 0, rows, acts,
-                                     n_act, out.data(), scratch.data());
-      const bool in_place = kern->gemm_packed_batch(g);
-      EXPECT_EQ(n_act < 128, in_place) << dtype_name(t) << " n_act " << n_act;
-      if (!in_place) {
-        for (float v : out) ASSERT_EQ(-1.0f, v) << "declined, yet wrote the output";
+      std::vector<float> want(size_t(rows * n_act), -1.0f), got(want.size(), -2.0f);
+      std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+      GemmArgs p = packed_args(*kern, kLayoutPlain, plain.data(), row_bytes(t, k), k, rows, 0, rows, acts, n_act,
+                               want.data(), scratch.data());
+      p.n_rows = 0;
+      kern->gemm(p);
+      for (const auto& [b, e] : {std::pair<int64_t, int64_t>{0, rows}, {0, 16}, {16, rows}}) {
+        const GemmArgs g = packed_args(*kern, kern->packed_layout, packed.data(), row_bytes(t, k), k, rows, b, e, acts,
+                                       n_act, got.data(), scratch.data());
+        EXPECT_TRUE(kern->gemm_packed_batch(g)) << dtype_name(t) << " n_act " << n_act << " declined";
       }
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+          << dtype_name(t) << " n_act " << n_act;
     }
   }
 }

@@ -25,8 +25,9 @@
 // and super-block one exact int32 sum and one fma (Q4_K: and the mins'
 // fnmadd), the result in the accumulator itself; a sub-block's pieces add in
 // int16 (as the AVX2 form in kquant_groups.h) before one vpdpwssd. From
-// kUnpackFromActs activation rows on (a prompt's ubatch) they decline, and the
-// unpacked rows take the plain RowsInLanes: faster there (stop 33, below).
+// kQ4KLanesFromActs / kQ6KLanesFromActs activation rows on the plain entry's
+// RowsInLanes runs instead, its repack reading the groups: faster there (stop
+// 34, below).
 #if defined(__x86_64__) || defined(__i386__)
 #include "backends/cpu/kernels/x86_avx2/kquant_groups.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
@@ -278,13 +279,18 @@ void q6_K_group_lanes512(const uint8_t* grp, int64_t nb, const uint8_t* const* x
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(out[a], acc[a]);
 }
 
-// Batches of this many activation rows or more decline (gemm_packed_batch false): MUL_MAT then unpacks the rows
-// kUnpackRows at a time for the plain entry, whose RowsInLanes (16 rows a zmm, the same lanes order, so the same
-// bits) outruns the in-place form once its per-call repack is shared by enough activation rows. Stop 33,
-// bench_matmul_kernels over 3072 x 1024 and 8192 x 2048 (GOP/s, one thread): Q4_K in place 272-290 at every batch
-// size, unpacked 268-298 at 64, 368-388 at 128, 464-503 at 512; Q6_K in place 227-246, unpacked 176-183 at 64,
-// 253-268 at 128, 372-393 at 512. On AVX2 the in-place forms stay ahead at 512 (kquant_groups.h).
-constexpr int64_t kUnpackFromActs = 128;
+// From this many activation rows on, batches run the plain entry's RowsInLanes (16 rows a zmm, the same lanes
+// order, so the same bits) with its per-call repack reading the groups in place (stop 34,
+// gemm_q4_K_groups_rows_in_lanes in kquants_avx512.cpp): it outruns the in-place form once that repack is shared by
+// enough activation rows. Until stop 33 MUL_MAT unpacked the rows to the GGUF's layout for it from 128 rows on.
+// bench_matmul_kernels, one thread, GB/s of weights (kq-packed-batch<M>) and GOP/s (packed-prompt = 64 rows,
+// pp128-2048, pp512-2048), in place / rows in lanes on the groups:
+//   Q4_K: 12 rows 4.5-5.9 / 3.9-4.0, 16: 3.6-4.4 / 3.6-3.7, 24: 2.4-3.2 / 2.9-3.2, 32: 1.8-2.4 / 2.5-2.7;
+//         64 rows 273-285 / 462 GOP/s, 128 rows 443-445 / 520-551 (stop 33's unpack: 377-391).
+//   Q6_K: 12 rows 5.1-7.5 / 5.9-7.2, 16: 4.2-4.6 / 5.1-6.1, 24: 2.9-3.7 / 4.3-4.7, 32: 2.1 / 3.4-3.6;
+//         64 rows 221-242 / 434-494 GOP/s, 128 rows 354-367 / 440-505 (stop 33's unpack: 286-300).
+// On AVX2 the in-place forms stay ahead at 512 (kquant_groups.h).
+constexpr int64_t kQ4KLanesFromActs = 32, kQ6KLanesFromActs = 16;
 
 constexpr GroupFn kQ4K[kMaxActs] = {q4_K_group<1>, q4_K_group<2>, q4_K_group<3>, q4_K_group<4>};
 constexpr GroupFn kQ6K[kMaxActs] = {q6_K_group<1>, q6_K_group<2>, q6_K_group<3>, q6_K_group<4>};
@@ -298,10 +304,12 @@ constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_lanes512<1>, q6_K_group_lane
 void gemm_q4_K_groups(const GemmArgs& g) { run_k_groups(g, kQ4K, kMaxActs, gemm_q4_K); }
 void gemm_q6_K_groups(const GemmArgs& g) { run_k_groups(g, kQ6K, kMaxActs, gemm_q6_K); }
 bool gemm_q4_K_groups_batch(const GemmArgs& g) {
-  return g.n_act < kUnpackFromActs && run_k_group_batch(g, kQ4KLanes, gemm_q4_K);
+  if (g.n_act >= kQ4KLanesFromActs) return gemm_q4_K_groups_rows_in_lanes(g);
+  return run_k_group_batch(g, kQ4KLanes, gemm_q4_K);
 }
 bool gemm_q6_K_groups_batch(const GemmArgs& g) {
-  return g.n_act < kUnpackFromActs && run_k_group_batch(g, kQ6KLanes, gemm_q6_K);
+  if (g.n_act >= kQ6KLanesFromActs) return gemm_q6_K_groups_rows_in_lanes(g);
+  return run_k_group_batch(g, kQ6KLanes, gemm_q6_K);
 }
 
 }  // namespace opal::cpu::avx512

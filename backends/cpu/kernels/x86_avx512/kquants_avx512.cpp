@@ -28,6 +28,7 @@
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
+#include "core/error.h"
 
 namespace opal::cpu::avx512 {
 namespace {
@@ -271,6 +272,17 @@ void store_rows_in_lanes(const GemmArgs& g, const __m512 (&facc)[RV][RA], int64_
 //   acc += float(isum) * (d * d_x) - float(msum) * (dmin * d_x)
 // in float, 16 (row, activation) pairs per instruction, the accumulators in
 // the output's layout. Tiles of 32 rows x 4 activation rows.
+// Whether rows r .. r + 7 of a slice from row are one whole K-quant row group in place (g.layout kLayoutKGroups8;
+// the slices start on a group boundary) and inside the slice's rows.
+inline bool in_k_group(const GemmArgs& g, int64_t row, int r, int rows) {
+  return g.layout == kLayoutKGroups8 && (row + r) % 8 == 0 && r + 8 <= rows && row + r + 8 <= g.n_rows / 8 * 8;
+}
+
+// Super-block b of the K-quant row group that starts at row (8 rows' super-blocks of block_bytes each).
+inline const uint8_t* k_group_block(const GemmArgs& g, int64_t row, int64_t b, int64_t block_bytes) {
+  return g.w + uint64_t(row) * g.w_row_bytes + uint64_t(b) * 8 * uint64_t(block_bytes);
+}
+
 struct Q4KRowsInLanes {
   static constexpr int kSlice = 32, kActs = 4;
   static constexpr int kScalesAt = 2 * kSlice * 4;
@@ -280,7 +292,31 @@ struct Q4KRowsInLanes {
 
   static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr; }
 
-  // rows (1 to 32) weight rows; zero rows after them up to a multiple of 16.
+  // Rows r .. r + 7 of the slice from their K-quant group's super-block gb (kLayoutKGroups8, kernels/repack.h):
+  // d and dmin 8 f16 each, the 12 scale bytes as three words a row, then qs piece (t, j) = the 8 rows' bytes
+  // 32j + 4t .. 32j + 4t + 3, which are quant group t of sub-blocks 2j (low nibbles) and 2j + 1 (high).
+  static void from_group(const uint8_t* gb, int r, float* d, int32_t* sc, uint32_t* mn, uint32_t* q) {
+    _mm256_storeu_ps(d + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))));
+    _mm256_storeu_ps(d + kSlice + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16))));
+    for (int i = 0; i < 8; ++i) {
+      uint8_t s12[12], s8[8], m8[8];
+      for (int w = 0; w < 3; ++w) std::memcpy(s12 + 4 * w, gb + 32 + 32 * w + 4 * i, 4);
+      unpack_q4k_scales(s12, s8, m8);
+      for (int s = 0; s < 8; ++s) sc[s * kSlice + r + i] = s8[s];
+      for (int t = 0; t < 4; ++t) mn[t * kSlice + r + i] = uint32_t(m8[2 * t]) | uint32_t(m8[2 * t + 1]) << 16;
+    }
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int t = 0; t < 8; ++t)
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 128 + 32 * (4 * t + j)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j) * 8 + t) * kSlice + r), _mm256_and_si256(v, low4));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j + 1) * 8 + t) * kSlice + r),
+                            _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+      }
+  }
+
+  // rows (1 to 32) weight rows; zero rows after them up to a multiple of 16. On the K-quant groups (stop 34) the
+  // whole groups are read in place (from_group), the plain rows after the last one as the GGUF's.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 256;
     const int padded = (rows + 15) / 16 * 16;
@@ -297,6 +333,11 @@ struct Q4KRowsInLanes {
         for (int e = 0; e < 64; ++e) q[e * kSlice + r] = 0;
       }
       for (int r = 0; r < rows; ++r) {
+        if (in_k_group(g, row, r, rows)) {  // a whole group of 8 in place (kLayoutKGroups8)
+          from_group(k_group_block(g, row + r, b, kQ4_KBytes), r, d, sc, mn, q);
+          r += 7;
+          continue;
+        }
         const uint8_t* wb = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ4_KBytes;
         d[r] = load_f16(wb);
         d[kSlice + r] = load_f16(wb + 2);
@@ -373,12 +414,51 @@ struct Q6KRowsInLanes {
 
   static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr; }
 
-  // rows (1 to 32) weight rows; zero rows after them up to a multiple of 16.
+  // Rows r .. r + 7 of the slice from their K-quant group's super-block gb (kLayoutKGroups8, kernels/repack.h):
+  // d 8 f16, the 16 scale bytes as four words a row, then per (t, h) the triple of the 8 rows' words a, b, c
+  // whose 6-bit fields are the quants of elements 128h + 32c + 4t + 0..3 (quant group 32h + 8c + t): V0-V2 the
+  // low 6 bits of a, b, c, V3 their top 2 bits (repack.cpp, q6_K_encode).
+  static void from_group(const uint8_t* gb, int r, float* d, int32_t* sc, uint32_t* pairs, uint32_t* q) {
+    _mm256_storeu_ps(d + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))));
+    __m256i s32[16];  // scale s of the 8 rows, sign-extended
+    for (int w = 0; w < 4; ++w) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16 + 32 * w));
+      s32[4 * w] = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
+      s32[4 * w + 1] = _mm256_srai_epi32(_mm256_slli_epi32(v, 16), 24);
+      s32[4 * w + 2] = _mm256_srai_epi32(_mm256_slli_epi32(v, 8), 24);
+      s32[4 * w + 3] = _mm256_srai_epi32(v, 24);
+    }
+    for (int s = 0; s < 16; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc + s * kSlice + r), s32[s]);
+    for (int t = 0; t < 8; ++t)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + t * kSlice + r),
+                          _mm256_blend_epi16(s32[2 * t], _mm256_slli_epi32(s32[2 * t + 1], 16), 0xAA));
+    const __m256i k6 = _mm256_set1_epi8(0x3F), k2 = _mm256_set1_epi8(0x03);
+    for (int t = 0; t < 8; ++t)
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* triple = gb + 144 + 96 * (2 * t + h);
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple));
+        const __m256i bq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple + 32));
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple + 64));
+        const __m256i v3 =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), k2),
+                            _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bq, 6), k2), 2),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 6), k2), 4)));
+        const __m256i v[4] = {_mm256_and_si256(a, k6), _mm256_and_si256(bq, k6), _mm256_and_si256(c, k6), v3};
+        for (int cc = 0; cc < 4; ++cc)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (32 * h + 8 * cc + t) * kSlice + r), v[cc]);
+      }
+  }
+
+  // rows (1 to 32) weight rows; zero rows after them up to a multiple of 16. On the K-quant groups (stop 34) the
+  // whole groups are read in place (from_group, after the gather of the other rows' quants), the plain rows
+  // after the last one as the GGUF's.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 256;
     const int padded = (rows + 15) / 16 * 16;
     const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
     alignas(64) uint32_t tmp[kSlice][64] = {};  // a row's 256 quants in element order
+    int grouped = 0;                            // leading rows in whole groups (the plain rows come after them)
+    while (grouped < rows && in_k_group(g, row, grouped, rows)) grouped += 8;
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* pb = packed + b * kBlockBytes;
       float* d = reinterpret_cast<float*>(pb);
@@ -390,7 +470,7 @@ struct Q6KRowsInLanes {
         for (int s = 0; s < 16; ++s) sc[s * kSlice + r] = 0;
         for (int t = 0; t < 8; ++t) pairs[t * kSlice + r] = 0;
       }
-      for (int r = 0; r < rows; ++r) {
+      for (int r = grouped; r < rows; ++r) {
         const uint8_t* wb = g.w + uint64_t(row + r) * g.w_row_bytes + uint64_t(b) * kQ6_KBytes;
         d[r] = load_f16(wb + kQ6_KD);
         const int8_t* s8 = reinterpret_cast<const int8_t*>(wb + kQ6_KScales);
@@ -411,9 +491,11 @@ struct Q6KRowsInLanes {
       }
       const __m512i index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                _mm512_set1_epi32(64));
-      for (int grp = 0; grp < 64; ++grp)
-        for (int h = 0; h < padded / 16; ++h)
-          _mm512_storeu_si512(q + grp * kSlice + 16 * h, _mm512_i32gather_epi32(index, &tmp[16 * h][grp], 4));
+      if (grouped < padded)
+        for (int grp = 0; grp < 64; ++grp)
+          for (int h = grouped / 16; h < padded / 16; ++h)
+            _mm512_storeu_si512(q + grp * kSlice + 16 * h, _mm512_i32gather_epi32(index, &tmp[16 * h][grp], 4));
+      for (int r = 0; r < grouped; r += 8) from_group(k_group_block(g, row + r, b, kQ6_KBytes), r, d, sc, pairs, q);
     }
   }
 
@@ -477,6 +559,27 @@ void gemm_q6_K(const GemmArgs& g) {
   else gemm_entry<Q6KKernel, 2, 4, 4>(g);
 }
 int64_t q6_K_scratch_floats(int64_t k) { return k / 256 * Q6KRowsInLanes::kBlockBytes / 4; }
+
+// The rows-in-lanes batch kernels on the K-quant groups in place (stop 34): their repack reads a whole group's
+// super-block at once where MUL_MAT used to unpack 32 rows to the GGUF's layout for them. They need the scratch
+// and a slice of whole groups (the plain rows after the last one may end it).
+bool whole_groups_slice(const GemmArgs& g) {
+  if (g.layout != kLayoutKGroups8) return false;
+  if (g.row_begin % 8 != 0 || (g.row_end % 8 != 0 && g.row_end != g.n_rows))
+    fail("K-quant row-group prompt gemm: slice [{}, {}) of {} rows does not hold whole groups", g.row_begin, g.row_end,
+         g.n_rows);
+  return true;
+}
+bool gemm_q4_K_groups_rows_in_lanes(const GemmArgs& g) {
+  if (g.n_act <= kSmallBatch || !Q4KRowsInLanes::applies(g) || !whole_groups_slice(g)) return false;
+  RowsInLanesDriver<Q4KRowsInLanes>::run(g);
+  return true;
+}
+bool gemm_q6_K_groups_rows_in_lanes(const GemmArgs& g) {
+  if (g.n_act <= kSmallBatch || !Q6KRowsInLanes::applies(g) || !whole_groups_slice(g)) return false;
+  RowsInLanesDriver<Q6KRowsInLanes>::run(g);
+  return true;
+}
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
