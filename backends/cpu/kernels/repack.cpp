@@ -1,6 +1,7 @@
 // The CPU's repacked weight layouts (repack.h): the in-place repack at load
 // and the unpack that every reader not taught a layout goes through (GET_ROWS
-// of a tied embedding, prompt batches, kernels of another ISA). Scalar code:
+// of a tied embedding, batches an entry does not read in place, kernels of
+// another ISA). Scalar code:
 // the unpack copies whole blocks or pieces (memcpy; Q5_0's qh words through
 // two 4 x 256-entry tables), so its cost is one pass over the rows it returns.
 #include "backends/cpu/kernels/repack.h"

@@ -259,19 +259,6 @@ void store_rows_in_lanes(const GemmArgs& g, const __m512 (&facc)[RV][RA], int64_
                             facc[v][a]);
 }
 
-// Q4_K batches: weight rows in the int32 lanes (legacy_avx512.cpp's
-// RowsInLanes for Q4_0, extended to super-blocks). Each slice of 32 weight
-// rows is repacked once per call into the thread's scratch, per super-block:
-//   d[32], dmin[32] (f32) | scale s of the 32 rows, s = 0..7 (int32) |
-//   min pairs (m_2t, m_2t+1) of the 32 rows, t = 0..3 (int16 pairs) |
-//   quants [sub-block 0..7][group 0..7][row 0..31][4 bytes] (u8, 0..15).
-// Per sub-block, 8 vpdpbusd (16 rows' 4 quants x one activation row's 4 quants
-// broadcast) give exact int32 sums, multiplied by the rows' scales and added
-// up over the super-block in int32; the mins meet the activation's 32-element
-// sums by vpdpwssd on int16 pairs. Then per super-block
-//   acc += float(isum) * (d * d_x) - float(msum) * (dmin * d_x)
-// in float, 16 (row, activation) pairs per instruction, the accumulators in
-// the output's layout. Tiles of 32 rows x 4 activation rows.
 // Whether rows r .. r + 7 of a slice from row are one whole K-quant row group in place (g.layout kLayoutKGroups8;
 // the slices start on a group boundary) and inside the slice's rows.
 inline bool in_k_group(const GemmArgs& g, int64_t row, int r, int rows) {
@@ -283,6 +270,21 @@ inline const uint8_t* k_group_block(const GemmArgs& g, int64_t row, int64_t b, i
   return g.w + uint64_t(row) * g.w_row_bytes + uint64_t(b) * 8 * uint64_t(block_bytes);
 }
 
+// Q4_K batches: weight rows in the int32 lanes (legacy_avx512.cpp's
+// RowsInLanes for Q4_0, extended to super-blocks). Each slice of 32 weight
+// rows is repacked once per call into the thread's scratch (from the GGUF's
+// rows, or since stop 34 from the K-quant row groups in place, 8 rows at a
+// time: from_group), per super-block:
+//   d[32], dmin[32] (f32) | scale s of the 32 rows, s = 0..7 (int32) |
+//   min pairs (m_2t, m_2t+1) of the 32 rows, t = 0..3 (int16 pairs) |
+//   quants [sub-block 0..7][group 0..7][row 0..31][4 bytes] (u8, 0..15).
+// Per sub-block, 8 vpdpbusd (16 rows' 4 quants x one activation row's 4 quants
+// broadcast) give exact int32 sums, multiplied by the rows' scales and added
+// up over the super-block in int32; the mins meet the activation's 32-element
+// sums by vpdpwssd on int16 pairs. Then per super-block
+//   acc += float(isum) * (d * d_x) - float(msum) * (dmin * d_x)
+// in float, 16 (row, activation) pairs per instruction, the accumulators in
+// the output's layout. Tiles of 32 rows x 4 activation rows.
 struct Q4KRowsInLanes {
   static constexpr int kSlice = 32, kActs = 4;
   static constexpr int kScalesAt = 2 * kSlice * 4;
