@@ -56,7 +56,8 @@ void gemm_q6_K_groups(const GemmArgs& g);
 bool gemm_q4_K_groups_batch(const GemmArgs& g);
 bool gemm_q6_K_groups_batch(const GemmArgs& g);
 // The plain rows-in-lanes batch kernels (kquants_avx512.cpp) reading the groups in place (stop 34); false where
-// they decline (no scratch, batches of up to 4 rows, a slice not of whole groups).
+// they decline (no scratch, batches of up to 4 rows, a weight not in kLayoutKGroups8); a slice that does not
+// hold whole groups is an error.
 bool gemm_q4_K_groups_rows_in_lanes(const GemmArgs& g);
 bool gemm_q6_K_groups_rows_in_lanes(const GemmArgs& g);
 void gemm_f32(const GemmArgs& g);
