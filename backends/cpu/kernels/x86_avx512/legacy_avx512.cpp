@@ -587,6 +587,106 @@ struct LegacyPromptRows {
   }
 };
 
+// Q8_0 prompts in llama.cpp's order with the weight rows in the lanes (stop 35; batches of more than kSmallBatch
+// rows, the default order). llama.cpp's 8-lane order gives int32 lane l of a (row, activation) block the sum of
+// elements 4l..4l+3, then acc_l = fma(d_w * d_x, float(lane), acc_l) block by block, and hsum8 at the end.
+// Here one 512-bit vector holds the 8 bytes of groups 2m and 2m+1 of 8 weight rows (lane 2i + e: row i, group
+// 2m + e); the activation's same 8 bytes, broadcast, meet them in one vpdpbusd: lanes 2m and 2m+1 of 8 pairs.
+// Each (activation row, m) keeps its own float accumulator (4 per activation row), and the products d_w * d_x
+// of the 8 rows take one multiply a block (LegacyPromptRows pays one per 2 pairs). hsum8's tree becomes vertical
+// adds of the 4 accumulators and one add of neighbouring lanes: the same bits.
+// vpdpbusd wants one unsigned operand: the activation's bytes are flipped to x + 128 (xor 0x80) and each weight
+// group's int32 starts at -128 * (its 4 signed weights' sum), precomputed by the repack, so each lane is exact.
+// The repack (per call and 8-row slice, in place from the load-time row groups or from the GGUF rows) is a
+// qword transpose of the 8 rows' blocks, two rounds of vpermt2q. Per block: the 8 rows' f32 scales, each twice
+// (64 bytes), then per m the quants and the starts (64 bytes each). Tiles of 8 weight rows x kActs activation rows
+// (20 float accumulators).
+struct Q8_0LlamaLanes {
+  static constexpr int kSlice = 8, kActs = 5;
+  static constexpr int kBlockBytes = 64 + 4 * 128;  // scales, then per m quants and starts
+
+  // rows (1 to 8) weight rows from row, zero rows after them.
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    const __m512i flip = _mm512_set1_epi8(char(0x80));
+    // Round 1 (rows 4h..4h+3 from two pair vectors): qwords 0, 1 of the 4 rows, then qwords 2, 3. Round 2: m.
+    const __m512i first = _mm512_set_epi64(13, 9, 5, 1, 12, 8, 4, 0),
+                  second = _mm512_set_epi64(15, 11, 7, 3, 14, 10, 6, 2);
+    const __m512i lo = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), hi = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      alignas(32) float scales[8] = {};
+      __m256i q[8];
+      for (int r = 0; r < 8; ++r) {
+        if (r >= rows) {
+          q[r] = _mm256_setzero_si256();
+          continue;
+        }
+        const BlockAt at = legacy_block(g, row + r, b, kQ8_0Bytes);
+        scales[r] = load_f16(at.scale);
+        q[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.quants));
+      }
+      _mm512_storeu_ps(pb, _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(_mm256_load_ps(scales))));
+      __m512i z[4];
+      for (int j = 0; j < 4; ++j) z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(q[2 * j]), q[2 * j + 1], 1);
+      const __m512i p0 = _mm512_permutex2var_epi64(z[0], first, z[1]),
+                    p1 = _mm512_permutex2var_epi64(z[0], second, z[1]);
+      const __m512i p2 = _mm512_permutex2var_epi64(z[2], first, z[3]),
+                    p3 = _mm512_permutex2var_epi64(z[2], second, z[3]);
+      const __m512i w[4] = {_mm512_permutex2var_epi64(p0, lo, p2), _mm512_permutex2var_epi64(p0, hi, p2),
+                            _mm512_permutex2var_epi64(p1, lo, p3), _mm512_permutex2var_epi64(p1, hi, p3)};
+      for (int m = 0; m < 4; ++m) {
+        _mm512_storeu_si512(pb + 64 + 128 * m, w[m]);
+        // -128 * (w0 + w1 + w2 + w3): vpdpbusd of the unsigned bytes 0x80 by the signed weights, negated.
+        _mm512_storeu_si512(
+            pb + 128 + 128 * m,
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, w[m])));
+      }
+    }
+  }
+
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out8[]) {
+    const int64_t nb = g.k / 32;
+    const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes;
+    const uint8_t* x[RA];
+    for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
+    const __m512i flip = _mm512_set1_epi8(char(0x80));
+    __m512 acc[RA][4];
+    for (int a = 0; a < RA; ++a)
+      for (int m = 0; m < 4; ++m) acc[a][m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      const __m512 wd = _mm512_loadu_ps(pb);
+      __m512 d[RA];
+      for (int a = 0; a < RA; ++a) {
+        float xd;
+        std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
+        d[a] = _mm512_mul_ps(wd, _mm512_set1_ps(xd));
+      }
+      for (int m = 0; m < 4; ++m) {
+        __m512i q = _mm512_loadu_si512(pb + 64 + 128 * m);
+        __m512i start = _mm512_loadu_si512(pb + 128 + 128 * m);
+        asm("" : "+v"(q), "+v"(start));  // one load each, not one per activation row (GCC 12 folds them: load-bound)
+        for (int a = 0; a < RA; ++a) {
+          int64_t eight;
+          std::memcpy(&eight, x[a] + b * kQ8_0Bytes + 2 + 8 * m, 8);
+          const __m512i xu = _mm512_xor_si512(_mm512_set1_epi64(eight), flip);
+          acc[a][m] = _mm512_fmadd_ps(d[a], _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, xu, q)), acc[a][m]);
+        }
+      }
+    }
+    // hsum8's tree: lanes (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7) side by side, then their sum.
+    const __m512i evens = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int a = 0; a < RA; ++a) {
+      const __m512 u = _mm512_add_ps(_mm512_add_ps(acc[a][0], acc[a][2]), _mm512_add_ps(acc[a][1], acc[a][3]));
+      const __m512 s = _mm512_add_ps(u, _mm512_permute_ps(u, 0xB1));
+      _mm256_storeu_ps(out8[a], _mm512_castps512_ps256(_mm512_permutexvar_ps(evens, s)));
+    }
+  }
+};
+
 // Q4_0 batches: weight rows in the int32 lanes. Each slice of 32 weight rows
 // is repacked once per call into the thread's scratch: per block, the 32
 // rows' scales as f32, then the quants as unsigned bytes (the offset form
@@ -714,7 +814,7 @@ void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
   else if (!g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q8_0))
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
-  else if (g.scratch != nullptr) LegacyPromptRows<W>::run(g);
+  else if (g.scratch != nullptr) SliceDriver<Q8_0LlamaLanes>::run(g);
   else LegacyPrompt<W>::run(g);
 }
 
@@ -734,15 +834,15 @@ bool gemm_q8_0_packed_batch(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.scratch == nullptr || lanes_order(DType::Q8_0)) return false;
   if (g.row_begin % 8 != 0)
     fail("Q8_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
-  LegacyPromptRows<Q8_0Weights>::run(g);
+  SliceDriver<Q8_0LlamaLanes>::run(g);
   return true;
 }
 
 uint64_t q8_0_sums_row_bytes(int64_t k) { return uint64_t(k / 32) * (kQ8_0Bytes + 8); }
 int64_t legacy_scratch_floats(int64_t k) {
   return k / 32 *
-         std::max<int64_t>(RowsInLanes<Q4_0Weights>::kBlockBytes,
-                           LegacyPromptRows<Q8_0Weights>::kBlockBytes + kActChunk * 32) /
+         std::max<int64_t>({RowsInLanes<Q4_0Weights>::kBlockBytes, Q8_0LlamaLanes::kBlockBytes,
+                            LegacyPromptRows<Q5_0Weights>::kBlockBytes + kActChunk * 32}) /
          4;
 }
 

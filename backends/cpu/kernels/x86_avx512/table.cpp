@@ -67,7 +67,8 @@ constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(con
 
 // Mid-size batches (stop 17): up to mid_act rows on the row groups too (packed_reads: where the order allows),
 // the crossover with the batch path from the per-row cost curve (bench_matmul_kernels mid*, docs/PERF.md "Stop 17,
-// mb"): Q4_0 64, Q5_0 (llama.cpp's order only) 40, Q8_0 128 (the groups still ahead of the prompt tiles there).
+// mb"): Q4_0 64, Q5_0 (llama.cpp's order only) 40, Q8_0 32 (stop 35: 128 until the rows-in-lanes prompt kernel,
+// Q8_0LlamaLanes, passed the groups from ~32-48 rows; mid-batch* against mid-groups*).
 constexpr MatmulKernels with_mid(MatmulKernels k, int64_t mid_act) {
   k.packed_mid_act = mid_act;
   return k;
@@ -88,7 +89,7 @@ constexpr MatmulKernels kTable[] = {
                                                 avx512::convert_q8_0_sums, avx512::gemm_q8_0),
                                           avx512::legacy_scratch_floats),
                              avx512::gemm_q8_0_groups, avx512::gemm_q8_0_packed_batch),
-             128),
+             32),
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
                                      avx512::gemm_q4_K),
                                avx512::q4_K_scratch_floats),
