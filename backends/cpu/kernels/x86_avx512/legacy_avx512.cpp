@@ -15,9 +15,11 @@
 // faster for prompts but moved near-tie greedy choices off llama.cpp's.
 // Tiles: see LegacyDecode (one activation row, and batches of up to 16 rows:
 // each step of weight rows meets every activation row while it is in L1),
-// LegacyPrompt (larger batches) and RowsInLanes (Q4_0 batches of more than 16
-// rows, and Q5_0 / Q8_0 batches of more than 16 in the lanes order when
-// batch_order() says so; weights repacked per call).
+// LegacyPrompt / LegacyPromptRows (larger batches; Q5_0 in llama.cpp's order),
+// Q8_0LlamaLanes (Q8_0 batches of more than 16 rows in llama.cpp's order, the
+// default) and RowsInLanes (Q4_0 batches of more than 16 rows, and Q5_0 / Q8_0
+// batches of more than 16 in the lanes order when batch_order() says so;
+// weights repacked per call).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -38,6 +40,9 @@ constexpr int64_t kRowsInLanesMinActs = 4;  // RowsInLanes: batches of at least 
 // Batches up to these sizes run the decode kernels row by row (each weight
 // step streamed once and met by every activation row from L1).
 constexpr int64_t kSmallBatch = 16, kQ4_0SmallBatch = 16;
+// Q8_0 in llama.cpp's order: Q8_0LlamaLanes from 9 rows (stop 35: 1.1-1.5x the decode kernels on the row groups at
+// 12 and 16 rows, level at 8; bench_matmul_kernels mid*). The table's packed_max_act for Q8_0 is the same.
+constexpr int64_t kQ8_0SmallBatch = 8;
 
 float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -587,9 +592,9 @@ struct LegacyPromptRows {
   }
 };
 
-// Q8_0 prompts in llama.cpp's order with the weight rows in the lanes (stop 35; batches of more than kSmallBatch
-// rows, the default order). llama.cpp's 8-lane order gives int32 lane l of a (row, activation) block the sum of
-// elements 4l..4l+3, then acc_l = fma(d_w * d_x, float(lane), acc_l) block by block, and hsum8 at the end.
+// Q8_0 prompts in llama.cpp's order with the weight rows in the lanes (stop 35; batches of more than
+// kQ8_0SmallBatch rows, in the default order). llama.cpp's 8-lane order gives int32 lane l of a (row, activation) block
+// the sum of elements 4l..4l+3, then acc_l = fma(d_w * d_x, float(lane), acc_l) block by block, and hsum8 at the end.
 // Here one 512-bit vector holds the 8 bytes of groups 2m and 2m+1 of 8 weight rows (lane 2i + e: row i, group
 // 2m + e); the activation's same 8 bytes, broadcast, meet them in one vpdpbusd: lanes 2m and 2m+1 of 8 pairs.
 // Each (activation row, m) keeps its own float accumulator (4 per activation row), and the products d_w * d_x
@@ -605,17 +610,46 @@ struct Q8_0LlamaLanes {
   static constexpr int kSlice = 8, kActs = 5;
   static constexpr int kBlockBytes = 64 + 4 * 128;  // scales, then per m quants and starts
 
-  // rows (1 to 8) weight rows from row, zero rows after them.
-  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
-    const int64_t nb = g.k / 32;
+  // One block of the 8 rows: their scales (f32, lanes 0-7) and their quants as four pair vectors (rows 2j, 2j+1).
+  static void pack_block(__m512 scales, const __m512i z[4], uint8_t* pb) {
     const __m512i flip = _mm512_set1_epi8(char(0x80));
     // Round 1 (rows 4h..4h+3 from two pair vectors): qwords 0, 1 of the 4 rows, then qwords 2, 3. Round 2: m.
     const __m512i first = _mm512_set_epi64(13, 9, 5, 1, 12, 8, 4, 0),
                   second = _mm512_set_epi64(15, 11, 7, 3, 14, 10, 6, 2);
     const __m512i lo = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), hi = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
     const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    _mm512_storeu_ps(pb, _mm512_permutexvar_ps(twice, scales));
+    const __m512i p0 = _mm512_permutex2var_epi64(z[0], first, z[1]), p1 = _mm512_permutex2var_epi64(z[0], second, z[1]);
+    const __m512i p2 = _mm512_permutex2var_epi64(z[2], first, z[3]), p3 = _mm512_permutex2var_epi64(z[2], second, z[3]);
+    const __m512i w[4] = {_mm512_permutex2var_epi64(p0, lo, p2), _mm512_permutex2var_epi64(p0, hi, p2),
+                          _mm512_permutex2var_epi64(p1, lo, p3), _mm512_permutex2var_epi64(p1, hi, p3)};
+    for (int m = 0; m < 4; ++m) {
+      _mm512_storeu_si512(pb + 64 + 128 * m, w[m]);
+      // -128 * (w0 + w1 + w2 + w3): vpdpbusd of the unsigned bytes 0x80 by the signed weights, negated.
+      _mm512_storeu_si512(
+          pb + 128 + 128 * m,
+          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, w[m])));
+    }
+  }
+
+  // rows (1 to 8) weight rows from row, zero rows after them. A whole row group (kernels/repack.h) is read as it
+  // lies: per block the 8 f16 scales, then the 8 rows' quants, two rows to a vector.
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    if (g.layout == kLayoutRowGroups8 && rows == 8 && row + 8 <= g.n_rows / 8 * 8) {
+      const uint8_t* grp = g.w + uint64_t(row) * g.w_row_bytes;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = grp + uint64_t(b) * 8 * kQ8_0Bytes;
+        __m512i z[4];
+        for (int j = 0; j < 4; ++j) z[j] = _mm512_loadu_si512(blk + 16 + 64 * j);
+        const __m512 scales =
+            _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))));
+        pack_block(scales, z, packed + b * kBlockBytes);
+      }
+      prefetch_next(g, row);
+      return;
+    }
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* pb = packed + b * kBlockBytes;
       alignas(32) float scales[8] = {};
       __m256i q[8];
       for (int r = 0; r < 8; ++r) {
@@ -627,23 +661,20 @@ struct Q8_0LlamaLanes {
         scales[r] = load_f16(at.scale);
         q[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.quants));
       }
-      _mm512_storeu_ps(pb, _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(_mm256_load_ps(scales))));
       __m512i z[4];
       for (int j = 0; j < 4; ++j) z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(q[2 * j]), q[2 * j + 1], 1);
-      const __m512i p0 = _mm512_permutex2var_epi64(z[0], first, z[1]),
-                    p1 = _mm512_permutex2var_epi64(z[0], second, z[1]);
-      const __m512i p2 = _mm512_permutex2var_epi64(z[2], first, z[3]),
-                    p3 = _mm512_permutex2var_epi64(z[2], second, z[3]);
-      const __m512i w[4] = {_mm512_permutex2var_epi64(p0, lo, p2), _mm512_permutex2var_epi64(p0, hi, p2),
-                            _mm512_permutex2var_epi64(p1, lo, p3), _mm512_permutex2var_epi64(p1, hi, p3)};
-      for (int m = 0; m < 4; ++m) {
-        _mm512_storeu_si512(pb + 64 + 128 * m, w[m]);
-        // -128 * (w0 + w1 + w2 + w3): vpdpbusd of the unsigned bytes 0x80 by the signed weights, negated.
-        _mm512_storeu_si512(
-            pb + 128 + 128 * m,
-            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, w[m])));
-      }
+      pack_block(_mm512_castps256_ps512(_mm256_load_ps(scales)), z, packed + b * kBlockBytes);
     }
+    prefetch_next(g, row);
+  }
+
+  // The next slice's rows (in either layout 8 rows lie contiguous), requested into L2 while this slice's tiles run:
+  // a batch of 48-96 rows from DRAM read 1.1-1.2x faster (mid-batch*; prompts at 128 rows and more, level).
+  static void prefetch_next(const GemmArgs& g, int64_t row) {
+    const int64_t next = row + kSlice, rows = std::min<int64_t>(kSlice, g.row_end - next);
+    const uint8_t* p = g.w + uint64_t(next) * g.w_row_bytes;
+    for (int64_t o = 0; o < rows * int64_t(g.w_row_bytes); o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
   }
 
   template <int RA>
@@ -794,9 +825,9 @@ void gemm_q4_0(const GemmArgs& g) {
 
 // Q5_0 and Q8_0: llama.cpp's x86 vec_dot / tinyBLAS 8-lane order (no
 // repacking there; the Q8_0 goldens are bit-identical with it).
-// Batches of up to kSmallBatch rows take the decode kernel, each weight step
-// meeting every activation row (the weights streamed once, with prefetch);
-// larger ones the prompt tiles. The same order on both paths.
+// Batches of up to kSmallBatch rows (Q8_0: kQ8_0SmallBatch, or kSmallBatch without a scratch) take the decode
+// kernel, each weight step meeting every activation row (the weights streamed once, with prefetch); larger ones
+// the prompt tiles (Q5_0 LegacyPromptRows, Q8_0 Q8_0LlamaLanes). The same order on every path.
 // In the lanes order (batch_order()) Q5_0 and Q8_0 batches of more than 16
 // rows take RowsInLanes, the weights offset to unsigned (Q5_0: q as stored,
 // the sums started at -16 * sum(x); Q8_0: w + 128, -128 * sum(x)).
@@ -811,8 +842,8 @@ void gemm_q5_0(const GemmArgs& g) {
 
 void gemm_q8_0(const GemmArgs& g) {
   using W = Q8_0Weights;
-  if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
-  else if (!g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q8_0))
+  if (g.n_act <= kQ8_0SmallBatch || (g.n_act <= kSmallBatch && g.scratch == nullptr)) LegacyDecode<W>::run(g);
+  else if (g.n_act > kSmallBatch && !g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q8_0))
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
   else if (g.scratch != nullptr) SliceDriver<Q8_0LlamaLanes>::run(g);
   else LegacyPrompt<W>::run(g);
@@ -820,8 +851,9 @@ void gemm_q8_0(const GemmArgs& g) {
 
 // Prompt batches on the load-time row groups (stop 33): the same kernels, their repack reading the groups in place
 // (legacy_block), where MUL_MAT used to unpack 32 rows at a time for them. Q4_0 from kQ4_0SmallBatch + 1 rows
-// (RowsInLanes), Q8_0 from kSmallBatch + 1 in llama.cpp's order (LegacyPromptRows); the Q8_0 lanes order and
-// batches without a scratch decline (false): MUL_MAT unpacks for them.
+// (RowsInLanes), Q8_0 from kQ8_0SmallBatch + 1 in llama.cpp's order (Q8_0LlamaLanes since stop 35, which
+// batches of 9-16 rows take in every order, as on the plain layout); batches of more than 16 rows in the Q8_0 lanes
+// order and batches without a scratch decline (false): MUL_MAT unpacks for them.
 bool gemm_q4_0_packed_batch(const GemmArgs& g) {
   if (g.n_act <= kQ4_0SmallBatch || !RowsInLanes<Q4_0Weights>::applies(g)) return false;
   if (g.row_begin % 8 != 0)
@@ -831,7 +863,8 @@ bool gemm_q4_0_packed_batch(const GemmArgs& g) {
 }
 
 bool gemm_q8_0_packed_batch(const GemmArgs& g) {
-  if (g.n_act <= kSmallBatch || g.scratch == nullptr || lanes_order(DType::Q8_0)) return false;
+  if (g.n_act <= kQ8_0SmallBatch || g.scratch == nullptr || (g.n_act > kSmallBatch && lanes_order(DType::Q8_0)))
+    return false;
   if (g.row_begin % 8 != 0)
     fail("Q8_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
   SliceDriver<Q8_0LlamaLanes>::run(g);

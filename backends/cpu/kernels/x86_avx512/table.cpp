@@ -52,14 +52,14 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
   return k;
 }
 
-// Q8_0, Q4_0 and Q5_0 decode and batches of up to 16 rows (the plain kernels' decode-path sizes) from row groups of 8
-// repacked at load (kernels/repack.h, row_groups_avx512.cpp).
-// Larger batches read the groups in place too where gemm_packed_batch is given (Q4_0, Q8_0 in llama.cpp's order;
-// stop 33), else MUL_MAT unpacks them 32 rows at a time.
+// Q8_0, Q4_0 and Q5_0 decode and batches of up to 16 rows (Q8_0: 8; the plain kernels' decode-path sizes) from row
+// groups of 8 repacked at load (kernels/repack.h, row_groups_avx512.cpp). Larger batches read the groups in place too
+// where gemm_packed_batch is given (Q4_0, Q8_0 in llama.cpp's order; stop 33), else MUL_MAT unpacks them 32 rows at a
+// time.
 constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
-                                        bool (*gemm_packed_batch)(const GemmArgs&) = nullptr) {
+                                        bool (*gemm_packed_batch)(const GemmArgs&) = nullptr, int64_t max_act = 16) {
   k.packed_layout = kLayoutRowGroups8;
-  k.packed_max_act = 16;
+  k.packed_max_act = max_act;
   k.gemm_packed = gemm_packed;
   k.gemm_packed_batch = gemm_packed_batch;
   return k;
@@ -67,8 +67,8 @@ constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(con
 
 // Mid-size batches (stop 17): up to mid_act rows on the row groups too (packed_reads: where the order allows),
 // the crossover with the batch path from the per-row cost curve (bench_matmul_kernels mid*, docs/PERF.md "Stop 17,
-// mb"): Q4_0 64, Q5_0 (llama.cpp's order only) 40, Q8_0 32 (stop 35: 128 until the rows-in-lanes prompt kernel,
-// Q8_0LlamaLanes, passed the groups from ~32-48 rows; mid-batch* against mid-groups*).
+// mb"): Q4_0 64, Q5_0 (llama.cpp's order only) 40; Q8_0 none since stop 35 (it was 128: the rows-in-lanes prompt
+// kernel, Q8_0LlamaLanes, is ahead of the groups from 9 rows; mid-batch* against mid-groups*).
 constexpr MatmulKernels with_mid(MatmulKernels k, int64_t mid_act) {
   k.packed_mid_act = mid_act;
   return k;
@@ -85,11 +85,10 @@ constexpr MatmulKernels kTable[] = {
                                           avx512::legacy_scratch_floats),
                              avx512::gemm_q5_0_groups),
              40),
-    with_mid(with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
-                                                avx512::convert_q8_0_sums, avx512::gemm_q8_0),
-                                          avx512::legacy_scratch_floats),
-                             avx512::gemm_q8_0_groups, avx512::gemm_q8_0_packed_batch),
-             32),
+    with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
+                                       avx512::convert_q8_0_sums, avx512::gemm_q8_0),
+                                 avx512::legacy_scratch_floats),
+                    avx512::gemm_q8_0_groups, avx512::gemm_q8_0_packed_batch, 8),
     with_k_groups(with_scratch(entry(DType::Q4_K, DType::Q8_K, "avx512-vnni", q8_K_row_bytes, avx512::convert_q8_K,
                                      avx512::gemm_q4_K),
                                avx512::q4_K_scratch_floats),
