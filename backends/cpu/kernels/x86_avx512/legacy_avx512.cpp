@@ -636,7 +636,7 @@ struct Q8_0LlamaLanes {
   // lies: per block the 8 f16 scales, then the 8 rows' quants, two rows to a vector.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 32;
-    if (g.layout == kLayoutRowGroups8 && rows == 8 && row + 8 <= g.n_rows / 8 * 8) {
+    if (g.layout == kLayoutRowGroups8 && rows == 8 && row % 8 == 0 && row + 8 <= g.n_rows / 8 * 8) {
       const uint8_t* grp = g.w + uint64_t(row) * g.w_row_bytes;
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = grp + uint64_t(b) * 8 * kQ8_0Bytes;
@@ -672,6 +672,7 @@ struct Q8_0LlamaLanes {
   // a batch of 48-96 rows from DRAM read 1.1-1.2x faster (mid-batch*; prompts at 128 rows and more, level).
   static void prefetch_next(const GemmArgs& g, int64_t row) {
     const int64_t next = row + kSlice, rows = std::min<int64_t>(kSlice, g.row_end - next);
+    if (rows <= 0) return;
     const uint8_t* p = g.w + uint64_t(next) * g.w_row_bytes;
     for (int64_t o = 0; o < rows * int64_t(g.w_row_bytes); o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
