@@ -67,8 +67,8 @@ constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(con
 
 // Mid-size batches (stop 17): up to mid_act rows on the row groups too (packed_reads: where the order allows),
 // the crossover with the batch path from the per-row cost curve (bench_matmul_kernels mid*, docs/PERF.md "Stop 17,
-// mb"): Q4_0 48 (64 until stop 35, when rows in the lanes on the groups read 1.05-1.16x the groups at 64 rows and
-// level at 48), Q5_0 (llama.cpp's order only) 40; Q8_0 none since stop 35 (it was 128: the rows-in-lanes prompt
+// mb"): Q5_0 (llama.cpp's order only) 40; Q4_0 none since stop 35 (it was 64: RowsInLanes, its repack reading
+// whole groups, is ahead of the groups from 17 rows), Q8_0 none since stop 35 (it was 128: the rows-in-lanes prompt
 // kernel, Q8_0LlamaLanes, is ahead of the groups from 9 rows; mid-batch* against mid-groups*).
 constexpr MatmulKernels with_mid(MatmulKernels k, int64_t mid_act) {
   k.packed_mid_act = mid_act;
@@ -76,11 +76,10 @@ constexpr MatmulKernels with_mid(MatmulKernels k, int64_t mid_act) {
 }
 
 constexpr MatmulKernels kTable[] = {
-    with_mid(with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
-                                                avx512::convert_q8_0_sums, avx512::gemm_q4_0),
-                                          avx512::legacy_scratch_floats),
-                             avx512::gemm_q4_0_groups, avx512::gemm_q4_0_packed_batch),
-             48),
+    with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
+                                       avx512::convert_q8_0_sums, avx512::gemm_q4_0),
+                                 avx512::legacy_scratch_floats),
+                    avx512::gemm_q4_0_groups, avx512::gemm_q4_0_packed_batch),
     with_mid(with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
                                                 avx512::convert_q8_0_sums, avx512::gemm_q5_0),
                                           avx512::legacy_scratch_floats),
