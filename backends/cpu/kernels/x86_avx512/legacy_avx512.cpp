@@ -45,6 +45,17 @@ constexpr int64_t kSmallBatch = 16, kQ4_0SmallBatch = 16;
 // 12 and 16 rows, level at 8; bench_matmul_kernels mid*). The table's packed_max_act for Q8_0 is the same.
 constexpr int64_t kQ8_0SmallBatch = 8;
 
+// Rows [next, next + n) up to the slice's end (contiguous in the GGUF layout and in the row groups), requested into
+// L2 while the rows-in-lanes kernels' tiles run on the slice before: Q8_0 batches of 48-96 rows from DRAM read
+// 1.1-1.2x faster (bench_matmul_kernels mid-batch*; at 128 rows and more, level).
+void prefetch_slice(const GemmArgs& g, int64_t next, int64_t n) {
+  const int64_t rows = std::min<int64_t>(n, g.row_end - next);
+  if (rows <= 0) return;
+  const uint8_t* p = g.w + uint64_t(next) * g.w_row_bytes;
+  for (int64_t o = 0; o < rows * int64_t(g.w_row_bytes); o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
+}
+
 float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -647,7 +658,7 @@ struct Q8_0LlamaLanes {
             _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))));
         pack_block(scales, z, packed + b * kBlockBytes);
       }
-      prefetch_next(g, row);
+      prefetch_slice(g, row + kSlice, kSlice);
       return;
     }
     for (int64_t b = 0; b < nb; ++b) {
@@ -666,17 +677,7 @@ struct Q8_0LlamaLanes {
       for (int j = 0; j < 4; ++j) z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(q[2 * j]), q[2 * j + 1], 1);
       pack_block(_mm512_castps256_ps512(_mm256_load_ps(scales)), z, packed + b * kBlockBytes);
     }
-    prefetch_next(g, row);
-  }
-
-  // The next slice's rows (in either layout 8 rows lie contiguous), requested into L2 while this slice's tiles run:
-  // a batch of 48-96 rows from DRAM read 1.1-1.2x faster (mid-batch*; prompts at 128 rows and more, level).
-  static void prefetch_next(const GemmArgs& g, int64_t row) {
-    const int64_t next = row + kSlice, rows = std::min<int64_t>(kSlice, g.row_end - next);
-    if (rows <= 0) return;
-    const uint8_t* p = g.w + uint64_t(next) * g.w_row_bytes;
-    for (int64_t o = 0; o < rows * int64_t(g.w_row_bytes); o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
+    prefetch_slice(g, row + kSlice, kSlice);
   }
 
   template <int RA>
@@ -751,12 +752,12 @@ struct RowsInLanes {
     if constexpr (std::is_same_v<W, Q4_0Weights>) {
       if (g.layout == kLayoutRowGroups8 && rows % 16 == 0 && row % 8 == 0 && row + rows <= g.n_rows / 8 * 8) {
         repack_q4_0_groups(g, row, rows, packed);
-        prefetch_next(g, row);
+        prefetch_slice(g, row + kSlice, kSlice);
         return;
       }
     }
     repack_rows(g, row, rows, packed);
-    prefetch_next(g, row);
+    prefetch_slice(g, row + kSlice, kSlice);
   }
 
   // Whole Q4_0 row groups (stop 35; the row-by-row form below spent 38 % of a 64-row call): per group and block the
@@ -788,15 +789,6 @@ struct RowsInLanes {
         }
       }
     }
-  }
-
-  // The next slice's rows (contiguous in either layout), requested into L2 while this slice's tiles run.
-  static void prefetch_next(const GemmArgs& g, int64_t row) {
-    const int64_t next = row + kSlice, rows = std::min<int64_t>(kSlice, g.row_end - next);
-    if (rows <= 0) return;
-    const uint8_t* p = g.w + uint64_t(next) * g.w_row_bytes;
-    for (int64_t o = 0; o < rows * int64_t(g.w_row_bytes); o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
   }
 
   static void repack_rows(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
