@@ -40,10 +40,12 @@ namespace {
 constexpr int64_t kRowsInLanesMinActs = 4;  // RowsInLanes: batches of at least this many rows
 // Batches up to these sizes run the decode kernels row by row (each weight
 // step streamed once and met by every activation row from L1).
-constexpr int64_t kSmallBatch = 16, kQ4_0SmallBatch = 16;
+constexpr int64_t kSmallBatch = 16;
 // Q8_0 in llama.cpp's order: Q8_0LlamaLanes from 9 rows (stop 35: 1.1-1.5x the decode kernels on the row groups at
-// 12 and 16 rows, level at 8; bench_matmul_kernels mid*). The table's packed_max_act for Q8_0 is the same.
-constexpr int64_t kQ8_0SmallBatch = 8;
+// 12 and 16 rows, level at 8; bench_matmul_kernels mid*). Q4_0: RowsInLanes from 12 rows (stop 36: level with or
+// ahead of the decode kernels on the row groups at 12 rows, 1.15-1.3x at 16, behind at 8). The table's
+// packed_max_act for each is the same.
+constexpr int64_t kQ8_0SmallBatch = 8, kQ4_0SmallBatch = 11;
 
 // Rows [next, next + n) up to the slice's end (contiguous in the GGUF layout and in the row groups), requested into
 // L2 while the rows-in-lanes kernels' tiles run on the slice before: Q8_0 batches of 48-96 rows from DRAM read
@@ -862,7 +864,7 @@ struct RowsInLanes {
 
 // Q4_0: llama.cpp repacks Q4_0 on x86 and its gemm and gemv sum each block
 // exactly, then acc = fma(float(isum), d_w * d_x, acc): that order at every
-// batch size (decode and batches of up to 16 rows in Q4_0Decode, larger ones RowsInLanes).
+// batch size (decode and batches of up to kQ4_0SmallBatch rows in Q4_0Decode, larger ones RowsInLanes).
 void gemm_q4_0(const GemmArgs& g) {
   using W = Q4_0Weights;
   if (g.n_act > kQ4_0SmallBatch && RowsInLanes<W>::applies(g)) RowsInLanesDriver<RowsInLanes<W>>::run(g);

@@ -52,10 +52,10 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
   return k;
 }
 
-// Q8_0, Q4_0 and Q5_0 decode and batches of up to 16 rows (Q8_0: 8; the plain kernels' decode-path sizes) from row
-// groups of 8 repacked at load (kernels/repack.h, row_groups_avx512.cpp). Larger batches read the groups in place too
-// where gemm_packed_batch is given (Q4_0, Q8_0 in llama.cpp's order; stop 33), else MUL_MAT unpacks them 32 rows at a
-// time.
+// Q8_0, Q4_0 and Q5_0 decode and batches of up to 16 rows (Q8_0: 8, Q4_0: 11; the plain kernels' decode-path sizes)
+// from row groups of 8 repacked at load (kernels/repack.h, row_groups_avx512.cpp). Larger batches read the groups in
+// place too where gemm_packed_batch is given (Q4_0, Q8_0 in llama.cpp's order; stop 33), else MUL_MAT unpacks them 32
+// rows at a time.
 constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
                                         bool (*gemm_packed_batch)(const GemmArgs&) = nullptr, int64_t max_act = 16) {
   k.packed_layout = kLayoutRowGroups8;
@@ -79,7 +79,7 @@ constexpr MatmulKernels kTable[] = {
     with_row_groups(with_scratch(entry(DType::Q4_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
                                        avx512::convert_q8_0_sums, avx512::gemm_q4_0),
                                  avx512::legacy_scratch_floats),
-                    avx512::gemm_q4_0_groups, avx512::gemm_q4_0_packed_batch),
+                    avx512::gemm_q4_0_groups, avx512::gemm_q4_0_packed_batch, 11),
     with_mid(with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
                                                 avx512::convert_q8_0_sums, avx512::gemm_q5_0),
                                           avx512::legacy_scratch_floats),
