@@ -99,5 +99,48 @@ TEST(AttentionSplit, EveryUnitShapeHasTheOneThreadBits) {
   set_isa(before);
 }
 
+// A one-token decode of up to 9 x 256 (heads x live cells) runs on the calling thread (ops/attention.cpp,
+// serial_max_work: the idle workers prefetch weights meanwhile); a longer one, or any with
+// OPAL_ATTN_SERIAL_MAX_WORK=0, publishes a pool job. Every way, the one-thread bits.
+TEST(AttentionSplit, SmallDecodesRunOnTheCallingThreadWithTheSameBits) {
+  const char* before = std::getenv("OPAL_ATTN_SERIAL_MAX_WORK");
+  const std::string saved = before ? before : "";
+  std::mt19937 rng(31);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  const int64_t hq = 9, hkv = 3, d = 64;
+  for (int64_t cells : {100, 256, 257, 600}) {
+    SCOPED_TRACE("cells " + std::to_string(cells));
+    std::vector<float> q(size_t(d * hq));
+    for (auto& x : q) x = val(rng);
+    std::vector<uint16_t> kc(size_t(cells * hkv * d)), vc(kc.size());
+    for (auto& h : kc) h = f32_to_f16(val(rng));
+    for (auto& h : vc) h = f32_to_f16(val(rng));
+    const test::AttentionArgs args{hq, hkv, d, 1.0f / 8.0f, 0};
+    auto run = [&](int threads, const char* serial_max, uint64_t* jobs) {
+      if (serial_max) setenv("OPAL_ATTN_SERIAL_MAX_WORK", serial_max, 1);
+      else unsetenv("OPAL_ATTN_SERIAL_MAX_WORK");
+      std::vector<float> out(size_t(d * hq), -7.0f);
+      test::AttentionNode node(args, q.data(), out.data(), DType::F16, kc.data(), DType::F16, vc.data(),
+                               test::seq0_positions(1, int32_t(cells - 1)), test::seq0_positions(int32_t(cells)));
+      ThreadPool pool(threads);
+      node.compute(pool);
+      *jobs = pool.jobs();
+      return out;
+    };
+    uint64_t jobs1 = 0, jobs_default = 0, jobs_pool = 0;
+    const auto want = run(1, nullptr, &jobs1);
+    const auto by_default = run(2, nullptr, &jobs_default);
+    const auto on_pool = run(2, "0", &jobs_pool);
+    EXPECT_EQ(jobs_default, cells <= 256 ? 0u : 1u);
+    EXPECT_EQ(jobs_pool, 1u);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(f32_bits(by_default[i]), f32_bits(want[i])) << "default, i " << i;
+      ASSERT_EQ(f32_bits(on_pool[i]), f32_bits(want[i])) << "pool, i " << i;
+    }
+  }
+  if (before) setenv("OPAL_ATTN_SERIAL_MAX_WORK", saved.c_str(), 1);
+  else unsetenv("OPAL_ATTN_SERIAL_MAX_WORK");
+}
+
 }  // namespace
 }  // namespace opal

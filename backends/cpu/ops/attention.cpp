@@ -214,6 +214,17 @@ int64_t split_min_cells() {
   return env && *env ? std::atoll(env) : 2048;
 }
 
+// The most (heads x live cells) of a one-token decode that runs on the calling thread instead of the pool: its
+// few microseconds of dots (SmolLM2's 9 heads at depth 64: about 7 us) are then the serial ops' time, in which the
+// idle workers prefetch the next MUL_MAT's weights (graph/thread_pool.h) instead of splitting 9 pairs 5 : 4 on a
+// core's two SMT threads. Stop 36, two threads, tg64 from depth 0: SmolLM2 Q8_0 +6-11 %, Q4_0 +12-20 % (three
+// alternated passes each); Qwen3 and Llama-3.2-1B (16 and 32 heads: serial up to 144 and 72 cells) level; from
+// depth 256 level. OPAL_ATTN_SERIAL_MAX_WORK overrides it (tests: 0 to take the pool at any size).
+int64_t serial_max_work() {
+  const char* env = std::getenv("OPAL_ATTN_SERIAL_MAX_WORK");
+  return env && *env ? std::atoll(env) : 9 * 256;
+}
+
 struct SplitLayout {
   uint64_t off_vis = 0, off_nvis = 0, off_scores = 0, off_max = 0, bytes = 0;
   int64_t ld_scores = 0;
@@ -670,7 +681,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     return attention_split_pairs(node, ctx, order, n_order, *simd_v, split_f16 ? simd : nullptr, q_round, kq_lanes16,
                                  lanes);
 
-  ctx.pool.run([&](int ith, int nth) {
+  auto pairs = [&](int ith, int nth) {
     uint8_t* w = ctx.work + shared_bytes(node) + per_thread_bytes(node) * uint64_t(ith);
     float* score_rows = reinterpret_cast<float*>(w);  // one per head of a GQA group
     float* qv = reinterpret_cast<float*>(w + l.off_q);
@@ -981,7 +992,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         pair_output(j, score_rows + (j - pair) * l.ld_scores, nvs[j - pair], mxs[j - pair]);
       pair = end;
     }
-  });
+  };
+  if (T == 1 && hq * n_order <= serial_max_work()) pairs(0, 1);
+  else ctx.pool.run(pairs);
 }
 
 }  // namespace opal::cpu
