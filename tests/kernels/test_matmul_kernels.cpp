@@ -166,8 +166,8 @@ TEST_P(KernelsVsReference, EverySupportedIsaMatchesTheReference) {
     for (int64_t k : {32, 256, 4096, 4352, 4357}) {
       if (is_k_quant(t) && k % 256 != 0) continue;
       if (!is_float_type(t) && k % 32 != 0) continue;
-      for (int64_t n_act :
-           {1, 2, 4, 7, 12, 32, 83}) {  // 4, 12: small batches; 83: chunks of 64, groups of 16, a remainder
+      // 4, 12: small batches; 83: chunks of 64, groups of 16, a remainder.
+      for (int64_t n_act : {1, 2, 4, 7, 12, 32, 83}) {
         compare(isa, t, k, n_act, false);
         if (!is_float_type(t) && (k <= 256 || n_act <= 2)) compare(isa, t, k, n_act, true);
       }
