@@ -751,14 +751,10 @@ struct RowsInLanes {
   // rows (1 to 32) weight rows from row into packed, zero rows after them up
   // to a multiple of 16.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
-    if constexpr (std::is_same_v<W, Q4_0Weights>) {
-      if (g.layout == kLayoutRowGroups8 && rows % 16 == 0 && row % 8 == 0 && row + rows <= g.n_rows / 8 * 8) {
-        repack_q4_0_groups(g, row, rows, packed);
-        prefetch_slice(g, row + kSlice, kSlice);
-        return;
-      }
-    }
-    repack_rows(g, row, rows, packed);
+    const bool whole_q4_0_groups = std::is_same_v<W, Q4_0Weights> && g.layout == kLayoutRowGroups8 && rows % 16 == 0 &&
+                                   row % 8 == 0 && row + rows <= g.n_rows / 8 * 8;
+    if (whole_q4_0_groups) repack_q4_0_groups(g, row, rows, packed);
+    else repack_rows(g, row, rows, packed);
     prefetch_slice(g, row + kSlice, kSlice);
   }
 
