@@ -568,17 +568,22 @@ TEST(AttnBatched, ScaledMaximumAndProbabilityRoundingEqualTheScalarLoops) {
 
 // A prompt's ATTENTION (-fa 0) at depth over an f16 (or q8_0) K and an f16 V takes the block path on AVX-512
 // and AVX2 (ops/attention.cpp, attention_blocks): several blocks of query rows, each walking more cells than
-// one chunk (kBlockCells), the scores' maximum folded chunk by chunk and p rounded chunk by chunk. Every ISA's
+// one chunk (kBlockCells), the scores' maximum folded chunk by chunk and p rounded chunk by chunk; V in one pass
+// with the lanes reduced in registers up to kBlockVCells (1024) cells, in lane-major chunks beyond. Every ISA's
 // result has the bits of the scalar per-(token, head) path, with and without a sliding window, at 1 and 3
-// threads, for 128-dim heads in groups of 2 and 64-dim heads in groups of 3.
+// threads, for 128-dim heads in groups of 2 and 64-dim heads in groups of 3, at depths on both sides of 1024.
 TEST(AttnBatched, BlockPromptAtDepthHasTheScalarBits) {
   struct Case {
     int64_t hq, hkv, d;
     DType k_type;
+    int64_t depth;
   };
-  for (const Case& cs : {Case{4, 2, 128, DType::F16}, Case{3, 1, 64, DType::F16}, Case{4, 2, 64, DType::Q8_0}}) {
-    SCOPED_TRACE(std::string("d ") + std::to_string(cs.d) + " " + dtype_name(cs.k_type));
-    const int64_t depth = 530, T = 70, n_cells = depth + T + 90, e = cs.hkv * cs.d;
+  for (const Case& cs :
+       {Case{4, 2, 128, DType::F16, 530}, Case{3, 1, 64, DType::F16, 530}, Case{4, 2, 64, DType::Q8_0, 530},
+        Case{4, 2, 128, DType::F16, 1100}, Case{3, 1, 64, DType::F16, 1100}}) {
+    SCOPED_TRACE(std::string("d ") + std::to_string(cs.d) + " " + dtype_name(cs.k_type) + " depth " +
+                 std::to_string(cs.depth));
+    const int64_t depth = cs.depth, T = 70, n_cells = (depth + T) * 9 / 8 + 20, e = cs.hkv * cs.d;
     std::mt19937 rng(28);
     std::normal_distribution<float> val(0.0f, 1.0f);
     std::vector<float> q(size_t(cs.d * cs.hq * T)), kf(size_t(n_cells * e));

@@ -375,6 +375,20 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         }
         for (int64_t j = 0; j < m; ++j)
           outs[j] = reinterpret_cast<float*>(row_ptr(node, t0 + j / group, 0, 0)) + (g * group + j % group) * dv;
+        // A block whose cells fit one V chunk (every prompt up to kBlockVCells cells deep): its lane-major V (at
+        // most 256 KiB at dv 64, 512 at 128) stays in L2 while tiles of four rows run their 16 lanes in registers and
+        // reduce them at once (attend_v_lanes16), with no lane accumulators zeroed, stored and reduced from memory (the
+        // same FMAs in the same order: the same bits).
+        if (n_max <= kBlockVCells && simd.attend_v_lanes16) {
+          const int64_t lane_rows = (n_max + 15) / 16;
+          for (int64_t k0 = 0; k0 < lane_rows; ++k0)
+            widen(vbase, v.nb[1], vis + 16 * k0, std::min<int64_t>(16, n_max - 16 * k0), dv, kv + k0 * dv,
+                  lane_rows * dv);
+          for (int64_t j = 0; j < m; ++j)
+            if (nv[j] > 0) simd.scale_round_f16(scores + j * lds, nv[j], row_inv[j]);
+          simd.attend_v_lanes16(scores, lds, nv, m, kv, dv, lane_rows, dv, outs);
+          continue;
+        }
         // V rows chunk by chunk, lane by lane (cells l, l + 16, ...): each lane's rows are read in order; each
         // row's p of the chunk rounded to the cache type first (its exponentials in L1/L2)
         std::fill(acc, acc + m * 16 * dv, 0.0f);
