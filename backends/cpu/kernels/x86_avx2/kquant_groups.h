@@ -62,10 +62,12 @@
 #include "core/error.h"
 
 namespace {
-// The software prefetch, 8 KiB along the stream (stop 15: packed-decode*/avx2/q[46]_K and avx512, three
-// interleaved passes at load 6.5-7: none 23-28 / 14-28 GB/s, 8 KiB 27.5-34 / 25-33; 16 and 32 KiB no
-// better than 8 in a noisier sweep). The groups are one sequential stream, yet the hardware prefetchers
-// alone left these kernels waiting, as the row groups of Q4_0 (16 KiB there).
+// The software prefetch of the batch kernels (kPrefetch), 8 KiB along the stream (stop 15: packed-decode*/avx2/
+// q[46]_K and avx512, three interleaved passes at load 6.5-7: none 23-28 / 14-28 GB/s, 8 KiB 27.5-34 / 25-33; 16
+// and 32 KiB no better than 8 in a noisier sweep). Decode (1-4 activation rows) has none since stop 37: inside
+// the model on a Zen 4 host (EPYC, AVX-512) Llama-3.2-1B Q4_K_M tg64 at one thread ran 22.6-23.2 -> 28.9-30.3
+// t/s without it, 19.7 -> 28.6 under --isa avx2, Qwen3-0.6B 45-46 -> 54-55, while the kernel bench there read
+// the two forms within 5 %; batches of 8-24 rows lost 2-12 % without it (docs/perf/cpu-round2e.md, "Stop 37").
 constexpr int kKGroupPrefetch = 8 * 1024;
 
 constexpr int64_t kGroup = 8;
@@ -133,7 +135,7 @@ inline __m256i q4_K_group_mins(const __m256i mins2[4], const uint8_t* xb) {
   return _mm256_add_epi32(m, _mm256_madd_epi16(mins2[3], _mm256_set1_epi32(_mm_extract_epi32(s, 3))));
 }
 
-// A group super-block's bytes kKGroupPrefetch ahead, requested into L1.
+// A group super-block's bytes kKGroupPrefetch ahead, requested into L1 (batch kernels).
 inline void prefetch_group(const uint8_t* gb, int bytes) {
   for (int o = 0; o < bytes; o += 64)
     _mm_prefetch(reinterpret_cast<const char*>(gb + kKGroupPrefetch + o), _MM_HINT_T0);
@@ -257,7 +259,7 @@ inline void pair_q8_K_row(const uint8_t* x, int64_t nb, uint8_t* dst) {
 //   acc_L = fma(isum_L, d * d_x, acc_L); acc_L = fnmadd(m_L, dmin * d_x, acc_L)
 // (isum_L exact in any order: one chain of 4 per lane, the 8 lanes independent;
 // kLayoutKGroups8's kernel, stop 18, ran two chains of 4, the low and high nibbles).
-template <class Dot, int RA>
+template <class Dot, int RA, bool kPrefetch>
 void q4_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   __m256 acc[RA][8];
@@ -265,7 +267,7 @@ void q4_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    prefetch_group(gb, kQ4KGroupBytes);
+    if constexpr (kPrefetch) prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
     const __m256i s16[4] = {scm.scales_2j(0), scm.scales_2j(1), scm.scales_2j(2), scm.scales_2j(3)};
     const __m256 d = load_f16x8(gb), dmin = load_f16x8(gb + 16);
@@ -312,14 +314,14 @@ void q4_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
 // and acc is the result (no horizontal sum). Per sub-block pair j, four lanes' pieces
 // add in int16 (each int16 then sums 4 lanes x 4 elements of one sub-block: at
 // most 16 * 15 * 128 = 30720), then one vpmaddwd by (s_2j, s_2j+1); twice per j.
-template <class Dot, int RA>
+template <class Dot, int RA, bool kPrefetch>
 void q4_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   __m256 acc[RA];
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    prefetch_group(gb, kQ4KGroupBytes);
+    if constexpr (kPrefetch) prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
     const uint8_t* xb[RA];
     __m256i isum[RA];
@@ -392,7 +394,7 @@ inline __m256i q6_K_pair_sums(const __m256i q[4], int u, const uint8_t* xq) {
 // avx2-vnni's vpdpwssd does not wait on its own latency, the offset as one
 // vpmaddwd of the pair (32 sc, 32 sc') (the scale byte moved to the high byte,
 // shifted down by 3) subtracted at the end.
-template <class Dot, int RA>
+template <class Dot, int RA, bool kPrefetch>
 void q6_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i pair[2] = {lane_bytes(-1, 0, -1, 1), lane_bytes(-1, 2, -1, 3)};  // (sc_2L, sc_2L+1) high bytes
   const __m256i hi2 = _mm256_set1_epi8(char(0xC0));
@@ -401,7 +403,7 @@ void q6_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    prefetch_group(gb, kQ6KGroupBytes);
+    if constexpr (kPrefetch) prefetch_group(gb, kQ6KGroupBytes);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     const __m256 d = load_f16x8(gb);
@@ -445,14 +447,14 @@ void q6_K_group_pairs(const uint8_t* grp, int64_t nb, const uint8_t* const* x, f
 // rows: isum = -32 * sum_s sc_s * bsum_s + sum_s sc_s * (sub-block s . x), exact;
 // acc = fma(float(isum), d * d_x, acc). Per piece triple and chunk pair, as
 // q6_K_group_pairs: two vpmaddubsw added in int16, one vpmaddwd by (s, s + 2).
-template <class Dot, int RA>
+template <class Dot, int RA, bool kPrefetch>
 void q6_K_group_pairs_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const __m256i hi2 = _mm256_set1_epi8(char(0xC0));
   __m256 acc[RA];
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    prefetch_group(gb, kQ6KGroupBytes);
+    if constexpr (kPrefetch) prefetch_group(gb, kQ6KGroupBytes);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     const uint8_t* xb[RA];

@@ -24,16 +24,19 @@ struct MaddDot {
 };
 
 constexpr int kDecodeActs = 3;  // packed_max_act (table.cpp): the plain kernels' per-row batch sizes
-constexpr GroupFn kQ4K[kDecodeActs] = {q4_K_group_pairs<VnniDot, 1>, q4_K_group_pairs<VnniDot, 2>,
-                                       q4_K_group_pairs<VnniDot, 3>};
-constexpr GroupFn kQ4KExact[kDecodeActs] = {q4_K_group_pairs_lanes<VnniDot, 1>, q4_K_group_pairs_lanes<VnniDot, 2>,
-                                            q4_K_group_pairs_lanes<VnniDot, 3>};
-constexpr GroupFn kQ6K[kDecodeActs] = {q6_K_group_pairs<VnniDot, 1>, q6_K_group_pairs<VnniDot, 2>,
-                                       q6_K_group_pairs<VnniDot, 3>};
-constexpr GroupFn kQ4KLanes[kMaxActs] = {q4_K_group_pairs_lanes<VnniDot, 1>, q4_K_group_pairs_lanes<VnniDot, 2>,
-                                         q4_K_group_pairs_lanes<VnniDot, 3>, q4_K_group_pairs_lanes<VnniDot, 4>};
-constexpr GroupFn kQ6KLanes[kMaxActs] = {q6_K_group_pairs_lanes<MaddDot, 1>, q6_K_group_pairs_lanes<MaddDot, 2>,
-                                         q6_K_group_pairs_lanes<MaddDot, 3>, q6_K_group_pairs_lanes<MaddDot, 4>};
+constexpr GroupFn kQ4K[kDecodeActs] = {q4_K_group_pairs<VnniDot, 1, false>, q4_K_group_pairs<VnniDot, 2, false>,
+                                       q4_K_group_pairs<VnniDot, 3, false>};
+constexpr GroupFn kQ4KExact[kDecodeActs] = {q4_K_group_pairs_lanes<VnniDot, 1, false>,
+                                            q4_K_group_pairs_lanes<VnniDot, 2, false>,
+                                            q4_K_group_pairs_lanes<VnniDot, 3, false>};
+constexpr GroupFn kQ6K[kDecodeActs] = {q6_K_group_pairs<VnniDot, 1, false>, q6_K_group_pairs<VnniDot, 2, false>,
+                                       q6_K_group_pairs<VnniDot, 3, false>};
+constexpr GroupFn kQ4KLanes[kMaxActs] = {
+    q4_K_group_pairs_lanes<VnniDot, 1, true>, q4_K_group_pairs_lanes<VnniDot, 2, true>,
+    q4_K_group_pairs_lanes<VnniDot, 3, true>, q4_K_group_pairs_lanes<VnniDot, 4, true>};
+constexpr GroupFn kQ6KLanes[kMaxActs] = {
+    q6_K_group_pairs_lanes<MaddDot, 1, true>, q6_K_group_pairs_lanes<MaddDot, 2, true>,
+    q6_K_group_pairs_lanes<MaddDot, 3, true>, q6_K_group_pairs_lanes<MaddDot, 4, true>};
 
 }  // namespace
 

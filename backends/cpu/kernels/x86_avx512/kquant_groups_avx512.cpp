@@ -18,7 +18,8 @@
 // fma by d * d_x), and the end is _mm512_reduce_add_ps's tree (upper half +
 // lower half, then hsum8's), so a packed weight gives the plain layout's bits.
 // Batches of 1-4 activation rows (the plain kernels' per-row sizes) share
-// each group's unpacked quants. Rows past the last whole group are plain.
+// each group's unpacked quants, with no software prefetch (kquant_groups.h,
+// kKGroupPrefetch: stop 37). Rows past the last whole group are plain.
 //
 // Larger batches (stop 17, gemm_packed_batch) read the groups in place in the
 // plain batch kernels' lanes order (Q4KRowsInLanes, Q6KRowsInLanes): per row
@@ -70,7 +71,6 @@ void q4_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
-    prefetch_group(gb, kQ4KGroupBytes);
     const Q4KGroupScales scm(gb);
     __m512i s2[4];  // sub-blocks 2j (lower half) and 2j + 1 (upper)
     for (int j = 0; j < 4; ++j) s2[j] = join(scm.scale_pair(2 * j), scm.scale_pair(2 * j + 1));
@@ -141,7 +141,6 @@ void q6_K_group(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* 
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
-    prefetch_group(gb, kQ6KGroupBytes);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     __m256i s16[16];
