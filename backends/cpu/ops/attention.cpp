@@ -338,6 +338,12 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         auto chunk_rows = [&](int64_t c0, int64_t nc) {
           for (int64_t j = 0; j < m; ++j) nvc[j] = std::clamp<int64_t>(nv[j] - c0, 0, nc);
         };
+        // The V rows of cells c0 .. c0 + nc in order, 16 at a time: cell c0 + 16 k + l to row k of lane l in kv.
+        auto widen_v_lane_major = [&](int64_t c0, int64_t nc, int64_t lane_rows) {
+          for (int64_t k0 = 0; k0 < lane_rows; ++k0)
+            widen(vbase, v.nb[1], vis + c0 + 16 * k0, std::min<int64_t>(16, nc - 16 * k0), dv, kv + k0 * dv,
+                  lane_rows * dv);
+        };
         // K*Q chunk by chunk; while a chunk's scores are in L1/L2, each row's part is masked (window), scaled
         // and folded into the row's maximum (std::max's fold in the cells' order, chunk after chunk: the fold
         // over the whole row).
@@ -381,9 +387,7 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         // same FMAs in the same order: the same bits).
         if (n_max <= kBlockVCells && simd.attend_v_lanes16) {
           const int64_t lane_rows = (n_max + 15) / 16;
-          for (int64_t k0 = 0; k0 < lane_rows; ++k0)
-            widen(vbase, v.nb[1], vis + 16 * k0, std::min<int64_t>(16, n_max - 16 * k0), dv, kv + k0 * dv,
-                  lane_rows * dv);
+          widen_v_lane_major(0, n_max, lane_rows);
           for (int64_t j = 0; j < m; ++j)
             if (nv[j] > 0) simd.scale_round_f16(scores + j * lds, nv[j], row_inv[j]);
           simd.attend_v_lanes16(scores, lds, nv, m, kv, dv, lane_rows, dv, outs);
@@ -396,10 +400,8 @@ void attention_blocks(const Tensor& node, const OpContext& ctx, const int32_t* o
         const int64_t v_cells = by_lanes ? kBlockVCells : kBlockCells;
         for (int64_t c0 = 0; c0 < n_max; c0 += v_cells) {
           const int64_t nc = std::min(v_cells, n_max - c0), lane_rows = (nc + 15) / 16;
-          if (by_lanes) {  // the cells in order, 16 at a time: cell 16 k + l to row k of lane l
-            for (int64_t k0 = 0; k0 < lane_rows; ++k0)
-              widen(vbase, v.nb[1], vis + c0 + 16 * k0, std::min<int64_t>(16, nc - 16 * k0), dv, kv + k0 * dv,
-                    lane_rows * dv);
+          if (by_lanes) {
+            widen_v_lane_major(c0, nc, lane_rows);
           } else {
             for (int64_t lane = 0; lane < 16 && lane < nc; ++lane) {
               int64_t n_lane = 0;
