@@ -141,6 +141,43 @@ TEST(LlamaOrder, Q8_0QuantsOfMinus128AreExact) {
   set_batch_order(before);
 }
 
+// AVX-512's Q8_0 prompt tiles read the flipped quants (x + 128) its activation
+// converter appends to each row (convert_q8_0_flipped, stop 38). Activation
+// rows from another entry's converter, without them, are refused with an
+// error, not read past their end.
+TEST(LlamaOrder, Q8_0PromptTilesRefuseRowsWithoutTheFlippedQuants) {
+  if (!host_supports(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this host";
+  const BatchOrder before = batch_order();
+  set_batch_order(BatchOrder::llama);
+  std::mt19937 rng(38);
+  const int64_t k = 256, rows = 16, n_act = 24;
+  const MatmulKernels* q8 = isa_matmul_kernels(DType::Q8_0, Isa::avx512);
+  const MatmulKernels* q4 = isa_matmul_kernels(DType::Q4_0, Isa::avx512);
+  ASSERT_NE(q8, nullptr);
+  ASSERT_NE(q4, nullptr);
+  ASSERT_GT(q8->act_row_bytes(k), q4->act_row_bytes(k));
+  const auto w = test::random_weights(DType::Q8_0, rows, k, rng);
+  const std::vector<float> x = llama_order_activations(n_act, k, rng);
+  const auto short_rows = test::convert_acts(*q4, x.data(), n_act, k);
+  std::vector<float> out(size_t(rows * n_act)), scratch(size_t(q8->scratch_floats(k) + 1));
+  GemmArgs g;
+  g.w = w.data();
+  g.w_row_bytes = row_bytes(DType::Q8_0, k);
+  g.k = k;
+  g.row_end = g.n_rows = rows;
+  g.act = short_rows.data();
+  g.act_row_bytes = q4->act_row_bytes(k);
+  g.n_act = n_act;
+  g.out = out.data();
+  g.out_stride = rows;
+  g.scratch = scratch.data();
+  EXPECT_THROW(q8->gemm(g), Error);
+  const auto a = gemm(*matmul_kernels(DType::Q8_0, Isa::scalar), w, DType::Q8_0, rows, k, x, n_act, false);
+  const auto b = gemm(*q8, w, DType::Q8_0, rows, k, x, n_act, false);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  set_batch_order(before);
+}
+
 // One-row F32/F16 products (decode, single_rows) on 37 weight rows: slices of 16
 // rows in the lanes (AVX-512), then 4 x 1 and 1 x 1 tiles; k with no tail, a
 // tail under 8 (fused only), one of 8+ (rounded products, then fused), and a

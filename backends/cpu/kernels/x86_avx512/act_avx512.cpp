@@ -4,7 +4,10 @@
 //         d = amax/127, id = 127/amax, q = round-to-nearest-even(x*id).
 //         The "sums" form appends, after the row's blocks, each block's d as
 //         f32 and then each block's sum of quants as int32 (the Q4_0
-//         prompt kernel's corrections; legacy_avx512.cpp).
+//         prompt kernel's corrections; legacy_avx512.cpp). The "flipped"
+//         form (Q8_0 weights) appends to that the quants as unsigned bytes,
+//         x + 128 (x xor 0x80), 32 a block: the operand Q8_0LlamaLanes'
+//         vpdpbusd takes, made once per row instead of once per weight slice.
 //   Q8_K: max = the first element of largest |x| (signed), iscale = -127/max,
 //         q = min(127, round-to-nearest-even(iscale*x)), d = 1/iscale, and
 //         bsums = the sums of each 16 quants.
@@ -55,6 +58,18 @@ void convert_q8_0_sums(DType act_type, const float* x, uint8_t* dst, int64_t k) 
     std::memcpy(tail + 4 * (nb + b), &sum, 4);
   }
 }
+
+void convert_q8_0_flipped(DType act_type, const float* x, uint8_t* dst, int64_t k) {
+  convert_q8_0_sums(act_type, x, dst, k);
+  const int64_t nb = k / 32;
+  uint8_t* flipped = dst + q8_0_sums_row_bytes(k);
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  for (int64_t b = 0; b < nb; ++b)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(flipped + 32 * b),
+                        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + b * 34 + 2)), flip));
+}
+
+uint64_t q8_0_flipped_row_bytes(int64_t k) { return q8_0_sums_row_bytes(k) + uint64_t(k / 32) * 32; }
 
 void convert_q8_K(DType, const float* x, uint8_t* dst, int64_t k) {
   for (int64_t b = 0; b < k / 256; ++b, x += 256, dst += 292) {

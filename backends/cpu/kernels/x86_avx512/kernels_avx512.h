@@ -24,6 +24,9 @@ void convert_q8_0(DType act_type, const float* x, uint8_t* dst, int64_t k);
 // Q8_0 blocks followed by the row's block scales (f32) and block sums (int32).
 void convert_q8_0_sums(DType act_type, const float* x, uint8_t* dst, int64_t k);
 uint64_t q8_0_sums_row_bytes(int64_t k);
+// The Q8_0 weights' rows: the sums form, then each block's quants xor 0x80 (unsigned, x + 128).
+void convert_q8_0_flipped(DType act_type, const float* x, uint8_t* dst, int64_t k);
+uint64_t q8_0_flipped_row_bytes(int64_t k);
 // Per-thread scratch of the Q4_0 gemm (a repacked slice of weight rows).
 int64_t legacy_scratch_floats(int64_t k);
 int64_t q4_K_scratch_floats(int64_t k);

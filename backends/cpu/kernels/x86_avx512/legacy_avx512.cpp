@@ -614,8 +614,10 @@ struct LegacyPromptRows {
 // Each (activation row, m) keeps its own float accumulator (4 per activation row), and the products d_w * d_x
 // of the 8 rows take one multiply a block (LegacyPromptRows pays one per 2 pairs). hsum8's tree becomes vertical
 // adds of the 4 accumulators and one add of neighbouring lanes: the same bits.
-// vpdpbusd wants one unsigned operand: the activation's bytes are flipped to x + 128 (xor 0x80) and each weight
-// group's int32 starts at -128 * (its 4 signed weights' sum), precomputed by the repack, so each lane is exact.
+// vpdpbusd wants one unsigned operand: the activation's bytes flipped to x + 128 (xor 0x80; convert_q8_0_flipped
+// appends them to each activation row once, stop 38: Zen 4 +5-8 % pp512-2048 against a xor per vpdpbusd) and each
+// weight group's int32 starts at -128 * (its 4 signed weights' sum), precomputed by the repack, so each lane is
+// exact.
 // The repack (per call and 8-row slice, in place from the load-time row groups or from the GGUF rows) is a
 // qword transpose of the 8 rows' blocks, two rounds of vpermt2q. Per block: the 8 rows' f32 scales, each twice
 // (64 bytes), then per m the quants and the starts (64 bytes each). Tiles of 8 weight rows x kActs activation rows
@@ -685,10 +687,9 @@ struct Q8_0LlamaLanes {
   template <int RA>
   static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out8[]) {
     const int64_t nb = g.k / 32;
-    const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes;
+    const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, flipped_at = q8_0_sums_row_bytes(g.k);
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
-    const __m512i flip = _mm512_set1_epi8(char(0x80));
     __m512 acc[RA][4];
     for (int a = 0; a < RA; ++a)
       for (int m = 0; m < 4; ++m) acc[a][m] = _mm512_setzero_ps();
@@ -707,8 +708,8 @@ struct Q8_0LlamaLanes {
         asm("" : "+v"(q), "+v"(start));  // one load each, not one per activation row (GCC 12 folds them: load-bound)
         for (int a = 0; a < RA; ++a) {
           int64_t eight;
-          std::memcpy(&eight, x[a] + b * kQ8_0Bytes + 2 + 8 * m, 8);
-          const __m512i xu = _mm512_xor_si512(_mm512_set1_epi64(eight), flip);
+          std::memcpy(&eight, x[a] + flipped_at + 32 * b + 8 * m, 8);
+          const __m512i xu = _mm512_set1_epi64(eight);
           acc[a][m] = _mm512_fmadd_ps(d[a], _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, xu, q)), acc[a][m]);
         }
       }
@@ -867,6 +868,16 @@ void gemm_q4_0(const GemmArgs& g) {
   else Q4_0Decode::run(g);
 }
 
+namespace {
+// Q8_0LlamaLanes reads the flipped quants convert_q8_0_flipped appends to each activation row.
+void run_q8_0_llama_lanes(const GemmArgs& g) {
+  if (g.act_row_bytes < q8_0_flipped_row_bytes(g.k))
+    fail("Q8_0 prompt gemm: activation rows of {} bytes, not convert_q8_0_flipped's {} (k = {})", g.act_row_bytes,
+         q8_0_flipped_row_bytes(g.k), g.k);
+  SliceDriver<Q8_0LlamaLanes>::run(g);
+}
+}  // namespace
+
 // Q5_0 and Q8_0: llama.cpp's x86 vec_dot / tinyBLAS 8-lane order (no
 // repacking there; the Q8_0 goldens are bit-identical with it).
 // Batches of up to kSmallBatch rows (Q8_0: kQ8_0SmallBatch, or kSmallBatch without a scratch) take the decode
@@ -889,7 +900,7 @@ void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kQ8_0SmallBatch || (g.n_act <= kSmallBatch && g.scratch == nullptr)) LegacyDecode<W>::run(g);
   else if (g.n_act > kSmallBatch && !g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q8_0))
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
-  else if (g.scratch != nullptr) SliceDriver<Q8_0LlamaLanes>::run(g);
+  else if (g.scratch != nullptr) run_q8_0_llama_lanes(g);
   else LegacyPrompt<W>::run(g);
 }
 
@@ -911,7 +922,7 @@ bool gemm_q8_0_packed_batch(const GemmArgs& g) {
     return false;
   if (g.row_begin % 8 != 0)
     fail("Q8_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
-  SliceDriver<Q8_0LlamaLanes>::run(g);
+  run_q8_0_llama_lanes(g);
   return true;
 }
 
