@@ -615,9 +615,9 @@ struct LegacyPromptRows {
 // of the 8 rows take one multiply a block (LegacyPromptRows pays one per 2 pairs). hsum8's tree becomes vertical
 // adds of the 4 accumulators and one add of neighbouring lanes: the same bits.
 // vpdpbusd wants one unsigned operand: the activation's bytes flipped to x + 128 (xor 0x80; convert_q8_0_flipped
-// appends them to each activation row once, stop 38: Zen 4 +5-8 % pp512-2048 against a xor per vpdpbusd) and each
-// weight group's int32 starts at -128 * (its 4 signed weights' sum), precomputed by the repack, so each lane is
-// exact.
+// appends them to each activation row once, stop 38: on Zen 4 pp512 +1-25 % end to end against a xor per vpdpbusd)
+// and each weight group's int32 starts at -128 * (its 4 signed weights' sum), precomputed by the repack, so each
+// lane is exact.
 // The repack (per call and 8-row slice, in place from the load-time row groups or from the GGUF rows) is a
 // qword transpose of the 8 rows' blocks, two rounds of vpermt2q. Per block: the 8 rows' f32 scales, each twice
 // (64 bytes), then per m the quants and the starts (64 bytes each). Tiles of 8 weight rows x kActs activation rows
