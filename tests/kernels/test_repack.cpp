@@ -335,13 +335,13 @@ TEST(RowGroups, Q5BlockExactOrderIsTheScalarBlockFold) {
 #endif
 }
 
-// The K-quant row groups (kLayoutKGroups8, Q4_K and Q6_K; kLayoutKGroups8Pairs,
-// Q4_K; kLayoutQ6KGroups8Pairs, Q6_K): the unpack gives the GGUF's bytes back for
-// odd row counts, partial last groups and every row range; the rest of a partial
-// group stays in place.
+// The K-quant row groups (kLayoutKGroups8, Q4_K and Q6_K; kLayoutKGroups8Pairs and
+// kLayoutQ4KGroups8Wide, Q4_K; kLayoutQ6KGroups8Pairs and kLayoutQ6KGroups8Wide, Q6_K): the unpack gives the GGUF's
+// bytes back for odd row counts, partial last groups and every row range; the rest of a partial group stays in place.
 TEST(KGroups, UnpackGivesTheGgufBytesBack) {
   std::mt19937 rng(13);
-  for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs, kLayoutQ6KGroups8Pairs})
+  for (uint8_t layout :
+       {kLayoutKGroups8, kLayoutKGroups8Pairs, kLayoutQ6KGroups8Pairs, kLayoutQ4KGroups8Wide, kLayoutQ6KGroups8Wide})
     for (DType t : {DType::Q4_K, DType::Q6_K})
       for (int64_t k : {256, 768})
         for (int64_t rows : {1, 7, 8, 9, 16, 23, 37}) {
@@ -383,6 +383,16 @@ TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
   EXPECT_FALSE(layout_supports(kLayoutQ6KGroups8Pairs, DType::Q4_K));
   EXPECT_EQ(layout_group_rows(kLayoutQ6KGroups8Pairs), 8);
   EXPECT_STREQ(layout_name(kLayoutQ6KGroups8Pairs), "q6kgroups8p");
+  EXPECT_TRUE(layout_supports(kLayoutQ4KGroups8Wide, DType::Q4_K));
+  EXPECT_FALSE(layout_supports(kLayoutQ4KGroups8Wide, DType::Q6_K));
+  EXPECT_EQ(layout_group_rows(kLayoutQ4KGroups8Wide), 8);
+  EXPECT_STREQ(layout_name(kLayoutQ4KGroups8Wide), "q4kgroups8w");
+  EXPECT_TRUE(is_k_groups_layout(kLayoutQ4KGroups8Wide));
+  EXPECT_TRUE(layout_supports(kLayoutQ6KGroups8Wide, DType::Q6_K));
+  EXPECT_FALSE(layout_supports(kLayoutQ6KGroups8Wide, DType::Q4_K));
+  EXPECT_EQ(layout_group_rows(kLayoutQ6KGroups8Wide), 8);
+  EXPECT_STREQ(layout_name(kLayoutQ6KGroups8Wide), "q6kgroups8w");
+  EXPECT_TRUE(is_k_groups_layout(kLayoutQ6KGroups8Wide));
   EXPECT_TRUE(is_k_groups_layout(kLayoutQ6KGroups8Pairs));
   EXPECT_FALSE(is_k_groups_layout(kLayoutRowGroups8));
   std::vector<uint8_t> w(row_bytes(DType::Q8_0, 256) * 8);
@@ -401,7 +411,7 @@ TEST(KGroups, RefusesTypesAndRangesItDoesNotHold) {
 // plain decode kernels' 8-lane order; the rows after the last group run them).
 TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
   std::mt19937 rng(17);
-  int checked = 0, checked_pairs = 0, checked_q6_pairs = 0;
+  int checked = 0, checked_pairs = 0, checked_q6_pairs = 0, checked_wide = 0;
   for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
     for (DType t : {DType::Q4_K, DType::Q6_K}) {
       const MatmulKernels* kern = matmul_kernels(t, isa);
@@ -442,6 +452,8 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
               ++checked;
               if (kern->packed_layout == kLayoutKGroups8Pairs) ++checked_pairs;
               if (kern->packed_layout == kLayoutQ6KGroups8Pairs) ++checked_q6_pairs;
+              if (kern->packed_layout == kLayoutQ4KGroups8Wide || kern->packed_layout == kLayoutQ6KGroups8Wide)
+                ++checked_wide;
             }
           set_batch_order(BatchOrder::by_type);
           GemmArgs bad;
@@ -460,6 +472,9 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
     EXPECT_GT(checked, 0) << "AVX2 host: the K-quant row-group kernels were not run";
     EXPECT_GT(checked_pairs, 0) << "AVX2 host: the re-paired Q4_K group kernels were not run";
     EXPECT_GT(checked_q6_pairs, 0) << "AVX2 host: the re-paired Q6_K group kernels were not run";
+  }
+  if (host_supports(Isa::avx512)) {
+    EXPECT_GT(checked_wide, 0) << "AVX-512 host: the wide Q4_K / Q6_K group kernels were not run";
   }
 #endif
 }
@@ -509,35 +524,47 @@ float q4_K_super_block_fold(const uint8_t* w, const uint8_t* x, int64_t nb) {
 // each output of decode and 2-3 activation rows is q4_K_super_block_fold's, on
 // the re-paired row groups (two threads' slices, the partial last group) and the
 // plain layout alike; under llama decode keeps llama.cpp's 8-lane order, which
-// differs somewhere. Batches of 4 or more (read in place) are the fold in every order.
+// differs somewhere. Batches of 4 or more (read in place) are the fold in every order;
+// so are the AVX-512 batches on kLayoutQ4KGroups8Wide (5-31 rows in place, 32 and
+// more through the rows-in-lanes repack of the groups), whose decode keeps the
+// plain 16-lane order (KGroups.PackedDecodeIsThePlainBitsOnEveryIsa).
 TEST(KGroups, Q4KSuperBlockExactOrderIsTheScalarFold) {
   std::mt19937 rng(43);
-  int checked = 0;
+  int checked = 0, checked_wide = 0;
   const int64_t rows = 21;
   for (int64_t k : {256, 1024, 2304}) {
     const int64_t nb = k / 256;
     const uint64_t rb = row_bytes(DType::Q4_K, k);
     const auto plain = test::random_weights(DType::Q4_K, rows, k, rng);
-    auto packed = plain;
-    repack_matrix(kLayoutKGroups8Pairs, DType::Q4_K, packed.data(), k, rows);
-    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
-      const MatmulKernels* kern = matmul_kernels(DType::Q4_K, isa);
-      if (!kern || kern->packed_layout != kLayoutKGroups8Pairs) continue;
-      for (int64_t n_act : {1, 2, 3, 5}) {
-        std::normal_distribution<float> val(0.0f, 2.0f);
-        std::vector<float> x(size_t(n_act * k));
-        for (auto& v : x) v = val(rng);
-        const auto act = test::convert_acts(*kern, x.data(), n_act, k);
-        const uint64_t arb = kern->act_row_bytes(k);
-        const auto want = fold_outputs(q4_K_super_block_fold, plain, rb, rows, act, arb, n_act, nb);
-        checked += expect_order_bits(*kern, isa, DType::Q4_K, kLayoutKGroups8Pairs, plain, packed, rows, k, act, n_act,
-                                     want, k >= 1024);
+    for (uint8_t layout : {kLayoutKGroups8Pairs, kLayoutQ4KGroups8Wide}) {
+      auto packed = plain;
+      repack_matrix(layout, DType::Q4_K, packed.data(), k, rows);
+      const std::vector<int64_t> acts =
+          layout == kLayoutKGroups8Pairs ? std::vector<int64_t>{1, 2, 3, 5} : std::vector<int64_t>{5, 7, 33};
+      for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+        const MatmulKernels* kern = matmul_kernels(DType::Q4_K, isa);
+        if (!kern || kern->packed_layout != layout) continue;
+        for (int64_t n_act : acts) {
+          std::normal_distribution<float> val(0.0f, 2.0f);
+          std::vector<float> x(size_t(n_act * k));
+          for (auto& v : x) v = val(rng);
+          const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+          const uint64_t arb = kern->act_row_bytes(k);
+          const auto want = fold_outputs(q4_K_super_block_fold, plain, rb, rows, act, arb, n_act, nb);
+          const int n =
+              expect_order_bits(*kern, isa, DType::Q4_K, layout, plain, packed, rows, k, act, n_act, want, k >= 1024);
+          checked += n;
+          if (layout == kLayoutQ4KGroups8Wide) checked_wide += n;
+        }
       }
     }
   }
 #if defined(__x86_64__)
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the super-block-exact Q4_K kernels were not run";
+  }
+  if (host_supports(Isa::avx512)) {
+    EXPECT_GT(checked_wide, 0) << "AVX-512 host: the wide Q4_K batch kernels were not run";
   }
 #endif
 }
@@ -780,7 +807,8 @@ TEST(KGroups, EveryBitPatternGivesThePlainBits) {
           std::vector<float> x(size_t(9 * k));
           std::uniform_real_distribution<float> val(-4.0f, 4.0f);
           for (size_t i = 0; i < x.size(); ++i) x[i] = pattern == 0 ? val(rng) : (i / 16 % 2 ? -3.0f : 3.0f);
-          for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs, kLayoutQ6KGroups8Pairs}) {
+          for (uint8_t layout : {kLayoutKGroups8, kLayoutKGroups8Pairs, kLayoutQ6KGroups8Pairs, kLayoutQ4KGroups8Wide,
+                                 kLayoutQ6KGroups8Wide}) {
             if (!layout_supports(layout, t)) continue;
             auto packed = plain;
             repack_matrix(layout, t, packed.data(), k, rows);

@@ -34,18 +34,21 @@ int64_t quant_slot(DType type, int64_t i) {
 }
 
 // kLayoutKGroups8 (repack.h): a K-quant super-block of a row cut in pieces;
-// piece p of row i lies at dst + i * len in the group's super-block.
+// piece p of row i lies at dst + i * stride in the group's super-block (stride
+// = len but for kLayoutQ4KGroups8Wide's quants, whose lanes 2u and 2u + 1 share
+// a row's 8 bytes).
 struct KPiece {
-  int64_t src;  // offset in the row's super-block
-  int64_t len;  // bytes
-  int64_t dst;  // offset of row 0's piece in the group's super-block
+  int64_t src;     // offset in the row's super-block
+  int64_t len;     // bytes
+  int64_t dst;     // offset of row 0's piece in the group's super-block
+  int64_t stride;  // bytes from row i's piece to row i + 1's
 };
 
-std::vector<KPiece> make_k_pieces(DType type) {
+std::vector<KPiece> make_k_pieces(DType type, bool wide = false) {
   std::vector<KPiece> p;
   int64_t at = 0;
   auto add = [&](int64_t src, int64_t len) {
-    p.push_back({src, len, at});
+    p.push_back({src, len, at, len});
     at += kGroup * len;
   };
   if (type == DType::Q4_K) {  // d, dmin | scales[12] | qs[128]
@@ -53,23 +56,32 @@ std::vector<KPiece> make_k_pieces(DType type) {
     add(2, 2);
     for (int w = 0; w < 3; ++w) add(4 + 4 * w, 4);
     for (int t = 0; t < 8; ++t)  // lane t's pieces together: the decode kernel reads them in this order
-      for (int j = 0; j < 4; ++j) add(16 + 32 * j + 4 * t, 4);
+      for (int j = 0; j < 4; ++j) {
+        if (wide) p.push_back({16 + 32 * j + 4 * t, 4, q4_K_wide_piece(t, j), 8});
+        else add(16 + 32 * j + 4 * t, 4);
+      }
   } else {  // Q6_K: ql[128] | qh[64] | scales[16] | d
     add(208, 2);
     for (int q = 0; q < 4; ++q) add(192 + 4 * q, 4);
     for (int t = 0; t < 8; ++t)
       for (int h = 0; h < 2; ++h) {
-        add(64 * h + 4 * t, 4);
-        add(64 * h + 32 + 4 * t, 4);
-        add(128 + 32 * h + 4 * t, 4);
+        const int64_t src[3] = {64 * h + 4 * t, 64 * h + 32 + 4 * t, 128 + 32 * h + 4 * t};
+        for (int w = 0; w < 3; ++w) {
+          if (wide) p.push_back({src[w], 4, q6_K_wide_piece(t, h, w), 8});
+          else add(src[w], 4);
+        }
       }
   }
   return p;
 }
 
-// The pieces of Q4_K or Q6_K, made once (the unpack of a prompt's rows asks per call).
-const std::vector<KPiece>& k_pieces(DType type) {
-  static const std::vector<KPiece> q4_K = make_k_pieces(DType::Q4_K), q6_K = make_k_pieces(DType::Q6_K);
+// The pieces of Q4_K or Q6_K in a K-quant group layout, made once (the unpack of a prompt's rows asks per call).
+const std::vector<KPiece>& k_pieces(DType type, uint8_t layout) {
+  static const std::vector<KPiece> q4_K = make_k_pieces(DType::Q4_K), q6_K = make_k_pieces(DType::Q6_K),
+                                   q4_K_wide = make_k_pieces(DType::Q4_K, true),
+                                   q6_K_wide = make_k_pieces(DType::Q6_K, true);
+  if (layout == kLayoutQ4KGroups8Wide) return q4_K_wide;
+  if (layout == kLayoutQ6KGroups8Wide) return q6_K_wide;
   return type == DType::Q4_K ? q4_K : q6_K;
 }
 
@@ -336,7 +348,7 @@ void q4_K_pair_nibbles(uint8_t* qs) {
 
 void repack_k_groups(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64_t n_rows) {
   if (k % 256 != 0) fail("cannot repack {} rows of {} elements (not whole super-blocks)", dtype_name(type), k);
-  const std::vector<KPiece>& pieces = k_pieces(type);
+  const std::vector<KPiece>& pieces = k_pieces(type, layout);
   const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
   std::vector<uint8_t> plain(size_t(kGroup * rb));
   for (int64_t g = 0; g + kGroup <= n_rows; g += kGroup) {
@@ -353,16 +365,17 @@ void repack_k_groups(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64
       uint8_t* gb = grp + b * kGroup * bb;
       for (int64_t i = 0; i < kGroup; ++i) {
         const uint8_t* src = plain.data() + i * rb + b * bb;
-        for (const KPiece& p : pieces) std::memcpy(gb + p.dst + i * p.len, src + p.src, size_t(p.len));
+        for (const KPiece& p : pieces) std::memcpy(gb + p.dst + i * p.stride, src + p.src, size_t(p.len));
       }
     }
   }
 }
 
-// One group super-block gb of kLayoutKGroups8 (or kLayoutKGroups8Pairs, whose nibbles the caller transposes back)
-// into its 8 rows' super-blocks out[0..7]: make_k_pieces' table written out, every piece a constant offset, a
-// piece of all 8 rows at a time. Q4_K: d, dmin, the three scale words, then qs piece 4t + j at 16 + 32j + 4t.
-void q4_K_group_rows(const uint8_t* gb, uint8_t* const* out) {
+// One group super-block gb of kLayoutKGroups8 (or kLayoutKGroups8Pairs, whose nibbles the caller transposes back,
+// or kLayoutQ4KGroups8Wide: `wide`) into its 8 rows' super-blocks out[0..7]: make_k_pieces' table written out,
+// every piece a constant offset, a piece of all 8 rows at a time. Q4_K: d, dmin, the three scale words, then qs
+// piece 4t + j at 16 + 32j + 4t.
+void q4_K_group_rows(const uint8_t* gb, uint8_t* const* out, bool wide) {
   for (int i = 0; i < kGroup; ++i) {
     std::memcpy(out[i], gb + 2 * i, 2);
     std::memcpy(out[i] + 2, gb + 16 + 2 * i, 2);
@@ -371,25 +384,27 @@ void q4_K_group_rows(const uint8_t* gb, uint8_t* const* out) {
     for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 4 + 4 * w, gb + 32 + 32 * w + 4 * i, 4);
   for (int t = 0; t < 8; ++t)
     for (int j = 0; j < 4; ++j) {
-      const uint8_t* piece = gb + 128 + 32 * (4 * t + j);
-      for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 16 + 32 * j + 4 * t, piece + 4 * i, 4);
+      const uint8_t* piece = gb + (wide ? q4_K_wide_piece(t, j) : 128 + 32 * (4 * t + j));
+      const int stride = wide ? 8 : 4;
+      for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 16 + 32 * j + 4 * t, piece + stride * i, 4);
     }
 }
 
-// Q6_K in kLayoutKGroups8: d, the four scale words, then per (t, h) the triple (ql low, ql high, qh) decoded back
-// to the GGUF's bits in registers (q6_K_decode_words).
-void q6_K_group_rows(const uint8_t* gb, uint8_t* const* out) {
+// Q6_K in kLayoutKGroups8 (or kLayoutQ6KGroups8Wide: `wide`): d, the four scale words, then per (t, h) the triple
+// (ql low, ql high, qh) decoded back to the GGUF's bits in registers (q6_K_decode_words).
+void q6_K_group_rows(const uint8_t* gb, uint8_t* const* out, bool wide) {
   for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 208, gb + 2 * i, 2);
   for (int q = 0; q < 4; ++q)
     for (int i = 0; i < kGroup; ++i) std::memcpy(out[i] + 192 + 4 * q, gb + 16 + 32 * q + 4 * i, 4);
   for (int t = 0; t < 8; ++t)
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* triple = gb + 144 + 96 * (2 * t + h);
+      const uint8_t* triple = gb + (wide ? q6_K_wide_piece(t, h, 0) : 144 + 96 * (2 * t + h));
+      const int stride = wide ? 8 : 4, next = wide ? 64 : 32;  // row to row, p to q to r
       for (int i = 0; i < kGroup; ++i) {
         uint32_t a, b, c;
-        std::memcpy(&a, triple + 4 * i, 4);
-        std::memcpy(&b, triple + 32 + 4 * i, 4);
-        std::memcpy(&c, triple + 64 + 4 * i, 4);
+        std::memcpy(&a, triple + stride * i, 4);
+        std::memcpy(&b, triple + next + stride * i, 4);
+        std::memcpy(&c, triple + 2 * next + stride * i, 4);
         q6_K_decode_words(a, b, c);
         std::memcpy(out[i] + 64 * h + 4 * t, &a, 4);
         std::memcpy(out[i] + 64 * h + 32 + 4 * t, &b, 4);
@@ -400,12 +415,13 @@ void q6_K_group_rows(const uint8_t* gb, uint8_t* const* out) {
 
 void unpack_k_groups(uint8_t layout, DType type, const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin,
                      int64_t row_end, uint8_t* dst) {
-  const std::vector<KPiece>& pieces = k_pieces(type);
+  const std::vector<KPiece>& pieces = k_pieces(type, layout);
   const int64_t bb = k_block_bytes(type), nb = k / 256, rb = nb * bb;
   // Whole groups inside the range (a prompt's unpack asks for 32 rows at a time): all 8 rows of a super-block at
   // once, by q4_K_group_rows / q6_K_group_rows (stop 34: bench_matmul_kernels unpacked-prompt/avx512 q4_K 299 -> 345,
   // q6_K 196 -> 249 GOP/s against the per-row piece walk below, which takes the rest).
-  const bool whole = layout == kLayoutKGroups8 || (layout == kLayoutKGroups8Pairs && type == DType::Q4_K);
+  const bool wide = layout == kLayoutQ4KGroups8Wide || layout == kLayoutQ6KGroups8Wide;
+  const bool whole = layout == kLayoutKGroups8 || wide || (layout == kLayoutKGroups8Pairs && type == DType::Q4_K);
   const int64_t full = n_rows / kGroup * kGroup;
   while (whole && row_begin % kGroup == 0 && row_begin + kGroup <= std::min(row_end, full)) {
     const uint8_t* grp = base + row_begin * rb;
@@ -413,8 +429,8 @@ void unpack_k_groups(uint8_t layout, DType type, const uint8_t* base, int64_t k,
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out[kGroup];
       for (int i = 0; i < kGroup; ++i) out[i] = rows + i * rb + b * bb;
-      if (type == DType::Q4_K) q4_K_group_rows(grp + b * kGroup * bb, out);
-      else q6_K_group_rows(grp + b * kGroup * bb, out);
+      if (type == DType::Q4_K) q4_K_group_rows(grp + b * kGroup * bb, out, wide);
+      else q6_K_group_rows(grp + b * kGroup * bb, out, wide);
       if (layout == kLayoutKGroups8Pairs)
         for (int i = 0; i < kGroup; ++i) q4_K_pair_nibbles(out[i] + kQ4KQuants);
     }
@@ -424,7 +440,7 @@ void unpack_k_groups(uint8_t layout, DType type, const uint8_t* base, int64_t k,
   unpack_group_rows(base, rb, n_rows, row_begin, row_end, dst, [&](const uint8_t* grp, int64_t i, uint8_t* out) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* gb = grp + b * kGroup * bb;
-      for (const KPiece& p : pieces) copy_piece(out + b * bb + p.src, gb + p.dst + i * p.len, p.len);
+      for (const KPiece& p : pieces) copy_piece(out + b * bb + p.src, gb + p.dst + i * p.stride, p.len);
       if (type == DType::Q6_K)
         q6_K_triples(out + b * bb, [&](uint8_t* pa, uint8_t* pb, uint8_t* pc) {
           q6_K_decode(pa, pb, pc, layout == kLayoutQ6KGroups8Pairs);
@@ -443,6 +459,8 @@ const char* layout_name(uint8_t layout) {
   if (layout == kLayoutKGroups8Pairs) return "kgroups8p";
   if (layout == kLayoutQ5Groups8) return "q5groups8";
   if (layout == kLayoutQ6KGroups8Pairs) return "q6kgroups8p";
+  if (layout == kLayoutQ4KGroups8Wide) return "q4kgroups8w";
+  if (layout == kLayoutQ6KGroups8Wide) return "q6kgroups8w";
   return "unknown";
 }
 
@@ -453,6 +471,8 @@ bool layout_supports(uint8_t layout, DType type) {
   if (layout == kLayoutKGroups8Pairs) return type == DType::Q4_K;
   if (layout == kLayoutQ5Groups8) return type == DType::Q5_0;
   if (layout == kLayoutQ6KGroups8Pairs) return type == DType::Q6_K;
+  if (layout == kLayoutQ4KGroups8Wide) return type == DType::Q4_K;
+  if (layout == kLayoutQ6KGroups8Wide) return type == DType::Q6_K;
   return false;
 }
 

@@ -65,6 +65,25 @@
 // kquant_groups.h, q6_K_group_pairs). A bijection on each piece triple: the
 // unpack gives the GGUF's bytes back. The AVX-512 kernels keep kLayoutKGroups8.
 //
+// kLayoutQ4KGroups8Wide (Q4_K on avx512, stop 39): kLayoutKGroups8's groups,
+// d, dmin and scale words, with the quants of lanes 2u and 2u + 1 side by side
+// in each row: per super-block, for j = 0..3 and u = 0..3, 64 bytes at
+// 128 + 64 (4j + u) hold [8 rows][piece (2u, j), piece (2u + 1, j)] (4 bytes
+// each; piece (t, j) = qs[32j + 4t .. +3], kLayoutKGroups8's piece 4t + j), so
+// row i's piece (t, j) is at q4_K_wide_piece(t, j) + 8i. One 64-byte load is
+// two lanes of 8 rows, and one 8-byte broadcast of the activation
+// (elements 64j + 8u .. +7, or the 32 after them for the high nibbles) meets
+// all 16 dwords: no shuffle of the activation (x86_avx512/kquant_groups_avx512.cpp).
+// The bytes are only moved: the unpack gives the GGUF's bytes back.
+//
+// kLayoutQ6KGroups8Wide (Q6_K on avx512, stop 39): kLayoutKGroups8's groups,
+// d, scale words and re-encoded triples (p, q, r), with lanes 2u and 2u + 1 side
+// by side as in kLayoutQ4KGroups8Wide: per super-block, for u = 0..3 and half
+// h = 0..1, 192 bytes at 144 + 192 (2u + h) hold p, q, r (64 bytes each) as
+// [8 rows][lane 2u, 2u + 1][4 bytes]; row i's piece `which` (0: p, 1: q, 2: r)
+// of lane t and half h is at q6_K_wide_piece(t, h, which) + 8i. A bijection
+// (the unpack gives the GGUF's bytes back).
+//
 // kLayoutQ5Groups8 (Q5_0 on avx2 and avx2-vnni, stop 24): kLayoutRowGroups8's
 // groups and block shape (176 bytes: the 8 f16 scales [8][2], a word per row
 // [8][4], four pieces [8][4]), with the 5-bit quants q_e (e = 0..31) stored
@@ -88,14 +107,25 @@ constexpr uint8_t kLayoutKGroups8 = 5;         // Q4_K / Q6_K (2-4 left to the o
 constexpr uint8_t kLayoutKGroups8Pairs = 6;    // Q4_K, nibbles re-paired (AVX2)
 constexpr uint8_t kLayoutQ5Groups8 = 7;        // Q5_0, 5-bit bytes (AVX2)
 constexpr uint8_t kLayoutQ6KGroups8Pairs = 8;  // Q6_K, chunks re-paired (AVX2)
+constexpr uint8_t kLayoutQ4KGroups8Wide = 9;   // Q4_K, lanes 2u and 2u + 1 side by side (AVX-512)
+constexpr uint8_t kLayoutQ6KGroups8Wide = 10;  // Q6_K, the same (AVX-512)
 
 // Whether a layout is one of the K-quant row-group layouts (kLayoutKGroups8, kLayoutKGroups8Pairs,
-// kLayoutQ6KGroups8Pairs).
+// kLayoutQ6KGroups8Pairs, kLayoutQ4KGroups8Wide, kLayoutQ6KGroups8Wide).
 constexpr bool is_k_groups_layout(uint8_t layout) {
-  return layout == kLayoutKGroups8 || layout == kLayoutKGroups8Pairs || layout == kLayoutQ6KGroups8Pairs;
+  return layout == kLayoutKGroups8 || layout == kLayoutKGroups8Pairs || layout == kLayoutQ6KGroups8Pairs ||
+         layout == kLayoutQ4KGroups8Wide || layout == kLayoutQ6KGroups8Wide;
 }
 
-// "plain", "rowgroups8", "kgroups8", "kgroups8p", "q5groups8", "q6kgroups8p"; "unknown" for anything else.
+// kLayoutQ4KGroups8Wide: the offset of row 0's piece (t, j) (qs[32j + 4t .. +3]) in a group's super-block.
+constexpr int64_t q4_K_wide_piece(int t, int j) { return 128 + 64 * (4 * (t / 2) + j) + 4 * (t % 2); }
+// kLayoutQ6KGroups8Wide: the offset of row 0's piece `which` (0-2: p, q, r) of lane t, half h.
+constexpr int64_t q6_K_wide_piece(int t, int h, int which) {
+  return 144 + 192 * (2 * (t / 2) + h) + 64 * which + 4 * (t % 2);
+}
+
+// "plain", "rowgroups8", "kgroups8", "kgroups8p", "q5groups8", "q6kgroups8p", "q4kgroups8w", "q6kgroups8w";
+// "unknown" for anything else.
 const char* layout_name(uint8_t layout);
 // Whether weights of `type` can take `layout` (kLayoutPlain: always).
 bool layout_supports(uint8_t layout, DType type);

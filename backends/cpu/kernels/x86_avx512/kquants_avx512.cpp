@@ -259,10 +259,16 @@ void store_rows_in_lanes(const GemmArgs& g, const __m512 (&facc)[RV][RA], int64_
                             facc[v][a]);
 }
 
-// Whether rows r .. r + 7 of a slice from row are one whole K-quant row group in place (g.layout kLayoutKGroups8;
-// the slices start on a group boundary) and inside the slice's rows.
+// Whether a weight is in the K-quant row groups the AVX-512 kernels read in place (kLayoutKGroups8, Q4_K's
+// kLayoutQ4KGroups8Wide).
+inline bool avx512_k_groups(const GemmArgs& g) {
+  return g.layout == kLayoutKGroups8 || g.layout == kLayoutQ4KGroups8Wide || g.layout == kLayoutQ6KGroups8Wide;
+}
+
+// Whether rows r .. r + 7 of a slice from row are one whole K-quant row group in place (avx512_k_groups; the
+// slices start on a group boundary) and inside the slice's rows.
 inline bool in_k_group(const GemmArgs& g, int64_t row, int r, int rows) {
-  return g.layout == kLayoutKGroups8 && (row + r) % 8 == 0 && r + 8 <= rows && row + r + 8 <= g.n_rows / 8 * 8;
+  return avx512_k_groups(g) && (row + r) % 8 == 0 && r + 8 <= rows && row + r + 8 <= g.n_rows / 8 * 8;
 }
 
 // Super-block b of the K-quant row group that starts at row (8 rows' super-blocks of block_bytes each).
@@ -296,8 +302,9 @@ struct Q4KRowsInLanes {
 
   // Rows r .. r + 7 of the slice from their K-quant group's super-block gb (kLayoutKGroups8, kernels/repack.h):
   // d and dmin 8 f16 each, the 12 scale bytes as three words a row, then qs piece (t, j) = the 8 rows' bytes
-  // 32j + 4t .. 32j + 4t + 3, which are quant group t of sub-blocks 2j (low nibbles) and 2j + 1 (high).
-  static void from_group(const uint8_t* gb, int r, float* d, int32_t* sc, uint32_t* mn, uint32_t* q) {
+  // 32j + 4t .. 32j + 4t + 3, which are quant group t of sub-blocks 2j (low nibbles) and 2j + 1 (high). `wide`
+  // (kLayoutQ4KGroups8Wide): pieces (2u, j) and (2u + 1, j) share a 64-byte load, a row per dword pair.
+  static void from_group(const uint8_t* gb, bool wide, int r, float* d, int32_t* sc, uint32_t* mn, uint32_t* q) {
     _mm256_storeu_ps(d + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))));
     _mm256_storeu_ps(d + kSlice + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16))));
     for (int i = 0; i < 8; ++i) {
@@ -310,7 +317,13 @@ struct Q4KRowsInLanes {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int t = 0; t < 8; ++t)
       for (int j = 0; j < 4; ++j) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 128 + 32 * (4 * t + j)));
+        __m256i v;
+        if (wide) {  // dword 2i + t % 2 of the pair's 64 bytes
+          const __m512i pair = _mm512_loadu_si512(gb + q4_K_wide_piece(t - t % 2, j));
+          v = _mm512_cvtepi64_epi32(t % 2 ? _mm512_srli_epi64(pair, 32) : pair);
+        } else {
+          v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 128 + 32 * (4 * t + j)));
+        }
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j) * 8 + t) * kSlice + r), _mm256_and_si256(v, low4));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j + 1) * 8 + t) * kSlice + r),
                             _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
@@ -336,7 +349,7 @@ struct Q4KRowsInLanes {
       }
       for (int r = 0; r < rows; ++r) {
         if (in_k_group(g, row, r, rows)) {  // a whole group of 8 in place (kLayoutKGroups8)
-          from_group(k_group_block(g, row + r, b, kQ4_KBytes), r, d, sc, mn, q);
+          from_group(k_group_block(g, row + r, b, kQ4_KBytes), g.layout == kLayoutQ4KGroups8Wide, r, d, sc, mn, q);
           r += 7;
           continue;
         }
@@ -420,7 +433,8 @@ struct Q6KRowsInLanes {
   // d 8 f16, the 16 scale bytes as four words a row, then per (t, h) the triple of the 8 rows' words a, b, c
   // whose 6-bit fields are the quants of elements 128h + 32c + 4t + 0..3 (quant group 32h + 8c + t): V0-V2 the
   // low 6 bits of a, b, c, V3 their top 2 bits (repack.cpp, q6_K_encode).
-  static void from_group(const uint8_t* gb, int r, float* d, int32_t* sc, uint32_t* pairs, uint32_t* q) {
+  // `wide` (kLayoutQ6KGroups8Wide): lanes 2u and 2u + 1 of p, q, r share 64-byte loads, a row per dword pair.
+  static void from_group(const uint8_t* gb, bool wide, int r, float* d, int32_t* sc, uint32_t* pairs, uint32_t* q) {
     _mm256_storeu_ps(d + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))));
     __m256i s32[16];  // scale s of the 8 rows, sign-extended
     for (int w = 0; w < 4; ++w) {
@@ -437,10 +451,21 @@ struct Q6KRowsInLanes {
     const __m256i k6 = _mm256_set1_epi8(0x3F), k2 = _mm256_set1_epi8(0x03);
     for (int t = 0; t < 8; ++t)
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* triple = gb + 144 + 96 * (2 * t + h);
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple));
-        const __m256i bq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple + 32));
-        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple + 64));
+        __m256i a, bq, c;
+        if (wide) {  // dword 2i + t % 2 of each 64 bytes
+          auto lane = [&](int which) {
+            const __m512i v = _mm512_loadu_si512(gb + q6_K_wide_piece(t - t % 2, h, which));
+            return _mm512_cvtepi64_epi32(t % 2 ? _mm512_srli_epi64(v, 32) : v);
+          };
+          a = lane(0);
+          bq = lane(1);
+          c = lane(2);
+        } else {
+          const uint8_t* triple = gb + 144 + 96 * (2 * t + h);
+          a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple));
+          bq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple + 32));
+          c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple + 64));
+        }
         const __m256i v3 =
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), k2),
                             _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bq, 6), k2), 2),
@@ -497,7 +522,8 @@ struct Q6KRowsInLanes {
         for (int grp = 0; grp < 64; ++grp)
           for (int h = grouped / 16; h < padded / 16; ++h)
             _mm512_storeu_si512(q + grp * kSlice + 16 * h, _mm512_i32gather_epi32(index, &tmp[16 * h][grp], 4));
-      for (int r = 0; r < grouped; r += 8) from_group(k_group_block(g, row + r, b, kQ6_KBytes), r, d, sc, pairs, q);
+      for (int r = 0; r < grouped; r += 8)
+        from_group(k_group_block(g, row + r, b, kQ6_KBytes), g.layout == kLayoutQ6KGroups8Wide, r, d, sc, pairs, q);
     }
   }
 
@@ -566,7 +592,7 @@ int64_t q6_K_scratch_floats(int64_t k) { return k / 256 * Q6KRowsInLanes::kBlock
 // super-block at once where MUL_MAT used to unpack 32 rows to the GGUF's layout for them. They need the scratch
 // and a slice of whole groups (the plain rows after the last one may end it).
 bool whole_groups_slice(const GemmArgs& g) {
-  if (g.layout != kLayoutKGroups8) return false;
+  if (!avx512_k_groups(g)) return false;
   if (g.row_begin % 8 != 0 || (g.row_end % 8 != 0 && g.row_end != g.n_rows))
     fail("K-quant row-group prompt gemm: slice [{}, {}) of {} rows does not hold whole groups", g.row_begin, g.row_end,
          g.n_rows);

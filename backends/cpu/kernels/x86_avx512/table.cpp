@@ -43,9 +43,11 @@ constexpr MatmulKernels with_scratch(MatmulKernels k, int64_t (*scratch_floats)(
 // kquant_groups_avx512.cpp): batches of up to 4 activation rows (the plain kernels' per-row sizes) in their
 // order; 5 to 127 read the groups in place too, in the plain lanes batches' order (gemm_packed_batch, stop 17), and
 // larger ones are unpacked for the plain entry (stop 33: its RowsInLanes is faster there; the same order).
+// The groups hold lanes 2u and 2u + 1 side by side (kLayoutQ4KGroups8Wide, kLayoutQ6KGroups8Wide, stop 39: no
+// activation shuffle).
 constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
                                       bool (*gemm_packed_batch)(const GemmArgs&)) {
-  k.packed_layout = kLayoutKGroups8;
+  k.packed_layout = k.weight_type == DType::Q4_K ? kLayoutQ4KGroups8Wide : kLayoutQ6KGroups8Wide;
   k.packed_max_act = 4;
   k.gemm_packed = gemm_packed;
   k.gemm_packed_batch = gemm_packed_batch;
