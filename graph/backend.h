@@ -64,7 +64,7 @@ class BufferType {
   // Sets t.buffer and t.data.
   virtual void upload_weight(Tensor& t, const void* host_bytes, Buffer& buf, uint64_t offset);
   // Load-time repacking (models/model.cpp; the CPU's row groups,
-  // docs/cpu-kernels.md "Decode at the wall"): the layout (Tensor::layout) in
+  // docs/cpu-decode.md "Decode at the wall"): the layout (Tensor::layout) in
   // which this buffer type's kernels stream weight `t` best, given every node
   // that reads it (`consumers`, all placed where the layout is understood), or
   // 0 to keep the GGUF's bytes. Default: never repack.

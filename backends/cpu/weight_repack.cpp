@@ -1,6 +1,6 @@
 // Which CPU weights are repacked at load, and the repack itself
 // (CpuBufferType; layouts in kernels/repack.h, the policy in
-// docs/cpu-kernels.md "Decode at the wall"). A weight is repacked when the
+// docs/cpu-decode.md "Decode at the wall"). A weight is repacked when the
 // selected ISA's kernel entry for its type has a packed layout and every node
 // reading it understands that layout: MUL_MAT as the weight (at least one) and
 // GET_ROWS as the table (a tied embedding). Anything else reading it (a view,

@@ -1,5 +1,5 @@
 // Load-time repacking of CPU weights on whole models (models/model.cpp,
-// backends/cpu/weight_repack.cpp; docs/cpu-kernels.md "Decode at the wall"):
+// backends/cpu/weight_repack.cpp; docs/cpu-decode.md "Decode at the wall"):
 // under every ISA the host runs, a model loaded with repacking gives the
 // logits of the same model loaded with --no-repack bit for bit (a prompt
 // batch of 20 tokens, which reads repacked weights through the unpack, and decode steps,

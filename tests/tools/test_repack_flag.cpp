@@ -1,5 +1,5 @@
 // --no-repack / -nr (llama.cpp's names for turning load-time repacking off,
-// docs/cpu-kernels.md "Decode at the wall"): `opal bench` names what ran on
+// docs/cpu-decode.md "Decode at the wall"): `opal bench` names what ran on
 // its isa line: the weights repacked under --isa avx2 for a Q8_0 file by
 // default, "--no-repack" with either spelling of the flag.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Load-time repacking of CPU weights (issue 18 item 2, docs/cpu-kernels.md
+// Load-time repacking of CPU weights (issue 18 item 2, docs/cpu-decode.md
 // "Decode at the wall"): the layouts a weight's bytes may take after upload,
 // named by Tensor::layout (graph/graph.h; 0 = the GGUF's bytes).
 //

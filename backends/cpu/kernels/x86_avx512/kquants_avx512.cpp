@@ -265,6 +265,10 @@ inline bool avx512_k_groups(const GemmArgs& g) {
   return g.layout == kLayoutKGroups8 || g.layout == kLayoutQ4KGroups8Wide || g.layout == kLayoutQ6KGroups8Wide;
 }
 
+// The dword order that splits 64 bytes of a wide K-quant group (a row per dword pair) into its two lanes: the even
+// dwords (lane 2u) in the lower half, the odd (2u + 1) in the upper.
+inline __m512i wide_split() { return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15); }
+
 // Whether rows r .. r + 7 of a slice from row are one whole K-quant row group in place (avx512_k_groups; the
 // slices start on a group boundary) and inside the slice's rows.
 inline bool in_k_group(const GemmArgs& g, int64_t row, int r, int rows) {
@@ -315,19 +319,23 @@ struct Q4KRowsInLanes {
       for (int t = 0; t < 4; ++t) mn[t * kSlice + r + i] = uint32_t(m8[2 * t]) | uint32_t(m8[2 * t + 1]) << 16;
     }
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    for (int t = 0; t < 8; ++t)
-      for (int j = 0; j < 4; ++j) {
-        __m256i v;
-        if (wide) {  // dword 2i + t % 2 of the pair's 64 bytes
-          const __m512i pair = _mm512_loadu_si512(gb + q4_K_wide_piece(t - t % 2, j));
-          v = _mm512_cvtepi64_epi32(t % 2 ? _mm512_srli_epi64(pair, 32) : pair);
-        } else {
-          v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 128 + 32 * (4 * t + j)));
+    auto store = [&](int t, int j, __m256i v) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j) * 8 + t) * kSlice + r), _mm256_and_si256(v, low4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j + 1) * 8 + t) * kSlice + r),
+                          _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+    };
+    if (wide) {  // lanes 2u and 2u + 1: the even and the odd dwords of 64 bytes
+      for (int u = 0; u < 4; ++u)
+        for (int j = 0; j < 4; ++j) {
+          const __m512i v = _mm512_permutexvar_epi32(wide_split(), _mm512_loadu_si512(gb + q4_K_wide_piece(2 * u, j)));
+          store(2 * u, j, _mm512_castsi512_si256(v));
+          store(2 * u + 1, j, _mm512_extracti64x4_epi64(v, 1));
         }
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j) * 8 + t) * kSlice + r), _mm256_and_si256(v, low4));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j + 1) * 8 + t) * kSlice + r),
-                            _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
-      }
+      return;
+    }
+    for (int t = 0; t < 8; ++t)
+      for (int j = 0; j < 4; ++j)
+        store(t, j, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 128 + 32 * (4 * t + j))));
   }
 
   // rows (1 to 32) weight rows; zero rows after them up to a multiple of 16. On the K-quant groups (stop 34) the
@@ -448,31 +456,40 @@ struct Q6KRowsInLanes {
     for (int t = 0; t < 8; ++t)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + t * kSlice + r),
                           _mm256_blend_epi16(s32[2 * t], _mm256_slli_epi32(s32[2 * t + 1], 16), 0xAA));
-    const __m256i k6 = _mm256_set1_epi8(0x3F), k2 = _mm256_set1_epi8(0x03);
-    for (int t = 0; t < 8; ++t)
+    const __m512i k6 = _mm512_set1_epi8(0x3F), k2 = _mm512_set1_epi8(0x03);
+    // V0-V3 of one triple (or, wide, of lanes 2u and 2u + 1 side by side), 8 rows a 32-byte half.
+    auto quants = [&](__m512i a, __m512i bq, __m512i c, __m512i v[4]) {
+      v[0] = _mm512_and_si512(a, k6);
+      v[1] = _mm512_and_si512(bq, k6);
+      v[2] = _mm512_and_si512(c, k6);
+      v[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 6), k2),
+                             _mm512_or_si512(_mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(bq, 6), k2), 2),
+                                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(c, 6), k2), 4)));
+    };
+    auto store = [&](int t, int h, int cc, __m256i v) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (32 * h + 8 * cc + t) * kSlice + r), v);
+    };
+    for (int t = 0; t < 8; t += 2)
       for (int h = 0; h < 2; ++h) {
-        __m256i a, bq, c;
-        if (wide) {  // dword 2i + t % 2 of each 64 bytes
-          auto lane = [&](int which) {
-            const __m512i v = _mm512_loadu_si512(gb + q6_K_wide_piece(t - t % 2, h, which));
-            return _mm512_cvtepi64_epi32(t % 2 ? _mm512_srli_epi64(v, 32) : v);
+        __m512i v[4];
+        if (wide) {  // lanes t and t + 1: the even and the odd dwords of each 64 bytes
+          auto load = [&](int which) {
+            return _mm512_permutexvar_epi32(wide_split(), _mm512_loadu_si512(gb + q6_K_wide_piece(t, h, which)));
           };
-          a = lane(0);
-          bq = lane(1);
-          c = lane(2);
-        } else {
-          const uint8_t* triple = gb + 144 + 96 * (2 * t + h);
-          a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple));
-          bq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple + 32));
-          c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(triple + 64));
+          quants(load(0), load(1), load(2), v);
+        } else {  // lane t in the lower half, t + 1 in the upper
+          auto load = [&](int which) {
+            auto at = [&](int lane) {
+              return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 144 + 96 * (2 * lane + h) + 32 * which));
+            };
+            return _mm512_inserti64x4(_mm512_castsi256_si512(at(t)), at(t + 1), 1);
+          };
+          quants(load(0), load(1), load(2), v);
         }
-        const __m256i v3 =
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), k2),
-                            _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bq, 6), k2), 2),
-                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 6), k2), 4)));
-        const __m256i v[4] = {_mm256_and_si256(a, k6), _mm256_and_si256(bq, k6), _mm256_and_si256(c, k6), v3};
-        for (int cc = 0; cc < 4; ++cc)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (32 * h + 8 * cc + t) * kSlice + r), v[cc]);
+        for (int cc = 0; cc < 4; ++cc) {
+          store(t, h, cc, _mm512_castsi512_si256(v[cc]));
+          store(t + 1, h, cc, _mm512_extracti64x4_epi64(v[cc], 1));
+        }
       }
   }
 

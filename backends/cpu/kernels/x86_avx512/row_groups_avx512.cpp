@@ -111,7 +111,7 @@ void q8_0_starts(const uint8_t* x, int64_t nb, int32_t* c) {
 // Per row the same adds on the same operands as hsum8 (v0..3 + v4..7, then lanes 0 + 2 and 1 + 3, then
 // their sum), so the same bits; one store of the 8 rows instead of 8 horizontal sums.
 // The four vectors are passed by value: an array argument made GCC keep the live accumulators on the stack,
-// storing them on every block (docs/cpu-kernels.md, "Register tiles and GCC 12").
+// storing them on every block (docs/cpu-decode.md, "Register tiles and GCC 12").
 __m256 hsum8_rows(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
   // 128-bit lanes: a_j = [2j: v0..3, 2j: v4..7, 2j+1: v0..3, 2j+1: v4..7].
   const __m512 lo01 = _mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(2, 0, 2, 0));  // rows 0, 1, 2, 3: v0..3
