@@ -479,6 +479,43 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
 #endif
 }
 
+// The AVX-512 group kernels read only their own layouts (kLayoutQ4KGroups8Wide, kLayoutQ6KGroups8Wide): a weight
+// in kLayoutKGroups8 (the layout they read before stop 39, still the base of the AVX2 ones) is an error naming
+// both layouts, for decode and for batches, not sums of the wrong bytes.
+TEST(KGroups, Avx512GroupsRefuseAnotherLayout) {
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false))
+    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+      const MatmulKernels* kern = matmul_kernels(t, isa);
+      if (!kern || (kern->packed_layout != kLayoutQ4KGroups8Wide && kern->packed_layout != kLayoutQ6KGroups8Wide))
+        continue;
+      const int64_t k = 256, rows = 16;
+      auto packed = test::random_weights(t, rows, k, rng);
+      repack_matrix(kLayoutKGroups8, t, packed.data(), k, rows);
+      std::vector<float> x(size_t(8 * k), 0.5f), out(size_t(8 * rows)), scratch(size_t(kern->scratch_floats(k) + 1));
+      for (int64_t n_act : {int64_t(1), int64_t(8)}) {
+        const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+        const GemmArgs g = packed_args(*kern, kLayoutKGroups8, packed.data(), row_bytes(t, k), k, rows, 0, rows, act,
+                                       n_act, out.data(), scratch.data());
+        try {
+          if (n_act > kern->packed_max_act) kern->gemm_packed_batch(g);
+          else kern->gemm_packed(g);
+          ADD_FAILURE() << isa_name(isa) << " " << dtype_name(t) << " n_act " << n_act << ": no error";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("kgroups8"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find(layout_name(kern->packed_layout)), std::string::npos) << e.what();
+          ++checked;
+        }
+      }
+    }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx512)) {
+    EXPECT_EQ(checked, 4) << "AVX-512 host: the wide group kernels' layout check was not run";
+  }
+#endif
+}
+
 // A Q4_K row against a Q8_K activation row in the super-block-exact order
 // (the lanes batches'): per super-block the exact integer sums
 // isum = sum_s sc_s * (sub-block s . x) and msum = sum_s m_s * (sum of x over s),

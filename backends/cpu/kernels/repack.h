@@ -49,7 +49,7 @@
 // 2j, hi in 2j + 1) become n0 = lo0 | lo2 << 4, n1 = lo1 | lo3 << 4,
 // n2 = hi0 | hi2 << 4, n3 = hi1 | hi3 << 4: the nibble transpose of the byte
 // pairs (b0, b2) and (b1, b3), its own inverse, so the unpack gives the GGUF's
-// bytes back. The AVX-512 kernels keep kLayoutKGroups8.
+// bytes back. The AVX-512 kernels read kLayoutQ4KGroups8Wide (below).
 //
 // kLayoutQ6KGroups8Pairs (Q6_K on avx2 and avx2-vnni, stop 27): kLayoutKGroups8's
 // groups, pieces and 6-bit re-encoding, with the quants of each (half h, t)
@@ -63,7 +63,7 @@
 // activation in pair_q8_K_row's order a chunk pair's two vpmaddubsw add in
 // int16 and take one vpmaddwd by the scale pair (s, s + 2) (x86_avx2/
 // kquant_groups.h, q6_K_group_pairs). A bijection on each piece triple: the
-// unpack gives the GGUF's bytes back. The AVX-512 kernels keep kLayoutKGroups8.
+// unpack gives the GGUF's bytes back. The AVX-512 kernels read kLayoutQ6KGroups8Wide (below).
 //
 // kLayoutQ4KGroups8Wide (Q4_K on avx512, stop 39): kLayoutKGroups8's groups,
 // d, dmin and scale words, with the quants of lanes 2u and 2u + 1 side by side

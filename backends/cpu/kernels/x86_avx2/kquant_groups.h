@@ -16,7 +16,7 @@
 //     same 32 on (sub-block 2j + 1). The AVX2 kernels read Q4_K re-paired
 //     (kLayoutKGroups8Pairs: each piece's nibbles transposed so one mask gives
 //     two quants of each sub-block, q4_K_group_pairs below); AVX-512 reads
-//     kLayoutKGroups8.
+//     kLayoutQ4KGroups8Wide (since stop 39; kLayoutKGroups8 before).
 //   Q6_K: d[8], the 16 int8 scales as four words, then for t in 0..7 and
 //     half h three pieces p, q, r (the bytes of ql[64h + 4t], ql[64h + 32 + 4t],
 //     qh[32h + 4t] re-encoded at load, stop 18: repack.h) that hold the four
@@ -25,7 +25,7 @@
 //     (q6_K_unpack: 11 operations where the GGUF's nibble and 2-bit split took 17).
 //     The AVX2 kernels read Q6_K re-paired (kLayoutQ6KGroups8Pairs: the four
 //     vectors hold chunks 0, 1 and 2, 3 side by side, so a chunk pair takes one
-//     vpmaddwd, q6_K_group_pairs below); AVX-512 reads kLayoutKGroups8.
+//     vpmaddwd, q6_K_group_pairs below); AVX-512 reads kLayoutQ6KGroups8Wide.
 // Per piece: vpmaddubsw of the 8 rows' unsigned quants with the activation's
 // 4 int8 (vpbroadcastd) gives int16 pair sums, vpmaddwd by the rows'
 // sub-block scale pair (s, s) exact int32 sums. The order of each row is the

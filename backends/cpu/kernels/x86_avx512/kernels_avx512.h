@@ -49,7 +49,8 @@ void gemm_q5_0_groups(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);
 void gemm_q6_K(const GemmArgs& g);
-// Q4_K / Q6_K weights in K-quant row groups of 8 (kernels/repack.h kLayoutKGroups8;
+// Q4_K / Q6_K weights in K-quant row groups of 8 (kernels/repack.h: kLayoutQ4KGroups8Wide /
+// kLayoutQ6KGroups8Wide since stop 39, another layout an error;
 // kquant_groups_avx512.cpp): decode and batches of up to 4 rows (the plain kernels' bits);
 // the plain rows after the last group go to gemm_q4_K / gemm_q6_K. The _batch forms
 // (gemm_packed_batch): larger batches on the groups in place, in the plain batch
@@ -59,7 +60,7 @@ void gemm_q6_K_groups(const GemmArgs& g);
 bool gemm_q4_K_groups_batch(const GemmArgs& g);
 bool gemm_q6_K_groups_batch(const GemmArgs& g);
 // The plain rows-in-lanes batch kernels (kquants_avx512.cpp) reading the groups in place (stop 34); false where
-// they decline (no scratch, batches of up to 4 rows, a weight not in kLayoutKGroups8); a slice that does not
+// they decline (no scratch, batches of up to 4 rows, a weight not in a K-quant group layout); a slice that does not
 // hold whole groups is an error.
 bool gemm_q4_K_groups_rows_in_lanes(const GemmArgs& g);
 bool gemm_q6_K_groups_rows_in_lanes(const GemmArgs& g);

@@ -259,10 +259,10 @@ void store_rows_in_lanes(const GemmArgs& g, const __m512 (&facc)[RV][RA], int64_
                             facc[v][a]);
 }
 
-// Whether a weight is in the K-quant row groups the AVX-512 kernels read in place (kLayoutKGroups8, Q4_K's
-// kLayoutQ4KGroups8Wide).
+// Whether a weight is in the K-quant row groups the AVX-512 kernels read in place (kLayoutQ4KGroups8Wide,
+// kLayoutQ6KGroups8Wide).
 inline bool avx512_k_groups(const GemmArgs& g) {
-  return g.layout == kLayoutKGroups8 || g.layout == kLayoutQ4KGroups8Wide || g.layout == kLayoutQ6KGroups8Wide;
+  return g.layout == kLayoutQ4KGroups8Wide || g.layout == kLayoutQ6KGroups8Wide;
 }
 
 // The dword order that splits 64 bytes of a wide K-quant group (a row per dword pair) into its two lanes: the even
@@ -304,11 +304,11 @@ struct Q4KRowsInLanes {
 
   static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr; }
 
-  // Rows r .. r + 7 of the slice from their K-quant group's super-block gb (kLayoutKGroups8, kernels/repack.h):
-  // d and dmin 8 f16 each, the 12 scale bytes as three words a row, then qs piece (t, j) = the 8 rows' bytes
-  // 32j + 4t .. 32j + 4t + 3, which are quant group t of sub-blocks 2j (low nibbles) and 2j + 1 (high). `wide`
-  // (kLayoutQ4KGroups8Wide): pieces (2u, j) and (2u + 1, j) share a 64-byte load, a row per dword pair.
-  static void from_group(const uint8_t* gb, bool wide, int r, float* d, int32_t* sc, uint32_t* mn, uint32_t* q) {
+  // Rows r .. r + 7 of the slice from their K-quant group's super-block gb (kLayoutQ4KGroups8Wide,
+  // kernels/repack.h): d and dmin 8 f16 each, the 12 scale bytes as three words a row, then piece (t, j) = the 8
+  // rows' bytes 32j + 4t .. 32j + 4t + 3, which are quant group t of sub-blocks 2j (low nibbles) and 2j + 1
+  // (high); pieces (2u, j) and (2u + 1, j) share a 64-byte load, a row per dword pair (one vpermd splits them).
+  static void from_group(const uint8_t* gb, int r, float* d, int32_t* sc, uint32_t* mn, uint32_t* q) {
     _mm256_storeu_ps(d + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))));
     _mm256_storeu_ps(d + kSlice + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16))));
     for (int i = 0; i < 8; ++i) {
@@ -324,18 +324,12 @@ struct Q4KRowsInLanes {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + ((2 * j + 1) * 8 + t) * kSlice + r),
                           _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
     };
-    if (wide) {  // lanes 2u and 2u + 1: the even and the odd dwords of 64 bytes
-      for (int u = 0; u < 4; ++u)
-        for (int j = 0; j < 4; ++j) {
-          const __m512i v = _mm512_permutexvar_epi32(wide_split(), _mm512_loadu_si512(gb + q4_K_wide_piece(2 * u, j)));
-          store(2 * u, j, _mm512_castsi512_si256(v));
-          store(2 * u + 1, j, _mm512_extracti64x4_epi64(v, 1));
-        }
-      return;
-    }
-    for (int t = 0; t < 8; ++t)
-      for (int j = 0; j < 4; ++j)
-        store(t, j, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 128 + 32 * (4 * t + j))));
+    for (int u = 0; u < 4; ++u)  // lanes 2u and 2u + 1: the even and the odd dwords of 64 bytes
+      for (int j = 0; j < 4; ++j) {
+        const __m512i v = _mm512_permutexvar_epi32(wide_split(), _mm512_loadu_si512(gb + q4_K_wide_piece(2 * u, j)));
+        store(2 * u, j, _mm512_castsi512_si256(v));
+        store(2 * u + 1, j, _mm512_extracti64x4_epi64(v, 1));
+      }
   }
 
   // rows (1 to 32) weight rows; zero rows after them up to a multiple of 16. On the K-quant groups (stop 34) the
@@ -356,8 +350,8 @@ struct Q4KRowsInLanes {
         for (int e = 0; e < 64; ++e) q[e * kSlice + r] = 0;
       }
       for (int r = 0; r < rows; ++r) {
-        if (in_k_group(g, row, r, rows)) {  // a whole group of 8 in place (kLayoutKGroups8)
-          from_group(k_group_block(g, row + r, b, kQ4_KBytes), g.layout == kLayoutQ4KGroups8Wide, r, d, sc, mn, q);
+        if (in_k_group(g, row, r, rows)) {  // a whole group of 8 in place (kLayoutQ4KGroups8Wide)
+          from_group(k_group_block(g, row + r, b, kQ4_KBytes), r, d, sc, mn, q);
           r += 7;
           continue;
         }
@@ -437,12 +431,12 @@ struct Q6KRowsInLanes {
 
   static bool applies(const GemmArgs& g) { return g.n_act >= 4 && g.scratch != nullptr; }
 
-  // Rows r .. r + 7 of the slice from their K-quant group's super-block gb (kLayoutKGroups8, kernels/repack.h):
-  // d 8 f16, the 16 scale bytes as four words a row, then per (t, h) the triple of the 8 rows' words a, b, c
-  // whose 6-bit fields are the quants of elements 128h + 32c + 4t + 0..3 (quant group 32h + 8c + t): V0-V2 the
-  // low 6 bits of a, b, c, V3 their top 2 bits (repack.cpp, q6_K_encode).
-  // `wide` (kLayoutQ6KGroups8Wide): lanes 2u and 2u + 1 of p, q, r share 64-byte loads, a row per dword pair.
-  static void from_group(const uint8_t* gb, bool wide, int r, float* d, int32_t* sc, uint32_t* pairs, uint32_t* q) {
+  // Rows r .. r + 7 of the slice from their K-quant group's super-block gb (kLayoutQ6KGroups8Wide,
+  // kernels/repack.h): d 8 f16, the 16 scale bytes as four words a row, then per (t, h) the triple of the 8 rows'
+  // words a, b, c whose 6-bit fields are the quants of elements 128h + 32c + 4t + 0..3 (quant group
+  // 32h + 8c + t): V0-V2 the low 6 bits of a, b, c, V3 their top 2 bits (repack.cpp, q6_K_encode); lanes 2u and
+  // 2u + 1 of each share 64-byte loads, a row per dword pair.
+  static void from_group(const uint8_t* gb, int r, float* d, int32_t* sc, uint32_t* pairs, uint32_t* q) {
     _mm256_storeu_ps(d + r, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))));
     __m256i s32[16];  // scale s of the 8 rows, sign-extended
     for (int w = 0; w < 4; ++w) {
@@ -457,7 +451,7 @@ struct Q6KRowsInLanes {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + t * kSlice + r),
                           _mm256_blend_epi16(s32[2 * t], _mm256_slli_epi32(s32[2 * t + 1], 16), 0xAA));
     const __m512i k6 = _mm512_set1_epi8(0x3F), k2 = _mm512_set1_epi8(0x03);
-    // V0-V3 of one triple (or, wide, of lanes 2u and 2u + 1 side by side), 8 rows a 32-byte half.
+    // V0-V3 of lanes t and t + 1, 8 rows a 32-byte half.
     auto quants = [&](__m512i a, __m512i bq, __m512i c, __m512i v[4]) {
       v[0] = _mm512_and_si512(a, k6);
       v[1] = _mm512_and_si512(bq, k6);
@@ -471,21 +465,11 @@ struct Q6KRowsInLanes {
     };
     for (int t = 0; t < 8; t += 2)
       for (int h = 0; h < 2; ++h) {
+        auto load = [&](int which) {  // lanes t and t + 1: the even and the odd dwords of each 64 bytes
+          return _mm512_permutexvar_epi32(wide_split(), _mm512_loadu_si512(gb + q6_K_wide_piece(t, h, which)));
+        };
         __m512i v[4];
-        if (wide) {  // lanes t and t + 1: the even and the odd dwords of each 64 bytes
-          auto load = [&](int which) {
-            return _mm512_permutexvar_epi32(wide_split(), _mm512_loadu_si512(gb + q6_K_wide_piece(t, h, which)));
-          };
-          quants(load(0), load(1), load(2), v);
-        } else {  // lane t in the lower half, t + 1 in the upper
-          auto load = [&](int which) {
-            auto at = [&](int lane) {
-              return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 144 + 96 * (2 * lane + h) + 32 * which));
-            };
-            return _mm512_inserti64x4(_mm512_castsi256_si512(at(t)), at(t + 1), 1);
-          };
-          quants(load(0), load(1), load(2), v);
-        }
+        quants(load(0), load(1), load(2), v);
         for (int cc = 0; cc < 4; ++cc) {
           store(t, h, cc, _mm512_castsi512_si256(v[cc]));
           store(t + 1, h, cc, _mm512_extracti64x4_epi64(v[cc], 1));
@@ -539,8 +523,7 @@ struct Q6KRowsInLanes {
         for (int grp = 0; grp < 64; ++grp)
           for (int h = grouped / 16; h < padded / 16; ++h)
             _mm512_storeu_si512(q + grp * kSlice + 16 * h, _mm512_i32gather_epi32(index, &tmp[16 * h][grp], 4));
-      for (int r = 0; r < grouped; r += 8)
-        from_group(k_group_block(g, row + r, b, kQ6_KBytes), g.layout == kLayoutQ6KGroups8Wide, r, d, sc, pairs, q);
+      for (int r = 0; r < grouped; r += 8) from_group(k_group_block(g, row + r, b, kQ6_KBytes), r, d, sc, pairs, q);
     }
   }
 
