@@ -35,8 +35,8 @@ int64_t quant_slot(DType type, int64_t i) {
 
 // kLayoutKGroups8 (repack.h): a K-quant super-block of a row cut in pieces;
 // piece p of row i lies at dst + i * stride in the group's super-block (stride
-// = len but for kLayoutQ4KGroups8Wide's quants, whose lanes 2u and 2u + 1 share
-// a row's 8 bytes).
+// = len but for the quants of kLayoutQ4KGroups8Wide and kLayoutQ6KGroups8Wide,
+// whose lanes 2u and 2u + 1 share a row's 8 bytes).
 struct KPiece {
   int64_t src;     // offset in the row's super-block
   int64_t len;     // bytes
