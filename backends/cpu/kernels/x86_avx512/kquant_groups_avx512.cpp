@@ -45,23 +45,27 @@ __m512i load64(const uint8_t* p) { return _mm512_loadu_si512(p); }
 // its high nibbles one of the 32 after them: no shuffle of the activation.
 // The rows' scales, mins and d, dmin are spread to the dword pairs (2r, 2r + 1)
 // once per super-block.
+// A vpshufb control: in every dword, the bytes of `bytes` (0-3, the same dword's) offset to that dword's place in
+// its 128-bit lane, the bytes set in `zero` (0x80 each) zeroed.
+__m512i dword_bytes(__m512i bytes, __m512i zero) {
+  const __m512i base = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
+                                          _mm512_set1_epi32(0x04040404));
+  return _mm512_or_si512(_mm512_add_epi8(base, bytes), zero);
+}
+// Odd dwords from `odd`, even ones from `even`.
+__m512i even_odd(int32_t even, int32_t odd) {
+  return _mm512_mask_blend_epi32(0xAAAA, _mm512_set1_epi32(even), _mm512_set1_epi32(odd));
+}
+
 struct WideConsts {
   __m512i lo4 = _mm512_set1_epi8(0x0F);
   __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);  // dword 2r + e <- r
   __m512i same[4], pair[2];
   WideConsts() {
-    const __m512i dword = _mm512_set1_epi32(0x04040404);
-    const __m512i base = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3), dword);
-    auto ctl = [&](__m512i bytes) {  // int16 pair (byte, byte) of each dword, zero-extended
-      return _mm512_or_si512(_mm512_add_epi8(base, bytes), _mm512_set1_epi32(int(0x80008000u)));
-    };
-    for (int b = 0; b < 4; ++b) same[b] = ctl(_mm512_set1_epi32(b | b << 16));
+    const __m512i high = _mm512_set1_epi32(int(0x80008000u));  // int16 pairs (byte, byte), zero-extended
+    for (int b = 0; b < 4; ++b) same[b] = dword_bytes(_mm512_set1_epi32(b | b << 16), high);
     for (int v = 0; v < 2; ++v)  // dword 2r + e: byte 2v + e
-      pair[v] = ctl(_mm512_setr_epi32(
-          2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16, 2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16,
-          2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16, 2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16,
-          2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16, 2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16,
-          2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16, 2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16));
+      pair[v] = dword_bytes(even_odd(2 * v | 2 * v << 16, (2 * v + 1) | (2 * v + 1) << 16), high);
   }
 };
 
@@ -199,13 +203,9 @@ struct Q6KWide {
   __m512i m6 = _mm512_set1_epi8(0x3F), b23 = _mm512_set1_epi8(0x0C), b45 = _mm512_set1_epi8(0x30);
   __m512i hi_same[4], off_pair;
   Q6KWide() {
-    const __m512i base = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
-                                            _mm512_set1_epi32(0x04040404));
-    auto ctl = [&](__m512i bytes) {  // the bytes in the high byte of each int16, the low bytes zeroed
-      return _mm512_or_si512(_mm512_add_epi8(base, bytes), _mm512_set1_epi32(0x00800080));
-    };
-    for (int b = 0; b < 4; ++b) hi_same[b] = ctl(_mm512_set1_epi32(b << 8 | b << 24));
-    off_pair = ctl(_mm512_mask_blend_epi32(0xAAAA, _mm512_set1_epi32(1 << 24), _mm512_set1_epi32(2 << 8 | 3 << 24)));
+    const __m512i low = _mm512_set1_epi32(0x00800080);  // the bytes in the high byte of each int16
+    for (int b = 0; b < 4; ++b) hi_same[b] = dword_bytes(_mm512_set1_epi32(b << 8 | b << 24), low);
+    off_pair = dword_bytes(even_odd(1 << 24, 2 << 8 | 3 << 24), low);
   }
   // c = 0..3 of a piece triple at pq (p, q, r 64 bytes apart).
   void unpack(const uint8_t* pq, __m512i c[4]) const {
@@ -295,6 +295,8 @@ void q6_K_wide_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, fl
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
     prefetch_group(gb, kQ6KGroupBytes);
     const Q6KWideScales ws(gb, k);
+    __m512i s[16];  // each scale meets two lane pairs
+    for (int t = 0; t < 16; ++t) s[t] = ws.scale(t, k6);
     __m256i sw[4];
     for (int q = 0; q < 4; ++q) sw[q] = load32(gb + 16 + 32 * q);
     const uint8_t* xb[RA];
@@ -308,14 +310,12 @@ void q6_K_wide_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, fl
         __m512i c[4];
         k6.unpack(gb + q6_K_wide_piece(2 * u, h, 0), c);
         const int sb = 8 * h + u / 2;
-        const __m512i s0 = ws.scale(sb, k6), s1 = ws.scale(sb + 2, k6), s2 = ws.scale(sb + 4, k6),
-                      s3 = ws.scale(sb + 6, k6);
         for (int a = 0; a < RA; ++a) {
           const uint8_t* xq = xb[a] + kQ8_KQs + 128 * h + 8 * u;
-          isum[a] = _mm512_dpwssd_epi32(isum[a], _mm512_maddubs_epi16(c[0], bcast8(xq)), s0);
-          jsum[a] = _mm512_dpwssd_epi32(jsum[a], _mm512_maddubs_epi16(c[1], bcast8(xq + 32)), s1);
-          isum[a] = _mm512_dpwssd_epi32(isum[a], _mm512_maddubs_epi16(c[2], bcast8(xq + 64)), s2);
-          jsum[a] = _mm512_dpwssd_epi32(jsum[a], _mm512_maddubs_epi16(c[3], bcast8(xq + 96)), s3);
+          isum[a] = _mm512_dpwssd_epi32(isum[a], _mm512_maddubs_epi16(c[0], bcast8(xq)), s[sb]);
+          jsum[a] = _mm512_dpwssd_epi32(jsum[a], _mm512_maddubs_epi16(c[1], bcast8(xq + 32)), s[sb + 2]);
+          isum[a] = _mm512_dpwssd_epi32(isum[a], _mm512_maddubs_epi16(c[2], bcast8(xq + 64)), s[sb + 4]);
+          jsum[a] = _mm512_dpwssd_epi32(jsum[a], _mm512_maddubs_epi16(c[3], bcast8(xq + 96)), s[sb + 6]);
         }
       }
     const __m256 d = load_f16x8(gb);
