@@ -77,7 +77,7 @@ TEST(RowGroups, UnpackGivesTheGgufBytesBack) {
 TEST(RowGroups, RefusesTypesAndRangesItDoesNotHold) {
   EXPECT_TRUE(layout_supports(kLayoutRowGroups8, DType::Q8_0));
   EXPECT_TRUE(layout_supports(kLayoutRowGroups8, DType::Q4_0));
-  EXPECT_TRUE(layout_supports(kLayoutRowGroups8, DType::Q5_0));
+  EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::Q5_0));  // kLayoutQ5Groups8 on every ISA since stop 40
   EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::Q4_K));
   EXPECT_FALSE(layout_supports(kLayoutRowGroups8, DType::F16));
   std::vector<uint8_t> w(row_bytes(DType::Q4_K, 256) * 8);
@@ -276,7 +276,7 @@ int expect_order_bits(const MatmulKernels& kern, Isa isa, DType type, uint8_t la
   return checked;
 }
 
-// The AVX2 Q5_0 kernels' block-exact order (stop 25: the lanes order at every
+// The AVX2 (stop 25) and AVX-512 (stop 40) Q5_0 kernels' block-exact order (the lanes order at every
 // batch size, docs/fidelity.md): under auto / lanes each output is llama_order::
 // block_exact's fold of the blocks (the exact int32 sum of (q - 16) * x, one FMA
 // by d_w * d_x a block) on the row groups (decode, 1-16 activation rows) and the
@@ -284,17 +284,17 @@ int expect_order_bits(const MatmulKernels& kern, Isa isa, DType type, uint8_t la
 // which differs somewhere.
 TEST(RowGroups, Q5BlockExactOrderIsTheScalarBlockFold) {
   std::mt19937 rng(41);
-  int checked = 0;
+  int checked = 0, checked_avx512 = 0;
   const int64_t rows = 21;
   for (int64_t k : {32, 96, 4352}) {
     const int64_t nb = k / 32;
     const uint64_t rb = row_bytes(DType::Q5_0, k);
     const auto plain = test::random_weights(DType::Q5_0, rows, k, rng);
-    auto packed = plain;
-    repack_matrix(kLayoutQ5Groups8, DType::Q5_0, packed.data(), k, rows);
     for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
       const MatmulKernels* kern = matmul_kernels(DType::Q5_0, isa);
       if (!kern || kern->packed_layout != kLayoutQ5Groups8) continue;
+      auto packed = plain;
+      repack_matrix(kern->packed_layout, DType::Q5_0, packed.data(), k, rows);
       for (int64_t n_act : {1, 2, 3, 5, 16}) {
         std::normal_distribution<float> val(0.0f, 2.0f);
         std::vector<float> x(size_t(n_act * k));
@@ -323,14 +323,19 @@ TEST(RowGroups, Q5BlockExactOrderIsTheScalarBlockFold) {
             }
             want[size_t(a * rows + r)] = acc;
           }
-        checked += expect_order_bits(*kern, isa, DType::Q5_0, kLayoutQ5Groups8, plain, packed, rows, k, act, n_act,
-                                     want, k >= 96);
+        const int matched = expect_order_bits(*kern, isa, DType::Q5_0, kern->packed_layout, plain, packed, rows, k, act,
+                                              n_act, want, k >= 96);
+        checked += matched;
+        if (isa == Isa::avx512) checked_avx512 += matched;
       }
     }
   }
 #if defined(__x86_64__)
   if (host_supports(Isa::avx2)) {
     EXPECT_GT(checked, 0) << "AVX2 host: the block-exact Q5_0 kernels were not run";
+  }
+  if (host_supports(Isa::avx512)) {
+    EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the block-exact Q5_0 kernels were not run";
   }
 #endif
 }

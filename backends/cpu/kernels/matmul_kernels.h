@@ -99,9 +99,9 @@ const MatmulKernels* isa_matmul_kernels(DType weight_type, Isa isa);
 //          within the 2-6-bit tolerance, greedy identical, and Q4_K_M files
 //          whose rows are not a multiple of 256 are mostly Q5_0: SmolLM2's
 //          AVX2 prompts 2-3x) and Q4_K, llama for Q8_0 (bit-identical goldens).
-// On avx2 / avx2-vnni Q5_0's lanes order is its order at every batch size,
-// decode included (stop 25: x86_avx2 q5_0_block_exact; one convert and FMA a
-// block and row instead of eight); so is Q4_K's (stop 26: x86_avx2
+// On avx2 / avx2-vnni (stop 25) and avx512 (stop 40) Q5_0's lanes order is its
+// order at every batch size, decode included (x86_avx2 q5_0_block_exact; one
+// convert and FMA a block and row instead of eight); so is Q4_K's (stop 26: x86_avx2
 // q4_K_super_block_exact; its batches of 4 rows or more take the lanes order
 // under every choice, as before). Q6_K keeps llama.cpp's vec_dot order at decode.
 // Initially $OPAL_BATCH_ORDER ("auto", "llama" or "lanes") if set, else

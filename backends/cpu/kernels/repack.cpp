@@ -2,8 +2,8 @@
 // and the unpack that every reader not taught a layout goes through (GET_ROWS
 // of a tied embedding, batches an entry does not read in place, kernels of
 // another ISA). Scalar code:
-// the unpack copies whole blocks or pieces (memcpy; Q5_0's qh words through
-// two 4 x 256-entry tables), so its cost is one pass over the rows it returns.
+// the unpack copies whole blocks or pieces (memcpy; Q5_0's 5-bit quants back to
+// nibbles and qh by shifts and masks), so its cost is one pass over the rows it returns.
 #include "backends/cpu/kernels/repack.h"
 
 #include <algorithm>
@@ -180,34 +180,9 @@ void q6_K_triples(uint8_t* sb, F f) {
     for (int t = 0; t < 8; ++t) f(sb + 64 * h + 4 * t, sb + 64 * h + 32 + 4 * t, sb + 128 + 32 * h + 4 * t);
 }
 
-// Q5_0 row groups (repack.h): a row's qh word with its bits moved, bit e
-// (element e's fifth bit) to bit 8 * (e % 4) + 2 * ((e % 16) / 4) + e / 16, so
-// that for the piece of elements 16h + 4t + b (b = 0..3, the bytes of the piece)
-// every byte b holds its element's bit at the same position 2t + h: one shift
-// and one mask put the 4 bits at bit 4 of their bytes. kInverse undoes it.
 constexpr int64_t kQ5_0Bytes = 22;  // d f16 | qh[4] | qs[16]
-enum class QhWay { kForward, kInverse };
-uint32_t permute_qh(uint32_t h, QhWay way) {
-  struct Tables {
-    uint32_t t[2][4][256];
-  };
-  static const Tables tables = [] {
-    Tables tb{};
-    for (int e = 0; e < 32; ++e) {
-      const int to = 8 * (e % 4) + 2 * ((e % 16) / 4) + e / 16;
-      for (int v = 0; v < 256; ++v) {
-        if (v >> (e % 8) & 1) tb.t[0][e / 8][v] |= uint32_t(1) << to;
-        if (v >> (to % 8) & 1) tb.t[1][to / 8][v] |= uint32_t(1) << e;
-      }
-    }
-    return tb;
-  }();
-  const auto& t = tables.t[way == QhWay::kForward ? 0 : 1];
-  return t[0][h & 0xFF] | t[1][h >> 8 & 0xFF] | t[2][h >> 16 & 0xFF] | t[3][h >> 24];
-}
 
-// The walk the two Q5_0 group layouts share (kLayoutRowGroups8, kLayoutQ5Groups8:
-// per block of a group the 8 scales [8][2], a word per row [8][4], then four
+// kLayoutQ5Groups8's walk (per block of a group the 8 scales [8][2], a word per row [8][4], then four
 // pieces [8][4]): each whole group's rows copied out, then block(src, gb, i)
 // writes row i's block src into the group's block gb.
 template <class Block>
@@ -258,17 +233,6 @@ void unpack_q5_0_rows(const uint8_t* base, int64_t k, int64_t n_rows, int64_t ro
   });
 }
 
-// Q5_0 row groups: the word is the permuted qh, piece t holds qs[4t .. 4t + 3] of each row.
-void repack_q5_0_groups(uint8_t* rows, int64_t k, int64_t n_rows) {
-  repack_q5_0_rows(rows, k, n_rows, [](const uint8_t* src, uint8_t* gb, int64_t i) {
-    uint32_t h;
-    std::memcpy(&h, src + 2, 4);
-    h = permute_qh(h, QhWay::kForward);
-    std::memcpy(gb + 16 + 4 * i, &h, 4);
-    for (int64_t t = 0; t < 4; ++t) std::memcpy(gb + 48 + 32 * t + 4 * i, src + 6 + 4 * t, 4);
-  });
-}
-
 // kLayoutQ5Groups8 (repack.h): a Q5_0 block's quants (qh word h, qs[16]) as
 // the four pieces' bytes p[t][b] = q_(4t+b) | (q_(16+4t+b) & 7) << 5 and the
 // word w holding bits 3 and 4 of q_(16+4t+b) at 8b + 2t and 8b + 2t + 1.
@@ -315,17 +279,6 @@ void unpack_q5_0_whole(const uint8_t* base, int64_t k, int64_t n_rows, int64_t r
     for (int64_t t = 0; t < 4; ++t) std::memcpy(pieces + 4 * t, gb + 48 + 32 * t + 4 * i, 4);
     q5_0_gguf_quants(pieces, w, &h, ob + 6);
     std::memcpy(ob + 2, &h, 4);
-  });
-}
-
-void unpack_q5_0_groups(const uint8_t* base, int64_t k, int64_t n_rows, int64_t row_begin, int64_t row_end,
-                        uint8_t* dst) {
-  unpack_q5_0_rows(base, k, n_rows, row_begin, row_end, dst, [](const uint8_t* gb, int64_t i, uint8_t* ob) {
-    uint32_t h;
-    std::memcpy(&h, gb + 16 + 4 * i, 4);
-    h = permute_qh(h, QhWay::kInverse);
-    std::memcpy(ob + 2, &h, 4);
-    for (int64_t t = 0; t < 4; ++t) std::memcpy(ob + 6 + 4 * t, gb + 48 + 32 * t + 4 * i, 4);
   });
 }
 
@@ -466,7 +419,7 @@ const char* layout_name(uint8_t layout) {
 
 bool layout_supports(uint8_t layout, DType type) {
   if (layout == kLayoutPlain) return true;
-  if (layout == kLayoutRowGroups8) return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0;
+  if (layout == kLayoutRowGroups8) return type == DType::Q8_0 || type == DType::Q4_0;
   if (layout == kLayoutKGroups8) return type == DType::Q4_K || type == DType::Q6_K;
   if (layout == kLayoutKGroups8Pairs) return type == DType::Q4_K;
   if (layout == kLayoutQ5Groups8) return type == DType::Q5_0;
@@ -488,7 +441,6 @@ void repack_matrix(uint8_t layout, DType type, uint8_t* rows, int64_t k, int64_t
   if (is_k_groups_layout(layout)) return repack_k_groups(layout, type, rows, k, n_rows);
   if (k % 32 != 0) fail("cannot repack {} rows of {} elements (not whole blocks)", dtype_name(type), k);
   if (layout == kLayoutQ5Groups8) return repack_q5_0_whole(rows, k, n_rows);
-  if (type == DType::Q5_0) return repack_q5_0_groups(rows, k, n_rows);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;
   std::vector<uint8_t> plain(size_t(kGroup * rb));
@@ -518,7 +470,6 @@ void unpack_rows(uint8_t layout, DType type, const uint8_t* base, int64_t k, int
   }
   if (is_k_groups_layout(layout)) return unpack_k_groups(layout, type, base, k, n_rows, row_begin, row_end, dst);
   if (layout == kLayoutQ5Groups8) return unpack_q5_0_whole(base, k, n_rows, row_begin, row_end, dst);
-  if (type == DType::Q5_0) return unpack_q5_0_groups(base, k, n_rows, row_begin, row_end, dst);
   const BlockShape s = block_shape(type);
   const int64_t nb = k / 32, rb = nb * s.bytes;
   unpack_group_rows(base, rb, n_rows, row_begin, row_end, dst, [&](const uint8_t* grp, int64_t i, uint8_t* out) {

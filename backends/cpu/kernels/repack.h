@@ -2,7 +2,7 @@
 // "Decode at the wall"): the layouts a weight's bytes may take after upload,
 // named by Tensor::layout (graph/graph.h; 0 = the GGUF's bytes).
 //
-// kLayoutRowGroups8 (Q8_0, Q4_0, Q5_0): the rows in groups of 8, each group in the
+// kLayoutRowGroups8 (Q8_0, Q4_0): the rows in groups of 8, each group in the
 // bytes its 8 rows had (so a tensor keeps its size and row r's group starts at
 // (r / 8) * 8 * row_bytes). Per 32-element block b of a group, at
 // b * 8 * block_bytes: the 8 rows' f16 scales (16 bytes, row order), then the
@@ -13,14 +13,9 @@
 // one sequential stream with one load per block for the 8 scales; the bytes
 // of each block are unchanged, so the summation order (and the result) is
 // the plain layout's.
-// Q5_0 (stop 15; 8 x 22 = 176 bytes a block of a group): the 8 f16 scales
-// [8][2], the 8 rows' qh words [8][4] with their bits moved (bit e to bit
-// 8 * (e % 4) + 2 * ((e % 16) / 4) + e / 16, so that each byte of a 4-element
-// piece finds its fifth bit at the same position), then four pieces [8][4],
-// piece t holding qs[4t .. 4t + 3] of each row (low nibbles: elements 4t ..
-// 4t + 3, high: 16 + 4t ..). One 32-byte load is a piece of all 8 rows, a row
-// per int32 lane, as in the K-quant groups below. Unpacking moves the bits
-// back: the GGUF's bytes.
+// Q5_0 took a form of it from stop 15 (its qh bits moved so that one rotate
+// per 8-row half found each fifth bit) until stop 40, when AVX-512 moved to
+// kLayoutQ5Groups8 (below) as avx2 had at stop 24.
 //
 // kLayoutKGroups8 (Q4_K, Q6_K; x86_avx2/kquant_groups.h): the rows in groups of
 // 8, each group in the bytes its 8 rows had, per 256-element super-block b
@@ -84,7 +79,7 @@
 // of lane t and half h is at q6_K_wide_piece(t, h, which) + 8i. A bijection
 // (the unpack gives the GGUF's bytes back).
 //
-// kLayoutQ5Groups8 (Q5_0 on avx2 and avx2-vnni, stop 24): kLayoutRowGroups8's
+// kLayoutQ5Groups8 (Q5_0 on avx2 and avx2-vnni since stop 24, avx512 since stop 40): kLayoutRowGroups8's
 // groups and block shape (176 bytes: the 8 f16 scales [8][2], a word per row
 // [8][4], four pieces [8][4]), with the 5-bit quants q_e (e = 0..31) stored
 // whole: byte b of piece t of a row is q_(4t+b) | (q_(16+4t+b) & 7) << 5, and
@@ -92,8 +87,8 @@
 // and 8b + 2t + 1 (bit 4). So lane t's quants are one mask (& 31) and lane
 // t + 4's a shift and mask of the piece or-ed with one shift and mask of the
 // word (x86_avx2/q5_0_groups.h), where kLayoutRowGroups8's nibbles and fifth
-// bits take two masks, a shift and an or per lane. The unpack gives the GGUF's
-// bytes back. The AVX-512 kernels keep kLayoutRowGroups8.
+// bits took two masks, a shift and an or per lane. The unpack gives the GGUF's
+// bytes back.
 #pragma once
 #include <cstdint>
 

@@ -1,7 +1,10 @@
 // The Q5_0 row-group kernels (kernels/repack.h, kLayoutQ5Groups8), shared by
-// row_groups_avx2.cpp (plain AVX2) and row_groups_avx2vnni.cpp (AVX-VNNI).
+// row_groups_avx2.cpp (plain AVX2), row_groups_avx2vnni.cpp (AVX-VNNI) and
+// row_groups_avx512.cpp (AVX-512 VL, since stop 40).
 // Each includes this file inside its own unnamed namespace, after defining
-// load32, bcast4, kGroup (8), kGroupPrefetch and kHeadBytes, and instantiates
+// load32, bcast4, or_masked (a | (b & mask)), kGroup (8), kGroupPrefetch (0: none), kHeadBytes and kQ5MaxActs
+// (the activation rows a group meets at once: 3 in 16 vector registers), having included <algorithm>, <array>,
+// <cstring>, <utility> and <vector>, and instantiates
 // the kernels with its `Dot`:
 //   Dot::offsets(x, nb, c)  c[8b + L]: the -16 offset term of lane L of block b
 //                           of the Q8_0 activation row x (computed once a call);
@@ -42,7 +45,6 @@
 #pragma once
 
 constexpr int64_t kQ5_0Group = kGroup * kQ5_0Bytes;  // 176
-constexpr int kQ5MaxActs = 3;
 
 // The top two bits of the quants 16 + 4T + b (at bits 8b + 2T, 8b + 2T + 1 of
 // each row's word, kLayoutQ5Groups8) moved to bits 3 and 4 of byte b; other
@@ -63,13 +65,13 @@ void q5_0_unpack(const uint8_t* gb, __m256i w, __m256i& q0, __m256i& q1) {
   const __m256i low5 = _mm256_set1_epi8(0x1F), bits34 = _mm256_set1_epi8(0x18);
   const __m256i v = load32(gb + 48 + 32 * T);
   q0 = _mm256_and_si256(v, low5);
-  q1 = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(low5, v), 5), _mm256_and_si256(top_bits<T>(w), bits34));
+  q1 = or_masked(_mm256_srli_epi16(_mm256_andnot_si256(low5, v), 5), top_bits<T>(w), bits34);
 }
 
 // A group's block gb: its bytes kGroupPrefetch on requested (prefetch: the
 // first activation rows of a call), its 8 scales as f32.
 inline __m256 q5_0_block_scales(const uint8_t* gb, bool prefetch) {
-  if (prefetch)
+  if (prefetch && kGroupPrefetch > 0)
     for (int o = 0; o < kQ5_0Group; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(gb + kGroupPrefetch + o), _MM_HINT_T0);
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
@@ -181,14 +183,20 @@ inline void block_offsets(const uint8_t* x, int64_t nb, int32_t* c) {
 template <class Dot>
 void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
   using GroupFn = void (*)(const uint8_t*, int64_t, const uint8_t* const*, const int32_t* const*, float* const*, bool);
-  constexpr GroupFn kLlama[kQ5MaxActs] = {q5_0_group<Dot, 1>, q5_0_group<Dot, 2>, q5_0_group<Dot, 3>};
-  constexpr GroupFn kExact[kQ5MaxActs] = {q5_0_group_exact<Dot, 1>, q5_0_group_exact<Dot, 2>, q5_0_group_exact<Dot, 3>};
+  constexpr auto kLlama = []<int... RA>(std::integer_sequence<int, RA...>) {
+    return std::array<GroupFn, kQ5MaxActs>{q5_0_group<Dot, RA + 1>...};
+  }
+  (std::make_integer_sequence<int, kQ5MaxActs>{});
+  constexpr auto kExact = []<int... RA>(std::integer_sequence<int, RA...>) {
+    return std::array<GroupFn, kQ5MaxActs>{q5_0_group_exact<Dot, RA + 1>...};
+  }
+  (std::make_integer_sequence<int, kQ5MaxActs>{});
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
   const int64_t end = g.row_end < full ? g.row_end : full;
   const bool exact = avx2::q5_0_block_exact(g);
-  const GroupFn* kernels = exact ? kExact : kLlama;
+  const GroupFn* kernels = exact ? kExact.data() : kLlama.data();
   const int64_t per_row = exact ? nb : nb * 8;  // offsets a row: one a block, or one a lane and block
   if (end > g.row_begin) {
     thread_local std::vector<int32_t> offsets;

@@ -25,7 +25,9 @@
 // split once). Rows past the last whole group are plain: the plain gemm takes them.
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/kquant_scales.h"
@@ -244,6 +246,7 @@ __m256i bcast4(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
+__m256i or_masked(__m256i a, __m256i b, __m256i mask) { return _mm256_or_si256(a, _mm256_and_si256(b, mask)); }
 
 struct MaddQ5 {
   // c[8b + L] = 16 * (x_4L + .. + x_4L+3) over block b of a Q8_0 activation row.
@@ -275,6 +278,8 @@ struct MaddQ5 {
     }
   };
 };
+
+constexpr int kQ5MaxActs = 3;
 
 #include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"
 

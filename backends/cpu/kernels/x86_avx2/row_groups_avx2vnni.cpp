@@ -10,7 +10,9 @@
 // block-exact, LegacyDecode<Q5_0Weights> llama.cpp's).
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/kquant_scales.h"
@@ -31,6 +33,7 @@ __m256i bcast4(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
+__m256i or_masked(__m256i a, __m256i b, __m256i mask) { return _mm256_or_si256(a, _mm256_and_si256(b, mask)); }
 
 // AVX-VNNI's lane sum: one vpdpbusd started at the offset.
 struct VnniQ5 {
@@ -59,6 +62,8 @@ struct VnniQ5 {
     __m256i sum() const { return _mm256_add_epi32(s[0], s[1]); }
   };
 };
+
+constexpr int kQ5MaxActs = 3;
 
 #include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"
 

@@ -44,7 +44,8 @@ void gemm_q4_0_groups(const GemmArgs& g);
 // prompt kernels, their repack reading the groups; false where they decline (MUL_MAT unpacks then).
 bool gemm_q4_0_packed_batch(const GemmArgs& g);
 bool gemm_q8_0_packed_batch(const GemmArgs& g);
-// Q5_0 weights in row groups of 8 (stop 15; row_groups_avx512.cpp), up to 16 activation rows.
+// Q5_0 weights in row groups of 8 (kLayoutQ5Groups8 since stop 40; row_groups_avx512.cpp), up to 16 activation
+// rows; in the block-exact order where avx2::q5_0_block_exact, else llama.cpp's.
 void gemm_q5_0_groups(const GemmArgs& g);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);

@@ -31,6 +31,7 @@
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 #include "core/error.h"
 
@@ -885,10 +886,14 @@ void run_q8_0_llama_lanes(const GemmArgs& g) {
 // the prompt tiles (Q5_0 LegacyPromptRows, Q8_0 Q8_0LlamaLanes). The same order on every path.
 // In the lanes order (batch_order()) Q5_0 and Q8_0 batches of more than 16
 // rows take RowsInLanes, the weights offset to unsigned (Q5_0: q as stored,
-// the sums started at -16 * sum(x); Q8_0: w + 128, -128 * sum(x)).
+// the sums started at -16 * sum(x); Q8_0: w + 128, -128 * sum(x)); Q5_0's
+// smaller batches and decode then take LegacyDecode's blockwise form (stop 40,
+// avx2::q5_0_block_exact: each block's exact sum, one FMA), so Q5_0 has one
+// order at every batch size, as on avx2 and on the row groups.
 void gemm_q5_0(const GemmArgs& g) {
   using W = Q5_0Weights;
-  if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
+  if (g.n_act <= kSmallBatch && avx2::q5_0_block_exact(g)) LegacyDecode<W, true>::run(g);
+  else if (g.n_act <= kSmallBatch) LegacyDecode<W>::run(g);
   else if (!g.single_rows && RowsInLanes<W>::applies(g) && lanes_order(DType::Q5_0))
     RowsInLanesDriver<RowsInLanes<W>>::run(g);
   else if (g.scratch != nullptr) LegacyPromptRows<W>::run(g);

@@ -37,11 +37,14 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/kquant_scales.h"
+#include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 #include "core/error.h"
 
@@ -269,83 +272,6 @@ void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(s.out(act + a) + r, acc[a]);
 }
 
-// Q5_0 (stop 15; the layout in kernels/repack.h): weight rows in the lanes,
-// as the AVX2 Q5_0 group kernel (row_groups_avx2.cpp) with two pieces per
-// vector. The plain kernel (LegacyDecode<Q5_0Weights>) keeps 8 int32 lanes per
-// row and block, lane L the exact sum over elements 4L .. 4L + 3 of (q - 16) *
-// x, converted, times d_w * d_x, FMA-ed into float lane L; hsum8 at the end.
-// Here vector t holds lane t (low nibbles of piece t) of the 8 rows in its
-// lower half and lane t + 4 (high nibbles) in its upper half: the piece
-// broadcast to both halves, the upper one shifted by a masked vpsrlw; the fifth
-// bits by one vprolvd of the broadcast qh words (each half its own count: the
-// layout put the 4 bits of a piece at one position in their bytes) and one
-// vpternlogd; the activation's two 4-byte groups and the -16 * (sum of 4)
-// offsets (computed once per call) picked per half by vpermd; one vpdpbusd,
-// convert and FMA per 16 (row, lane) pairs. The end is hsum8's tree per row
-// (lane t + lane t + 4, then (0 + 2) + (1 + 3)): the plain kernel's bits.
-constexpr int64_t kQ5_0Group = kGroup * 22;  // 176
-
-// c[8b + L] = -16 * (x_4L + .. + x_4L+3) over block b of the activation row.
-void q5_0_offsets(const uint8_t* x, int64_t nb, int32_t* c) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + b * kQ8_0Bytes + 2));
-    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), xq);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), s));
-  }
-}
-
-// One Q5_0 group (8 rows, row r on) against activation rows [act, act + RA), c: their offsets (nb * 8 each).
-template <int RA>
-void q5_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const int32_t* c) {
-  const uint8_t* x[RA];
-  const int32_t* cx[RA];
-  for (int a = 0; a < RA; ++a) {
-    x[a] = s.x(act + a);
-    cx[a] = c + (act + a) * s.nb * 8;
-  }
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
-  __m512i pick[4], rot[4];
-  for (int t = 0; t < 4; ++t) {
-    pick[t] = _mm512_set_epi32(t + 4, t + 4, t + 4, t + 4, t + 4, t + 4, t + 4, t + 4, t, t, t, t, t, t, t, t);
-    const int lo = (4 - 2 * t) & 31, hi = (3 - 2 * t) & 31;
-    rot[t] = _mm512_set_epi32(hi, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, lo, lo, lo, lo);
-  }
-  __m512 acc[4][RA];
-  for (int t = 0; t < 4; ++t)
-    for (int a = 0; a < RA; ++a) acc[t][a] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < s.nb; ++b) {
-    const uint8_t* gb = grp + b * kQ5_0Group;
-    if (act == 0) prefetch_span(gb + kQ4_0Prefetch, int(kQ5_0Group));
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
-    __m512i xq[RA], cq[RA];
-    __m512 d[RA];
-    for (int a = 0; a < RA; ++a) {
-      const uint8_t* xb = x[a] + b * kQ8_0Bytes;
-      xq[a] = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
-      cq[a] = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cx[a] + 8 * b)));
-      d[a] = _mm512_broadcast_f32x8(_mm256_mul_ps(dw, _mm256_set1_ps(load_f16(xb))));
-    }
-    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 16)));
-    for (int t = 0; t < 4; ++t) {
-      const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 48 + 32 * t)));
-      const __m512i nib = _mm512_and_si512(_mm512_mask_srli_epi16(v, __mmask32(0xFFFF0000u), v, 4), low4);
-      const __m512i q = _mm512_ternarylogic_epi32(nib, _mm512_rolv_epi32(qh, rot[t]), bit4, 0xF8);  // a | (b & c)
-      for (int a = 0; a < RA; ++a) {
-        const __m512i sum =
-            _mm512_dpbusd_epi32(_mm512_permutexvar_epi32(pick[t], cq[a]), q, _mm512_permutexvar_epi32(pick[t], xq[a]));
-        acc[t][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), d[a], acc[t][a]);
-      }
-    }
-  }
-  for (int a = 0; a < RA; ++a) {
-    __m256 h[4];
-    for (int t = 0; t < 4; ++t)
-      h[t] = _mm256_add_ps(_mm512_castps512_ps256(acc[t][a]),
-                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][a]), 1)));
-    _mm256_storeu_ps(s.out(act + a) + r, _mm256_add_ps(_mm256_add_ps(h[0], h[2]), _mm256_add_ps(h[1], h[3])));
-  }
-}
-
 // The end of the slice's whole groups [row_begin, end); their first kHeadBytes requested.
 int64_t groups_end(const GemmArgs& g) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
@@ -384,22 +310,54 @@ void each_group(const GemmArgs& g, int64_t end, Group group) {
   }
 }
 
+// Q5_0 (stop 40): kernels/repack.h's kLayoutQ5Groups8 and x86_avx2/q5_0_groups.h's kernels (the layout, both
+// orders and why they give the plain kernels' bits are written there), with AVX-512 VL's 256-bit vpdpbusd as
+// avx2-vnni's AVX-VNNI one and vpternlogd for the unpack's or-of-masked-bits. 256 bits, not 512: Zen 4 runs a
+// 512-bit operation as two 256-bit halves, so the work per row is the same, and a piece's lanes T and T + 4 then
+// meet their activation bytes by broadcast, where kLayoutRowGroups8's 512-bit form (stop 15, replaced) took a
+// vpermd of the activation for every piece and activation row (ceiling-1024 q5_0, block-exact: 29 against 33
+// GB/s). Since stop 40 the default order (lanes_order(Q5_0)) runs the block-exact kernels at every batch size here
+// as on avx2.
+constexpr int64_t kGroupPrefetch = 0;
+
+__m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+__m256i bcast4(const uint8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
+// a | (b & mask), one vpternlogd.
+__m256i or_masked(__m256i a, __m256i b, __m256i mask) { return _mm256_ternarylogic_epi32(a, b, mask, 0xF8); }
+
+struct VnniQ5 {
+  // c[8b + L] = -16 * (x_4L + .. + x_4L+3) over block b of a Q8_0 activation row.
+  static void offsets(const uint8_t* x, int64_t nb, int32_t* c) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i s =
+          _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), load32(x + b * kQ8_0Bytes + 2));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), s));
+    }
+  }
+  static __m256i lane(__m256i q, __m256i x4, int32_t c) { return _mm256_dpbusd_epi32(_mm256_set1_epi32(c), q, x4); }
+  // The block-exact order's block sum: two vpdpbusd chains (lanes T, lanes T + 4), the first started at the offset.
+  struct Block {
+    __m256i s[2];
+    void start(__m256i offset) {
+      s[0] = offset;
+      s[1] = _mm256_setzero_si256();
+    }
+    template <int T>
+    void add(__m256i q0, __m256i x0, __m256i q1, __m256i x1) {
+      s[0] = _mm256_dpbusd_epi32(s[0], q0, x0);
+      s[1] = _mm256_dpbusd_epi32(s[1], q1, x1);
+    }
+    __m256i sum() const { return _mm256_add_epi32(s[0], s[1]); }
+  };
+};
+
+constexpr int kQ5MaxActs = 4;
+
+#include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"
+
 }  // namespace
 
-void gemm_q5_0_groups(const GemmArgs& g) {
-  const int64_t end = groups_end(g);
-  const Step s{g, g.k / 32};
-  if (end > g.row_begin) {
-    thread_local std::vector<int32_t> offsets;
-    offsets.resize(size_t(g.n_act * s.nb * 8));
-    for (int64_t a = 0; a < g.n_act; ++a) q5_0_offsets(s.x(a), s.nb, offsets.data() + a * s.nb * 8);
-    const int32_t* c = offsets.data();
-    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
-      q5_0_group<decltype(ra)::value>(s, grp, r, a, c);
-    });
-  }
-  plain_rest(g, end, gemm_q5_0);
-}
+void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<VnniQ5>(g, gemm_q5_0); }
 
 void gemm_q8_0_groups(const GemmArgs& g) {
   const int64_t end = groups_end(g);

@@ -60,7 +60,7 @@ constexpr MatmulKernels with_k_groups(MatmulKernels k, void (*gemm_packed)(const
 // rows at a time.
 constexpr MatmulKernels with_row_groups(MatmulKernels k, void (*gemm_packed)(const GemmArgs&),
                                         bool (*gemm_packed_batch)(const GemmArgs&) = nullptr, int64_t max_act = 16) {
-  k.packed_layout = kLayoutRowGroups8;
+  k.packed_layout = k.weight_type == DType::Q5_0 ? kLayoutQ5Groups8 : kLayoutRowGroups8;
   k.packed_max_act = max_act;
   k.gemm_packed = gemm_packed;
   k.gemm_packed_batch = gemm_packed_batch;
