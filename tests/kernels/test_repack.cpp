@@ -976,6 +976,68 @@ TEST(RowGroups, PackedPromptBatchesAreTheReferenceBitsOnEveryIsa) {
 #endif
 }
 
+// Q5_0 prompt batches on kLayoutQ5Groups8 in place (stop 40, AVX-512's gemm_packed_batch): in the lanes order
+// (auto's for Q5_0) RowsInLanes reads whole groups through q5_0_groups_to_lanes and the rows past the last group
+// plain, over three threads' slices: the plain layout's bits (the same entry unpacked); in llama.cpp's order it
+// declines and writes nothing (MUL_MAT unpacks); a slice off a group boundary is an error.
+TEST(RowGroups, Q5PromptBatchesOnTheGroupsAreThePlainBits) {
+  std::mt19937 rng(43);
+  int checked = 0;
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
+    const MatmulKernels* kern = matmul_kernels(DType::Q5_0, isa);
+    if (!kern || kern->packed_layout != kLayoutQ5Groups8 || !kern->gemm_packed_batch) continue;
+    for (BatchOrder order : {BatchOrder::by_type, BatchOrder::llama}) {
+      set_batch_order(order);
+      for (int64_t k : {32, 96, 4352})
+        for (int64_t rows : {8, 13, 37, 64, 71}) {
+          const auto plain = test::random_weights(DType::Q5_0, rows, k, rng);
+          auto packed = plain;
+          repack_matrix(kLayoutQ5Groups8, DType::Q5_0, packed.data(), k, rows);
+          for (int64_t n_act : {int64_t(17), int64_t(33), int64_t(67)}) {
+            std::normal_distribution<float> val(0.0f, 2.0f);
+            std::vector<float> x(size_t(n_act * k));
+            for (auto& v : x) v = val(rng);
+            const auto act = test::convert_acts(*kern, x.data(), n_act, k);
+            test::GemmCall call;
+            call.fill = -1.0f;
+            const auto want = test::run_gemm(*kern, plain, DType::Q5_0, rows, k, act, n_act, call);
+            std::vector<float> got(want.size(), -1.0f);
+            std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+            const bool takes = lanes_order(DType::Q5_0);
+            const int64_t a = rows / 3 / 8 * 8, b = rows / 2 / 8 * 8;
+            for (auto [r0, r1] : {std::pair{int64_t(0), a}, std::pair{a, b}, std::pair{b, rows}}) {
+              if (r0 >= r1) continue;
+              const GemmArgs g = packed_args(*kern, kLayoutQ5Groups8, packed.data(), row_bytes(DType::Q5_0, k), k, rows,
+                                             r0, r1, act, n_act, got.data(), scratch.data());
+              EXPECT_EQ(takes, kern->gemm_packed_batch(g)) << isa_name(isa);
+            }
+            if (!takes) {
+              for (float v : got) ASSERT_EQ(-1.0f, v) << "declined, yet wrote the output";
+              continue;
+            }
+            EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                << isa_name(isa) << " k " << k << " rows " << rows << " n_act " << n_act;
+            ++checked;
+          }
+          if (lanes_order(DType::Q5_0) && rows > 8) {
+            std::vector<float> x(size_t(40 * k), 1.0f), out(size_t(40 * rows));
+            const auto act = test::convert_acts(*kern, x.data(), 40, k);
+            std::vector<float> scratch(size_t(kern->scratch_floats(k) + 1));
+            const GemmArgs bad = packed_args(*kern, kLayoutQ5Groups8, packed.data(), row_bytes(DType::Q5_0, k), k, rows,
+                                             3, rows, act, 40, out.data(), scratch.data());
+            EXPECT_THROW(kern->gemm_packed_batch(bad), Error);
+          }
+        }
+    }
+    set_batch_order(BatchOrder::by_type);
+  }
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx512)) {
+    EXPECT_GT(checked, 0) << "AVX-512 host: the Q5_0 prompt batches on the groups were not run";
+  }
+#endif
+}
+
 // Which batches the group kernels take (packed_reads, stop 17): up to packed_max_act always; up to
 // packed_mid_act only where their order is the batch path's (Q4_0 always; Q8_0 / Q5_0 not in the lanes order).
 TEST(RowGroups, MidBatchesTakeTheGroupsOnlyWhereTheOrderAllows) {

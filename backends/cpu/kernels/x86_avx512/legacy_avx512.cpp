@@ -753,6 +753,11 @@ struct RowsInLanes {
   // rows (1 to 32) weight rows from row into packed, zero rows after them up
   // to a multiple of 16.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    if (std::is_same_v<W, Q5_0Weights> && g.layout == kLayoutQ5Groups8) {  // gemm_q5_0_packed_batch: whole groups
+      q5_0_groups_to_lanes(g, row, rows, kSlice, kBlockBytes, packed);
+      prefetch_slice(g, row + kSlice, kSlice);
+      return;
+    }
     const bool whole_q4_0_groups = std::is_same_v<W, Q4_0Weights> && g.layout == kLayoutRowGroups8 && rows % 16 == 0 &&
                                    row % 8 == 0 && row + rows <= g.n_rows / 8 * 8;
     if (whole_q4_0_groups) repack_q4_0_groups(g, row, rows, packed);
@@ -919,6 +924,24 @@ bool gemm_q4_0_packed_batch(const GemmArgs& g) {
   if (g.row_begin % 8 != 0)
     fail("Q4_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
   RowsInLanesDriver<RowsInLanes<Q4_0Weights>>::run(g);
+  return true;
+}
+
+bool gemm_q5_0_packed_batch(const GemmArgs& g) {
+  if (g.n_act <= kSmallBatch || g.single_rows || !RowsInLanes<Q5_0Weights>::applies(g) || !lanes_order(DType::Q5_0))
+    return false;
+  if (g.row_begin % 8 != 0)
+    fail("Q5_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  const int64_t full = g.n_rows / 8 * 8;
+  GemmArgs groups = g;
+  groups.row_end = std::min(g.row_end, full);
+  if (groups.row_end > groups.row_begin) RowsInLanesDriver<RowsInLanes<Q5_0Weights>>::run(groups);
+  if (g.row_end > full) {  // the rows past the last group are plain
+    GemmArgs rest = g;
+    rest.row_begin = std::max(g.row_begin, full);
+    rest.layout = kLayoutPlain;
+    gemm_q5_0(rest);
+  }
   return true;
 }
 

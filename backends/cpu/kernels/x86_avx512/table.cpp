@@ -85,7 +85,7 @@ constexpr MatmulKernels kTable[] = {
     with_mid(with_row_groups(with_scratch(entry(DType::Q5_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_sums_row_bytes,
                                                 avx512::convert_q8_0_sums, avx512::gemm_q5_0),
                                           avx512::legacy_scratch_floats),
-                             avx512::gemm_q5_0_groups),
+                             avx512::gemm_q5_0_groups, avx512::gemm_q5_0_packed_batch),
              40),
     with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx512-vnni", avx512::q8_0_flipped_row_bytes,
                                        avx512::convert_q8_0_flipped, avx512::gemm_q8_0),
