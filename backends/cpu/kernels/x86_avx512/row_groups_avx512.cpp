@@ -312,12 +312,12 @@ void each_group(const GemmArgs& g, int64_t end, Group group) {
 
 // Q5_0 (stop 40): kernels/repack.h's kLayoutQ5Groups8 and x86_avx2/q5_0_groups.h's kernels (the layout, both
 // orders and why they give the plain kernels' bits are written there), with AVX-512 VL's 256-bit vpdpbusd as
-// avx2-vnni's AVX-VNNI one and vpternlogd for the unpack's or-of-masked-bits. 256 bits, not 512: Zen 4 runs a
-// 512-bit operation as two 256-bit halves, so the work per row is the same, and a piece's lanes T and T + 4 then
-// meet their activation bytes by broadcast, where kLayoutRowGroups8's 512-bit form (stop 15, replaced) took a
-// vpermd of the activation for every piece and activation row (ceiling-1024 q5_0, block-exact: 29 against 33
-// GB/s). Since stop 40 the default order (lanes_order(Q5_0)) runs the block-exact kernels at every batch size here
-// as on avx2.
+// avx2-vnni's AVX-VNNI one, vpternlogd for the unpack's or of masked bits, 4 activation rows a group (32 vector
+// registers) and no software prefetch along the stream (the hardware's does better: docs/cpu-decode.md "AVX-512
+// Q5_0 on kLayoutQ5Groups8"). 256 bits, not 512: Zen 4 runs a 512-bit operation as two 256-bit halves, so the
+// work per row is the same, and a piece's lanes T and T + 4 meet their activation bytes by broadcast, where the
+// zmm kernel on kLayoutRowGroups8 it replaces (stop 15) took a vpermd of the activation for every piece and
+// activation row (ceiling-1024/avx512/q5_0 23.5 GB/s; 43 now).
 constexpr int64_t kGroupPrefetch = 0;
 
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -355,6 +355,15 @@ constexpr int kQ5MaxActs = 4;
 
 #include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"
 
+// Piece T of a group's block unpacked into RowsInLanes' lanes T and T + 4 of the group's 8 rows (q5_0_groups_to_lanes).
+template <int T>
+void store_lanes(const uint8_t* gb, __m256i w, uint8_t* lanes, int slice) {
+  __m256i q0, q1;
+  q5_0_unpack<T>(gb, w, q0, q1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + T * slice * 4), q0);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + (T + 4) * slice * 4), q1);
+}
+
 }  // namespace
 
 void q5_0_groups_to_lanes(const GemmArgs& g, int64_t row, int rows, int slice, int block_bytes, uint8_t* packed) {
@@ -370,19 +379,10 @@ void q5_0_groups_to_lanes(const GemmArgs& g, int64_t row, int rows, int slice, i
       _mm256_storeu_ps(reinterpret_cast<float*>(pb) + kGroup * q, q5_0_block_scales(gb, false));
       uint8_t* lanes = pb + slice * 4 + kGroup * q * 4;
       const __m256i w = load32(gb + 16);
-      __m256i q0, q1;
-      q5_0_unpack<0>(gb, w, q0, q1);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), q0);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 4 * slice * 4), q1);
-      q5_0_unpack<1>(gb, w, q0, q1);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 1 * slice * 4), q0);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 5 * slice * 4), q1);
-      q5_0_unpack<2>(gb, w, q0, q1);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 2 * slice * 4), q0);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 6 * slice * 4), q1);
-      q5_0_unpack<3>(gb, w, q0, q1);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 3 * slice * 4), q0);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 7 * slice * 4), q1);
+      store_lanes<0>(gb, w, lanes, slice);
+      store_lanes<1>(gb, w, lanes, slice);
+      store_lanes<2>(gb, w, lanes, slice);
+      store_lanes<3>(gb, w, lanes, slice);
     }
   }
   for (int64_t b = 0; b < nb && padded > rows; ++b) {  // the pad rows: zero scales and quants
