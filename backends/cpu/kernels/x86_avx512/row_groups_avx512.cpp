@@ -67,10 +67,11 @@ int32_t load_i32(const uint8_t* p) {
   return v;
 }
 
-// Q4_0's software prefetch distance along the stream: none measured 28-31
-// GB/s, 8 KiB 24-33, 16 KiB 33-37, 32 KiB 33-39 (packed-decode*/avx512/q4_0,
-// one thread, host load 4). Q8_0 streams without (stops 14 and 16: the same
-// with and without at load 8). Groups longer than kLongGroupBytes (rows of
+// The groups stream without software prefetch. Q8_0 since stops 14 and 16 (the same with and without at load 8);
+// Q4_0 since stop 40 (a 16 KiB distance had measured 33-37 GB/s against 28-31 without on a loaded host at stop 16;
+// on the Zen 4 host of stops 37-40 none reads packed-decode*/avx512/q4_0 1.1-1.4x and Qwen3 / Llama-3.2-1B Q4_0 tg
+// at one thread 1.0-1.16x, docs/perf/cpu-round2f.md), as the K-quant groups (stop 37) and Q5_0 (stop 40): the
+// hardware prefetchers track one sequential stream. Groups longer than kLongGroupBytes (rows of
 // k > 5782: Llama-3.2-1B's FFN down, k = 8192, 68 KiB a group) go through
 // q8_0_group_batch even for decode (stop 27): its lane starts and scales are
 // made in registers, so only the activation row (8.5 KiB at k = 8192) has to
@@ -80,15 +81,10 @@ int32_t load_i32(const uint8_t* p) {
 // read 1.17-1.22x itself without one), in the same tokens
 // (docs/perf/cpu-round2d.md "Stop 27, dq2"); a prefetch on top of the new form measured 1.01-1.02x
 // of the stop 26 form, so it has none.
-constexpr int64_t kQ4_0Prefetch = 16 * 1024, kLongGroupBytes = 48 * 1024;
+constexpr int64_t kLongGroupBytes = 48 * 1024;
 // A slice's first bytes, requested before its first group (no earlier step
 // prefetched them; the plain kernels request their first 16 rows).
 constexpr int64_t kHeadBytes = 16 * 1024;
-
-// Requests the lines of [p, p + n).
-inline void prefetch_span(const uint8_t* p, int n) {
-  for (int o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
-}
 
 // What a step needs of the call: the weights, the activation rows, the output.
 struct Step {
@@ -247,7 +243,6 @@ void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
-    if (act == 0) prefetch_span(gb + kQ4_0Prefetch, int(kBlock));
     __m512i lo[2], hi[2];
     for (int v = 0; v < 2; ++v) {
       const __m512i q = _mm512_loadu_si512(gb + 16 + 64 * v);
