@@ -976,13 +976,13 @@ TEST(RowGroups, PackedPromptBatchesAreTheReferenceBitsOnEveryIsa) {
 #endif
 }
 
-// Q5_0 prompt batches on kLayoutQ5Groups8 in place (stop 40, AVX-512's gemm_packed_batch): in the lanes order
-// (auto's for Q5_0) RowsInLanes reads whole groups through q5_0_groups_to_lanes and the rows past the last group
-// plain, over three threads' slices: the plain layout's bits (the same entry unpacked); in llama.cpp's order it
-// declines and writes nothing (MUL_MAT unpacks); a slice off a group boundary is an error.
+// Q5_0 prompt batches on kLayoutQ5Groups8 in place (stop 40, gemm_packed_batch on avx2, avx2-vnni and avx512): in
+// the lanes order (auto's for Q5_0) the rows-in-lanes kernel reads whole groups through q5_0_groups_to_lanes and
+// the rows past the last group plain, over three threads' slices: the plain layout's bits (the same entry unpacked); in
+// llama.cpp's order it declines and writes nothing (MUL_MAT unpacks); a slice off a group boundary is an error.
 TEST(RowGroups, Q5PromptBatchesOnTheGroupsAreThePlainBits) {
   std::mt19937 rng(43);
-  int checked = 0;
+  int checked = 0, checked_avx512 = 0;
   for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }, false)) {
     const MatmulKernels* kern = matmul_kernels(DType::Q5_0, isa);
     if (!kern || kern->packed_layout != kLayoutQ5Groups8 || !kern->gemm_packed_batch) continue;
@@ -1018,6 +1018,7 @@ TEST(RowGroups, Q5PromptBatchesOnTheGroupsAreThePlainBits) {
             EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
                 << isa_name(isa) << " k " << k << " rows " << rows << " n_act " << n_act;
             ++checked;
+            if (isa == Isa::avx512) ++checked_avx512;
           }
           if (lanes_order(DType::Q5_0) && rows > 8) {
             std::vector<float> x(size_t(40 * k), 1.0f), out(size_t(40 * rows));
@@ -1032,8 +1033,11 @@ TEST(RowGroups, Q5PromptBatchesOnTheGroupsAreThePlainBits) {
     set_batch_order(BatchOrder::by_type);
   }
 #if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: the Q5_0 prompt batches on the groups were not run";
+  }
   if (host_supports(Isa::avx512)) {
-    EXPECT_GT(checked, 0) << "AVX-512 host: the Q5_0 prompt batches on the groups were not run";
+    EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the avx512 Q5_0 prompt batches on the groups were not run";
   }
 #endif
 }

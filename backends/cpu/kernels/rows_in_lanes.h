@@ -21,6 +21,7 @@
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/kernels/repack.h"
+#include "core/error.h"
 
 namespace {
 
@@ -44,6 +45,25 @@ inline BlockAt legacy_block(const opal::cpu::GemmArgs& g, int64_t row, int64_t b
   }
   const uint8_t* blk = g.w + uint64_t(row) * g.w_row_bytes + uint64_t(b) * uint64_t(block_bytes);
   return {blk, blk + 2};
+}
+
+// A Q5_0 prompt batch on kLayoutQ5Groups8 in place (stop 40; each ISA's gemm_q5_0_packed_batch): the slice's whole
+// groups through groups (a rows-in-lanes driver whose repack reads them with avx2::q5_0_groups_to_lanes), the rows
+// past the last group, which the layout leaves plain, through plain (layout 0).
+inline void q5_0_on_whole_groups(const opal::cpu::GemmArgs& g, void (*groups)(const opal::cpu::GemmArgs&),
+                                 void (*plain)(const opal::cpu::GemmArgs&)) {
+  if (g.row_begin % 8 != 0)
+    opal::fail("Q5_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  const int64_t full = g.n_rows / 8 * 8;
+  opal::cpu::GemmArgs whole = g;
+  whole.row_end = std::min(g.row_end, full);
+  if (whole.row_end > whole.row_begin) groups(whole);
+  if (g.row_end > full) {
+    opal::cpu::GemmArgs rest = g;
+    rest.row_begin = std::max(g.row_begin, full);
+    rest.layout = opal::cpu::kLayoutPlain;
+    plain(rest);
+  }
 }
 
 template <class K>

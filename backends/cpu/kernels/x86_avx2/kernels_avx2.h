@@ -59,6 +59,15 @@ void gemm_q4_0_groups_vnni(const GemmArgs& g);
 // decode and batches of up to 16 rows (llama.cpp's order, as the plain kernels'); the
 // plain rows after the last group go to gemm_q5_0 (avx2vnni's form: row_groups_avx2vnni.cpp).
 void gemm_q5_0_groups(const GemmArgs& g);
+// Larger Q5_0 batches on the groups in place (stop 40, gemm_packed_batch): in the block-exact order (q5_0_block_exact)
+// Q5_0Lanes, its repack reading whole groups through q5_0_groups_to_lanes, the rows past the last group plain;
+// false in llama.cpp's order (MUL_MAT unpacks then).
+bool gemm_q5_0_packed_batch(const GemmArgs& g);
+// Whole groups [row, row + rows) of a kLayoutQ5Groups8 weight (row and rows multiples of 8, rows <= slice) into the
+// rows-in-lanes slice form (Q5_0Lanes, avx2vnni's and avx512's RowsInLanes<Q5_0Weights>): per block (block_bytes
+// apart) the rows' f32 scales, then lane L (elements 4L .. 4L + 3) of row r's unsigned 5-bit quants at 4 * slice +
+// 4 * (L * slice + r); rows up to a multiple of 16 zeroed. Plain AVX2 (q5_0_groups.h's unpack), for every x86 ISA.
+void q5_0_groups_to_lanes(const GemmArgs& g, int64_t row, int rows, int slice, int block_bytes, uint8_t* packed);
 // Q4_K / Q6_K weights in K-quant row groups of 8 (kernels/repack.h kLayoutKGroups8;
 // kquant_groups_avx2.cpp): decode and batches of up to 3 rows; the plain rows after the
 // last group go to gemm_q4_K / gemm_q6_K (avx2vnni's forms: kquant_groups_avx2vnni.cpp).
@@ -93,6 +102,8 @@ void gemm_q4_K(const GemmArgs& g);
 void gemm_q6_K(const GemmArgs& g);
 // Q5_0 weights in row groups of 8 (row_groups_avx2vnni.cpp): decode and batches of up to 16 rows.
 void gemm_q5_0_groups(const GemmArgs& g);
+// Larger Q5_0 batches on the groups in place (stop 40): avx2::gemm_q5_0_packed_batch's with RowsInLanes.
+bool gemm_q5_0_packed_batch(const GemmArgs& g);
 // Q4_K / Q6_K weights in K-quant row groups of 8 (kquant_groups_avx2vnni.cpp, vpdpwssd):
 // decode and batches of up to 3 rows; larger batches in place (the _batch forms).
 void gemm_q4_K_groups(const GemmArgs& g);

@@ -326,6 +326,7 @@ struct Q5_0Lanes {
   static constexpr int kActs = 3;
 
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    if (g.layout == kLayoutQ5Groups8) return q5_0_groups_to_lanes(g, row, rows, kSlice, kBlockBytes, packed);
     const int64_t nb = g.k / 32;
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* pb = packed + b * kBlockBytes;
@@ -427,6 +428,12 @@ bool lanes_batch(const GemmArgs& g, DType weight_type) {
 bool q5_0_block_exact(const GemmArgs& g) { return !g.single_rows && g.scratch != nullptr && lanes_order(DType::Q5_0); }
 
 static void q5_0_lanes(const GemmArgs& g) { SliceDriver<Q5_0Lanes>::run(g); }
+
+bool gemm_q5_0_packed_batch(const GemmArgs& g) {
+  if (!q5_0_block_exact(g)) return false;
+  q5_0_on_whole_groups(g, q5_0_lanes, gemm_q5_0);
+  return true;
+}
 
 void gemm_q5_0(const GemmArgs& g) {
   if (q5_0_block_exact(g) && g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run_exact(g, q5_0_lanes);

@@ -33,6 +33,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels/kquant_scales.h"
 #include "backends/cpu/kernels/rows_in_lanes.h"
@@ -104,8 +105,11 @@ struct RowsInLanes {
   static constexpr int kBlockBytes = kSlice * 4 + 8 * kSlice * 4;  // scales + quants
   static constexpr int kActs = 3;
 
-  // rows (1 to 16) weight rows from row into packed, zero rows after them.
+  // rows (1 to 16) weight rows from row into packed, zero rows after them (Q5_0 on its row groups: whole
+  // groups, gemm_q5_0_packed_batch).
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    if (std::is_same_v<W, Q5_0Weights> && g.layout == kLayoutQ5Groups8)
+      return avx2::q5_0_groups_to_lanes(g, row, rows, kSlice, kBlockBytes, packed);
     const int64_t nb = g.k / 32;
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* pb = packed + b * kBlockBytes;
@@ -117,7 +121,7 @@ struct RowsInLanes {
           std::memset(tmp[r], 0, sizeof tmp[r]);
           continue;
         }
-        const BlockAt at = legacy_block(g, row + r, b, W::kBytes);  // Q5_0 is never repacked: plain
+        const BlockAt at = legacy_block(g, row + r, b, W::kBytes);  // Q5_0 here: plain
         scales[r] = load_f16(at.scale);
         _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::quants(at.quants - 2));  // quants() reads blk + 2 on
       }
@@ -202,6 +206,12 @@ void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
   else if (g.scratch != nullptr && lanes_order(DType::Q8_0)) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
   else Q8_0LlamaTiles<VnniDot, false>::run(g);
+}
+
+bool gemm_q5_0_packed_batch(const GemmArgs& g) {
+  if (!avx2::q5_0_block_exact(g)) return false;
+  q5_0_on_whole_groups(g, SliceDriver<RowsInLanes<Q5_0Weights>>::run, gemm_q5_0);
+  return true;
 }
 
 bool gemm_q4_0_packed_batch(const GemmArgs& g) {

@@ -48,13 +48,9 @@ bool gemm_q8_0_packed_batch(const GemmArgs& g);
 // rows; in the block-exact order where avx2::q5_0_block_exact, else llama.cpp's.
 void gemm_q5_0_groups(const GemmArgs& g);
 // Larger Q5_0 batches on the groups in place (stop 40, gemm_packed_batch): in the lanes order RowsInLanes,
-// its repack reading whole groups through q5_0_groups_to_lanes (the rows past the last group plain); false in
+// its repack reading whole groups through avx2::q5_0_groups_to_lanes (the rows past the last group plain); false in
 // llama.cpp's order (MUL_MAT unpacks then).
 bool gemm_q5_0_packed_batch(const GemmArgs& g);
-// Whole groups [row, row + rows) of a kLayoutQ5Groups8 weight (row and rows multiples of 8, rows <= slice) into
-// RowsInLanes' slice form: per block (block_bytes apart) the rows' f32 scales, then lane L (elements 4L .. 4L + 3)
-// of row r's unsigned 5-bit quants at 4 * slice + 4 * (L * slice + r); rows up to a multiple of 16 zeroed.
-void q5_0_groups_to_lanes(const GemmArgs& g, int64_t row, int rows, int slice, int block_bytes, uint8_t* packed);
 void gemm_q4_K(const GemmArgs& g);
 void gemm_q5_K(const GemmArgs& g);
 void gemm_q6_K(const GemmArgs& g);

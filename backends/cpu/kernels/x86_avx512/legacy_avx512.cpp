@@ -754,7 +754,7 @@ struct RowsInLanes {
   // to a multiple of 16.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     if (std::is_same_v<W, Q5_0Weights> && g.layout == kLayoutQ5Groups8) {  // gemm_q5_0_packed_batch: whole groups
-      q5_0_groups_to_lanes(g, row, rows, kSlice, kBlockBytes, packed);
+      avx2::q5_0_groups_to_lanes(g, row, rows, kSlice, kBlockBytes, packed);
       prefetch_slice(g, row + kSlice, kSlice);
       return;
     }
@@ -928,20 +928,8 @@ bool gemm_q4_0_packed_batch(const GemmArgs& g) {
 }
 
 bool gemm_q5_0_packed_batch(const GemmArgs& g) {
-  if (g.n_act <= kSmallBatch || g.single_rows || !RowsInLanes<Q5_0Weights>::applies(g) || !lanes_order(DType::Q5_0))
-    return false;
-  if (g.row_begin % 8 != 0)
-    fail("Q5_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
-  const int64_t full = g.n_rows / 8 * 8;
-  GemmArgs groups = g;
-  groups.row_end = std::min(g.row_end, full);
-  if (groups.row_end > groups.row_begin) RowsInLanesDriver<RowsInLanes<Q5_0Weights>>::run(groups);
-  if (g.row_end > full) {  // the rows past the last group are plain
-    GemmArgs rest = g;
-    rest.row_begin = std::max(g.row_begin, full);
-    rest.layout = kLayoutPlain;
-    gemm_q5_0(rest);
-  }
+  if (g.n_act <= kSmallBatch || !avx2::q5_0_block_exact(g)) return false;
+  q5_0_on_whole_groups(g, RowsInLanesDriver<RowsInLanes<Q5_0Weights>>::run, gemm_q5_0);
   return true;
 }
 

@@ -350,43 +350,7 @@ constexpr int kQ5MaxActs = 4;
 
 #include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"
 
-// Piece T of a group's block unpacked into RowsInLanes' lanes T and T + 4 of the group's 8 rows (q5_0_groups_to_lanes).
-template <int T>
-void store_lanes(const uint8_t* gb, __m256i w, uint8_t* lanes, int slice) {
-  __m256i q0, q1;
-  q5_0_unpack<T>(gb, w, q0, q1);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + T * slice * 4), q0);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + (T + 4) * slice * 4), q1);
-}
-
 }  // namespace
-
-void q5_0_groups_to_lanes(const GemmArgs& g, int64_t row, int rows, int slice, int block_bytes, uint8_t* packed) {
-  if (row % kGroup != 0 || rows % kGroup != 0 || rows > slice || row + rows > g.n_rows / kGroup * kGroup)
-    fail("Q5_0 row groups to lanes: rows [{}, {}) are not whole groups of a {}-row weight", row, row + rows, g.n_rows);
-  const int64_t nb = g.k / 32;
-  const int padded = (rows + 15) / 16 * 16;
-  for (int q = 0; q < rows / kGroup; ++q) {
-    const uint8_t* grp = g.w + uint64_t(row + kGroup * q) * g.w_row_bytes;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* gb = grp + b * kQ5_0Group;
-      uint8_t* pb = packed + b * block_bytes;
-      _mm256_storeu_ps(reinterpret_cast<float*>(pb) + kGroup * q, q5_0_block_scales(gb, false));
-      uint8_t* lanes = pb + slice * 4 + kGroup * q * 4;
-      const __m256i w = load32(gb + 16);
-      store_lanes<0>(gb, w, lanes, slice);
-      store_lanes<1>(gb, w, lanes, slice);
-      store_lanes<2>(gb, w, lanes, slice);
-      store_lanes<3>(gb, w, lanes, slice);
-    }
-  }
-  for (int64_t b = 0; b < nb && padded > rows; ++b) {  // the pad rows: zero scales and quants
-    uint8_t* pb = packed + b * block_bytes;
-    std::memset(pb + 4 * rows, 0, size_t(4 * (padded - rows)));
-    for (int lane = 0; lane < 8; ++lane)
-      std::memset(pb + slice * 4 + (lane * slice + rows) * 4, 0, size_t(4 * (padded - rows)));
-  }
-}
 
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<VnniQ5>(g, gemm_q5_0); }
 
