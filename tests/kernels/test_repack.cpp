@@ -276,6 +276,21 @@ int expect_order_bits(const MatmulKernels& kern, Isa isa, DType type, uint8_t la
   return checked;
 }
 
+// That a test met its kernels on the host's ISAs: checked > 0 on an AVX2 host, checked_avx512 > 0 (the avx512
+// kernels' share) on an AVX-512 one.
+void expect_ran(int checked, int checked_avx512, const char* what) {
+#if defined(__x86_64__)
+  if (host_supports(Isa::avx2)) {
+    EXPECT_GT(checked, 0) << "AVX2 host: " << what << " were not run";
+  }
+  if (host_supports(Isa::avx512)) {
+    EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the avx512 forms of " << what << " were not run";
+  }
+#else
+  (void)checked, (void)checked_avx512, (void)what;
+#endif
+}
+
 // The AVX2 (stop 25) and AVX-512 (stop 40) Q5_0 kernels' block-exact order (the lanes order at every
 // batch size, docs/fidelity.md): under auto / lanes each output is llama_order::
 // block_exact's fold of the blocks (the exact int32 sum of (q - 16) * x, one FMA
@@ -330,14 +345,7 @@ TEST(RowGroups, Q5BlockExactOrderIsTheScalarBlockFold) {
       }
     }
   }
-#if defined(__x86_64__)
-  if (host_supports(Isa::avx2)) {
-    EXPECT_GT(checked, 0) << "AVX2 host: the block-exact Q5_0 kernels were not run";
-  }
-  if (host_supports(Isa::avx512)) {
-    EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the block-exact Q5_0 kernels were not run";
-  }
-#endif
+  expect_ran(checked, checked_avx512, "the block-exact Q5_0 kernels");
 }
 
 // The K-quant row groups (kLayoutKGroups8, Q4_K and Q6_K; kLayoutKGroups8Pairs and
@@ -1032,14 +1040,7 @@ TEST(RowGroups, Q5PromptBatchesOnTheGroupsAreThePlainBits) {
     }
     set_batch_order(BatchOrder::by_type);
   }
-#if defined(__x86_64__)
-  if (host_supports(Isa::avx2)) {
-    EXPECT_GT(checked, 0) << "AVX2 host: the Q5_0 prompt batches on the groups were not run";
-  }
-  if (host_supports(Isa::avx512)) {
-    EXPECT_GT(checked_avx512, 0) << "AVX-512 host: the avx512 Q5_0 prompt batches on the groups were not run";
-  }
-#endif
+  expect_ran(checked, checked_avx512, "the Q5_0 prompt batches on the groups");
 }
 
 // Which batches the group kernels take (packed_reads, stop 17): up to packed_max_act always; up to

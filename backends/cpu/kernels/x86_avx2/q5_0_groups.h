@@ -13,9 +13,10 @@
 //                           quants, x4: the activation's 4 bytes broadcast);
 //   Dot::Block              a block's exact sum in the block-exact order:
 //                           start(offset), add<T>(q0, x0, q1, x1) per piece, sum().
-// Plain AVX2 takes vpmaddubsw, vpmaddwd by ones and the subtraction; AVX-VNNI
-// one vpdpbusd started at the (negated) offset. Both are exact, so both give
-// the same bits.
+// Plain AVX2 takes vpmaddubsw, vpmaddwd by ones and the subtraction (MaddQ5,
+// row_groups_avx2.cpp); AVX-VNNI and AVX-512 VL one vpdpbusd started at the
+// (negated) offset (VnniQ5 below, with the includer's Dpbusd). All are exact,
+// so all give the same bits.
 //
 // Layout (kernels/repack.h, kLayoutQ5Groups8, stop 24) per group and 32-element
 // block (176 bytes): the 8 rows' f16 scales, a word per row, then pieces
@@ -45,6 +46,35 @@
 #pragma once
 
 constexpr int64_t kQ5_0Group = kGroup * kQ5_0Bytes;  // 176
+
+// The VNNI form of Dot (avx2-vnni's AVX-VNNI, avx512's AVX-512 VL): one vpdpbusd started at the offset per lane
+// sum; Dpbusd::apply(acc, u8, s8) is the ISA's 256-bit vpdpbusd (VEX or EVEX: the same operation).
+template <class Dpbusd>
+struct VnniQ5 {
+  // c[8b + L] = -16 * (x_4L + .. + x_4L+3) over block b of a Q8_0 activation row.
+  static void offsets(const uint8_t* x, int64_t nb, int32_t* c) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i s = Dpbusd::apply(_mm256_setzero_si256(), _mm256_set1_epi8(16), load32(x + b * kQ8_0Bytes + 2));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), s));
+    }
+  }
+  static __m256i lane(__m256i q, __m256i x4, int32_t c) { return Dpbusd::apply(_mm256_set1_epi32(c), q, x4); }
+  // A block's exact sum in the block-exact order (q5_0_group_exact): two
+  // vpdpbusd chains (lanes T and lanes T + 4), the first started at the offset.
+  struct Block {
+    __m256i s[2];
+    void start(__m256i offset) {
+      s[0] = offset;
+      s[1] = _mm256_setzero_si256();
+    }
+    template <int T>
+    void add(__m256i q0, __m256i x0, __m256i q1, __m256i x1) {
+      s[0] = Dpbusd::apply(s[0], q0, x0);
+      s[1] = Dpbusd::apply(s[1], q1, x1);
+    }
+    __m256i sum() const { return _mm256_add_epi32(s[0], s[1]); }
+  };
+};
 
 // The top two bits of the quants 16 + 4T + b (at bits 8b + 2T, 8b + 2T + 1 of
 // each row's word, kLayoutQ5Groups8) moved to bits 3 and 4 of byte b; other

@@ -1,5 +1,5 @@
 // Decode and small batches (up to 16 activation rows) of Q5_0 weights
-// repacked at load into row groups of 8 (kernels/repack.h, kLayoutRowGroups8),
+// repacked at load into row groups of 8 (kernels/repack.h, kLayoutQ5Groups8),
 // with AVX-VNNI (the avx2-vnni ISA): q5_0_groups.h's kernels (layout, order
 // and why they give the plain layout's bits are described there) with one
 // vpdpbusd per piece where plain AVX2 takes vpmaddubsw, vpmaddwd by ones and
@@ -35,32 +35,9 @@ __m256i bcast4(const uint8_t* p) {
 }
 __m256i or_masked(__m256i a, __m256i b, __m256i mask) { return _mm256_or_si256(a, _mm256_and_si256(b, mask)); }
 
-// AVX-VNNI's lane sum: one vpdpbusd started at the offset.
-struct VnniQ5 {
-  // c[8b + L] = -16 * (x_4L + .. + x_4L+3) over block b of a Q8_0 activation row.
-  static void offsets(const uint8_t* x, int64_t nb, int32_t* c) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m256i s =
-          _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), load32(x + b * kQ8_0Bytes + 2));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), s));
-    }
-  }
-  static __m256i lane(__m256i q, __m256i x4, int32_t c) { return _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(c), q, x4); }
-  // A block's exact sum in the block-exact order (q5_0_group_exact): two
-  // vpdpbusd chains (lanes T and lanes T + 4), the first started at the offset.
-  struct Block {
-    __m256i s[2];
-    void start(__m256i offset) {
-      s[0] = offset;
-      s[1] = _mm256_setzero_si256();
-    }
-    template <int T>
-    void add(__m256i q0, __m256i x0, __m256i q1, __m256i x1) {
-      s[0] = _mm256_dpbusd_avx_epi32(s[0], q0, x0);
-      s[1] = _mm256_dpbusd_avx_epi32(s[1], q1, x1);
-    }
-    __m256i sum() const { return _mm256_add_epi32(s[0], s[1]); }
-  };
+// AVX-VNNI's vpdpbusd (q5_0_groups.h's VnniQ5).
+struct AvxVnniDpbusd {
+  static __m256i apply(__m256i acc, __m256i u, __m256i v) { return _mm256_dpbusd_avx_epi32(acc, u, v); }
 };
 
 constexpr int kQ5MaxActs = 3;
@@ -69,7 +46,7 @@ constexpr int kQ5MaxActs = 3;
 
 }  // namespace
 
-void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<VnniQ5>(g, gemm_q5_0); }
+void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<VnniQ5<AvxVnniDpbusd>>(g, gemm_q5_0); }
 
 }  // namespace opal::cpu::avx2vnni
 #endif  // x86

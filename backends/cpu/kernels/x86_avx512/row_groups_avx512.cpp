@@ -320,30 +320,9 @@ __m256i bcast4(const uint8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
 // a | (b & mask), one vpternlogd.
 __m256i or_masked(__m256i a, __m256i b, __m256i mask) { return _mm256_ternarylogic_epi32(a, b, mask, 0xF8); }
 
-struct VnniQ5 {
-  // c[8b + L] = -16 * (x_4L + .. + x_4L+3) over block b of a Q8_0 activation row.
-  static void offsets(const uint8_t* x, int64_t nb, int32_t* c) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m256i s =
-          _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), load32(x + b * kQ8_0Bytes + 2));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), s));
-    }
-  }
-  static __m256i lane(__m256i q, __m256i x4, int32_t c) { return _mm256_dpbusd_epi32(_mm256_set1_epi32(c), q, x4); }
-  // The block-exact order's block sum: two vpdpbusd chains (lanes T, lanes T + 4), the first started at the offset.
-  struct Block {
-    __m256i s[2];
-    void start(__m256i offset) {
-      s[0] = offset;
-      s[1] = _mm256_setzero_si256();
-    }
-    template <int T>
-    void add(__m256i q0, __m256i x0, __m256i q1, __m256i x1) {
-      s[0] = _mm256_dpbusd_epi32(s[0], q0, x0);
-      s[1] = _mm256_dpbusd_epi32(s[1], q1, x1);
-    }
-    __m256i sum() const { return _mm256_add_epi32(s[0], s[1]); }
-  };
+// AVX-512 VL's 256-bit vpdpbusd (q5_0_groups.h's VnniQ5).
+struct Avx512Dpbusd {
+  static __m256i apply(__m256i acc, __m256i u, __m256i v) { return _mm256_dpbusd_epi32(acc, u, v); }
 };
 
 constexpr int kQ5MaxActs = 4;
@@ -352,7 +331,7 @@ constexpr int kQ5MaxActs = 4;
 
 }  // namespace
 
-void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<VnniQ5>(g, gemm_q5_0); }
+void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<VnniQ5<Avx512Dpbusd>>(g, gemm_q5_0); }
 
 void gemm_q8_0_groups(const GemmArgs& g) {
   const int64_t end = groups_end(g);
