@@ -57,9 +57,12 @@ constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 // Llama-3.2-1B's, k = 8192, 1.16x; its tied output 1.09x; at two threads the
 // same but for Qwen3's output, 1.07x with; docs/perf/cpu-round2d.md,
 // "Stop 27, dq2"). The hardware prefetchers follow the one stream; the head
-// request stays.
+// request stays. Q4_0 decode since stop 40 (Zen 4, --isa avx2, tg64 at one
+// thread with and without alternated: Qwen3-0.6B Q4_0 1.01-1.07x, Llama-3.2-1B
+// 1.05-1.12x; docs/perf/cpu-round2f.md). Q5_0 keeps it (SmolLM2-135M Q4_K_M
+// level either way).
 // Batches (2-16 activation rows) keep the prefetch: not measured.
-bool q8_0_stream_prefetch(const GemmArgs& g) { return g.n_act > 1; }
+bool wants_stream_prefetch(const GemmArgs& g) { return g.n_act > 1; }
 
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
 void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
@@ -322,14 +325,16 @@ void q5_0_groups_to_lanes(const GemmArgs& g, int64_t row, int rows, int slice, i
 }
 
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<MaddQ5>(g, gemm_q5_0); }
-void gemm_q8_0_groups(const GemmArgs& g) {
-  run_groups(g, q8_0_group, gemm_q8_0, true, nullptr, q8_0_stream_prefetch(g));
+void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, true, nullptr, wants_stream_prefetch(g)); }
+void gemm_q4_0_groups(const GemmArgs& g) {
+  run_groups(g, q4_0_group, gemm_q4_0, true, q4_0_group_acts, wants_stream_prefetch(g));
 }
-void gemm_q4_0_groups(const GemmArgs& g) { run_groups(g, q4_0_group, gemm_q4_0, true, q4_0_group_acts); }
 void gemm_q8_0_groups_vnni(const GemmArgs& g) {
-  run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true, nullptr, q8_0_stream_prefetch(g));
+  run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true, nullptr, wants_stream_prefetch(g));
 }
-void gemm_q4_0_groups_vnni(const GemmArgs& g) { run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true, q4_0_group_acts); }
+void gemm_q4_0_groups_vnni(const GemmArgs& g) {
+  run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true, q4_0_group_acts, wants_stream_prefetch(g));
+}
 
 }  // namespace opal::cpu::avx2
 #endif  // x86
