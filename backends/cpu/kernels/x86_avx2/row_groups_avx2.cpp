@@ -325,7 +325,9 @@ void q5_0_groups_to_lanes(const GemmArgs& g, int64_t row, int rows, int slice, i
 }
 
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<MaddQ5>(g, gemm_q5_0); }
-void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, true, nullptr, wants_stream_prefetch(g)); }
+void gemm_q8_0_groups(const GemmArgs& g) {
+  run_groups(g, q8_0_group, gemm_q8_0, true, nullptr, wants_stream_prefetch(g));
+}
 void gemm_q4_0_groups(const GemmArgs& g) {
   run_groups(g, q4_0_group, gemm_q4_0, true, q4_0_group_acts, wants_stream_prefetch(g));
 }
