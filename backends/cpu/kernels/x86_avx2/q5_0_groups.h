@@ -208,7 +208,8 @@ inline void block_offsets(const uint8_t* x, int64_t nb, int32_t* c) {
 
 // The thread's Q5_0 groups, each met by the activation rows kQ5MaxActs at a
 // time while it is in L1 (a batch streams the weights once), the slice's first
-// kHeadBytes requested up front; then the plain rows after the last whole
+// kHeadBytes requested up front where the stream is prefetched (kGroupPrefetch > 0: the head is the part of the
+// stream no step before prefetched); then the plain rows after the last whole
 // group through the plain gemm.
 template <class Dot>
 void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
@@ -239,7 +240,8 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
     }
     const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
-    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
+    for (uint64_t o = 0; kGroupPrefetch > 0 && o < head; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
     for (int64_t r = g.row_begin; r < end; r += kGroup) {
       const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
       for (int64_t a0 = 0; a0 < g.n_act; a0 += kQ5MaxActs) {

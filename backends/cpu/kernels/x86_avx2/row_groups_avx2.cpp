@@ -47,7 +47,8 @@ constexpr int64_t kGroup = 8;
 // 7-10): none 25, head only 28.6, 16 KiB on only 31, both 29.7 GB/s; the
 // plain kernel 21-30 in the same runs. (1 and 4 KiB on measured slower than
 // none at stop 13.) Q4_0 (stop 15, load 4.6-5.2, two passes): none 24-31,
-// 4 KiB 30-33, 8 KiB 26-37, 16 KiB 27-39, 32 KiB 28-37 GB/s.
+// 4 KiB 30-33, 8 KiB 26-37, 16 KiB 27-39, 32 KiB 28-37 GB/s. Since stops 27,
+// 40 and 41 only batches and Q5_0 take either (wants_stream_prefetch below).
 constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 
 // Q8_0 decode streams without the 16 KiB prefetch (stop 27): with every
@@ -56,12 +57,12 @@ constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 // Llama-3.2-1B at one thread, 1.00-1.21x (Qwen3's FFN down, k = 3072, 1.21x;
 // Llama-3.2-1B's, k = 8192, 1.16x; its tied output 1.09x; at two threads the
 // same but for Qwen3's output, 1.07x with; docs/perf/cpu-round2d.md,
-// "Stop 27, dq2"). The hardware prefetchers follow the one stream; the head
-// request stays. Q4_0 decode since stop 40 (Zen 4, --isa avx2, tg64 at one
-// thread with and without alternated: Qwen3-0.6B Q4_0 1.01-1.07x, Llama-3.2-1B
-// 1.05-1.12x; docs/perf/cpu-round2f.md). Q5_0 keeps it (SmolLM2-135M Q4_K_M
-// level either way).
-// Batches (2-16 activation rows) keep the prefetch: not measured.
+// "Stop 27, dq2"). The hardware prefetchers follow the one stream. Q4_0 decode since stop 40 (Zen 4, --isa avx2, tg64
+// at one thread with and without alternated: Qwen3-0.6B Q4_0 1.01-1.07x, Llama-3.2-1B 1.05-1.12x;
+// docs/perf/cpu-round2f.md). Q5_0 keeps it (SmolLM2-135M Q4_K_M level either way). Batches (2-16 activation rows) keep
+// the prefetch: not measured. The head request (kHeadBytes) goes with the stream's prefetch: since stop 41 a decode
+// without the one requests no head either (alternated token by token, every call without it read faster: SmolLM2-135M
+// Q4_0 / Q8_0 tg at one thread 3-3.5 %, Q4_0 at two threads 8.6 %, Qwen3-0.6B 0.6-0.8 %; docs/perf/cpu-round2g.md).
 bool wants_stream_prefetch(const GemmArgs& g) { return g.n_act > 1; }
 
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
@@ -208,16 +209,16 @@ using GroupActsFn = void (*)(const GemmArgs&, const uint8_t*, int64_t, int64_t);
 
 // The thread's groups, each met by every activation row in turn; then the
 // plain rows after the last whole group through the plain gemm.
-// head: request the first kHeadBytes of the slice before the first group.
 // acts: a group against all activation rows at once (instead of group per row), where the kernel has one.
-// stream_prefetch: the first activation row's pass over a group prefetches kGroupPrefetch on.
-void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), bool head, GroupActsFn acts = nullptr,
-                bool stream_prefetch = true) {
+// stream_prefetch: the first activation row's pass over a group prefetches kGroupPrefetch on, and the first
+// kHeadBytes of the slice are requested before the first group.
+void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), GroupActsFn acts,
+                bool stream_prefetch) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
   const int64_t end = g.row_end < full ? g.row_end : full;
-  if (end > g.row_begin && head) {
+  if (end > g.row_begin && stream_prefetch) {
     const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
@@ -325,17 +326,15 @@ void q5_0_groups_to_lanes(const GemmArgs& g, int64_t row, int rows, int slice, i
 }
 
 void gemm_q5_0_groups(const GemmArgs& g) { run_q5_0_groups<MaddQ5>(g, gemm_q5_0); }
-void gemm_q8_0_groups(const GemmArgs& g) {
-  run_groups(g, q8_0_group, gemm_q8_0, true, nullptr, wants_stream_prefetch(g));
-}
+void gemm_q8_0_groups(const GemmArgs& g) { run_groups(g, q8_0_group, gemm_q8_0, nullptr, wants_stream_prefetch(g)); }
 void gemm_q4_0_groups(const GemmArgs& g) {
-  run_groups(g, q4_0_group, gemm_q4_0, true, q4_0_group_acts, wants_stream_prefetch(g));
+  run_groups(g, q4_0_group, gemm_q4_0, q4_0_group_acts, wants_stream_prefetch(g));
 }
 void gemm_q8_0_groups_vnni(const GemmArgs& g) {
-  run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, true, nullptr, wants_stream_prefetch(g));
+  run_groups(g, q8_0_group, avx2vnni::gemm_q8_0, nullptr, wants_stream_prefetch(g));
 }
 void gemm_q4_0_groups_vnni(const GemmArgs& g) {
-  run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, true, q4_0_group_acts, wants_stream_prefetch(g));
+  run_groups(g, q4_0_group, avx2vnni::gemm_q4_0, q4_0_group_acts, wants_stream_prefetch(g));
 }
 
 }  // namespace opal::cpu::avx2

@@ -82,9 +82,11 @@ int32_t load_i32(const uint8_t* p) {
 // (docs/perf/cpu-round2d.md "Stop 27, dq2"); a prefetch on top of the new form measured 1.01-1.02x
 // of the stop 26 form, so it has none.
 constexpr int64_t kLongGroupBytes = 48 * 1024;
-// A slice's first bytes, requested before its first group (no earlier step
-// prefetched them; the plain kernels request their first 16 rows).
-constexpr int64_t kHeadBytes = 16 * 1024;
+// No request of a slice's first bytes up front either (stop 41): the 16 KiB burst of prefetches before the first
+// group held the core until most of it had arrived, and every call with it, alternated token by token against
+// every call without, read slower: SmolLM2-135M Q4_0 / Q8_0 tg at one thread 2-3 %, at two threads 4-7 %, the
+// larger models 0-1.5 % (docs/perf/cpu-round2g.md). The q5_0_groups.h kernels request none where kGroupPrefetch is 0.
+constexpr int64_t kHeadBytes = 0;
 
 // What a step needs of the call: the weights, the activation rows, the output.
 struct Step {
@@ -267,17 +269,11 @@ void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
   for (int a = 0; a < RA; ++a) _mm256_storeu_ps(s.out(act + a) + r, acc[a]);
 }
 
-// The end of the slice's whole groups [row_begin, end); their first kHeadBytes requested.
+// The end of the slice's whole groups [row_begin, end).
 int64_t groups_end(const GemmArgs& g) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t full = g.n_rows / kGroup * kGroup;
-  const int64_t end = g.row_end < full ? g.row_end : full;
-  if (end > g.row_begin) {
-    const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
-    const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
-    for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
-  }
-  return end;
+  return g.row_end < full ? g.row_end : full;
 }
 
 void plain_rest(const GemmArgs& g, int64_t end, void (*plain)(const GemmArgs&)) {
