@@ -208,8 +208,8 @@ inline void block_offsets(const uint8_t* x, int64_t nb, int32_t* c) {
 
 // The thread's Q5_0 groups, each met by the activation rows kQ5MaxActs at a
 // time while it is in L1 (a batch streams the weights once), the slice's first
-// kHeadBytes requested up front where the stream is prefetched (kGroupPrefetch > 0: the head is the part of the
-// stream no step before prefetched); then the plain rows after the last whole
+// kHeadBytes requested up front where the stream is prefetched (batches where kGroupPrefetch > 0: the head is the
+// part of the stream no step before prefetched); then the plain rows after the last whole
 // group through the plain gemm.
 template <class Dot>
 void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
@@ -238,9 +238,13 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
       if (exact) block_offsets(xa, nb, ca);
       else Dot::offsets(xa, nb, ca);
     }
+    // Batches only: decode streams without (the other row groups' rule since stops 27 and 40; Q5_0 since stop 41:
+    // alternated token by token, SmolLM2-135M Q4_K_M tg --isa avx2 at one thread 1.017-1.024x without, two threads
+    // level; docs/perf/cpu-round2g.md).
+    const bool stream_prefetch = kGroupPrefetch > 0 && g.n_act > 1;
     const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
-    for (uint64_t o = 0; kGroupPrefetch > 0 && o < head; o += 64)
+    for (uint64_t o = 0; stream_prefetch && o < head; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
     for (int64_t r = g.row_begin; r < end; r += kGroup) {
       const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
@@ -254,7 +258,7 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
           c[a] = offsets.data() + (a0 + a) * per_row;
           out[a] = g.out + (a0 + a) * g.out_stride + r;
         }
-        kernels[ra - 1](grp, nb, x, c, out, a0 == 0);
+        kernels[ra - 1](grp, nb, x, c, out, a0 == 0 && stream_prefetch);
       }
     }
   }
