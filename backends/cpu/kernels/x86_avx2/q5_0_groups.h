@@ -238,10 +238,9 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
       if (exact) block_offsets(xa, nb, ca);
       else Dot::offsets(xa, nb, ca);
     }
-    // Batches only: decode streams without (the other row groups' rule since stops 27 and 40; Q5_0 since stop 41:
-    // alternated token by token, SmolLM2-135M Q4_K_M tg --isa avx2 at one thread 1.017-1.024x without, two threads
-    // level; docs/perf/cpu-round2g.md).
-    const bool stream_prefetch = kGroupPrefetch > 0 && g.n_act > 1;
+    // Batches of 4+ rows only (avx2::wants_stream_prefetch; Q5_0 decode since stop 41: alternated token by token,
+    // SmolLM2-135M Q4_K_M tg --isa avx2 at one thread 1.017-1.024x without, two threads level).
+    const bool stream_prefetch = kGroupPrefetch > 0 && avx2::wants_stream_prefetch(g);
     const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
     for (uint64_t o = 0; stream_prefetch && o < head; o += 64)

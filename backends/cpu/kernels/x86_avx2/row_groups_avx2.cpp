@@ -48,7 +48,7 @@ constexpr int64_t kGroup = 8;
 // plain kernel 21-30 in the same runs. (1 and 4 KiB on measured slower than
 // none at stop 13.) Q4_0 (stop 15, load 4.6-5.2, two passes): none 24-31,
 // 4 KiB 30-33, 8 KiB 26-37, 16 KiB 27-39, 32 KiB 28-37 GB/s. Since stops 27,
-// 40 and 41 only batches take either (wants_stream_prefetch below).
+// 40 and 41 only batches of 4+ rows take either (wants_stream_prefetch, kernels_avx2.h).
 constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 
 // Q8_0 decode streams without the 16 KiB prefetch (stop 27): with every
@@ -59,11 +59,10 @@ constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 // same but for Qwen3's output, 1.07x with; docs/perf/cpu-round2d.md,
 // "Stop 27, dq2"). The hardware prefetchers follow the one stream. Q4_0 decode since stop 40 (Zen 4, --isa avx2, tg64
 // at one thread with and without alternated: Qwen3-0.6B Q4_0 1.01-1.07x, Llama-3.2-1B 1.05-1.12x;
-// docs/perf/cpu-round2f.md); Q5_0 decode since stop 41 (q5_0_groups.h). Batches (2-16 activation rows) keep the
-// prefetch: not measured. The head request (kHeadBytes) goes with the stream's prefetch: since stop 41 a decode
-// without the one requests no head either (alternated token by token, every call without it read faster: SmolLM2-135M
-// Q4_0 / Q8_0 tg at one thread 3-3.5 %, Q4_0 at two threads 8.6 %, Qwen3-0.6B 0.6-0.8 %; docs/perf/cpu-round2g.md).
-bool wants_stream_prefetch(const GemmArgs& g) { return g.n_act > 1; }
+// docs/perf/cpu-round2f.md); Q5_0 decode and batches of 2-3 rows since stop 41 (wants_stream_prefetch,
+// kernels_avx2.h). The head request (kHeadBytes) goes with the stream's prefetch: since stop 41 a call without the one
+// requests no head either (alternated token by token, every call without it read faster: SmolLM2-135M Q4_0 / Q8_0 tg
+// at one thread 3-3.5 %, Q4_0 at two threads 8.6 %, Qwen3-0.6B 0.6-0.8 %; docs/perf/cpu-round2g.md).
 
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
 void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
