@@ -51,6 +51,7 @@ constexpr int64_t kGroup = 8;
 // 40 and 41 only batches of 4+ rows take either (wants_stream_prefetch, kernels_avx2.h).
 constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 
+// Which calls take them (avx2::wants_stream_prefetch, kernels_avx2.h), and why.
 // Q8_0 decode streams without the 16 KiB prefetch (stop 27): with every
 // other call of a decode taking it (the same tokens, so the same host
 // minute), the calls without read faster on every matrix of Qwen3-0.6B and

@@ -24,8 +24,8 @@ namespace opal::cpu::avx2vnni {
 namespace {
 
 constexpr int64_t kGroup = 8;
-// As the AVX2 row-group kernels: batches request a slice's first 16 KiB up front and prefetch 16 KiB on along the
-// stream; decode streams without either.
+// As the AVX2 row-group kernels: batches of 4+ rows request a slice's first 16 KiB up front and prefetch 16 KiB on
+// along the stream (avx2::wants_stream_prefetch); decode and smaller batches stream without either.
 constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
