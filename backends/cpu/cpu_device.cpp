@@ -144,7 +144,8 @@ void CpuExecutor::run(Plan& p, RunHooks* hooks) {
     reserve_work(plan.work_bytes);
   }
   const auto t0 = Clock::now();
-  cpu::OpContext ctx{*pool_, work_.get()};
+  cpu::LiveCellsMemo live_cells;
+  cpu::OpContext ctx{*pool_, work_.get(), &live_cells};
   // Workers spin through the whole plan (the serial small ops, a long node's
   // last chunk) instead of falling asleep between its jobs (graph/thread_pool.h).
   ThreadPool::Hold hold(*pool_);

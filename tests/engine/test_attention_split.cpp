@@ -5,6 +5,7 @@
 // accumulate_f16_heads or by (pair, column part), the parts chosen so that the units divide among the OS threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -140,6 +141,42 @@ TEST(AttentionSplit, SmallDecodesRunOnTheCallingThreadWithTheSameBits) {
   }
   if (before) setenv("OPAL_ATTN_SERIAL_MAX_WORK", saved.c_str(), 1);
   else unsetenv("OPAL_ATTN_SERIAL_MAX_WORK");
+}
+
+// live_cell_count: one past the last cell in use, the same with or without the run's memo; with one, later calls
+// for the same cache take the memo's value (the metadata cannot change within a graph run), and a second cache
+// gets its own entry.
+TEST(AttentionLiveCells, TheRunsMemoGivesTheScansCountOncePerCache) {
+  auto cache = [](int64_t n_cells, std::vector<int32_t>& info) {
+    Tensor t;
+    t.type = DType::I32;
+    t.ne = {2, n_cells, 1, 1};
+    info.assign(size_t(2 * n_cells), -1);
+    t.data = info.data();
+    return t;
+  };
+  std::vector<int32_t> a_info, b_info;
+  Tensor a = cache(4096, a_info), b = cache(64, b_info);
+  ThreadPool pool(1);
+  const OpContext plain{pool, nullptr};
+  EXPECT_EQ(live_cell_count(a, plain), 0);
+  for (const int64_t last : {0, 17, 4095}) {  // cells 0..3 and `last` in use, a hole between
+    std::fill(a_info.begin(), a_info.end(), -1);
+    for (int64_t c : {int64_t(0), int64_t(1), int64_t(2), int64_t(3), last})
+      a_info[size_t(2 * c)] = 5, a_info[size_t(2 * c + 1)] = 0;
+    EXPECT_EQ(live_cell_count(a, plain), std::max<int64_t>(last, 3) + 1) << "last " << last;
+  }
+  b_info[2 * 40 + 1] = 2;  // sequence 2 in cell 40
+  LiveCellsMemo memo;
+  const OpContext run{pool, nullptr, &memo};
+  EXPECT_EQ(live_cell_count(a, run), 4096);
+  EXPECT_EQ(live_cell_count(b, run), 41);
+  a_info[2 * 4095 + 1] = -1;  // not within a run; the memo keeps the run's value
+  EXPECT_EQ(live_cell_count(a, run), 4096);
+  EXPECT_EQ(live_cell_count(a, plain), 4);
+  LiveCellsMemo next;
+  EXPECT_EQ(live_cell_count(a, OpContext{pool, nullptr, &next}), 4);
+  EXPECT_EQ(live_cell_count(b, run), 41);
 }
 
 }  // namespace

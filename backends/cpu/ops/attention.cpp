@@ -604,6 +604,29 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
 
 }  // namespace
 
+int64_t live_cell_count(const Tensor& cells, const OpContext& ctx) {
+  const int32_t* cell = static_cast<const int32_t*>(cells.data);
+  const int64_t n_cells = cells.ne[1];
+  LiveCellsMemo* m = ctx.live_cells;
+  int slot = -1;
+  for (int i = 0; m && i < LiveCellsMemo::kEntries; ++i) {
+    if (m->cells[i] == cells.data && m->n_cells[i] == n_cells) return m->n_live[i];
+    if (slot < 0 && !m->cells[i]) slot = i;
+  }
+  int64_t n_live = 0;
+  for (int64_t c = n_cells; c-- > 0;)
+    if (cell[2 * c + 1] >= 0) {
+      n_live = c + 1;
+      break;
+    }
+  if (m && slot >= 0) {
+    m->cells[slot] = cells.data;
+    m->n_cells[slot] = n_cells;
+    m->n_live[slot] = n_live;
+  }
+  return n_live;
+}
+
 void compute_kv_store(const Tensor& node, const OpContext& ctx) {
   const Tensor& cache = *node.src[0];
   const Tensor& x = *node.src[1];
@@ -640,7 +663,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const int64_t hkv = node.iparams[0];
   const int32_t window = node.iparams[1];
   const float scale = node.fparams[0];
-  const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = attention_dv(node), n_cells = k.ne[1];
+  const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = attention_dv(node);
   const int64_t group = hq / hkv;
   const bool round_k = k.type != DType::F32;  // llama.cpp converts q to the cache type (q8_0 for a quantized one)
   const bool quant_k = k.type == DType::Q8_0 || k.type == DType::Q4_0;
@@ -666,12 +689,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const bool vec_f32_tail = k.type == DType::F32;  // ggml_vec_dot_f32 sums its tail in float
   // Only cells up to the last one in use can be visible (llama.cpp's n_kv):
   // a short prompt in a large context does not scan the whole cache.
-  int64_t n_live = 0;
-  for (int64_t c = n_cells; c-- > 0;)
-    if (cell[2 * c + 1] >= 0) {
-      n_live = c + 1;
-      break;
-    }
+  const int64_t n_live = live_cell_count(*node.src[kAttnCells], ctx);
   int32_t* order = reinterpret_cast<int32_t*>(ctx.work);
   int64_t n_order = 0;
   bool sorted = true;

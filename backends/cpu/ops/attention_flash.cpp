@@ -146,7 +146,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   const int64_t hkv = node.iparams[0];
   const int32_t window = node.iparams[1];
   const float scale = node.fparams[0];
-  const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv, n_cells = k.ne[1];
+  const int64_t dk = q.ne[0], hq = q.ne[1], T = q.ne[2], dv = v.ne[0] / hkv;
   const int64_t group = hq / hkv;
   const int nth_pool = ctx.pool.size();  // the chunks run() hands out (work_size's n_threads)
   const FlashLayout l = flash_layout(node, nth_pool);
@@ -168,12 +168,7 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   const uint64_t k_head_bytes = row_bytes(k.type, dk), v_head_bytes = row_bytes(v.type, dv);
 
   // The live cells in position order (cells past the last one in use are never visible).
-  int64_t n_live = 0;
-  for (int64_t c = n_cells; c-- > 0;)
-    if (cell[2 * c + 1] >= 0) {
-      n_live = c + 1;
-      break;
-    }
+  const int64_t n_live = live_cell_count(*node.src[kAttnCells], ctx);
   int32_t* order = reinterpret_cast<int32_t*>(ctx.work);
   int64_t n_order = 0;
   bool sorted = true;

@@ -9,10 +9,26 @@
 
 namespace opal::cpu {
 
+// Per graph run: how many of a KV cache's cells can be in use (one past the last one that is), found by the first
+// ATTENTION node of the run that reads the cache and reused by the others. A cache's cell metadata does not change
+// while a graph runs (the runtime commits a ubatch's cells before running it), and scanning it per layer cost
+// O(n_ctx) each time: at -c 131072, 1 MB of metadata read again by every layer of every token.
+struct LiveCellsMemo {
+  static constexpr int kEntries = 2;  // a model's full and sliding-window caches
+  const void* cells[kEntries] = {};
+  int64_t n_cells[kEntries] = {};
+  int64_t n_live[kEntries] = {};
+};
+
 struct OpContext {
   ThreadPool& pool;
-  uint8_t* work = nullptr;  // work_size(node, threads) bytes, 64-byte aligned
+  uint8_t* work = nullptr;              // work_size(node, threads) bytes, 64-byte aligned
+  LiveCellsMemo* live_cells = nullptr;  // the run's memo (CpuExecutor::run); none: every call scans
 };
+
+// One past the last cell in use of a KV cache's [2, n_cells] (pos, seq) metadata (seq < 0: free), through
+// ctx.live_cells where the run has one.
+int64_t live_cell_count(const Tensor& cells, const OpContext& ctx);
 
 // Runs fn(ith, nth) over the pool's chunks, or as fn(0, 1) on the calling
 // thread when the node has fewer than kSerialElements output elements: waking
