@@ -328,6 +328,40 @@ TEST(AttnBatched, BlockExpSumEqualsSoftmaxExp) {
   }
 }
 
+// accumulate_reduce_f16 gives accumulate_f16 into zeroed 64 lanes, then reduce_lanes, bit for bit: cells fewer
+// than, as many as and more than the lanes, gathered out of order, p with zeros and signs.
+TEST(AttnBatched, FusedVLanesEqualAccumulateThenReduce) {
+  std::mt19937 rng(41);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  bool ran = false;
+  for (const AttnKernels* k : batched_kernels()) {
+    if (!k->accumulate_reduce_f16) continue;
+    SCOPED_TRACE(k->name);
+    ran = true;
+    const int64_t n_rows = 300;
+    for (int64_t dv : {64, 128, 16})
+      for (int64_t n : {1, 7, 63, 64, 65, 128, 200}) {
+        std::vector<uint16_t> v(size_t(n_rows * dv));
+        for (auto& h : v) h = f32_to_f16(val(rng));
+        std::vector<int32_t> cells(static_cast<size_t>(n));
+        for (auto& c : cells) c = int32_t(rng() % n_rows);
+        std::vector<float> p(static_cast<size_t>(n));
+        for (auto& x : p) x = rng() % 5 == 0 ? 0.0f : val(rng);
+        const auto* vb = reinterpret_cast<const uint8_t*>(v.data());
+        const uint64_t stride = uint64_t(dv) * 2;
+        std::vector<float> acc(size_t(64 * dv), 0.0f), want(static_cast<size_t>(dv)), got(static_cast<size_t>(dv));
+        k->accumulate_f16(p.data(), vb, stride, cells.data(), n, 64, dv, acc.data());
+        k->reduce_lanes(acc.data(), 64, std::min<int64_t>(64, n), dv, want.data());
+        k->accumulate_reduce_f16(p.data(), vb, stride, cells.data(), n, dv, got.data());
+        for (int64_t i = 0; i < dv; ++i)
+          ASSERT_TRUE(same_bits(got[size_t(i)], want[size_t(i)])) << "dv " << dv << " n " << n << " i " << i;
+      }
+  }
+  if (host_supports(Isa::avx512)) {
+    EXPECT_TRUE(ran) << "the AVX-512 table has no accumulate_reduce_f16";
+  }
+}
+
 TEST(AttnBatched, LaneReductionAndF16StoreEqualTheScalarForms) {
   std::mt19937 rng(23);
   std::normal_distribution<float> val(0.0f, 1.0f);

@@ -115,6 +115,13 @@ struct AttnKernels {
   void (*dots_f16_groups)(const uint8_t* k, uint64_t k_stride, uint64_t group_bytes, const int32_t* cells, int64_t n,
                           const float* q, int64_t ldq, int64_t groups, int64_t m, int64_t dk, bool lanes16, float* out,
                           int64_t ldo);
+  // Optional (null: accumulate_f16 into zeroed lanes, then reduce_lanes; the same bits): both at once for 64 lanes
+  // and dv % 16 == 0, each lane's FMA chain from zero held in a register and the lanes reduced as reduce_lanes
+  // adds them, with no lane accumulators in memory. For a short walk (a decode of a few hundred cells), where
+  // zeroing, storing and reading back the 64 x dv accumulators cost more than the FMAs (AVX-512; null on AVX2,
+  // whose 16 registers do not hold the 16 partial sums).
+  void (*accumulate_reduce_f16)(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                                int64_t dv, float* out);
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each

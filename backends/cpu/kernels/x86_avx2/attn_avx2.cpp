@@ -1093,7 +1093,8 @@ const AttnKernels kAttnKernels = {"avx2",
                                   0,
                                   0,
                                   exp_sum_block,
-                                  dots_f16_groups};
+                                  dots_f16_groups,
+                                  nullptr};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

@@ -432,6 +432,30 @@ double softmax_exp(float* s, int64_t n, float mx) {
   return sum;
 }
 
+// accumulate_f16 (64 lanes, from zero) and reduce_lanes at once, 16 columns at a time: the 16 partial sums t[l] of
+// reduce_lanes' first step each take lanes l, l + 32, l + 16 and l + 48, whose FMA chains run in registers over
+// the lane's cells (r = lane, lane + 64, ...) in order; a lane without cells is +0, as reduce_lanes reads a lane
+// past `used`. Then reduce_lanes' tree on the 16 registers.
+void accumulate_reduce_f16(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                           int64_t dv, float* out) {
+  constexpr int64_t kLanes = 64;
+  for (int64_t i0 = 0; i0 < dv; i0 += 16) {
+    auto chain = [&](int64_t lane) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t r = lane; r < n; r += kLanes)
+        acc = _mm512_fmadd_ps(load16(reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0),
+                              _mm512_set1_ps(p[r]), acc);
+      return acc;
+    };
+    __m512 t[16];
+    for (int l = 0; l < 16; ++l)
+      t[l] = _mm512_add_ps(_mm512_add_ps(chain(l), chain(32 + l)), _mm512_add_ps(chain(16 + l), chain(48 + l)));
+    for (int l = 0; l < 8; ++l) t[l] = _mm512_add_ps(t[l], t[l + 8]);
+    for (int l = 0; l < 4; ++l) t[l] = _mm512_add_ps(t[l], t[l + 4]);
+    _mm512_storeu_ps(out + i0, _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3])));
+  }
+}
+
 // 16 outputs at a time; every output sees exactly the scalar form's adds.
 void reduce_lanes(const float* acc, int64_t lanes, int64_t used, int64_t dv, float* out) {
   for (int64_t i = 0; i < dv; i += 16) {
@@ -953,7 +977,8 @@ const AttnKernels kAttnKernels = {"avx512",
                                   kHeadsSmallMinCells,
                                   0,
                                   nullptr,
-                                  nullptr};
+                                  nullptr,
+                                  accumulate_reduce_f16};
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
