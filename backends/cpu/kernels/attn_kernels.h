@@ -118,8 +118,7 @@ struct AttnKernels {
   // Optional (null: accumulate_f16 into zeroed lanes, then reduce_lanes; the same bits): both at once for 64 lanes
   // and dv % 16 == 0, each lane's FMA chain from zero held in a register and the lanes reduced as reduce_lanes
   // adds them, with no lane accumulators in memory. For a short walk (a decode of a few hundred cells), where
-  // zeroing, storing and reading back the 64 x dv accumulators cost more than the FMAs (AVX-512; null on AVX2,
-  // whose 16 registers do not hold the 16 partial sums).
+  // zeroing, storing and reading back the 64 x dv accumulators cost more than the FMAs (AVX-512 and AVX2).
   void (*accumulate_reduce_f16)(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                                 int64_t dv, float* out);
 };

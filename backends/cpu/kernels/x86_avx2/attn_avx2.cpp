@@ -506,6 +506,32 @@ double softmax_exp(float* s, int64_t n, float mx) {
 }
 
 // 8 outputs at a time; every output sees exactly the scalar form's adds.
+// accumulate_f16 (64 lanes, from zero) and reduce_lanes at once, 8 columns at a time, for dv % 8 == 0. reduce_lanes'
+// tree, t[l] = (lane l + lane 32 + l) + (lane 16 + l + lane 48 + l), then t[l] + t[l + 8], then + t[l + 4], then
+// (t0 + t2) + (t1 + t3), is taken four partial sums at a time, w[l] = (t[l] + t[l + 8]) + (t[l + 4] + t[l + 12])
+// (the same operands in the same order), so that 16 registers hold it: each lane's FMA chain over its cells (r =
+// lane, lane + 64, ...) runs in a register from zero, and a lane without cells is +0, as reduce_lanes reads a lane
+// past `used`.
+void accumulate_reduce_f16(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
+                           int64_t dv, float* out) {
+  constexpr int64_t kLanes = 64;
+  for (int64_t i0 = 0; i0 < dv; i0 += 8) {
+    auto chain = [&](int64_t lane) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t r = lane; r < n; r += kLanes)
+        acc = _mm256_fmadd_ps(load8(reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0),
+                              _mm256_set1_ps(p[r]), acc);
+      return acc;
+    };
+    auto t = [&](int l) {
+      return _mm256_add_ps(_mm256_add_ps(chain(l), chain(32 + l)), _mm256_add_ps(chain(16 + l), chain(48 + l)));
+    };
+    __m256 w[4];
+    for (int l = 0; l < 4; ++l) w[l] = _mm256_add_ps(_mm256_add_ps(t(l), t(l + 8)), _mm256_add_ps(t(l + 4), t(l + 12)));
+    _mm256_storeu_ps(out + i0, _mm256_add_ps(_mm256_add_ps(w[0], w[2]), _mm256_add_ps(w[1], w[3])));
+  }
+}
+
 void reduce_lanes(const float* acc, int64_t lanes, int64_t used, int64_t dv, float* out) {
   const int64_t d8 = dv & ~int64_t(7);
   auto at = [&](int64_t lane, int64_t i) {
@@ -1094,7 +1120,7 @@ const AttnKernels kAttnKernels = {"avx2",
                                   0,
                                   exp_sum_block,
                                   dots_f16_groups,
-                                  nullptr};
+                                  accumulate_reduce_f16};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86
