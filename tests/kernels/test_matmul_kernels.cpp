@@ -212,6 +212,28 @@ TEST(KernelsVsReferenceLanes, LanesOrderMatchesTheReference) {
   EXPECT_THROW(parse_batch_order("fast"), Error);
 }
 
+// The decode prefetch choice (matmul_kernels.h): auto follows the host (on without AVX-512), on / off force it, and a
+// bad name is an error naming the choices. (That the kernels give the same bits either way: test_repack.cpp.)
+TEST(DecodePrefetch, AutoFollowsTheHostAndAChoiceForcesIt) {
+  const DecodePrefetch before = decode_prefetch_choice();
+  EXPECT_EQ(parse_decode_prefetch("auto"), DecodePrefetch::by_host);
+  EXPECT_EQ(parse_decode_prefetch("on"), DecodePrefetch::on);
+  EXPECT_EQ(parse_decode_prefetch("off"), DecodePrefetch::off);
+  set_decode_prefetch(DecodePrefetch::by_host);
+  EXPECT_EQ(decode_prefetch(), !host_has_avx512());
+  set_decode_prefetch(DecodePrefetch::on);
+  EXPECT_TRUE(decode_prefetch());
+  set_decode_prefetch(DecodePrefetch::off);
+  EXPECT_FALSE(decode_prefetch());
+  set_decode_prefetch(before);
+  try {
+    parse_decode_prefetch("always");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("choose auto, on or off"), std::string::npos) << e.what();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, KernelsVsReference, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -172,6 +172,8 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
             set_batch_order(order);
             for (int64_t n_act :
                  {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7), kern->packed_max_act}) {
+              // The avx2 decode with and without its software prefetch (matmul_kernels.h), by turns: the same bits.
+              set_decode_prefetch((n_act + rows) % 2 ? DecodePrefetch::on : DecodePrefetch::off);
               std::normal_distribution<float> val(0.0f, 2.0f);
               std::vector<float> x(size_t(n_act * k));
               for (auto& v : x) v = val(rng);
@@ -197,6 +199,7 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
             }
           }
           set_batch_order(BatchOrder::by_type);
+          set_decode_prefetch(DecodePrefetch::by_host);
           // A slice must start on a group.
           GemmArgs bad;
           bad.w = packed.data();
@@ -441,6 +444,8 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
             for (BatchOrder order : {BatchOrder::by_type, BatchOrder::llama}) {  // Q4_K: super-block-exact, llama.cpp's
               if (t != DType::Q4_K && order != BatchOrder::by_type) continue;
               set_batch_order(order);
+              // The avx2 decode with and without its software prefetch (matmul_kernels.h), by turns: the same bits.
+              set_decode_prefetch((n_act + rows) % 2 ? DecodePrefetch::on : DecodePrefetch::off);
               std::normal_distribution<float> val(0.0f, 2.0f);
               std::vector<float> x(size_t(n_act * k));
               for (auto& v : x) v = val(rng);
@@ -469,6 +474,7 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
                 ++checked_wide;
             }
           set_batch_order(BatchOrder::by_type);
+          set_decode_prefetch(DecodePrefetch::by_host);
           GemmArgs bad;
           bad.w = packed.data();
           bad.w_row_bytes = row_bytes(t, k);

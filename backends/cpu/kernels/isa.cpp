@@ -125,6 +125,7 @@ std::vector<Isa> supported_isas() {
 
 Isa best_isa() { return supported_isas().back(); }
 
+bool host_has_avx512() { return host().avx512; }
 bool host_has_avx512_vnni() { return host().avx512_vnni; }
 bool host_has_avx_vnni() { return host().avx_vnni; }
 bool host_has_avx512_bf16() { return host().avx512_bf16; }

@@ -29,6 +29,7 @@ std::vector<Isa> supported_isas();
 // The best ISA host_supports().
 Isa best_isa();
 // Features of the host beyond the ISA level that the kernels use ("vnni", "bf16", "dotprod").
+bool host_has_avx512();  // F, BW, VL, DQ (whether or not this build's avx512 kernels can run)
 bool host_has_avx512_vnni();
 bool host_has_avx_vnni();
 bool host_has_avx512_bf16();

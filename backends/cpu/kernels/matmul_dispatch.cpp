@@ -61,6 +61,39 @@ bool lanes_order(DType weight_type) {
          (order == BatchOrder::by_type && (weight_type == DType::Q5_0 || weight_type == DType::Q4_K));
 }
 
+DecodePrefetch parse_decode_prefetch(std::string_view name) {
+  if (name == "auto") return DecodePrefetch::by_host;
+  if (name == "on") return DecodePrefetch::on;
+  if (name == "off") return DecodePrefetch::off;
+  fail("unknown decode prefetch '{}' (choose auto, on or off; $OPAL_DECODE_PREFETCH or --decode-prefetch)", name);
+}
+
+namespace {
+std::atomic<int>& decode_prefetch_selection() {
+  static std::atomic<int> s{[] {
+    const char* env = std::getenv("OPAL_DECODE_PREFETCH");
+    return int(env && *env ? parse_decode_prefetch(env) : DecodePrefetch::by_host);
+  }()};
+  return s;
+}
+}  // namespace
+
+DecodePrefetch decode_prefetch_choice() {
+  return DecodePrefetch(decode_prefetch_selection().load(std::memory_order_relaxed));
+}
+void set_decode_prefetch(DecodePrefetch choice) {
+  decode_prefetch_selection().store(int(choice), std::memory_order_relaxed);
+}
+bool decode_prefetch() {
+  switch (decode_prefetch_choice()) {
+    case DecodePrefetch::on: return true;
+    case DecodePrefetch::off: return false;
+    case DecodePrefetch::by_host: break;
+  }
+  static const bool by_host = !host_has_avx512();
+  return by_host;
+}
+
 bool packed_reads(const MatmulKernels& k, int64_t n_act) {
   if (!k.gemm_packed || n_act < 1) return false;
   if (n_act <= k.packed_max_act) return true;

@@ -116,6 +116,30 @@ bool lanes_order(DType weight_type);
 // Parses "auto" / "llama" / "lanes"; throws opal::Error naming the choices.
 BatchOrder parse_batch_order(std::string_view name);
 
+// The avx2 / avx2-vnni row groups' software prefetch at decode (calls of 1-3
+// activation rows: a token, a short draft; batches of 4 rows or more always
+// take it): each group call requests the weights 16 KiB (Q8_0, Q4_0, Q5_0) or
+// 8 KiB (Q4_K, Q6_K) ahead of the one it reads, and a Q8_0 / Q4_0 / Q5_0
+// slice its first 16 KiB up front. Whether it pays depends on the core's own
+// prefetchers, not on the ISA the kernels use:
+//   by_host (the default, named "auto"): on where the host has no AVX-512
+//          (stop 42, a Zen 3 EPYC with AVX2 only, token by token in one
+//          process: one-thread decode 1.15-1.56x faster with it, two threads
+//          1.05-1.37x), off where it has AVX-512 (Zen 4 and Zen 5 running the
+//          avx2 kernels under --isa avx2 decoded faster without it: stops 27,
+//          37, 40 and 41; docs/cpu-decode.md "The decode prefetch");
+//   on / off: forced.
+// The AVX-512 kernels' decode has none (their hosts are the ones above). It
+// changes no result. Initially $OPAL_DECODE_PREFETCH ("auto", "on" or "off")
+// if set, else auto; the tools' --decode-prefetch sets it (tools/isa_option.cpp).
+enum class DecodePrefetch { by_host, on, off };
+DecodePrefetch decode_prefetch_choice();
+void set_decode_prefetch(DecodePrefetch choice);
+// Parses "auto" / "on" / "off"; throws opal::Error naming the choices.
+DecodePrefetch parse_decode_prefetch(std::string_view name);
+// Whether the avx2 / avx2-vnni decode prefetches under the choice on this host.
+bool decode_prefetch();
+
 // llama.cpp's vec_dot type of a weight type (F32 if none applies).
 DType activation_type_for(DType weight_type);
 // Rounds x through act_type (quantize then dequantize) into out; used by the

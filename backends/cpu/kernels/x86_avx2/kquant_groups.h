@@ -64,10 +64,12 @@
 namespace {
 // The software prefetch of the batch kernels (kPrefetch), 8 KiB along the stream (stop 15: packed-decode*/avx2/
 // q[46]_K and avx512, three interleaved passes at load 6.5-7: none 23-28 / 14-28 GB/s, 8 KiB 27.5-34 / 25-33; 16
-// and 32 KiB no better than 8 in a noisier sweep). Decode (1-4 activation rows) has none since stop 37: inside
-// the model on a Zen 4 host (EPYC, AVX-512) Llama-3.2-1B Q4_K_M tg64 at one thread ran 22.6-23.2 -> 28.9-30.3
-// t/s without it, 19.7 -> 28.6 under --isa avx2, Qwen3-0.6B 45-46 -> 54-55, while the kernel bench there read
-// the two forms within 5 %; batches of 8-24 rows lost 2-12 % without it (docs/perf/cpu-round2e.md, "Stop 37").
+// and 32 KiB no better than 8 in a noisier sweep). Decode (1-3 activation rows: run_k_decode) takes it where
+// opal::cpu::decode_prefetch() says so (matmul_kernels.h; by default hosts without AVX-512): on a Zen 4 host
+// (EPYC, AVX-512) Llama-3.2-1B Q4_K_M tg64 at one thread ran 22.6-23.2 -> 28.9-30.3 t/s without it, 19.7 -> 28.6
+// under --isa avx2, Qwen3-0.6B 45-46 -> 54-55, while the kernel bench there read the two forms within 5 %; batches
+// of 8-24 rows lost 2-12 % without it (docs/perf/cpu-round2e.md, "Stop 37"); on a Zen 3 (AVX2 only, stop 42)
+// decode ran 1.18-1.56x faster with it (Qwen3-0.6B / Llama-3.2-1B Q4_K_M token by token; docs/perf/cpu-round2g.md).
 constexpr int kKGroupPrefetch = 8 * 1024;
 
 constexpr int64_t kGroup = 8;
@@ -531,6 +533,35 @@ inline void run_k_groups(const opal::cpu::GemmArgs& g, const GroupFn* group, int
     rest.layout = 0;
     plain(rest);
   }
+}
+
+// Decode: the Q4_K (super-block-exact or llama.cpp's order) and Q6_K group kernels of 1-3 activation rows, with
+// and without the software prefetch, chosen per call by opal::cpu::decode_prefetch().
+constexpr int kDecodeActs = 3;  // packed_max_act (table.cpp): the plain kernels' per-row batch sizes
+template <class Dot, bool kPrefetch>
+struct KDecodeKernels {
+  static constexpr GroupFn q4_K[kDecodeActs] = {
+      q4_K_group_pairs<Dot, 1, kPrefetch>, q4_K_group_pairs<Dot, 2, kPrefetch>, q4_K_group_pairs<Dot, 3, kPrefetch>};
+  static constexpr GroupFn q4_K_exact[kDecodeActs] = {q4_K_group_pairs_lanes<Dot, 1, kPrefetch>,
+                                                      q4_K_group_pairs_lanes<Dot, 2, kPrefetch>,
+                                                      q4_K_group_pairs_lanes<Dot, 3, kPrefetch>};
+  static constexpr GroupFn q6_K[kDecodeActs] = {
+      q6_K_group_pairs<Dot, 1, kPrefetch>, q6_K_group_pairs<Dot, 2, kPrefetch>, q6_K_group_pairs<Dot, 3, kPrefetch>};
+};
+
+template <class Dot>
+void run_q4_K_decode(const opal::cpu::GemmArgs& g, bool super_block_exact, void (*plain)(const opal::cpu::GemmArgs&)) {
+  using On = KDecodeKernels<Dot, true>;
+  using Off = KDecodeKernels<Dot, false>;
+  const bool p = opal::cpu::decode_prefetch();
+  const GroupFn* k = super_block_exact ? (p ? On::q4_K_exact : Off::q4_K_exact) : (p ? On::q4_K : Off::q4_K);
+  run_k_groups(g, k, kDecodeActs, plain, true);
+}
+
+template <class Dot>
+void run_q6_K_decode(const opal::cpu::GemmArgs& g, void (*plain)(const opal::cpu::GemmArgs&)) {
+  run_k_groups(g, opal::cpu::decode_prefetch() ? KDecodeKernels<Dot, true>::q6_K : KDecodeKernels<Dot, false>::q6_K,
+               kDecodeActs, plain, true);
 }
 
 // Batches above packed_max_act (MatmulKernels::gemm_packed_batch) in the lanes

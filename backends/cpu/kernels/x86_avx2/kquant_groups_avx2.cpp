@@ -12,14 +12,6 @@ struct MaddDot {
   static __m256i pairs(__m256i acc, __m256i p, __m256i s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)); }
 };
 
-constexpr int kDecodeActs = 3;  // packed_max_act (table.cpp): the plain kernels' per-row batch sizes
-constexpr GroupFn kQ4K[kDecodeActs] = {q4_K_group_pairs<MaddDot, 1, false>, q4_K_group_pairs<MaddDot, 2, false>,
-                                       q4_K_group_pairs<MaddDot, 3, false>};
-constexpr GroupFn kQ4KExact[kDecodeActs] = {q4_K_group_pairs_lanes<MaddDot, 1, false>,
-                                            q4_K_group_pairs_lanes<MaddDot, 2, false>,
-                                            q4_K_group_pairs_lanes<MaddDot, 3, false>};
-constexpr GroupFn kQ6K[kDecodeActs] = {q6_K_group_pairs<MaddDot, 1, false>, q6_K_group_pairs<MaddDot, 2, false>,
-                                       q6_K_group_pairs<MaddDot, 3, false>};
 constexpr GroupFn kQ4KLanes[kMaxActs] = {
     q4_K_group_pairs_lanes<MaddDot, 1, true>, q4_K_group_pairs_lanes<MaddDot, 2, true>,
     q4_K_group_pairs_lanes<MaddDot, 3, true>, q4_K_group_pairs_lanes<MaddDot, 4, true>};
@@ -29,10 +21,8 @@ constexpr GroupFn kQ6KLanes[kMaxActs] = {
 
 }  // namespace
 
-void gemm_q4_K_groups(const GemmArgs& g) {
-  run_k_groups(g, avx2::q4_K_super_block_exact(g) ? kQ4KExact : kQ4K, kDecodeActs, gemm_q4_K, true);
-}
-void gemm_q6_K_groups(const GemmArgs& g) { run_k_groups(g, kQ6K, kDecodeActs, gemm_q6_K, true); }
+void gemm_q4_K_groups(const GemmArgs& g) { run_q4_K_decode<MaddDot>(g, avx2::q4_K_super_block_exact(g), gemm_q4_K); }
+void gemm_q6_K_groups(const GemmArgs& g) { run_q6_K_decode<MaddDot>(g, gemm_q6_K); }
 bool gemm_q4_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ4KLanes, gemm_q4_K, true); }
 bool gemm_q6_K_groups_batch(const GemmArgs& g) { return run_k_group_batch(g, kQ6KLanes, gemm_q6_K, true); }
 
