@@ -238,12 +238,13 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
       if (exact) block_offsets(xa, nb, ca);
       else Dot::offsets(xa, nb, ca);
     }
-    // Batches of 4+ rows only (avx2::wants_stream_prefetch; Q5_0 decode since stop 41: alternated token by token,
-    // SmolLM2-135M Q4_K_M tg --isa avx2 at one thread 1.017-1.024x without, two threads level).
+    // Batches of 4+ rows, and decode where avx2::wants_stream_prefetch says so (Q5_0 decode without since stop 41
+    // on Zen 4: alternated token by token, SmolLM2-135M Q4_K_M tg --isa avx2 at one thread 1.017-1.024x without,
+    // two threads level); the head only with the batches (avx2::wants_head_request).
     const bool stream_prefetch = kGroupPrefetch > 0 && avx2::wants_stream_prefetch(g);
     const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
-    for (uint64_t o = 0; stream_prefetch && o < head; o += 64)
+    for (uint64_t o = 0; stream_prefetch && avx2::wants_head_request(g) && o < head; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
     for (int64_t r = g.row_begin; r < end; r += kGroup) {
       const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;

@@ -48,7 +48,8 @@ constexpr int64_t kGroup = 8;
 // plain kernel 21-30 in the same runs. (1 and 4 KiB on measured slower than
 // none at stop 13.) Q4_0 (stop 15, load 4.6-5.2, two passes): none 24-31,
 // 4 KiB 30-33, 8 KiB 26-37, 16 KiB 27-39, 32 KiB 28-37 GB/s. Since stops 27,
-// 40 and 41 only batches of 4+ rows take either (wants_stream_prefetch, kernels_avx2.h).
+// 40 and 41 only batches of 4+ rows take either (wants_stream_prefetch, kernels_avx2.h); since stop 42 decode
+// takes the 16 KiB prefetch where decode_prefetch() says so (hosts without AVX-512), never the head.
 constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 
 // Which calls take them (avx2::wants_stream_prefetch, kernels_avx2.h), and why.
@@ -63,7 +64,9 @@ constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 // docs/perf/cpu-round2f.md); Q5_0 decode and batches of 2-3 rows since stop 41 (wants_stream_prefetch,
 // kernels_avx2.h). The head request (kHeadBytes) goes with the stream's prefetch: since stop 41 a call without the one
 // requests no head either (alternated token by token, every call without it read faster: SmolLM2-135M Q4_0 / Q8_0 tg
-// at one thread 3-3.5 %, Q4_0 at two threads 8.6 %, Qwen3-0.6B 0.6-0.8 %; docs/perf/cpu-round2g.md).
+// at one thread 3-3.5 %, Q4_0 at two threads 8.6 %, Qwen3-0.6B 0.6-0.8 %; docs/perf/cpu-round2g.md). Since stop 42
+// hosts without AVX-512 prefetch the decode's stream (Zen 3: 1.15-1.24x at one thread) but request no head
+// (wants_head_request: level at one thread, 1.02-1.07x faster without at two).
 
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
 void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
@@ -210,15 +213,15 @@ using GroupActsFn = void (*)(const GemmArgs&, const uint8_t*, int64_t, int64_t);
 // The thread's groups, each met by every activation row in turn; then the
 // plain rows after the last whole group through the plain gemm.
 // acts: a group against all activation rows at once (instead of group per row), where the kernel has one.
-// stream_prefetch: the first activation row's pass over a group prefetches kGroupPrefetch on, and the first
-// kHeadBytes of the slice are requested before the first group.
+// stream_prefetch: the first activation row's pass over a group prefetches kGroupPrefetch on, and for batches
+// (wants_head_request) the first kHeadBytes of the slice are requested before the first group.
 void run_groups(const GemmArgs& g, GroupFn group, void (*plain)(const GemmArgs&), GroupActsFn acts,
                 bool stream_prefetch) {
   if (g.row_begin % kGroup != 0) fail("row-group gemm: slice starts at row {}, not a group boundary", g.row_begin);
   const int64_t nb = g.k / 32;
   const int64_t full = g.n_rows / kGroup * kGroup;
   const int64_t end = g.row_end < full ? g.row_end : full;
-  if (end > g.row_begin && stream_prefetch) {
+  if (end > g.row_begin && stream_prefetch && wants_head_request(g)) {
     const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
     for (uint64_t o = 0; o < head; o += 64) _mm_prefetch(reinterpret_cast<const char*>(first + o), _MM_HINT_T0);
