@@ -5,7 +5,8 @@
 // SILU and SWIGLU compute silu as llama.cpp's AVX-512 build does
 // (ggml_vec_silu_f32 / ggml_vec_swiglu_f32): ggml_v_silu's polynomial exp on
 // each row's whole 16-element chunks, the C library's expf on the tail
-// (kernels/llama_order.h).
+// (kernels/llama_order.h); under avx2 / avx2-vnni / avx512 rows go through
+// kernels/silu_kernels.h (the same bits, 8 lanes).
 // GELU and GEGLU (gelu(a) * b) use the tanh form through llama.cpp's f16
 // table (ggml_vec_gelu_f32 / ggml_vec_geglu_f32 with GGML_GELU_FP16, the
 // default): for -10 < x < 10 the input is rounded to f16 and the result is
@@ -19,6 +20,7 @@
 #include "backends/cpu/kernels/convert.h"
 #include "backends/cpu/kernels/gelu_kernels.h"
 #include "backends/cpu/kernels/llama_order.h"
+#include "backends/cpu/kernels/silu_kernels.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 
@@ -114,6 +116,34 @@ void geglu_rows(const Tensor& node, const OpContext& ctx, const GeluKernels& k) 
   });
 }
 
+// SILU rows through the ISA's kernel (kernels/silu_kernels.h).
+void silu_rows(const Tensor& node, const OpContext& ctx, const SiluKernels& k) {
+  const Tensor& a = *node.src[0];
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r)
+      k.silu_row(reinterpret_cast<const float*>(row_ptr_flat(a, r)), reinterpret_cast<float*>(row_ptr_flat(node, r)),
+                 node.ne[0]);
+  });
+}
+
+// SWIGLU rows through the ISA's kernel; src1's rows as long as the output's.
+void swiglu_rows(const Tensor& node, const OpContext& ctx, const SiluKernels& k) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i1 = r % node.ne[1], i2 = (r / node.ne[1]) % node.ne[2], i3 = r / (node.ne[1] * node.ne[2]);
+      k.swiglu_row(reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3)),
+                   reinterpret_cast<const float*>(row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3])),
+                   reinterpret_cast<float*>(row_ptr(node, i1, i2, i3)), node.ne[0]);
+    }
+  });
+}
+
 }  // namespace
 
 const float* gelu_table() {
@@ -146,7 +176,11 @@ void compute_elementwise(const Tensor& node, const OpContext& ctx) {
     case Op::Add: binary(node, ctx, [](float x, float y, int64_t, int64_t) { return x + y; }); return;
     case Op::Div: binary(node, ctx, [](float x, float y, int64_t, int64_t) { return x / y; }); return;
     case Op::Swiglu:
-      binary(node, ctx, [](float g, float u, int64_t i, int64_t n) { return llama_order::silu_at(g, i, n) * u; });
+      if (const SiluKernels* k = silu_kernels(); k && node.src[1]->ne[0] == node.ne[0]) {
+        swiglu_rows(node, ctx, *k);
+      } else {
+        binary(node, ctx, [](float g, float u, int64_t i, int64_t n) { return llama_order::silu_at(g, i, n) * u; });
+      }
       return;
     case Op::Scale: {
       const float s = node.fparams[0];
@@ -154,7 +188,11 @@ void compute_elementwise(const Tensor& node, const OpContext& ctx) {
       return;
     }
     case Op::Silu:
-      unary(node, ctx, [](float x, int64_t i, int64_t n) { return llama_order::silu_at(x, i, n); });
+      if (const SiluKernels* k = silu_kernels()) {
+        silu_rows(node, ctx, *k);
+      } else {
+        unary(node, ctx, [](float x, int64_t i, int64_t n) { return llama_order::silu_at(x, i, n); });
+      }
       return;
     case Op::Gelu:
       if (const GeluKernels* k = gelu_kernels()) {
