@@ -27,40 +27,53 @@
 namespace opal::cpu {
 namespace {
 
+// Each output row of the thread's split with its src0 row and its src1 row (src1 broadcast per dim):
+// f(src0 row, src1 row, output row).
 template <typename F>
-void binary(const Tensor& node, const OpContext& ctx, F f) {
+void each_row_pair(const Tensor& node, const OpContext& ctx, F f) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  const int64_t n0 = node.ne[0];
   run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
     int64_t r0, r1;
     split_range(node.n_rows(), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t i1 = r % node.ne[1], i2 = (r / node.ne[1]) % node.ne[2], i3 = r / (node.ne[1] * node.ne[2]);
-      const float* pa = reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3));
-      const float* pb = reinterpret_cast<const float*>(row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]));
-      float* po = reinterpret_cast<float*>(row_ptr(node, i1, i2, i3));
-      const int64_t nb0 = b.ne[0];
-      if (nb0 == n0) {
-        for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i], i, n0);
-      } else {
-        for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i % nb0], i, n0);
-      }
+      f(reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3)),
+        reinterpret_cast<const float*>(row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3])),
+        reinterpret_cast<float*>(row_ptr(node, i1, i2, i3)));
+    }
+  });
+}
+
+// Each output row of the thread's split with its src0 row: f(src0 row, output row).
+template <typename F>
+void each_row(const Tensor& node, const OpContext& ctx, F f) {
+  const Tensor& a = *node.src[0];
+  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(node.n_rows(), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r)
+      f(reinterpret_cast<const float*>(row_ptr_flat(a, r)), reinterpret_cast<float*>(row_ptr_flat(node, r)));
+  });
+}
+
+template <typename F>
+void binary(const Tensor& node, const OpContext& ctx, F f) {
+  const int64_t n0 = node.ne[0], nb0 = node.src[1]->ne[0];
+  each_row_pair(node, ctx, [&](const float* pa, const float* pb, float* po) {
+    if (nb0 == n0) {
+      for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i], i, n0);
+    } else {
+      for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], pb[i % nb0], i, n0);
     }
   });
 }
 
 template <typename F>
 void unary(const Tensor& node, const OpContext& ctx, F f) {
-  const Tensor& a = *node.src[0];
-  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
-    int64_t r0, r1;
-    split_range(node.n_rows(), ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* pa = reinterpret_cast<const float*>(row_ptr_flat(a, r));
-      float* po = reinterpret_cast<float*>(row_ptr_flat(node, r));
-      for (int64_t i = 0; i < node.ne[0]; ++i) po[i] = f(pa[i], i, node.ne[0]);
-    }
+  const int64_t n0 = node.ne[0];
+  each_row(node, ctx, [&](const float* pa, float* po) {
+    for (int64_t i = 0; i < n0; ++i) po[i] = f(pa[i], i, n0);
   });
 }
 
@@ -88,60 +101,24 @@ void cpy(const Tensor& node, const OpContext& ctx) {
 
 // GELU rows through the ISA's kernel (kernels/gelu_kernels.h).
 void gelu_rows(const Tensor& node, const OpContext& ctx, const GeluKernels& k) {
-  const Tensor& a = *node.src[0];
   const float* table = gelu_table();
-  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
-    int64_t r0, r1;
-    split_range(node.n_rows(), ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; ++r)
-      k.gelu_row(table, reinterpret_cast<const float*>(row_ptr_flat(a, r)),
-                 reinterpret_cast<float*>(row_ptr_flat(node, r)), node.ne[0]);
-  });
+  each_row(node, ctx, [&](const float* x, float* y) { k.gelu_row(table, x, y, node.ne[0]); });
 }
 
 // GEGLU rows through the ISA's kernel; src1's rows as long as the output's.
 void geglu_rows(const Tensor& node, const OpContext& ctx, const GeluKernels& k) {
-  const Tensor& a = *node.src[0];
-  const Tensor& b = *node.src[1];
   const float* table = gelu_table();
-  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
-    int64_t r0, r1;
-    split_range(node.n_rows(), ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t i1 = r % node.ne[1], i2 = (r / node.ne[1]) % node.ne[2], i3 = r / (node.ne[1] * node.ne[2]);
-      k.geglu_row(table, reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3)),
-                  reinterpret_cast<const float*>(row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3])),
-                  reinterpret_cast<float*>(row_ptr(node, i1, i2, i3)), node.ne[0]);
-    }
-  });
+  each_row_pair(node, ctx, [&](const float* g, const float* u, float* y) { k.geglu_row(table, g, u, y, node.ne[0]); });
 }
 
 // SILU rows through the ISA's kernel (kernels/silu_kernels.h).
 void silu_rows(const Tensor& node, const OpContext& ctx, const SiluKernels& k) {
-  const Tensor& a = *node.src[0];
-  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
-    int64_t r0, r1;
-    split_range(node.n_rows(), ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; ++r)
-      k.silu_row(reinterpret_cast<const float*>(row_ptr_flat(a, r)), reinterpret_cast<float*>(row_ptr_flat(node, r)),
-                 node.ne[0]);
-  });
+  each_row(node, ctx, [&](const float* x, float* y) { k.silu_row(x, y, node.ne[0]); });
 }
 
 // SWIGLU rows through the ISA's kernel; src1's rows as long as the output's.
 void swiglu_rows(const Tensor& node, const OpContext& ctx, const SiluKernels& k) {
-  const Tensor& a = *node.src[0];
-  const Tensor& b = *node.src[1];
-  run_rows(ctx, node.n_elements(), [&](int ith, int nth) {
-    int64_t r0, r1;
-    split_range(node.n_rows(), ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t i1 = r % node.ne[1], i2 = (r / node.ne[1]) % node.ne[2], i3 = r / (node.ne[1] * node.ne[2]);
-      k.swiglu_row(reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3)),
-                   reinterpret_cast<const float*>(row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3])),
-                   reinterpret_cast<float*>(row_ptr(node, i1, i2, i3)), node.ne[0]);
-    }
-  });
+  each_row_pair(node, ctx, [&](const float* g, const float* u, float* y) { k.swiglu_row(g, u, y, node.ne[0]); });
 }
 
 }  // namespace

@@ -505,7 +505,6 @@ double softmax_exp(float* s, int64_t n, float mx) {
   return sum;
 }
 
-// 8 outputs at a time; every output sees exactly the scalar form's adds.
 // accumulate_f16 (64 lanes, from zero) and reduce_lanes at once, 8 columns at a time, for dv % 8 == 0. reduce_lanes'
 // tree, t[l] = (lane l + lane 32 + l) + (lane 16 + l + lane 48 + l), then t[l] + t[l + 8], then + t[l + 4], then
 // (t0 + t2) + (t1 + t3), is taken four partial sums at a time, w[l] = (t[l] + t[l + 8]) + (t[l + 4] + t[l + 12])
@@ -532,6 +531,7 @@ void accumulate_reduce_f16(const float* p, const uint8_t* v, uint64_t v_stride, 
   }
 }
 
+// 8 outputs at a time; every output sees exactly the scalar form's adds.
 void reduce_lanes(const float* acc, int64_t lanes, int64_t used, int64_t dv, float* out) {
   const int64_t d8 = dv & ~int64_t(7);
   auto at = [&](int64_t lane, int64_t i) {
