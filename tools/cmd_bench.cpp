@@ -426,7 +426,8 @@ int run_bench(const BenchOptions& o) {
   cond.isa = cpu::isa_description();
   if (cpu::batch_order() == cpu::BatchOrder::lanes) cond.isa += ", batch order lanes";
   if (cpu::batch_order() == cpu::BatchOrder::llama) cond.isa += ", batch order llama";
-  if (cpu::selected_isa() == cpu::Isa::avx2 || cpu::selected_isa() == cpu::Isa::avx2_vnni)
+  const cpu::Isa isa = cpu::selected_isa();
+  if (isa == cpu::Isa::avx2 || isa == cpu::Isa::avx2_vnni || isa == cpu::Isa::avx512)
     cond.isa += cpu::decode_prefetch() ? ", decode prefetch" : ", no decode prefetch";
   if (o.no_repack) cond.isa += ", --no-repack";
   else

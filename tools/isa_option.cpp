@@ -22,8 +22,8 @@ void add_isa_option(CLI::App* sub) {
       ->type_name("ORDER");
   sub->add_option_function<std::string>(
          "--decode-prefetch", [](const std::string& v) { cpu::set_decode_prefetch(cpu::parse_decode_prefetch(v)); },
-         "Software prefetch of the avx2 / avx2-vnni decode's weights: auto (default: on where the CPU has no "
-         "AVX-512), on or off. Alias: $OPAL_DECODE_PREFETCH")
+         "Software prefetch of the x86 decode's weights: auto (default: off on AMD's AVX-512 cores, Zen 4 / Zen 5, "
+         "on everywhere else), on or off. Alias: $OPAL_DECODE_PREFETCH")
       ->type_name("WHEN");
 }
 

@@ -219,8 +219,13 @@ TEST(DecodePrefetch, AutoFollowsTheHostAndAChoiceForcesIt) {
   EXPECT_EQ(parse_decode_prefetch("auto"), DecodePrefetch::by_host);
   EXPECT_EQ(parse_decode_prefetch("on"), DecodePrefetch::on);
   EXPECT_EQ(parse_decode_prefetch("off"), DecodePrefetch::off);
+  // Off only on AMD's AVX-512 cores (Zen 4 / Zen 5); Intel with or without AVX-512 and Zen 3 prefetch.
+  EXPECT_FALSE(decode_prefetch_by_host(/*amd=*/true, /*avx512=*/true));
+  EXPECT_TRUE(decode_prefetch_by_host(/*amd=*/true, /*avx512=*/false));
+  EXPECT_TRUE(decode_prefetch_by_host(/*amd=*/false, /*avx512=*/true));
+  EXPECT_TRUE(decode_prefetch_by_host(/*amd=*/false, /*avx512=*/false));
   set_decode_prefetch(DecodePrefetch::by_host);
-  EXPECT_EQ(decode_prefetch(), !host_has_avx512());
+  EXPECT_EQ(decode_prefetch(), decode_prefetch_by_host(host_is_amd(), host_has_avx512()));
   set_decode_prefetch(DecodePrefetch::on);
   EXPECT_TRUE(decode_prefetch());
   set_decode_prefetch(DecodePrefetch::off);

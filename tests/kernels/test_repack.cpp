@@ -172,7 +172,7 @@ TEST(RowGroups, PackedGemmIsThePlainBitsOnEveryIsa) {
             set_batch_order(order);
             for (int64_t n_act :
                  {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7), kern->packed_max_act}) {
-              // The avx2 decode with and without its software prefetch (matmul_kernels.h), by turns: the same bits.
+              // The decode with and without its software prefetch (matmul_kernels.h), by turns: the same bits.
               set_decode_prefetch((n_act + rows) % 2 ? DecodePrefetch::on : DecodePrefetch::off);
               std::normal_distribution<float> val(0.0f, 2.0f);
               std::vector<float> x(size_t(n_act * k));
@@ -444,7 +444,7 @@ TEST(KGroups, PackedDecodeIsThePlainBitsOnEveryIsa) {
             for (BatchOrder order : {BatchOrder::by_type, BatchOrder::llama}) {  // Q4_K: super-block-exact, llama.cpp's
               if (t != DType::Q4_K && order != BatchOrder::by_type) continue;
               set_batch_order(order);
-              // The avx2 decode with and without its software prefetch (matmul_kernels.h), by turns: the same bits.
+              // The decode with and without its software prefetch (matmul_kernels.h), by turns: the same bits.
               set_decode_prefetch((n_act + rows) % 2 ? DecodePrefetch::on : DecodePrefetch::off);
               std::normal_distribution<float> val(0.0f, 2.0f);
               std::vector<float> x(size_t(n_act * k));

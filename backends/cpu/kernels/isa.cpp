@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -22,6 +24,7 @@ struct HostFeatures {
   bool avx512_vnni = false;
   bool avx_vnni = false;  // AVX-VNNI (VEX vpdpbusd on ymm), with avx2
   bool avx512_bf16 = false;
+  bool amd = false;  // vendor "AuthenticAMD" (or Hygon's "HygonGenuine", Zen based)
   bool neon = false;
   bool dotprod = false;
 };
@@ -30,6 +33,13 @@ HostFeatures detect() {
   HostFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    f.amd = std::string_view(vendor) == "AuthenticAMD" || std::string_view(vendor) == "HygonGenuine";
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29), avx = c & (1u << 28);
   if (!osxsave || !avx) return f;
@@ -129,6 +139,7 @@ bool host_has_avx512() { return host().avx512; }
 bool host_has_avx512_vnni() { return host().avx512_vnni; }
 bool host_has_avx_vnni() { return host().avx_vnni; }
 bool host_has_avx512_bf16() { return host().avx512_bf16; }
+bool host_is_amd() { return host().amd; }
 bool host_has_neon_dotprod() { return host().dotprod; }
 
 void set_isa(Isa isa) {

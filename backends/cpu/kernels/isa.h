@@ -33,6 +33,7 @@ bool host_has_avx512();  // F, BW, VL, DQ (whether or not this build's avx512 ke
 bool host_has_avx512_vnni();
 bool host_has_avx_vnni();
 bool host_has_avx512_bf16();
+bool host_is_amd();  // an x86 CPU from AMD (or Hygon)
 bool host_has_neon_dotprod();
 
 // The process-wide selection used by matmul_kernels(type), initially $OPAL_ISA

@@ -90,9 +90,10 @@ bool decode_prefetch() {
     case DecodePrefetch::off: return false;
     case DecodePrefetch::by_host: break;
   }
-  static const bool by_host = !host_has_avx512();
+  static const bool by_host = decode_prefetch_by_host(host_is_amd(), host_has_avx512());
   return by_host;
 }
+bool decode_prefetch_by_host(bool amd, bool avx512) { return !(amd && avx512); }
 
 bool packed_reads(const MatmulKernels& k, int64_t n_act) {
   if (!k.gemm_packed || n_act < 1) return false;

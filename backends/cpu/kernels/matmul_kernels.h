@@ -116,28 +116,35 @@ bool lanes_order(DType weight_type);
 // Parses "auto" / "llama" / "lanes"; throws opal::Error naming the choices.
 BatchOrder parse_batch_order(std::string_view name);
 
-// The avx2 / avx2-vnni row groups' software prefetch at decode (calls of 1-3
-// activation rows: a token, a short draft; batches of 4 rows or more always
-// take it): each group call requests the weights 16 KiB (Q8_0, Q4_0, Q5_0) or
-// 8 KiB (Q4_K, Q6_K) ahead of the one it reads, and a Q8_0 / Q4_0 / Q5_0
-// slice its first 16 KiB up front. Whether it pays depends on the core's own
-// prefetchers, not on the ISA the kernels use:
-//   by_host (the default, named "auto"): on where the host has no AVX-512
-//          (stop 42, a Zen 3 EPYC with AVX2 only, token by token in one
-//          process: one-thread decode 1.15-1.56x faster with it, two threads
-//          1.05-1.37x), off where it has AVX-512 (Zen 4 and Zen 5 running the
-//          avx2 kernels under --isa avx2 decoded faster without it: stops 27,
-//          37, 40 and 41; docs/cpu-decode.md "The decode prefetch");
+// The row groups' software prefetch at decode (calls of 1-3 activation rows: a
+// token, a short draft), on every x86 ISA: each group call requests the
+// weights ahead of the one it reads, avx2 / avx2-vnni 16 KiB (Q8_0, Q4_0,
+// Q5_0; their batches of 4 rows or more always take it), avx512 8 KiB (Q8_0,
+// Q4_0, Q5_0; its batches never take it), and 8 KiB for the Q4_K / Q6_K
+// groups of both. Whether it pays depends on the core's own prefetchers,
+// not on the ISA the kernels use (token by token in one process, ratios
+// without / with):
+//   by_host (the default, named "auto"): off on AMD's AVX-512 cores (Zen 4,
+//          Zen 5: the avx2 kernels under --isa avx2 decoded faster without it,
+//          stops 27, 37, 40 and 41, and the avx512 groups, stops 37 and 40;
+//          docs/cpu-decode.md "The decode prefetch"), on everywhere else: a
+//          Zen 3 EPYC with AVX2 only (stop 42: one thread 1.15-1.56x, two
+//          threads 1.05-1.37x) and an Intel Xeon with AVX-512 (stop 43: the
+//          avx512 kernels 1.18-1.33x at one thread, 1.01-1.31x at two; the avx2
+//          kernels under --isa avx2 1.19-1.59x / 1.12-1.39x);
+//          decode_prefetch_by_host;
 //   on / off: forced.
-// The AVX-512 kernels' decode has none (their hosts are the ones above). It
-// changes no result. Initially $OPAL_DECODE_PREFETCH ("auto", "on" or "off")
-// if set, else auto; the tools' --decode-prefetch sets it (tools/isa_option.cpp).
+// It changes no result. Initially $OPAL_DECODE_PREFETCH ("auto", "on" or
+// "off") if set, else auto; the tools' --decode-prefetch sets it
+// (tools/isa_option.cpp).
 enum class DecodePrefetch { by_host, on, off };
 DecodePrefetch decode_prefetch_choice();
 void set_decode_prefetch(DecodePrefetch choice);
 // Parses "auto" / "on" / "off"; throws opal::Error naming the choices.
 DecodePrefetch parse_decode_prefetch(std::string_view name);
-// Whether the avx2 / avx2-vnni decode prefetches under the choice on this host.
+// The auto rule for a host: off for an AMD CPU with AVX-512, on otherwise.
+bool decode_prefetch_by_host(bool amd, bool avx512);
+// Whether the decode prefetches under the choice on this host.
 bool decode_prefetch();
 
 // llama.cpp's vec_dot type of a weight type (F32 if none applies).

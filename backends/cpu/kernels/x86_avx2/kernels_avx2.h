@@ -37,10 +37,10 @@ void gemm_q5_0(const GemmArgs& g);
 bool q5_0_block_exact(const GemmArgs& g);
 // The AVX2 / AVX-VNNI row groups' software prefetch along the stream (16 KiB on) and the request of a slice's first
 // 16 KiB: batches of kStreamPrefetchMinActs activation rows or more, and smaller calls (decode, short drafts) where
-// decode_prefetch() says so (matmul_kernels.h: by default hosts without AVX-512). On Zen 4 (`--isa avx2`) calls of
-// 1-3 rows ran faster without since stops 27 (Q8_0 decode), 40 (Q4_0), 41 (Q5_0 and batches of 2-3 rows: alternated
-// run by run in one process, SmolLM2-135M / Qwen3-0.6B Q8_0 and SmolLM2 Q4_K_M (its Q5_0) 2 rows 1.10-1.13x without
-// at one thread and 1.04-1.06x at two, 3 rows 1.05-1.12x / 0.98-1.05x; 4 rows 1.03-1.05x at one thread but
+// decode_prefetch() says so (matmul_kernels.h: by default every host but AMD's AVX-512 cores). On Zen 4 (`--isa avx2`)
+// calls of 1-3 rows ran faster without since stops 27 (Q8_0 decode), 40 (Q4_0), 41 (Q5_0 and batches of 2-3 rows:
+// alternated run by run in one process, SmolLM2-135M / Qwen3-0.6B Q8_0 and SmolLM2 Q4_K_M (its Q5_0) 2 rows 1.10-1.13x
+// without at one thread and 1.04-1.06x at two, 3 rows 1.05-1.12x / 0.98-1.05x; 4 rows 1.03-1.05x at one thread but
 // 0.94-1.00x at two, 16 rows 0.93-0.98x; docs/perf/cpu-round2g.md); on a Zen 3 (AVX2 only, stop 42) decode ran
 // 1.15-1.24x faster with it (Q8_0 / Q4_0 at one thread).
 constexpr int64_t kStreamPrefetchMinActs = 4;

@@ -65,10 +65,10 @@ namespace {
 // The software prefetch of the batch kernels (kPrefetch), 8 KiB along the stream (stop 15: packed-decode*/avx2/
 // q[46]_K and avx512, three interleaved passes at load 6.5-7: none 23-28 / 14-28 GB/s, 8 KiB 27.5-34 / 25-33; 16
 // and 32 KiB no better than 8 in a noisier sweep). Decode (1-3 activation rows: run_q4_K_decode, run_q6_K_decode) takes
-// it where opal::cpu::decode_prefetch() says so (matmul_kernels.h; by default hosts without AVX-512): on a Zen 4 host
-// (EPYC, AVX-512) Llama-3.2-1B Q4_K_M tg64 at one thread ran 22.6-23.2 -> 28.9-30.3 t/s without it, 19.7 -> 28.6
-// under --isa avx2, Qwen3-0.6B 45-46 -> 54-55, while the kernel bench there read the two forms within 5 %; batches
-// of 8-24 rows lost 2-12 % without it (docs/perf/cpu-round2e.md, "Stop 37"); on a Zen 3 (AVX2 only, stop 42)
+// it where opal::cpu::decode_prefetch() says so (matmul_kernels.h; by default every host but AMD's AVX-512 cores): on a
+// Zen 4 host (EPYC, AVX-512) Llama-3.2-1B Q4_K_M tg64 at one thread ran 22.6-23.2 -> 28.9-30.3 t/s without it, 19.7
+// -> 28.6 under --isa avx2, Qwen3-0.6B 45-46 -> 54-55, while the kernel bench there read the two forms within 5 %;
+// batches of 8-24 rows lost 2-12 % without it (docs/perf/cpu-round2e.md, "Stop 37"); on a Zen 3 (AVX2 only, stop 42)
 // decode ran 1.18-1.56x faster with it (Qwen3-0.6B / Llama-3.2-1B Q4_K_M token by token; docs/perf/cpu-round2g.md).
 constexpr int kKGroupPrefetch = 8 * 1024;
 

@@ -2,7 +2,8 @@
 // row_groups_avx2.cpp (plain AVX2), row_groups_avx2vnni.cpp (AVX-VNNI) and
 // row_groups_avx512.cpp (AVX-512 VL, since stop 40).
 // Each includes this file inside its own unnamed namespace, after defining
-// load32, bcast4, or_masked (a | (b & mask)), kGroup (8), kGroupPrefetch (0: none), kHeadBytes and kQ5MaxActs
+// load32, bcast4, or_masked (a | (b & mask)), kGroup (8), kGroupPrefetch (0: none), group_stream_prefetch(g) (which
+// calls prefetch kGroupPrefetch along the stream), kHeadBytes and kQ5MaxActs
 // (the activation rows a group meets at once: 3 in 16 vector registers), having included <algorithm>, <array>,
 // <cstring>, <utility> and <vector>, and instantiates
 // the kernels with its `Dot`:
@@ -241,7 +242,7 @@ void run_q5_0_groups(const GemmArgs& g, void (*plain)(const GemmArgs&)) {
     // Batches of 4+ rows, and decode where avx2::wants_stream_prefetch says so (Q5_0 decode without since stop 41
     // on Zen 4: alternated token by token, SmolLM2-135M Q4_K_M tg --isa avx2 at one thread 1.017-1.024x without,
     // two threads level); the head only with the batches (avx2::wants_head_request).
-    const bool stream_prefetch = kGroupPrefetch > 0 && avx2::wants_stream_prefetch(g);
+    const bool stream_prefetch = kGroupPrefetch > 0 && group_stream_prefetch(g);
     const uint8_t* first = g.w + uint64_t(g.row_begin) * g.w_row_bytes;
     const uint64_t head = std::min<uint64_t>(uint64_t(kHeadBytes), uint64_t(end - g.row_begin) * g.w_row_bytes);
     for (uint64_t o = 0; stream_prefetch && avx2::wants_head_request(g) && o < head; o += 64)

@@ -49,7 +49,7 @@ constexpr int64_t kGroup = 8;
 // none at stop 13.) Q4_0 (stop 15, load 4.6-5.2, two passes): none 24-31,
 // 4 KiB 30-33, 8 KiB 26-37, 16 KiB 27-39, 32 KiB 28-37 GB/s. Since stops 27,
 // 40 and 41 only batches of 4+ rows take either (wants_stream_prefetch, kernels_avx2.h); since stop 42 decode
-// takes the 16 KiB prefetch where decode_prefetch() says so (hosts without AVX-512), never the head.
+// takes the 16 KiB prefetch where decode_prefetch() says so (every host but AMD's AVX-512 cores), never the head.
 constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 
 // Which calls take them (avx2::wants_stream_prefetch, kernels_avx2.h), and why.
@@ -65,8 +65,8 @@ constexpr int64_t kGroupPrefetch = 16 * 1024, kHeadBytes = 16 * 1024;
 // kernels_avx2.h). The head request (kHeadBytes) goes with the stream's prefetch: since stop 41 a call without the one
 // requests no head either (alternated token by token, every call without it read faster: SmolLM2-135M Q4_0 / Q8_0 tg
 // at one thread 3-3.5 %, Q4_0 at two threads 8.6 %, Qwen3-0.6B 0.6-0.8 %; docs/perf/cpu-round2g.md). Since stop 42
-// hosts without AVX-512 prefetch the decode's stream (Zen 3: 1.15-1.24x at one thread) but request no head
-// (wants_head_request: level at one thread, 1.02-1.07x faster without at two).
+// every host but AMD's AVX-512 cores prefetches the decode's stream (Zen 3: 1.15-1.24x at one thread) but requests no
+// head (wants_head_request: level at one thread, 1.02-1.07x faster without at two).
 
 // One group of 8 Q8_0 rows against one activation row (Q8_0 blocks).
 void q8_0_group(const uint8_t* grp, int64_t nb, const uint8_t* x, float* out, bool prefetch) {
@@ -287,6 +287,7 @@ struct MaddQ5 {
 };
 
 constexpr int kQ5MaxActs = 3;
+bool group_stream_prefetch(const GemmArgs& g) { return avx2::wants_stream_prefetch(g); }
 
 #include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"
 

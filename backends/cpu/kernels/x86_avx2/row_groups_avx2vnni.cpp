@@ -42,6 +42,7 @@ struct AvxVnniDpbusd {
 };
 
 constexpr int kQ5MaxActs = 3;
+bool group_stream_prefetch(const GemmArgs& g) { return avx2::wants_stream_prefetch(g); }
 
 #include "backends/cpu/kernels/x86_avx2/q5_0_groups.h"
 

@@ -19,8 +19,10 @@
 // only lanes L < 8 carry; Q6_K: the -32 offset in lanes L < 8, fma by d * d_x),
 // and the end is _mm512_reduce_add_ps's tree on the pairs (reduce_wide), so a
 // packed weight gives the plain layout's bits. Batches of 1-4 activation rows
-// (the plain kernels' per-row sizes) share each group's unpacked quants, with
-// no software prefetch (kquant_groups.h, kKGroupPrefetch: stop 37). Rows past
+// (the plain kernels' per-row sizes) share each group's unpacked quants; 1-3
+// rows prefetch 8 KiB along the stream where decode_prefetch() says so (every
+// host but AMD's AVX-512 cores, which decode faster without: stop 37; an Intel
+// Xeon 1.17-1.33x faster with it, stop 43), 4 rows never. Rows past
 // the last whole group are plain.
 //
 // Larger batches (stop 17, gemm_packed_batch) read the groups in place in the
@@ -106,7 +108,7 @@ void reduce_wide(__m512 (*acc)[8], float* const* out) {
 // Decode and 2-4 rows in the plain kernels' 16-lane order (Q45KKernel's bits):
 // acc[a][u] (low nibbles, lanes 2u + e, with the mins) and acc[a][4 + u] (high
 // nibbles, lanes 8 + 2u + e), then _mm512_reduce_add_ps's tree per row (reduce_wide).
-template <int RA>
+template <int RA, bool kPrefetch>
 void q4_K_wide(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const WideConsts k;
   __m512 acc[RA][8];
@@ -114,6 +116,7 @@ void q4_K_wide(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* c
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ4KGroupBytes;
+    if constexpr (kPrefetch) prefetch_group(gb, kQ4KGroupBytes);
     const WideScales ws(Q4KGroupScales(gb), k);
     __m512i s[8];
     for (int t = 0; t < 8; ++t) s[t] = ws.scale(t, k);
@@ -157,7 +160,7 @@ __m256i fold_pairs(__m512i v) { return _mm512_cvtepi64_epi32(_mm512_add_epi32(v,
 
 // Batches in the lanes order (Q4KRowsInLanes' bits: one exact int32 per row and super-block, then
 // q4_K_group_finish), reading the groups in their order as q4_K_wide does (two int32 chains per activation row:
-// the low nibbles' and the high nibbles'), with the batch kernels' prefetch (decode runs without, stop 37).
+// the low nibbles' and the high nibbles'), with the batch kernels' prefetch (decode's is q4_K_wide's).
 template <int RA>
 void q4_K_wide_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const WideConsts k;
@@ -237,7 +240,7 @@ struct Q6KWideScales {
 
 // Decode and 2-4 rows in the plain kernels' 16-lane order (Q6KKernel's bits): acc[a][u] lanes 2u + e (c = 0
 // and 2, less the offset), acc[a][4 + u] lanes 8 + 2u + e (c = 1 and 3).
-template <int RA>
+template <int RA, bool kPrefetch>
 void q6_K_wide(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* const* out) {
   const WideConsts k;
   const Q6KWide k6;
@@ -246,6 +249,7 @@ void q6_K_wide(const uint8_t* grp, int64_t nb, const uint8_t* const* x, float* c
     for (int l = 0; l < 8; ++l) acc[a][l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = grp + b * kQ6KGroupBytes;
+    if constexpr (kPrefetch) prefetch_group(gb, kQ6KGroupBytes);
     const Q6KWideScales ws(gb, k);
     __m512i s[16];
     for (int t = 0; t < 16; ++t) s[t] = ws.scale(t, k6);
@@ -341,10 +345,16 @@ void q6_K_wide_lanes(const uint8_t* grp, int64_t nb, const uint8_t* const* x, fl
 // On AVX2 the in-place forms stay ahead at 512 (kquant_groups.h).
 constexpr int64_t kQ4KLanesFromActs = 32, kQ6KLanesFromActs = 16;
 
-constexpr GroupFn kQ4KWide[kMaxActs] = {q4_K_wide<1>, q4_K_wide<2>, q4_K_wide<3>, q4_K_wide<4>};
+// Decode (1-3 activation rows) prefetches the stream where decode_prefetch() says so (matmul_kernels.h; 8 KiB on,
+// kKGroupPrefetch); 4 rows never do, as the batches.
+template <bool kPrefetch>
+constexpr GroupFn kQ4KWide[kMaxActs] = {q4_K_wide<1, kPrefetch>, q4_K_wide<2, kPrefetch>, q4_K_wide<3, kPrefetch>,
+                                        q4_K_wide<4, false>};
 constexpr GroupFn kQ4KWideLanes[kMaxActs] = {q4_K_wide_lanes<1>, q4_K_wide_lanes<2>, q4_K_wide_lanes<3>,
                                              q4_K_wide_lanes<4>};
-constexpr GroupFn kQ6KWide[kMaxActs] = {q6_K_wide<1>, q6_K_wide<2>, q6_K_wide<3>, q6_K_wide<4>};
+template <bool kPrefetch>
+constexpr GroupFn kQ6KWide[kMaxActs] = {q6_K_wide<1, kPrefetch>, q6_K_wide<2, kPrefetch>, q6_K_wide<3, kPrefetch>,
+                                        q6_K_wide<4, false>};
 constexpr GroupFn kQ6KWideLanes[kMaxActs] = {q6_K_wide_lanes<1>, q6_K_wide_lanes<2>, q6_K_wide_lanes<3>,
                                              q6_K_wide_lanes<4>};
 
@@ -358,11 +368,11 @@ void require_layout(const GemmArgs& g, uint8_t layout, const char* type) {
 
 void gemm_q4_K_groups(const GemmArgs& g) {
   require_layout(g, kLayoutQ4KGroups8Wide, "Q4_K");
-  run_k_groups(g, kQ4KWide, kMaxActs, gemm_q4_K);
+  run_k_groups(g, decode_prefetch() ? kQ4KWide<true> : kQ4KWide<false>, kMaxActs, gemm_q4_K);
 }
 void gemm_q6_K_groups(const GemmArgs& g) {
   require_layout(g, kLayoutQ6KGroups8Wide, "Q6_K");
-  run_k_groups(g, kQ6KWide, kMaxActs, gemm_q6_K);
+  run_k_groups(g, decode_prefetch() ? kQ6KWide<true> : kQ6KWide<false>, kMaxActs, gemm_q6_K);
 }
 bool gemm_q4_K_groups_batch(const GemmArgs& g) {
   require_layout(g, kLayoutQ4KGroups8Wide, "Q4_K");

@@ -67,11 +67,13 @@ int32_t load_i32(const uint8_t* p) {
   return v;
 }
 
-// The groups stream without software prefetch. Q8_0 since stops 14 and 16 (the same with and without at load 8);
-// Q4_0 since stop 40 (a 16 KiB distance had measured 33-37 GB/s against 28-31 without on a loaded host at stop 16;
-// on the Zen 4 host of stops 37-40 none reads packed-decode*/avx512/q4_0 1.1-1.4x and Qwen3 / Llama-3.2-1B Q4_0 tg
-// at one thread 1.0-1.16x, docs/perf/cpu-round2f.md), as the K-quant groups (stop 37) and Q5_0 (stop 40): the
-// hardware prefetchers track one sequential stream. Groups longer than kLongGroupBytes (rows of
+// Batches stream without software prefetch, and so does decode on AMD's AVX-512 cores: Q8_0 since stops 14 and 16
+// (the same with and without at load 8); Q4_0 since stop 40 (a 16 KiB distance had measured 33-37 GB/s against
+// 28-31 without on a loaded host at stop 16; on the Zen 4 host of stops 37-40 none reads
+// packed-decode*/avx512/q4_0 1.1-1.4x and Qwen3 / Llama-3.2-1B Q4_0 tg at one thread 1.0-1.16x,
+// docs/perf/cpu-round2f.md), as the K-quant groups (stop 37) and Q5_0 (stop 40): Zen 4's hardware prefetchers
+// track one sequential stream. Intel's do not keep up: decode prefetches where decode_prefetch() says so
+// (below). Groups longer than kLongGroupBytes (rows of
 // k > 5782: Llama-3.2-1B's FFN down, k = 8192, 68 KiB a group) go through
 // q8_0_group_batch even for decode (stop 27): its lane starts and scales are
 // made in registers, so only the activation row (8.5 KiB at k = 8192) has to
@@ -87,6 +89,18 @@ constexpr int64_t kLongGroupBytes = 48 * 1024;
 // every call without, read slower: SmolLM2-135M Q4_0 / Q8_0 tg at one thread 2-3 %, at two threads 4-7 %, the
 // larger models 0-1.5 % (docs/perf/cpu-round2g.md). The q5_0_groups.h kernels request none where kGroupPrefetch is 0.
 constexpr int64_t kHeadBytes = 0;
+
+// Decode's software prefetch along the stream where decode_prefetch() says so (matmul_kernels.h: every host but
+// AMD's AVX-512 Zen 4 / Zen 5): calls of 1-3 activation rows request the bytes kGroupPrefetch ahead of each block
+// into L1 (Q8_0, Q4_0 and Q5_0). Batches never do (above). On an Intel Xeon with AVX-512 (stop 43, token by token
+// in one process, docs/perf/cpu-round2g.md) the model's decode ran 1.20-1.32x faster with it at one thread, 8 KiB
+// 1-1.5 % ahead of 16 KiB on the three models timed, 4 KiB level with 8, 32 KiB 4-10 % behind 16.
+constexpr int64_t kGroupPrefetch = 8 * 1024;
+bool decode_prefetches(const GemmArgs& g) { return g.n_act < kActStep && decode_prefetch(); }
+void prefetch_ahead(const uint8_t* block, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(block + kGroupPrefetch + o), _MM_HINT_T0);
+}
 
 // What a step needs of the call: the weights, the activation rows, the output.
 struct Step {
@@ -130,7 +144,7 @@ __m256 hsum8_rows(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 
 // One group of 8 Q8_0 rows (row r on) against activation rows [act, act + RA); c: the rows' lane starts
 // (q8_0_starts, nb * 8 each).
-template <int RA>
+template <int RA, bool kPrefetch>
 void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const int32_t* c) {
   constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
   const uint8_t* x[RA];
@@ -151,6 +165,7 @@ void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
   const __m512i offset = _mm512_set1_epi8(char(0x80));
   for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
+    if constexpr (kPrefetch) prefetch_ahead(gb, kBlock);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
     __m512i q[4];
     for (int j = 0; j < 4; ++j) q[j] = _mm512_xor_si512(_mm512_loadu_si512(gb + 16 + 64 * j), offset);
@@ -174,7 +189,7 @@ void q8_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
 // 4.2-4.5 GB/s); decode and batches of up to 3 rows take q8_0_group, but on groups longer than
 // kLongGroupBytes this form (stop 27, above). The same lane starts, the same d_w * d_x (the f16's value),
 // hsum8 per row: q8_0_group's bits.
-template <int RA>
+template <int RA, bool kPrefetch>
 void q8_0_group_batch(const Step& s, const uint8_t* grp, int64_t r, int64_t act) {
   constexpr int64_t kBlock = kGroup * kQ8_0Bytes;  // 272
   const uint8_t* x[RA];
@@ -189,6 +204,7 @@ void q8_0_group_batch(const Step& s, const uint8_t* grp, int64_t r, int64_t act)
   const __m512i offset = _mm512_set1_epi8(char(0x80));
   for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
+    if constexpr (kPrefetch) prefetch_ahead(gb, kBlock);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
     __m512i q[4];
     for (int j = 0; j < 4; ++j) q[j] = _mm512_xor_si512(_mm512_loadu_si512(gb + 16 + 64 * j), offset);
@@ -227,7 +243,7 @@ void q4_0_starts(const uint8_t* x, int64_t nb, int32_t* c) {
 // (a zero-masked broadcast load) and is counted once a row: the same exact
 // int32 as subtracting it from the row's sum. d_x is the f32 copy in the
 // activation row's tail (one broadcast load, not an f16 insert and convert).
-template <int RA>
+template <int RA, bool kPrefetch>
 void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const int32_t* c) {
   constexpr int64_t kBlock = kGroup * kQ4_0Bytes;
   const uint8_t* x[RA];
@@ -245,6 +261,7 @@ void q4_0_group(const Step& s, const uint8_t* grp, int64_t r, int64_t act, const
   for (int a = 0; a < RA; ++a) acc[a] = _mm256_setzero_ps();
   for (int64_t b = 0; b < s.nb; ++b) {
     const uint8_t* gb = grp + b * kBlock;
+    if constexpr (kPrefetch) prefetch_ahead(gb, kBlock);
     __m512i lo[2], hi[2];
     for (int v = 0; v < 2; ++v) {
       const __m512i q = _mm512_loadu_si512(gb + 16 + 64 * v);
@@ -304,12 +321,13 @@ void each_group(const GemmArgs& g, int64_t end, Group group) {
 // Q5_0 (stop 40): kernels/repack.h's kLayoutQ5Groups8 and x86_avx2/q5_0_groups.h's kernels (the layout, both
 // orders and why they give the plain kernels' bits are written there), with AVX-512 VL's 256-bit vpdpbusd as
 // avx2-vnni's AVX-VNNI one, vpternlogd for the unpack's or of masked bits, 4 activation rows a group (32 vector
-// registers) and no software prefetch along the stream (the hardware's does better: docs/cpu-decode.md "AVX-512
-// Q5_0 on kLayoutQ5Groups8"). 256 bits, not 512: Zen 4 runs a 512-bit operation as two 256-bit halves, so the
-// work per row is the same, and a piece's lanes T and T + 4 meet their activation bytes by broadcast, where the
-// zmm kernel on kLayoutRowGroups8 it replaces (stop 15) took a vpermd of the activation for every piece and
-// activation row (ceiling-1024/avx512/q5_0 23.5 GB/s; 43 now).
-constexpr int64_t kGroupPrefetch = 0;
+// registers) and, but for decode where decode_prefetch() says so, no software prefetch along the stream (Zen 4's
+// hardware prefetchers do better: docs/cpu-decode.md "AVX-512 Q5_0 on kLayoutQ5Groups8"). 256 bits, not 512: Zen 4 runs
+// a 512-bit operation as two 256-bit halves, so the work per row is the same, and a piece's lanes T and T + 4 meet
+// their activation bytes by broadcast, where the zmm kernel on kLayoutRowGroups8 it replaces (stop 15) took a vpermd of
+// the activation for every piece and activation row (ceiling-1024/avx512/q5_0 23.5 GB/s; 43 now). Q5_0's stream
+// prefetch: decode's, as the Q8_0 / Q4_0 groups' above (group_stream_prefetch: q5_0_groups.h).
+bool group_stream_prefetch(const GemmArgs& g) { return decode_prefetches(g); }
 
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 __m256i bcast4(const uint8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
@@ -334,9 +352,11 @@ void gemm_q8_0_groups(const GemmArgs& g) {
   const Step s{g, g.k / 32};
   const bool long_groups = int64_t(kGroup) * int64_t(g.w_row_bytes) > kLongGroupBytes;
   // Batches, and any call on long groups: kActStep rows at a time, the rest (1-3) in one smaller step.
+  const bool prefetch = decode_prefetches(g);
   if (g.n_act >= kActStep || long_groups) {
     each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
-      q8_0_group_batch<decltype(ra)::value>(s, grp, r, a);
+      if (prefetch) q8_0_group_batch<decltype(ra)::value, true>(s, grp, r, a);
+      else q8_0_group_batch<decltype(ra)::value, false>(s, grp, r, a);
     });
   } else if (end > g.row_begin) {  // decode and batches of 2-3 rows
     thread_local std::vector<int32_t> starts;
@@ -344,7 +364,8 @@ void gemm_q8_0_groups(const GemmArgs& g) {
     for (int64_t a = 0; a < g.n_act; ++a) q8_0_starts(s.x(a), s.nb, starts.data() + a * s.nb * 8);
     const int32_t* c = starts.data();
     each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
-      q8_0_group<decltype(ra)::value>(s, grp, r, a, c);
+      if (prefetch) q8_0_group<decltype(ra)::value, true>(s, grp, r, a, c);
+      else q8_0_group<decltype(ra)::value, false>(s, grp, r, a, c);
     });
   }
   plain_rest(g, end, gemm_q8_0);
@@ -358,8 +379,10 @@ void gemm_q4_0_groups(const GemmArgs& g) {
     starts.resize(size_t(g.n_act * s.nb));
     for (int64_t a = 0; a < g.n_act; ++a) q4_0_starts(s.x(a), s.nb, starts.data() + a * s.nb);
     const int32_t* c = starts.data();
+    const bool prefetch = decode_prefetches(g);
     each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
-      q4_0_group<decltype(ra)::value>(s, grp, r, a, c);
+      if (prefetch) q4_0_group<decltype(ra)::value, true>(s, grp, r, a, c);
+      else q4_0_group<decltype(ra)::value, false>(s, grp, r, a, c);
     });
   }
   plain_rest(g, end, gemm_q4_0);
