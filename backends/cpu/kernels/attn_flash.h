@@ -62,8 +62,9 @@ struct FlashKernels {
                      int64_t n, int64_t dv, float* acc, int64_t lda);
   // The in-place f16 forms give each of their loads one address stride over a tile (dk 64 / 128 unrolled, V rows
   // of up to 128 columns in one pass), so the hardware's stride prefetcher follows a decode's cells: the op then
-  // issues no software prefetch for an f16 cache of those shapes and walks one kv head per unit
-  // (ops/attention_flash.cpp).
+  // issues no software prefetch for an f16 cache of those shapes and walks one kv head per unit, where the
+  // host's decode takes no software prefetch for its weights either (decode_prefetch(), matmul_kernels.h: AMD's
+  // AVX-512 cores; ops/attention_flash.cpp).
   bool strided_f16;
   // Decode's integer K·q over a q8_0 (q4_0) cache, read in place, as llama.cpp's flash attention takes it on x86
   // (q converted to q8_0 once per row, vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0 per cell): per 32-block of a

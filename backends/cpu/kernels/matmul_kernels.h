@@ -134,6 +134,9 @@ BatchOrder parse_batch_order(std::string_view name);
 //          kernels under --isa avx2 1.19-1.59x / 1.12-1.39x);
 //          decode_prefetch_by_host;
 //   on / off: forced.
+// The flash attention's decode over an f16 cache follows it too (software
+// prefetch of the next tile and kv heads grouped when on; the hardware's
+// stride prefetcher when off: ops/attention_flash.cpp).
 // It changes no result. Initially $OPAL_DECODE_PREFETCH ("auto", "on" or
 // "off") if set, else auto; the tools' --decode-prefetch sets it
 // (tools/isa_option.cpp).

@@ -38,6 +38,7 @@
 
 #include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/convert.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/ops/row_iter.h"
 
@@ -224,8 +225,12 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
   // (The integer K·q's unrolled loads give a quantized cache the same single strides, but one kv head per unit
   // without the prefetch lost 30-110 % from DRAM there: Qwen3 q8_0 d16384 3.4-3.6 -> 5.3-5.9 ms, q4_0 3.4-3.6 ->
   // 7.3-8.5 ms, bench_attn_decode, load 3.4, stop 19; so a quantized cache keeps them.)
-  const bool hw_prefetch =
-      fk.strided_f16 && k.type == DType::F16 && v.type == DType::F16 && direct_k && direct_v && strided_shape;
+  // That was Zen 4's hardware prefetcher. Where the weights' decode takes a software prefetch (decode_prefetch():
+  // every host but AMD's AVX-512 cores) the cache's does too: on an Intel Xeon (AVX-512) the grouping and the
+  // prefetch read SmolLM2-135M / Qwen3-0.6B / Llama-3.2-1B Q4_0 decode at d4096 (-fa 1) 1.24-1.34x faster at one
+  // thread and 1.19-1.34x at two, token by token (stop 43, docs/perf/cpu-round2g.md).
+  const bool hw_prefetch = fk.strided_f16 && !decode_prefetch() && k.type == DType::F16 && v.type == DType::F16 &&
+                           direct_k && direct_v && strided_shape;
   int64_t heads_per_unit = 1;
   if (T <= kSplitMaxTokens && !hw_prefetch) {
     const int64_t want = nth_pool <= 1 ? 1 : std::clamp<int64_t>((4 * nth_pool + n_split - 1) / n_split, 1, hkv);
