@@ -96,7 +96,8 @@ constexpr int64_t kHeadBytes = 0;
 // in one process, docs/perf/cpu-round2g.md) the model's decode ran 1.20-1.32x faster with it at one thread, 8 KiB
 // 1-1.5 % ahead of 16 KiB on the three models timed, 4 KiB level with 8, 32 KiB 4-10 % behind 16.
 constexpr int64_t kGroupPrefetch = 8 * 1024;
-bool decode_prefetches(const GemmArgs& g) { return g.n_act < kActStep && decode_prefetch(); }
+// (Q5_0 reads it as q5_0_groups.h's group_stream_prefetch.)
+bool group_stream_prefetch(const GemmArgs& g) { return g.n_act < kActStep && decode_prefetch(); }
 void prefetch_ahead(const uint8_t* block, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64)
     _mm_prefetch(reinterpret_cast<const char*>(block + kGroupPrefetch + o), _MM_HINT_T0);
@@ -302,20 +303,26 @@ void plain_rest(const GemmArgs& g, int64_t end, void (*plain)(const GemmArgs&)) 
 }
 
 // The slice's whole groups [row_begin, end) against every activation row, kActStep rows at a time and the rest
-// (1-3) in one smaller step: group(std::integral_constant<int, RA>{}, grp, r, a).
-template <class Group>
-void each_group(const GemmArgs& g, int64_t end, Group group) {
+// (1-3) in one smaller step: group(std::integral_constant<int, RA>{}, pf, grp, r, a), where pf is
+// std::bool_constant<group_stream_prefetch(g)>.
+template <class Group, class Prefetch>
+void each_group(const GemmArgs& g, int64_t end, Prefetch pf, Group group) {
   for (int64_t r = g.row_begin; r < end; r += kGroup) {
     const uint8_t* grp = g.w + uint64_t(r) * g.w_row_bytes;
     int64_t a = 0;
-    for (; a + kActStep <= g.n_act; a += kActStep) group(std::integral_constant<int, kActStep>{}, grp, r, a);
+    for (; a + kActStep <= g.n_act; a += kActStep) group(std::integral_constant<int, kActStep>{}, pf, grp, r, a);
     switch (g.n_act - a) {
-      case 3: group(std::integral_constant<int, 3>{}, grp, r, a); break;
-      case 2: group(std::integral_constant<int, 2>{}, grp, r, a); break;
-      case 1: group(std::integral_constant<int, 1>{}, grp, r, a); break;
+      case 3: group(std::integral_constant<int, 3>{}, pf, grp, r, a); break;
+      case 2: group(std::integral_constant<int, 2>{}, pf, grp, r, a); break;
+      case 1: group(std::integral_constant<int, 1>{}, pf, grp, r, a); break;
       default: break;
     }
   }
+}
+template <class Group>
+void each_group(const GemmArgs& g, int64_t end, Group group) {
+  if (group_stream_prefetch(g)) each_group(g, end, std::true_type{}, group);
+  else each_group(g, end, std::false_type{}, group);
 }
 
 // Q5_0 (stop 40): kernels/repack.h's kLayoutQ5Groups8 and x86_avx2/q5_0_groups.h's kernels (the layout, both
@@ -326,8 +333,7 @@ void each_group(const GemmArgs& g, int64_t end, Group group) {
 // a 512-bit operation as two 256-bit halves, so the work per row is the same, and a piece's lanes T and T + 4 meet
 // their activation bytes by broadcast, where the zmm kernel on kLayoutRowGroups8 it replaces (stop 15) took a vpermd of
 // the activation for every piece and activation row (ceiling-1024/avx512/q5_0 23.5 GB/s; 43 now). Q5_0's stream
-// prefetch: decode's, as the Q8_0 / Q4_0 groups' above (group_stream_prefetch: q5_0_groups.h).
-bool group_stream_prefetch(const GemmArgs& g) { return decode_prefetches(g); }
+// prefetch: decode's, as the Q8_0 / Q4_0 groups' above (group_stream_prefetch).
 
 __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 __m256i bcast4(const uint8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
@@ -352,20 +358,17 @@ void gemm_q8_0_groups(const GemmArgs& g) {
   const Step s{g, g.k / 32};
   const bool long_groups = int64_t(kGroup) * int64_t(g.w_row_bytes) > kLongGroupBytes;
   // Batches, and any call on long groups: kActStep rows at a time, the rest (1-3) in one smaller step.
-  const bool prefetch = decode_prefetches(g);
   if (g.n_act >= kActStep || long_groups) {
-    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
-      if (prefetch) q8_0_group_batch<decltype(ra)::value, true>(s, grp, r, a);
-      else q8_0_group_batch<decltype(ra)::value, false>(s, grp, r, a);
+    each_group(g, end, [&](auto ra, auto pf, const uint8_t* grp, int64_t r, int64_t a) {
+      q8_0_group_batch<decltype(ra)::value, decltype(pf)::value>(s, grp, r, a);
     });
   } else if (end > g.row_begin) {  // decode and batches of 2-3 rows
     thread_local std::vector<int32_t> starts;
     starts.resize(size_t(g.n_act * s.nb * 8));
     for (int64_t a = 0; a < g.n_act; ++a) q8_0_starts(s.x(a), s.nb, starts.data() + a * s.nb * 8);
     const int32_t* c = starts.data();
-    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
-      if (prefetch) q8_0_group<decltype(ra)::value, true>(s, grp, r, a, c);
-      else q8_0_group<decltype(ra)::value, false>(s, grp, r, a, c);
+    each_group(g, end, [&](auto ra, auto pf, const uint8_t* grp, int64_t r, int64_t a) {
+      q8_0_group<decltype(ra)::value, decltype(pf)::value>(s, grp, r, a, c);
     });
   }
   plain_rest(g, end, gemm_q8_0);
@@ -379,10 +382,8 @@ void gemm_q4_0_groups(const GemmArgs& g) {
     starts.resize(size_t(g.n_act * s.nb));
     for (int64_t a = 0; a < g.n_act; ++a) q4_0_starts(s.x(a), s.nb, starts.data() + a * s.nb);
     const int32_t* c = starts.data();
-    const bool prefetch = decode_prefetches(g);
-    each_group(g, end, [&](auto ra, const uint8_t* grp, int64_t r, int64_t a) {
-      if (prefetch) q4_0_group<decltype(ra)::value, true>(s, grp, r, a, c);
-      else q4_0_group<decltype(ra)::value, false>(s, grp, r, a, c);
+    each_group(g, end, [&](auto ra, auto pf, const uint8_t* grp, int64_t r, int64_t a) {
+      q4_0_group<decltype(ra)::value, decltype(pf)::value>(s, grp, r, a, c);
     });
   }
   plain_rest(g, end, gemm_q4_0);
