@@ -31,14 +31,21 @@
 namespace opal::cpu {
 namespace {
 
+// Every table the covered ISAs select, under both decode prefetch choices (AVX-512 has a table for each).
 std::vector<const AttnKernels*> batched_kernels() {
   std::vector<const AttnKernels*> v;
   const Isa before = selected_isa();
-  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
-    set_isa(isa);
-    const AttnKernels* k = attn_kernels();
-    if (k && k->dots_f16 && k->accumulate_f16 && k->softmax_exp && k->reduce_lanes && k->to_f16) v.push_back(k);
-  }
+  const DecodePrefetch prefetch_before = decode_prefetch_choice();
+  for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
+    for (DecodePrefetch pf : {DecodePrefetch::off, DecodePrefetch::on}) {
+      set_isa(isa);
+      set_decode_prefetch(pf);
+      const AttnKernels* k = attn_kernels();
+      if (k && k->dots_f16 && k->accumulate_f16 && k->softmax_exp && k->reduce_lanes && k->to_f16 &&
+          std::find(v.begin(), v.end(), k) == v.end())
+        v.push_back(k);
+    }
+  set_decode_prefetch(prefetch_before);
   set_isa(before);
   return v;
 }
@@ -837,11 +844,13 @@ TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
 // every ISA's result has the bits of the scalar per-cell path, with GQA 2 and 3, at 530, 700 and 8300 cells,
 // with a sliding window, at 1 and 2 threads (9 heads on 2 threads: a thread's heads start inside a kv head).
 // Heads of 64 and 80 values take the unstaged GQA group path: their K dots through dots_f16_heads, their V per
-// pair or through heads_output (heads_small_min_cells: AVX2 always, AVX-512 from 8192; a group of four,
-// heads_small4_min_cells: always), also at SmolLM2's shape past 4096 and 8192 cells and at Llama-3.2-1B's (its four
-// heads of a kv head in one pass) past 8192. Past 2048 cells 9 heads on 2 threads (8 pool chunks) take the split
-// path (attention_split_pairs): its K dots by (kv head, range) through dots_f16_heads (d 64 and
-// 128), its V by (kv head, column part) through accumulate_f16_heads (3 x 2 parts, d 64 and 128).
+// pair or through heads_output (heads_small_min_cells: AVX2 always, AVX-512 from 8192 without the decode prefetch
+// and always with it; a group of four, heads_small4_min_cells: always), also at SmolLM2's shape past 4096 and 8192
+// cells and at Llama-3.2-1B's (its four heads of a kv head in one pass) past 8192. A one-thread decode's K dots go
+// through dots_f16_groups where the table has it (AVX2; AVX-512 with the decode prefetch on). AVX-512 runs under
+// both decode prefetch choices (its two tables, attn_kernels()). Past 2048 cells 9 heads on 2 threads (8 pool chunks)
+// take the split path (attention_split_pairs): its K dots by (kv head, range) through dots_f16_heads (d 64 and 128),
+// its V by (kv head, column part) through accumulate_f16_heads (3 x 2 parts, d 64 and 128).
 TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   struct Case {
     int64_t hq, hkv, d, n_cells;
@@ -849,6 +858,7 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   std::mt19937 rng(42);
   std::normal_distribution<float> val(0.0f, 1.0f);
   const Isa before = selected_isa();
+  const DecodePrefetch prefetch_before = decode_prefetch_choice();
   for (const Case cs : {Case{8, 4, 128, 700}, Case{9, 3, 128, 530}, Case{4, 2, 128, 8300}, Case{9, 3, 64, 700},
                         Case{4, 4, 80, 300}, Case{32, 8, 64, 300}, Case{16, 8, 128, 300}, Case{4, 2, 80, 300},
                         Case{9, 3, 64, 4200}, Case{9, 3, 64, 8300}, Case{32, 8, 64, 8300}, Case{9, 3, 128, 8300}}) {
@@ -870,16 +880,45 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
       if (n_cells > 1000 && window > 0) continue;  // the deep case once
       const std::vector<float> want = run(Isa::scalar, 1, window);
       for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
-        for (int threads : {1, 2}) {
-          const std::vector<float> got = run(isa, threads, window);
-          for (size_t i = 0; i < got.size(); ++i)
-            ASSERT_TRUE(same_bits(got[i], want[i]))
-                << isa_name(isa) << " hq " << hq << " d " << d << " threads " << threads << " window " << window
-                << " i " << i << ": " << got[i] << " vs " << want[i];
-        }
+        for (DecodePrefetch pf : {DecodePrefetch::off, DecodePrefetch::on})
+          for (int threads : {1, 2}) {
+            if (pf == DecodePrefetch::on && isa != Isa::avx512) continue;  // one table for both elsewhere
+            set_decode_prefetch(pf);
+            const std::vector<float> got = run(isa, threads, window);
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_TRUE(same_bits(got[i], want[i]))
+                  << isa_name(isa) << " prefetch " << (pf == DecodePrefetch::on) << " hq " << hq << " d " << d
+                  << " threads " << threads << " window " << window << " i " << i << ": " << got[i] << " vs "
+                  << want[i];
+          }
     }
   }
+  set_decode_prefetch(prefetch_before);
   set_isa(before);
+}
+
+// AVX-512's attention table follows the decode prefetch choice (attn_kernels()): with it on (an Intel core, a Zen 3)
+// the one-thread decode takes its K dots in one walk over whole rows (dots_f16_groups) and heads of under 128 values
+// take V together at every depth; with it off (AMD's AVX-512 cores) neither, below 8192 cells. Both tables are
+// otherwise the same helpers.
+TEST(AttnBatched, Avx512TableFollowsTheDecodePrefetch) {
+  if (!host_supports(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this host";
+  const Isa before = selected_isa();
+  const DecodePrefetch prefetch_before = decode_prefetch_choice();
+  set_isa(Isa::avx512);
+  set_decode_prefetch(DecodePrefetch::on);
+  const AttnKernels* on = attn_kernels();
+  set_decode_prefetch(DecodePrefetch::off);
+  const AttnKernels* off = attn_kernels();
+  set_decode_prefetch(prefetch_before);
+  set_isa(before);
+  ASSERT_TRUE(on && off);
+  EXPECT_TRUE(on->dots_f16_groups);
+  EXPECT_EQ(on->heads_small_min_cells, 0);
+  EXPECT_FALSE(off->dots_f16_groups);
+  EXPECT_GT(off->heads_small_min_cells, 4096);
+  EXPECT_EQ(on->dots_f16_heads, off->dots_f16_heads);
+  EXPECT_EQ(on->accumulate_f16_heads, off->accumulate_f16_heads);
 }
 
 // Since stop 19 the block path walks V in chunks of kBlockVCells with p rounded into a lane-major copy

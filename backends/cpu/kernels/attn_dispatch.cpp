@@ -2,13 +2,14 @@
 #include "backends/cpu/kernels/attn_flash.h"
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
 
 namespace opal::cpu {
 
 const AttnKernels* attn_kernels() {
 #if defined(__x86_64__) || defined(__i386__)
   switch (selected_isa()) {
-    case Isa::avx512: return &avx512::kAttnKernels;
+    case Isa::avx512: return decode_prefetch() ? &avx512::kAttnKernelsPrefetch : &avx512::kAttnKernels;
     case Isa::avx2:
     case Isa::avx2_vnni: return &avx2::kAttnKernels;
     default: return nullptr;

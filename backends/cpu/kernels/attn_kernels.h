@@ -99,8 +99,10 @@ struct AttnKernels {
   void (*dots_f16_heads)(const uint8_t* k, uint64_t k_stride, const int32_t* cells, int64_t n, const float* q,
                          int64_t ldq, int64_t m, int64_t dk, bool lanes16, float* out, int64_t ldo);
   // heads_min_cells for heads of under 128 values (the unstaged decode's GQA group: SmolLM2, Llama-3.2-1B), where
-  // the per-pair V was the rule (AVX2 0; AVX-512 8192: below, a kv head's slice set stays in L2 for its next head
-  // and the per-pair lanes were as fast; from there its chunked heads read V once: SmolLM2 d16384 -14 to -30 %).
+  // the per-pair V was the rule (AVX2 0; AVX-512 8192 on AMD's cores: below, a kv head's slice set stays in L2 for
+  // its next head and the per-pair lanes were as fast; from there its chunked heads read V once: SmolLM2 d16384 -14
+  // to -30 %; AVX-512 0 where the decode prefetches, kAttnKernelsPrefetch: an Intel Xeon's per-pair V at d4096 ran
+  // 1.18x slower, stop 44).
   int64_t heads_small_min_cells;
   // The same for groups of four or more query heads per kv head (Llama-3.2-1B): the per-pair V reads the kv head's
   // slice set once per head, the heads form once for all four (0 on both x86 ISAs).
@@ -111,7 +113,8 @@ struct AttnKernels {
   // Optional (null: dots_f16_heads kv head by kv head, the same bits): dots_f16_heads for `groups` consecutive kv
   // heads of m query heads each, whose K slices lie group_bytes apart in a cache row: head g * m + h's q at
   // q + (g * m + h) * ldq, its scores at out + (g * m + h) * ldo. The decode reads each K row once, whole, in address
-  // order, instead of once per kv head as slices (AVX2: dk 64 in ggml_vec_dot_f16's order, else kv head by kv head).
+  // order, instead of once per kv head as slices (AVX2: dk 64 in ggml_vec_dot_f16's order, else kv head by kv head;
+  // AVX-512 where the decode prefetches: 16 cells at a time, every kv head's dots_f16_heads on them).
   void (*dots_f16_groups)(const uint8_t* k, uint64_t k_stride, uint64_t group_bytes, const int32_t* cells, int64_t n,
                           const float* q, int64_t ldq, int64_t groups, int64_t m, int64_t dk, bool lanes16, float* out,
                           int64_t ldo);
@@ -136,6 +139,9 @@ extern const AttnKernels kAttnKernels;
 }
 namespace avx512 {
 extern const AttnKernels kAttnKernels;
-}
+// The same with dots_f16_groups and heads_small_min_cells 0, for hosts whose decode prefetches (decode_prefetch()):
+// attn_kernels() picks it there.
+extern const AttnKernels kAttnKernelsPrefetch;
+}  // namespace avx512
 
 }  // namespace opal::cpu

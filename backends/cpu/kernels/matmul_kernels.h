@@ -136,7 +136,9 @@ BatchOrder parse_batch_order(std::string_view name);
 //   on / off: forced.
 // The flash attention's decode over an f16 cache follows it too (software
 // prefetch of the next tile and kv heads grouped when on; the hardware's
-// stride prefetcher when off: ops/attention_flash.cpp).
+// stride prefetcher when off: ops/attention_flash.cpp), and so do the -fa 0
+// decode's AVX-512 helpers (attn_kernels(): with it on, K read in one walk
+// over whole rows and V for a kv head's heads together, kAttnKernelsPrefetch).
 // It changes no result. Initially $OPAL_DECODE_PREFETCH ("auto", "on" or
 // "off") if set, else auto; the tools' --decode-prefetch sets it
 // (tools/isa_option.cpp).

@@ -12,6 +12,8 @@
 // decode's K dots likewise take the heads of one kv head together, each K
 // vector widened once for two, three or four heads, two cells at a time
 // (dots_f16_heads). Both take four heads (Llama-3.2-1B's group) in one pass.
+// Where the decode prefetches (an Intel core: kAttnKernelsPrefetch), a one-thread decode's K dots of every kv head
+// go 16 cells at a time over whole rows (dots_f16_groups) and heads of 64 values take V together at any depth.
 // The block helpers work on K/V rows widened to f32 once for many query rows:
 // dots with K transposed per 32 cells for dk <= 256 (a register holds one
 // lane's accumulator for 16 cells, so reduce_add16's tree is adds between
@@ -40,7 +42,8 @@ namespace {
 constexpr int64_t kHeadsChunkCells = 1024;
 // heads_small_min_cells: from 8192 cells a SmolLM2 kv head's V slice set (1 MiB) no longer stays in L2 for its next
 // head, and the per-pair lanes (16 passes a head, each a stride of 64 rows) read it from L3 / DRAM three times;
-// below, the per-pair form was level with the chunked heads (d4096) or faster (the unchunked lane walk).
+// below, the per-pair form was level with the chunked heads (d4096) or faster (the unchunked lane walk) on AMD's
+// cores. On an Intel Xeon the chunked heads were 1.18x faster at d4096 (stop 44): kAttnKernelsPrefetch takes 0.
 constexpr int64_t kHeadsSmallMinCells = 8192;
 // Four heads of a kv head (Llama-3.2-1B) take the heads form at every depth (heads_small4_min_cells 0): at d4096
 // the per-pair V read the 512 KiB slice set four times, and bench_attn_decode's vside ran 504-579 us per pair against
@@ -238,6 +241,23 @@ void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, i
     else if (take == 2) dots_heads<2>(k, k_stride, cells, n, qh, ldq, dk, lanes16, oh, ldo);
     else dots_f16(k, k_stride, cells, n, qh, dk, lanes16, oh);
     h += take;
+  }
+}
+
+// dots_f16_heads for `groups` kv heads of m heads each, their K slices group_bytes apart in a row (a one-thread
+// decode's whole token), 16 cells at a time: every kv head's slice of the chunk's rows meets its heads while the
+// rows are in L1, so K is read once, whole rows in address order, instead of once per kv head as a slice of every
+// row (a third of SmolLM2's 384-byte rows' lines, an eighth of Llama-3.2-1B's 1 KiB rows': strided walks that an
+// Intel core's prefetchers do not run ahead of). A software prefetch of the rows 12 KiB on was level (stop 44).
+// Every (head, cell) dot is dots_f16_heads' (runs of whole 16s: the same bits). kAttnKernelsPrefetch takes it.
+void dots_f16_groups(const uint8_t* k, uint64_t k_stride, uint64_t group_bytes, const int32_t* cells, int64_t n,
+                     const float* q, int64_t ldq, int64_t groups, int64_t m, int64_t dk, bool lanes16, float* out,
+                     int64_t ldo) {
+  for (int64_t c0 = 0; c0 < n; c0 += 16) {
+    const int64_t nn = std::min<int64_t>(16, n - c0);
+    for (int64_t g = 0; g < groups; ++g)
+      dots_f16_heads(k + uint64_t(g) * group_bytes, k_stride, cells + c0, nn, q + g * m * ldq, ldq, m, dk, lanes16,
+                     out + g * m * ldo + c0, ldo);
   }
 }
 
@@ -979,6 +999,13 @@ const AttnKernels kAttnKernels = {"avx512",
                                   nullptr,
                                   nullptr,
                                   accumulate_reduce_f16};
+
+const AttnKernels kAttnKernelsPrefetch = [] {
+  AttnKernels k = kAttnKernels;
+  k.dots_f16_groups = dots_f16_groups;
+  k.heads_small_min_cells = 0;
+  return k;
+}();
 
 }  // namespace opal::cpu::avx512
 #endif  // x86
