@@ -1,8 +1,10 @@
 // The decode split inside the (token, head) pairs (ops/attention.cpp, attention_split_pairs: a decode whose pairs
 // do not divide among the pool's chunks, forced here at any depth with OPAL_ATTN_SPLIT_MIN_CELLS=0) gives every
 // pair the bits of the one-thread per-pair path, on every SIMD ISA of the host, for each shape of its units:
-// K by (kv head, cell range) through dots_f16_heads or by (pair, range), V by (kv head, column part) through
+// K by (token, cell range) over whole rows through dots_f16_groups (AVX2; AVX-512 with the decode prefetch on), by
+// (kv head, cell range) through dots_f16_heads or by (pair, range), V by (kv head, column part) through
 // accumulate_f16_heads or by (pair, column part), the parts chosen so that the units divide among the OS threads.
+// AVX-512 runs under both decode prefetch choices (its two attention tables).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/matmul_kernels.h"
 #include "backends/cpu/ops/ops.h"
 #include "core/fp16.h"
 #include "core/quant.h"
@@ -77,6 +80,7 @@ TEST(AttentionSplit, EveryUnitShapeHasTheOneThreadBits) {
   std::mt19937 rng(29);
   std::normal_distribution<float> val(0.0f, 1.0f);
   const Isa before = selected_isa();
+  const DecodePrefetch prefetch_before = decode_prefetch_choice();
   for (const SplitCase& cs : cases) {
     SCOPED_TRACE(cs.what);
     std::vector<float> q(size_t(cs.d * cs.hq)), krow(size_t(cs.hkv * cs.d));
@@ -89,14 +93,19 @@ TEST(AttentionSplit, EveryUnitShapeHasTheOneThreadBits) {
     }
     std::vector<uint16_t> vc(size_t(cs.cells * cs.hkv * cs.d));
     for (auto& h : vc) h = f32_to_f16(val(rng));
-    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; })) {
-      set_isa(isa);
-      const std::vector<float> want = decode(cs, 1, q, kc, vc), got = decode(cs, cs.threads, q, kc, vc);
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
-            << isa_name(isa) << " threads " << cs.threads << " i " << i << ": " << got[i] << " vs " << want[i];
-    }
+    for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
+      for (DecodePrefetch pf : {DecodePrefetch::off, DecodePrefetch::on}) {
+        if (pf == DecodePrefetch::on && isa != Isa::avx512) continue;  // one attention table for both elsewhere
+        set_isa(isa);
+        set_decode_prefetch(pf);
+        const std::vector<float> want = decode(cs, 1, q, kc, vc), got = decode(cs, cs.threads, q, kc, vc);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+              << isa_name(isa) << " prefetch " << (pf == DecodePrefetch::on) << " threads " << cs.threads << " i " << i
+              << ": " << got[i] << " vs " << want[i];
+      }
   }
+  set_decode_prefetch(prefetch_before);
   set_isa(before);
 }
 
