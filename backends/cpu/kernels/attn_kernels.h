@@ -101,7 +101,7 @@ struct AttnKernels {
   // heads_min_cells for heads of under 128 values (the unstaged decode's GQA group: SmolLM2, Llama-3.2-1B), where
   // the per-pair V was the rule (AVX2 0; AVX-512 8192 on AMD's cores: below, a kv head's slice set stays in L2 for
   // its next head and the per-pair lanes were as fast; from there its chunked heads read V once: SmolLM2 d16384 -14
-  // to -30 %; AVX-512 0 where the decode prefetches, kAttnKernelsPrefetch: an Intel Xeon's per-pair V at d4096 ran
+  // to -30 %; AVX-512 512 where the decode prefetches, kAttnKernelsPrefetch: an Intel Xeon's per-pair V at d4096 ran
   // 1.18x slower, stop 44).
   int64_t heads_small_min_cells;
   // The same for groups of four or more query heads per kv head (Llama-3.2-1B): the per-pair V reads the kv head's
@@ -124,6 +124,10 @@ struct AttnKernels {
   // zeroing, storing and reading back the 64 x dv accumulators cost more than the FMAs (AVX-512 and AVX2).
   void (*accumulate_reduce_f16)(const float* p, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                                 int64_t dv, float* out);
+  // The fewest live cells from which a one-thread decode takes dots_f16_groups (AVX2 0; AVX-512's
+  // kAttnKernelsPrefetch 512: below, its 16-cell walk was 2 % of a SmolLM2 token slower at d0 than the per-kv-head
+  // dots, level at d512, stop 44).
+  int64_t groups_min_cells;
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each
@@ -139,7 +143,8 @@ extern const AttnKernels kAttnKernels;
 }
 namespace avx512 {
 extern const AttnKernels kAttnKernels;
-// The same with dots_f16_groups and heads_small_min_cells 0, for hosts whose decode prefetches (decode_prefetch()):
+// The same with dots_f16_groups and both from 512 cells (groups_min_cells, heads_small_min_cells), for hosts whose
+// decode prefetches (decode_prefetch()):
 // attn_kernels() picks it there.
 extern const AttnKernels kAttnKernelsPrefetch;
 }  // namespace avx512

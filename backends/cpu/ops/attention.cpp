@@ -506,7 +506,7 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
   // two threads, d4096, on an Intel Xeon: AVX-512 1.05x a token, AVX2 level).
   const int64_t ranges_rows = balanced_parts(T, range_cap, n_threads);
   const bool rows_k = heads_ok && f16->dots_f16_groups && hq <= (dk == 64 ? kMaxGroupsWalk : kMaxGroupStaged) &&
-                      (T * ranges_rows) % n_threads == 0;
+                      min_vis >= f16->groups_min_cells && (T * ranges_rows) % n_threads == 0;
   const int64_t ranges = rows_k ? ranges_rows : heads ? ranges_heads : balanced_parts(pairs, range_cap, n_threads);
   const int64_t col_cap = std::clamp<int64_t>(dv / 16, 1, nth_pool);
   const int64_t col_parts_heads =
@@ -1026,7 +1026,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // kMaxGroupsWalk score rows (Llama-3.2-1B's 8 x 4 heads: one walk over its 1 KiB rows instead of eight over a
     // 128-byte slice each; two walks over half rows were 30-40 % slower, docs/perf/long-contexts3.md "Stop 30, fa0w").
     const int64_t walk_heads = std::min(hq, dk == 64 ? kMaxGroupsWalk : kMaxGroupStaged) / group * group;
-    const bool groups_ok = group_f16 && simd->dots_f16_groups && group > 1 && walk_heads > group;
+    const bool groups_ok =
+        group_f16 && simd->dots_f16_groups && group > 1 && walk_heads > group && n_order >= simd->groups_min_cells;
     for (int64_t pair = p0; pair < p1 && groups_ok && !(stage_f16 || stage_quant);) {
       const int64_t tok_end = std::min(p1, (pair / hq + 1) * hq);
       if (pair % group != 0 || (tok_end - pair) % group != 0 || tok_end - pair <= group) break;

@@ -1120,7 +1120,8 @@ const AttnKernels kAttnKernels = {"avx2",
                                   0,
                                   exp_sum_block,
                                   dots_f16_groups,
-                                  accumulate_reduce_f16};
+                                  accumulate_reduce_f16,
+                                  0};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86

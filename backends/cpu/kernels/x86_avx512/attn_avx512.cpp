@@ -13,7 +13,7 @@
 // vector widened once for two, three or four heads, two cells at a time
 // (dots_f16_heads). Both take four heads (Llama-3.2-1B's group) in one pass.
 // Where the decode prefetches (an Intel core: kAttnKernelsPrefetch), a one-thread decode's K dots of every kv head
-// go 16 cells at a time over whole rows (dots_f16_groups) and heads of 64 values take V together at any depth.
+// go 16 cells at a time over whole rows (dots_f16_groups) and heads of 64 values take V together, both from 512 cells.
 // The block helpers work on K/V rows widened to f32 once for many query rows:
 // dots with K transposed per 32 cells for dk <= 256 (a register holds one
 // lane's accumulator for 16 cells, so reduce_add16's tree is adds between
@@ -43,8 +43,13 @@ constexpr int64_t kHeadsChunkCells = 1024;
 // heads_small_min_cells: from 8192 cells a SmolLM2 kv head's V slice set (1 MiB) no longer stays in L2 for its next
 // head, and the per-pair lanes (16 passes a head, each a stride of 64 rows) read it from L3 / DRAM three times;
 // below, the per-pair form was level with the chunked heads (d4096) or faster (the unchunked lane walk) on AMD's
-// cores. On an Intel Xeon the chunked heads were 1.18x faster at d4096 (stop 44): kAttnKernelsPrefetch takes 0.
+// cores. On an Intel Xeon the chunked heads were 1.18x faster at d4096 (stop 44): kAttnKernelsPrefetch takes them from
+// kPrefetchMinCells.
 constexpr int64_t kHeadsSmallMinCells = 8192;
+// kAttnKernelsPrefetch's groups_min_cells and heads_small_min_cells: at d0 / d128 its K walk and V heads form ran a
+// SmolLM2 token 2-3 % / 1-2 % slower than the per-kv-head dots and per-pair V (whose fused accumulate_reduce_f16
+// takes up to 128 cells), level from d512, 1.44x at d4096 (stop 44).
+constexpr int64_t kPrefetchMinCells = 512;
 // Four heads of a kv head (Llama-3.2-1B) take the heads form at every depth (heads_small4_min_cells 0): at d4096
 // the per-pair V read the 512 KiB slice set four times, and bench_attn_decode's vside ran 504-579 us per pair against
 // 423-454 us with four heads a pass (docs/perf "Stop 24, att").
@@ -973,37 +978,39 @@ void widen_f16_ahead(const uint8_t* base, uint64_t stride, const int32_t* cells,
 
 }  // namespace
 
-const AttnKernels kAttnKernels = {"avx512",
-                                  dot_f16_lanes16,
-                                  dot_f16_vec,
-                                  axpy_f16,
-                                  dots_f16,
-                                  accumulate_f16,
-                                  softmax_exp,
-                                  reduce_lanes,
-                                  to_f16,
-                                  widen_f16,
-                                  dots_f32_lanes16,
-                                  attend_v_lanes16,
-                                  scale_max,
-                                  scale_round_f16,
-                                  attend_v_lanes16_keep,
-                                  accumulate_f16_heads,
-                                  0,
-                                  round_p_lanes,
-                                  attend_v_lanes16_cells,
-                                  widen_f16_ahead,
-                                  dots_f16_heads,
-                                  kHeadsSmallMinCells,
-                                  0,
-                                  nullptr,
-                                  nullptr,
-                                  accumulate_reduce_f16};
+constexpr AttnKernels kAttnKernels = {"avx512",
+                                      dot_f16_lanes16,
+                                      dot_f16_vec,
+                                      axpy_f16,
+                                      dots_f16,
+                                      accumulate_f16,
+                                      softmax_exp,
+                                      reduce_lanes,
+                                      to_f16,
+                                      widen_f16,
+                                      dots_f32_lanes16,
+                                      attend_v_lanes16,
+                                      scale_max,
+                                      scale_round_f16,
+                                      attend_v_lanes16_keep,
+                                      accumulate_f16_heads,
+                                      0,
+                                      round_p_lanes,
+                                      attend_v_lanes16_cells,
+                                      widen_f16_ahead,
+                                      dots_f16_heads,
+                                      kHeadsSmallMinCells,
+                                      0,
+                                      nullptr,
+                                      nullptr,
+                                      accumulate_reduce_f16,
+                                      0};
 
-const AttnKernels kAttnKernelsPrefetch = [] {
+constexpr AttnKernels kAttnKernelsPrefetch = [] {
   AttnKernels k = kAttnKernels;
   k.dots_f16_groups = dots_f16_groups;
-  k.heads_small_min_cells = 0;
+  k.groups_min_cells = kPrefetchMinCells;
+  k.heads_small_min_cells = kPrefetchMinCells;
   return k;
 }();
 
