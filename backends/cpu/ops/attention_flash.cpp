@@ -322,8 +322,9 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             // Decode's few rows over an f16, q8_0 or q4_0 cache read K (and V below) in place: no widened tile. The
             // next tile's K and V rows of the unit's heads are prefetched (unless hw_prefetch: the kernels' strides
             // let the hardware prefetcher follow), across the end of a range too (the next range is usually this
-            // thread's next unit); into L2 when the unit has several heads (a tile of all of Qwen3's heads is 256 KiB
-            // of K and V).
+            // thread's next unit), with prefetcht0 also when the unit has several heads (prefetcht1 there, for a
+            // tile of all of Qwen3's heads, 256 KiB of K and V, ran the -fa 1 decode at d4096 1.05-1.18x slower token
+            // by token on an Intel Xeon, avx512 and avx2, one thread; two threads 1.01-1.11x; stop 44).
             const bool direct = j1 - j0 <= kFlashDirectRows;
             // A prompt's widened tiles: the next tile's K and V slices of the unit's heads go to L2 while this one's
             // FMAs run, a few rows before each chunk of `accum` rows (widen_f16 gathering one head's 256 bytes of
@@ -341,20 +342,11 @@ void compute_attention_flash(const Tensor& node, const OpContext& ctx) {
             };
             if (direct && direct_k && direct_v && !hw_prefetch) {
               const int64_t r_end = std::min(n_max, r0 + n + tile);
-              if (ng == 1) {
-                for (int64_t r = r0 + n; r < r_end; ++r) {
-                  const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
-                  const uint8_t* vr = vunit + uint64_t(vis[r]) * v.nb[1];
-                  for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o);
-                  for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o);
-                }
-              } else {
-                for (int64_t r = r0 + n; r < r_end; ++r) {
-                  const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
-                  const uint8_t* vr = vunit + uint64_t(vis[r]) * v.nb[1];
-                  for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o, 0, 2);
-                  for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o, 0, 2);
-                }
+              for (int64_t r = r0 + n; r < r_end; ++r) {
+                const uint8_t* kr = kunit + uint64_t(vis[r]) * k.nb[1];
+                const uint8_t* vr = vunit + uint64_t(vis[r]) * v.nb[1];
+                for (uint64_t o = 0; o < k_unit_bytes; o += 64) __builtin_prefetch(kr + o);
+                for (uint64_t o = 0; o < v_unit_bytes; o += 64) __builtin_prefetch(vr + o);
               }
             }
             for (int64_t gi = 0; gi < ng; ++gi) {
