@@ -839,6 +839,54 @@ TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
   }
 }
 
+// accumulate_f16_groups (every kv head of a token's V in one walk over whole rows, AVX-512 where the decode
+// prefetches) gives each head the bits of accumulate_f16_heads over its own kv head's slice: Qwen3's row (8 kv heads
+// x 2 heads x 128, 2 KiB: chunks of 256 cells, so 700 cells take three), Llama-3.2-1B's (8 x 4 x 64), SmolLM2's
+// (3 x 3 x 64), 80 values (a 64- and a 16-column tile), 48 (three 16s), 40 (the masked fallback), from accumulators
+// that already hold values, 16 and 64 lanes, cells out of order, the groups from kv head 1 of a row with a gap.
+TEST(AttnBatched, GroupsAccumulationEqualsHeadsPerKvHead) {
+  if (host_supports(Isa::avx512)) {
+    bool any = false;
+    for (const AttnKernels* k : batched_kernels()) any = any || k->accumulate_f16_groups;
+    ASSERT_TRUE(any) << "AVX-512's prefetch table has accumulate_f16_groups";
+  }
+  std::mt19937 rng(83);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (const AttnKernels* k : batched_kernels()) {
+    if (!k->accumulate_f16_groups) continue;
+    struct Case {
+      int64_t groups, m, dv;
+    };
+    for (const Case cs :
+         {Case{8, 2, 128}, Case{8, 4, 64}, Case{3, 3, 64}, Case{2, 3, 80}, Case{3, 1, 48}, Case{3, 2, 40}}) {
+      const int64_t groups = cs.groups, m = cs.m, dv = cs.dv, heads = groups * m;
+      const int64_t stride = (groups + 1) * dv + 8, n_cells = 700;  // the groups from kv head 1, a gap after
+      std::vector<uint16_t> cache(size_t(n_cells * stride));
+      for (auto& h : cache) h = f32_to_f16(val(rng));
+      const auto* base = reinterpret_cast<const uint8_t*>(cache.data() + dv);
+      std::vector<int32_t> cells;
+      for (int32_t c = 0; c < n_cells; ++c) cells.push_back(c % 5 == 3 ? n_cells - 1 - c : c);
+      for (int64_t n : {37, 700})
+        for (int64_t lanes : {16, 64}) {
+          SCOPED_TRACE(fmt::format("{} groups {} m {} dv {} n {} lanes {}", k->name, groups, m, dv, n, lanes));
+          const int64_t ldp = n + 3;
+          std::vector<float> p(size_t(heads * ldp));
+          for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
+          std::vector<float> want(size_t(heads * lanes * dv));
+          for (auto& x : want) x = val(rng);
+          std::vector<float> got = want;
+          for (int64_t g = 0; g < groups; ++g)
+            k->accumulate_f16_heads(p.data() + g * m * ldp, ldp, m, base + g * dv * 2, uint64_t(stride) * 2,
+                                    cells.data(), n, lanes, dv, want.data() + g * m * lanes * dv);
+          k->accumulate_f16_groups(p.data(), ldp, groups, m, base, uint64_t(stride) * 2, uint64_t(dv) * 2, cells.data(),
+                                   n, lanes, dv, got.data());
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i])) << "i " << i << ": " << got[i] << " vs " << want[i];
+        }
+    }
+  }
+}
+
 // A decode's ATTENTION (-fa 0) takes V for the staged heads of a token together (heads_output: heads of 128+
 // values from the ISA's heads_min_cells visible cells, AVX-512 at any depth of the staged path, AVX2 from 8192):
 // every ISA's result has the bits of the scalar per-cell path, with GQA 2 and 3, at 530, 700 and 8300 cells,
@@ -899,8 +947,8 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
 
 // AVX-512's attention table follows the decode prefetch choice (attn_kernels()): with it on (an Intel core) the
 // one-thread decode takes its K dots in one walk over whole rows (dots_f16_groups) and heads of under 128 values take
-// V together, both from a few hundred cells; with it off (AMD's AVX-512 cores) no walk, and the heads V from 8192
-// cells. Both tables are otherwise the same helpers.
+// V together, both from a few hundred cells, and a token's V goes over whole rows too (accumulate_f16_groups); with it
+// off (AMD's AVX-512 cores) no walk, and the heads V from 8192 cells. Both tables are otherwise the same helpers.
 TEST(AttnBatched, Avx512TableFollowsTheDecodePrefetch) {
   if (!host_supports(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this host";
   const Isa before = selected_isa();
@@ -914,6 +962,8 @@ TEST(AttnBatched, Avx512TableFollowsTheDecodePrefetch) {
   set_isa(before);
   ASSERT_TRUE(on && off);
   EXPECT_TRUE(on->dots_f16_groups);
+  EXPECT_TRUE(on->accumulate_f16_groups);
+  EXPECT_FALSE(off->accumulate_f16_groups);
   EXPECT_LT(on->heads_small_min_cells, off->heads_small_min_cells);
   EXPECT_LE(on->groups_min_cells, 4096);
   EXPECT_FALSE(off->dots_f16_groups);

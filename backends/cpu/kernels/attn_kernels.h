@@ -128,6 +128,14 @@ struct AttnKernels {
   // kAttnKernelsPrefetch 512: below, its 16-cell walk was 2 % of a SmolLM2 token slower at d0 than the per-kv-head
   // dots, level at d512, stop 44).
   int64_t groups_min_cells;
+  // Optional (null: accumulate_f16_heads kv head by kv head, the same bits): accumulate_f16_heads for `groups`
+  // consecutive kv heads of m query heads each, whose V slices lie group_bytes apart in a cache row: head g * m + h's
+  // p at p + (g * m + h) * ldp, its lanes at acc + (g * m + h) * lanes * dv. Each V row is read once, whole, for
+  // every kv head instead of once per kv head as a slice (AVX-512 where the decode prefetches). Each head's lanes keep
+  // their FMA chains.
+  void (*accumulate_f16_groups)(const float* p, int64_t ldp, int64_t groups, int64_t m, const uint8_t* v,
+                                uint64_t v_stride, uint64_t group_bytes, const int32_t* cells, int64_t n, int64_t lanes,
+                                int64_t dv, float* acc);
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each

@@ -880,8 +880,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // The outputs of the staged pairs [b0, b1) of one token (scores in score_rows, visible cells vis[0, n_vis)):
     // each pair's probabilities as pair_output's, then V for the heads of each kv head at once
     // (accumulate_f16_heads: each V row widened once for all of them, the kv head's slice of the cache read once
-    // instead of once per head), then each head's lanes reduced. Every (head, lane, column) FMA chain is
-    // pair_output's, in the same order.
+    // instead of once per head; with accumulate_f16_groups, for pairs of whole kv heads, every kv head's slice of a
+    // row at once), then each head's lanes reduced. Every (head, lane, column) FMA chain is pair_output's, in the same
+    // order.
     // rows: the score rows of the pairs (score_rows, or further rows where a token's kv heads took their scores
     // together).
     auto heads_output = [&](int64_t b0, int64_t b1, const float* mx, int64_t n_vis, float* rows) {
@@ -894,14 +895,19 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       for (int64_t j = 0; j < nh; ++j) pair_probs(rows + j * lds, n_vis, mx[j]);
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t j = 0; j < nh; ++j) std::fill(acc + j * lanes * dv, acc + j * lanes * dv + used * dv, 0.0f);
-      for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
-        const int64_t g = (b0 + j) % hq / group;
-        int64_t je = j + 1;
-        while (je < nh && (b0 + je) % hq / group == g) ++je;
-        simd_v->accumulate_f16_heads(rows + j * lds, lds, je - j,
-                                     static_cast<const uint8_t*>(v.data) + uint64_t(g * dv) * vrow, v.nb[1], vis, n_vis,
-                                     lanes, dv, acc + j * lanes * dv);
-        j = je;
+      const uint8_t* v0 = static_cast<const uint8_t*>(v.data);
+      if (simd_v->accumulate_f16_groups && b0 % group == 0 && nh % group == 0 && nh > group) {  // whole rows at once
+        simd_v->accumulate_f16_groups(rows, lds, nh / group, group, v0 + uint64_t(b0 % hq / group * dv) * vrow, v.nb[1],
+                                      uint64_t(dv) * vrow, vis, n_vis, lanes, dv, acc);
+      } else {
+        for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
+          const int64_t g = (b0 + j) % hq / group;
+          int64_t je = j + 1;
+          while (je < nh && (b0 + je) % hq / group == g) ++je;
+          simd_v->accumulate_f16_heads(rows + j * lds, lds, je - j, v0 + uint64_t(g * dv) * vrow, v.nb[1], vis, n_vis,
+                                       lanes, dv, acc + j * lanes * dv);
+          j = je;
+        }
       }
       for (int64_t j = 0; j < nh; ++j)
         (simd_v->reduce_lanes ? simd_v->reduce_lanes : reduce_lanes)(
@@ -1033,10 +1039,12 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       if (pair % group != 0 || (tok_end - pair) % group != 0 || tok_end - pair <= group) break;
       const int64_t walk_end = std::min(tok_end, pair + walk_heads);
       stage_scores(pair, walk_end, mxs, nvs, std::max<int64_t>(n_order, 1), true);
-      for (int64_t j = pair; j < walk_end; j += group) {
+      const bool heads = nvs[0] > 0 && heads_small &&
+                         nvs[0] >= (group >= 4 ? simd_v->heads_small4_min_cells : simd_v->heads_small_min_cells);
+      // With accumulate_f16_groups every kv head's V in one walk over whole rows, as their K dots.
+      if (heads && simd_v->accumulate_f16_groups) heads_output(pair, walk_end, mxs, nvs[0], score_rows);
+      for (int64_t j = pair; j < walk_end && !(heads && simd_v->accumulate_f16_groups); j += group) {
         float* rows = score_rows + (j - pair) * l.ld_scores;
-        const bool heads = nvs[0] > 0 && heads_small &&
-                           nvs[0] >= (group >= 4 ? simd_v->heads_small4_min_cells : simd_v->heads_small_min_cells);
         if (heads) heads_output(j, j + group, mxs + (j - pair), nvs[0], rows);
         for (int64_t jj = j; jj < j + group && !heads; ++jj)
           pair_output(jj, rows + (jj - j) * l.ld_scores, nvs[jj - pair], mxs[jj - pair]);

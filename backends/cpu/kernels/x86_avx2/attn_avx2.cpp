@@ -1121,7 +1121,8 @@ const AttnKernels kAttnKernels = {"avx2",
                                   exp_sum_block,
                                   dots_f16_groups,
                                   accumulate_reduce_f16,
-                                  0};
+                                  0,
+                                  nullptr};
 
 }  // namespace opal::cpu::avx2
 #endif  // x86
