@@ -47,6 +47,12 @@ std::vector<const AttnKernels*> batched_kernels() {
     }
   set_decode_prefetch(prefetch_before);
   set_isa(before);
+#if defined(__x86_64__) || defined(__i386__)
+  // AVX2's table with the whole-row V walk, which attn_kernels() does not pick on AMD's cores.
+  if (std::find(v.begin(), v.end(), &avx2::kAttnKernels) != v.end() &&
+      std::find(v.begin(), v.end(), &avx2::kAttnKernelsPrefetch) == v.end())
+    v.push_back(&avx2::kAttnKernelsPrefetch);
+#endif
   return v;
 }
 
@@ -896,9 +902,10 @@ TEST(AttnBatched, GroupsAccumulationEqualsHeadsPerKvHead) {
 // and always with it; a group of four, heads_small4_min_cells: always), also at SmolLM2's shape past 4096 and 8192
 // cells and at Llama-3.2-1B's (its four heads of a kv head in one pass) past 8192. A one-thread decode's K dots go
 // through dots_f16_groups where the table has it (AVX2; AVX-512 with the decode prefetch on). AVX-512 runs under
-// both decode prefetch choices (its two tables, attn_kernels()). Past 2048 cells 9 heads on 2 threads (8 pool chunks)
-// take the split path (attention_split_pairs): its K dots by (kv head, range) through dots_f16_heads (d 64 and 128),
-// its V by (kv head, column part) through accumulate_f16_heads (3 x 2 parts, d 64 and 128).
+// both decode prefetch choices (its two tables, attn_kernels()), AVX2 too (its whole-row V walk off AMD). Past 2048
+// cells 9 heads on 2 threads (8 pool chunks) take the split path (attention_split_pairs): its K dots by (kv head,
+// range) through dots_f16_heads (d 64 and 128), its V by (kv head, column part) through accumulate_f16_heads (3 x 2
+// parts, d 64 and 128).
 TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
   struct Case {
     int64_t hq, hkv, d, n_cells;
@@ -930,7 +937,7 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
       for (Isa isa : test::covered_isas([](const std::string& m) { ADD_FAILURE() << m; }))
         for (DecodePrefetch pf : {DecodePrefetch::off, DecodePrefetch::on})
           for (int threads : {1, 2}) {
-            if (pf == DecodePrefetch::on && isa != Isa::avx512) continue;  // one table for both elsewhere
+            if (pf == DecodePrefetch::on && isa == Isa::scalar) continue;  // no table there
             set_decode_prefetch(pf);
             const std::vector<float> got = run(isa, threads, window);
             for (size_t i = 0; i < got.size(); ++i)
@@ -971,6 +978,27 @@ TEST(AttnBatched, Avx512TableFollowsTheDecodePrefetch) {
   EXPECT_EQ(on->dots_f16_heads, off->dots_f16_heads);
   EXPECT_EQ(on->accumulate_f16_heads, off->accumulate_f16_heads);
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+// AVX2's table takes the whole-row V walk (accumulate_f16_groups) where the decode prefetches, except on AMD's cores,
+// where that walk measured slower; with the prefetch off, the plain table.
+TEST(AttnBatched, Avx2TableTakesTheRowWalkExceptOnAmd) {
+  if (!host_supports(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this host";
+  const Isa before = selected_isa();
+  const DecodePrefetch prefetch_before = decode_prefetch_choice();
+  set_isa(Isa::avx2);
+  set_decode_prefetch(DecodePrefetch::on);
+  const AttnKernels* on = attn_kernels();
+  set_decode_prefetch(DecodePrefetch::off);
+  const AttnKernels* off = attn_kernels();
+  set_decode_prefetch(prefetch_before);
+  set_isa(before);
+  EXPECT_EQ(on, host_is_amd() ? &avx2::kAttnKernels : &avx2::kAttnKernelsPrefetch);
+  EXPECT_EQ(off, &avx2::kAttnKernels);
+  EXPECT_TRUE(avx2::kAttnKernelsPrefetch.accumulate_f16_groups);
+  EXPECT_FALSE(avx2::kAttnKernels.accumulate_f16_groups);
+}
+#endif
 
 // Since stop 19 the block path walks V in chunks of kBlockVCells with p rounded into a lane-major copy
 // (round_p_lanes) and the lanes outermost (attend_v_lanes16_cells). For every ISA that has them: round_p_lanes

@@ -131,11 +131,16 @@ struct AttnKernels {
   // Optional (null: accumulate_f16_heads kv head by kv head, the same bits): accumulate_f16_heads for `groups`
   // consecutive kv heads of m query heads each, whose V slices lie group_bytes apart in a cache row: head g * m + h's
   // p at p + (g * m + h) * ldp, its lanes at acc + (g * m + h) * lanes * dv. Each V row is read once, whole, for
-  // every kv head instead of once per kv head as a slice (AVX-512 where the decode prefetches). Each head's lanes keep
-  // their FMA chains.
+  // every kv head instead of once per kv head as a slice (both x86 ISAs' kAttnKernelsPrefetch). Each head's lanes
+  // keep their FMA chains.
   void (*accumulate_f16_groups)(const float* p, int64_t ldp, int64_t groups, int64_t m, const uint8_t* v,
                                 uint64_t v_stride, uint64_t group_bytes, const int32_t* cells, int64_t n, int64_t lanes,
                                 int64_t dv, float* acc);
+  // The fewest visible cells from which the one-thread walk over heads of under 128 values (SmolLM2, Llama-3.2-1B)
+  // takes accumulate_f16_groups (AVX2 1024: at d0 and d512 a SmolLM2 token ran 1 % slower with it, d1024 2.5 %
+  // faster; AVX-512 0, its heads_small_min_cells of 512 rules). The staged heads of 128+ values take it from their
+  // 512 cells.
+  int64_t groups_v_small_min_cells;
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each
@@ -148,7 +153,11 @@ const AttnKernels* attn_kernels();
 
 namespace avx2 {
 extern const AttnKernels kAttnKernels;
-}
+// The same with accumulate_f16_groups, for hosts whose decode prefetches and that are not AMD's (an Intel Xeon ran a
+// Qwen3 d4096 -fa 0 token 1.14x faster with it; AMD's Zen 5 ran the same walk 20-40 % slower, docs/perf/
+// long-contexts3.md "Stop 32"): attn_kernels() picks it there.
+extern const AttnKernels kAttnKernelsPrefetch;
+}  // namespace avx2
 namespace avx512 {
 extern const AttnKernels kAttnKernels;
 // The same with dots_f16_groups and both from 512 cells (groups_min_cells, heads_small_min_cells), for hosts whose

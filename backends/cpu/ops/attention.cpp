@@ -1042,8 +1042,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const bool heads = nvs[0] > 0 && heads_small &&
                          nvs[0] >= (group >= 4 ? simd_v->heads_small4_min_cells : simd_v->heads_small_min_cells);
       // With accumulate_f16_groups every kv head's V in one walk over whole rows, as their K dots.
-      if (heads && simd_v->accumulate_f16_groups) heads_output(pair, walk_end, mxs, nvs[0], score_rows);
-      for (int64_t j = pair; j < walk_end && !(heads && simd_v->accumulate_f16_groups); j += group) {
+      const bool rows_v = heads && simd_v->accumulate_f16_groups && nvs[0] >= simd_v->groups_v_small_min_cells;
+      if (rows_v) heads_output(pair, walk_end, mxs, nvs[0], score_rows);
+      for (int64_t j = pair; j < walk_end && !rows_v; j += group) {
         float* rows = score_rows + (j - pair) * l.ld_scores;
         if (heads) heads_output(j, j + group, mxs + (j - pair), nvs[0], rows);
         for (int64_t jj = j; jj < j + group && !heads; ++jj)

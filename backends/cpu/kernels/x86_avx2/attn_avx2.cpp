@@ -407,47 +407,97 @@ constexpr int kCellsPerLane = 4;  // cells of one lane per load and store of its
 // _MM_HINT_T0, 10-33 % faster with T1). Into L1 (T0) for rows up to kVT0MaxStride apart: Llama-3.2-1B's 1 KiB rows'
 // V side 4-12 % shorter from DRAM, SmolLM2's 384-byte rows level (docs/perf/long-contexts3.md "Stop 32", §4).
 constexpr uint64_t kVT0MaxStride = 1024;
+// Cells r, r + lanes, ..., r + (K - 1) lanes of one lane for H heads and C vectors of 8 columns from i0 (head h's
+// accumulators at a + h * ld_head): their FMAs in order, one load and store between them.
+template <int H, int C, int K>
+void accumulate_lane_cells(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells,
+                           int64_t r, int64_t lanes, int64_t i0, int64_t ld_head, float* a) {
+  const uint16_t* vr[K];
+  __m256 pk[K][H];
+  for (int u = 0; u < K; ++u) {
+    const int64_t ru = r + u * lanes;
+    vr[u] = reinterpret_cast<const uint16_t*>(v + uint64_t(cells[ru]) * v_stride) + i0;
+    for (int h = 0; h < H; ++h) pk[u][h] = _mm256_set1_ps(p[h * ldp + ru]);
+  }
+  for (int j = 0; j < C; ++j) {  // the heads' loads before their stores (heads 16 KiB apart alias by 4 KiB)
+    __m256 y[H];
+    for (int h = 0; h < H; ++h) y[h] = _mm256_loadu_ps(a + h * ld_head + 8 * j);
+    for (int u = 0; u < K; ++u) {
+      const __m256 x = load8(vr[u] + 8 * j);
+      for (int h = 0; h < H; ++h) y[h] = _mm256_fmadd_ps(x, pk[u][h], y[h]);
+    }
+    for (int h = 0; h < H; ++h) _mm256_storeu_ps(a + h * ld_head + 8 * j, y[h]);
+  }
+}
+
+// accumulate_lane_cells for k (1 .. kCellsPerLane) cells.
+template <int H, int C>
+void accumulate_lane_k(int64_t k, const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride,
+                       const int32_t* cells, int64_t r, int64_t lanes, int64_t i0, int64_t ld_head, float* a) {
+  if (k == kCellsPerLane)
+    accumulate_lane_cells<H, C, kCellsPerLane>(p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a);
+  else if (k == 3) accumulate_lane_cells<H, C, 3>(p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a);
+  else if (k == 2) accumulate_lane_cells<H, C, 2>(p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a);
+  else accumulate_lane_cells<H, C, 1>(p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a);
+}
+
 template <int H, int C, _mm_hint kVHint>
 void accumulate_rows(const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride, const int32_t* cells, int64_t n,
                      int64_t lanes, int64_t i0, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
-  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(v + uint64_t(cells[r]) * v_stride) + i0; };
-  // Cells r, r + lanes, ..., r + (K - 1) lanes of one lane: their FMAs in order, one load and store between them.
-  auto step = [&](int64_t r, float* a, auto cells_k) {
-    constexpr int K = decltype(cells_k)::value;
-    const uint16_t* vr[K];
-    __m256 pk[K][H];
-    for (int u = 0; u < K; ++u) {
-      const int64_t ru = r + u * lanes;
-      vr[u] = row(ru);
-      for (int h = 0; h < H; ++h) pk[u][h] = _mm256_set1_ps(p[h * ldp + ru]);
-    }
-    for (int j = 0; j < C; ++j) {  // the heads' loads before their stores (heads 16 KiB apart alias by 4 KiB)
-      __m256 y[H];
-      for (int h = 0; h < H; ++h) y[h] = _mm256_loadu_ps(a + h * ld_head + 8 * j);
-      for (int u = 0; u < K; ++u) {
-        const __m256 x = load8(vr[u] + 8 * j);
-        for (int h = 0; h < H; ++h) y[h] = _mm256_fmadd_ps(x, pk[u][h], y[h]);
-      }
-      for (int h = 0; h < H; ++h) _mm256_storeu_ps(a + h * ld_head + 8 * j, y[h]);
-    }
-  };
-  using K1 = std::integral_constant<int, 1>;
-  using K2 = std::integral_constant<int, 2>;
-  using K3 = std::integral_constant<int, 3>;
-  using KF = std::integral_constant<int, kCellsPerLane>;
   for (int64_t base = 0; base < n; base += kCellsPerLane * lanes)  // each lane's next kCellsPerLane cells
     for (int64_t l = 0; l < lanes && base + l < n; ++l) {
-      float* a = acc + l * dv + i0;
       for (int64_t u = 0; u < kCellsPerLane; ++u) {  // the next kCellsPerLane * lanes cells, in address order
         const int64_t ahead = base + kCellsPerLane * (lanes + l) + u;
         if (ahead < n) prefetch_row<kVHint>(v, v_stride, cells, ahead, 2 * i0, 16 * C);
       }
       const int64_t r = base + l, k = std::min<int64_t>(kCellsPerLane, (n - r + lanes - 1) / lanes);
-      if (k == kCellsPerLane) step(r, a, KF{});
-      else if (k == 3) step(r, a, K3{});
-      else if (k == 2) step(r, a, K2{});
-      else step(r, a, K1{});
+      accumulate_lane_k<H, C>(k, p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, acc + l * dv + i0);
+    }
+}
+
+// One lane's k cells from r for H heads over all dv columns (dv % 8 == 0), in tiles of up to 64 columns.
+template <int H>
+void accumulate_lane_cols(int64_t k, const float* p, int64_t ldp, const uint8_t* v, uint64_t v_stride,
+                          const int32_t* cells, int64_t r, int64_t lanes, int64_t dv, int64_t ld_head, float* a) {
+  for (int64_t i0 = 0; i0 < dv;) {
+    const int64_t left = (dv - i0) / 8, vecs = left >= 8 ? 8 : left >= 4 ? 4 : left;
+    if (vecs == 8) accumulate_lane_k<H, 8>(k, p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a + i0);
+    else if (vecs == 4) accumulate_lane_k<H, 4>(k, p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a + i0);
+    else if (vecs == 3) accumulate_lane_k<H, 3>(k, p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a + i0);
+    else if (vecs == 2) accumulate_lane_k<H, 2>(k, p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a + i0);
+    else accumulate_lane_k<H, 1>(k, p, ldp, v, v_stride, cells, r, lanes, i0, ld_head, a + i0);
+    i0 += 8 * vecs;
+  }
+}
+
+// accumulate_f16_heads for every kv head of a token at once (kAttnKernelsPrefetch): each lane's next kCellsPerLane
+// cells go through every kv head's heads and columns in turn (accumulate_lane_cols), so a cell's row is read whole,
+// once, while it sits in L1, and the rows of a step of kCellsPerLane x lanes cells come in address order; no software
+// prefetch (the hardware's follows whole rows). Each head's lanes keep their FMA chains: the same bits.
+void accumulate_f16_groups(const float* p, int64_t ldp, int64_t groups, int64_t m, const uint8_t* v, uint64_t v_stride,
+                           uint64_t group_bytes, const int32_t* cells, int64_t n, int64_t lanes, int64_t dv,
+                           float* acc) {
+  const int64_t ld_head = lanes * dv;
+  if (dv % 8 != 0) {  // a scalar tail: kv head by kv head, one head at a time
+    for (int64_t j = 0; j < groups * m; ++j)
+      accumulate_f16(p + j * ldp, v + j / m * group_bytes, v_stride, cells, n, lanes, dv, acc + j * ld_head);
+    return;
+  }
+  for (int64_t base = 0; base < n; base += kCellsPerLane * lanes)
+    for (int64_t l = 0; l < lanes && base + l < n; ++l) {
+      const int64_t r = base + l, k = std::min<int64_t>(kCellsPerLane, (n - r + lanes - 1) / lanes);
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t h = 0; h < m; h += kRowsHeads) {
+          const int64_t take = std::min<int64_t>(kRowsHeads, m - h), j = g * m + h;
+          const float* ph = p + j * ldp;
+          const uint8_t* vg = v + g * group_bytes;
+          float* a = acc + j * ld_head + l * dv;
+          if (take == 4) accumulate_lane_cols<4>(k, ph, ldp, vg, v_stride, cells, r, lanes, dv, ld_head, a);
+          else if (take == 3) accumulate_lane_cols<3>(k, ph, ldp, vg, v_stride, cells, r, lanes, dv, ld_head, a);
+          else if (take == 2) accumulate_lane_cols<2>(k, ph, ldp, vg, v_stride, cells, r, lanes, dv, ld_head, a);
+          else accumulate_lane_cols<1>(k, ph, ldp, vg, v_stride, cells, r, lanes, dv, ld_head, a);
+        }
     }
 }
 
@@ -1122,7 +1172,17 @@ const AttnKernels kAttnKernels = {"avx2",
                                   dots_f16_groups,
                                   accumulate_reduce_f16,
                                   0,
-                                  nullptr};
+                                  nullptr,
+                                  0};
+
+constexpr int64_t kGroupsVSmallMinCells = 1024;  // see AttnKernels::groups_v_small_min_cells
+const AttnKernels kAttnKernelsPrefetch = [] {
+  AttnKernels k = kAttnKernels;
+  k.name = "avx2";
+  k.accumulate_f16_groups = accumulate_f16_groups;
+  k.groups_v_small_min_cells = kGroupsVSmallMinCells;
+  return k;
+}();
 
 }  // namespace opal::cpu::avx2
 #endif  // x86
