@@ -141,6 +141,10 @@ struct AttnKernels {
   // faster; AVX-512 0, its heads_small_min_cells of 512 rules). The staged heads of 128+ values take it from their
   // 512 cells.
   int64_t groups_v_small_min_cells;
+  // The staged decode of heads of 128+ values (Qwen3) takes a token's K dots in one dots_f16_groups walk over all its
+  // cells instead of kStageCells steps of dots_f16_heads kv head by kv head (AVX-512 where the decode prefetches,
+  // whose walk reads whole rows at dk 128; AVX2's takes dk 128 kv head by kv head).
+  bool groups_staged;
 };
 
 // dots_f16_heads' scalar form (kernels/ref/attn_dots_ref.cpp): llama_order::dot_lanes16 or dot_vec_f16 of each

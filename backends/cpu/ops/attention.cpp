@@ -927,7 +927,8 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // 15-25 % faster. A quantized K always stages (it also widens each chunk once per kv head, not per head).
     // Below kStageMinF16Cells live cells the slices stay in L2 and staging only adds its bookkeeping (Qwen3
     // Q4_K_M tg128 at one thread read 3-11 % slower staged in the lead's stop 17 A/B), so short contexts keep
-    // the per-head walk.
+    // the per-head walk. Where the table has groups_staged (AVX-512 where the decode prefetches, stop 45) a token's
+    // whole kv heads take their K dots in one dots_f16_groups walk over whole rows instead of the 64-cell steps.
     const bool stage_f16 = simd && simd->dots_f16 && simd->accumulate_f16 && dk >= 128 && n_order >= kStageMinF16Cells;
     const bool stage_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
     // The staged heads' V goes through heads_output for heads of 128+ values from the ISA's heads_min_cells
@@ -1007,7 +1008,14 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     for (int64_t pair = p0; pair < p1 && (stage_f16 || stage_quant);) {
       int64_t end = pair + 1;
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
-      stage_scores(pair, end, mxs, nvs, stage_quant ? kQuantChunk : kStageCells);
+      // With groups_staged a run of whole kv heads takes its K dots in one walk over whole rows (dots_f16_groups).
+      const bool rows_k = stage_f16 && simd->groups_staged && simd->dots_f16_groups && pair % group == 0 &&
+                          (end - pair) % group == 0 && end - pair > group;
+      stage_scores(pair, end, mxs, nvs,
+                   stage_quant ? kQuantChunk
+                   : rows_k    ? std::max<int64_t>(n_order, 1)
+                               : kStageCells,
+                   rows_k);
       const bool heads = heads_v && nvs[0] >= simd_v->heads_min_cells;
       if (heads) heads_output(pair, end, mxs, nvs[0], score_rows);
       for (int64_t j = pair; j < end && !heads; ++j)

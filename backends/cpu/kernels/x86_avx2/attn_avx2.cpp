@@ -20,7 +20,8 @@
 // a single product, taken by vmulps; at dk 128, dots_heads128, the accumulators one at a time, each one's two K
 // vectors widened once for two or three heads), both reading the rows in address order with a
 // software prefetch (dots_groups64: a one-thread decode's kv heads of a row at once, up to 32 heads, each K row
-// read whole);
+// read whole); off AMD's cores (kAttnKernelsPrefetch) accumulate_f16_groups takes a token's kv heads of a V row at
+// once too (each lane step's four cells through every kv head's tiles, no software prefetch);
 // for long chunks (attend_v_lanes16_cells) p is first rounded into a
 // lane-major copy (round_p_lanes, 8 x 8 transposes) and each lane's rows stay in
 // L1 while 6-query x 16-column tiles pass over them (15 of the 16 ymm registers).
@@ -1173,7 +1174,8 @@ const AttnKernels kAttnKernels = {"avx2",
                                   accumulate_reduce_f16,
                                   0,
                                   nullptr,
-                                  0};
+                                  0,
+                                  false};
 
 constexpr int64_t kGroupsVSmallMinCells = 1024;  // see AttnKernels::groups_v_small_min_cells
 const AttnKernels kAttnKernelsPrefetch = [] {
