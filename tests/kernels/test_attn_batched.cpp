@@ -954,23 +954,32 @@ TEST(AttnBatched, DecodeHeadsTogetherHaveTheScalarBits) {
 
 // AVX-512's attention table follows the decode prefetch choice (attn_kernels()): with it on (an Intel core) the
 // one-thread decode takes its K dots in one walk over whole rows (dots_f16_groups) and heads of under 128 values take
-// V together, both from a few hundred cells, and a token's V goes over whole rows too (accumulate_f16_groups); with it
-// off (AMD's AVX-512 cores) no walk, and the heads V from 8192 cells. Both tables are otherwise the same helpers.
-TEST(AttnBatched, Avx512TableFollowsTheDecodePrefetch) {
-  if (!host_supports(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this host";
+// V together, both from a few hundred cells, and a token's V goes over whole rows too (accumulate_f16_groups), as do
+// the staged heads' K dots (groups_staged); with it off (AMD's AVX-512 cores) no walk, and the heads V from 8192
+// cells. Both tables are otherwise the same helpers.
+// attn_kernels() for `isa` with the decode prefetch on, then off (the choices restored after).
+std::pair<const AttnKernels*, const AttnKernels*> tables_by_prefetch(Isa isa) {
   const Isa before = selected_isa();
   const DecodePrefetch prefetch_before = decode_prefetch_choice();
-  set_isa(Isa::avx512);
+  set_isa(isa);
   set_decode_prefetch(DecodePrefetch::on);
   const AttnKernels* on = attn_kernels();
   set_decode_prefetch(DecodePrefetch::off);
   const AttnKernels* off = attn_kernels();
   set_decode_prefetch(prefetch_before);
   set_isa(before);
+  return {on, off};
+}
+
+TEST(AttnBatched, Avx512TableFollowsTheDecodePrefetch) {
+  if (!host_supports(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this host";
+  const auto [on, off] = tables_by_prefetch(Isa::avx512);
   ASSERT_TRUE(on && off);
   EXPECT_TRUE(on->dots_f16_groups);
   EXPECT_TRUE(on->accumulate_f16_groups);
+  EXPECT_TRUE(on->groups_staged);
   EXPECT_FALSE(off->accumulate_f16_groups);
+  EXPECT_FALSE(off->groups_staged);
   EXPECT_LT(on->heads_small_min_cells, off->heads_small_min_cells);
   EXPECT_LE(on->groups_min_cells, 4096);
   EXPECT_FALSE(off->dots_f16_groups);
@@ -984,15 +993,7 @@ TEST(AttnBatched, Avx512TableFollowsTheDecodePrefetch) {
 // where that walk measured slower; with the prefetch off, the plain table.
 TEST(AttnBatched, Avx2TableTakesTheRowWalkExceptOnAmd) {
   if (!host_supports(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this host";
-  const Isa before = selected_isa();
-  const DecodePrefetch prefetch_before = decode_prefetch_choice();
-  set_isa(Isa::avx2);
-  set_decode_prefetch(DecodePrefetch::on);
-  const AttnKernels* on = attn_kernels();
-  set_decode_prefetch(DecodePrefetch::off);
-  const AttnKernels* off = attn_kernels();
-  set_decode_prefetch(prefetch_before);
-  set_isa(before);
+  const auto [on, off] = tables_by_prefetch(Isa::avx2);
   EXPECT_EQ(on, host_is_amd() ? &avx2::kAttnKernels : &avx2::kAttnKernelsPrefetch);
   EXPECT_EQ(off, &avx2::kAttnKernels);
   EXPECT_TRUE(avx2::kAttnKernelsPrefetch.accumulate_f16_groups);
