@@ -885,6 +885,10 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
     // order.
     // rows: the score rows of the pairs (score_rows, or further rows where a token's kv heads took their scores
     // together).
+    // [b0, b1) are two or more whole kv heads' runs of heads (one dots_f16_groups / accumulate_f16_groups call).
+    auto whole_kv_heads = [&](int64_t b0, int64_t b1) {
+      return b0 % group == 0 && (b1 - b0) % group == 0 && b1 - b0 > group;
+    };
     auto heads_output = [&](int64_t b0, int64_t b1, const float* mx, int64_t n_vis, float* rows) {
       const int64_t t = b0 / hq, nh = b1 - b0, lds = l.ld_scores;
       for (int64_t j = 0; j < nh; ++j)
@@ -896,7 +900,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const int64_t used = std::min(lanes, n_vis);
       for (int64_t j = 0; j < nh; ++j) std::fill(acc + j * lanes * dv, acc + j * lanes * dv + used * dv, 0.0f);
       const uint8_t* v0 = static_cast<const uint8_t*>(v.data);
-      if (simd_v->accumulate_f16_groups && b0 % group == 0 && nh % group == 0 && nh > group) {  // whole rows at once
+      if (simd_v->accumulate_f16_groups && whole_kv_heads(b0, b1)) {  // whole rows at once
         simd_v->accumulate_f16_groups(rows, lds, nh / group, group, v0 + uint64_t(b0 % hq / group * dv) * vrow, v.nb[1],
                                       uint64_t(dv) * vrow, vis, n_vis, lanes, dv, acc);
       } else {
@@ -1009,8 +1013,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       int64_t end = pair + 1;
       while (end < p1 && end - pair < kMaxGroupStaged && end / hq == pair / hq) ++end;
       // With groups_staged a run of whole kv heads takes its K dots in one walk over whole rows (dots_f16_groups).
-      const bool rows_k = stage_f16 && simd->groups_staged && simd->dots_f16_groups && pair % group == 0 &&
-                          (end - pair) % group == 0 && end - pair > group;
+      const bool rows_k = stage_f16 && simd->groups_staged && simd->dots_f16_groups && whole_kv_heads(pair, end);
       stage_scores(pair, end, mxs, nvs,
                    stage_quant ? kQuantChunk
                    : rows_k    ? std::max<int64_t>(n_order, 1)
@@ -1044,7 +1047,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
         group_f16 && simd->dots_f16_groups && group > 1 && walk_heads > group && n_order >= simd->groups_min_cells;
     for (int64_t pair = p0; pair < p1 && groups_ok && !(stage_f16 || stage_quant);) {
       const int64_t tok_end = std::min(p1, (pair / hq + 1) * hq);
-      if (pair % group != 0 || (tok_end - pair) % group != 0 || tok_end - pair <= group) break;
+      if (!whole_kv_heads(pair, tok_end)) break;
       const int64_t walk_end = std::min(tok_end, pair + walk_heads);
       stage_scores(pair, walk_end, mxs, nvs, std::max<int64_t>(n_order, 1), true);
       const bool heads = nvs[0] > 0 && heads_small &&

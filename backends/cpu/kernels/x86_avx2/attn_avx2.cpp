@@ -1180,7 +1180,6 @@ const AttnKernels kAttnKernels = {"avx2",
 constexpr int64_t kGroupsVSmallMinCells = 1024;  // see AttnKernels::groups_v_small_min_cells
 const AttnKernels kAttnKernelsPrefetch = [] {
   AttnKernels k = kAttnKernels;
-  k.name = "avx2";
   k.accumulate_f16_groups = accumulate_f16_groups;
   k.groups_v_small_min_cells = kGroupsVSmallMinCells;
   return k;
