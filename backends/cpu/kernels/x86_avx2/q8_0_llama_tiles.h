@@ -8,7 +8,8 @@
 // accumulated as acc = fma(float(lanes), d_w * d_x, acc); hsum8 at the end of
 // the row. Every instruction sequence below produces those bits:
 //   Avx2Dot: vpmaddubsw(|w|, sign(x, w)) then vpmaddwd by ones;
-//   VnniDot (in the including file): vpdpbusd(-128 * sum4(x), w + 128, x).
+//   VnniDot (in the including file): vpdpbusd(-128 * sum4(x), w + 128, x),
+//   the first operand made once per activation row (convert_q8_0_starts).
 //
 // Layout read (Rows): row r's block b is its f16 scale at scale(r) + b *
 // stride and its 32 quants at quants(r) + b * stride; the GGUF layout has
@@ -26,9 +27,12 @@
 // pair's vpmaddubsw, vpmaddwd and FMA share two pipes (docs/cpu-kernels.md,
 // "Where the AVX2 Q8_0 pair's time goes"), so the shuffle is the one op that
 // can leave the vector pipes for the load ports; avx2-vnni has one vector op
-// fewer per pair and measured no better from it. Tiles of 4 weight rows x 2
-// activation rows (8 float accumulators), so a tile never straddles a row
-// group; on the GGUF layout the 4 scales are gathered (vpinsrw).
+// fewer per pair and measured no better from it. Tiles of 4 weight rows x
+// kActs activation rows (avx2: 2, 8 float accumulators; avx2-vnni: 3, whose
+// lane starts come precomputed with the activation rows: on an Intel Xeon
+// 1.05-1.17x over 4 x 2, docs/perf/cpu-round2g.md "Stop 46"), so a tile never
+// straddles a row group; on the GGUF layout the 4 scales are gathered
+// (vpinsrw).
 //
 // Included by the AVX2 files; declares its own unnamed namespace (like
 // tile_driver.h), so each ISA's file gets its own instantiations.
@@ -55,7 +59,10 @@ struct Avx2Dot {
   struct W {
     __m256i q, abs;
   };
-  static X act(const uint8_t* quants) { return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants))}; }
+  // Block b of an activation row of nb blocks (convert_q8_0_sums).
+  static X act(const uint8_t* row, int64_t /*nb*/, int64_t b) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * kQ8_0Bytes + 2))};
+  }
   static W weights(const uint8_t* quants) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants));
     return {q, _mm256_abs_epi8(q)};
@@ -103,7 +110,7 @@ TileRows<RW> group_rows(const opal::cpu::GemmArgs& g, int64_t row) {
 // kMemSpread: each pair's d_w * d_x reaches its FMA by a broadcast load from
 // the block's 4 products stored on the stack (avx2), or by an in-lane
 // vpermilps of a register (avx2-vnni); see the block comment above.
-template <class Dot, bool kMemSpread>
+template <class Dot, bool kMemSpread, int kActs = 2>
 struct Q8_0LlamaTiles {
   // Lane i of each 128-bit half in every lane.
   static __m256 spread(__m256 v, int i) {
@@ -154,7 +161,7 @@ struct Q8_0LlamaTiles {
         const __m256 wd = _mm256_set_m128(wd4, wd4);
         for (int a = 0; a < RA; ++a) d[a] = _mm256_mul_ps(wd, _mm256_broadcast_ss(xd[a] + b));
       }
-      for (int a = 0; a < RA; ++a) xq[a] = Dot::act(x[a] + b * kQ8_0Bytes + 2);
+      for (int a = 0; a < RA; ++a) xq[a] = Dot::act(x[a], nb, b);
       if constexpr (kMemSpread) asm("" : "+m"(dm));  // the products are read back by broadcast loads
       for (int i = 0; i < RW; ++i) {
         const typename Dot::W q = Dot::weights(w.quants[i] + o);
@@ -172,8 +179,9 @@ struct Q8_0LlamaTiles {
   template <int RW>
   static void rows(const opal::cpu::GemmArgs& g, const TileRows<RW>& w, int64_t row, int64_t a0, int64_t a1) {
     int64_t a = a0;
-    for (; a + 2 <= a1; a += 2) tile<RW, 2>(g, w, row, a);
-    if (a < a1) tile<RW, 1>(g, w, row, a);
+    for (; a + kActs <= a1; a += kActs) tile<RW, kActs>(g, w, row, a);
+    if (a1 - a == 2) tile<RW, 2>(g, w, row, a);
+    else if (a < a1) tile<RW, 1>(g, w, row, a);
   }
 
   // The thread's rows [row_begin, row_end) against every activation row, in

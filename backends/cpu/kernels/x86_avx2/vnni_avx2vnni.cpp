@@ -12,16 +12,18 @@
 // starts the int32 sum, so the sums are exact:
 //   sum((q - off) * x) = dpbusd(-off * sum(x), q_u8, x).
 // Activation rows are convert_q8_0_sums rows (the Q8_0 blocks, then each
-// block's d as f32 and its sum of quants as int32).
+// block's d as f32 and its sum of quants as int32); Q8_0's are
+// convert_q8_0_starts rows, those plus each block's 8 lane starts below.
 //
 // * Q8_0, llama order (the default): Q8_0LlamaTiles<VnniDot>
 //   (q8_0_llama_tiles.h), llama.cpp's 8-lane order per (weight row,
 //   activation row) pair, as the plain AVX2 tiles: vpdpbusd's lane j holds
 //   elements 4j..4j+3, exactly vpmaddubsw + vpmaddwd's lane j, so the int32
-//   lanes, and with them the results, are the same bits. The lane start
-//   -128 * (x[4j] + .. + x[4j+3]) is one vpdpbusd of 0x80 bytes by the
-//   activation block, once per block per tile. Tiles of 4 weight rows x 2
-//   activation rows, on the GGUF layout or the row groups in place.
+//   lanes, and with them the results, are the same bits. The lane starts
+//   -128 * (x[4j] + .. + x[4j+3]) are made once per activation row and
+//   block (convert_q8_0_starts; stop 46: before, once per block per tile).
+//   Tiles of 4 weight rows x 3 activation rows, on the GGUF layout or the
+//   row groups in place.
 // * Q4_0, and Q5_0 / Q8_0 in the lanes order: RowsInLanes, weight rows in the int32
 //   lanes, each block's exact sum, then acc = fma(float(isum), d_w * d_x, acc)
 //   (llama.cpp's repacked-Q4_0 order; for Q5_0 / Q8_0 the AVX2 and AVX-512
@@ -78,25 +80,24 @@ struct Q8_0Weights {
 
 // The Q8_0 block dot of Q8_0LlamaTiles (q8_0_llama_tiles.h) with vpdpbusd:
 // lane j = dpbusd(-128 * (x[4j] + .. + x[4j+3]), w + 128, x), the exact sum
-// of the 4 products, as Avx2Dot's lane j (the same bits). The lane start is
-// one vpdpbusd of 0x80 bytes by the activation block, once per block per tile.
+// of the 4 products, as Avx2Dot's lane j (the same bits). The lane starts are
+// made once per activation row (convert_q8_0_starts), not once per tile.
 struct VnniDot {
   struct X {
-    __m256i q, neg;
+    __m256i q, start;
   };
   struct W {
     __m256i u;
   };
-  static X act(const uint8_t* quants) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants));
-    return {q,
-            _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(char(0x80)), q))};
+  static X act(const uint8_t* row, int64_t nb, int64_t b) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * kQ8_0Bytes + 2)),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + nb * (kQ8_0Bytes + 8) + b * 32))};
   }
   static W weights(const uint8_t* quants) {
     return {
         _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants)), _mm256_set1_epi8(char(0x80)))};
   }
-  static __m256i dot(const W& w, const X& x) { return dpbusd(x.neg, w.u, x.q); }
+  static __m256i dot(const W& w, const X& x) { return dpbusd(x.start, w.u, x.q); }
 };
 
 template <class W>
@@ -181,6 +182,20 @@ struct RowsInLanes {
 
 int64_t scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q8_0Weights>::kBlockBytes / 4 + 8; }
 
+uint64_t q8_0_starts_row_bytes(int64_t k) { return avx2::q8_0_sums_row_bytes(k) + uint64_t(k / 32) * 32; }
+
+void convert_q8_0_starts(DType act_type, const float* x, uint8_t* dst, int64_t k) {
+  avx2::convert_q8_0_sums(act_type, x, dst, k);
+  const int64_t nb = k / 32;
+  uint8_t* starts = dst + avx2::q8_0_sums_row_bytes(k);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + b * kQ8_0Bytes + 2));
+    const __m256i start =
+        _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(char(0x80)), q));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(starts + b * 32), start);
+  }
+}
+
 // Q4_0: decode and batches of up to 8 rows on the plain AVX2 kernel, larger
 // batches in the lanes (on the row groups: gemm_q4_0_packed_batch, the same kernel); both in the block-exact order, so
 // the split never changes a result.
@@ -205,7 +220,7 @@ void gemm_q5_0(const GemmArgs& g) {
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
   else if (g.scratch != nullptr && lanes_order(DType::Q8_0)) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
-  else Q8_0LlamaTiles<VnniDot, false>::run(g);
+  else Q8_0LlamaTiles<VnniDot, false, 3>::run(g);
 }
 
 bool gemm_q5_0_packed_batch(const GemmArgs& g) {
@@ -224,7 +239,7 @@ bool gemm_q4_0_packed_batch(const GemmArgs& g) {
 
 bool gemm_q8_0_packed_batch(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows || lanes_order(DType::Q8_0)) return false;
-  Q8_0LlamaTiles<VnniDot, false>::run(g);
+  Q8_0LlamaTiles<VnniDot, false, 3>::run(g);
   return true;
 }
 
