@@ -185,7 +185,7 @@ struct Q8_0LlamaTiles {
   }
 
   // The thread's rows [row_begin, row_end) against every activation row, in
-  // chunks of 64 activation rows (they stay in L2 while the rows pass).
+  // chunks of about 64 activation rows, whole tiles (they stay in L2 while the rows pass).
   // g.layout: kLayoutPlain, or kLayoutRowGroups8 with g.n_rows the matrix's
   // rows (rows from the last whole group on are plain) and row_begin on a group.
   static void run(const opal::cpu::GemmArgs& g) {
@@ -193,8 +193,9 @@ struct Q8_0LlamaTiles {
     if (groups && g.row_begin % 8 != 0)
       opal::fail("Q8_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
     const int64_t grouped_end = groups ? std::min(g.row_end, g.n_rows / 8 * 8) : g.row_begin;
-    for (int64_t a0 = 0; a0 < g.n_act; a0 += 64) {
-      const int64_t a1 = std::min(g.n_act, a0 + 64);
+    constexpr int64_t kChunk = 64 / kActs * kActs;
+    for (int64_t a0 = 0; a0 < g.n_act; a0 += kChunk) {
+      const int64_t a1 = std::min(g.n_act, a0 + kChunk);
       int64_t r = g.row_begin;
       for (; r + 4 <= grouped_end; r += 4) rows<4>(g, group_rows<4>(g, r), r, a0, a1);
       for (; r + 4 <= g.row_end; r += 4) rows<4>(g, plain_rows<4>(g, r), r, a0, a1);
