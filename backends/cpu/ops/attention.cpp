@@ -769,7 +769,9 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   // ranges over whole rows: each thread reads whole rows or whole parts of rows, in address order, instead of its
   // kv heads' slice of every row (an Intel Xeon at two threads, stop 46: Qwen3 1.08-1.14x a token at d2048-d8192,
   // Llama-3.2-1B 1.10-1.23x; `--isa avx2` 1.12x / 1.03x at d4096).
-  const bool split_rows = split_f16 && simd->dots_f16_groups && simd_v &&
+  // (The split's K takes whole rows and its V runs only for GQA heads it stages: rows_k and heads_ok there.)
+  const bool split_rows = split_f16 && simd->dots_f16_groups && simd->dots_f16_heads && group > 1 &&
+                          group <= kMaxGroupStaged && hq <= (dk == 64 ? kMaxGroupsWalk : kMaxGroupStaged) && simd_v &&
                           split_kv_runs(*simd_v, hkv, group, l.staged_heads, ctx.pool.n_threads()) > 0;
   if (T <= kSplitMaxTokens && nth_pool > 1 && ((T * hq) % nth_pool != 0 || split_rows) && (split_f16 || split_quant) &&
       simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 && simd_v->scale_max &&
