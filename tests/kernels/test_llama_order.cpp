@@ -10,6 +10,7 @@
 // where the polynomial is, the reductions add in ggml's tree.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -141,41 +142,57 @@ TEST(LlamaOrder, Q8_0QuantsOfMinus128AreExact) {
   set_batch_order(before);
 }
 
-// AVX-512's Q8_0 prompt tiles read the flipped quants (x + 128) its activation
-// converter appends to each row (convert_q8_0_flipped, stop 38). Activation
-// rows from another entry's converter, without them, are refused with an
-// error, not read past their end.
+// The Q8_0 prompt kernels of AVX-512 and AVX-VNNI read the flipped quants
+// (x + 128) their activation converter appends to each row
+// (convert_q8_0_flipped; stops 38 and 47). Activation rows from another
+// entry's converter, without them, are refused with an error, not read past
+// their end. Without a scratch for its repack, avx2-vnni's entry runs the
+// plain AVX2 tiles instead: the same bits.
 TEST(LlamaOrder, Q8_0PromptTilesRefuseRowsWithoutTheFlippedQuants) {
-  if (!host_supports(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this host";
   const BatchOrder before = batch_order();
   set_batch_order(BatchOrder::llama);
   std::mt19937 rng(38);
   const int64_t k = 256, rows = 16, n_act = 24;
-  const MatmulKernels* q8 = isa_matmul_kernels(DType::Q8_0, Isa::avx512);
-  const MatmulKernels* q4 = isa_matmul_kernels(DType::Q4_0, Isa::avx512);
-  ASSERT_NE(q8, nullptr);
-  ASSERT_NE(q4, nullptr);
-  ASSERT_GT(q8->act_row_bytes(k), q4->act_row_bytes(k));
-  const auto w = test::random_weights(DType::Q8_0, rows, k, rng);
-  const std::vector<float> x = llama_order_activations(n_act, k, rng);
-  const auto short_rows = test::convert_acts(*q4, x.data(), n_act, k);
-  std::vector<float> out(size_t(rows * n_act)), scratch(size_t(q8->scratch_floats(k) + 1));
-  GemmArgs g;
-  g.w = w.data();
-  g.w_row_bytes = row_bytes(DType::Q8_0, k);
-  g.k = k;
-  g.row_end = g.n_rows = rows;
-  g.act = short_rows.data();
-  g.act_row_bytes = q4->act_row_bytes(k);
-  g.n_act = n_act;
-  g.out = out.data();
-  g.out_stride = rows;
-  g.scratch = scratch.data();
-  EXPECT_THROW(q8->gemm(g), Error);
-  const auto a = gemm(*matmul_kernels(DType::Q8_0, Isa::scalar), w, DType::Q8_0, rows, k, x, n_act, false);
-  const auto b = gemm(*q8, w, DType::Q8_0, rows, k, x, n_act, false);
-  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  int checked = 0;
+  for (Isa isa : {Isa::avx512, Isa::avx2_vnni}) {
+    if (!host_supports(isa)) continue;
+    const MatmulKernels* q8 = isa_matmul_kernels(DType::Q8_0, isa);
+    const MatmulKernels* q4 = isa_matmul_kernels(DType::Q4_0, isa);
+    ASSERT_NE(q8, nullptr);
+    ASSERT_NE(q4, nullptr);
+    ASSERT_GT(q8->act_row_bytes(k), q4->act_row_bytes(k)) << isa_name(isa);
+    const auto w = test::random_weights(DType::Q8_0, rows, k, rng);
+    const std::vector<float> x = llama_order_activations(n_act, k, rng);
+    const auto short_rows = test::convert_acts(*q4, x.data(), n_act, k);
+    std::vector<float> out(size_t(rows * n_act)), scratch(size_t(q8->scratch_floats(k) + 1));
+    GemmArgs g;
+    g.w = w.data();
+    g.w_row_bytes = row_bytes(DType::Q8_0, k);
+    g.k = k;
+    g.row_end = g.n_rows = rows;
+    g.act = short_rows.data();
+    g.act_row_bytes = q4->act_row_bytes(k);
+    g.n_act = n_act;
+    g.out = out.data();
+    g.out_stride = rows;
+    g.scratch = scratch.data();
+    EXPECT_THROW(q8->gemm(g), Error) << isa_name(isa);
+    const auto a = gemm(*matmul_kernels(DType::Q8_0, Isa::scalar), w, DType::Q8_0, rows, k, x, n_act, false);
+    const auto b = gemm(*q8, w, DType::Q8_0, rows, k, x, n_act, false);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << isa_name(isa);
+    if (isa == Isa::avx2_vnni) {
+      const auto rows_with = test::convert_acts(*q8, x.data(), n_act, k);
+      g.act = rows_with.data();
+      g.act_row_bytes = q8->act_row_bytes(k);
+      g.scratch = nullptr;
+      std::fill(out.begin(), out.end(), -1.0f);
+      q8->gemm(g);
+      EXPECT_EQ(0, std::memcmp(a.data(), out.data(), a.size() * sizeof(float))) << "no scratch";
+    }
+    ++checked;
+  }
   set_batch_order(before);
+  if (checked == 0) GTEST_SKIP() << "neither AVX-512 nor AVX-VNNI on this host";
 }
 
 // One-row F32/F16 products (decode, single_rows) on 37 weight rows: slices of 16

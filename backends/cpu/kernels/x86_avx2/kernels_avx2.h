@@ -103,10 +103,10 @@ bool gemm_q4_0_packed_batch(const GemmArgs& g);
 namespace opal::cpu::avx2vnni {
 
 int64_t scratch_floats(int64_t k);
-// Q8_0's activation rows: convert_q8_0_sums rows, then each block's 8 lane
-// starts of the llama-order tiles (-128 * each 4 quants' sum, int32), 32 bytes.
-uint64_t q8_0_starts_row_bytes(int64_t k);
-void convert_q8_0_starts(DType act_type, const float* x, uint8_t* dst, int64_t k);
+// Q8_0's activation rows: convert_q8_0_sums rows, then the quants flipped to
+// x + 128 (x xor 0x80), 32 bytes a block: Q8_0LlamaLanes' unsigned operand.
+uint64_t q8_0_flipped_row_bytes(int64_t k);
+void convert_q8_0_flipped(DType act_type, const float* x, uint8_t* dst, int64_t k);
 void gemm_q4_0(const GemmArgs& g);
 void gemm_q5_0(const GemmArgs& g);
 void gemm_q8_0(const GemmArgs& g);

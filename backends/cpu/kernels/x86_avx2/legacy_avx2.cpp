@@ -445,12 +445,12 @@ void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
   else if (lanes_batch(g, DType::Q8_0)) SliceDriver<Q8_0Lanes>::run(g);
-  else Q8_0LlamaTiles<Avx2Dot, true>::run(g);
+  else Q8_0LlamaTiles<Avx2Dot>::run(g);
 }
 
 bool gemm_q8_0_packed_batch(const GemmArgs& g) {
   if (g.n_act <= 16 || lanes_batch(g, DType::Q8_0)) return false;
-  Q8_0LlamaTiles<Avx2Dot, true>::run(g);
+  Q8_0LlamaTiles<Avx2Dot>::run(g);
   return true;
 }
 

@@ -1,15 +1,14 @@
-// Q8_0 prompt tiles in llama.cpp's 8-lane order for AVX2 and AVX-VNNI, on
-// weights in the GGUF layout or in the load-time row groups of 8
-// (kernels/repack.h, kLayoutRowGroups8), read in place: no unpacking.
+// Q8_0 prompt tiles in llama.cpp's 8-lane order for plain AVX2, on weights
+// in the GGUF layout or in the load-time row groups of 8 (kernels/repack.h,
+// kLayoutRowGroups8), read in place: no unpacking. (avx2-vnni has its own,
+// with the weight rows in the lanes: Q8_0LlamaLanes in vnni_avx2vnni.cpp.)
 //
 // Order (the same as LegacyKernel in legacy_avx2.cpp and the reference):
 // per (weight row, activation row) pair and 32-element block, the 8 int32
 // lanes (lane j: elements 4j..4j+3, exact), converted to float and
 // accumulated as acc = fma(float(lanes), d_w * d_x, acc); hsum8 at the end of
-// the row. Every instruction sequence below produces those bits:
-//   Avx2Dot: vpmaddubsw(|w|, sign(x, w)) then vpmaddwd by ones;
-//   VnniDot (in the including file): vpdpbusd(-128 * sum4(x), w + 128, x),
-//   the first operand made once per activation row (convert_q8_0_starts).
+// the row. Avx2Dot makes the lanes with vpmaddubsw(|w|, sign(x, w)) then
+// vpmaddwd by ones.
 //
 // Layout read (Rows): row r's block b is its f16 scale at scale(r) + b *
 // stride and its 32 quants at quants(r) + b * stride; the GGUF layout has
@@ -20,19 +19,13 @@
 // Less work per pair than LegacyKernel: the activation scales are the f32
 // of convert_q8_0_sums rows (no f16 conversion per block), the 4 rows' scales
 // are converted by one vcvtph2ps and multiplied by an activation's scale in
-// one vmulps (4 products). Each pair's d_w * d_x then reaches its FMA either
-// by one in-lane vpermilps of the products in both 128-bit halves
-// (kMemSpread false: avx2-vnni) or by a broadcast load of the products stored
-// once per block and activation row (kMemSpread true: avx2). On plain AVX2 a
-// pair's vpmaddubsw, vpmaddwd and FMA share two pipes (docs/cpu-kernels.md,
-// "Where the AVX2 Q8_0 pair's time goes"), so the shuffle is the one op that
-// can leave the vector pipes for the load ports; avx2-vnni has one vector op
-// fewer per pair and measured no better from it. Tiles of 4 weight rows x
-// kActs activation rows (avx2: 2, 8 float accumulators; avx2-vnni: 3, whose
-// lane starts come precomputed with the activation rows: on an Intel Xeon
-// 1.05-1.17x over 4 x 2, docs/perf/cpu-round2g.md "Stop 46"), so a tile never
-// straddles a row group; on the GGUF layout the 4 scales are gathered
-// (vpinsrw).
+// one vmulps (4 products), stored once per block and activation row, and each
+// pair's d_w * d_x reaches its FMA by a broadcast load of them: a pair's
+// vpmaddubsw, vpmaddwd and FMA share two pipes (docs/cpu-kernels.md, "Where
+// the AVX2 Q8_0 pair's time goes"), so the spread is left to the load ports.
+// Tiles of 4 weight rows x kActs (2) activation rows (8 float accumulators),
+// so a tile never straddles a row group; on the GGUF layout the 4 scales are
+// gathered (vpinsrw).
 //
 // Included by the AVX2 files; declares its own unnamed namespace (like
 // tile_driver.h), so each ISA's file gets its own instantiations.
@@ -60,7 +53,7 @@ struct Avx2Dot {
     __m256i q, abs;
   };
   // Block b of an activation row of nb blocks (convert_q8_0_sums).
-  static X act(const uint8_t* row, int64_t /*nb*/, int64_t b) {
+  static X act(const uint8_t* row, int64_t b) {
     return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * kQ8_0Bytes + 2))};
   }
   static W weights(const uint8_t* quants) {
@@ -107,21 +100,8 @@ TileRows<RW> group_rows(const opal::cpu::GemmArgs& g, int64_t row) {
   return t;
 }
 
-// kMemSpread: each pair's d_w * d_x reaches its FMA by a broadcast load from
-// the block's 4 products stored on the stack (avx2), or by an in-lane
-// vpermilps of a register (avx2-vnni); see the block comment above.
-template <class Dot, bool kMemSpread, int kActs = 2>
+template <class Dot, int kActs = 2>
 struct Q8_0LlamaTiles {
-  // Lane i of each 128-bit half in every lane.
-  static __m256 spread(__m256 v, int i) {
-    switch (i) {
-      case 0: return _mm256_permute_ps(v, 0x00);
-      case 1: return _mm256_permute_ps(v, 0x55);
-      case 2: return _mm256_permute_ps(v, 0xAA);
-      default: return _mm256_permute_ps(v, 0xFF);
-    }
-  }
-
   // The RW (<= 4) rows' block scales at offset o as f32 in lanes 0..3.
   template <int RW>
   static __m128 row_scales(const TileRows<RW>& w, uint64_t o) {
@@ -152,24 +132,16 @@ struct Q8_0LlamaTiles {
     for (int64_t b = 0; b < nb; ++b) {
       const uint64_t o = uint64_t(b) * w.stride;
       typename Dot::X xq[RA];
-      [[maybe_unused]] __m256 d[RA];
-      [[maybe_unused]] alignas(16) float dm[RA][4];
+      alignas(16) float dm[RA][4];
       const __m128 wd4 = row_scales<RW>(w, o);
-      if constexpr (kMemSpread) {
-        for (int a = 0; a < RA; ++a) _mm_store_ps(dm[a], _mm_mul_ps(wd4, _mm_broadcast_ss(xd[a] + b)));
-      } else {
-        const __m256 wd = _mm256_set_m128(wd4, wd4);
-        for (int a = 0; a < RA; ++a) d[a] = _mm256_mul_ps(wd, _mm256_broadcast_ss(xd[a] + b));
-      }
-      for (int a = 0; a < RA; ++a) xq[a] = Dot::act(x[a], nb, b);
-      if constexpr (kMemSpread) asm("" : "+m"(dm));  // the products are read back by broadcast loads
+      for (int a = 0; a < RA; ++a) _mm_store_ps(dm[a], _mm_mul_ps(wd4, _mm_broadcast_ss(xd[a] + b)));
+      for (int a = 0; a < RA; ++a) xq[a] = Dot::act(x[a], b);
+      asm("" : "+m"(dm));  // the products are read back by broadcast loads
       for (int i = 0; i < RW; ++i) {
         const typename Dot::W q = Dot::weights(w.quants[i] + o);
         for (int a = 0; a < RA; ++a)
-          if constexpr (kMemSpread)
-            acc[i][a] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(q, xq[a])), _mm256_broadcast_ss(&dm[a][i]), acc[i][a]);
-          else acc[i][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(q, xq[a])), spread(d[a], i), acc[i][a]);
+          acc[i][a] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::dot(q, xq[a])), _mm256_broadcast_ss(&dm[a][i]), acc[i][a]);
       }
     }
     for (int i = 0; i < RW; ++i)

@@ -124,8 +124,8 @@ constexpr MatmulKernels kVnniTable[] = {
                         16, avx2vnni::gemm_q5_0_groups),
         avx2vnni::gemm_q5_0_packed_batch),
     with_packed_batch(
-        with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2vnni::q8_0_starts_row_bytes,
-                                           avx2vnni::convert_q8_0_starts, avx2vnni::gemm_q8_0),
+        with_row_groups(with_scratch(entry(DType::Q8_0, DType::Q8_0, "avx2-vnni", avx2vnni::q8_0_flipped_row_bytes,
+                                           avx2vnni::convert_q8_0_flipped, avx2vnni::gemm_q8_0),
                                      avx2vnni::scratch_floats),
                         16, avx2::gemm_q8_0_groups_vnni),
         avx2vnni::gemm_q8_0_packed_batch),

@@ -13,17 +13,12 @@
 //   sum((q - off) * x) = dpbusd(-off * sum(x), q_u8, x).
 // Activation rows are convert_q8_0_sums rows (the Q8_0 blocks, then each
 // block's d as f32 and its sum of quants as int32); Q8_0's are
-// convert_q8_0_starts rows, those plus each block's 8 lane starts below.
+// convert_q8_0_flipped rows, those plus the quants flipped to x + 128.
 //
-// * Q8_0, llama order (the default): Q8_0LlamaTiles<VnniDot>
-//   (q8_0_llama_tiles.h), llama.cpp's 8-lane order per (weight row,
-//   activation row) pair, as the plain AVX2 tiles: vpdpbusd's lane j holds
-//   elements 4j..4j+3, exactly vpmaddubsw + vpmaddwd's lane j, so the int32
-//   lanes, and with them the results, are the same bits. The lane starts
-//   -128 * (x[4j] + .. + x[4j+3]) are made once per activation row and
-//   block (convert_q8_0_starts; stop 46: before, once per block per tile).
-//   Tiles of 4 weight rows x 3 activation rows, on the GGUF layout or the
-//   row groups in place.
+// * Q8_0, llama order (the default): Q8_0LlamaLanes below, llama.cpp's 8-lane
+//   order per (weight row, activation row) pair with the weight rows in the
+//   lanes (stop 47; before, the plain AVX2 tiles of q8_0_llama_tiles.h with
+//   one vpdpbusd per pair and block).
 // * Q4_0, and Q5_0 / Q8_0 in the lanes order: RowsInLanes, weight rows in the int32
 //   lanes, each block's exact sum, then acc = fma(float(isum), d_w * d_x, acc)
 //   (llama.cpp's repacked-Q4_0 order; for Q5_0 / Q8_0 the AVX2 and AVX-512
@@ -41,7 +36,6 @@
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
-#include "backends/cpu/kernels/x86_avx2/q8_0_llama_tiles.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
 #include "core/error.h"
 
@@ -78,26 +72,129 @@ struct Q8_0Weights {
   }
 };
 
-// The Q8_0 block dot of Q8_0LlamaTiles (q8_0_llama_tiles.h) with vpdpbusd:
-// lane j = dpbusd(-128 * (x[4j] + .. + x[4j+3]), w + 128, x), the exact sum
-// of the 4 products, as Avx2Dot's lane j (the same bits). The lane starts are
-// made once per activation row (convert_q8_0_starts), not once per tile.
-struct VnniDot {
-  struct X {
-    __m256i q, start;
-  };
-  struct W {
-    __m256i u;
-  };
-  static X act(const uint8_t* row, int64_t nb, int64_t b) {
-    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * kQ8_0Bytes + 2)),
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + nb * (kQ8_0Bytes + 8) + b * 32))};
+// Q8_0 prompts in llama.cpp's order with the weight rows in the lanes (stop 47): the 256-bit form of AVX-512's
+// Q8_0LlamaLanes (legacy_avx512.cpp). llama.cpp's order gives int32 lane l of a (weight row, activation row) block
+// the sum of elements 4l..4l+3, then acc_l = fma(float(lane), d_w * d_x, acc_l) block by block, and hsum8 at the
+// end. Here one vector holds the 8 quants of groups 2m and 2m+1 of 4 weight rows (int32 lane 2i + e: row i, group
+// 2m + e); the activation's same 8 quants, flipped to x + 128 (convert_q8_0_flipped) and broadcast, meet them in one
+// vpdpbusd from the weights' lane starts -128 * (the group's 4 weights' sum, made by the repack): lanes 2m and 2m+1
+// of 4 pairs, exact. Each (activation row, m) keeps its own float accumulator, and the 4 rows' d_w * d_x take one
+// multiply a block. hsum8's tree becomes vertical adds of the 4 accumulators and one add of neighbouring lanes: the
+// same bits.
+// Per (4 pairs, 2 groups): vpdpbusd, convert and FMA, and two loads (the broadcast, half the weights and starts).
+// The one-pair-a-vector tiles (q8_0_llama_tiles.h, with vpdpbusd) spent a scale spread and shares of the weights'
+// flip and the products besides. On an Intel Xeon (AVX-VNNI) these take 0.83-0.90 of the tiles' time in one-thread
+// pp512 (0.84-0.97 in bench_matmul_kernels; docs/perf/cpu-round2g.md "Stop 47"). Tried: 4 x 3 tiles with the
+// activation's lane starts broadcast per (row, m), load-bound (three loads per vpdpbusd): 0.93 of this form's
+// speed; 4 x 2 with those starts, 0.96.
+// The repack (per call, activation chunk and 4-row slice, from the GGUF rows or the row groups) is a qword
+// transpose of the 4 rows' blocks: per block the 4 rows' f32 scales, each twice (32 bytes), then per m the quants
+// and their lane starts (32 bytes each). Tiles of 4 weight rows x 2 activation rows (8 float accumulators).
+struct Q8_0LlamaLanes {
+  static constexpr int kRows = 4, kActs = 2;
+  static constexpr int kBlockBytes = 32 + 4 * 64;
+  static constexpr int64_t kChunk = 64;  // activation rows a slice meets while they stay in L2
+
+  // rows (1 to 4) weight rows from row, zero rows after them.
+  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
+    const int64_t nb = g.k / 32;
+    const __m256i flip = _mm256_set1_epi8(char(0x80)), twice = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = packed + b * kBlockBytes;
+      alignas(16) uint16_t s[8] = {};
+      __m256i q[4];
+      for (int r = 0; r < 4; ++r) {
+        if (r >= rows) {
+          q[r] = _mm256_setzero_si256();
+          continue;
+        }
+        const BlockAt at = legacy_block(g, row + r, b, kQ8_0Bytes);
+        std::memcpy(&s[r], at.scale, 2);
+        q[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.quants));
+      }
+      const __m256 scales = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(s))));
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb), _mm256_permutevar8x32_ps(scales, twice));
+      // Qwords: t0 holds rows 0, 1 of m = 0 (low half) and m = 2 (high), t1 of m = 1 and 3; t2, t3 rows 2, 3.
+      const __m256i t0 = _mm256_unpacklo_epi64(q[0], q[1]), t1 = _mm256_unpackhi_epi64(q[0], q[1]);
+      const __m256i t2 = _mm256_unpacklo_epi64(q[2], q[3]), t3 = _mm256_unpackhi_epi64(q[2], q[3]);
+      const __m256i v[4] = {_mm256_permute2x128_si256(t0, t2, 0x20), _mm256_permute2x128_si256(t1, t3, 0x20),
+                            _mm256_permute2x128_si256(t0, t2, 0x31), _mm256_permute2x128_si256(t1, t3, 0x31)};
+      for (int m = 0; m < 4; ++m) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + 32 + 64 * m), v[m]);
+        // -128 * (w0 + w1 + w2 + w3): vpdpbusd of the unsigned bytes 0x80 by the signed weights, negated.
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + 64 + 64 * m),
+                            _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), flip, v[m])));
+      }
+    }
   }
-  static W weights(const uint8_t* quants) {
-    return {
-        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants)), _mm256_set1_epi8(char(0x80)))};
+
+  // The slice's 4 rows x RA activation rows from act (convert_q8_0_flipped rows); out[a] takes 4 results.
+  template <int RA>
+  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out[]) {
+    const int64_t nb = g.k / 32;
+    const uint8_t* flipped[RA];
+    const float* xd[RA];
+    for (int a = 0; a < RA; ++a) {
+      const uint8_t* row = g.act + uint64_t(act + a) * g.act_row_bytes;
+      xd[a] = reinterpret_cast<const float*>(row + nb * kQ8_0Bytes);
+      flipped[a] = row + avx2::q8_0_sums_row_bytes(g.k);
+    }
+    __m256 acc[RA][4];
+    for (int a = 0; a < RA; ++a)
+      for (int m = 0; m < 4; ++m) acc[a][m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = packed + b * kBlockBytes;
+      const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(pb));
+      __m256 d[RA];
+      for (int a = 0; a < RA; ++a) d[a] = _mm256_mul_ps(wd, _mm256_broadcast_ss(xd[a] + b));
+      for (int m = 0; m < 4; ++m) {
+        __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 + 64 * m));
+        __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 64 + 64 * m));
+        asm("" : "+x"(w), "+x"(start));  // one load each, not one per activation row (load-bound otherwise)
+        for (int a = 0; a < RA; ++a) {
+          int64_t eight;
+          std::memcpy(&eight, flipped[a] + b * 32 + 8 * m, 8);
+          const __m256i lanes = dpbusd(start, _mm256_set1_epi64x(eight), w);
+          acc[a][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), d[a], acc[a][m]);
+        }
+      }
+    }
+    // hsum8's tree: lanes (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7) side by side, then their sum.
+    const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    for (int a = 0; a < RA; ++a) {
+      const __m256 u = _mm256_add_ps(_mm256_add_ps(acc[a][0], acc[a][2]), _mm256_add_ps(acc[a][1], acc[a][3]));
+      const __m256 s = _mm256_add_ps(u, _mm256_permute_ps(u, 0xB1));
+      _mm_storeu_ps(out[a], _mm256_castps256_ps128(_mm256_permutevar8x32_ps(s, evens)));
+    }
   }
-  static __m256i dot(const W& w, const X& x) { return dpbusd(x.start, w.u, x.q); }
+
+  // Every activation row in chunks of kChunk; per chunk each 4-row slice of the thread's rows is repacked into the
+  // scratch and meets the chunk in tiles of kActs rows (a partial last slice through a local buffer).
+  static void run(const GemmArgs& g) {
+    if (g.layout == kLayoutRowGroups8 && g.row_begin % 8 != 0)
+      fail("Q8_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
+    if (g.act_row_bytes < q8_0_flipped_row_bytes(g.k))
+      fail("Q8_0 prompt gemm: activation rows of {} bytes, not convert_q8_0_flipped's {} (k = {})", g.act_row_bytes,
+           q8_0_flipped_row_bytes(g.k), g.k);
+    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
+    for (int64_t a0 = 0; a0 < g.n_act; a0 += kChunk) {
+      const int64_t a1 = std::min(g.n_act, a0 + kChunk);
+      for (int64_t r = g.row_begin; r < g.row_end; r += kRows) {
+        const int rows = int(std::min<int64_t>(kRows, g.row_end - r));
+        repack(g, r, rows, packed);
+        alignas(16) float tmp[kActs][kRows];
+        float* out[kActs];
+        for (int64_t a = a0; a < a1; a += kActs) {
+          const int n = int(std::min<int64_t>(kActs, a1 - a));
+          for (int i = 0; i < n; ++i) out[i] = rows == kRows ? g.out + (a + i) * g.out_stride + r : tmp[i];
+          if (n == 2) tile<2>(g, packed, a, out);
+          else tile<1>(g, packed, a, out);
+          if (rows < kRows)
+            for (int i = 0; i < n; ++i) std::memcpy(g.out + (a + i) * g.out_stride + r, tmp[i], sizeof(float) * rows);
+        }
+      }
+    }
+  }
 };
 
 template <class W>
@@ -182,17 +279,15 @@ struct RowsInLanes {
 
 int64_t scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q8_0Weights>::kBlockBytes / 4 + 8; }
 
-uint64_t q8_0_starts_row_bytes(int64_t k) { return avx2::q8_0_sums_row_bytes(k) + uint64_t(k / 32) * 32; }
+uint64_t q8_0_flipped_row_bytes(int64_t k) { return avx2::q8_0_sums_row_bytes(k) + uint64_t(k / 32) * 32; }
 
-void convert_q8_0_starts(DType act_type, const float* x, uint8_t* dst, int64_t k) {
+void convert_q8_0_flipped(DType act_type, const float* x, uint8_t* dst, int64_t k) {
   avx2::convert_q8_0_sums(act_type, x, dst, k);
-  const int64_t nb = k / 32;
-  uint8_t* starts = dst + avx2::q8_0_sums_row_bytes(k);
-  for (int64_t b = 0; b < nb; ++b) {
+  uint8_t* flipped = dst + avx2::q8_0_sums_row_bytes(k);
+  for (int64_t b = 0; b < k / 32; ++b) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + b * kQ8_0Bytes + 2));
-    const __m256i start =
-        _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(char(0x80)), q));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(starts + b * 32), start);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(flipped + b * 32),
+                        _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80))));
   }
 }
 
@@ -216,11 +311,12 @@ void gemm_q5_0(const GemmArgs& g) {
 }
 
 // Q8_0: decode, small batches and expert rows on the plain AVX2 kernels (the
-// llama order); larger batches in the selected order (batch_order()).
+// llama order); larger batches in the selected order (batch_order()). Without a
+// scratch (no caller of the graph's) the plain AVX2 tiles, the same bits.
 void gemm_q8_0(const GemmArgs& g) {
-  if (g.n_act <= kSmallBatch || g.single_rows) avx2::gemm_q8_0(g);
-  else if (g.scratch != nullptr && lanes_order(DType::Q8_0)) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
-  else Q8_0LlamaTiles<VnniDot, false, 3>::run(g);
+  if (g.n_act <= kSmallBatch || g.single_rows || g.scratch == nullptr) avx2::gemm_q8_0(g);
+  else if (lanes_order(DType::Q8_0)) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
+  else Q8_0LlamaLanes::run(g);
 }
 
 bool gemm_q5_0_packed_batch(const GemmArgs& g) {
@@ -239,7 +335,8 @@ bool gemm_q4_0_packed_batch(const GemmArgs& g) {
 
 bool gemm_q8_0_packed_batch(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows || lanes_order(DType::Q8_0)) return false;
-  Q8_0LlamaTiles<VnniDot, false, 3>::run(g);
+  if (g.scratch == nullptr) return avx2::gemm_q8_0_packed_batch(g);
+  Q8_0LlamaLanes::run(g);
   return true;
 }
 
