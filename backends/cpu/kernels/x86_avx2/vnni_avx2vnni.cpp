@@ -81,24 +81,30 @@ struct Q8_0Weights {
 // of 4 pairs, exact. Each (activation row, m) keeps its own float accumulator, and the 4 rows' d_w * d_x take one
 // multiply a block. hsum8's tree becomes vertical adds of the 4 accumulators and one add of neighbouring lanes: the
 // same bits.
-// Per (4 pairs, 2 groups): vpdpbusd, convert and FMA, and two loads (the broadcast, half the weights and starts).
+// float(lane) without vcvtdq2ps: the lane starts carry kFloatBias, the bits of 1.5 * 2^23, so the int32 sum's bits
+// are the float 1.5 * 2^23 + lane (|lane| <= 4 * 128 * 127 < 2^22 stays in that binade) and one vsubps of 1.5 * 2^23
+// leaves lane exactly, the converted value. On Intel the convert shares ports 0 and 1 with vpdpbusd and the FMA, the
+// subtraction also runs on port 5 (0.81 of the time of the same kernel with the convert, in one-thread pp512).
+// Per (4 pairs, 2 groups) then: vpdpbusd, vsubps and FMA, and two loads (the broadcast, half the weights and starts).
 // The one-pair-a-vector tiles (q8_0_llama_tiles.h, with vpdpbusd) spent a scale spread and shares of the weights'
-// flip and the products besides. On an Intel Xeon (AVX-VNNI) these take 0.83-0.90 of the tiles' time in one-thread
-// pp512 (0.84-0.97 in bench_matmul_kernels; docs/perf/cpu-round2g.md "Stop 47"). Tried: 4 x 3 tiles with the
-// activation's lane starts broadcast per (row, m), load-bound (three loads per vpdpbusd): 0.93 of this form's
-// speed; 4 x 2 with those starts, 0.96.
+// flip and the products besides. On an Intel Xeon (AVX-VNNI) this kernel with the convert took 0.83-0.90 of their
+// time in one-thread pp512 (0.84-0.97 in bench_matmul_kernels; docs/perf/cpu-round2g.md "Stop 47"). Tried: 4 x 3
+// tiles with the activation's lane starts broadcast per (row, m), load-bound (three loads per vpdpbusd): 0.93 of
+// this form's speed; 4 x 2 with those starts, 0.96.
 // The repack (per call, activation chunk and 4-row slice, from the GGUF rows or the row groups) is a qword
 // transpose of the 4 rows' blocks: per block the 4 rows' f32 scales, each twice (32 bytes), then per m the quants
-// and their lane starts (32 bytes each). Tiles of 4 weight rows x 2 activation rows (8 float accumulators).
+// and their biased lane starts (32 bytes each). Tiles of 4 weight rows x 2 activation rows (8 float accumulators).
 struct Q8_0LlamaLanes {
   static constexpr int kRows = 4, kActs = 2;
   static constexpr int kBlockBytes = 32 + 4 * 64;
-  static constexpr int64_t kChunk = 64;  // activation rows a slice meets while they stay in L2
+  static constexpr int64_t kChunk = 64;              // activation rows a slice meets while they stay in L2
+  static constexpr int32_t kFloatBias = 0x4B400000;  // 1.5 * 2^23 as f32
 
   // rows (1 to 4) weight rows from row, zero rows after them.
   static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 32;
     const __m256i flip = _mm256_set1_epi8(char(0x80)), twice = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256i bias = _mm256_set1_epi32(kFloatBias);
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* pb = packed + b * kBlockBytes;
       alignas(16) uint16_t s[8] = {};
@@ -121,9 +127,9 @@ struct Q8_0LlamaLanes {
                             _mm256_permute2x128_si256(t0, t2, 0x31), _mm256_permute2x128_si256(t1, t3, 0x31)};
       for (int m = 0; m < 4; ++m) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + 32 + 64 * m), v[m]);
-        // -128 * (w0 + w1 + w2 + w3): vpdpbusd of the unsigned bytes 0x80 by the signed weights, negated.
+        // kFloatBias - 128 * (w0 + w1 + w2 + w3): vpdpbusd of the unsigned bytes 0x80 by the signed weights, negated.
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + 64 + 64 * m),
-                            _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), flip, v[m])));
+                            _mm256_sub_epi32(bias, dpbusd(_mm256_setzero_si256(), flip, v[m])));
       }
     }
   }
@@ -134,6 +140,7 @@ struct Q8_0LlamaLanes {
     const int64_t nb = g.k / 32;
     const uint8_t* flipped[RA];
     const float* xd[RA];
+    const __m256 bias_f32 = _mm256_castsi256_ps(_mm256_set1_epi32(kFloatBias));
     for (int a = 0; a < RA; ++a) {
       const uint8_t* row = g.act + uint64_t(act + a) * g.act_row_bytes;
       xd[a] = reinterpret_cast<const float*>(row + nb * kQ8_0Bytes);
@@ -155,7 +162,8 @@ struct Q8_0LlamaLanes {
           int64_t eight;
           std::memcpy(&eight, flipped[a] + b * 32 + 8 * m, 8);
           const __m256i lanes = dpbusd(start, _mm256_set1_epi64x(eight), w);
-          acc[a][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), d[a], acc[a][m]);
+          const __m256 exact = _mm256_sub_ps(_mm256_castsi256_ps(lanes), bias_f32);  // float(lane), exactly
+          acc[a][m] = _mm256_fmadd_ps(exact, d[a], acc[a][m]);
         }
       }
     }
