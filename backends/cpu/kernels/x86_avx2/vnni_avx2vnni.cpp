@@ -21,6 +21,7 @@
 //   one vpdpbusd per pair and block).
 // * Q4_0, and Q5_0 / Q8_0 in the lanes order: RowsInLanes, weight rows in the int32
 //   lanes, each block's exact sum, then acc = fma(float(isum), d_w * d_x, acc)
+//   (float(isum) by the biased start and a vsubps, as Q8_0LlamaLanes does: stop 47, 0.95-0.98 of the time)
 //   (llama.cpp's repacked-Q4_0 order; for Q5_0 / Q8_0 the AVX2 and AVX-512
 //   lanes kernels', the same bits). Slices of 16 weight rows repacked per call into the thread's
 //   scratch: per block the 16 rows' scales as f32, then the unsigned quants
@@ -243,6 +244,7 @@ struct RowsInLanes {
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
     const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
+    const __m256 bias_f32 = _mm256_castsi256_ps(_mm256_set1_epi32(Q8_0LlamaLanes::kFloatBias));
     __m256 facc[2][RA];
     for (int v = 0; v < 2; ++v)
       for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
@@ -253,7 +255,9 @@ struct RowsInLanes {
       for (int a = 0; a < RA; ++a) {
         int32_t sum;
         std::memcpy(&sum, x[a] + sums_at + 4 * b, 4);
-        iacc[0][a] = iacc[1][a] = _mm256_set1_epi32(-W::kOffset * sum);
+        // The block's exact sum starts at -offset * sum(x), biased by Q8_0LlamaLanes::kFloatBias: its bits are then
+        // the float 1.5 * 2^23 + sum (|sum| <= 32 * 128 * 127 < 2^22), one vsubps from float(sum) exactly.
+        iacc[0][a] = iacc[1][a] = _mm256_set1_epi32(Q8_0LlamaLanes::kFloatBias - W::kOffset * sum);
       }
       for (int grp = 0; grp < 8; ++grp) {
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
@@ -272,8 +276,10 @@ struct RowsInLanes {
         float xd;
         std::memcpy(&xd, x[a] + scales_at + 4 * b, 4);
         const __m256 xdv = _mm256_set1_ps(xd);
-        facc[0][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[0][a]), _mm256_mul_ps(wd0, xdv), facc[0][a]);
-        facc[1][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[1][a]), _mm256_mul_ps(wd1, xdv), facc[1][a]);
+        const __m256 sum0 = _mm256_sub_ps(_mm256_castsi256_ps(iacc[0][a]), bias_f32);
+        const __m256 sum1 = _mm256_sub_ps(_mm256_castsi256_ps(iacc[1][a]), bias_f32);
+        facc[0][a] = _mm256_fmadd_ps(sum0, _mm256_mul_ps(wd0, xdv), facc[0][a]);
+        facc[1][a] = _mm256_fmadd_ps(sum1, _mm256_mul_ps(wd1, xdv), facc[1][a]);
       }
     }
     for (int a = 0; a < RA; ++a) {
