@@ -195,6 +195,39 @@ TEST(LlamaOrder, Q8_0PromptTilesRefuseRowsWithoutTheFlippedQuants) {
   if (checked == 0) GTEST_SKIP() << "neither AVX-512 nor AVX-VNNI on this host";
 }
 
+// x86 Q8_0 prompts in llama.cpp's order put the weight rows in the lanes through the call's scratch (repacked per
+// call in slices of 4 rows and chunks of 64 activation rows) and fall back to the one-pair-a-vector tiles without
+// one: both the reference's bits, on a partial last slice (15 rows) and a partial last chunk with an odd tail.
+TEST(LlamaOrder, Q8_0PromptsWithAndWithoutAScratchAreTheReferenceBits) {
+  const BatchOrder before = batch_order();
+  set_batch_order(BatchOrder::llama);
+  std::mt19937 rng(48);
+  const int64_t k = 320, rows = 15;
+  const MatmulKernels* ref = matmul_kernels(DType::Q8_0, Isa::scalar);
+  int checked = 0;
+  for (Isa isa : {Isa::avx2, Isa::avx2_vnni, Isa::avx512}) {
+    const MatmulKernels* q8 = host_supports(isa) ? isa_matmul_kernels(DType::Q8_0, isa) : nullptr;
+    if (!q8) continue;
+    const auto w = test::random_weights(DType::Q8_0, rows, k, rng);
+    for (int64_t n_act : {17, 70}) {
+      const std::vector<float> x = llama_order_activations(n_act, k, rng);
+      const auto a = gemm(*ref, w, DType::Q8_0, rows, k, x, n_act, false);
+      const auto act = test::convert_acts(*q8, x.data(), n_act, k);
+      test::GemmCall call;
+      call.fill = -1.0f;
+      for (bool scratch : {true, false}) {
+        call.scratch = scratch;
+        const auto b = test::run_gemm(*q8, w, DType::Q8_0, rows, k, act, n_act, call);
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+            << isa_name(isa) << " n_act " << n_act << (scratch ? " with" : " without") << " a scratch";
+      }
+    }
+    ++checked;
+  }
+  set_batch_order(before);
+  if (checked == 0) GTEST_SKIP() << "no x86 SIMD ISA on this host";
+}
+
 // One-row F32/F16 products (decode, single_rows) on 37 weight rows: slices of 16
 // rows in the lanes (AVX-512), then 4 x 1 and 1 x 1 tiles; k with no tail, a
 // tail under 8 (fused only), one of 8+ (rounded products, then fused), and a

@@ -36,6 +36,7 @@ struct GemmCall {
   int64_t out_stride = 0;    // floats between output rows; 0: rows
   float fill = 0.0f;         // every output float before the call
   bool single_rows = false;  // GemmArgs::single_rows
+  bool scratch = true;       // false: GemmArgs::scratch null (a caller without one)
 };
 
 // Runs kern.gemm over rows of w (type t, k elements each) and n_act activation
@@ -57,7 +58,7 @@ inline std::vector<float> run_gemm(const cpu::MatmulKernels& kern, const std::ve
   g.n_act = n_act;
   g.out = out.data();
   g.out_stride = stride;
-  g.scratch = scratch.data();
+  g.scratch = call.scratch ? scratch.data() : nullptr;
   g.single_rows = call.single_rows;
   kern.gemm(g);
   return out;

@@ -9,8 +9,10 @@
 // Q5_0 / Q8_0: the 8 int32 lanes are converted to float and multiplied by
 // d_w * d_x into a float accumulator per pair, summed horizontally at the end
 // of the row (llama.cpp's vec_dot order).
-// Tiles for prompts: Q8_0 4 weight rows x 2 activation rows on the GGUF layout
-// or the load-time row groups (q8_0_llama_tiles.h; its activation rows are
+// Tiles for prompts: Q8_0 4 weight rows in the lanes x 2 activation rows
+// (q8_0_llama_lanes.h with Avx2LaneDot, repacked per call from the GGUF
+// layout or the load-time row groups; without a scratch the one-pair-a-vector
+// tiles of q8_0_llama_tiles.h, the same bits; activation rows are
 // convert_q8_0_sums rows, f32 block scales after the blocks), Q5_0 2 x 2;
 // decode 8 rows per step (LegacyDecode). Q8_0 batches of more than 16 rows in
 // the lanes order (--batch-order lanes): Q8_0Lanes, weight rows in the lanes;
@@ -26,6 +28,7 @@
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/q8_0_llama_lanes.h"
 #include "backends/cpu/kernels/x86_avx2/q8_0_llama_tiles.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
 
@@ -441,16 +444,46 @@ void gemm_q5_0(const GemmArgs& g) {
   else if (g.n_act <= kSmallBatch) LegacyDecode<Q5_0Weights>::run(g);
   else gemm_entry<LegacyKernel<Q5_0Weights>, 2, 2, 4>(g);
 }
+namespace {
+
+// Plain AVX2's lanes for Q8_0LlamaLanes (q8_0_llama_lanes.h): vpmaddubsw(|w|, sign(x, w)) then vpmaddwd by ones,
+// llama.cpp's own products and pairs, so the same int32 lanes; the repack keeps |w| beside the weights. Per (4
+// pairs, 2 groups): vpsignb, vpmaddubsw, vpmaddwd and the FMA on ports 0 and 1 of Intel's cores, the bias's vpaddd and
+// its vsubps free to go to port 5; the one-pair-a-vector tiles spent a vcvtdq2ps and a share of vpabsb there besides.
+struct Avx2LaneDot {
+  static constexpr int kActBlockBytes = kQ8_0Bytes;
+  static __m256i companion(__m256i v) { return _mm256_abs_epi8(v); }
+  static const uint8_t* act_quants(const GemmArgs&, const uint8_t* row) { return row + 2; }
+  static __m256i lanes(__m256i w, __m256i abs_w, __m256i x8) {
+    const __m256i pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(x8, w));
+    return _mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), _mm256_set1_epi32(kFloatBias));
+  }
+  static void check(const GemmArgs& g) {
+    if (g.act_row_bytes < q8_0_sums_row_bytes(g.k))
+      fail("Q8_0 prompt gemm: activation rows of {} bytes, not convert_q8_0_sums's {} (k = {})", g.act_row_bytes,
+           q8_0_sums_row_bytes(g.k), g.k);
+  }
+};
+static_assert(Q8_0LlamaLanes<Avx2LaneDot>::kBlockBytes <= Q8_0Lanes::kBlockBytes, "q8_0_scratch_floats holds a slice");
+
+}  // namespace
+
+// Prompts in llama.cpp's order: the weight rows in the lanes, or without a scratch (no caller of the graph's) the
+// one-pair-a-vector tiles, the same bits.
+static void q8_0_llama_batch(const GemmArgs& g) {
+  if (g.scratch != nullptr) Q8_0LlamaLanes<Avx2LaneDot>::run(g);
+  else Q8_0LlamaTiles<Avx2Dot>::run(g);
+}
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act == 1) LegacyDecode<Q8_0Weights>::run(g);
   else if (g.n_act <= 16) small_batch<Q8_0Weights>(g);
   else if (lanes_batch(g, DType::Q8_0)) SliceDriver<Q8_0Lanes>::run(g);
-  else Q8_0LlamaTiles<Avx2Dot>::run(g);
+  else q8_0_llama_batch(g);
 }
 
 bool gemm_q8_0_packed_batch(const GemmArgs& g) {
   if (g.n_act <= 16 || lanes_batch(g, DType::Q8_0)) return false;
-  Q8_0LlamaTiles<Avx2Dot>::run(g);
+  q8_0_llama_batch(g);
   return true;
 }
 

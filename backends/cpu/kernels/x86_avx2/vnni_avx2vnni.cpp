@@ -15,10 +15,10 @@
 // block's d as f32 and its sum of quants as int32); Q8_0's are
 // convert_q8_0_flipped rows, those plus the quants flipped to x + 128.
 //
-// * Q8_0, llama order (the default): Q8_0LlamaLanes below, llama.cpp's 8-lane
-//   order per (weight row, activation row) pair with the weight rows in the
-//   lanes (stop 47; before, the plain AVX2 tiles of q8_0_llama_tiles.h with
-//   one vpdpbusd per pair and block).
+// * Q8_0, llama order (the default): Q8_0LlamaLanes<VnniLaneDot>
+//   (q8_0_llama_lanes.h), llama.cpp's 8-lane order per (weight row, activation
+//   row) pair with the weight rows in the lanes (stop 47; before, the plain
+//   AVX2 tiles of q8_0_llama_tiles.h with one vpdpbusd per pair and block).
 // * Q4_0, and Q5_0 / Q8_0 in the lanes order: RowsInLanes, weight rows in the int32
 //   lanes, each block's exact sum, then acc = fma(float(isum), d_w * d_x, acc)
 //   (float(isum) by the biased start and a vsubps, as Q8_0LlamaLanes does: stop 47, 0.95-0.98 of the time)
@@ -37,6 +37,7 @@
 #include "backends/cpu/kernels/rows_in_lanes.h"
 #include "backends/cpu/kernels/tile_driver.h"
 #include "backends/cpu/kernels/x86_avx2/kernels_avx2.h"
+#include "backends/cpu/kernels/x86_avx2/q8_0_llama_lanes.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
 #include "core/error.h"
 
@@ -73,136 +74,29 @@ struct Q8_0Weights {
   }
 };
 
-// Q8_0 prompts in llama.cpp's order with the weight rows in the lanes (stop 47): the 256-bit form of AVX-512's
-// Q8_0LlamaLanes (legacy_avx512.cpp). llama.cpp's order gives int32 lane l of a (weight row, activation row) block
-// the sum of elements 4l..4l+3, then acc_l = fma(float(lane), d_w * d_x, acc_l) block by block, and hsum8 at the
-// end. Here one vector holds the 8 quants of groups 2m and 2m+1 of 4 weight rows (int32 lane 2i + e: row i, group
-// 2m + e); the activation's same 8 quants, flipped to x + 128 (convert_q8_0_flipped) and broadcast, meet them in one
-// vpdpbusd from the weights' lane starts -128 * (the group's 4 weights' sum, made by the repack): lanes 2m and 2m+1
-// of 4 pairs, exact. Each (activation row, m) keeps its own float accumulator, and the 4 rows' d_w * d_x take one
-// multiply a block. hsum8's tree becomes vertical adds of the 4 accumulators and one add of neighbouring lanes: the
-// same bits.
-// float(lane) without vcvtdq2ps: the lane starts carry kFloatBias, the bits of 1.5 * 2^23, so the int32 sum's bits
-// are the float 1.5 * 2^23 + lane (|lane| <= 4 * 128 * 127 < 2^22 stays in that binade) and one vsubps of 1.5 * 2^23
-// leaves lane exactly, the converted value. On Intel the convert shares ports 0 and 1 with vpdpbusd and the FMA, the
-// subtraction also runs on port 5 (0.81 of the time of the same kernel with the convert, in one-thread pp512).
-// Per (4 pairs, 2 groups) then: vpdpbusd, vsubps and FMA, and two loads (the broadcast, half the weights and starts).
-// The one-pair-a-vector tiles (q8_0_llama_tiles.h, with vpdpbusd) spent a scale spread and shares of the weights'
-// flip and the products besides. On an Intel Xeon (AVX-VNNI) this kernel with the convert took 0.83-0.90 of their
-// time in one-thread pp512 (0.84-0.97 in bench_matmul_kernels; docs/perf/cpu-round2g.md "Stop 47"). Tried: 4 x 3
-// tiles with the activation's lane starts broadcast per (row, m), load-bound (three loads per vpdpbusd): 0.93 of
-// this form's speed; 4 x 2 with those starts, 0.96.
-// The repack (per call, activation chunk and 4-row slice, from the GGUF rows or the row groups) is a qword
-// transpose of the 4 rows' blocks: per block the 4 rows' f32 scales, each twice (32 bytes), then per m the quants
-// and their biased lane starts (32 bytes each). Tiles of 4 weight rows x 2 activation rows (8 float accumulators).
-struct Q8_0LlamaLanes {
-  static constexpr int kRows = 4, kActs = 2;
-  static constexpr int kBlockBytes = 32 + 4 * 64;
-  static constexpr int64_t kChunk = 64;              // activation rows a slice meets while they stay in L2
-  static constexpr int32_t kFloatBias = 0x4B400000;  // 1.5 * 2^23 as f32
-
-  // rows (1 to 4) weight rows from row, zero rows after them.
-  static void repack(const GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
-    const int64_t nb = g.k / 32;
-    const __m256i flip = _mm256_set1_epi8(char(0x80)), twice = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-    const __m256i bias = _mm256_set1_epi32(kFloatBias);
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* pb = packed + b * kBlockBytes;
-      alignas(16) uint16_t s[8] = {};
-      __m256i q[4];
-      for (int r = 0; r < 4; ++r) {
-        if (r >= rows) {
-          q[r] = _mm256_setzero_si256();
-          continue;
-        }
-        const BlockAt at = legacy_block(g, row + r, b, kQ8_0Bytes);
-        std::memcpy(&s[r], at.scale, 2);
-        q[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.quants));
-      }
-      const __m256 scales = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(s))));
-      _mm256_storeu_ps(reinterpret_cast<float*>(pb), _mm256_permutevar8x32_ps(scales, twice));
-      // Qwords: t0 holds rows 0, 1 of m = 0 (low half) and m = 2 (high), t1 of m = 1 and 3; t2, t3 rows 2, 3.
-      const __m256i t0 = _mm256_unpacklo_epi64(q[0], q[1]), t1 = _mm256_unpackhi_epi64(q[0], q[1]);
-      const __m256i t2 = _mm256_unpacklo_epi64(q[2], q[3]), t3 = _mm256_unpackhi_epi64(q[2], q[3]);
-      const __m256i v[4] = {_mm256_permute2x128_si256(t0, t2, 0x20), _mm256_permute2x128_si256(t1, t3, 0x20),
-                            _mm256_permute2x128_si256(t0, t2, 0x31), _mm256_permute2x128_si256(t1, t3, 0x31)};
-      for (int m = 0; m < 4; ++m) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + 32 + 64 * m), v[m]);
-        // kFloatBias - 128 * (w0 + w1 + w2 + w3): vpdpbusd of the unsigned bytes 0x80 by the signed weights, negated.
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + 64 + 64 * m),
-                            _mm256_sub_epi32(bias, dpbusd(_mm256_setzero_si256(), flip, v[m])));
-      }
-    }
+// Q8_0 prompts in llama.cpp's order with the weight rows in the lanes (stop 47; q8_0_llama_lanes.h): the
+// activation's 8 quants of groups 2m, 2m+1, flipped to x + 128 (convert_q8_0_flipped) and broadcast, meet the 4 rows'
+// signed weights in one vpdpbusd from the weights' lane starts kFloatBias - 128 * (the group's 4 weights' sum, made by
+// the repack). Per (4 pairs, 2 groups) then: vpdpbusd, vsubps and FMA, and two loads (the broadcast, half the weights
+// and starts). The one-pair-a-vector tiles (q8_0_llama_tiles.h, with vpdpbusd) spent a scale spread and shares of the
+// weights' flip and the products besides. On an Intel Xeon (AVX-VNNI) this kernel with the convert took 0.83-0.90 of
+// their time in one-thread pp512 (0.84-0.97 in bench_matmul_kernels), the biased lanes 0.81 of that
+// (docs/perf/cpu-round2g.md "Stop 47"). Tried: 4 x 3 tiles with the activation's lane starts broadcast per (row, m),
+// load-bound (three loads per vpdpbusd): 0.93 of this form's speed; 4 x 2 with those starts, 0.96.
+struct VnniLaneDot {
+  static constexpr int kActBlockBytes = 32;
+  static __m256i companion(__m256i v) {
+    return _mm256_sub_epi32(_mm256_set1_epi32(kFloatBias),
+                            dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8(char(0x80)), v));
   }
-
-  // The slice's 4 rows x RA activation rows from act (convert_q8_0_flipped rows); out[a] takes 4 results.
-  template <int RA>
-  static void tile(const GemmArgs& g, const uint8_t* packed, int64_t act, float* out[]) {
-    const int64_t nb = g.k / 32;
-    const uint8_t* flipped[RA];
-    const float* xd[RA];
-    const __m256 bias_f32 = _mm256_castsi256_ps(_mm256_set1_epi32(kFloatBias));
-    for (int a = 0; a < RA; ++a) {
-      const uint8_t* row = g.act + uint64_t(act + a) * g.act_row_bytes;
-      xd[a] = reinterpret_cast<const float*>(row + nb * kQ8_0Bytes);
-      flipped[a] = row + avx2::q8_0_sums_row_bytes(g.k);
-    }
-    __m256 acc[RA][4];
-    for (int a = 0; a < RA; ++a)
-      for (int m = 0; m < 4; ++m) acc[a][m] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* pb = packed + b * kBlockBytes;
-      const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(pb));
-      __m256 d[RA];
-      for (int a = 0; a < RA; ++a) d[a] = _mm256_mul_ps(wd, _mm256_broadcast_ss(xd[a] + b));
-      for (int m = 0; m < 4; ++m) {
-        __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 + 64 * m));
-        __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 64 + 64 * m));
-        asm("" : "+x"(w), "+x"(start));  // one load each, not one per activation row (load-bound otherwise)
-        for (int a = 0; a < RA; ++a) {
-          int64_t eight;
-          std::memcpy(&eight, flipped[a] + b * 32 + 8 * m, 8);
-          const __m256i lanes = dpbusd(start, _mm256_set1_epi64x(eight), w);
-          const __m256 exact = _mm256_sub_ps(_mm256_castsi256_ps(lanes), bias_f32);  // float(lane), exactly
-          acc[a][m] = _mm256_fmadd_ps(exact, d[a], acc[a][m]);
-        }
-      }
-    }
-    // hsum8's tree: lanes (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7) side by side, then their sum.
-    const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
-    for (int a = 0; a < RA; ++a) {
-      const __m256 u = _mm256_add_ps(_mm256_add_ps(acc[a][0], acc[a][2]), _mm256_add_ps(acc[a][1], acc[a][3]));
-      const __m256 s = _mm256_add_ps(u, _mm256_permute_ps(u, 0xB1));
-      _mm_storeu_ps(out[a], _mm256_castps256_ps128(_mm256_permutevar8x32_ps(s, evens)));
-    }
+  static const uint8_t* act_quants(const GemmArgs& g, const uint8_t* row) {
+    return row + avx2::q8_0_sums_row_bytes(g.k);
   }
-
-  // Every activation row in chunks of kChunk; per chunk each 4-row slice of the thread's rows is repacked into the
-  // scratch and meets the chunk in tiles of kActs rows (a partial last slice through a local buffer).
-  static void run(const GemmArgs& g) {
-    if (g.layout == kLayoutRowGroups8 && g.row_begin % 8 != 0)
-      fail("Q8_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
+  static __m256i lanes(__m256i w, __m256i starts, __m256i x8) { return dpbusd(starts, x8, w); }
+  static void check(const GemmArgs& g) {
     if (g.act_row_bytes < q8_0_flipped_row_bytes(g.k))
       fail("Q8_0 prompt gemm: activation rows of {} bytes, not convert_q8_0_flipped's {} (k = {})", g.act_row_bytes,
            q8_0_flipped_row_bytes(g.k), g.k);
-    uint8_t* packed = reinterpret_cast<uint8_t*>(g.scratch);
-    for (int64_t a0 = 0; a0 < g.n_act; a0 += kChunk) {
-      const int64_t a1 = std::min(g.n_act, a0 + kChunk);
-      for (int64_t r = g.row_begin; r < g.row_end; r += kRows) {
-        const int rows = int(std::min<int64_t>(kRows, g.row_end - r));
-        repack(g, r, rows, packed);
-        alignas(16) float tmp[kActs][kRows];
-        float* out[kActs];
-        for (int64_t a = a0; a < a1; a += kActs) {
-          const int n = int(std::min<int64_t>(kActs, a1 - a));
-          for (int i = 0; i < n; ++i) out[i] = rows == kRows ? g.out + (a + i) * g.out_stride + r : tmp[i];
-          if (n == 2) tile<2>(g, packed, a, out);
-          else tile<1>(g, packed, a, out);
-          if (rows < kRows)
-            for (int i = 0; i < n; ++i) std::memcpy(g.out + (a + i) * g.out_stride + r, tmp[i], sizeof(float) * rows);
-        }
-      }
-    }
   }
 };
 
@@ -244,7 +138,7 @@ struct RowsInLanes {
     const uint8_t* x[RA];
     for (int a = 0; a < RA; ++a) x[a] = g.act + uint64_t(act + a) * g.act_row_bytes;
     const uint64_t scales_at = uint64_t(nb) * kQ8_0Bytes, sums_at = scales_at + uint64_t(nb) * 4;
-    const __m256 bias_f32 = _mm256_castsi256_ps(_mm256_set1_epi32(Q8_0LlamaLanes::kFloatBias));
+    const __m256 bias_f32 = _mm256_castsi256_ps(_mm256_set1_epi32(kFloatBias));
     __m256 facc[2][RA];
     for (int v = 0; v < 2; ++v)
       for (int a = 0; a < RA; ++a) facc[v][a] = _mm256_setzero_ps();
@@ -255,9 +149,9 @@ struct RowsInLanes {
       for (int a = 0; a < RA; ++a) {
         int32_t sum;
         std::memcpy(&sum, x[a] + sums_at + 4 * b, 4);
-        // The block's exact sum starts at -offset * sum(x), biased by Q8_0LlamaLanes::kFloatBias: its bits are then
+        // The block's exact sum starts at -offset * sum(x), biased by kFloatBias: its bits are then
         // the float 1.5 * 2^23 + sum (|sum| <= 32 * 128 * 127 < 2^22), one vsubps from float(sum) exactly.
-        iacc[0][a] = iacc[1][a] = _mm256_set1_epi32(Q8_0LlamaLanes::kFloatBias - W::kOffset * sum);
+        iacc[0][a] = iacc[1][a] = _mm256_set1_epi32(kFloatBias - W::kOffset * sum);
       }
       for (int grp = 0; grp < 8; ++grp) {
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + grp * kSlice * 4));
@@ -292,6 +186,8 @@ struct RowsInLanes {
 }  // namespace
 
 int64_t scratch_floats(int64_t k) { return k / 32 * RowsInLanes<Q8_0Weights>::kBlockBytes / 4 + 8; }
+static_assert(Q8_0LlamaLanes<VnniLaneDot>::kBlockBytes <= RowsInLanes<Q8_0Weights>::kBlockBytes,
+              "scratch_floats holds a slice");
 
 uint64_t q8_0_flipped_row_bytes(int64_t k) { return avx2::q8_0_sums_row_bytes(k) + uint64_t(k / 32) * 32; }
 
@@ -330,7 +226,7 @@ void gemm_q5_0(const GemmArgs& g) {
 void gemm_q8_0(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows || g.scratch == nullptr) avx2::gemm_q8_0(g);
   else if (lanes_order(DType::Q8_0)) SliceDriver<RowsInLanes<Q8_0Weights>>::run(g);
-  else Q8_0LlamaLanes::run(g);
+  else Q8_0LlamaLanes<VnniLaneDot>::run(g);
 }
 
 bool gemm_q5_0_packed_batch(const GemmArgs& g) {
@@ -350,7 +246,7 @@ bool gemm_q4_0_packed_batch(const GemmArgs& g) {
 bool gemm_q8_0_packed_batch(const GemmArgs& g) {
   if (g.n_act <= kSmallBatch || g.single_rows || lanes_order(DType::Q8_0)) return false;
   if (g.scratch == nullptr) return avx2::gemm_q8_0_packed_batch(g);
-  Q8_0LlamaLanes::run(g);
+  Q8_0LlamaLanes<VnniLaneDot>::run(g);
   return true;
 }
 
