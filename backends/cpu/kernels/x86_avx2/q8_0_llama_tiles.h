@@ -24,7 +24,7 @@
 // pair's d_w * d_x reaches its FMA by a broadcast load of them: a pair's
 // vpmaddubsw, vpmaddwd and FMA share two pipes (docs/cpu-kernels.md, "Where
 // the AVX2 Q8_0 pair's time goes"), so the spread is left to the load ports.
-// Tiles of 4 weight rows x kActs (2) activation rows (8 float accumulators),
+// Tiles of 4 weight rows x 2 activation rows (8 float accumulators),
 // so a tile never straddles a row group; on the GGUF layout the 4 scales are
 // gathered (vpinsrw).
 //
@@ -101,7 +101,7 @@ TileRows<RW> group_rows(const opal::cpu::GemmArgs& g, int64_t row) {
   return t;
 }
 
-template <class Dot, int kActs = 2>
+template <class Dot>
 struct Q8_0LlamaTiles {
   // The RW (<= 4) rows' block scales at offset o as f32 in lanes 0..3.
   template <int RW>
@@ -152,9 +152,8 @@ struct Q8_0LlamaTiles {
   template <int RW>
   static void rows(const opal::cpu::GemmArgs& g, const TileRows<RW>& w, int64_t row, int64_t a0, int64_t a1) {
     int64_t a = a0;
-    for (; a + kActs <= a1; a += kActs) tile<RW, kActs>(g, w, row, a);
-    if (a1 - a == 2) tile<RW, 2>(g, w, row, a);
-    else if (a < a1) tile<RW, 1>(g, w, row, a);
+    for (; a + 2 <= a1; a += 2) tile<RW, 2>(g, w, row, a);
+    if (a < a1) tile<RW, 1>(g, w, row, a);
   }
 
   // The thread's rows [row_begin, row_end) against every activation row, in
@@ -166,7 +165,7 @@ struct Q8_0LlamaTiles {
     if (groups && g.row_begin % 8 != 0)
       opal::fail("Q8_0 row-group prompt gemm: slice starts at row {}, not a group boundary", g.row_begin);
     const int64_t grouped_end = groups ? std::min(g.row_end, g.n_rows / 8 * 8) : g.row_begin;
-    constexpr int64_t kChunk = 64 / kActs * kActs;
+    constexpr int64_t kChunk = 64;
     for (int64_t a0 = 0; a0 < g.n_act; a0 += kChunk) {
       const int64_t a1 = std::min(g.n_act, a0 + kChunk);
       int64_t r = g.row_begin;
