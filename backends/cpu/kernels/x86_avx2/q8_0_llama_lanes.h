@@ -55,8 +55,6 @@ struct Q8_0LlamaLanes {
   static constexpr int kBlockBytes = 32 + 4 * 64;
   static constexpr int64_t kChunk = 64;  // activation rows a slice meets while they stay in L2
 
-  static constexpr int64_t scratch_bytes(int64_t k) { return k / 32 * kBlockBytes; }
-
   // rows (1 to 4) weight rows from row, zero rows after them.
   static void repack(const opal::cpu::GemmArgs& g, int64_t row, int rows, uint8_t* packed) {
     const int64_t nb = g.k / 32;
