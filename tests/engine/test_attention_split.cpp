@@ -66,7 +66,8 @@ std::vector<float> decode(const SplitCase& cs, int threads, const std::vector<fl
 TEST(AttentionSplit, EveryUnitShapeHasTheOneThreadBits) {
   const SplitAtAnyDepth split;
   const SplitCase cases[] = {
-      // SmolLM2: K 3 kv heads x 4 ranges (1500 cells: 5 ranges of 256 at most, 4 divide), V 3 x 2 parts of 32
+      // SmolLM2: K 3 kv heads x 4 ranges (1500 cells: 5 ranges of 256 at most, 4 divide), V 3 x 2 parts of 32 (2
+      // parts of the lanes where the table has accumulate_f16_groups, as in every case of a head size of 16s)
       {9, 3, 64, 1500, 2, DType::F16, 0, "smollm2 2 threads"},
       {9, 3, 64, 3000, 2, DType::F16, 0, "smollm2 2 threads, 8 ranges"},
       {9, 3, 128, 1500, 2, DType::F16, 0, "9 heads of 128: V 3 x 2 parts of 64"},
@@ -76,10 +77,11 @@ TEST(AttentionSplit, EveryUnitShapeHasTheOneThreadBits) {
       {6, 2, 80, 1500, 4, DType::F16, 0, "head size 80 on 4 threads: V parts of 32 and 48 columns"},
       {9, 3, 64, 1500, 2, DType::Q8_0, 0, "q8_0 K: (pair, range) units"},
       {9, 3, 64, 1500, 2, DType::F16, 300, "sliding window"},
-      // Pairs that divide among the threads split where the table has accumulate_f16_groups (split_kv_runs)
-      {16, 8, 128, 1500, 2, DType::F16, 0, "Qwen3-0.6B on 2 threads: K (token, range) units, V 2 runs of 4 kv heads"},
-      {32, 8, 64, 1500, 2, DType::F16, 0, "Llama-3.2-1B on 2 threads: V 2 runs of 4 kv heads of 4"},
-      {16, 8, 128, 1500, 4, DType::F16, 0, "Qwen3-0.6B on 4 threads: V 4 runs of 2 kv heads"},
+      // Where the table has accumulate_f16_groups V goes by parts of the lanes (split_v_parts), and pairs that divide
+      // among the threads split too
+      {16, 8, 128, 1500, 2, DType::F16, 0, "Qwen3-0.6B on 2 threads: K (token, range) units, V 2 parts of the lanes"},
+      {32, 8, 64, 1500, 2, DType::F16, 0, "Llama-3.2-1B on 2 threads: V 2 parts of the lanes"},
+      {16, 8, 128, 1500, 4, DType::F16, 0, "Qwen3-0.6B on 4 threads: V 4 parts of the lanes"},
   };
   std::mt19937 rng(29);
   std::normal_distribution<float> val(0.0f, 1.0f);

@@ -849,7 +849,8 @@ TEST(AttnBatched, HeadsAccumulationEqualsAccumulateF16PerHead) {
 // prefetches) gives each head the bits of accumulate_f16_heads over its own kv head's slice: Qwen3's row (8 kv heads
 // x 2 heads x 128, 2 KiB: chunks of 256 cells, so 700 cells take three), Llama-3.2-1B's (8 x 4 x 64), SmolLM2's
 // (3 x 3 x 64), 80 values (a 64- and a 16-column tile), 48 (three 16s), 40 (the masked fallback), from accumulators
-// that already hold values, 16 and 64 lanes, cells out of order, the groups from kv head 1 of a row with a gap.
+// that already hold values, 16 and 64 lanes, cells out of order, the groups from kv head 1 of a row with a gap; and
+// in parts of the lanes, each writing its own.
 TEST(AttnBatched, GroupsAccumulationEqualsHeadsPerKvHead) {
   if (host_supports(Isa::avx512)) {
     bool any = false;
@@ -880,14 +881,30 @@ TEST(AttnBatched, GroupsAccumulationEqualsHeadsPerKvHead) {
           for (auto& x : p) x = f16_to_f32(f32_to_f16(std::fabs(val(rng)) * 0.1f));
           std::vector<float> want(size_t(heads * lanes * dv));
           for (auto& x : want) x = val(rng);
+          const std::vector<float> before = want;
           std::vector<float> got = want;
           for (int64_t g = 0; g < groups; ++g)
             k->accumulate_f16_heads(p.data() + g * m * ldp, ldp, m, base + g * dv * 2, uint64_t(stride) * 2,
                                     cells.data(), n, lanes, dv, want.data() + g * m * lanes * dv);
           k->accumulate_f16_groups(p.data(), ldp, groups, m, base, uint64_t(stride) * 2, uint64_t(dv) * 2, cells.data(),
-                                   n, lanes, dv, got.data());
+                                   n, lanes, 0, lanes, dv, got.data());
           for (size_t i = 0; i < want.size(); ++i)
             ASSERT_TRUE(same_bits(got[i], want[i])) << "i " << i << ": " << got[i] << " vs " << want[i];
+          if (dv % 16 != 0) continue;
+          // A split decode's thread takes a part of the lanes (attention_split_pairs): those lanes' bits, the rest
+          // untouched. Three uneven parts; with 37 cells the last 64-lane part has none.
+          const int64_t cut[4] = {0, lanes / 3, lanes * 2 / 3 + 1, lanes};
+          for (int part = 0; part < 3; ++part) {
+            std::vector<float> one = before;
+            k->accumulate_f16_groups(p.data(), ldp, groups, m, base, uint64_t(stride) * 2, uint64_t(dv) * 2,
+                                     cells.data(), n, lanes, cut[part], cut[part + 1], dv, one.data());
+            for (size_t i = 0; i < want.size(); ++i) {
+              const int64_t lane = int64_t(i) / dv % lanes;
+              const bool inside = lane >= cut[part] && lane < cut[part + 1];
+              ASSERT_TRUE(same_bits(one[i], inside ? want[i] : before[i]))
+                  << "part " << part << " i " << i << " lane " << lane << ": " << one[i];
+            }
+          }
         }
     }
   }

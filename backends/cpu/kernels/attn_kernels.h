@@ -132,10 +132,11 @@ struct AttnKernels {
   // consecutive kv heads of m query heads each, whose V slices lie group_bytes apart in a cache row: head g * m + h's
   // p at p + (g * m + h) * ldp, its lanes at acc + (g * m + h) * lanes * dv. Each V row is read once, whole, for
   // every kv head instead of once per kv head as a slice (both x86 ISAs' kAttnKernelsPrefetch). Each head's lanes
-  // keep their FMA chains.
+  // keep their FMA chains. Only lanes [lane_begin, lane_end) are walked and written (0, lanes: all of them; a split
+  // decode's threads take a part each, attention_split_pairs); a part needs dv % 16 == 0.
   void (*accumulate_f16_groups)(const float* p, int64_t ldp, int64_t groups, int64_t m, const uint8_t* v,
                                 uint64_t v_stride, uint64_t group_bytes, const int32_t* cells, int64_t n, int64_t lanes,
-                                int64_t dv, float* acc);
+                                int64_t lane_begin, int64_t lane_end, int64_t dv, float* acc);
   // The fewest visible cells from which the one-thread walk over heads of under 128 values (SmolLM2, Llama-3.2-1B)
   // takes accumulate_f16_groups (AVX2 1024: at d0 and d512 a SmolLM2 token ran 1 % slower with it, d1024 2.5 %
   // faster; AVX-512 0, its heads_small_min_cells of 512 rules). The staged heads of 128+ values take it from their

@@ -234,7 +234,7 @@ int64_t serial_max_work() {
 }
 
 struct SplitLayout {
-  uint64_t off_vis = 0, off_nvis = 0, off_scores = 0, off_max = 0, bytes = 0;
+  uint64_t off_vis = 0, off_nvis = 0, off_scores = 0, off_max = 0, off_acc = 0, bytes = 0;
   int64_t ld_scores = 0;
 };
 
@@ -248,7 +248,10 @@ SplitLayout split_layout(const Tensor& node, int n_threads) {
   l.off_nvis = a64(uint64_t(T * n_cells) * 4);
   l.off_scores = l.off_nvis + a64(uint64_t(T) * 8);
   l.off_max = l.off_scores + a64(uint64_t(T * hq * l.ld_scores) * 4);
-  l.bytes = l.off_max + a64(uint64_t(T * hq * n_threads) * 4);
+  l.off_acc = l.off_max + a64(uint64_t(T * hq * n_threads) * 4);
+  // A one-token decode's heads' kLanesSingle lanes, shared by the threads that take a part of them each
+  // (split_v_parts).
+  l.bytes = l.off_acc + (T == 1 ? a64(uint64_t(hq * kLanesSingle * attention_dv(node)) * 4) : 0);
   return l;
 }
 
@@ -449,13 +452,15 @@ int64_t fewest_balanced_parts(int64_t items, int64_t cap, int n_threads) {
   return 0;
 }
 
-// The runs of whole kv heads into which a split decode's V pass cuts each token, one per OS thread, where the
-// table has accumulate_f16_groups (each run's part of every V row read at once, in address order) and each run has
-// two or more kv heads whose lanes fit the thread's accumulators (room for `heads_cap` heads); 0 otherwise.
-int64_t split_kv_runs(const AttnKernels& simd, int64_t hkv, int64_t group, int64_t heads_cap, int n_threads) {
-  if (!simd.accumulate_f16_groups || n_threads < 2 || hkv % n_threads != 0) return 0;
-  const int64_t kvs = hkv / n_threads;
-  return kvs > 1 && kvs * group <= heads_cap ? n_threads : 0;
+// The parts of the lanes into which a split one-token decode's V pass cuts the token, one per OS thread, where the
+// table has accumulate_f16_groups: each thread takes its lanes of every head, so it reads whole V rows (lanes / parts
+// consecutive rows of every `lanes`), and the lanes' reductions follow in a pass of their own; 0 otherwise. Before
+// (stop 46) each thread took a run of whole kv heads, its part of every V row; by lanes, V at d4096 on two threads
+// on an Intel Xeon (stop 49): Qwen3-0.6B 1.10-1.32x, SmolLM2-135M (which had taken column parts) 1.11-1.59x,
+// Llama-3.2-1B 0.95-1.01x.
+int64_t split_v_parts(const AttnKernels& simd, int64_t tokens, int64_t dv, int64_t lanes, int n_threads) {
+  return simd.accumulate_f16_groups && tokens == 1 && n_threads >= 2 && dv % 16 == 0 && lanes >= n_threads ? n_threads
+                                                                                                           : 0;
 }
 
 // A decode's few (token, head) pairs over more threads than divide them (SmolLM2's 9 heads on 2 threads: 5 : 4)
@@ -466,8 +471,9 @@ int64_t split_kv_runs(const AttnKernels& simd, int64_t hkv, int64_t group, int64
 //      cell range) units for every head of the token;
 //   2. pairs: the softmax over the whole row (its double sum of 16-cell chunks in order) and p in the cache type;
 //   3. (pair, column range) units: V's lanes for those columns (each column's FMA chains alone) and their
-//      reduction; with accumulate_f16_groups (token, run of whole kv heads) units, one run per thread
-//      (split_kv_runs), each reading its part of every V row at once.
+//      reduction; for one token with accumulate_f16_groups, parts of the lanes instead, one per thread
+//      (split_v_parts), each reading whole V rows, then
+//   4. heads: the reduction of their lanes (pass 3 ran each lane's chains on one thread).
 // Each pass runs its units as the chunks of one run_chunks job (scratch by the running thread's slot), so the
 // units need only divide among the OS threads, not the pool's chunks: the heads of one kv head go together
 // (dots_f16_heads, accumulate_f16_heads: each K and V row widened once for all of them, the same bits per head)
@@ -601,8 +607,9 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
     for (int64_t r = n_vis; r < n_chunked; ++r) sc[r] = -INFINITY;
     simd.scale_round_f16(sc, n_vis, float(1.0 / simd.softmax_exp(sc, n_chunked, mx)));
   });
-  const int64_t v_runs = heads_ok ? split_kv_runs(simd, hkv, group, l.staged_heads, n_threads) : 0;
-  const int64_t v_units = v_runs ? T * v_runs : (heads_v ? groups : pairs) * col_parts;
+  const int64_t v_parts = split_v_parts(simd, T, dv, lanes, n_threads);
+  const int64_t v_units = v_parts ? v_parts : (heads_v ? groups : pairs) * col_parts;
+  float* lanes_all = reinterpret_cast<float*>(sw + sl.off_acc);  // v_parts: [head][lane][dv]
   ctx.pool.run_chunks(int(v_units), [&](int u, int, int slot) {  // 3. V
     float* acc = reinterpret_cast<float*>(thread_work(slot) + l.off_acc);
     // Columns [i0, i0 + cols) of one pair's output.
@@ -620,22 +627,20 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
                           vis_all + t * n_cells, n_vis, lanes, cols, acc);
       reduce(acc, lanes, used, cols, out);
     };
-    if (v_runs) {  // (token, run of kv heads) units: every head of the run over whole parts of the V rows
-      const int64_t t = u / v_runs, kvs = hkv / v_runs, g0 = u % v_runs * kvs, pair0 = t * hq + g0 * group;
-      const int64_t nh = kvs * group, n_vis = nvis[t], used = std::min(lanes, n_vis);
+    if (v_parts) {  // (part of the lanes) units: those lanes of every head of the token, over whole V rows
+      const int64_t n_vis = nvis[0], l0 = u * lanes / v_parts, l1 = std::min((u + 1) * lanes / v_parts, n_vis);
       bool empty = false;
-      for (int64_t j = 0; j < nh; ++j) empty = empty || maxes[(pair0 + j) * ranges] == -INFINITY;
-      if (empty) {  // cannot happen (a token sees itself): the pairs one by one
-        for (int64_t j = 0; j < nh; ++j) pair_v(pair0 + j, 0, dv);
+      for (int64_t j = 0; j < hq; ++j) empty = empty || maxes[j * ranges] == -INFINITY;
+      if (empty) {  // cannot happen (a token sees itself): the first part takes the pairs one by one, reduced
+        if (u == 0)
+          for (int64_t j = 0; j < hq; ++j) pair_v(j, 0, dv);
         return;
       }
-      for (int64_t j = 0; j < nh; ++j) std::fill(acc + j * lanes * dv, acc + j * lanes * dv + used * dv, 0.0f);
-      simd.accumulate_f16_groups(scores_all + pair0 * sl.ld_scores, sl.ld_scores, kvs, group,
-                                 static_cast<const uint8_t*>(v.data) + uint64_t(g0 * dv) * 2, v.nb[1], uint64_t(dv) * 2,
-                                 vis_all + t * n_cells, n_vis, lanes, dv, acc);
-      for (int64_t j = 0; j < nh; ++j)
-        reduce(acc + j * lanes * dv, lanes, used, dv,
-               reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + (g0 * group + j) * dv);
+      for (int64_t j = 0; j < hq && l0 < l1; ++j)
+        std::fill(lanes_all + (j * lanes + l0) * dv, lanes_all + (j * lanes + l1) * dv, 0.0f);
+      if (l0 < l1)
+        simd.accumulate_f16_groups(scores_all, sl.ld_scores, hkv, group, static_cast<const uint8_t*>(v.data), v.nb[1],
+                                   uint64_t(dv) * 2, vis_all, n_vis, lanes, l0, l1, dv, lanes_all);
       return;
     }
     const int64_t i0 = col_bound(u % col_parts), cols = col_bound(u % col_parts + 1) - i0;
@@ -655,6 +660,14 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
     for (int64_t j = 0; j < group; ++j)
       reduce(acc + j * lanes * cols, lanes, used, cols,
              reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + (g * group + j) * dv + i0);
+  });
+  if (!v_parts) return;
+  bool empty = false;
+  for (int64_t j = 0; j < hq; ++j) empty = empty || maxes[j * ranges] == -INFINITY;
+  if (empty) return;
+  ctx.pool.run_chunks(int(hq), [&](int h, int, int) {  // 4. the lanes' reductions
+    reduce(lanes_all + h * lanes * dv, lanes, std::min(lanes, nvis[0]), dv,
+           reinterpret_cast<float*>(row_ptr(node, 0, 0, 0)) + h * dv);
   });
 }
 
@@ -765,14 +778,14 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
   const int nth_pool = ctx.pool.size();
   const bool split_f16 = simd && simd->dots_f16 && simd->accumulate_f16;
   const bool split_quant = quant_k && simd_v && simd_v->dots_f32_lanes16 && dk % 16 == 0;
-  // Pairs that do divide evenly split too where V can then go by runs of whole kv heads (split_kv_runs) and K by cell
+  // Pairs that do divide evenly split too where V can then go by parts of the lanes (split_v_parts) and K by cell
   // ranges over whole rows: each thread reads whole rows or whole parts of rows, in address order, instead of its
   // kv heads' slice of every row (an Intel Xeon at two threads, stop 46: Qwen3 1.08-1.14x a token at d2048-d8192,
   // Llama-3.2-1B 1.10-1.23x; `--isa avx2` 1.12x / 1.03x at d4096).
-  // (The split's K takes whole rows and its V runs only for GQA heads it stages: rows_k and heads_ok there.)
+  // (The split's K takes whole rows only for GQA heads it stages: rows_k there.)
   const bool split_rows = split_f16 && simd->dots_f16_groups && simd->dots_f16_heads && group > 1 &&
                           group <= kMaxGroupStaged && hq <= (dk == 64 ? kMaxGroupsWalk : kMaxGroupStaged) && simd_v &&
-                          split_kv_runs(*simd_v, hkv, group, l.staged_heads, ctx.pool.n_threads()) > 0;
+                          split_v_parts(*simd_v, T, dv, lanes, ctx.pool.n_threads()) > 0;
   if (T <= kSplitMaxTokens && nth_pool > 1 && ((T * hq) % nth_pool != 0 || split_rows) && (split_f16 || split_quant) &&
       simd_v->accumulate_f16 && simd_v->softmax_exp && simd_v->scale_round_f16 && simd_v->scale_max &&
       v.type == DType::F16 && n_order >= split_min_cells())
@@ -941,7 +954,7 @@ void compute_attention(const Tensor& node, const OpContext& ctx) {
       const uint8_t* v0 = static_cast<const uint8_t*>(v.data);
       if (simd_v->accumulate_f16_groups && whole_kv_heads(b0, b1)) {  // whole rows at once
         simd_v->accumulate_f16_groups(rows, lds, nh / group, group, v0 + uint64_t(b0 % hq / group * dv) * vrow, v.nb[1],
-                                      uint64_t(dv) * vrow, vis, n_vis, lanes, dv, acc);
+                                      uint64_t(dv) * vrow, vis, n_vis, lanes, 0, lanes, dv, acc);
       } else {
         for (int64_t j = 0; j < nh;) {  // the runs of heads of one kv head
           const int64_t g = (b0 + j) % hq / group;

@@ -37,6 +37,7 @@
 
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx2/simd_avx2.h"
+#include "core/error.h"
 
 namespace opal::cpu::avx2 {
 namespace {
@@ -477,16 +478,17 @@ void accumulate_lane_cols(int64_t k, const float* p, int64_t ldp, const uint8_t*
 // once, while it sits in L1, and the rows of a step of kCellsPerLane x lanes cells come in address order; no software
 // prefetch (the hardware's follows whole rows). Each head's lanes keep their FMA chains: the same bits.
 void accumulate_f16_groups(const float* p, int64_t ldp, int64_t groups, int64_t m, const uint8_t* v, uint64_t v_stride,
-                           uint64_t group_bytes, const int32_t* cells, int64_t n, int64_t lanes, int64_t dv,
-                           float* acc) {
+                           uint64_t group_bytes, const int32_t* cells, int64_t n, int64_t lanes, int64_t lane_begin,
+                           int64_t lane_end, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
   if (dv % 8 != 0) {  // a scalar tail: kv head by kv head, one head at a time
+    if (lane_begin != 0 || lane_end < lanes) fail("accumulate_f16_groups: a part of the lanes needs dv % 8 == 0");
     for (int64_t j = 0; j < groups * m; ++j)
       accumulate_f16(p + j * ldp, v + j / m * group_bytes, v_stride, cells, n, lanes, dv, acc + j * ld_head);
     return;
   }
   for (int64_t base = 0; base < n; base += kCellsPerLane * lanes)
-    for (int64_t l = 0; l < lanes && base + l < n; ++l) {
+    for (int64_t l = lane_begin; l < std::min(lanes, lane_end) && base + l < n; ++l) {
       const int64_t r = base + l, k = std::min<int64_t>(kCellsPerLane, (n - r + lanes - 1) / lanes);
       for (int64_t g = 0; g < groups; ++g)
         for (int64_t h = 0; h < m; h += kRowsHeads) {

@@ -34,6 +34,7 @@
 #include "backends/cpu/kernels/attn_kernels.h"
 #include "backends/cpu/kernels/x86_avx512/kernels_avx512.h"
 #include "backends/cpu/kernels/x86_avx512/reduce_avx512.h"
+#include "core/error.h"
 
 namespace opal::cpu::avx512 {
 namespace {
@@ -479,10 +480,11 @@ void accumulate_lane_heads(int64_t take, const float* p, int64_t ldp, const uint
 // stay in order for every head: the same FMAs and bits.
 constexpr uint64_t kGroupsChunkBytes = 512 << 10;
 void accumulate_f16_groups(const float* p, int64_t ldp, int64_t groups, int64_t m, const uint8_t* v, uint64_t v_stride,
-                           uint64_t group_bytes, const int32_t* cells, int64_t n, int64_t lanes, int64_t dv,
-                           float* acc) {
+                           uint64_t group_bytes, const int32_t* cells, int64_t n, int64_t lanes, int64_t lane_begin,
+                           int64_t lane_end, int64_t dv, float* acc) {
   const int64_t ld_head = lanes * dv;
   if (dv % 16 != 0) {  // masked columns: kv head by kv head, one head at a time
+    if (lane_begin != 0 || lane_end < lanes) fail("accumulate_f16_groups: a part of the lanes needs dv % 16 == 0");
     for (int64_t j = 0; j < groups * m; ++j)
       accumulate_f16(p + j * ldp, v + j / m * group_bytes, v_stride, cells, n, lanes, dv, acc + j * ld_head);
     return;
@@ -492,7 +494,7 @@ void accumulate_f16_groups(const float* p, int64_t ldp, int64_t groups, int64_t 
       std::max<int64_t>(lanes, int64_t(kGroupsChunkBytes / std::max<uint64_t>(span, 1)) / lanes * lanes);
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const int64_t c1 = std::min(n, c0 + chunk);
-    for (int64_t l = 0; l < lanes && c0 + l < c1; ++l)
+    for (int64_t l = lane_begin; l < std::min(lanes, lane_end) && c0 + l < c1; ++l)
       for (int64_t g = 0; g < groups; ++g)
         for (int64_t h = 0; h < m;) {
           const int64_t take = heads_per_pass(m - h), j = g * m + h;
