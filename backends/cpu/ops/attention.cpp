@@ -457,7 +457,7 @@ int64_t fewest_balanced_parts(int64_t items, int64_t cap, int n_threads) {
 // consecutive rows of every `lanes`), and the lanes' reductions follow in a pass of their own; 0 otherwise. Before
 // (stop 46) each thread took a run of whole kv heads, its part of every V row; by lanes, V at d4096 on two threads
 // on an Intel Xeon (stop 49): Qwen3-0.6B 1.10-1.32x, SmolLM2-135M (which had taken column parts) 1.11-1.59x,
-// Llama-3.2-1B 0.95-1.01x.
+// Llama-3.2-1B 0.93-0.99x.
 int64_t split_v_parts(const AttnKernels& simd, int64_t tokens, int64_t dv, int64_t lanes, int n_threads) {
   return simd.accumulate_f16_groups && tokens == 1 && n_threads >= 2 && dv % 16 == 0 && lanes >= n_threads ? n_threads
                                                                                                            : 0;
