@@ -254,8 +254,12 @@ void dots_f16_heads(const uint8_t* k, uint64_t k_stride, const int32_t* cells, i
 
 // dots_heads' 16-cell step (ggml_vec_dot_f16's order, dk a multiple of 64, two cells at a time, one for four heads
 // beyond dk 64) for `groups` kv heads of H heads each, row by row: each row is taken whole, every kv head's slice
-// meeting its heads in turn, and the rows kRowsAhead cells on are prefetched whole (up to n_left); then each head's 16
-// cells are reduced as dots_heads reduces them. Every (head, cell) dot is dots_heads' (the same bits).
+// meeting its heads in turn, and the rows kRowsAhead cells on are prefetched whole into L2 (up to n_left); then each
+// head's 16 cells are reduced as dots_heads reduces them. Every (head, cell) dot is dots_heads' (the same bits).
+// Into L2, not L1 (stop 49): Qwen3's 16 rows ahead are 32 KiB, which with the block's own rows and its 16 KiB of
+// combs do not fit a 48 KiB L1. On the Intel Xeon at d4096, old / new in one process: a two-thread split's K pass
+// 1.07-1.14x (Qwen3-0.6B, Llama-3.2-1B), the whole decode ATTENTION node 1.03-1.06x at one and two threads,
+// SmolLM2's (384-byte rows) 0.99-1.01x; the K pass without the prefetch 0.78-0.86x, 8 or 32 rows ahead into L1 level.
 constexpr int64_t kRowsMaxHeads = 32;  // heads of a token that dots_groups_rows16 holds (16 x 64 bytes each)
 constexpr int64_t kRowsAhead = 16;     // cells between a row's prefetch and its dots
 template <int H>
@@ -270,7 +274,7 @@ void dots_groups_rows16(const uint8_t* k, uint64_t k_stride, uint64_t group_byte
     for (int u = 0; u < step; ++u)
       if (j + u + kRowsAhead < n_left)
         for (uint64_t b = 0; b < span; b += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(row(j + u + kRowsAhead)) + b, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(row(j + u + kRowsAhead)) + b, _MM_HINT_T1);
     for (int64_t g = 0; g < groups; ++g) {
       const uint64_t off = uint64_t(g) * group_bytes;
       const uint16_t* kr[2] = {reinterpret_cast<const uint16_t*>(row(j) + off),
