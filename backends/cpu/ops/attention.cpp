@@ -610,6 +610,8 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
   const int64_t v_parts = split_v_parts(simd, T, dv, lanes, n_threads);
   const int64_t v_units = v_parts ? v_parts : (heads_v ? groups : pairs) * col_parts;
   float* lanes_all = reinterpret_cast<float*>(sw + sl.off_acc);  // v_parts: [head][lane][dv]
+  bool v_empty = false;  // v_parts: a head with no visible cell (cannot happen: a token sees itself)
+  for (int64_t j = 0; v_parts && j < hq; ++j) v_empty = v_empty || maxes[j * ranges] == -INFINITY;
   ctx.pool.run_chunks(int(v_units), [&](int u, int, int slot) {  // 3. V
     float* acc = reinterpret_cast<float*>(thread_work(slot) + l.off_acc);
     // Columns [i0, i0 + cols) of one pair's output.
@@ -629,9 +631,7 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
     };
     if (v_parts) {  // (part of the lanes) units: those lanes of every head of the token, over whole V rows
       const int64_t n_vis = nvis[0], l0 = u * lanes / v_parts, l1 = std::min((u + 1) * lanes / v_parts, n_vis);
-      bool empty = false;
-      for (int64_t j = 0; j < hq; ++j) empty = empty || maxes[j * ranges] == -INFINITY;
-      if (empty) {  // cannot happen (a token sees itself): the first part takes the pairs one by one, reduced
+      if (v_empty) {  // the first part takes the pairs one by one, reduced
         if (u == 0)
           for (int64_t j = 0; j < hq; ++j) pair_v(j, 0, dv);
         return;
@@ -661,10 +661,7 @@ void attention_split_pairs(const Tensor& node, const OpContext& ctx, const int32
       reduce(acc + j * lanes * cols, lanes, used, cols,
              reinterpret_cast<float*>(row_ptr(node, t, 0, 0)) + (g * group + j) * dv + i0);
   });
-  if (!v_parts) return;
-  bool empty = false;
-  for (int64_t j = 0; j < hq; ++j) empty = empty || maxes[j * ranges] == -INFINITY;
-  if (empty) return;
+  if (!v_parts || v_empty) return;
   ctx.pool.run_chunks(int(hq), [&](int h, int, int) {  // 4. the lanes' reductions
     reduce(lanes_all + h * lanes * dv, lanes, std::min(lanes, nvis[0]), dv,
            reinterpret_cast<float*>(row_ptr(node, 0, 0, 0)) + h * dv);
